@@ -1,0 +1,47 @@
+// The btl framework: opens the components the `btl` parameter selects, initialises
+// them into modules, and closes everything in reverse order.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "framework/repository.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/log.hpp"
+
+namespace transit::btl {
+
+class Framework {
+public:
+    // Registers the framework's own parameters (btl, btl_base_verbose, ...).
+    Framework(rt::Runtime& runtime, ProgressEngine& progress, AmTable& am_table);
+    ~Framework();  // finalizes modules, closes components, unloads
+    Framework(const Framework&) = delete;
+    Framework& operator=(const Framework&) = delete;
+
+    // Loads every component, registers its parameters, applies the `btl`
+    // selection and opens the selected ones.  Throws params::Error for a bad
+    // selection list or parameter value.
+    void open();
+    // Calls init on every opened component and collects the modules.
+    void init();
+
+    // Modules in exclusivity order, highest first.
+    std::span<Module* const> modules() const noexcept { return module_view_; }
+    // Every component seen, with its state and reason (for transit_info and the bml).
+    std::vector<mca::ComponentRecord> records() const;
+    const log::Stream& output() const noexcept { return out_; }
+
+private:
+    rt::Runtime& runtime_;
+    ProgressEngine& progress_;
+    AmTable& am_table_;
+    log::Stream out_;
+    std::vector<mca::LoadedComponent> components_;
+    std::vector<mca::ComponentRecord> failures_;
+    std::vector<std::unique_ptr<Module>> modules_;
+    std::vector<Module*> module_view_;
+};
+
+}  // namespace transit::btl

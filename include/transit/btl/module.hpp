@@ -1,0 +1,165 @@
+// The BTL module: one transport instance (one NIC, one shared-memory domain...).
+//
+// Completion semantics of every data-moving operation, as in Open MPI's BTL 3.1:
+//   Status::completed       done inline; no callback will come (for send():
+//                           unless des_flags::send_always_callback is set)
+//   Status::success         accepted; the callback comes later from progress
+//   Status::out_of_resource nothing happened; the caller queues and retries
+//   other errors            nothing happened; the operation failed
+//
+// Hot-path rules: alloc, free, prepare_src, send, sendi, put, get and the atomics
+// must not throw, allocate from the heap, or take locks when single-threaded.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+
+#include "transit/btl/types.hpp"
+
+namespace transit::btl {
+
+class Component;
+
+// Per-peer state of a module (a socket, a FIFO pointer, a queue pair).
+class Endpoint {
+public:
+    explicit Endpoint(Rank peer) : peer_(peer) {}
+    virtual ~Endpoint() = default;
+    Rank peer() const noexcept { return peer_; }
+
+private:
+    Rank peer_;
+};
+
+struct Attributes {
+    std::size_t eager_limit = 4096;        // largest first fragment sent eagerly
+    std::size_t rndv_eager_limit = 4096;   // data carried by a rendezvous first fragment
+    std::size_t max_send_size = 65536;     // largest fragment
+    std::size_t rdma_pipeline_send_length = 1 << 20;
+    std::size_t rdma_pipeline_frag_size = 1 << 20;
+    std::size_t min_rdma_pipeline_size = 0;
+    std::uint32_t exclusivity = exclusivity_low;
+    std::uint32_t latency = 0;    // relative, lower is better
+    std::uint32_t bandwidth = 0;  // MB/s per endpoint
+    std::uint32_t flags = 0;           // btl::flags
+    std::uint32_t atomic_flags = 0;    // btl::atomic_support
+    std::size_t registration_handle_size = 0;
+    std::size_t get_limit = std::numeric_limits<std::size_t>::max();
+    std::size_t get_alignment = 0;
+    std::size_t put_limit = std::numeric_limits<std::size_t>::max();
+    std::size_t put_alignment = 0;
+    std::size_t get_local_registration_threshold = 0;
+    std::size_t put_local_registration_threshold = 0;
+};
+
+class Module {
+public:
+    explicit Module(Component& component) : component_(&component) {}
+    virtual ~Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+
+    Component& component() const noexcept { return *component_; }
+    const Attributes& attributes() const noexcept { return attr_; }
+    // A human-readable name ("tcp:eth0", "vader"), for verbose output.
+    virtual std::string name() const;
+
+    // --- peers ---------------------------------------------------------------
+    // For each peer it can reach, sets endpoints[i] and reachable.set(i).  Peer
+    // addresses come from the runtime's modex.  Peers it cannot reach are left null.
+    virtual Status add_procs(std::span<const Rank> peers, std::span<Endpoint*> endpoints,
+                             Reachability& reachable) = 0;
+    // Releases the endpoints (the pointers are invalid afterwards).
+    virtual Status del_procs(std::span<const Rank> peers, std::span<Endpoint*> endpoints) = 0;
+
+    // Errors about peers (connection lost, process died) are reported here.
+    Status register_error(ErrorFn fn, void* cbdata) noexcept {
+        error_fn_ = fn;
+        error_cbdata_ = cbdata;
+        return Status::success;
+    }
+
+    // --- sends ---------------------------------------------------------------
+    // A descriptor whose single segment has room for `size` bytes (may be less
+    // than asked, never more than max_send_size); nullptr when out of resources.
+    virtual Descriptor* alloc(Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                              std::uint32_t flags) noexcept = 0;
+    virtual Status free(Descriptor* descriptor) noexcept = 0;
+
+    // A descriptor with `reserve` bytes of header space in front of up to `size`
+    // bytes taken from the convertor (size is updated to what was taken).
+    virtual Descriptor* prepare_src(Endpoint* endpoint, Convertor& convertor, std::uint8_t order,
+                                    std::size_t reserve, std::size_t& size,
+                                    std::uint32_t flags) noexcept = 0;
+
+    virtual Status send(Endpoint* endpoint, Descriptor* descriptor, Tag tag) noexcept = 0;
+
+    // Immediate send of header + payload_size bytes from the convertor.  Returns
+    // completed when sent (never a callback); otherwise out_of_resource and, if
+    // it can, a descriptor of header_size + payload_size bytes in *descriptor
+    // for the caller to fill and send later.
+    virtual Status sendi(Endpoint* endpoint, Convertor* convertor, const void* header,
+                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                         std::uint32_t flags, Tag tag, Descriptor** descriptor) noexcept = 0;
+
+    // --- one-sided (flags::put / flags::get) ---------------------------------
+    virtual Status put(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                       RegistrationHandle* local_handle, const RegistrationHandle* remote_handle,
+                       std::size_t size, int flags, int order, RdmaCompletionFn cbfunc,
+                       void* cbcontext, void* cbdata) noexcept;
+    virtual Status get(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                       RegistrationHandle* local_handle, const RegistrationHandle* remote_handle,
+                       std::size_t size, int flags, int order, RdmaCompletionFn cbfunc,
+                       void* cbcontext, void* cbdata) noexcept;
+
+    // --- atomics (flags::atomic_ops / atomic_fops) ----------------------------
+    virtual Status atomic_op(Endpoint* endpoint, std::uint64_t remote_address,
+                             const RegistrationHandle* remote_handle, AtomicOp op,
+                             std::uint64_t operand, int flags, int order, RdmaCompletionFn cbfunc,
+                             void* cbcontext, void* cbdata) noexcept;
+    virtual Status atomic_fop(Endpoint* endpoint, void* local_address,
+                              std::uint64_t remote_address, RegistrationHandle* local_handle,
+                              const RegistrationHandle* remote_handle, AtomicOp op,
+                              std::uint64_t operand, int flags, int order,
+                              RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+    virtual Status atomic_cswap(Endpoint* endpoint, void* local_address,
+                                std::uint64_t remote_address, RegistrationHandle* local_handle,
+                                const RegistrationHandle* remote_handle, std::uint64_t compare,
+                                std::uint64_t value, int flags, int order,
+                                RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+
+    // --- memory registration --------------------------------------------------
+    // nullptr endpoint = usable with every peer.  Returns nullptr on failure.
+    // Modules with registration_handle_size 0 may return nullptr: no handle needed.
+    virtual RegistrationHandle* register_mem(Endpoint* endpoint, void* base, std::size_t size,
+                                             std::uint32_t flags);
+    virtual Status deregister_mem(RegistrationHandle* handle);
+
+    // Returns once every put/get/atomic started before the call has completed
+    // (to endpoint, or to all when null).  Drives progress while it waits.
+    virtual Status flush(Endpoint* endpoint);
+
+    virtual void dump(Endpoint* endpoint, int verbosity);
+
+    // Releases everything; the module is destroyed afterwards.
+    virtual Status finalize() { return Status::success; }
+
+protected:
+    // Modules set their attributes in the constructor and from parameters.
+    Attributes attr_;
+
+    // Reports a peer error to whoever registered (no-op if nobody did).
+    void report_error(std::uint32_t error_flags, Rank peer, const char* info) noexcept {
+        if (error_fn_) error_fn_(this, error_flags, peer, info, error_cbdata_);
+    }
+
+private:
+    Component* component_;
+    ErrorFn error_fn_ = nullptr;
+    void* error_cbdata_ = nullptr;
+};
+
+}  // namespace transit::btl

@@ -1,0 +1,149 @@
+// Typed run-time parameters.  Every tunable of every layer is registered here with
+// a type, a default, a level (1 = everyone, 9 = developers) and a help text; its
+// value comes from the highest-precedence source that sets it, and remembers
+// that source so tools and error messages can name it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace transit::params {
+
+enum class Type { boolean, integer, unsigned_integer, size, real, string, enumeration, list };
+
+std::string_view to_string(Type t) noexcept;
+
+// Lowest to highest precedence.
+enum class Origin {
+    default_value,
+    system_file,    // <prefix>/etc/transit-mca-params.conf
+    user_file,      // ~/.transit/mca-params.conf
+    param_file,     // a file named in mca_base_param_files
+    environment,    // TRANSIT_MCA_<name>
+    command_line,   // --mca <name> <value>
+    api,            // set by the program itself
+};
+
+std::string_view to_string(Origin o) noexcept;
+
+// Where a value came from: "file /etc/x.conf:12", "environment TRANSIT_MCA_btl", ...
+struct Source {
+    Origin origin = Origin::default_value;
+    std::string where;  // file path or variable name; empty for defaults and the API
+    int line = 0;       // line in a file, 0 otherwise
+    std::string describe() const;
+};
+
+// A declarative parameter, written as a constexpr table by each component:
+//   constexpr params::Decl params[] = {
+//       {"eager_limit", Type::size, "4k", "Largest message sent eagerly", 4},
+//   };
+struct Decl {
+    std::string_view name;  // short name; the full name is <framework>_<component>_<name>
+    Type type;
+    std::string_view default_value;
+    std::string_view help;
+    int level = 5;
+    std::string_view choices = {};     // enumeration: comma-separated allowed values
+    std::string_view synonyms = {};    // comma-separated full names that work silently
+    std::string_view deprecated = {};  // comma-separated old full names that warn once
+};
+
+// The error for any value that does not parse, naming the parameter, the value,
+// where it was set and the form that was expected.
+class Error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+class Variable {
+public:
+    virtual ~Variable() = default;
+
+    virtual const std::string& full_name() const = 0;
+    virtual const std::string& framework() const = 0;
+    virtual const std::string& component() const = 0;
+    virtual const std::string& name() const = 0;
+    virtual Type type() const = 0;
+    virtual int level() const = 0;
+    virtual const std::string& help() const = 0;
+    virtual const std::string& default_value() const = 0;
+    virtual const std::vector<std::string>& choices() const = 0;
+    virtual const std::vector<std::string>& synonyms() const = 0;
+    virtual const std::vector<std::string>& deprecated_names() const = 0;
+
+    // The value as set (text), and where it came from.
+    virtual const std::string& text() const = 0;
+    virtual const Source& source() const = 0;
+
+    // Typed views; calling the wrong one for the type throws Error.
+    virtual bool as_bool() const = 0;
+    virtual std::int64_t as_int() const = 0;
+    virtual std::uint64_t as_unsigned() const = 0;  // unsigned and size
+    virtual double as_real() const = 0;
+    virtual const std::string& as_string() const = 0;  // string and enumeration
+    virtual std::vector<std::string> as_list() const = 0;
+};
+
+class Registry {
+public:
+    virtual ~Registry() = default;
+
+    // Registers one parameter (idempotent for the same full name and type) and
+    // resolves its value from every source.  Throws Error on a bad value.
+    virtual Variable& add(std::string_view framework, std::string_view component,
+                          const Decl& decl) = 0;
+
+    // Registers a whole table; returns nothing, look values up with get().
+    template <std::size_t N>
+    void add_all(std::string_view framework, std::string_view component,
+                 const Decl (&decls)[N]) {
+        for (const Decl& d : decls) add(framework, component, d);
+    }
+
+    // By full name, synonym or deprecated name; nullptr when unknown.
+    virtual Variable* find(std::string_view name) = 0;
+    // Like find, but throws Error naming the parameter when it is unknown.
+    virtual Variable& get(std::string_view name) = 0;
+
+    // Sets a value from the program (Origin::api) or a tool's command line.
+    // Throws Error when the value does not parse.
+    virtual void set(std::string_view name, std::string_view value, Source source) = 0;
+
+    virtual std::vector<Variable*> all() = 0;
+
+    // Warns (once per name) about TRANSIT_MCA_* variables and --mca names that
+    // match no registered parameter, suggesting the nearest known name.
+    // Returns the warnings it printed.
+    virtual std::vector<std::string> warn_unknown() = 0;
+};
+
+// The process-wide registry.
+Registry& registry();
+
+// Parses "--mca NAME VALUE" pairs out of argv (removing them) into the registry's
+// command-line source.  Every tool calls this before anything else.
+void parse_command_line(int& argc, char** argv);
+
+// A framework selection list: "a,b,c" (include) or "^a,b" (exclude).
+struct Selection {
+    bool exclude = false;
+    std::vector<std::string> names;
+    // True when the component `name` is selected by this list.
+    bool selects(std::string_view name) const;
+    bool empty() const { return names.empty(); }
+};
+
+// Parses a selection list; throws Error for "^" anywhere but the front, empty
+// names, or (when `known` is not empty) an included name that is not known.
+Selection parse_selection(std::string_view text, const std::vector<std::string>& known,
+                          std::string_view param_name);
+
+// Parses sizes like "4096", "4k", "1M", "2g" (binary units); throws std::invalid_argument.
+std::uint64_t parse_size(std::string_view text);
+
+}  // namespace transit::params

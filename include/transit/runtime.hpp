@@ -1,0 +1,64 @@
+// What a transport may ask of the job it runs in: identity, locality, the modex
+// (address exchange through the launcher) and the job secret.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "transit/status.hpp"
+
+namespace transit {
+
+using Rank = std::uint32_t;
+inline constexpr Rank any_rank = 0xffffffffu;
+
+namespace rt {
+
+using Secret = std::array<std::byte, 16>;
+
+class Runtime {
+public:
+    virtual ~Runtime() = default;
+
+    virtual Rank rank() const noexcept = 0;
+    virtual std::uint32_t size() const noexcept = 0;
+    virtual std::uint32_t local_rank() const noexcept = 0;
+    virtual std::uint32_t local_size() const noexcept = 0;
+    virtual const std::string& job_id() const noexcept = 0;
+    // Identifies the node and the namespace the process runs in: two containers
+    // on one host get different node ids.
+    virtual const std::string& node_id() const noexcept = 0;
+    virtual bool is_singleton() const noexcept = 0;
+
+    // Ranks on this node (this process included), sorted.
+    virtual std::span<const Rank> local_peers() const noexcept = 0;
+    virtual bool on_this_node(Rank peer) const noexcept = 0;
+
+    // 128 random bits shared by every rank of the job and by no other job.
+    virtual const Secret& job_secret() const noexcept = 0;
+
+    // Publishes a blob under `key` (by convention "btl.<component>.<version>").
+    // Visible to peers after the next fence().
+    virtual Status modex_send(std::string_view key, std::span<const std::byte> blob) = 0;
+    // Reads a peer's blob; not_found when the peer never published `key`.
+    virtual Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) = 0;
+    // Exchanges everything published so far.  Returns peer_failed when a rank
+    // died (the survivors' data is still exchanged), never hangs.
+    virtual Status fence() = 0;
+
+    // Topology (hwloc): the NUMA node this process is bound to (-1: unknown or
+    // unbound), its binding as a cpuset string, and the NUMA distance from this
+    // process to a PCI device (e.g. "0000:3b:00.0"), lower is closer; -1 if unknown.
+    virtual int numa_node() const noexcept = 0;
+    virtual std::string binding() const = 0;
+    virtual int distance_to_device(std::string_view pci_bus_id) const = 0;
+};
+
+}  // namespace rt
+}  // namespace transit

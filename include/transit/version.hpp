@@ -1,0 +1,20 @@
+// The SDK's ABI version.  A plugin records the version it was built against in its
+// descriptor; the loader accepts it only when the major numbers are equal and the
+// plugin's minor is not newer than the running library's.
+#pragma once
+
+#include <cstdint>
+
+namespace transit {
+
+inline constexpr std::uint32_t abi_major = 1;
+inline constexpr std::uint32_t abi_minor = 0;
+inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
+
+// Interface version of each framework; bumped on any incompatible change to
+// that framework's classes.
+inline constexpr std::uint32_t btl_interface_version = 3;
+
+inline constexpr const char* version_string = "0.1.0";
+
+}  // namespace transit

@@ -1,0 +1,24 @@
+// Opening the runtime: the PMIx client when a launcher started us, a singleton
+// job of one otherwise.
+#pragma once
+
+#include <memory>
+
+#include "transit/runtime.hpp"
+
+namespace transit::rt {
+
+enum class FenceMode {
+    self_driven,  // Transit calls PMIx_Fence itself (transit_run, mpirun, srun)
+    host_driven,  // a host (Open MPI's BTL adapter) runs the fence; modex_send
+                  // commits and fence() only refreshes
+};
+
+// Never returns null; throws std::runtime_error only for a launcher that
+// answers but is broken.
+std::unique_ptr<Runtime> open_runtime(FenceMode mode = FenceMode::self_driven);
+
+// A runtime for one process alone, usable without any launcher (tests, tools).
+std::unique_ptr<Runtime> singleton_runtime();
+
+}  // namespace transit::rt

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what Transit needs (Debian 12 packages), configures and builds it.
+#   contrib/setup.sh                     -> build/ (RelWithDebInfo)
+#   TRANSIT_BUILD_DIR=b TRANSIT_CMAKE_ARGS="-DTRANSIT_SANITIZE=ON" contrib/setup.sh
+# Set TRANSIT_SKIP_APT=1 to skip the package step.
+set -euo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${TRANSIT_BUILD_DIR:-$src/build}
+
+packages=(
+  cmake g++ make pkg-config git ca-certificates
+  libgtest-dev libltdl-dev libpmix-dev libhwloc-dev libibverbs-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev
+  openmpi-bin libopenmpi-dev
+  clang libclang-rt-14-dev iproute2 procps
+)
+
+if [ "${TRANSIT_SKIP_APT:-0}" != 1 ]; then
+  missing=()
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    echo "setup: installing ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# shellcheck disable=SC2086
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=${TRANSIT_BUILD_TYPE:-RelWithDebInfo} ${TRANSIT_CMAKE_ARGS:-} >/dev/null
+cmake --build "$build" -j"$(nproc)"

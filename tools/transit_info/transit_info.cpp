@@ -1,0 +1,110 @@
+// transit_info: what Transit has loaded, what it refused and why, and every
+// parameter with its value and where that value came from.
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "framework/btl_framework.hpp"
+#include "runtime/runtime.hpp"
+#include "tools/transit_info/info_output.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/progress.hpp"
+#include "transit/version.hpp"
+
+namespace {
+
+struct Options {
+    std::vector<std::string> param;  // framework, component
+    int level = 1;
+    bool all = false;
+    bool path = false;
+    bool parsable = false;
+    bool json = false;
+};
+
+bool wanted(const transit::params::Variable& v, const Options& o) {
+    if (v.level() > o.level) return false;
+    if (o.param.size() != 2) return true;
+    const std::string& fw = o.param[0];
+    const std::string& comp = o.param[1];
+    if (fw != "all" && v.framework() != fw) return false;
+    if (comp != "all" && transit::info::component_of(v) != comp) return false;
+    return true;
+}
+
+transit::info::Report build_report(const transit::btl::Framework& btl, const Options& o) {
+    transit::info::Report r;
+    r.frameworks = {"btl"};
+    r.level = o.level;
+    r.components = btl.records();
+    std::sort(r.components.begin(), r.components.end(),
+              [](const auto& a, const auto& b) { return a.name < b.name; });
+    for (transit::params::Variable* v : transit::params::registry().all()) {
+        if (wanted(*v, o))
+            r.params.push_back(v);
+        else if (v->level() > o.level)
+            r.hidden_by_level = true;
+    }
+    std::sort(r.params.begin(), r.params.end(),
+              [](const auto* a, const auto* b) { return a->full_name() < b->full_name(); });
+    if (o.path) r.path = transit::mca::component_path();
+    return r;
+}
+
+int run(int argc, char** argv) {
+    transit::params::parse_command_line(argc, argv);
+
+    Options o;
+    CLI::App app{fmt::format("transit_info {}: components, their state, and every parameter",
+                             transit::version_string)};
+    app.add_option("--param", o.param, "Show parameters of FRAMEWORK COMPONENT (each may be 'all')")
+        ->expected(2);
+    app.add_option("--level", o.level, "Show parameters up to this level (1-9)")
+        ->check(CLI::Range(1, 9));
+    app.add_flag("--all", o.all, "Everything: all frameworks, components and parameters");
+    app.add_flag("--path", o.path, "The directories searched for plugins");
+    app.add_flag("--parsable", o.parsable,
+                 "One mca:<fw>:<component>:param:<name>:<field>:<value> "
+                 "line per field");
+    app.add_flag("--json", o.json, "JSON output");
+    app.footer("Any tool also takes --mca NAME VALUE to set a parameter.");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+    if (o.all) {
+        o.level = 9;
+        o.path = true;
+        o.param = {"all", "all"};
+    }
+
+    auto runtime = transit::rt::singleton_runtime();
+    transit::btl::Framework btl(*runtime, transit::progress_engine(), transit::btl::am_table());
+    btl.open();
+    transit::params::registry().warn_unknown();
+
+    transit::info::Report report = build_report(btl, o);
+    std::string text = o.json       ? transit::info::format_json(report)
+                       : o.parsable ? transit::info::format_parsable(report)
+                                    : transit::info::format_table(report);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const transit::params::Error& e) {
+        fmt::print(stderr, "transit_info: {}\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "transit_info: error: {}\n", e.what());
+        return 1;
+    }
+}

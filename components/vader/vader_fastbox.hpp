@@ -1,0 +1,165 @@
+// Fast boxes: one single-producer single-consumer ring per (sender, receiver)
+// pair, in the receiver's segment, written directly by the sender.  A small
+// message costs the sender one copy and one release store, the receiver one
+// acquire load; no fragment, no FIFO slot, no return trip.
+//
+// Layout of a box: a control line holding the receiver's read position, then
+// `size` bytes of messages.  Each message is an 8-byte header followed by its
+// payload rounded up to 8 bytes.  The sender always zeroes the header that
+// follows the message it publishes, so the receiver, reading at its position,
+// finds either zero (nothing yet) or a complete header, never stale payload.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "components/vader/vader_fifo.hpp"
+
+namespace transit::vader {
+
+class Fastbox {
+  public:
+    static constexpr std::size_t header_size = 8;
+
+    // Shared bytes of one box with `size` bytes of messages (a power of two).
+    static constexpr std::size_t bytes(std::uint32_t size) noexcept {
+        return sizeof(Control) + size;
+    }
+    // The largest payload worth a box of `size` bytes: a quarter, so that a
+    // few messages are always in flight.
+    static constexpr std::uint32_t max_payload(std::uint32_t size) noexcept {
+        return size / 4 - header_size;
+    }
+
+    static constexpr std::uint64_t magic = 0xfb0bull << 48;
+    static constexpr std::uint64_t type_message = 1;
+    static constexpr std::uint64_t type_skip = 2;
+
+    static std::uint64_t encode(std::uint64_t type, std::uint8_t tag, std::uint32_t size) noexcept {
+        return magic | (type << 40) | (std::uint64_t{tag} << 32) | size;
+    }
+
+  protected:
+    struct alignas(cache_line) Control {
+        std::atomic<std::uint32_t> read_pos{0};
+    };
+    static std::atomic_ref<std::uint64_t> header_at(char* data, std::uint32_t offset) noexcept {
+        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(data + offset));
+    }
+    static constexpr std::uint32_t round8(std::uint32_t n) noexcept { return (n + 7u) & ~7u; }
+};
+
+// The sender's side.  Its cursor is private; only the receiver's read position
+// is shared, and it is read only when the cached copy says the box is full.
+class FastboxWriter : public Fastbox {
+  public:
+    FastboxWriter() = default;
+    FastboxWriter(void* box, std::uint32_t size) noexcept
+        : control_(static_cast<Control*>(box)),
+          data_(static_cast<char*>(box) + sizeof(Control)),
+          size_(size) {}
+
+    bool valid() const noexcept { return data_ != nullptr; }
+
+    // Room for a payload of `len` bytes (len <= max_payload(size)), or nullptr
+    // when the box is full.  Must be followed by commit().
+    char* reserve(std::uint32_t len) noexcept {
+        const std::uint32_t need = header_size + round8(len);
+        std::uint32_t offset = write_pos_ & (size_ - 1);
+        const std::uint32_t skip = offset + need > size_ ? size_ - offset : 0;
+        // +header_size: the header after this message is zeroed now.
+        const std::uint32_t total = skip + need + header_size;
+        if (size_ - (write_pos_ - read_cache_) < total) {
+            read_cache_ = control_->read_pos.load(std::memory_order_acquire);
+            if (size_ - (write_pos_ - read_cache_) < total) return nullptr;
+        }
+        if (skip != 0) {
+            header_at(data_, 0).store(0, std::memory_order_relaxed);
+            header_at(data_, offset).store(encode(type_skip, 0, 0), std::memory_order_release);
+            write_pos_ += skip;
+            offset = 0;
+        }
+        const std::uint32_t next = (offset + need) & (size_ - 1);
+        header_at(data_, next).store(0, std::memory_order_relaxed);
+        pending_offset_ = offset;
+        pending_need_ = need;
+        return data_ + offset + header_size;
+    }
+
+    void commit(std::uint8_t tag, std::uint32_t len) noexcept {
+        header_at(data_, pending_offset_)
+            .store(encode(type_message, tag, len), std::memory_order_release);
+        write_pos_ += pending_need_;
+    }
+
+    // Copies and publishes in one go.
+    bool write(std::uint8_t tag, const void* payload, std::uint32_t len) noexcept {
+        char* p = reserve(len);
+        if (p == nullptr) return false;
+        std::memcpy(p, payload, len);
+        commit(tag, len);
+        return true;
+    }
+
+  private:
+    Control* control_ = nullptr;
+    char* data_ = nullptr;
+    std::uint32_t size_ = 0;
+    std::uint32_t write_pos_ = 0;
+    std::uint32_t read_cache_ = 0;
+    std::uint32_t pending_offset_ = 0;
+    std::uint32_t pending_need_ = 0;
+};
+
+// The receiver's side.
+class FastboxReader : public Fastbox {
+  public:
+    FastboxReader() = default;
+    // Formats the box (the receiver owns the memory) and reads from it.
+    FastboxReader(void* box, std::uint32_t size) noexcept
+        : control_(new (box) Control{}),
+          data_(static_cast<char*>(box) + sizeof(Control)),
+          size_(size) {
+        header_at(data_, 0).store(0, std::memory_order_release);
+    }
+
+    bool valid() const noexcept { return data_ != nullptr; }
+
+    bool ready() const noexcept {
+        return header_at(data_, read_pos_ & (size_ - 1)).load(std::memory_order_acquire) != 0;
+    }
+
+    // Delivers up to `max` messages to deliver(const char* payload, uint32_t len,
+    // uint8_t tag); the payload is valid during the call only.  Returns the count.
+    template <typename Deliver>
+    int poll(Deliver&& deliver, int max) noexcept {
+        int count = 0;
+        const std::uint32_t start = read_pos_;
+        while (count < max) {
+            const std::uint32_t offset = read_pos_ & (size_ - 1);
+            const std::uint64_t h = header_at(data_, offset).load(std::memory_order_acquire);
+            if (h == 0) break;
+            if (((h >> 40) & 0xff) == type_skip) {
+                read_pos_ += size_ - offset;
+                continue;
+            }
+            const auto len = static_cast<std::uint32_t>(h);
+            deliver(static_cast<const char*>(data_ + offset + header_size), len,
+                    static_cast<std::uint8_t>(h >> 32));
+            read_pos_ += header_size + round8(len);
+            ++count;
+        }
+        if (read_pos_ != start) control_->read_pos.store(read_pos_, std::memory_order_release);
+        return count;
+    }
+
+  private:
+    Control* control_ = nullptr;
+    char* data_ = nullptr;
+    std::uint32_t size_ = 0;
+    std::uint32_t read_pos_ = 0;
+};
+
+}  // namespace transit::vader

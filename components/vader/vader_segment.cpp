@@ -1,0 +1,149 @@
+#include "components/vader/vader_segment.hpp"
+
+#include <fcntl.h>
+#include <linux/mempolicy.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+namespace transit::vader {
+namespace {
+
+class Fd {
+  public:
+    explicit Fd(int fd) noexcept : fd_(fd) {}
+    ~Fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    Fd(const Fd&) = delete;
+    Fd& operator=(const Fd&) = delete;
+    int get() const noexcept { return fd_; }
+
+  private:
+    int fd_;
+};
+
+[[noreturn]] void fail(std::string_view what, const std::string& path) {
+    throw std::system_error(errno, std::generic_category(),
+                            fmt::format("vader: {} {}", what, path));
+}
+
+std::uint64_t random64() {
+    std::uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
+        throw std::system_error(errno, std::generic_category(), "vader: getrandom");
+    return r;
+}
+
+// A preference, not a binding: if the node is full the kernel places the pages
+// elsewhere instead of failing the job.
+void prefer_numa_node(void* base, std::size_t size, int node) noexcept {
+    if (node < 0 || node >= 64) return;
+    unsigned long mask = 1ul << node;
+    (void)::syscall(SYS_mbind, base, size, MPOL_PREFERRED, &mask, 64ul, 0u);
+}
+
+void* map(int fd, std::size_t size, const std::string& path) {
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) fail("cannot map", path);
+    return base;
+}
+
+}  // namespace
+
+std::string segment_file_name(std::string_view job_id, Rank rank, std::uint64_t random) {
+    std::string job(job_id);
+    for (char& c : job) {
+        const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                          (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+        if (!keep) c = '_';
+    }
+    return fmt::format("transit-{}-vader-{}-{:016x}", job, rank, random);
+}
+
+void unlink_path(const std::string& path) noexcept {
+    (void)::unlink(path.c_str());
+}
+
+SharedFile SharedFile::create(std::string_view dir, std::string_view job_id, Rank rank,
+                              std::size_t size, int numa_node) {
+    SharedFile f;
+    f.path_ = fmt::format("{}/{}", dir, segment_file_name(job_id, rank, random64()));
+    Fd fd(::open(f.path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+    if (fd.get() < 0) fail("cannot create", f.path_);
+    f.owner_ = true;
+    f.linked_ = true;
+    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) fail("cannot size", f.path_);
+    f.base_ = map(fd.get(), size, f.path_);
+    f.size_ = size;
+    prefer_numa_node(f.base_, size, numa_node);
+    // Touch every page now: tmpfs pages are placed where first faulted, and a
+    // full /dev/shm should fail here (SIGBUS-free) rather than mid-transfer.
+    if (::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)) != 0) {
+        errno = ENOSPC;
+        fail("no space for", f.path_);
+    }
+    std::memset(f.base_, 0, size);
+    return f;
+}
+
+SharedFile SharedFile::attach(const std::string& path) {
+    SharedFile f;
+    f.path_ = path;
+    Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    if (fd.get() < 0) fail("cannot open", path);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) fail("cannot stat", path);
+    if (st.st_uid != ::geteuid()) {
+        errno = EPERM;
+        fail("not owned by this user:", path);
+    }
+    f.size_ = static_cast<std::size_t>(st.st_size);
+    f.base_ = map(fd.get(), f.size_, path);
+    return f;
+}
+
+void SharedFile::unlink() noexcept {
+    if (owner_ && linked_) unlink_path(path_);
+    linked_ = false;
+}
+
+void SharedFile::release() noexcept {
+    unlink();
+    if (base_ != nullptr) ::munmap(base_, size_);
+    base_ = nullptr;
+    size_ = 0;
+}
+
+SharedFile::~SharedFile() {
+    release();
+}
+
+SharedFile::SharedFile(SharedFile&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      path_(std::move(other.path_)),
+      owner_(std::exchange(other.owner_, false)),
+      linked_(std::exchange(other.linked_, false)) {}
+
+SharedFile& SharedFile::operator=(SharedFile&& other) noexcept {
+    if (this != &other) {
+        release();
+        base_ = std::exchange(other.base_, nullptr);
+        size_ = std::exchange(other.size_, 0);
+        path_ = std::move(other.path_);
+        owner_ = std::exchange(other.owner_, false);
+        linked_ = std::exchange(other.linked_, false);
+    }
+    return *this;
+}
+
+}  // namespace transit::vader

@@ -1,0 +1,56 @@
+// A shared-memory file: created by its owner (mode 0600, unpredictable name
+// carrying the job id), mapped by the local peers, and unlinked as early as
+// possible so that a crash leaves nothing behind.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "transit/runtime.hpp"
+
+namespace transit::vader {
+
+class SharedFile {
+  public:
+    SharedFile() = default;
+    ~SharedFile();
+    SharedFile(SharedFile&& other) noexcept;
+    SharedFile& operator=(SharedFile&& other) noexcept;
+    SharedFile(const SharedFile&) = delete;
+    SharedFile& operator=(const SharedFile&) = delete;
+
+    // Creates <dir>/transit-<job>-vader-<rank>-<random>, sized and mapped, its
+    // pages zeroed by this process (first touch) after asking for `numa_node`
+    // (-1: no preference).  Throws std::system_error naming the path.
+    static SharedFile create(std::string_view dir, std::string_view job_id, Rank rank,
+                             std::size_t size, int numa_node);
+    // Maps a peer's file.  Throws std::system_error naming the path.
+    static SharedFile attach(const std::string& path);
+
+    char* data() const noexcept { return static_cast<char*>(base_); }
+    std::size_t size() const noexcept { return size_; }
+    const std::string& path() const noexcept { return path_; }
+    bool owner() const noexcept { return owner_; }
+    bool linked() const noexcept { return linked_; }
+
+    // Removes the name (the mapping stays valid).  Idempotent, never throws.
+    void unlink() noexcept;
+
+  private:
+    void release() noexcept;
+
+    void* base_ = nullptr;
+    std::size_t size_ = 0;
+    std::string path_;
+    bool owner_ = false;
+    bool linked_ = false;
+};
+
+// The file name for a job id: characters outside [A-Za-z0-9._-] become '_'.
+std::string segment_file_name(std::string_view job_id, Rank rank, std::uint64_t random);
+
+// Removes a file by name when a peer knows it is the last to map it.
+void unlink_path(const std::string& path) noexcept;
+
+}  // namespace transit::vader

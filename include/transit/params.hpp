@@ -33,7 +33,7 @@ std::string_view to_string(Origin o) noexcept;
 // Where a value came from: "file /etc/x.conf:12", "environment TRANSIT_MCA_btl", ...
 struct Source {
     Origin origin = Origin::default_value;
-    std::string where;  // file path or variable name; empty for defaults and the API
+    std::string where = {};  // file path or variable name; empty for defaults and the API
     int line = 0;       // line in a file, 0 otherwise
     std::string describe() const;
 };

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "framework/repository.hpp"
@@ -13,7 +14,7 @@
 namespace transit::btl {
 
 class Framework {
-public:
+  public:
     // Registers the framework's own parameters (btl, btl_base_verbose, ...).
     Framework(rt::Runtime& runtime, ProgressEngine& progress, AmTable& am_table);
     ~Framework();  // finalizes modules, closes components, unloads
@@ -24,16 +25,28 @@ public:
     // selection and opens the selected ones.  Throws params::Error for a bad
     // selection list or parameter value.
     void open();
-    // Calls init on every opened component and collects the modules.
+    // Calls init on every opened component and collects the modules.  A component
+    // that returns none is declined (its decline_reason()), closed and unloaded.
     void init();
 
     // Modules in exclusivity order, highest first.
     std::span<Module* const> modules() const noexcept { return module_view_; }
-    // Every component seen, with its state and reason (for transit_info and the bml).
+    // Every component seen, with its state and reason (for transit_info and the bml),
+    // sorted by name.  Components that were refused, excluded or declined are
+    // unloaded as soon as that is known; only their records remain.
     std::vector<mca::ComponentRecord> records() const;
     const log::Stream& output() const noexcept { return out_; }
 
-private:
+  private:
+    void check_types();
+    void register_component_params();
+    void apply_selection();
+    void open_selected();
+    void init_one(mca::LoadedComponent& c, InitContext& ctx);
+    void fail(mca::LoadedComponent& c, std::string reason);
+    void close_one(mca::LoadedComponent& c);
+    void unload_unused();
+
     rt::Runtime& runtime_;
     ProgressEngine& progress_;
     AmTable& am_table_;
@@ -42,6 +55,8 @@ private:
     std::vector<mca::ComponentRecord> failures_;
     std::vector<std::unique_ptr<Module>> modules_;
     std::vector<Module*> module_view_;
+    bool opened_ = false;
+    bool initialized_ = false;
 };
 
 }  // namespace transit::btl

@@ -1,0 +1,244 @@
+// The btl framework's lifecycle: load -> register parameters -> select -> open
+// -> init -> (use) -> finalize -> close -> unload.  Every decision about a
+// component is one verbose line, so "why was this transport (not) used?" has
+// an answer at btl_base_verbose >= 1.
+#include "framework/btl_framework.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+
+#include "transit/params.hpp"
+
+namespace transit::btl {
+
+namespace {
+
+using mca::ComponentState;
+
+constexpr params::Decl selection_decl = {
+    "", params::Type::string, "",
+    "Comma-separated list of btl components to use (e.g. \"self,vader,tcp\"), or, "
+    "with a leading '^', the components not to use (e.g. \"^openib\"); empty: all",
+    1};
+
+constexpr params::Decl verbose_decl = {
+    "verbose", params::Type::integer, "0",
+    "Verbosity of the btl framework (0..100): at 1 and above, one line per component "
+    "saying why it was selected, declined, excluded or rejected",
+    5};
+
+constexpr int max_verbosity = 100;
+
+int verbosity(params::Variable& v) {
+    const std::int64_t level = v.as_int();
+    if (level < 0 || level > max_verbosity)
+        throw params::Error(
+            fmt::format("parameter {}: value \"{}\" (from {}) is out of range: expected 0..{}",
+                        v.full_name(), v.text(), v.source().describe(), max_verbosity));
+    return static_cast<int>(level);
+}
+
+// Only the btl framework's own objects reach here (the loader checked the
+// descriptor), but a plugin may still hand back a class of the wrong kind.
+Component* as_btl(mca::LoadedComponent& c) {
+    return dynamic_cast<Component*>(&c.component());
+}
+
+std::string what_of(std::exception_ptr e) {
+    try {
+        std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+        return x.what();
+    } catch (...) {
+        return "an unknown exception";
+    }
+}
+
+std::string module_names(std::span<const std::unique_ptr<Module>> modules) {
+    std::string out;
+    for (const auto& m : modules) out += (out.empty() ? "" : ", ") + m->name();
+    return out;
+}
+
+}  // namespace
+
+Framework::Framework(rt::Runtime& runtime, ProgressEngine& progress, AmTable& am_table)
+    : runtime_(runtime), progress_(progress), am_table_(am_table) {
+    params::Registry& registry = params::registry();
+    registry.add("btl", "", selection_decl);
+    out_ = log::Stream("btl", verbosity(registry.add("btl", "base", verbose_decl)));
+}
+
+Framework::~Framework() {
+    for (auto it = modules_.rbegin(); it != modules_.rend(); ++it) {
+        try {
+            if (Status s = (*it)->finalize(); !ok(s))
+                out_.verbose(1, "finalizing module {} failed: {}", (*it)->name(), to_string(s));
+        } catch (...) {
+            out_.verbose(1, "finalizing module {} threw: {}", (*it)->name(),
+                         what_of(std::current_exception()));
+        }
+    }
+    module_view_.clear();
+    while (!modules_.empty()) modules_.pop_back();
+    for (auto it = components_.rbegin(); it != components_.rend(); ++it) close_one(*it);
+    while (!components_.empty()) components_.pop_back();
+}
+
+void Framework::open() {
+    if (opened_) return;
+    opened_ = true;
+    mca::LoadResult loaded = mca::load_components("btl");
+    components_ = std::move(loaded.components);
+    failures_ = std::move(loaded.failures);
+    for (const mca::ComponentRecord& f : failures_)
+        out_.verbose(1, "rejected {} ({}): {}", f.name, f.path, f.reason);
+    check_types();
+    register_component_params();
+    apply_selection();
+    open_selected();
+    unload_unused();
+}
+
+void Framework::init() {
+    if (!opened_) open();
+    if (initialized_) return;
+    initialized_ = true;
+    InitContext ctx{runtime_, progress_, am_table_};
+    for (mca::LoadedComponent& c : components_)
+        if (c.record().state == ComponentState::opened) init_one(c, ctx);
+    for (const auto& m : modules_) module_view_.push_back(m.get());
+    std::stable_sort(module_view_.begin(), module_view_.end(), [](Module* a, Module* b) {
+        return a->attributes().exclusivity > b->attributes().exclusivity;
+    });
+    unload_unused();
+}
+
+std::vector<mca::ComponentRecord> Framework::records() const {
+    std::vector<mca::ComponentRecord> out;
+    for (const mca::LoadedComponent& c : components_) out.push_back(c.record());
+    out.insert(out.end(), failures_.begin(), failures_.end());
+    std::stable_sort(out.begin(), out.end(),
+                     [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+}
+
+void Framework::check_types() {
+    for (mca::LoadedComponent& c : components_)
+        if (as_btl(c) == nullptr)
+            fail(c, "the factory returned an object that is not a btl component");
+}
+
+void Framework::register_component_params() {
+    for (mca::LoadedComponent& c : components_) {
+        if (c.record().state != ComponentState::loaded) continue;
+        try {
+            c.component().register_params(params::registry());
+        } catch (const params::Error&) {
+            throw;  // a bad value set by the user: the program must stop and say so
+        } catch (...) {
+            fail(c, "registering parameters threw: " + what_of(std::current_exception()));
+        }
+    }
+}
+
+void Framework::apply_selection() {
+    params::Variable& var = params::registry().get("btl");
+    std::vector<std::string> known;
+    for (const mca::LoadedComponent& c : components_) known.push_back(c.record().name);
+    for (const mca::ComponentRecord& f : failures_) known.push_back(f.name);
+    const params::Selection selection = params::parse_selection(var.text(), known, "btl");
+    if (selection.empty()) return;
+    for (mca::LoadedComponent& c : components_) {
+        mca::ComponentRecord& r = c.record();
+        if (r.state != ComponentState::loaded || selection.selects(r.name)) continue;
+        r.state = ComponentState::excluded;
+        r.reason = fmt::format("excluded by btl={} (from {})", var.text(), var.source().describe());
+        out_.verbose(1, "excluded {}: {}", r.name, r.reason);
+    }
+}
+
+void Framework::open_selected() {
+    for (mca::LoadedComponent& c : components_) {
+        mca::ComponentRecord& r = c.record();
+        if (r.state != ComponentState::loaded) continue;
+        try {
+            mca::OpenResult result = c.component().open();
+            if (result.available) {
+                r.state = ComponentState::opened;
+                out_.verbose(1, "opened {} ({})", r.name, r.path);
+            } else {
+                r.state = ComponentState::declined;
+                r.reason = result.reason.empty() ? "declined to open" : result.reason;
+                out_.verbose(1, "declined {}: {}", r.name, r.reason);
+            }
+        } catch (...) {
+            fail(c, "open() threw: " + what_of(std::current_exception()));
+        }
+    }
+}
+
+void Framework::init_one(mca::LoadedComponent& c, InitContext& ctx) {
+    mca::ComponentRecord& r = c.record();
+    std::vector<std::unique_ptr<Module>> modules;
+    try {
+        modules = as_btl(c)->init(ctx);
+    } catch (...) {
+        fail(c, "init() threw: " + what_of(std::current_exception()));
+        return;
+    }
+    std::erase(modules, nullptr);
+    if (modules.empty()) {
+        const std::string& why = as_btl(c)->decline_reason();
+        close_one(c);  // it was opened
+        r.state = ComponentState::declined;
+        r.reason = why.empty() ? "no usable module" : why;
+        out_.verbose(1, "declined {}: {}", r.name, r.reason);
+        return;
+    }
+    r.state = ComponentState::active;
+    out_.verbose(1, "selected {}: {} module(s): {}", r.name, modules.size(), module_names(modules));
+    for (auto& m : modules) modules_.push_back(std::move(m));
+}
+
+void Framework::fail(mca::LoadedComponent& c, std::string reason) {
+    mca::ComponentRecord& r = c.record();
+    out_.verbose(1, "rejected {} ({}): {}", r.name, r.path, reason);
+    // An opened component gets its close() even when a later step failed.
+    if (r.state == ComponentState::opened) close_one(c);
+    r.state = ComponentState::failed;
+    r.reason = std::move(reason);
+}
+
+// Only opened and active components were opened, so only they are closed.
+void Framework::close_one(mca::LoadedComponent& c) {
+    mca::ComponentRecord& r = c.record();
+    if (r.state != ComponentState::opened && r.state != ComponentState::active) return;
+    try {
+        c.component().close();
+    } catch (...) {
+        out_.verbose(1, "closing {} threw: {}", r.name, what_of(std::current_exception()));
+    }
+}
+
+// A component that will never run is unloaded at once: its library (and what
+// the library pulls in, e.g. libibverbs) should not stay mapped for nothing.
+void Framework::unload_unused() {
+    auto unused = [](const mca::LoadedComponent& c) {
+        ComponentState s = c.record().state;
+        return s == ComponentState::failed || s == ComponentState::declined ||
+               s == ComponentState::excluded;
+    };
+    for (auto it = components_.begin(); it != components_.end();) {
+        if (!unused(*it)) {
+            ++it;
+            continue;
+        }
+        failures_.push_back(it->record());
+        it = components_.erase(it);
+    }
+}
+
+}  // namespace transit::btl

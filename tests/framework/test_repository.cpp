@@ -1,0 +1,233 @@
+// The loader: every broken fixture is refused with its own reason, good ones
+// load, and the search path comes from mca_base_component_path.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include "framework/repository.hpp"
+#include "tests/framework/plugin_env.hpp"
+#include "transit/version.hpp"
+
+namespace transit::mca {
+namespace {
+
+using test::fixture;
+using test::fixture_dir;
+
+const ComponentRecord* find_failure(const LoadResult& r, const std::string& name) {
+    for (const ComponentRecord& f : r.failures)
+        if (f.name == name) return &f;
+    return nullptr;
+}
+
+const LoadedComponent* find_loaded(const LoadResult& r, const std::string& name) {
+    for (const LoadedComponent& c : r.components)
+        if (c.record().name == name) return &c;
+    return nullptr;
+}
+
+class Repository : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        params::reset_for_testing();
+        test::set_param("mca_base_component_path", fixture_dir + ":" + test::dup_dir);
+    }
+    void TearDown() override { params::reset_for_testing(); }
+};
+
+struct Refusal {
+    std::string name;
+    std::string reason;  // expected somewhere in the record's reason
+};
+
+std::ostream& operator<<(std::ostream& os, const Refusal& r) {
+    return os << r.name;
+}
+
+class RefusedFixture : public Repository, public ::testing::WithParamInterface<Refusal> {};
+
+TEST_P(RefusedFixture, IsRefusedWithItsReason) {
+    const Refusal& want = GetParam();
+    LoadResult r = load_components("btl");
+    const ComponentRecord* f = find_failure(r, want.name);
+    ASSERT_NE(f, nullptr) << want.name << " was not refused";
+    EXPECT_EQ(f->state, ComponentState::failed);
+    EXPECT_EQ(f->framework, "btl");
+    EXPECT_NE(f->reason.find(want.reason), std::string::npos)
+        << "reason: " << f->reason << "\nexpected to contain: " << want.reason;
+    EXPECT_EQ(f->reason.find('\n'), std::string::npos) << "a reason is one line";
+    for (const LoadedComponent& c : r.components) EXPECT_NE(c.record().path, f->path);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, RefusedFixture,
+    ::testing::Values(
+        Refusal{"badmagic", "bad magic 0x0badf00d"},
+        Refusal{"otherabi", "built against Transit ABI 2.0, this is ABI 1.0"},
+        Refusal{"otheriface", "built against btl interface version 4, this is version 3"},
+        Refusal{"fingerprint", std::string("built with othercc/otherlib/x86_64-sysv, this is ") +
+                                   build_fingerprint},
+        Refusal{"wrongname", "descriptor names component 'somebodyelse'"},
+        Refusal{"nofactory", "descriptor has no factory"},
+        Refusal{"nosym", "missing descriptor symbol transit_btl_nosym_component"},
+        Refusal{"notso", "not a shared object"},
+        Refusal{"factorythrows", "the factory threw: fixture factory failure"},
+        Refusal{"dup", "duplicate of " + fixture("dup")}),
+    [](const auto& info) { return info.param.name; });
+
+TEST_F(Repository, DuplicateRefusesTheSecondFileAndKeepsTheFirst) {
+    LoadResult r = load_components("btl");
+    const LoadedComponent* first = find_loaded(r, "dup");
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(first->record().path, fixture("dup"));
+    const ComponentRecord* second = find_failure(r, "dup");
+    ASSERT_NE(second, nullptr);
+    EXPECT_EQ(second->path, fixture("dup", test::dup_dir));
+}
+
+TEST_F(Repository, GoodPluginLoadsWithItsRecord) {
+    LoadResult r = load_components("btl");
+    const LoadedComponent* good = find_loaded(r, "fixturegood");
+    ASSERT_NE(good, nullptr);
+    const ComponentRecord& rec = good->record();
+    EXPECT_EQ(rec.state, ComponentState::loaded);
+    EXPECT_EQ(rec.framework, "btl");
+    EXPECT_EQ(rec.version, "1.2.3");
+    EXPECT_EQ(rec.path, fixture("fixturegood"));
+    EXPECT_EQ(rec.built_with, std::string("Transit ABI 1.0, ") + build_fingerprint);
+    EXPECT_TRUE(rec.reason.empty());
+    EXPECT_EQ(good->component().name(), "fixturegood");
+    ASSERT_NE(good->component().descriptor, nullptr);
+    EXPECT_EQ(good->component().descriptor->magic, descriptor_magic);
+}
+
+TEST_F(Repository, LoaderDoesNotRunOpen) {
+    // openthrows only fails when the framework opens it.
+    LoadResult r = load_components("btl");
+    EXPECT_NE(find_loaded(r, "openthrows"), nullptr);
+    EXPECT_EQ(find_failure(r, "openthrows"), nullptr);
+}
+
+TEST_F(Repository, AcceptedComponentsAreSortedByName) {
+    LoadResult r = load_components("btl");
+    ASSERT_GE(r.components.size(), 4u);
+    EXPECT_TRUE(std::is_sorted(
+        r.components.begin(), r.components.end(),
+        [](const auto& a, const auto& b) { return a.record().name < b.record().name; }));
+}
+
+TEST_F(Repository, LibraryStaysMappedWhileTheComponentLives) {
+    const std::string path = fixture("fixturegood");
+    {
+        LoadResult r = load_components("btl");
+        ASSERT_NE(find_loaded(r, "fixturegood"), nullptr);
+        EXPECT_TRUE(test::is_mapped(path));
+        // Refused plugins are not kept.
+        EXPECT_FALSE(test::is_mapped(fixture("badmagic")));
+        EXPECT_FALSE(test::is_mapped(fixture("dup", test::dup_dir)));
+    }
+    EXPECT_FALSE(test::is_mapped(path));
+}
+
+TEST_F(Repository, LoadingTwiceGivesIndependentComponents) {
+    LoadResult a = load_components("btl");
+    LoadResult b = load_components("btl");
+    const LoadedComponent* ga = find_loaded(a, "fixturegood");
+    const LoadedComponent* gb = find_loaded(b, "fixturegood");
+    ASSERT_TRUE(ga && gb);
+    EXPECT_NE(&ga->component(), &gb->component());
+    a = LoadResult{};
+    EXPECT_TRUE(test::is_mapped(fixture("fixturegood")));  // b still holds it
+}
+
+TEST_F(Repository, WithoutThePathNoFixtureIsSeen) {
+    test::set_param("mca_base_component_path", "");
+    LoadResult r = load_components("btl");
+    EXPECT_EQ(find_loaded(r, "fixturegood"), nullptr);
+    EXPECT_EQ(find_failure(r, "badmagic"), nullptr);
+}
+
+TEST_F(Repository, PathComesFromTheEnvironment) {
+    ::setenv("TRANSIT_MCA_mca_base_component_path", fixture_dir.c_str(), 1);
+    params::reset_for_testing();
+    LoadResult r = load_components("btl");
+    ::unsetenv("TRANSIT_MCA_mca_base_component_path");
+    EXPECT_NE(find_loaded(r, "fixturegood"), nullptr);
+    EXPECT_EQ(find_failure(r, "dup"), nullptr);  // dup/ is not on this path
+}
+
+TEST_F(Repository, MissingAndEmptyDirectoriesAreHarmless) {
+    test::set_param("mca_base_component_path", "::/nonexistent/dir:" + fixture_dir + ":");
+    LoadResult r = load_components("btl");
+    EXPECT_NE(find_loaded(r, "fixturegood"), nullptr);
+}
+
+TEST_F(Repository, ComponentPathStartsNextToTheLibraryAndSkipsRepeats) {
+    test::set_param("mca_base_component_path",
+                    fixture_dir + ":" + fixture_dir + "/../btl:" + test::dup_dir);
+    std::vector<std::string> path = component_path();
+    ASSERT_EQ(path.size(), 3u);
+    EXPECT_TRUE(path[0].ends_with("/lib/transit")) << path[0];
+    EXPECT_EQ(path[1], fixture_dir);
+    EXPECT_EQ(path[2], test::dup_dir);
+}
+
+TEST_F(Repository, OtherFrameworksFilesAreIgnored) {
+    // Only transit_btl_*.so names are candidates for "btl".
+    LoadResult r = load_components("btl");
+    for (const LoadedComponent& c : r.components) EXPECT_EQ(c.record().framework, "btl");
+}
+
+TEST_F(Repository, UnknownFrameworkIsAProgrammingError) {
+    EXPECT_THROW(load_components("nosuchframework"), std::invalid_argument);
+}
+
+// check_descriptor on its own, for the fields no fixture spoils.
+transit_component_descriptor good_descriptor() {
+    return make_descriptor<Component>("btl", btl_interface_version, "x", {1, 0, 0});
+}
+
+TEST(CheckDescriptor, AcceptsACorrectOne) {
+    EXPECT_EQ(check_descriptor(good_descriptor(), "btl", "x", btl_interface_version), "");
+}
+
+TEST(CheckDescriptor, RefusesATooSmallStruct) {
+    auto d = good_descriptor();
+    d.struct_size = 8;
+    EXPECT_NE(check_descriptor(d, "btl", "x", btl_interface_version).find("descriptor too small"),
+              std::string::npos);
+}
+
+TEST(CheckDescriptor, RefusesANewerMinor) {
+    auto d = good_descriptor();
+    d.abi_version = (abi_major << 16) | (abi_minor + 1);
+    EXPECT_EQ(check_descriptor(d, "btl", "x", btl_interface_version),
+              "built against Transit ABI 1.1, this is ABI 1.0");
+}
+
+TEST(CheckDescriptor, RefusesAnotherFramework) {
+    auto d = good_descriptor();
+    EXPECT_EQ(check_descriptor(d, "pml", "x", btl_interface_version),
+              "descriptor names framework 'btl', the file name says 'pml'");
+}
+
+TEST(CheckDescriptor, SurvivesUnterminatedNames) {
+    auto d = good_descriptor();
+    for (char& c : d.name) c = 'y';
+    std::string reason = check_descriptor(d, "btl", "x", btl_interface_version);
+    EXPECT_NE(reason.find(std::string(32, 'y') + "'"), std::string::npos) << reason;
+}
+
+TEST(ComponentStateNames, AreDistinct) {
+    EXPECT_EQ(to_string(ComponentState::loaded), "loaded");
+    EXPECT_EQ(to_string(ComponentState::failed), "failed");
+    EXPECT_EQ(to_string(ComponentState::declined), "declined");
+    EXPECT_EQ(to_string(ComponentState::excluded), "excluded");
+    EXPECT_EQ(to_string(ComponentState::opened), "opened");
+    EXPECT_EQ(to_string(ComponentState::active), "active");
+}
+
+}  // namespace
+}  // namespace transit::mca

@@ -270,13 +270,21 @@ class Loader {
     }
 
   private:
-    void fail(const Candidate& c, std::string reason) {
+    // `d`, when given, is a refused descriptor: what it was built with is still
+    // worth showing, if the descriptor is at least Transit's and large enough.
+    void fail(const Candidate& c, std::string reason,
+              const transit_component_descriptor* d = nullptr) {
         ComponentRecord r;
         r.framework = framework_;
         r.name = c.name;
         r.path = c.path;
         r.state = ComponentState::failed;
         r.reason = std::move(reason);
+        if (d != nullptr && d->magic == descriptor_magic &&
+            d->struct_size >= descriptor_size_read) {
+            r.version = version_text(*d);
+            r.built_with = built_with(*d);
+        }
         result_.failures.push_back(std::move(r));
     }
 
@@ -285,7 +293,7 @@ class Loader {
         if (auto dup = seen_.find(name); dup != seen_.end())
             return fail({path, name}, "duplicate of " + dup->second);
         std::string refusal = check_descriptor(d, framework_, name, framework_version_);
-        if (!refusal.empty()) return fail({path, name}, std::move(refusal));
+        if (!refusal.empty()) return fail({path, name}, std::move(refusal), &d);
         ComponentRecord r;
         r.framework = framework_;
         r.name = name;

@@ -103,6 +103,21 @@ TEST_F(Repository, GoodPluginLoadsWithItsRecord) {
     EXPECT_EQ(good->component().descriptor->magic, descriptor_magic);
 }
 
+TEST_F(Repository, RefusedRecordSaysWhatThePluginWasBuiltWith) {
+    LoadResult r = load_components("btl");
+    const ComponentRecord* abi = find_failure(r, "otherabi");
+    ASSERT_NE(abi, nullptr);
+    EXPECT_EQ(abi->version, "1.2.3");
+    EXPECT_EQ(abi->built_with, std::string("Transit ABI 2.0, ") + build_fingerprint);
+    const ComponentRecord* fp = find_failure(r, "fingerprint");
+    ASSERT_NE(fp, nullptr);
+    EXPECT_EQ(fp->built_with, "Transit ABI 1.0, othercc/otherlib/x86_64-sysv");
+    // A descriptor with a wrong magic is not trusted for anything.
+    const ComponentRecord* magic = find_failure(r, "badmagic");
+    ASSERT_NE(magic, nullptr);
+    EXPECT_EQ(magic->built_with, "");
+}
+
 TEST_F(Repository, LoaderDoesNotRunOpen) {
     // openthrows only fails when the framework opens it.
     LoadResult r = load_components("btl");

@@ -1,0 +1,302 @@
+// The runtime of a process started by a PMIx launcher: transit_run, Open MPI's
+// mpirun, PRRTE's prterun or Slurm's srun --mpi=pmix.
+#include <pmix.h>
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+#include "runtime/job_secret.hpp"
+#include "runtime/node_identity.hpp"
+#include "runtime/pmix_util.hpp"
+#include "runtime/runtime.hpp"
+#include "runtime/runtime_base.hpp"
+
+namespace transit::rt {
+namespace {
+
+constexpr const char* node_id_key = "transit.node_id";
+
+// Launchers that give every job a random value of their own: Open MPI's ORTE
+// (4.x) and PRRTE/OMPI 5 hand it to their transports under these names.
+constexpr const char* launcher_random_vars[] = {
+    "OMPI_MCA_orte_precondition_transports",
+    "OMPI_MCA_opal_precondition_transports",
+    "PMIX_MCA_opal_precondition_transports",
+};
+
+// PMIx_Init in a process no launcher started costs a connection attempt and
+// a progress thread for nothing: a launcher always exports these.
+bool launched_by_pmix() {
+    return std::getenv("PMIX_NAMESPACE") != nullptr ||
+           std::getenv("PMIX_SERVER_URI41") != nullptr ||
+           std::getenv("PMIX_SERVER_URI4") != nullptr ||
+           std::getenv("PMIX_SERVER_URI3") != nullptr || std::getenv("PMIX_SERVER_URI2") != nullptr;
+}
+
+// Seconds a fence may wait for the slowest rank (0: forever).  A job whose
+// rank dies is normally killed by its launcher; the timeout bounds the wait
+// under launchers that let survivors run on.
+int fence_timeout_seconds() {
+    const char* text = std::getenv("TRANSIT_MCA_runtime_fence_timeout");
+    if (!text || !*text) return 0;
+    int value = 0;
+    auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
+    if (ec != std::errc{} || *end != '\0' || value < 0)
+        throw std::runtime_error(fmt::format(
+            "TRANSIT_MCA_runtime_fence_timeout: '{}' is not a number of seconds (0 = no limit)",
+            text));
+    return value;
+}
+
+Status from_pmix(pmix_status_t rc) {
+    switch (rc) {
+        case PMIX_SUCCESS:
+            return Status::success;
+        case PMIX_ERR_NOT_FOUND:
+            return Status::not_found;
+        case PMIX_ERR_TIMEOUT:
+            return Status::timeout;
+        case PMIX_ERR_BAD_PARAM:
+            return Status::bad_param;
+        case PMIX_ERR_PARTIAL_SUCCESS:
+        case PMIX_ERR_PROC_ABORTED:
+        case PMIX_ERR_PROC_ABORTING:
+        case PMIX_ERR_PROC_TERM_WO_SYNC:
+        case PMIX_ERR_LOST_CONNECTION:
+        case PMIX_ERR_UNREACH:
+            return Status::peer_failed;
+        default:
+            return Status::error;
+    }
+}
+
+// Keeps PMIx initialised for as long as the runtime lives; PMIx counts
+// PMIx_Init calls, so several runtimes in one process are fine.
+class Session {
+  public:
+    explicit Session(const pmix_proc_t& me) : me_(me) {}
+    ~Session() { PMIx_Finalize(nullptr, 0); }
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+    const pmix_proc_t& me() const noexcept { return me_; }
+
+  private:
+    pmix_proc_t me_;
+};
+
+class PmixRuntime final : public RuntimeBase {
+  public:
+    PmixRuntime(const pmix_proc_t& me, FenceMode mode)
+        : session_(me), mode_(mode), fence_timeout_(fence_timeout_seconds()) {
+        id_.job_id = me.nspace;
+        id_.rank = me.rank;
+        id_.node_id = local_node_id();
+        read_job_info();
+        choose_secret();
+        publish_own_identity();
+        if (mode_ == FenceMode::self_driven) {
+            if (Status s = fence(); !ok(s))
+                throw std::runtime_error(
+                    fmt::format("the first fence of job {} failed ({}): a rank died while starting",
+                                id_.job_id, to_string(s)));
+        } else {
+            commit();
+        }
+    }
+
+    bool is_singleton() const noexcept override { return false; }
+
+    Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
+        if (key.empty() || key.size() >= PMIX_MAX_KEYLEN) return Status::bad_param;
+        const std::string k(key);
+        pmix_value_t value;
+        PMIX_VALUE_CONSTRUCT(&value);
+        value.type = PMIX_BYTE_OBJECT;
+        // PMIx_Put copies the bytes; the casts only satisfy its non-const field.
+        value.data.bo.bytes = const_cast<char*>(reinterpret_cast<const char*>(blob.data()));
+        value.data.bo.size = blob.size();
+        const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, k.c_str(), &value);
+        if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        dirty_ = true;
+        return mode_ == FenceMode::host_driven ? commit() : Status::success;
+    }
+
+    Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) override {
+        if (peer >= id_.size || key.empty() || key.size() >= PMIX_MAX_KEYLEN)
+            return Status::bad_param;
+        pmix::ValuePtr value;
+        if (Status s = get(peer, std::string(key).c_str(), value); !ok(s)) return s;
+        if (value->type != PMIX_BYTE_OBJECT) return Status::protocol_error;
+        const auto* bytes = reinterpret_cast<const std::byte*>(value->data.bo.bytes);
+        blob.assign(bytes, bytes + value->data.bo.size);
+        return Status::success;
+    }
+
+    Status fence() override {
+        if (Status s = commit(); !ok(s)) return s;
+        if (mode_ == FenceMode::self_driven) {
+            pmix_proc_t all = pmix::make_proc(id_.job_id, PMIX_RANK_WILDCARD);
+            pmix::InfoList info;
+            info.add_bool(PMIX_COLLECT_DATA, true);
+            if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
+            std::span<pmix_info_t> directives = info.finish();
+            const pmix_status_t rc = PMIx_Fence(&all, 1, directives.data(), directives.size());
+            if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        }
+        learn_peers();
+        return Status::success;
+    }
+
+  private:
+    // A lookup in data this process already holds (job info, or modex data a
+    // fence collected): PMIX_OPTIONAL stops PMIx from asking the server and
+    // waiting for a key a peer never publishes.
+    Status get(Rank peer, const char* key, pmix::ValuePtr& out) const {
+        pmix_proc_t proc = pmix::make_proc(id_.job_id, peer);
+        pmix::InfoList info;
+        info.add_bool(PMIX_OPTIONAL, true);
+        std::span<pmix_info_t> directives = info.finish();
+        pmix_value_t* raw = nullptr;
+        const pmix_status_t rc = PMIx_Get(&proc, key, directives.data(), directives.size(), &raw);
+        out.reset(raw);
+        if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        return out ? Status::success : Status::not_found;
+    }
+
+    Status commit() {
+        if (!dirty_) return Status::success;
+        const pmix_status_t rc = PMIx_Commit();
+        if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        dirty_ = false;
+        return Status::success;
+    }
+
+    void read_job_info() {
+        pmix::ValuePtr v;
+        if (!ok(get(PMIX_RANK_WILDCARD, PMIX_JOB_SIZE, v)) || v->type != PMIX_UINT32)
+            throw std::runtime_error(
+                fmt::format("the launcher of job {} did not give the job size", id_.job_id));
+        id_.size = v->data.uint32;
+        if (id_.rank >= id_.size)
+            throw std::runtime_error(
+                fmt::format("the launcher gave rank {} in a job of {}", id_.rank, id_.size));
+        set_local_peers(launcher_local_peers());
+    }
+
+    // The launcher's idea of this node; refined by node ids after a fence.
+    std::vector<Rank> launcher_local_peers() const {
+        std::vector<Rank> peers;
+        pmix::ValuePtr v;
+        if (!ok(get(PMIX_RANK_WILDCARD, PMIX_LOCAL_PEERS, v)) || v->type != PMIX_STRING ||
+            !v->data.string)
+            return {id_.rank};
+        std::string_view text(v->data.string);
+        while (!text.empty()) {
+            const std::size_t comma = text.find(',');
+            std::string_view item = text.substr(0, comma);
+            Rank r = 0;
+            auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), r);
+            if (ec == std::errc{} && end == item.data() + item.size() && r < id_.size)
+                peers.push_back(r);
+            text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+        }
+        return peers;
+    }
+
+    void choose_secret() {
+        pmix::ValuePtr v;
+        if (ok(get(PMIX_RANK_WILDCARD, secret_job_key, v)) && v->type == PMIX_BYTE_OBJECT) {
+            auto bytes =
+                std::span(reinterpret_cast<const std::byte*>(v->data.bo.bytes), v->data.bo.size);
+            if (auto s = secret_from_bytes(bytes)) {
+                id_.secret = *s;
+                return;
+            }
+        }
+        for (const char* var : launcher_random_vars) {
+            if (const char* value = std::getenv(var); value && std::strlen(value) >= 16) {
+                id_.secret = derive_secret(id_.job_id, value);
+                return;
+            }
+        }
+        // Nothing random from the launcher: rank 0 draws a seed and the first
+        // fence hands it to everyone.
+        need_seed_ = true;
+        if (id_.rank == 0) {
+            const Secret seed = random_secret();
+            if (Status s = modex_send(secret_seed_key, seed); !ok(s))
+                throw std::runtime_error("cannot publish the job secret seed through PMIx");
+        }
+    }
+
+    void publish_own_identity() {
+        const auto* bytes = reinterpret_cast<const std::byte*>(id_.node_id.data());
+        if (Status s = modex_send(node_id_key, std::span(bytes, id_.node_id.size())); !ok(s))
+            throw std::runtime_error("cannot publish the node id through PMIx");
+    }
+
+    // After a fence: peers on this node are those with our node id (the
+    // launcher's list is only a fallback for peers that published none yet),
+    // and the secret seed of rank 0 is known.
+    void learn_peers() {
+        if (need_seed_) {
+            std::vector<std::byte> seed;
+            if (ok(modex_recv(0, secret_seed_key, seed))) {
+                const std::string text = to_hex(seed);
+                id_.secret = derive_secret(id_.job_id, text);
+                need_seed_ = false;
+            }
+        }
+        if (peers_known_) return;
+        const std::vector<Rank> fallback = launcher_local_peers();
+        std::vector<Rank> peers;
+        std::vector<std::byte> blob;
+        bool all_known = true;
+        for (Rank r = 0; r < id_.size; ++r) {
+            if (ok(modex_recv(r, node_id_key, blob))) {
+                if (std::string_view(reinterpret_cast<const char*>(blob.data()), blob.size()) ==
+                    id_.node_id)
+                    peers.push_back(r);
+            } else {
+                all_known = false;
+                if (std::find(fallback.begin(), fallback.end(), r) != fallback.end())
+                    peers.push_back(r);
+            }
+        }
+        set_local_peers(std::move(peers));
+        peers_known_ = all_known;
+    }
+
+    Session session_;
+    FenceMode mode_;
+    int fence_timeout_ = 0;
+    bool dirty_ = false;
+    bool need_seed_ = false;
+    bool peers_known_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Runtime> open_runtime(FenceMode mode) {
+    if (!launched_by_pmix()) return singleton_runtime();
+    pmix_proc_t me;
+    PMIX_PROC_CONSTRUCT(&me);
+    const pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
+    if (rc == PMIX_ERR_UNREACH) {
+        // PMIx made us a singleton of its own; ours needs no server at all.
+        PMIx_Finalize(nullptr, 0);
+        return singleton_runtime();
+    }
+    if (rc != PMIX_SUCCESS)
+        throw std::runtime_error(
+            fmt::format("PMIx_Init failed: {} (the launcher answered but the connection broke)",
+                        PMIx_Error_string(rc)));
+    return std::make_unique<PmixRuntime>(me, mode);
+}
+
+}  // namespace transit::rt

@@ -1,0 +1,382 @@
+#include "launcher.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "process_util.hpp"
+#include "runtime/job_secret.hpp"
+
+extern char** environ;
+
+namespace transit::run {
+namespace {
+
+constexpr std::array forwarded_signals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+// Signals that end the job; the others are only passed on.
+bool ends_job(int sig) {
+    return sig != SIGUSR1 && sig != SIGUSR2;
+}
+
+sigset_t handled_signals() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    for (int sig : forwarded_signals) sigaddset(&set, sig);
+    return set;
+}
+
+std::string host_name() {
+    std::array<char, 256> buf{};
+    if (::gethostname(buf.data(), buf.size() - 1) != 0) return "localhost";
+    return buf.data();
+}
+
+std::string signal_name(int sig) {
+    const char* abbrev = ::sigabbrev_np(sig);
+    return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+void say(const std::string& text) {
+    fmt::print(stderr, "transit_run: {}\n", text);
+}
+
+// Replaces or appends NAME=value.
+void set_var(std::vector<std::string>& env, const std::string& entry) {
+    const std::size_t eq = entry.find('=');
+    const std::string_view name(entry.data(), eq + 1);
+    for (std::string& e : env)
+        if (std::string_view(e).starts_with(name)) {
+            e = entry;
+            return;
+        }
+    env.push_back(entry);
+}
+
+void child_fail(const char* what) {
+    // Only async-signal-safe calls between fork and exec.
+    const char* err = ::strerror(errno);
+    [[maybe_unused]] ssize_t n = ::write(2, "transit_run: ", 13);
+    n = ::write(2, what, ::strlen(what));
+    n = ::write(2, ": ", 2);
+    n = ::write(2, err, ::strlen(err));
+    n = ::write(2, "\n", 1);
+    ::_exit(127);
+}
+
+}  // namespace
+
+Launcher::Launcher(Options opt) : opt_(std::move(opt)) {
+    program_ = find_program(opt_.command.front());
+    if (program_.empty())
+        throw std::invalid_argument(
+            fmt::format("cannot run '{}': no such executable{}", opt_.command.front(),
+                        opt_.command.front().find('/') == std::string::npos ? " in PATH" : ""));
+    const rt::Secret tag = rt::random_secret();
+    std::uint32_t suffix = 0;
+    std::memcpy(&suffix, tag.data(), sizeof suffix);
+    // The job id is the PMIx namespace and names the job's files:
+    // $TMPDIR/transit-<job id>/ and /dev/shm/transit-<job id>-*.
+    job_id_ = fmt::format("trun-{}-{:08x}", ::getpid(), suffix);
+    hostname_ = host_name();
+    ranks_.resize(opt_.np);
+}
+
+Launcher::~Launcher() {
+    cleanup();
+}
+
+void Launcher::prepare_files() {
+    const char* base = std::getenv("TMPDIR");
+    tmpdir_ = fmt::format("{}/transit-{}", base && *base ? base : "/tmp", job_id_);
+    if (::mkdir(tmpdir_.c_str(), 0700) != 0) {
+        const std::string why = std::strerror(errno);
+        tmpdir_.clear();
+        throw std::runtime_error(fmt::format("cannot create the job directory: {}", why));
+    }
+}
+
+std::vector<std::string> Launcher::base_environment() const {
+    std::vector<std::string> env;
+    for (char** p = environ; *p; ++p) {
+        const std::string_view var(*p);
+        // An outer launcher's PMIx variables would point our ranks at the wrong
+        // server; PMIx's own tunables (PMIX_MCA_*) pass through.
+        if (var.starts_with("PMIX_") && !var.starts_with("PMIX_MCA_")) continue;
+        env.emplace_back(var);
+    }
+    for (const auto& [name, value] : opt_.mca) set_var(env, "TRANSIT_MCA_" + name + "=" + value);
+    set_var(env, "TRANSIT_JOB_ID=" + job_id_);
+    set_var(env, "TRANSIT_JOB_TMPDIR=" + tmpdir_);
+    set_var(env, fmt::format("TRANSIT_SIZE={}", opt_.np));
+    return env;
+}
+
+pid_t Launcher::spawn(unsigned rank, const std::vector<std::string>& env,
+                      const std::optional<cpu_set_t>& cpus, const TaggedOutput::Ends* ends) {
+    // Everything the child needs is prepared here: after fork() only
+    // async-signal-safe calls are allowed (PMIx runs a thread in this process).
+    std::vector<char*> argv;
+    for (const std::string& a : opt_.command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    const bool keep_stdin = rank == 0 && !::isatty(0);
+    const pid_t parent = ::getpid();
+    const pid_t group = pgid_;
+
+    const pid_t pid = ::fork();
+    if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+    if (pid == 0) {
+        ::setpgid(0, group);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);  // transit_run died meanwhile
+        sigset_t none;
+        sigemptyset(&none);
+        ::sigprocmask(SIG_SETMASK, &none, nullptr);
+        ::signal(SIGPIPE, SIG_DFL);
+        if (!keep_stdin) {
+            const int null = ::open("/dev/null", O_RDONLY);
+            if (null < 0 || ::dup2(null, 0) < 0) child_fail("cannot open /dev/null");
+        }
+        if (ends && (::dup2(ends->out_write, 1) < 0 || ::dup2(ends->err_write, 2) < 0))
+            child_fail("cannot redirect the output");
+        if (cpus && ::sched_setaffinity(0, sizeof *cpus, &*cpus) != 0)
+            child_fail("cannot bind to a core");
+        ::execve(program_.c_str(), argv.data(), envp.data());
+        child_fail(program_.c_str());
+    }
+    ::setpgid(pid, group == 0 ? pid : group);  // also in the parent: no race
+    return pid;
+}
+
+void Launcher::start_ranks(PmixHost& host) {
+    const std::vector<cpu_set_t> bindings =
+        core_bindings(opt_.np, opt_.bind_to == BindTo::core, opt_.bind_to == BindTo::none);
+    const std::vector<std::string> base = base_environment();
+    if (opt_.tag_output) output_.emplace();
+    for (unsigned r = 0; r < opt_.np; ++r) {
+        std::vector<std::string> env = base;
+        for (const std::string& e : host.client_env(r)) set_var(env, e);
+        set_var(env, fmt::format("TRANSIT_RANK={}", r));
+        set_var(env, fmt::format("TRANSIT_LOCAL_RANK={}", r));
+        std::optional<cpu_set_t> cpus;
+        if (!bindings.empty()) cpus = bindings[r];
+        std::optional<TaggedOutput::Ends> ends;
+        if (output_) ends = output_->add_rank(r);
+        const pid_t pid = spawn(r, env, cpus, ends ? &*ends : nullptr);
+        if (pgid_ == 0) pgid_ = pid;
+        ranks_[r].pid = pid;
+        ranks_[r].running = true;
+    }
+    if (output_) output_->close_write_ends();
+}
+
+void Launcher::signal_ranks(int sig) {
+    if (pgid_ > 0) ::kill(-pgid_, sig);
+    // A rank may have left our process group (setsid): reach it by pid too.
+    for (const RankState& r : ranks_)
+        if (r.running) ::kill(r.pid, sig);
+}
+
+bool Launcher::any_running() const {
+    for (const RankState& r : ranks_)
+        if (r.running) return true;
+    return false;
+}
+
+void Launcher::terminate(int status, const std::string& why, int sig, Clock::duration grace) {
+    if (terminating_) return;
+    terminating_ = true;
+    exit_status_ = status;
+    say(why);
+    signal_ranks(sig);
+    kill_at_ = Clock::now() + grace;
+}
+
+void Launcher::handle_server_events(PmixHost& host) {
+    for (const ServerEvent& ev : host.take_events()) {
+        if (ev.rank >= ranks_.size()) continue;
+        switch (ev.kind) {
+            case ServerEvent::Kind::connected:
+                ranks_[ev.rank].connected = true;
+                break;
+            case ServerEvent::Kind::finalized:
+                ranks_[ev.rank].finalized = true;
+                break;
+            case ServerEvent::Kind::aborted:
+                terminate(
+                    ev.status != 0 ? ev.status & 0xff : 1,
+                    fmt::format("rank {} aborted the job (status {}){}{}; killing the job", ev.rank,
+                                ev.status, ev.message.empty() ? "" : ": ", ev.message),
+                    SIGTERM, std::chrono::seconds(1));
+                if (exit_status_ == 0) exit_status_ = 1;
+                break;
+        }
+    }
+}
+
+void Launcher::on_rank_exit(unsigned rank, int wait_status) {
+    RankState& r = ranks_[rank];
+    r.running = false;
+    if (terminating_) return;
+    if (WIFSIGNALED(wait_status)) {
+        const int sig = WTERMSIG(wait_status);
+        terminate(128 + sig,
+                  fmt::format("rank {} (pid {}) was killed by {}; killing the job", rank, r.pid,
+                              signal_name(sig)),
+                  SIGTERM, std::chrono::seconds(1));
+    } else if (const int code = WEXITSTATUS(wait_status); code != 0) {
+        terminate(code,
+                  fmt::format("rank {} (pid {}) exited with status {}; killing the job", rank,
+                              r.pid, code),
+                  SIGTERM, std::chrono::seconds(1));
+    } else if (r.connected && !r.finalized && any_running()) {
+        // Its peers may be waiting for it in a fence: they would wait forever.
+        terminate(1,
+                  fmt::format("rank {} (pid {}) exited without closing its Transit runtime "
+                              "(PMIx_Finalize); killing the job",
+                              rank, r.pid),
+                  SIGTERM, std::chrono::seconds(1));
+    }
+}
+
+void Launcher::reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        for (unsigned r = 0; r < ranks_.size(); ++r)
+            if (ranks_[r].pid == pid && ranks_[r].running) on_rank_exit(r, status);
+        // Anything else is an orphan we adopted as subreaper: reaped, ignored.
+    }
+}
+
+void Launcher::handle_signal(int sig) {
+    if (!ends_job(sig)) {
+        signal_ranks(sig);
+        return;
+    }
+    if (terminating_) {
+        // Asked again: stop waiting for the ranks to go quietly.
+        signal_ranks(SIGKILL);
+        return;
+    }
+    terminate(128 + sig, fmt::format("received {}; passing it to the ranks", signal_name(sig)), sig,
+              std::chrono::seconds(3));
+}
+
+void Launcher::loop(PmixHost& host) {
+    while (any_running()) {
+        std::vector<pollfd> fds{{signal_fd_, POLLIN, 0}, {host.event_fd(), POLLIN, 0}};
+        if (output_)
+            for (int fd : output_->open_fds()) fds.push_back({fd, POLLIN, 0});
+        int wait_ms = -1;
+        const auto now = Clock::now();
+        for (const auto& deadline : {kill_at_, timeout_at_}) {
+            if (!deadline) continue;
+            const auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - now).count();
+            const int ms = left < 0 ? 0 : static_cast<int>(left);
+            wait_ms = wait_ms < 0 ? ms : std::min(wait_ms, ms);
+        }
+        if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR)
+            throw std::runtime_error(fmt::format("poll failed: {}", std::strerror(errno)));
+
+        // Server events first: a rank's "finalized" must be known before its exit.
+        if (fds[1].revents) handle_server_events(host);
+        if (fds[0].revents) {
+            signalfd_siginfo info{};
+            while (::read(signal_fd_, &info, sizeof info) == sizeof info)
+                if (info.ssi_signo != SIGCHLD) handle_signal(static_cast<int>(info.ssi_signo));
+        }
+        reap();
+        for (std::size_t i = 2; i < fds.size(); ++i)
+            if (fds[i].revents) output_->pump(fds[i].fd);
+
+        const auto after = Clock::now();
+        if (timeout_at_ && after >= *timeout_at_ && !terminating_)
+            terminate(timeout_status,
+                      fmt::format("the job ran longer than --timeout {} s; killing it",
+                                  opt_.timeout_seconds),
+                      SIGTERM, std::chrono::seconds(1));
+        if (kill_at_ && after >= *kill_at_) {
+            signal_ranks(SIGKILL);
+            kill_at_.reset();
+        }
+    }
+}
+
+void Launcher::cleanup() {
+    if (cleaned_) return;
+    cleaned_ = true;
+    if (any_running()) {
+        signal_ranks(SIGKILL);
+        for (RankState& r : ranks_)
+            if (r.running) ::waitpid(r.pid, nullptr, 0), r.running = false;
+    }
+    // Whatever the ranks left running in their group or handed to us.
+    if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
+    kill_adopted_children();
+    if (output_) {
+        // Late output still in the pipes; their writers are gone now.
+        const auto until = Clock::now() + std::chrono::seconds(1);
+        while (!output_->all_closed() && Clock::now() < until) {
+            std::vector<pollfd> fds;
+            for (int fd : output_->open_fds()) fds.push_back({fd, POLLIN, 0});
+            if (::poll(fds.data(), fds.size(), 100) <= 0) continue;
+            for (const pollfd& p : fds)
+                if (p.revents) output_->pump(p.fd);
+        }
+        output_->flush_all();
+    }
+    if (!tmpdir_.empty()) remove_tree(tmpdir_);
+    remove_job_shm(job_id_);
+    if (signal_fd_ >= 0) ::close(signal_fd_);
+    signal_fd_ = -1;
+}
+
+int Launcher::run() {
+    // Signals arrive through a descriptor; blocked before PMIx starts its
+    // thread so that thread never takes them.
+    const sigset_t handled = handled_signals();
+    ::sigprocmask(SIG_BLOCK, &handled, nullptr);
+    ::signal(SIGPIPE, SIG_IGN);
+    signal_fd_ = ::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) throw std::runtime_error("signalfd failed");
+    // Orphans of the ranks come to us, so none survives the job.
+    ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    prepare_files();
+    {
+        PmixHost host(tmpdir_);
+        JobDescription job{job_id_, opt_.np, hostname_, tmpdir_, rt::random_secret()};
+        host.register_job(job);
+        if (opt_.timeout_seconds > 0)
+            timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                             std::chrono::duration<double>(opt_.timeout_seconds));
+        try {
+            start_ranks(host);
+        } catch (const std::exception& e) {
+            terminate(1, fmt::format("cannot start the job: {}", e.what()), SIGKILL,
+                      std::chrono::seconds(0));
+        }
+        loop(host);
+        cleanup();
+    }
+    return exit_status_;
+}
+
+}  // namespace transit::run

@@ -1,0 +1,74 @@
+// The job: starts the ranks, watches them, forwards signals and output, ends
+// them all when one fails, and leaves nothing behind.
+#pragma once
+
+#include <sched.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "pmix_host.hpp"
+#include "tagged_output.hpp"
+
+namespace transit::run {
+
+// Exit status when --timeout expires (as timeout(1)).
+inline constexpr int timeout_status = 124;
+
+class Launcher {
+  public:
+    explicit Launcher(Options opt);
+    ~Launcher();
+    Launcher(const Launcher&) = delete;
+    Launcher& operator=(const Launcher&) = delete;
+
+    // Runs the job to its end and returns transit_run's exit status.
+    int run();
+
+  private:
+    using Clock = std::chrono::steady_clock;
+
+    struct RankState {
+        pid_t pid = -1;
+        bool running = false;
+        bool connected = false;
+        bool finalized = false;
+    };
+
+    void prepare_files();
+    void start_ranks(PmixHost& host);
+    pid_t spawn(unsigned rank, const std::vector<std::string>& env,
+                const std::optional<cpu_set_t>& cpus, const TaggedOutput::Ends* ends);
+    std::vector<std::string> base_environment() const;
+    void loop(PmixHost& host);
+    void handle_server_events(PmixHost& host);
+    void handle_signal(int sig);
+    void reap();
+    void on_rank_exit(unsigned rank, int wait_status);
+    void terminate(int status, const std::string& why, int sig, Clock::duration grace);
+    void signal_ranks(int sig);
+    bool any_running() const;
+    void cleanup();
+
+    Options opt_;
+    std::string program_;
+    std::string job_id_;
+    std::string hostname_;
+    std::string tmpdir_;
+    int signal_fd_ = -1;
+    pid_t pgid_ = 0;
+    std::vector<RankState> ranks_;
+    std::optional<TaggedOutput> output_;
+
+    bool terminating_ = false;
+    int exit_status_ = 0;
+    std::optional<Clock::time_point> kill_at_;
+    std::optional<Clock::time_point> timeout_at_;
+    bool cleaned_ = false;
+};
+
+}  // namespace transit::run

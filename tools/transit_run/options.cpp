@@ -1,0 +1,100 @@
+#include "options.hpp"
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cctype>
+#include <cstdio>
+
+#include "transit/version.hpp"
+
+namespace transit::run {
+namespace {
+
+bool valid_param_name(const std::string& name) {
+    if (name.empty()) return false;
+    for (char c : name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    return true;
+}
+
+void usage_error(const std::string& why) {
+    fmt::print(stderr, "transit_run: {}\nRun 'transit_run --help' for the usage.\n", why);
+}
+
+}  // namespace
+
+Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
+    Options opt;
+    CLI::App app{
+        "Starts N copies of a program on this node as one Transit job, serving them PMIx.\n"
+        "Usage: transit_run [options] -n N program [args...]",
+        "transit_run"};
+    // Everything from the program name on belongs to the program.
+    app.prefix_command();
+    app.add_option("-n,--np", opt.np, "Number of processes (ranks) to start")
+        ->required()
+        ->check(CLI::Range(1u, 4096u));
+    std::vector<std::string> mca_flat;
+    app.add_option("--mca", mca_flat,
+                   "Set parameter NAME to VALUE in every rank (as TRANSIT_MCA_NAME); repeatable")
+        ->type_size(2)
+        ->allow_extra_args(false)
+        ->type_name("NAME VALUE");
+    app.add_flag("--tag-output", opt.tag_output,
+                 "Prefix every line a rank prints with \"[rank] \"");
+    std::string bind = "auto";
+    app.add_option("--bind-to", bind,
+                   "Bind each rank to one core, or not at all (default: core when there "
+                   "are no more ranks than cores)")
+        ->check(CLI::IsMember({"core", "none"}))
+        ->type_name("core|none");
+    app.add_option("--timeout", opt.timeout_seconds,
+                   "Kill the job if it runs longer than SECONDS (exit status 124)")
+        ->check(CLI::PositiveNumber)
+        ->type_name("SECONDS");
+    bool oversubscribe = true;
+    app.add_flag("--oversubscribe", oversubscribe,
+                 "Allow more ranks than cores (always allowed; accepted "
+                 "for compatibility with mpirun)");
+    app.set_version_flag("--version", std::string("transit_run ") + transit::version_string);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        exit_status = app.exit(e);
+        return opt;
+    } catch (const CLI::CallForVersion& e) {
+        exit_status = app.exit(e);
+        return opt;
+    } catch (const CLI::ParseError& e) {
+        usage_error(e.what());
+        exit_status = bad_usage_status;
+        return opt;
+    }
+
+    opt.command = app.remaining();
+    if (opt.command.empty()) {
+        usage_error("no program to run was given (transit_run [options] -n N program [args])");
+        exit_status = bad_usage_status;
+        return opt;
+    }
+    if (opt.command.front().starts_with("-")) {
+        usage_error(fmt::format("unknown option '{}'", opt.command.front()));
+        exit_status = bad_usage_status;
+        return opt;
+    }
+    for (std::size_t i = 0; i + 1 < mca_flat.size(); i += 2) {
+        if (!valid_param_name(mca_flat[i])) {
+            usage_error(fmt::format("--mca: '{}' is not a parameter name (letters, digits, _)",
+                                    mca_flat[i]));
+            exit_status = bad_usage_status;
+            return opt;
+        }
+        opt.mca.emplace_back(mca_flat[i], mca_flat[i + 1]);
+    }
+    opt.bind_to = bind == "core" ? BindTo::core : bind == "none" ? BindTo::none : BindTo::automatic;
+    return opt;
+}
+
+}  // namespace transit::run

@@ -1,0 +1,220 @@
+#include "pmix_host.hpp"
+
+#include <pmix_server.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <utility>
+
+namespace transit::run {
+namespace {
+
+PmixHost* the_host = nullptr;
+
+// Waits for one PMIx operation callback.
+struct Latch {
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    pmix_status_t status = PMIX_SUCCESS;
+
+    static void release(pmix_status_t status, void* cbdata) {
+        auto* self = static_cast<Latch*>(cbdata);
+        std::lock_guard lock(self->m);
+        self->status = status;
+        self->done = true;
+        self->cv.notify_all();
+    }
+    pmix_status_t wait() {
+        std::unique_lock lock(m);
+        cv.wait(lock, [this] { return done; });
+        return status;
+    }
+};
+
+void check(pmix_status_t rc, const char* what) {
+    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+        throw std::runtime_error(fmt::format("{} failed: {}", what, PMIx_Error_string(rc)));
+}
+
+unsigned rank_of(const pmix_proc_t* proc) {
+    return proc ? proc->rank : 0;
+}
+
+pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    if (the_host) the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
+    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+    return PMIX_SUCCESS;
+}
+
+// The event is queued before the client is released, so the launcher sees
+// "finalized" before it can see the process exit.
+pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    if (the_host) the_host->post({ServerEvent::Kind::finalized, rank_of(proc), 0, {}});
+    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char msg[], pmix_proc_t[],
+                       size_t, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    if (the_host)
+        the_host->post({ServerEvent::Kind::aborted, rank_of(proc), status, msg ? msg : ""});
+    if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
+    return PMIX_SUCCESS;
+}
+
+// On one node the server library has already gathered every participant's
+// contribution; handing the concatenation straight back completes the fence.
+pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
+                       size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
+    if (cbfunc) cbfunc(PMIX_SUCCESS, data, ndata, cbdata, nullptr, nullptr);
+    return PMIX_SUCCESS;
+}
+
+pmix_server_module_t make_module() {
+    pmix_server_module_t m{};
+    m.client_connected = on_connected;
+    m.client_finalized = on_finalized;
+    m.abort = on_abort;
+    m.fence_nb = on_fence;
+    return m;
+}
+
+pmix_server_module_t module = make_module();
+
+// Frees a string PMIx allocated with malloc.
+struct CFree {
+    void operator()(char* p) const noexcept { std::free(p); }
+};
+
+std::string regex_of(const std::string& input, bool ppn) {
+    char* raw = nullptr;
+    const pmix_status_t rc =
+        ppn ? PMIx_generate_ppn(input.c_str(), &raw) : PMIx_generate_regex(input.c_str(), &raw);
+    std::unique_ptr<char, CFree> out(raw);
+    check(rc, ppn ? "PMIx_generate_ppn" : "PMIx_generate_regex");
+    return out ? std::string(out.get()) : std::string();
+}
+
+}  // namespace
+
+PmixHost::PmixHost(const std::string& tmpdir) {
+    if (the_host) throw std::logic_error("only one PMIx server per process");
+    event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (event_fd_ < 0) throw std::runtime_error("eventfd failed");
+    rt::pmix::InfoList info;
+    info.add_string(PMIX_SERVER_TMPDIR, tmpdir);
+    info.add_string(PMIX_SYSTEM_TMPDIR, tmpdir);
+    info.add_bool(PMIX_SERVER_SYSTEM_SUPPORT, false);
+    info.add_bool(PMIX_SERVER_TOOL_SUPPORT, false);
+    info.add_string(PMIX_SERVER_NSPACE, fmt::format("transit_run-{}", ::getpid()));
+    pmix_rank_t server_rank = 0;
+    info.add(PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
+    std::span<pmix_info_t> arr = info.finish();
+    the_host = this;
+    const pmix_status_t rc = PMIx_server_init(&module, arr.data(), arr.size());
+    if (rc != PMIX_SUCCESS) {
+        the_host = nullptr;
+        ::close(event_fd_);
+        throw std::runtime_error(
+            fmt::format("cannot start the PMIx server: {}", PMIx_Error_string(rc)));
+    }
+}
+
+PmixHost::~PmixHost() {
+    if (!nspace_.empty()) {
+        Latch latch;
+        PMIx_server_deregister_nspace(nspace_.c_str(), Latch::release, &latch);
+        latch.wait();
+    }
+    PMIx_server_finalize();
+    the_host = nullptr;
+    ::close(event_fd_);
+}
+
+void PmixHost::register_job(const JobDescription& job) {
+    std::string ranks;
+    for (unsigned r = 0; r < job.np; ++r) ranks += (r ? "," : "") + std::to_string(r);
+    const std::string node_map = regex_of(job.hostname, false);
+    const std::string proc_map = regex_of(ranks, true);
+
+    rt::pmix::InfoList info;
+    info.add_u32(PMIX_UNIV_SIZE, job.np)
+        .add_u32(PMIX_JOB_SIZE, job.np)
+        .add_u32(PMIX_MAX_PROCS, job.np)
+        .add_u32(PMIX_LOCAL_SIZE, job.np)
+        .add_u32(PMIX_NUM_NODES, 1)
+        .add_u32(PMIX_JOB_NUM_APPS, 1)
+        .add_string(PMIX_JOBID, job.nspace)
+        .add_string(PMIX_LOCAL_PEERS, ranks)
+        .add_string(PMIX_NODE_MAP, node_map)
+        .add_string(PMIX_PROC_MAP, proc_map)
+        .add_string(PMIX_HOSTNAME, job.hostname)
+        .add_u32(PMIX_NODEID, 0)
+        .add_string(PMIX_TMPDIR, job.tmpdir)
+        .add_string(PMIX_NSDIR, job.tmpdir)
+        .add_bytes(rt::secret_job_key, job.secret);
+    for (unsigned r = 0; r < job.np; ++r) {
+        rt::pmix::InfoList proc;
+        pmix_rank_t rank = r;
+        proc.add(PMIX_RANK, &rank, PMIX_PROC_RANK)
+            .add_u16(PMIX_LOCAL_RANK, static_cast<std::uint16_t>(r))
+            .add_u16(PMIX_NODE_RANK, static_cast<std::uint16_t>(r))
+            .add_u32(PMIX_NODEID, 0)
+            .add_u32(PMIX_APPNUM, 0)
+            .add_string(PMIX_HOSTNAME, job.hostname);
+        info.add_array(PMIX_PROC_DATA, proc);
+    }
+    std::span<pmix_info_t> arr = info.finish();
+    Latch latch;
+    const pmix_status_t rc =
+        PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(job.np), arr.data(),
+                                    arr.size(), Latch::release, &latch);
+    if (rc == PMIX_SUCCESS)
+        check(latch.wait(), "PMIx_server_register_nspace");
+    else
+        check(rc, "PMIx_server_register_nspace");
+    nspace_ = job.nspace;
+}
+
+std::vector<std::string> PmixHost::client_env(unsigned rank) {
+    pmix_proc_t proc = rt::pmix::make_proc(nspace_, rank);
+    Latch latch;
+    const pmix_status_t rc =
+        PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, Latch::release, &latch);
+    if (rc == PMIX_SUCCESS)
+        check(latch.wait(), "PMIx_server_register_client");
+    else
+        check(rc, "PMIx_server_register_client");
+
+    char** env = nullptr;
+    check(PMIx_server_setup_fork(&proc, &env), "PMIx_server_setup_fork");
+    std::vector<std::string> out;
+    for (char** p = env; p && *p; ++p) out.emplace_back(*p);
+    pmix_argv_free(env);
+    return out;
+}
+
+std::vector<ServerEvent> PmixHost::take_events() {
+    std::uint64_t count = 0;
+    [[maybe_unused]] ssize_t n = ::read(event_fd_, &count, sizeof count);
+    std::lock_guard lock(mutex_);
+    return std::exchange(events_, {});
+}
+
+void PmixHost::post(ServerEvent ev) {
+    {
+        std::lock_guard lock(mutex_);
+        events_.push_back(std::move(ev));
+    }
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
+}
+
+}  // namespace transit::run

@@ -1,0 +1,60 @@
+// transit_run's side of PMIx: the server library serves the ranks; this host
+// module answers its few upcalls on one node (connect, finalize, abort, fence)
+// and queues what the launcher must act on.
+#pragma once
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/job_secret.hpp"
+#include "runtime/pmix_util.hpp"
+#include "transit/runtime.hpp"
+
+namespace transit::run {
+
+struct JobDescription {
+    std::string nspace;
+    unsigned np = 0;
+    std::string hostname;
+    std::string tmpdir;
+    rt::Secret secret{};
+};
+
+struct ServerEvent {
+    enum class Kind { connected, finalized, aborted };
+    Kind kind;
+    unsigned rank;
+    int status = 0;       // aborted: the status the rank asked to exit with
+    std::string message;  // aborted: its message
+};
+
+// One per process: the PMIx server library has global state.
+class PmixHost {
+  public:
+    // Starts the server; its rendezvous files go to `tmpdir`.  Throws on failure.
+    explicit PmixHost(const std::string& tmpdir);
+    ~PmixHost();
+    PmixHost(const PmixHost&) = delete;
+    PmixHost& operator=(const PmixHost&) = delete;
+
+    void register_job(const JobDescription& job);
+    // Registers a rank as an expected client and returns the variables it
+    // needs to reach this server ("NAME=value" entries).
+    std::vector<std::string> client_env(unsigned rank);
+
+    // Becomes readable (an eventfd) whenever take_events() has something.
+    int event_fd() const noexcept { return event_fd_; }
+    std::vector<ServerEvent> take_events();
+
+    // Called from PMIx's progress thread.
+    void post(ServerEvent ev);
+
+  private:
+    std::string nspace_;
+    int event_fd_ = -1;
+    std::mutex mutex_;
+    std::vector<ServerEvent> events_;
+};
+
+}  // namespace transit::run

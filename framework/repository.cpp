@@ -103,12 +103,10 @@ std::string system_loader_error(const std::string& path) {
 }
 
 bool has_elf_header(const std::string& path) {
+    static constexpr char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
     std::ifstream in(path, std::ios::binary);
     char magic[4] = {};
-    return in.read(magic, sizeof magic) && std::memcmp(magic,
-                                                       "\x7f"
-                                                       "ELF",
-                                                       4) == 0;
+    return in.read(magic, sizeof magic) && std::memcmp(magic, elf_magic, sizeof magic) == 0;
 }
 
 struct Opened {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "framework/repository.hpp"
+#include "framework/static_components.hpp"
 #include "tests/framework/plugin_env.hpp"
 #include "transit/version.hpp"
 
@@ -73,6 +74,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"nofactory", "descriptor has no factory"},
         Refusal{"nosym", "missing descriptor symbol transit_btl_nosym_component"},
         Refusal{"notso", "not a shared object"},
+        Refusal{"undefsym", "cannot load: " + fixture("undefsym") +
+                                ": undefined symbol: transit_fixture_missing_symbol"},
         Refusal{"factorythrows", "the factory threw: fixture factory failure"},
         Refusal{"dup", "duplicate of " + fixture("dup")}),
     [](const auto& info) { return info.param.name; });
@@ -193,6 +196,17 @@ TEST_F(Repository, OtherFrameworksFilesAreIgnored) {
     // Only transit_btl_*.so names are candidates for "btl".
     LoadResult r = load_components("btl");
     for (const LoadedComponent& c : r.components) EXPECT_EQ(c.record().framework, "btl");
+}
+
+TEST_F(Repository, StaticComponentsAreMarkedAndNeedNoFile) {
+    // Empty unless built with TRANSIT_STATIC_COMPONENTS.
+    LoadResult r = load_components("btl");
+    for (const transit_component_descriptor* d : static_components()) {
+        if (std::string_view(d->framework) != "btl") continue;
+        const LoadedComponent* c = find_loaded(r, d->name);
+        ASSERT_NE(c, nullptr) << d->name;
+        EXPECT_EQ(c->record().path, "(static)");
+    }
 }
 
 TEST_F(Repository, UnknownFrameworkIsAProgrammingError) {

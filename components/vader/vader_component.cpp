@@ -1,0 +1,172 @@
+// btl/vader: the component.  Registers the parameters, decides on single copy,
+// creates this process's segment and publishes its name through the modex.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <system_error>
+
+#include "components/vader/vader_cma.hpp"
+#include "components/vader/vader_module.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/version.hpp"
+
+namespace transit::vader {
+namespace {
+
+using params::Type;
+
+constexpr params::Decl vader_params[] = {
+    {"eager_limit", Type::size, "4k",
+     "Largest message the upper layer sends eagerly in one fragment to a process on this "
+     "node; larger ones use put/get (single copy) or several fragments",
+     4},
+    {"max_send_size", Type::size, "32k",
+     "Largest fragment alloc, prepare_src and sendi accept (the payload room of each shared "
+     "fragment)",
+     4},
+    {"fbox_size", Type::size, "16k",
+     "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a power "
+     "of two, at least 256).  Messages up to a quarter of it, and up to eager_limit, go "
+     "through the box",
+     5},
+    {"fbox_threshold", Type::unsigned_integer, "16",
+     "Messages sent to a peer through the FIFO before its fast box is used (0: at once)", 5},
+    {"fifo_size", Type::unsigned_integer, "4096",
+     "Minimum number of entries of each process's receive FIFO (rounded up to a power of two "
+     "and raised to hold every fragment of every local process)",
+     6},
+    {"segment_size", Type::size, "8M",
+     "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
+     "fragments; the fragment count follows from it, at least 16)",
+     5},
+    {"single_copy_mechanism", Type::enumeration, "auto",
+     "Single copy for put/get and large messages: auto (CMA when a real cross-process read "
+     "works), cma (the same, and say so when it does not), none (copy through shared "
+     "fragments)",
+     3, "auto,cma,none"},
+    {"backing_directory", Type::string, "/dev/shm",
+     "Directory of the shared-memory files (a tmpfs); each is removed as soon as every local "
+     "peer has mapped it",
+     5},
+    {"exclusivity", Type::unsigned_integer, "65535",
+     "Priority of vader among the transports that reach a peer (highest wins; self has 65536)", 7},
+    {"cma_probe_fail", Type::boolean, "false",
+     "Testing only: make the CMA probe fail, to exercise the fallback without single copy", 9},
+};
+
+class VaderComponent final : public btl::Component {
+  public:
+    void register_params(params::Registry& registry) override {
+        registry_ = &registry;
+        registry.add_all("btl", "vader", vader_params);
+    }
+
+    std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
+        std::vector<std::unique_ptr<btl::Module>> modules;
+        rt::Runtime& rt = ctx.runtime;
+        // Alone on the node: no segment, no progress, nothing to cost the others.
+        if (rt.local_size() < 2 || rt.local_peers().size() < 2) {
+            decline_reason_ = "no other process of the job on this node";
+            return modules;
+        }
+        Config config = read_config();
+        log::Stream out("btl:vader", verbosity());
+        decide_single_copy(config);
+
+        const Layout layout = Layout::compute(static_cast<std::uint32_t>(rt.local_peers().size()),
+                                              config.segment_size, config.max_send_size,
+                                              config.fbox_size, config.fifo_size);
+        SharedFile segment;
+        try {
+            segment = SharedFile::create(config.backing_directory, rt.job_id(), rt.rank(),
+                                         layout.total, rt.numa_node());
+        } catch (const std::system_error& e) {
+            decline_reason_ = e.what();
+            log::warn("{}; shared memory is not used", e.what());
+            return modules;
+        }
+        const std::string path = segment.path();
+        auto module =
+            std::make_unique<VaderModule>(*this, ctx, config, layout, std::move(segment), out);
+        const auto* bytes = reinterpret_cast<const std::byte*>(path.data());
+        if (Status s = rt.modex_send("btl.vader.1", {bytes, path.size()}); s != Status::success) {
+            decline_reason_ = fmt::format("cannot publish the segment name: {}", to_string(s));
+            return modules;
+        }
+        out.verbose(10, "segment {} ({} bytes, {} fragments, FIFO {}), single copy {}", path,
+                    layout.total, layout.frag_count, layout.fifo_capacity,
+                    config.single_copy == SingleCopy::cma ? "cma" : "none");
+        modules.push_back(std::move(module));
+        return modules;
+    }
+
+  private:
+    params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
+
+    int verbosity() const {
+        params::Variable* v = reg().find("btl_base_verbose");
+        return v ? static_cast<int>(v->as_int()) : 0;
+    }
+
+    Config read_config() const {
+        params::Registry& r = reg();
+        Config c;
+        c.eager_limit = r.get("btl_vader_eager_limit").as_unsigned();
+        c.max_send_size = r.get("btl_vader_max_send_size").as_unsigned();
+        const std::uint64_t fbox = r.get("btl_vader_fbox_size").as_unsigned();
+        const std::uint64_t threshold = r.get("btl_vader_fbox_threshold").as_unsigned();
+        const std::uint64_t fifo = r.get("btl_vader_fifo_size").as_unsigned();
+        c.segment_size = r.get("btl_vader_segment_size").as_unsigned();
+        const std::string& mech = r.get("btl_vader_single_copy_mechanism").as_string();
+        c.backing_directory = r.get("btl_vader_backing_directory").as_string();
+        c.cma_probe_fail = r.get("btl_vader_cma_probe_fail").as_bool();
+        const std::uint64_t excl = r.get("btl_vader_exclusivity").as_unsigned();
+        if (c.eager_limit == 0 || c.max_send_size < c.eager_limit || c.max_send_size > (64u << 20))
+            throw params::Error(fmt::format(
+                "btl_vader_eager_limit ({}) must be at least 1 and at most btl_vader_max_send_size "
+                "({}), itself at most 64M",
+                c.eager_limit, c.max_send_size));
+        if (fbox > (1u << 24))
+            throw params::Error(fmt::format("btl_vader_fbox_size: {} is above 16M", fbox));
+        if (fifo > (1u << 24))
+            throw params::Error(fmt::format("btl_vader_fifo_size: {} is above 16777216", fifo));
+        if (threshold > UINT32_MAX || excl > UINT32_MAX)
+            throw params::Error(
+                "btl_vader_fbox_threshold and btl_vader_exclusivity must fit "
+                "in 32 bits");
+        if (c.backing_directory.empty())
+            throw params::Error("btl_vader_backing_directory must not be empty");
+        c.fbox_size = static_cast<std::uint32_t>(fbox);
+        c.fbox_threshold = static_cast<std::uint32_t>(threshold);
+        c.fifo_size = static_cast<std::uint32_t>(fifo);
+        c.single_copy = mech == "none" ? SingleCopy::none : SingleCopy::cma;
+        c.explicit_cma = mech == "cma";
+        c.exclusivity = static_cast<std::uint32_t>(excl);
+        return c;
+    }
+
+    // The peer probe in add_procs is the real proof; this one, at init, catches
+    // a seccomp filter or a kernel without CMA before anything is published.
+    static void decide_single_copy(Config& c) {
+        if (c.single_copy == SingleCopy::none) return;
+        allow_peer_access();
+        std::string why =
+            c.cma_probe_fail ? "forced to fail by btl_vader_cma_probe_fail" : cma_self_probe();
+        if (why.empty()) return;
+        c.single_copy = SingleCopy::none;
+        log::warn(
+            "vader: single copy (CMA) {}: {}; large messages go through shared-memory "
+            "fragments instead",
+            c.explicit_cma ? "was requested but does not work" : "disabled", why);
+    }
+
+    params::Registry* registry_ = nullptr;
+};
+
+}  // namespace
+}  // namespace transit::vader
+
+extern "C" __attribute__((visibility("default")))
+const transit_component_descriptor transit_btl_vader_component =
+    transit::mca::make_descriptor<transit::vader::VaderComponent>(
+        "btl", transit::btl_interface_version, "vader", {1, 0, 0});

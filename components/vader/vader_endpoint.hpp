@@ -1,0 +1,54 @@
+// Per-peer state: the peer's mapped segment, its FIFO, the fast box this
+// process writes in it, and what is in flight to it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+
+#include "components/vader/vader_layout.hpp"
+#include "components/vader/vader_segment.hpp"
+#include "transit/btl/module.hpp"
+
+namespace transit::vader {
+
+class VaderEndpoint final : public btl::Endpoint {
+  public:
+    VaderEndpoint(Rank peer, std::uint32_t local_index, SharedFile segment)
+        : btl::Endpoint(peer), local_index(local_index), segment(std::move(segment)) {}
+    ~VaderEndpoint() override;
+    VaderEndpoint(const VaderEndpoint&) = delete;
+    VaderEndpoint& operator=(const VaderEndpoint&) = delete;
+
+    SegmentHeader& header() const noexcept {
+        return *reinterpret_cast<SegmentHeader*>(segment.data());
+    }
+    FragHeader* frag(std::uint32_t index) const noexcept {
+        return reinterpret_cast<FragHeader*>(segment.data() + frag_offset + index * frag_stride);
+    }
+    // The peer's address `remote` seen through our mapping, or nullptr when it is
+    // not inside the peer's segment.
+    char* translate(std::uint64_t remote, std::size_t size) const noexcept {
+        if (remote < owner_base || remote - owner_base > segment.size() ||
+            size > segment.size() - (remote - owner_base))
+            return nullptr;
+        return segment.data() + (remote - owner_base);
+    }
+
+    const std::uint32_t local_index;
+    SharedFile segment;
+    Fifo fifo;              // the peer's receive FIFO
+    FastboxWriter fastbox;  // our box in the peer's segment
+    pid_t pid = 0;
+    int pidfd = -1;
+    std::uint64_t owner_base = 0;
+    std::size_t frag_offset = 0;
+    std::size_t frag_stride = 0;
+    std::uint32_t frag_count = 0;
+    std::size_t frag_payload = 0;
+    std::uint32_t sends = 0;        // toward the fast-box threshold
+    std::uint32_t outstanding = 0;  // our fragments the peer has not returned
+    bool dead = false;
+};
+
+}  // namespace transit::vader

@@ -1,0 +1,128 @@
+// What lives in a vader segment, and how peers find it: the header, the receive
+// FIFO, one fast box per local sender, and the owner's send fragments.
+//
+// Every offset is written in the header by the owner, so a peer never has to
+// recompute the layout from its own parameters.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "components/vader/vader_fastbox.hpp"
+#include "components/vader/vader_fifo.hpp"
+
+namespace transit::vader {
+
+inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
+inline constexpr std::uint32_t segment_version = 1;
+inline constexpr std::size_t frag_header_size = 64;
+
+constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {
+    return (n + to - 1) / to * to;
+}
+constexpr std::uint32_t pow2_at_least(std::uint64_t n) noexcept {
+    std::uint32_t p = 1;
+    while (p < n && p < (1u << 30)) p <<= 1;
+    return p;
+}
+
+struct alignas(cache_line) SegmentHeader {
+    std::uint64_t magic;
+    std::uint32_t version;
+    std::uint32_t pid;
+    std::uint32_t rank;
+    std::uint32_t local_index;
+    std::uint32_t local_size;
+    std::uint32_t fifo_capacity;
+    std::uint64_t size;
+    std::uint64_t owner_base;  // where the owner mapped it: translates its addresses
+    std::uint64_t fifo_offset;
+    std::uint64_t fbox_offset;
+    std::uint64_t fbox_stride;
+    std::uint32_t fbox_size;
+    std::uint32_t frag_count;
+    std::uint64_t frag_offset;
+    std::uint64_t frag_stride;
+    std::uint64_t probe_cookie;  // read by peers through CMA to prove it works
+    alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
+};
+
+enum class FragKind : std::uint8_t { data = 1, atomic = 2 };
+enum class AtomicKind : std::uint8_t { op = 1, fop = 2, cswap = 3 };
+
+// The shared part of a send fragment.  For an atomic the target writes the old
+// value into `result` before returning the fragment, so an atomic needs no
+// second message.
+struct FragHeader {
+    std::uint32_t size;
+    std::uint8_t tag;
+    FragKind kind;
+    AtomicKind atomic_kind;
+    std::uint8_t atomic_flags;
+    std::uint16_t atomic_op;
+    std::uint16_t reserved[3];
+    std::uint64_t address;
+    std::uint64_t operand;
+    std::uint64_t compare;
+    std::uint64_t result;
+};
+static_assert(sizeof(FragHeader) <= frag_header_size);
+
+// A FIFO entry: which segment (the sender's local index) and which fragment.
+// The same reference, with the return bit, goes back to the owner when the
+// receiver is done with the fragment.
+inline constexpr std::uint64_t return_bit = 1ull << 63;
+constexpr std::uint64_t make_ref(std::uint32_t owner, std::uint32_t index) noexcept {
+    return (std::uint64_t{owner} << 32) | index;
+}
+constexpr std::uint32_t ref_owner(std::uint64_t ref) noexcept {
+    return static_cast<std::uint32_t>(ref >> 32) & 0xffff;
+}
+constexpr std::uint32_t ref_index(std::uint64_t ref) noexcept {
+    return static_cast<std::uint32_t>(ref);
+}
+
+// Sizes computed by the owner from its parameters.
+struct Layout {
+    std::uint32_t local_size;
+    std::uint32_t fbox_size;
+    std::uint32_t fifo_capacity;
+    std::uint32_t frag_count;
+    std::size_t frag_stride;
+    std::size_t fifo_offset;
+    std::size_t fbox_offset;
+    std::size_t fbox_stride;
+    std::size_t frag_offset;
+    std::size_t total;
+
+    // Fits as many fragments as `segment_size` allows (at least 16), and a FIFO
+    // big enough for every fragment of every local process at once, so that
+    // returning a fragment never finds the FIFO full.
+    static Layout compute(std::uint32_t local_size, std::size_t segment_size,
+                          std::size_t max_send_size, std::uint32_t fbox_size,
+                          std::uint32_t fifo_min) noexcept {
+        Layout l{};
+        l.local_size = local_size;
+        l.fbox_size = pow2_at_least(fbox_size < 256 ? 256 : fbox_size);
+        l.frag_stride = round_up(frag_header_size + max_send_size, cache_line);
+        l.fbox_stride = round_up(Fastbox::bytes(l.fbox_size), cache_line);
+        const std::size_t fixed =
+            round_up(sizeof(SegmentHeader), cache_line) + std::size_t{local_size} * l.fbox_stride;
+        const std::size_t per_frag = l.frag_stride + 2 * sizeof(std::uint64_t) * local_size;
+        const std::size_t room = segment_size > fixed ? segment_size - fixed : 0;
+        std::size_t count = room / per_frag;
+        if (count < 16) count = 16;
+        if (count > (1u << 20) / local_size) count = (1u << 20) / local_size;
+        l.frag_count = static_cast<std::uint32_t>(count);
+        l.fifo_capacity = pow2_at_least(std::uint64_t{local_size} * count);
+        if (l.fifo_capacity < fifo_min) l.fifo_capacity = pow2_at_least(fifo_min);
+        l.fifo_offset = round_up(sizeof(SegmentHeader), cache_line);
+        l.fbox_offset = round_up(l.fifo_offset + Fifo::bytes(l.fifo_capacity), cache_line);
+        l.frag_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
+        l.total = round_up(l.frag_offset + count * l.frag_stride, 4096);
+        return l;
+    }
+};
+
+}  // namespace transit::vader

@@ -1,0 +1,692 @@
+#include "components/vader/vader_module.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <system_error>
+
+#include "components/vader/vader_cma.hpp"
+
+namespace transit::vader {
+
+namespace {
+
+constexpr char modex_key[] = "btl.vader.1";
+constexpr auto check_interval = std::chrono::milliseconds(100);
+
+VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
+    return static_cast<VaderEndpoint*>(ep);
+}
+
+int open_pidfd(pid_t pid) noexcept {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    return -1;
+#endif
+}
+
+}  // namespace
+
+VaderEndpoint::~VaderEndpoint() {
+    if (pidfd >= 0) ::close(pidfd);
+}
+
+VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
+                         const Layout& layout, SharedFile segment, log::Stream out)
+    : btl::Module(component),
+      runtime_(ctx.runtime),
+      progress_engine_(ctx.progress),
+      am_table_(ctx.am_table),
+      config_(config),
+      layout_(layout),
+      segment_(std::move(segment)),
+      header_(reinterpret_cast<SegmentHeader*>(segment_.data())),
+      out_(std::move(out)),
+      single_copy_(config.single_copy),
+      my_index_(0),
+      fbox_max_(0) {
+    const auto peers = runtime_.local_peers();
+    my_index_ = static_cast<std::uint32_t>(std::find(peers.begin(), peers.end(), runtime_.rank()) -
+                                           peers.begin());
+
+    SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
+    h.version = segment_version;
+    h.pid = static_cast<std::uint32_t>(::getpid());
+    h.rank = runtime_.rank();
+    h.local_index = my_index_;
+    h.local_size = layout_.local_size;
+    h.fifo_capacity = layout_.fifo_capacity;
+    h.size = segment_.size();
+    h.owner_base = reinterpret_cast<std::uint64_t>(segment_.data());
+    h.fifo_offset = layout_.fifo_offset;
+    h.fbox_offset = layout_.fbox_offset;
+    h.fbox_stride = layout_.fbox_stride;
+    h.fbox_size = layout_.fbox_size;
+    h.frag_count = layout_.frag_count;
+    h.frag_offset = layout_.frag_offset;
+    h.frag_stride = layout_.frag_stride;
+    std::uint64_t cookie = reinterpret_cast<std::uint64_t>(this) ^ 0x5a5aa5a5c3c33c3cull;
+    h.probe_cookie = cookie;
+
+    fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
+    readers_.reserve(layout_.local_size);
+    for (std::uint32_t i = 0; i < layout_.local_size; ++i)
+        readers_.emplace_back(segment_.data() + layout_.fbox_offset + i * layout_.fbox_stride,
+                              layout_.fbox_size);
+    endpoints_.resize(layout_.local_size);
+    active_.reserve(layout_.local_size);
+
+    const std::size_t payload = layout_.frag_stride - frag_header_size;
+    frags_.resize(layout_.frag_count);
+    free_frags_.reserve(layout_.frag_count);
+    for (std::uint32_t i = 0; i < layout_.frag_count; ++i) {
+        Frag& f = frags_[i];
+        f.index = i;
+        f.header = reinterpret_cast<FragHeader*>(segment_.data() + layout_.frag_offset +
+                                                 i * layout_.frag_stride);
+        f.payload = reinterpret_cast<char*>(f.header) + frag_header_size;
+        f.segments = &f.segment;
+        f.segment_count = 1;
+        (void)payload;
+        free_frags_.push_back(&frags_[layout_.frag_count - 1 - i]);
+    }
+    pending_returns_.reserve(std::size_t{layout_.local_size} * layout_.frag_count);
+    // Last: a peer that sees the magic may use everything above.
+    std::atomic_thread_fence(std::memory_order_release);
+    h.magic = segment_magic;
+
+    fbox_max_ = std::min<std::uint32_t>(Fastbox::max_payload(layout_.fbox_size),
+                                        static_cast<std::uint32_t>(config_.eager_limit));
+    attr_.eager_limit = std::min(config_.eager_limit, payload);
+    attr_.rndv_eager_limit = attr_.eager_limit;
+    attr_.max_send_size = std::min(config_.max_send_size, payload);
+    attr_.exclusivity = config_.exclusivity;  // default: just below self, above every network
+    attr_.latency = 1;
+    attr_.bandwidth = single_copy_ == SingleCopy::cma ? 10000 : 5000;
+    attr_.flags = btl::flags::send | btl::flags::atomic_ops | btl::flags::atomic_fops |
+                  btl::flags::rdma_flush;
+    if (single_copy_ == SingleCopy::cma) attr_.flags |= btl::flags::put | btl::flags::get;
+    namespace as = btl::atomic_support;
+    attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
+                         as::swap | as::min | as::max | as::cswap | as::bits32;
+    attr_.registration_handle_size = 0;
+}
+
+VaderModule::~VaderModule() {
+    (void)finalize();
+}
+
+Status VaderModule::finalize() {
+    stop_progress();
+    for (auto& ep : endpoints_) ep.reset();
+    active_.clear();
+    segment_.unlink();
+    return Status::success;
+}
+
+// --- peers --------------------------------------------------------------------
+
+VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
+    std::vector<std::byte> blob;
+    if (Status s = runtime_.modex_recv(peer, modex_key, blob); s != Status::success) {
+        out_.verbose(10, "peer {}: no vader address ({})", peer, to_string(s));
+        return nullptr;
+    }
+    const std::string path(reinterpret_cast<const char*>(blob.data()), blob.size());
+    SharedFile seg;
+    try {
+        seg = SharedFile::attach(path);
+    } catch (const std::system_error& e) {
+        out_.verbose(1, "peer {}: {}", peer, e.what());
+        return nullptr;
+    }
+    const auto* h = reinterpret_cast<const SegmentHeader*>(seg.data());
+    if (seg.size() < sizeof(SegmentHeader) || h->magic != segment_magic ||
+        h->version != segment_version || h->local_index != local_index ||
+        h->local_size != layout_.local_size || h->size != seg.size() ||
+        h->frag_offset + std::uint64_t{h->frag_count} * h->frag_stride > seg.size() ||
+        h->fbox_offset + std::uint64_t{h->local_size} * h->fbox_stride > seg.size()) {
+        out_.verbose(1, "peer {}: segment {} does not match this process's layout", peer, path);
+        return nullptr;
+    }
+    auto ep = std::make_unique<VaderEndpoint>(peer, local_index, std::move(seg));
+    SegmentHeader& ph = ep->header();
+    ep->fifo = Fifo::attach(ep->segment.data() + ph.fifo_offset);
+    ep->fastbox = FastboxWriter(ep->segment.data() + ph.fbox_offset + my_index_ * ph.fbox_stride,
+                                ph.fbox_size);
+    ep->pid = static_cast<pid_t>(ph.pid);
+    ep->pidfd = open_pidfd(ep->pid);
+    ep->owner_base = ph.owner_base;
+    ep->frag_offset = ph.frag_offset;
+    ep->frag_stride = ph.frag_stride;
+    ep->frag_count = ph.frag_count;
+    ep->frag_payload = ph.frag_stride - frag_header_size;
+    // The last peer to map a segment removes its name: from then on a crash
+    // leaves nothing in the backing directory.
+    if (ph.attached.fetch_add(1, std::memory_order_acq_rel) + 2 == ph.local_size)
+        unlink_path(ep->segment.path());
+
+    if (single_copy_ == SingleCopy::cma) {
+        std::string why =
+            config_.cma_probe_fail
+                ? std::string("forced to fail by btl_vader_cma_probe_fail")
+                : cma_peer_probe(ep->pid, ph.owner_base + offsetof(SegmentHeader, probe_cookie),
+                                 ph.probe_cookie);
+        if (!why.empty()) {
+            single_copy_ = SingleCopy::none;
+            attr_.flags &= ~(btl::flags::put | btl::flags::get);
+            attr_.bandwidth = 5000;
+            if (!warned_cma_)
+                log::warn(
+                    "vader: single copy (CMA) disabled: {}; large messages go through "
+                    "shared-memory fragments instead",
+                    why);
+            warned_cma_ = true;
+        }
+    }
+    out_.verbose(10, "peer {} (local {}, pid {}): mapped {}", peer, local_index, ep->pid,
+                 ep->segment.path());
+    VaderEndpoint* raw = ep.get();
+    endpoints_[local_index] = std::move(ep);
+    active_.push_back(local_index);
+    rebuild_pollfds();
+    return raw;
+}
+
+Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                              btl::Reachability& reachable) {
+    if (peers.size() != endpoints.size() || reachable.size() < peers.size())
+        return Status::bad_param;
+    const auto local = runtime_.local_peers();
+    bool any = false;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        const Rank r = peers[i];
+        if (r == runtime_.rank() || !runtime_.on_this_node(r)) continue;
+        const auto it = std::find(local.begin(), local.end(), r);
+        if (it == local.end()) continue;
+        const auto index = static_cast<std::uint32_t>(it - local.begin());
+        if (index >= layout_.local_size) continue;
+        VaderEndpoint* ep = endpoints_[index] ? endpoints_[index].get() : connect(r, index);
+        if (ep == nullptr) continue;
+        endpoints[i] = ep;
+        reachable.set(i);
+        any = true;
+    }
+    if (any) start_progress();
+    return Status::success;
+}
+
+Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    (void)peers;
+    for (btl::Endpoint* e : endpoints) {
+        auto* ep = as_vader(e);
+        if (ep == nullptr || ep->local_index >= endpoints_.size() ||
+            endpoints_[ep->local_index].get() != ep)
+            continue;
+        // Fragments still in flight to it must not point at a dead endpoint.
+        for (Frag& f : frags_)
+            if (f.in_flight && f.endpoint == ep) complete(&f, Status::cancelled);
+        std::erase(active_, ep->local_index);
+        endpoints_[ep->local_index].reset();
+    }
+    rebuild_pollfds();
+    if (active_.empty()) stop_progress();
+    return Status::success;
+}
+
+VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
+    if (local_index >= endpoints_.size()) [[unlikely]]
+        return nullptr;
+    if (VaderEndpoint* ep = endpoints_[local_index].get(); ep != nullptr) [[likely]]
+        return ep;
+    // A peer that added us before we added it: map it now (rare, setup cost).
+    try {
+        return connect(runtime_.local_peers()[local_index], local_index);
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+void VaderModule::start_progress() {
+    if (!progress_handle_) progress_handle_ = progress_engine_.add(&progress_cb, this);
+    if (!check_handle_)
+        check_handle_ = progress_engine_.add(&check_peers_cb, this, ProgressPriority::low);
+}
+
+void VaderModule::stop_progress() {
+    if (progress_handle_) progress_engine_.remove(progress_handle_);
+    if (check_handle_) progress_engine_.remove(check_handle_);
+    progress_handle_ = {};
+    check_handle_ = {};
+}
+
+void VaderModule::rebuild_pollfds() {
+    polled_.clear();
+    for (std::uint32_t i : active_)
+        if (!endpoints_[i]->dead) polled_.push_back(endpoints_[i].get());
+}
+
+// --- sends --------------------------------------------------------------------
+
+Frag* VaderModule::take_frag(VaderEndpoint* ep) noexcept {
+    if (free_frags_.empty()) [[unlikely]]
+        return nullptr;
+    Frag* f = free_frags_.back();
+    free_frags_.pop_back();
+    f->endpoint = ep;
+    f->flags = 0;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    f->internal = false;
+    f->header->kind = FragKind::data;
+    return f;
+}
+
+bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {
+    f->endpoint = ep;
+    if (!ep->fifo.push(make_ref(my_index_, f->index))) [[unlikely]]
+        return false;
+    f->in_flight = true;
+    ++ep->outstanding;
+    return true;
+}
+
+btl::Descriptor* VaderModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                                    std::uint32_t flags) noexcept {
+    Frag* f = take_frag(as_vader(endpoint));
+    if (f == nullptr) return nullptr;
+    f->order = order;
+    f->flags = flags;
+    f->segment = {f->payload, std::min<std::size_t>(size, attr_.max_send_size)};
+    return f;
+}
+
+Status VaderModule::free(btl::Descriptor* descriptor) noexcept {
+    auto* f = static_cast<Frag*>(descriptor);
+    if (f == nullptr || f < frags_.data() || f >= frags_.data() + frags_.size() || f->in_flight)
+        return Status::bad_param;
+    free_frags_.push_back(f);
+    return Status::success;
+}
+
+btl::Descriptor* VaderModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                          std::uint8_t order, std::size_t reserve,
+                                          std::size_t& size, std::uint32_t flags) noexcept {
+    if (reserve > attr_.max_send_size) return nullptr;
+    Frag* f = take_frag(as_vader(endpoint));
+    if (f == nullptr) return nullptr;
+    const std::size_t room = attr_.max_send_size - reserve;
+    size = convertor.pack(f->payload + reserve, std::min(size, room));
+    f->order = order;
+    f->flags = flags;
+    f->segment = {f->payload, reserve + size};
+    return f;
+}
+
+Status VaderModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                         btl::Tag tag) noexcept {
+    VaderEndpoint* ep = as_vader(endpoint);
+    auto* f = static_cast<Frag*>(descriptor);
+    if (ep->dead) [[unlikely]]
+        return Status::peer_failed;
+    const auto len = static_cast<std::uint32_t>(f->segment.len);
+    // A fast box keeps order only while nothing of ours waits in the FIFO.
+    if (len <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold &&
+        ep->fastbox.write(tag, f->payload, len)) {
+        if ((f->flags & btl::des_flags::send_always_callback) && f->cbfunc)
+            f->cbfunc(this, ep, f, Status::success);
+        if (f->flags & btl::des_flags::btl_ownership) free_frags_.push_back(f);
+        return Status::completed;
+    }
+    if (ep->sends < config_.fbox_threshold) ++ep->sends;
+    f->header->size = len;
+    f->header->tag = tag;
+    f->header->kind = FragKind::data;
+    f->internal = false;
+    return push(ep, f) ? Status::success : Status::out_of_resource;
+}
+
+Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                          std::uint32_t flags, btl::Tag tag,
+                          btl::Descriptor** descriptor) noexcept {
+    VaderEndpoint* ep = as_vader(endpoint);
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (ep->dead) [[unlikely]]
+        return Status::peer_failed;
+    const std::size_t total = header_size + payload_size;
+    if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold) {
+        if (char* p = ep->fastbox.reserve(static_cast<std::uint32_t>(total)); p != nullptr) {
+            std::memcpy(p, header, header_size);
+            if (payload_size != 0) convertor->pack(p + header_size, payload_size);
+            ep->fastbox.commit(tag, static_cast<std::uint32_t>(total));
+            return Status::completed;
+        }
+    }
+    if (total > attr_.max_send_size) return Status::bad_param;
+    Frag* f = take_frag(ep);
+    if (f == nullptr) return Status::out_of_resource;
+    if (ep->sends < config_.fbox_threshold) ++ep->sends;
+    const std::size_t start = convertor != nullptr ? convertor->position() : 0;
+    std::memcpy(f->payload, header, header_size);
+    if (payload_size != 0) convertor->pack(f->payload + header_size, payload_size);
+    f->header->size = static_cast<std::uint32_t>(total);
+    f->header->tag = tag;
+    f->internal = true;
+    if (push(ep, f)) [[likely]]
+        return Status::completed;
+    // FIFO full: hand the fragment over for the caller to fill and send later.
+    if (convertor != nullptr) convertor->seek(start);
+    f->internal = false;
+    f->order = order;
+    f->flags = flags;
+    f->segment = {f->payload, total};
+    if (descriptor != nullptr)
+        *descriptor = f;
+    else
+        free_frags_.push_back(f);
+    return Status::out_of_resource;
+}
+
+// --- one-sided ----------------------------------------------------------------
+
+Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
+                        int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+    VaderEndpoint* ep = as_vader(endpoint);
+    if (ep->dead) return Status::peer_failed;
+    if (char* direct = ep->translate(remote_address, size); direct != nullptr) {
+        std::memcpy(direct, local_address, size);
+        return Status::completed;
+    }
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
+    return cma_write(ep->pid, local_address, remote_address, size);
+}
+
+Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
+                        int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+    VaderEndpoint* ep = as_vader(endpoint);
+    if (ep->dead) return Status::peer_failed;
+    if (const char* direct = ep->translate(remote_address, size); direct != nullptr) {
+        std::memcpy(local_address, direct, size);
+        return Status::completed;
+    }
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
+    return cma_read(ep->pid, local_address, remote_address, size);
+}
+
+Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
+                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                                btl::AtomicOp op, std::uint64_t operand, std::uint64_t compare,
+                                int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                void* cbdata) noexcept {
+    if (ep->dead) [[unlikely]]
+        return Status::peer_failed;
+    const std::size_t width = (flags & btl::atomic_flags::bits32) ? 4 : 8;
+    if (remote_address % width != 0) return Status::bad_param;
+    // Memory inside the peer's segment is ours too: a CPU atomic is coherent.
+    if (char* direct = ep->translate(remote_address, width); direct != nullptr) {
+        const std::uint64_t old = kind == AtomicKind::cswap
+                                      ? btl::apply_cswap(direct, compare, operand, flags)
+                                      : btl::apply_atomic(direct, op, operand, flags);
+        if (kind != AtomicKind::op) std::memcpy(local_address, &old, width);
+        return Status::completed;
+    }
+    Frag* f = take_frag(ep);
+    if (f == nullptr) return Status::out_of_resource;
+    FragHeader& h = *f->header;
+    h.kind = FragKind::atomic;
+    h.size = 0;
+    h.atomic_kind = kind;
+    h.atomic_flags = static_cast<std::uint8_t>(flags & btl::atomic_flags::bits32);
+    h.atomic_op = static_cast<std::uint16_t>(op);
+    h.address = remote_address;
+    h.operand = operand;
+    h.compare = compare;
+    f->internal = true;
+    f->rdma_cb = cbfunc;
+    f->local_address = local_address;
+    f->local_handle = local_handle;
+    f->rdma_context = cbcontext;
+    f->rdma_cbdata = cbdata;
+    if (!push(ep, f)) {
+        free_frags_.push_back(f);
+        return Status::out_of_resource;
+    }
+    return Status::success;
+}
+
+Status VaderModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                              const btl::RegistrationHandle*, btl::AtomicOp op,
+                              std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                              void* cbcontext, void* cbdata) noexcept {
+    return send_atomic(as_vader(endpoint), AtomicKind::op, nullptr, remote_address, nullptr, op,
+                       operand, 0, flags, cbfunc, cbcontext, cbdata);
+}
+
+Status VaderModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                               const btl::RegistrationHandle*, btl::AtomicOp op,
+                               std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                               void* cbcontext, void* cbdata) noexcept {
+    return send_atomic(as_vader(endpoint), AtomicKind::fop, local_address, remote_address,
+                       local_handle, op, operand, 0, flags, cbfunc, cbcontext, cbdata);
+}
+
+Status VaderModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                                 std::uint64_t remote_address,
+                                 btl::RegistrationHandle* local_handle,
+                                 const btl::RegistrationHandle*, std::uint64_t compare,
+                                 std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
+                                 void* cbcontext, void* cbdata) noexcept {
+    return send_atomic(as_vader(endpoint), AtomicKind::cswap, local_address, remote_address,
+                       local_handle, btl::AtomicOp::swap, value, compare, flags, cbfunc, cbcontext,
+                       cbdata);
+}
+
+btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void*, std::size_t,
+                                                   std::uint32_t) {
+    return nullptr;  // CMA and the target need no registration
+}
+
+Status VaderModule::deregister_mem(btl::RegistrationHandle*) {
+    return Status::success;
+}
+
+Status VaderModule::flush(btl::Endpoint* endpoint) {
+    auto pending = [&] {
+        for (const Frag& f : frags_)
+            if (f.in_flight && f.header->kind == FragKind::atomic &&
+                (endpoint == nullptr || f.endpoint == endpoint))
+                return true;
+        return false;
+    };
+    while (pending()) {
+        progress_engine_.progress();
+        if (!progress_handle_) progress();
+        last_check_ = {};  // a peer that died must not make flush hang
+        check_peers();
+    }
+    return Status::success;
+}
+
+void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
+    (void)verbosity;
+    for (std::uint32_t i : active_) {
+        VaderEndpoint* ep = endpoints_[i].get();
+        if (endpoint != nullptr && endpoint != ep) continue;
+        log::write("vader",
+                   fmt::format("peer {} local {} pid {} outstanding {} sends {} dead {}",
+                               ep->peer(), i, ep->pid, ep->outstanding, ep->sends, ep->dead));
+    }
+    log::write("vader", fmt::format("free fragments {}/{}, FIFO capacity {}, single copy {}",
+                                    free_frags_.size(), frags_.size(), layout_.fifo_capacity,
+                                    single_copy_ == SingleCopy::cma ? "cma" : "none"));
+}
+
+// --- receive path -------------------------------------------------------------
+
+int VaderModule::progress_cb(void* self) noexcept {
+    return static_cast<VaderModule*>(self)->progress();
+}
+
+int VaderModule::check_peers_cb(void* self) noexcept {
+    return static_cast<VaderModule*>(self)->check_peers();
+}
+
+int VaderModule::progress() noexcept {
+    // A receive callback that calls progress must not re-enter the boxes.
+    if (in_progress_) [[unlikely]]
+        return 0;
+    in_progress_ = true;
+    int events = 0;
+    for (std::uint32_t i : active_) events += poll_fastbox(i, 32);
+    events += poll_fifo(64);
+    if (!pending_returns_.empty()) [[unlikely]] {
+        std::erase_if(pending_returns_, [](const auto& p) { return p.first->fifo.push(p.second); });
+    }
+    in_progress_ = false;
+    return events;
+}
+
+void VaderModule::deliver(VaderEndpoint* ep, const char* data, std::size_t size,
+                          btl::Tag tag) noexcept {
+    const btl::Segment seg{const_cast<char*>(data), size};
+    const btl::ReceiveDescriptor rd{ep, &seg, 1, tag};
+    if (!am_table_.dispatch(this, rd)) [[unlikely]]
+        report_error(btl::error_flags::nonfatal, ep->peer(),
+                     "vader: message for a tag with no registered callback");
+}
+
+int VaderModule::poll_fastbox(std::uint32_t local_index, int max) noexcept {
+    FastboxReader& box = readers_[local_index];
+    VaderEndpoint* ep = endpoints_[local_index].get();
+    return box.poll(
+        [&](const char* data, std::uint32_t len, std::uint8_t tag) { deliver(ep, data, len, tag); },
+        max);
+}
+
+int VaderModule::poll_fifo(int max) noexcept {
+    int events = 0;
+    std::uint64_t ref = 0;
+    while (events < max && fifo_.pop(fifo_head_, ref)) {
+        ++events;
+        if (ref & return_bit) {
+            const std::uint32_t index = ref_index(ref);
+            if (index < frags_.size() && frags_[index].in_flight) [[likely]]
+                complete(&frags_[index], Status::success);
+            continue;
+        }
+        VaderEndpoint* ep = endpoint_for(ref_owner(ref));
+        if (ep == nullptr || ref_index(ref) >= ep->frag_count) [[unlikely]]
+            continue;  // nobody to return it to
+        receive(ep, ref);
+    }
+    return events;
+}
+
+void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
+    // Whatever the sender put in its fast box before this fragment comes first.
+    poll_fastbox(ep->local_index, INT_MAX);
+    FragHeader& h = *ep->frag(ref_index(ref));
+    if (h.kind == FragKind::data) [[likely]] {
+        const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
+        deliver(ep, payload, std::min<std::size_t>(h.size, ep->frag_payload), h.tag);
+    } else if (h.kind == FragKind::atomic) {
+        perform_atomic(ep, h);
+    }
+    if (!ep->fifo.push(ref | return_bit)) [[unlikely]]
+        pending_returns_.emplace_back(ep, ref | return_bit);
+}
+
+void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
+    const std::size_t width = (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8;
+    // The address is ours; a peer could still send garbage: refuse what is not
+    // aligned instead of faulting on it.
+    if (h.address % width != 0 || h.address < 4096) {
+        report_error(btl::error_flags::nonfatal, ep->peer(), "vader: bad atomic target address");
+        h.result = 0;
+        return;
+    }
+    void* target = reinterpret_cast<void*>(h.address);
+    h.result = h.atomic_kind == AtomicKind::cswap
+                   ? btl::apply_cswap(target, h.compare, h.operand, h.atomic_flags)
+                   : btl::apply_atomic(target, static_cast<btl::AtomicOp>(h.atomic_op), h.operand,
+                                       h.atomic_flags);
+}
+
+void VaderModule::complete(Frag* f, Status status) noexcept {
+    f->in_flight = false;
+    VaderEndpoint* ep = f->endpoint;
+    --ep->outstanding;
+    if (f->header->kind == FragKind::atomic) {
+        const FragHeader& h = *f->header;
+        if (ok(status) && h.atomic_kind != AtomicKind::op && f->local_address != nullptr)
+            std::memcpy(f->local_address, &h.result,
+                        (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8);
+        if (f->rdma_cb)
+            f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
+                       status);
+        free_frags_.push_back(f);
+        return;
+    }
+    if (f->internal) {
+        free_frags_.push_back(f);
+        return;
+    }
+    const bool owned = f->flags & btl::des_flags::btl_ownership;
+    if (f->cbfunc) f->cbfunc(this, ep, f, status);
+    if (owned) free_frags_.push_back(f);
+}
+
+// --- peer failure -------------------------------------------------------------
+
+int VaderModule::check_peers() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ < check_interval) return 0;
+    last_check_ = now;
+    int events = 0;
+    for (std::size_t i = 0; i < polled_.size(); ++i) {
+        VaderEndpoint* ep = polled_[i];
+        bool gone = false;
+        if (ep->pidfd >= 0) {
+            pollfd p{ep->pidfd, POLLIN, 0};
+            gone = ::poll(&p, 1, 0) > 0;
+        } else {
+            gone = ::kill(ep->pid, 0) != 0 && errno == ESRCH;
+        }
+        if (gone && !ep->dead) {
+            peer_died(ep);
+            ++events;
+        }
+    }
+    if (events != 0) {
+        try {
+            rebuild_pollfds();
+        } catch (...) {
+        }
+    }
+    return events;
+}
+
+void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
+    // Returns the peer pushed before it died are real: take them first.
+    progress();
+    ep->dead = true;
+    out_.verbose(1, "local peer {} (pid {}) exited", ep->peer(), ep->pid);
+    for (Frag& f : frags_)
+        if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
+    report_error(btl::error_flags::nonfatal, ep->peer(), "vader: local peer process exited");
+}
+
+}  // namespace transit::vader

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,13 +27,20 @@ constexpr std::string_view param_files_name = "mca_base_param_files";
 
 constexpr Decl core_params[] = {
     {"param_files", Type::string, "",
-     "Colon separated parameter files read after ~/.transit/mca-params.conf; a file listed "
-     "earlier overrides one listed later, and the environment and the command line override "
-     "them all",
+     "Colon separated parameter files (~/ is $HOME) read after ~/.transit/mca-params.conf; "
+     "a file listed earlier overrides one listed later, and the environment and the command "
+     "line override them all",
      4},
     {"component_path", Type::string, "",
      "Colon separated directories searched for plugins after <libdir>/transit", 4},
 };
+
+// "~/x" is the user's x, as a shell would read it in a file list.
+std::string expand_home(const std::string& path) {
+    const char* home = std::getenv("HOME");
+    if (!path.starts_with("~/") || home == nullptr || *home == '\0') return path;
+    return std::string(home) + path.substr(1);
+}
 
 // The setting a parameter takes: the highest source that names it, and within
 // one source the full name before synonyms before deprecated names.
@@ -153,7 +161,7 @@ void RegistryImpl::reload_param_files() {
         if (path.empty()) continue;
         Layer one;
         try {
-            read_file(path, Origin::param_file, true, one);
+            read_file(expand_home(path), Origin::param_file, true, one);
         } catch (const Error& e) {
             throw Error(fmt::format("{} (named by {} from {})", e.what(), param_files_name,
                                     c.source.describe()));

@@ -184,6 +184,13 @@ TEST_F(Sources, ParamFilesFromSystemFileAndCommandLine) {
     EXPECT_EQ(x.text(), "api");
 }
 
+TEST_F(Sources, ParamFilesTildeIsHome) {
+    write_file("conf/a.conf", "t_c_x = from_home\n");
+    registry().set("mca_base_param_files", "~/conf/a.conf", {Origin::api});
+    EXPECT_EQ(add_x().text(), "from_home");
+    EXPECT_EQ(add_x().source().where, (dir_ / "conf" / "a.conf").string());
+}
+
 TEST_F(Sources, ParamFilesBelowEnvironment) {
     std::string a = write_file("a.conf", "t_c_x = from_a\n");
     set_env("mca_base_param_files", a);

@@ -1,0 +1,399 @@
+// The tcp component: parameters, open (interfaces), init (modules, listening
+// sockets, modex), and the progress machinery shared by the modules.
+#include "tcp_component.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+
+#include "tcp_module.hpp"
+
+namespace transit::tcp {
+
+namespace {
+
+using params::Type;
+
+constexpr params::Decl param_table[] = {
+    {"if_include", Type::list, "",
+     "Interfaces tcp may use: names (eth0) or CIDR blocks (10.0.0.0/8, fd00::/64). "
+     "Cannot be combined with btl_tcp_if_exclude",
+     1},
+    {"if_exclude", Type::list, "",
+     "Interfaces tcp must not use: names or CIDR blocks. Cannot be combined with "
+     "btl_tcp_if_include",
+     1},
+    {"port_min", Type::unsigned_integer, "0",
+     "First port tried for the listening sockets (0: any port the kernel chooses)", 2},
+    {"port_range", Type::unsigned_integer, "64511",
+     "Number of ports tried from btl_tcp_port_min upwards", 2},
+    {"links", Type::unsigned_integer, "1",
+     "Sockets per peer and interface; one-sided transfers are spread over them", 4},
+    {"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4},
+    {"rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4},
+    {"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4},
+    {"max_send_size", Type::size, "128k", "Largest fragment of a send", 4},
+    {"max_rdma_size", Type::size, "4M",
+     "Largest put or get carried in one request (the target streams it)", 4},
+    {"free_list_max", Type::unsigned_integer, "4096",
+     "Send fragments per size class before sends report out-of-resource", 6},
+    {"max_rdma_ops", Type::unsigned_integer, "1024",
+     "One-sided operations in flight per interface (at most 65535)", 6},
+    {"connect_timeout", Type::real, "10",
+     "Seconds a connection attempt and its handshake may take before it fails", 3},
+    {"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7},
+    {"latency", Type::unsigned_integer, "100", "Relative latency, lower is preferred", 7},
+    {"bandwidth", Type::unsigned_integer, "0",
+     "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7},
+};
+
+std::vector<std::string> drop_empty(std::vector<std::string> v) {
+    std::erase_if(v, [](const std::string& s) { return s.empty(); });
+    return v;
+}
+
+}  // namespace
+
+TcpComponent::TcpComponent() = default;
+
+TcpComponent::~TcpComponent() {
+    stop_listener();
+}
+
+void TcpComponent::register_params(params::Registry& registry) {
+    registry_ = &registry;
+    registry.add_all("btl", "tcp", param_table);
+}
+
+mca::OpenResult TcpComponent::open() {
+    params::Registry& r = registry_ ? *registry_ : params::registry();
+    auto u = [&](const char* n) { return r.get(std::string("btl_tcp_") + n).as_unsigned(); };
+    params_.if_include = drop_empty(r.get("btl_tcp_if_include").as_list());
+    params_.if_exclude = drop_empty(r.get("btl_tcp_if_exclude").as_list());
+    params_.port_min = static_cast<unsigned>(u("port_min"));
+    params_.port_range = static_cast<unsigned>(u("port_range"));
+    params_.links = static_cast<unsigned>(u("links"));
+    params_.sndbuf = u("sndbuf");
+    params_.rcvbuf = u("rcvbuf");
+    params_.eager_limit = u("eager_limit");
+    params_.max_send_size = u("max_send_size");
+    params_.max_rdma_size = u("max_rdma_size");
+    params_.free_list_max = static_cast<unsigned>(u("free_list_max"));
+    params_.max_rdma_ops = static_cast<unsigned>(u("max_rdma_ops"));
+    params_.connect_timeout = r.get("btl_tcp_connect_timeout").as_real();
+    params_.exclusivity = static_cast<unsigned>(u("exclusivity"));
+    params_.latency = static_cast<unsigned>(u("latency"));
+    params_.bandwidth = static_cast<unsigned>(u("bandwidth"));
+    int verbosity = 0;
+    if (params::Variable* v = r.find("btl_base_verbose")) verbosity = static_cast<int>(v->as_int());
+    out_ = log::Stream("btl:tcp", verbosity);
+
+    if (params_.links == 0 || params_.links > 64)
+        throw params::Error("btl_tcp_links must be between 1 and 64, not " +
+                            std::to_string(params_.links));
+    if (params_.max_rdma_ops == 0 || params_.max_rdma_ops > 65535)
+        throw params::Error("btl_tcp_max_rdma_ops must be between 1 and 65535");
+    if (params_.port_min > 65535 || params_.port_min + params_.port_range > 65536 + 65535)
+        throw params::Error("btl_tcp_port_min must be a port number (0..65535)");
+    if (params_.max_send_size < 64 || params_.eager_limit > params_.max_send_size)
+        throw params::Error("btl_tcp_eager_limit must not exceed btl_tcp_max_send_size");
+    if (params_.max_send_size > (1u << 30) || params_.max_rdma_size > (1u << 30))
+        throw params::Error("btl_tcp_max_send_size and btl_tcp_max_rdma_size must be <= 1g");
+    if (!(params_.connect_timeout > 0)) throw params::Error("btl_tcp_connect_timeout must be > 0");
+
+    std::vector<std::string> notes;
+    // InterfaceError (both lists, a list matching nothing) propagates: a setting
+    // the user got wrong is a failure with the reason, not a quiet decline.
+    try {
+        interfaces_ = filter_interfaces(discover_interfaces(), params_.if_include,
+                                        params_.if_exclude, &notes);
+    } catch (const InterfaceError& e) {
+        throw params::Error(e.what());
+    }
+    for (const std::string& n : notes) out_.verbose(20, "{}", n);
+    if (interfaces_.empty()) return mca::OpenResult::decline("no usable IP interface is up");
+    return mca::OpenResult::ok();
+}
+
+std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& ctx) {
+    runtime_ = &ctx.runtime;
+    progress_ = &ctx.progress;
+    am_table_ = &ctx.am_table;
+    std::vector<std::unique_ptr<btl::Module>> out;
+    epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    listen_epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!epoll_ || !listen_epoll_ || !wake_) {
+        decline_reason_ = std::string("cannot create an epoll set: ") + std::strerror(errno);
+        return out;
+    }
+    for (const Interface& i : interfaces_) {
+        for (const InterfaceAddress& a : i.addresses) own_addresses_.push_back(a.address);
+        has_loopback_ = has_loopback_ || i.loopback;
+    }
+    std::vector<PeerAddress> all;
+    for (const Interface& i : interfaces_) {
+        auto m = std::make_unique<TcpModule>(*this, i);
+        try {
+            m->listen();
+        } catch (const std::exception& e) {
+            out_.verbose(1, "interface {} not used: {}", i.name, e.what());
+            continue;
+        }
+        for (const PeerAddress& a : m->published()) {
+            all.push_back(a);
+            out_.verbose(10, "{}: listening on {} port {}", m->name(), a.address.to_string(),
+                         a.port);
+        }
+        modules_.push_back(m.get());
+        out.push_back(std::move(m));
+    }
+    if (out.empty()) {
+        decline_reason_ = "no interface could open a listening socket";
+        return out;
+    }
+    const auto blob = encode_addresses(all);
+    const Status s = runtime_->modex_send("btl.tcp.1", blob);
+    if (!ok(s)) {
+        decline_reason_ =
+            std::string("publishing the addresses failed: ") + std::string(to_string(s));
+        modules_.clear();
+        out.clear();
+        return out;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = nullptr;  // the wake-up eventfd
+    ::epoll_ctl(listen_epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    listener_ = std::thread([this] { listener_main(); });
+    set_active(false);
+    return out;
+}
+
+void TcpComponent::close() {
+    stop_listener();
+    if (progress_) {
+        if (active_handle_) progress_->remove(active_handle_);
+        if (idle_handle_) progress_->remove(idle_handle_);
+    }
+    active_handle_ = {};
+    idle_handle_ = {};
+    graveyard_.clear();
+}
+
+// --- sockets and progress ------------------------------------------------------
+
+std::uint64_t TcpComponent::now_ns() noexcept {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+           static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+bool TcpComponent::watch(Link& link, bool want_write) noexcept {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want_write ? EPOLLOUT : 0u);
+    ev.data.ptr = &link;
+    if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, link.fd.get(), &ev) != 0) return false;
+    link.want_write = want_write;
+    if (open_sockets_++ + held_ == 0) set_active(true);
+    return true;
+}
+
+void TcpComponent::rewatch(Link& link, bool want_write) noexcept {
+    epoll_event ev{};
+    ev.events = EPOLLIN | (want_write ? EPOLLOUT : 0u);
+    ev.data.ptr = &link;
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, link.fd.get(), &ev);
+    link.want_write = want_write;
+}
+
+void TcpComponent::unwatch(Link& link) noexcept {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, link.fd.get(), nullptr);
+    if (--open_sockets_ + held_ == 0) set_active(false);
+}
+
+// Only ever one of the two callbacks is registered: the busy one polls epoll,
+// the idle one only looks for sockets the listener thread accepted.
+void TcpComponent::set_active(bool active) noexcept {
+    if (!progress_) return;
+    if (active) {
+        if (idle_handle_) progress_->remove(idle_handle_);
+        idle_handle_ = {};
+        if (!active_handle_) active_handle_ = progress_->add(&progress_active, this);
+    } else {
+        if (active_handle_) progress_->remove(active_handle_);
+        active_handle_ = {};
+        if (!idle_handle_)
+            idle_handle_ = progress_->add(&progress_idle, this, ProgressPriority::low);
+    }
+}
+
+int TcpComponent::progress_idle(void* self) noexcept {
+    auto* c = static_cast<TcpComponent*>(self);
+    if (!c->accepted_pending_.load(std::memory_order_acquire)) return 0;
+    c->adopt_accepted();
+    return 1;
+}
+
+int TcpComponent::progress_active(void* self) noexcept {
+    auto* c = static_cast<TcpComponent*>(self);
+    if (c->accepted_pending_.load(std::memory_order_acquire)) c->adopt_accepted();
+    return c->poll();
+}
+
+int TcpComponent::poll() noexcept {
+    epoll_event events[32];
+    const int n = ::epoll_wait(epoll_.get(), events, 32, 0);
+    for (int i = 0; i < n; ++i) {
+        auto* link = static_cast<Link*>(events[i].data.ptr);
+        link->module->on_event(*link, events[i].events);
+    }
+    // Connection attempts and handshakes have deadlines; look at them ten times a second.
+    const std::uint64_t now = now_ns();
+    if (now >= next_timeout_check_) {
+        next_timeout_check_ = now + 100'000'000ull;
+        check_timeouts(now);
+    }
+    if (!graveyard_.empty()) graveyard_.clear();
+    return n > 0 ? n : 0;
+}
+
+void TcpComponent::check_timeouts(std::uint64_t now) noexcept {
+    for (TcpModule* m : modules_) m->check_timeouts(now);
+}
+
+void TcpComponent::hold(int delta) noexcept {
+    const std::size_t before = open_sockets_ + held_;
+    held_ = static_cast<std::size_t>(static_cast<long>(held_) + delta);
+    const std::size_t after = open_sockets_ + held_;
+    if ((before == 0) != (after == 0)) set_active(after != 0);
+}
+
+btl::RegistrationHandle* TcpComponent::register_mem(Rank peer, void* base, std::size_t size,
+                                                    std::uint32_t access) {
+    if (base == nullptr && size != 0) return nullptr;
+    auto reg = std::make_unique<TcpRegistration>();
+    // Keys start at a random point, so a stale or forged handle is unlikely to
+    // name a live registration.
+    if (next_key_ == 0) next_key_ = (std::random_device{}() | 1ull) << 20;
+    reg->key = next_key_++;
+    reg->base = reinterpret_cast<std::uint64_t>(base);
+    reg->size = size;
+    reg->access = access;
+    reg->peer = peer;
+    auto* handle = reinterpret_cast<btl::RegistrationHandle*>(reg.get());
+    registrations_.emplace(reg->key, std::move(reg));
+    return handle;
+}
+
+Status TcpComponent::deregister_mem(btl::RegistrationHandle* handle) {
+    if (handle == nullptr) return Status::bad_param;
+    const auto* reg = reinterpret_cast<const TcpRegistration*>(handle);
+    return registrations_.erase(reg->key) ? Status::success : Status::not_found;
+}
+
+void TcpComponent::defer_free(std::unique_ptr<Link> link) {
+    // A link may still be named by an event later in the current epoll batch.
+    graveyard_.push_back(std::move(link));
+}
+
+// --- accepting -------------------------------------------------------------------
+
+void TcpComponent::watch_listener(int fd, TcpModule* module) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = module;
+    // The listener thread reads fd from the module only through this event.
+    static_assert(sizeof(ev.data) >= sizeof(void*));
+    std::lock_guard lock(accepted_lock_);
+    if (::epoll_ctl(listen_epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+        throw std::runtime_error(std::string("epoll_ctl: ") + std::strerror(errno));
+    listen_fds_.emplace_back(fd, module);
+}
+
+void TcpComponent::forget_module(TcpModule* module) {
+    {
+        std::lock_guard lock(accepted_lock_);
+        for (auto it = listen_fds_.begin(); it != listen_fds_.end();) {
+            if (it->second == module) {
+                ::epoll_ctl(listen_epoll_.get(), EPOLL_CTL_DEL, it->first, nullptr);
+                it = listen_fds_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        std::erase_if(accepted_, [&](Accepted& a) {
+            if (a.module != module) return false;
+            ::close(a.fd);
+            return true;
+        });
+    }
+    std::erase(modules_, module);
+}
+
+void TcpComponent::listener_main() {
+    epoll_event events[16];
+    for (;;) {
+        const int n = ::epoll_wait(listen_epoll_.get(), events, 16, -1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return;
+        for (int i = 0; i < n; ++i) {
+            if (events[i].data.ptr == nullptr) return;  // woken to stop
+            auto* module = static_cast<TcpModule*>(events[i].data.ptr);
+            std::lock_guard lock(accepted_lock_);
+            for (const auto& [fd, m] : listen_fds_) {
+                if (m != module) continue;
+                for (;;) {
+                    sockaddr_storage ss{};
+                    socklen_t len = sizeof ss;
+                    const int c = ::accept4(fd, reinterpret_cast<sockaddr*>(&ss), &len,
+                                            SOCK_NONBLOCK | SOCK_CLOEXEC);
+                    if (c < 0) break;
+                    accepted_.push_back(
+                        {c, m,
+                         IpAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss)).to_string()});
+                    accepted_pending_.store(true, std::memory_order_release);
+                }
+            }
+        }
+    }
+}
+
+void TcpComponent::adopt_accepted() noexcept {
+    std::vector<Accepted> batch;
+    {
+        std::lock_guard lock(accepted_lock_);
+        batch.swap(accepted_);
+        accepted_pending_.store(false, std::memory_order_relaxed);
+    }
+    for (Accepted& a : batch) a.module->on_accepted(a.fd, std::move(a.peer));
+}
+
+void TcpComponent::stop_listener() noexcept {
+    if (listener_.joinable()) {
+        const std::uint64_t one = 1;
+        if (::write(wake_.get(), &one, sizeof one) < 0) {
+            // The thread cannot be woken; leave it: it holds no resources we free.
+            listener_.detach();
+        } else {
+            listener_.join();
+        }
+    }
+    std::lock_guard lock(accepted_lock_);
+    for (Accepted& a : accepted_) ::close(a.fd);
+    accepted_.clear();
+}
+
+}  // namespace transit::tcp
+
+extern "C" __attribute__((visibility("default")))
+const transit_component_descriptor transit_btl_tcp_component =
+    transit::mca::make_descriptor<transit::tcp::TcpComponent>("btl", transit::btl_interface_version,
+                                                              "tcp", {1, 0, 0});

@@ -1,0 +1,145 @@
+// The tcp component: parameters, interface discovery, the shared epoll set and
+// its registration with the progress engine, and the listener thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "tcp_endpoint.hpp"
+#include "tcp_interfaces.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/log.hpp"
+
+namespace transit::tcp {
+
+class TcpModule;
+
+// A registration's packed form (what travels to peers): the whole struct.
+struct TcpRegistration {
+    std::uint64_t key = 0;
+    std::uint64_t base = 0;
+    std::uint64_t size = 0;
+    std::uint32_t access = 0;       // btl::reg_flags
+    std::uint32_t peer = any_rank;  // registered for one endpoint only, or any_rank
+};
+inline constexpr std::size_t packed_registration_size = sizeof(TcpRegistration);
+static_assert(packed_registration_size == 32);
+
+// Values of the btl_tcp_* parameters, read once at open.
+struct TcpParams {
+    std::vector<std::string> if_include;
+    std::vector<std::string> if_exclude;
+    unsigned port_min = 0;
+    unsigned port_range = 0;
+    unsigned links = 1;
+    std::size_t sndbuf = 0;
+    std::size_t rcvbuf = 0;
+    std::size_t eager_limit = 64 * 1024;
+    std::size_t max_send_size = 128 * 1024;
+    std::size_t max_rdma_size = 4 << 20;
+    unsigned free_list_max = 4096;
+    unsigned max_rdma_ops = 1024;
+    double connect_timeout = 10.0;
+    unsigned exclusivity = btl::exclusivity_low;
+    unsigned latency = 100;
+    unsigned bandwidth = 0;
+};
+
+class TcpComponent : public btl::Component {
+  public:
+    TcpComponent();
+    ~TcpComponent() override;
+
+    void register_params(params::Registry& registry) override;
+    mca::OpenResult open() override;
+    void close() override;
+    std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override;
+
+    const TcpParams& params() const noexcept { return params_; }
+    const log::Stream& out() const noexcept { return out_; }
+    rt::Runtime& runtime() const noexcept { return *runtime_; }
+    ProgressEngine& progress_engine() const noexcept { return *progress_; }
+    btl::AmTable& am_table() const noexcept { return *am_table_; }
+    bool has_loopback_module() const noexcept { return has_loopback_; }
+    const std::vector<IpAddress>& own_addresses() const noexcept { return own_addresses_; }
+
+    // --- used by the modules ---
+    // Adds a socket to the epoll set; the component stays registered for
+    // progress while any socket is open.
+    bool watch(Link& link, bool want_write) noexcept;
+    void rewatch(Link& link, bool want_write) noexcept;
+    void unwatch(Link& link) noexcept;  // before the fd is closed
+    void watch_listener(int fd, TcpModule* module);
+    void forget_module(TcpModule* module);
+    void defer_free(std::unique_ptr<Link> link);
+    // A link waiting for the peer's connection holds the component active too,
+    // so its deadline is checked.
+    void hold(int delta) noexcept;
+
+    // Registrations are shared by every module, so a key is honoured whichever
+    // interface the request arrives on.
+    btl::RegistrationHandle* register_mem(Rank peer, void* base, std::size_t size,
+                                          std::uint32_t access);
+    Status deregister_mem(btl::RegistrationHandle* handle);
+    const TcpRegistration* find_registration(std::uint64_t key) const noexcept {
+        auto it = registrations_.find(key);
+        return it == registrations_.end() ? nullptr : it->second.get();
+    }
+
+    static std::uint64_t now_ns() noexcept;
+
+  private:
+    static int progress_active(void* self) noexcept;
+    static int progress_idle(void* self) noexcept;
+    int poll() noexcept;
+    void adopt_accepted() noexcept;
+    void check_timeouts(std::uint64_t now) noexcept;
+    void set_active(bool active) noexcept;
+    void listener_main();
+    void stop_listener() noexcept;
+
+    params::Registry* registry_ = nullptr;
+    TcpParams params_;
+    log::Stream out_;
+    std::vector<Interface> interfaces_;
+    std::vector<IpAddress> own_addresses_;
+    bool has_loopback_ = false;
+
+    rt::Runtime* runtime_ = nullptr;
+    ProgressEngine* progress_ = nullptr;
+    btl::AmTable* am_table_ = nullptr;
+    std::vector<TcpModule*> modules_;
+
+    Fd epoll_;
+    std::size_t open_sockets_ = 0;
+    std::size_t held_ = 0;
+    std::unordered_map<std::uint64_t, std::unique_ptr<TcpRegistration>> registrations_;
+    std::uint64_t next_key_ = 0;
+    ProgressEngine::Handle active_handle_{};
+    ProgressEngine::Handle idle_handle_{};
+    std::uint64_t next_timeout_check_ = 0;
+    std::vector<std::unique_ptr<Link>> graveyard_;
+
+    // Accepting runs on a thread that sleeps in epoll_wait, so an idle tcp costs
+    // the progress loop one atomic load.  Accepted sockets are handed over here.
+    struct Accepted {
+        int fd;
+        TcpModule* module;
+        std::string peer;
+    };
+    Fd listen_epoll_;
+    Fd wake_;  // eventfd that stops the thread
+    std::thread listener_;
+    std::mutex accepted_lock_;
+    std::vector<Accepted> accepted_;
+    std::vector<std::pair<int, TcpModule*>> listen_fds_;  // guarded by accepted_lock_
+    std::atomic<bool> accepted_pending_{false};
+};
+
+}  // namespace transit::tcp

@@ -1,0 +1,391 @@
+#include "tcp_endpoint.hpp"
+
+namespace transit::tcp {
+
+const char* to_string(LinkState s) noexcept {
+    switch (s) {
+        case LinkState::idle:
+            return "idle";
+        case LinkState::connecting:
+            return "connecting";
+        case LinkState::hello_sent:
+            return "waiting for the handshake answer";
+        case LinkState::await_incoming:
+            return "waiting for the peer's connection";
+        case LinkState::accepting:
+            return "waiting for the peer's handshake";
+        case LinkState::connected:
+            return "connected";
+        case LinkState::closed:
+            return "closed";
+    }
+    return "?";
+}
+
+TcpEndpoint::TcpEndpoint(TcpModule& module, Rank peer, std::size_t links)
+    : btl::Endpoint(peer), module_(&module) {
+    for (std::size_t i = 0; i < links; ++i) {
+        auto l = std::make_unique<Link>();
+        l->module = &module;
+        l->endpoint = this;
+        l->index = static_cast<std::uint32_t>(i);
+        links_.push_back(std::move(l));
+    }
+}
+
+}  // namespace transit::tcp
+
+// --- the connection state machine (TcpModule members that act on links) -------------
+
+#include <cerrno>
+#include <cstring>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include "tcp_component.hpp"
+#include "tcp_module.hpp"
+
+namespace transit::tcp {
+
+namespace {
+
+std::uint64_t timeout_ns(const TcpParams& p) {
+    return static_cast<std::uint64_t>(p.connect_timeout * 1e9);
+}
+
+void set_nodelay(int fd) noexcept {
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace
+
+void TcpModule::set_state(Link& l, LinkState s) noexcept {
+    if (l.state == LinkState::await_incoming) tcp_.hold(-1);
+    if (s == LinkState::await_incoming) tcp_.hold(+1);
+    l.state = s;
+}
+
+std::string TcpModule::start_connect(Link& l) noexcept {
+    TcpEndpoint& ep = *l.endpoint;
+    if (!ep.pair)
+        return "rank " + std::to_string(ep.peer()) + " has no address reachable from " + name();
+    const TcpParams& p = tcp_.params();
+    const IpAddress& local = ep.pair->local.address;
+    const PeerAddress& remote = ep.pair->remote;
+    Fd s(::socket(local.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!s) return std::string("socket: ") + std::strerror(errno);
+    set_nodelay(s.get());
+    if (p.sndbuf > 0) {
+        const int v = static_cast<int>(p.sndbuf);
+        ::setsockopt(s.get(), SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+    }
+    if (p.rcvbuf > 0) {
+        const int v = static_cast<int>(p.rcvbuf);
+        ::setsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+    }
+    // Bind to the chosen local address so the traffic leaves by this interface.
+    sockaddr_storage ss;
+    socklen_t len = local.to_sockaddr(0, ss);
+    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
+        return "bind to " + local.to_string() + ": " + std::strerror(errno);
+    len = remote.address.to_sockaddr(remote.port, ss);
+    l.peer_text = remote.address.to_string() + " port " + std::to_string(remote.port);
+    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+        return "connect to " + l.peer_text + ": " + std::strerror(errno);
+    l.fd = std::move(s);
+    if (!tcp_.watch(l, true)) {
+        l.fd.reset();
+        return std::string("epoll: ") + std::strerror(errno);
+    }
+    set_state(l, LinkState::connecting);
+    l.deadline_ns = TcpComponent::now_ns() + timeout_ns(p);
+    tcp_.out().verbose(20, "{}: connecting link {} to rank {} at {}", name(), l.index, ep.peer(),
+                       l.peer_text);
+    return {};
+}
+
+void TcpModule::on_connected(Link& l) noexcept {
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err != 0) {
+        fail_link(l, "connect to " + l.peer_text + ": " + std::strerror(err));
+        return;
+    }
+    if (!send_handshake(l, wire::HandshakeKind::hello)) {
+        fail_link(l, "cannot send the handshake to " + l.peer_text);
+        return;
+    }
+    set_state(l, LinkState::hello_sent);
+    tcp_.rewatch(l, false);
+}
+
+bool TcpModule::send_handshake(Link& l, wire::HandshakeKind kind) noexcept {
+    rt::Runtime& rt = tcp_.runtime();
+    wire::Handshake h;
+    h.kind = kind;
+    h.rank = rt.rank();
+    h.link = l.index;
+    h.job_id = rt.job_id();
+    h.secret = rt.job_secret();
+    const auto bytes = wire::encode(h);
+    // A fresh socket always has room for 104 bytes; anything else is a failure.
+    return ::send(l.fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+           static_cast<ssize_t>(bytes.size());
+}
+
+void TcpModule::on_accepted(int fd, std::string peer) noexcept {
+    auto l = std::make_unique<Link>();
+    l->module = this;
+    l->fd = Fd(fd);
+    l->peer_text = std::move(peer);
+    l->state = LinkState::accepting;
+    l->deadline_ns = TcpComponent::now_ns() + timeout_ns(tcp_.params());
+    set_nodelay(fd);
+    if (finalized_ || !tcp_.watch(*l, false)) return;  // Fd closes the socket
+    tcp_.out().verbose(20, "{}: accepted a connection from {}", name(), l->peer_text);
+    incoming_.push_back(std::move(l));
+}
+
+void TcpModule::on_handshake_input(Link& l) noexcept {
+    const ssize_t n =
+        ::recv(l.fd.get(), l.hs_in.data() + l.hs_got, l.hs_in.size() - l.hs_got, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    const bool incoming = l.state == LinkState::accepting;
+    if (n <= 0) {
+        const std::string why = n == 0 ? "closed during the handshake"
+                                       : std::string("handshake: ") + std::strerror(errno);
+        if (incoming)
+            drop_incoming(l, why);
+        else
+            fail_link(l, why);
+        return;
+    }
+    l.hs_got += static_cast<std::size_t>(n);
+    // Refuse a stranger's garbage as soon as its first bytes show it, not at the timeout.
+    if (l.hs_got >= 8 && l.hs_got < l.hs_in.size()) {
+        std::uint64_t magic;
+        std::memcpy(&magic, l.hs_in.data(), sizeof magic);
+        if (magic != wire::handshake_magic) {
+            if (incoming)
+                drop_incoming(l, "bad handshake magic");
+            else
+                fail_link(l, "bad handshake magic from " + l.peer_text);
+        }
+        return;
+    }
+    if (l.hs_got < l.hs_in.size()) return;
+    l.hs_got = 0;
+    wire::Handshake h;
+    const std::string bad = wire::decode(l.hs_in, h);
+    if (!bad.empty()) {
+        if (incoming)
+            drop_incoming(l, bad);
+        else
+            fail_link(l, "handshake from " + l.peer_text + ": " + bad);
+        return;
+    }
+    if (incoming)
+        handle_hello(l, h);
+    else
+        handle_answer(l, h);
+}
+
+void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
+    rt::Runtime& rt = tcp_.runtime();
+    if (h.kind != wire::HandshakeKind::hello) return drop_incoming(in, "expected a hello");
+    const std::string bad = wire::verify(h, rt.job_id(), rt.job_secret());
+    if (!bad.empty()) return drop_incoming(in, bad);
+    if (h.rank >= endpoints_.size() || h.rank == rt.rank())
+        return drop_incoming(in, "claims impossible rank " + std::to_string(h.rank));
+    if (h.link >= tcp_.params().links)
+        return drop_incoming(in, "asks for link " + std::to_string(h.link) +
+                                     " (btl_tcp_links differs between ranks?)");
+    TcpEndpoint* ep = nullptr;
+    try {
+        ep = endpoint_for(h.rank);
+    } catch (...) {
+        return drop_incoming(in, "out of memory");
+    }
+    if (ep->failed) return drop_incoming(in, "rank " + std::to_string(h.rank) + " already failed");
+    Link& l = ep->link(h.link);
+    const bool ours_pending = l.state == LinkState::connecting || l.state == LinkState::hello_sent;
+    // Simultaneous connects: the connection opened by the lower rank is kept.
+    if (l.state == LinkState::connected || (ours_pending && h.rank > rt.rank())) {
+        send_handshake(in, wire::HandshakeKind::reject);
+        tcp_.out().verbose(20, "{}: rank {} link {}: our own connection wins", name(), h.rank,
+                           h.link);
+        close_socket(in);
+        set_state(in, LinkState::closed);
+        return retire_incoming(in);
+    }
+    if (l.has_socket()) close_socket(l);
+    // The accepted socket moves into the endpoint's link.
+    l.fd = std::move(in.fd);
+    l.peer_text = in.peer_text;
+    in.state = LinkState::closed;
+    tcp_.rewatch(l, false);
+    retire_incoming(in);
+    if (!send_handshake(l, wire::HandshakeKind::accept)) {
+        fail_link(l, "cannot answer the handshake of " + l.peer_text);
+        return;
+    }
+    become_connected(l);
+}
+
+void TcpModule::handle_answer(Link& l, const wire::Handshake& h) noexcept {
+    TcpEndpoint& ep = *l.endpoint;
+    if (h.kind == wire::HandshakeKind::reject) {
+        // The peer is connecting to us at the same time and its connection wins.
+        tcp_.out().verbose(20, "{}: rank {} link {}: waiting for the peer's connection", name(),
+                           ep.peer(), l.index);
+        close_socket(l);
+        set_state(l, LinkState::await_incoming);
+        return;
+    }
+    std::string bad = wire::verify(h, tcp_.runtime().job_id(), tcp_.runtime().job_secret());
+    if (bad.empty() && h.kind != wire::HandshakeKind::accept) bad = "expected an accept";
+    if (bad.empty() && (h.rank != ep.peer() || h.link != l.index))
+        bad = "answered as rank " + std::to_string(h.rank) + " link " + std::to_string(h.link);
+    if (!bad.empty()) {
+        fail_link(l, "handshake answer from " + l.peer_text + " refused: " + bad);
+        return;
+    }
+    become_connected(l);
+}
+
+void TcpModule::become_connected(Link& l) noexcept {
+    set_state(l, LinkState::connected);
+    l.deadline_ns = 0;
+    if (!l.rbuf) {
+        l.rbuf.reset(new (std::nothrow) std::byte[rbuf_size_]);
+        if (!l.rbuf) return fail_link(l, "out of memory for the receive buffer");
+        l.rcap = rbuf_size_;
+    }
+    l.rhead = l.rtail = 0;
+    tcp_.out().verbose(10, "{}: connected to rank {} (link {}, {})", name(), l.endpoint->peer(),
+                       l.index, l.peer_text);
+    if (!l.queue.empty()) flush_queue(l);
+}
+
+void TcpModule::check_timeouts(std::uint64_t now) noexcept {
+    for (auto& ep : endpoints_) {
+        if (!ep || ep->failed) continue;
+        for (std::size_t k = 0; k < ep->link_count(); ++k) {
+            Link& l = ep->link(k);
+            const bool waiting = l.state == LinkState::connecting ||
+                                 l.state == LinkState::hello_sent ||
+                                 l.state == LinkState::await_incoming;
+            if (waiting && l.deadline_ns != 0 && now >= l.deadline_ns) {
+                fail_link(l, "connection to rank " + std::to_string(ep->peer()) + " (" +
+                                 l.peer_text + ") timed out in state " + to_string(l.state));
+                break;  // the endpoint failed: its other links are closed too
+            }
+        }
+    }
+    for (std::size_t i = 0; i < incoming_.size();) {
+        Link& l = *incoming_[i];
+        if (now >= l.deadline_ns) {
+            drop_incoming(l, "no handshake before the timeout");  // removes it from incoming_
+            continue;
+        }
+        ++i;
+    }
+}
+
+// --- closing and failing ---------------------------------------------------------------
+
+void TcpModule::close_socket(Link& l) noexcept {
+    if (!l.has_socket()) return;
+    tcp_.unwatch(l);
+    l.fd.reset();
+    l.want_write = false;
+    l.hs_got = 0;
+    l.rhead = l.rtail = 0;
+    l.direct_left = 0;
+    l.direct_dst = nullptr;
+    l.direct_after = DirectAfter::none;
+}
+
+void TcpModule::retire_incoming(Link& l) noexcept {
+    for (auto it = incoming_.begin(); it != incoming_.end(); ++it) {
+        if (it->get() != &l) continue;
+        try {
+            tcp_.defer_free(std::move(*it));
+        } catch (...) {
+            // Cannot defer: keep the (closed) link in the list rather than free it early.
+            return;
+        }
+        incoming_.erase(it);
+        return;
+    }
+}
+
+void TcpModule::drop_incoming(Link& l, const std::string& reason) noexcept {
+    tcp_.out().verbose(1, "{}: refused connection from {}: {}", name(), l.peer_text, reason);
+    close_socket(l);
+    set_state(l, LinkState::closed);
+    retire_incoming(l);
+}
+
+void TcpModule::fail_link(Link& l, const std::string& reason) noexcept {
+    if (l.endpoint == nullptr) return drop_incoming(l, reason);
+    TcpEndpoint& ep = *l.endpoint;
+    close_socket(l);
+    set_state(l, LinkState::closed);
+    bool quiet = ep.goodbye && ep.outstanding == 0;
+    for (std::size_t k = 0; k < ep.link_count(); ++k) quiet = quiet && ep.link(k).queue.empty();
+    if (quiet) {
+        tcp_.out().verbose(20, "{}: rank {} closed link {} after saying goodbye", name(), ep.peer(),
+                           l.index);
+        return;
+    }
+    fail_endpoint(ep, reason);
+}
+
+void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexcept {
+    if (ep.failed) return;
+    ep.failed = true;
+    const std::string info =
+        "tcp connection to rank " + std::to_string(ep.peer()) + " failed: " + reason;
+    tcp_.out().verbose(1, "{}: {}", name(), info);
+    for (std::size_t k = 0; k < ep.link_count(); ++k) {
+        Link& l = ep.link(k);
+        close_socket(l);
+        set_state(l, LinkState::closed);
+    }
+    report_error(btl::error_flags::nonfatal, ep.peer(), info.c_str());
+    for (std::size_t k = 0; k < ep.link_count(); ++k)
+        while (Frag* f = ep.link(k).queue.pop()) complete_frag(f, Status::peer_failed);
+    for (std::size_t k = 0; k < ops_.size(); ++k)
+        if (ops_[k].in_use && ops_[k].endpoint == &ep)
+            complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
+                        Status::peer_failed);
+}
+
+void TcpModule::say_goodbye(TcpEndpoint& ep) noexcept {
+    if (ep.failed) return;
+    for (std::size_t k = 0; k < ep.link_count(); ++k) {
+        Link& l = ep.link(k);
+        if (l.state != LinkState::connected) continue;
+        Frag* f = control_->get(true);
+        if (f == nullptr) continue;
+        wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::goodbye, 0, 0, 0},
+                     f->payload() - wire::header_size);
+        f->set_contiguous(wire::header_size, 0);
+        send_control(l, f);
+        // Give what is queued a bounded chance to leave before the socket closes.
+        for (int tries = 0; tries < 100 && l.state == LinkState::connected && !l.queue.empty();
+             ++tries) {
+            pollfd p{l.fd.get(), POLLOUT, 0};
+            ::poll(&p, 1, 10);
+            flush_queue(l);
+        }
+    }
+}
+
+}  // namespace transit::tcp

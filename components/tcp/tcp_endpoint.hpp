@@ -1,0 +1,136 @@
+// Per-peer connection state.  An endpoint holds btl_tcp_links links; each link
+// is one socket with its own handshake, receive buffer and send queue.
+//
+// Link states:
+//   idle -> connecting -> hello_sent -> connected        (we connect)
+//   accepting -> (adopted by an endpoint link) connected (the peer connects)
+//   hello_sent --reject--> await_incoming -> connected   (the peer's connect won)
+//   any --error--> closed
+// Simultaneous connects: when both sides connect the same link at once, the
+// connection opened by the lower rank is kept and the other is refused.
+#pragma once
+
+#include <unistd.h>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tcp_frag.hpp"
+#include "tcp_interfaces.hpp"
+#include "tcp_wire.hpp"
+#include "transit/btl/module.hpp"
+
+namespace transit::tcp {
+
+class TcpModule;
+
+// An owned file descriptor.
+class Fd {
+  public:
+    Fd() = default;
+    explicit Fd(int fd) noexcept : fd_(fd) {}
+    ~Fd() { reset(); }
+    Fd(Fd&& o) noexcept : fd_(o.release()) {}
+    Fd& operator=(Fd&& o) noexcept {
+        if (this != &o) {
+            reset();
+            fd_ = o.release();
+        }
+        return *this;
+    }
+    int get() const noexcept { return fd_; }
+    explicit operator bool() const noexcept { return fd_ >= 0; }
+    int release() noexcept {
+        const int f = fd_;
+        fd_ = -1;
+        return f;
+    }
+    void reset() noexcept {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = -1;
+    }
+
+  private:
+    int fd_ = -1;
+};
+
+enum class LinkState : std::uint8_t {
+    idle,
+    connecting,
+    hello_sent,
+    await_incoming,
+    accepting,
+    connected,
+    closed,
+};
+const char* to_string(LinkState s) noexcept;
+
+// What to do once a payload that bypasses the receive buffer has arrived.
+enum class DirectAfter : std::uint8_t { none, put_done, get_done };
+
+struct Link {
+    TcpModule* module = nullptr;
+    class TcpEndpoint* endpoint = nullptr;  // null while an incoming link awaits its hello
+    std::uint32_t index = 0;
+    LinkState state = LinkState::idle;
+    Fd fd;
+    bool want_write = false;  // EPOLLOUT armed
+    std::uint64_t deadline_ns = 0;
+    std::string peer_text;  // address of the other side, for messages
+
+    // Handshake in progress.
+    std::array<std::byte, wire::handshake_size> hs_in{};
+    std::size_t hs_got = 0;
+
+    // Receive buffer: frames are parsed in place.
+    std::unique_ptr<std::byte[]> rbuf;
+    std::size_t rcap = 0;
+    std::size_t rhead = 0;
+    std::size_t rtail = 0;
+
+    // A payload read straight into its destination (put data into the target's
+    // memory, get data into the origin's); dst null = discard.
+    std::byte* direct_dst = nullptr;
+    std::size_t direct_left = 0;
+    DirectAfter direct_after = DirectAfter::none;
+    std::uint32_t direct_op = 0;
+    std::int32_t direct_status = 0;
+
+    FragQueue queue;
+
+    bool has_socket() const noexcept { return static_cast<bool>(fd); }
+};
+
+class TcpEndpoint : public btl::Endpoint {
+  public:
+    TcpEndpoint(TcpModule& module, Rank peer, std::size_t links);
+
+    TcpModule& module() const noexcept { return *module_; }
+    Link& link(std::size_t i) noexcept { return *links_[i]; }
+    std::size_t link_count() const noexcept { return links_.size(); }
+    // Active messages use link 0 so that they stay in order; one-sided requests
+    // are spread over every link.
+    Link& am_link() noexcept { return *links_[0]; }
+    Link& next_rdma_link() noexcept {
+        Link& l = *links_[rr_];
+        if (++rr_ == links_.size()) rr_ = 0;
+        return l;
+    }
+
+    // Where to connect (from the modex); empty for a peer that only connected to us.
+    std::optional<AddressPair> pair;
+    bool failed = false;
+    bool goodbye = false;         // the peer announced an orderly close
+    std::size_t outstanding = 0;  // put/get/atomics waiting for their reply
+
+  private:
+    TcpModule* module_;
+    std::vector<std::unique_ptr<Link>> links_;
+    std::size_t rr_ = 0;
+};
+
+}  // namespace transit::tcp

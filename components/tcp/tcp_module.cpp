@@ -1,0 +1,648 @@
+// The tcp module's operations: peers, sends, one-sided requests and their
+// execution on the target, the receive parser, and failure handling.
+#include "tcp_module.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+namespace transit::tcp {
+
+namespace {
+
+std::string errno_text(int e) {
+    return std::strerror(e);
+}
+
+bool would_block(int e) noexcept {
+    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
+}
+
+unsigned interface_bandwidth(const Interface& i) {
+    if (i.loopback) return 10000;
+    std::ifstream f("/sys/class/net/" + i.name + "/speed");
+    long mbit = 0;
+    if (f >> mbit && mbit > 0) return static_cast<unsigned>(mbit / 8);
+    return 1000;  // virtual NICs report no speed: assume a 10 Gb/s class link
+}
+
+void set_int_option(int fd, int level, int name, int value) noexcept {
+    ::setsockopt(fd, level, name, &value, sizeof value);
+}
+
+// Socket options every data socket gets: small frames go out at once, and the
+// buffers are fixed only when asked (0 leaves the kernel's autotuning on).
+void tune_socket(int fd, const TcpParams& p) noexcept {
+    set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+    if (p.sndbuf > 0) set_int_option(fd, SOL_SOCKET, SO_SNDBUF, static_cast<int>(p.sndbuf));
+    if (p.rcvbuf > 0) set_int_option(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(p.rcvbuf));
+}
+
+}  // namespace
+
+// --- construction ------------------------------------------------------------------
+
+TcpModule::TcpModule(TcpComponent& component, Interface iface)
+    : btl::Module(component), tcp_(component), iface_(std::move(iface)) {
+    const TcpParams& p = component.params();
+    attr_.eager_limit = p.eager_limit;
+    attr_.rndv_eager_limit = p.eager_limit;
+    attr_.max_send_size = p.max_send_size;
+    attr_.rdma_pipeline_send_length = p.max_rdma_size;
+    attr_.rdma_pipeline_frag_size = p.max_rdma_size;
+    attr_.min_rdma_pipeline_size = 0;
+    attr_.exclusivity = p.exclusivity;
+    attr_.latency = p.latency;
+    attr_.bandwidth = p.bandwidth ? p.bandwidth : interface_bandwidth(iface_);
+    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
+                  btl::flags::atomic_fops;
+    namespace as = btl::atomic_support;
+    attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
+                         as::swap | as::min | as::max | as::cswap | as::bits32;
+    attr_.registration_handle_size = packed_registration_size;
+    attr_.put_limit = p.max_rdma_size;
+    attr_.get_limit = p.max_rdma_size;
+    // The target moves the data itself, so local memory never needs registering.
+    attr_.put_local_registration_threshold = std::numeric_limits<std::size_t>::max();
+    attr_.get_local_registration_threshold = std::numeric_limits<std::size_t>::max();
+
+    limits_.max_am = static_cast<std::uint32_t>(p.max_send_size);
+    limits_.max_rdma = static_cast<std::uint32_t>(p.max_rdma_size);
+    rbuf_size_ = std::max<std::size_t>(256 * 1024, Frag::headroom + p.max_send_size);
+    eager_ = std::make_unique<FragPool>(p.eager_limit, 32, p.free_list_max);
+    max_ = std::make_unique<FragPool>(p.max_send_size, 4, p.free_list_max);
+    // Requests are bounded by the op table, replies by the peers' op tables.
+    control_ = std::make_unique<FragPool>(0, 64, 0);
+    ops_.resize(p.max_rdma_ops);
+    free_ops_.reserve(p.max_rdma_ops);
+    for (std::size_t i = p.max_rdma_ops; i > 0; --i)
+        free_ops_.push_back(static_cast<std::uint16_t>(i - 1));
+    endpoints_.resize(component.runtime().size());
+}
+
+TcpModule::~TcpModule() {
+    if (!finalized_) finalize();
+}
+
+void TcpModule::listen() {
+    const TcpParams& p = tcp_.params();
+    std::string errors;
+    for (const InterfaceAddress& a : iface_.addresses) {
+        Fd s(::socket(a.address.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!s) {
+            errors += " socket: " + errno_text(errno);
+            continue;
+        }
+        set_int_option(s.get(), SOL_SOCKET, SO_REUSEADDR, 1);
+        if (a.address.family == AF_INET6) set_int_option(s.get(), IPPROTO_IPV6, IPV6_V6ONLY, 1);
+        // Accepted sockets inherit the buffer sizes, which must be set before listen.
+        tune_socket(s.get(), p);
+        const unsigned first = p.port_min;
+        const unsigned count = p.port_min == 0 ? 1 : std::max(1u, p.port_range);
+        int bind_errno = 0;
+        bool bound = false;
+        for (unsigned k = 0; k < count && first + k <= 65535 && !bound; ++k) {
+            sockaddr_storage ss;
+            const socklen_t len = a.address.to_sockaddr(static_cast<std::uint16_t>(first + k), ss);
+            bound = ::bind(s.get(), reinterpret_cast<sockaddr*>(&ss), len) == 0;
+            if (!bound) bind_errno = errno;
+            if (!bound && bind_errno != EADDRINUSE) break;
+        }
+        if (!bound || ::listen(s.get(), 128) != 0) {
+            errors += " " + a.address.to_string() + ": " + errno_text(bound ? errno : bind_errno);
+            continue;
+        }
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+        const std::uint16_t port = a.address.family == AF_INET
+                                       ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
+                                       : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+        published_.push_back({a.address, a.prefix, iface_.loopback, port});
+        tcp_.watch_listener(s.get(), this);
+        listeners_.push_back(std::move(s));
+    }
+    if (listeners_.empty()) throw std::runtime_error("cannot listen:" + errors);
+}
+
+// --- peers -----------------------------------------------------------------------------
+
+TcpEndpoint* TcpModule::endpoint_for(Rank rank) {
+    auto& slot = endpoints_.at(rank);
+    if (!slot) slot = std::make_unique<TcpEndpoint>(*this, rank, tcp_.params().links);
+    return slot.get();
+}
+
+Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                            btl::Reachability& reachable) {
+    const log::Stream& out = tcp_.out();
+    rt::Runtime& rt = tcp_.runtime();
+    try {
+        for (std::size_t i = 0; i < peers.size(); ++i) {
+            const Rank rank = peers[i];
+            if (rank == rt.rank() || rank >= endpoints_.size()) continue;
+            std::vector<std::byte> blob;
+            if (!ok(rt.modex_recv(rank, "btl.tcp.1", blob))) {
+                out.verbose(10, "{}: rank {} published no tcp address", name(), rank);
+                continue;
+            }
+            std::vector<PeerAddress> remote;
+            try {
+                remote = decode_addresses(blob);
+            } catch (const InterfaceError& e) {
+                out.verbose(1, "{}: rank {}: {}", name(), rank, e.what());
+                continue;
+            }
+            PairContext ctx;
+            ctx.same_node = rt.on_this_node(rank);
+            ctx.loopback_available =
+                tcp_.has_loopback_module() &&
+                std::any_of(remote.begin(), remote.end(), [](auto& a) { return a.loopback; });
+            ctx.own_addresses = tcp_.own_addresses();
+            std::vector<std::string> notes;
+            auto pair = choose_pair(iface_, remote, ctx, &notes);
+            for (const std::string& n : notes)
+                out.verbose(20, "{} -> rank {}: {}", name(), rank, n);
+            if (!pair) {
+                out.verbose(10, "{}: rank {} not reached from this interface", name(), rank);
+                continue;
+            }
+            out.verbose(10, "{}: rank {} via {} -> {} port {}: {}", name(), rank,
+                        pair->local.address.to_string(), pair->remote.address.to_string(),
+                        pair->remote.port, pair->reason);
+            TcpEndpoint* ep = endpoint_for(rank);
+            ep->pair = std::move(pair);
+            endpoints[i] = ep;
+            reachable.set(i);
+        }
+    } catch (const std::exception& e) {
+        log::error("{}: add_procs: {}", name(), e.what());
+        return Status::error;
+    }
+    return Status::success;
+}
+
+Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    for (std::size_t i = 0; i < peers.size() && i < endpoints.size(); ++i) {
+        auto* ep = static_cast<TcpEndpoint*>(endpoints[i]);
+        if (ep == nullptr || &ep->module() != this) continue;
+        say_goodbye(*ep);
+        ep->failed = true;  // quietly: nobody is interested in this peer any more
+        for (std::size_t k = 0; k < ep->link_count(); ++k) {
+            Link& l = ep->link(k);
+            close_socket(l);
+            while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
+        }
+        for (std::size_t k = 0; k < ops_.size(); ++k)
+            if (ops_[k].in_use && ops_[k].endpoint == ep)
+                complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
+                            Status::cancelled);
+        endpoints[i] = nullptr;
+    }
+    return Status::success;
+}
+
+// --- descriptors -----------------------------------------------------------------------
+
+btl::Descriptor* TcpModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                                  std::uint32_t flags) noexcept {
+    FragPool& pool = size <= eager_->capacity() ? *eager_ : *max_;
+    if (size > max_->capacity()) size = max_->capacity();
+    Frag* f = pool.get();
+    if (f == nullptr) return nullptr;
+    f->kind = FragKind::user;
+    f->segment = {f->payload(), size};
+    f->segments = &f->segment;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->endpoint = static_cast<TcpEndpoint*>(endpoint);
+    return f;
+}
+
+Status TcpModule::free(btl::Descriptor* descriptor) noexcept {
+    auto* f = static_cast<Frag*>(descriptor);
+    if (f == nullptr || f->queued) return Status::bad_param;
+    f->pool->put(f);
+    return Status::success;
+}
+
+btl::Descriptor* TcpModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                        std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                        std::uint32_t flags) noexcept {
+    if (reserve > attr_.max_send_size) return nullptr;
+    std::size_t want = std::min(size, convertor.remaining());
+    want = std::min(want, attr_.max_send_size - reserve);
+    auto* f = static_cast<Frag*>(alloc(endpoint, order, reserve + want, flags));
+    if (f == nullptr) return nullptr;
+    size = convertor.pack(f->payload() + reserve, want);
+    f->segment.len = reserve + size;
+    return f;
+}
+
+// --- sending ---------------------------------------------------------------------------
+
+TcpModule::WriteResult TcpModule::write_frag(Link& l, Frag* f) noexcept {
+    msghdr m{};
+    m.msg_iov = f->iov + f->iov_index;
+    m.msg_iovlen = static_cast<std::size_t>(f->iov_count - f->iov_index);
+    const ssize_t n = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) return would_block(errno) ? WriteResult::partial : WriteResult::error;
+    auto left = static_cast<std::size_t>(n);
+    while (f->iov_index < f->iov_count) {
+        iovec& v = f->iov[f->iov_index];
+        if (left < v.iov_len) {
+            v.iov_base = static_cast<char*>(v.iov_base) + left;
+            v.iov_len -= left;
+            return WriteResult::partial;
+        }
+        left -= v.iov_len;
+        ++f->iov_index;
+    }
+    return WriteResult::done;
+}
+
+Status TcpModule::enqueue(Link& l, Frag* f) noexcept {
+    if (l.state == LinkState::connected && l.queue.empty()) {
+        switch (write_frag(l, f)) {
+            case WriteResult::done:
+                return Status::completed;
+            case WriteResult::partial:
+                break;
+            case WriteResult::error: {
+                const int e = errno;
+                fail_link(l, "send failed: " + errno_text(e));
+                return Status::peer_failed;
+            }
+        }
+        l.queue.push(f);
+        f->queued = true;
+        if (!l.want_write) tcp_.rewatch(l, true);
+        return Status::success;
+    }
+    if (l.state == LinkState::closed) return Status::peer_failed;
+    if (l.state == LinkState::idle) {
+        const std::string why = start_connect(l);
+        if (!why.empty()) {
+            fail_endpoint(*l.endpoint, why);
+            return Status::unreachable;
+        }
+    }
+    l.queue.push(f);
+    f->queued = true;
+    return Status::success;
+}
+
+void TcpModule::send_control(Link& l, Frag* f) noexcept {
+    f->kind = FragKind::control;
+    f->endpoint = l.endpoint;
+    const Status s = enqueue(l, f);
+    if (s != Status::success) control_->put(f);  // written inline, or the link failed
+}
+
+void TcpModule::flush_queue(Link& l) noexcept {
+    while (Frag* f = l.queue.head) {
+        switch (write_frag(l, f)) {
+            case WriteResult::done:
+                l.queue.pop();
+                complete_frag(f, Status::success);
+                if (l.state != LinkState::connected) return;
+                continue;
+            case WriteResult::partial:
+                if (!l.want_write) tcp_.rewatch(l, true);
+                return;
+            case WriteResult::error: {
+                const int e = errno;
+                fail_link(l, "send failed: " + errno_text(e));
+                return;
+            }
+        }
+    }
+    if (l.want_write && l.has_socket()) tcp_.rewatch(l, false);
+}
+
+void TcpModule::complete_frag(Frag* f, Status status) noexcept {
+    f->queued = false;
+    if (f->kind == FragKind::control) {
+        f->pool->put(f);
+        return;
+    }
+    const bool owned = (f->flags & btl::des_flags::btl_ownership) != 0;
+    if (f->cbfunc) f->cbfunc(this, f->endpoint, f, status);
+    if (owned) f->pool->put(f);
+}
+
+Status TcpModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                       btl::Tag tag) noexcept {
+    auto* ep = static_cast<TcpEndpoint*>(endpoint);
+    auto* f = static_cast<Frag*>(descriptor);
+    if (ep == nullptr || f == nullptr || f->segment.len > f->capacity) return Status::bad_param;
+    if (ep->failed) return Status::peer_failed;
+    const wire::FrameHeader h{wire::frame_magic, wire::FrameType::am, tag, 0,
+                              static_cast<std::uint32_t>(f->segment.len)};
+    wire::encode(h, f->payload() - wire::header_size);
+    f->set_contiguous(wire::header_size, f->segment.len);
+    f->endpoint = ep;
+    f->kind = FragKind::user;
+    const Status s = enqueue(ep->am_link(), f);
+    if (s != Status::completed) return s;
+    if ((f->flags & btl::des_flags::send_always_callback) && f->cbfunc)
+        f->cbfunc(this, ep, f, Status::success);
+    if (f->flags & btl::des_flags::btl_ownership) f->pool->put(f);
+    return Status::completed;
+}
+
+Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                        std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                        std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    auto* ep = static_cast<TcpEndpoint*>(endpoint);
+    if (descriptor) *descriptor = nullptr;
+    if (ep == nullptr) return Status::bad_param;
+    if (ep->failed) return Status::peer_failed;
+    const std::size_t total = header_size + payload_size;
+    if (total > attr_.max_send_size) return Status::bad_param;
+    Link& l = ep->am_link();
+    const void* payload = nullptr;
+    if (payload_size > 0) {
+        if (convertor == nullptr) return Status::bad_param;
+        payload = convertor->contiguous_at(payload_size);
+    }
+    if (l.state == LinkState::connected && l.queue.empty() && (payload_size == 0 || payload)) {
+        std::byte fh[wire::header_size];
+        wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::am, tag, 0,
+                                       static_cast<std::uint32_t>(total)},
+                     fh);
+        iovec iov[3] = {{fh, sizeof fh},
+                        {const_cast<void*>(header), header_size},
+                        {const_cast<void*>(payload), payload_size}};
+        msghdr m{};
+        m.msg_iov = iov;
+        m.msg_iovlen = payload_size ? 3 : 2;
+        const ssize_t n = ::sendmsg(l.fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == static_cast<ssize_t>(sizeof fh + total)) {
+            if (payload_size) convertor->skip(payload_size);
+            return Status::completed;
+        }
+        if (n > 0) {
+            // Part of the frame is on the wire: the rest must follow, whatever the
+            // pool limit says, or the stream would be corrupt.
+            FragPool& pool = total <= eager_->capacity() ? *eager_ : *max_;
+            Frag* f = pool.get(true);
+            if (f == nullptr) {
+                fail_link(l, "out of memory in the middle of a frame");
+                return Status::peer_failed;
+            }
+            std::memcpy(f->payload() - sizeof fh, fh, sizeof fh);
+            std::memcpy(f->payload(), header, header_size);
+            if (payload_size) std::memcpy(f->payload() + header_size, payload, payload_size);
+            f->set_contiguous(sizeof fh, total);
+            f->iov[0].iov_base = static_cast<char*>(f->iov[0].iov_base) + n;
+            f->iov[0].iov_len -= static_cast<std::size_t>(n);
+            f->kind = FragKind::control;
+            f->endpoint = ep;
+            f->queued = true;
+            l.queue.push(f);
+            if (!l.want_write) tcp_.rewatch(l, true);
+            if (payload_size) convertor->skip(payload_size);
+            return Status::completed;
+        }
+        if (n < 0 && !would_block(errno)) {
+            const int e = errno;
+            fail_link(l, "send failed: " + errno_text(e));
+            return Status::peer_failed;
+        }
+    } else if (l.state == LinkState::idle) {
+        const std::string why = start_connect(l);
+        if (!why.empty()) {
+            fail_endpoint(*ep, why);
+            return Status::unreachable;
+        }
+    } else if (l.state == LinkState::closed) {
+        return Status::peer_failed;
+    }
+    if (descriptor) *descriptor = alloc(ep, order, total, flags);
+    return Status::out_of_resource;
+}
+
+// --- one-sided: the origin -------------------------------------------------------------
+
+template <typename Fill>
+Status TcpModule::start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHandle* remote_handle,
+                             const Op& op, Fill&& fill) noexcept {
+    auto* ep = static_cast<TcpEndpoint*>(endpoint);
+    if (ep == nullptr || remote_handle == nullptr) return Status::bad_param;
+    if (ep->failed) return Status::peer_failed;
+    if (free_ops_.empty()) return Status::out_of_resource;
+    Frag* f = control_->get();
+    if (f == nullptr) return Status::out_of_resource;
+    // The packed handle starts with the target's key (TcpRegistration::key).
+    std::uint64_t key = 0;
+    std::memcpy(&key, static_cast<const void*>(remote_handle), sizeof key);
+    const std::uint16_t idx = free_ops_.back();
+    const std::uint32_t op_id = idx | (static_cast<std::uint32_t>(ops_[idx].generation) << 16);
+    fill(*f, key, op_id);
+    f->kind = FragKind::control;
+    f->endpoint = ep;
+    Link& l = ep->next_rdma_link();
+    const Status s = enqueue(l, f);
+    if (s == Status::completed) control_->put(f);
+    if (s != Status::completed && s != Status::success) {
+        control_->put(f);
+        return s;
+    }
+    free_ops_.pop_back();
+    const std::uint16_t gen = ops_[idx].generation;
+    ops_[idx] = op;
+    ops_[idx].generation = gen;
+    ops_[idx].endpoint = ep;
+    ops_[idx].in_use = true;
+    ++ep->outstanding;
+    return Status::success;
+}
+
+namespace {
+
+// Writes header + body in front of the fragment's (empty) payload.
+template <typename Body>
+void fill_request(Frag& f, wire::FrameType type, const Body& body, const void* data,
+                  std::size_t size) {
+    constexpr std::size_t front = wire::header_size + sizeof(Body);
+    std::byte* at = f.payload() - front;
+    wire::encode(wire::FrameHeader{wire::frame_magic, type, 0, 0,
+                                   static_cast<std::uint32_t>(sizeof(Body) + size)},
+                 at);
+    wire::encode(body, at + wire::header_size);
+    f.iov[0] = {at, front};
+    f.iov[1] = {const_cast<void*>(data), size};
+    f.iov_count = size ? 2 : 1;
+    f.iov_index = 0;
+}
+
+}  // namespace
+
+Status TcpModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (size > attr_.put_limit) return Status::bad_param;
+    Op op{cbfunc,  cbcontext, cbdata, local_address,        local_handle,
+          nullptr, size,      0,      wire::FrameType::put, false,
+          false,   0};
+    return start_rdma(
+        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(f, wire::FrameType::put,
+                         wire::RdmaRequest{key, remote_address, size, id, 0}, local_address, size);
+        });
+}
+
+Status TcpModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (size > attr_.get_limit) return Status::bad_param;
+    Op op{cbfunc,  cbcontext, cbdata, local_address,        local_handle,
+          nullptr, size,      0,      wire::FrameType::get, false,
+          false,   0};
+    return start_rdma(
+        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(f, wire::FrameType::get,
+                         wire::RdmaRequest{key, remote_address, size, id, 0}, nullptr, 0);
+        });
+}
+
+Status TcpModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op_code,
+                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                            void* cbcontext, void* cbdata) noexcept {
+    Op op{cbfunc, cbcontext, cbdata, nullptr, nullptr, nullptr, 0, 0, wire::FrameType::atomic,
+          false,  false,     flags};
+    return start_rdma(
+        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(
+                f, wire::FrameType::atomic,
+                wire::AtomicRequest{key, remote_address, operand, 0, id,
+                                    static_cast<std::uint16_t>(op_code), wire::RdmaKind::atomic_op,
+                                    static_cast<std::uint8_t>(flags)},
+                nullptr, 0);
+        });
+}
+
+Status TcpModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op_code,
+                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                             void* cbcontext, void* cbdata) noexcept {
+    Op op{cbfunc,  cbcontext, cbdata, local_address,           local_handle,
+          nullptr, 0,         0,      wire::FrameType::atomic, false,
+          true,    flags};
+    return start_rdma(
+        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(
+                f, wire::FrameType::atomic,
+                wire::AtomicRequest{key, remote_address, operand, 0, id,
+                                    static_cast<std::uint16_t>(op_code), wire::RdmaKind::atomic_fop,
+                                    static_cast<std::uint8_t>(flags)},
+                nullptr, 0);
+        });
+}
+
+Status TcpModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
+                               void* cbcontext, void* cbdata) noexcept {
+    Op op{cbfunc,  cbcontext, cbdata, local_address,           local_handle,
+          nullptr, 0,         0,      wire::FrameType::atomic, false,
+          true,    flags};
+    return start_rdma(
+        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(
+                f, wire::FrameType::atomic,
+                wire::AtomicRequest{key, remote_address, value, compare, id, 0,
+                                    wire::RdmaKind::atomic_cswap, static_cast<std::uint8_t>(flags)},
+                nullptr, 0);
+        });
+}
+
+TcpModule::Op* TcpModule::find_op(const Link& l, std::uint32_t op_id) noexcept {
+    const std::uint32_t idx = op_id & 0xffff;
+    if (idx >= ops_.size()) return nullptr;
+    Op& op = ops_[idx];
+    if (!op.in_use || op.generation != (op_id >> 16) || op.endpoint != l.endpoint) return nullptr;
+    return &op;
+}
+
+void TcpModule::complete_op(std::uint32_t op_id, Status status) noexcept {
+    const std::uint32_t idx = op_id & 0xffff;
+    Op op = ops_[idx];
+    ops_[idx].in_use = false;
+    ++ops_[idx].generation;
+    free_ops_.push_back(static_cast<std::uint16_t>(idx));
+    if (op.endpoint) --op.endpoint->outstanding;
+    if (op.cbfunc)
+        op.cbfunc(this, op.endpoint, op.local, op.local_handle, op.cbcontext, op.cbdata, status);
+}
+
+// --- registration and flush ------------------------------------------------------------
+
+btl::RegistrationHandle* TcpModule::register_mem(btl::Endpoint* endpoint, void* base,
+                                                 std::size_t size, std::uint32_t flags) {
+    return tcp_.register_mem(endpoint ? endpoint->peer() : any_rank, base, size, flags);
+}
+
+Status TcpModule::deregister_mem(btl::RegistrationHandle* handle) {
+    return tcp_.deregister_mem(handle);
+}
+
+Status TcpModule::flush(btl::Endpoint* endpoint) {
+    auto* ep = static_cast<TcpEndpoint*>(endpoint);
+    auto pending = [&] { return ep ? ep->outstanding : ops_.size() - free_ops_.size(); };
+    // Every operation ends: by its reply, by a failure of its link, or by a timeout.
+    while (pending() > 0) tcp_.progress_engine().progress();
+    return ep && ep->failed ? Status::peer_failed : Status::success;
+}
+
+void TcpModule::dump(btl::Endpoint* endpoint, int verbosity) {
+    btl::Module::dump(endpoint, verbosity);
+    const log::Stream out(name(), verbosity);
+    auto* ep = static_cast<TcpEndpoint*>(endpoint);
+    if (ep == nullptr) return;
+    for (std::size_t k = 0; k < ep->link_count(); ++k)
+        out.verbose(1, "rank {} link {}: {} {}", ep->peer(), k, to_string(ep->link(k).state),
+                    ep->link(k).peer_text);
+    out.verbose(1, "rank {}: {} one-sided operations outstanding{}", ep->peer(), ep->outstanding,
+                ep->failed ? ", failed" : "");
+}
+
+Status TcpModule::finalize() {
+    if (finalized_) return Status::success;
+    finalized_ = true;
+    for (auto& ep : endpoints_) {
+        if (!ep) continue;
+        say_goodbye(*ep);
+        ep->failed = true;
+        for (std::size_t k = 0; k < ep->link_count(); ++k) {
+            Link& l = ep->link(k);
+            close_socket(l);
+            while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
+        }
+    }
+    for (std::size_t k = 0; k < ops_.size(); ++k)
+        if (ops_[k].in_use)
+            complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
+                        Status::cancelled);
+    for (auto& l : incoming_) close_socket(*l);
+    incoming_.clear();
+    tcp_.forget_module(this);
+    listeners_.clear();
+    return Status::success;
+}
+
+}  // namespace transit::tcp

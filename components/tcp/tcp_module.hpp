@@ -1,0 +1,171 @@
+// A tcp module: one network interface, its listening sockets, its endpoints,
+// and the operations of the BTL contract.  put, get and atomics are performed
+// by the target over the stream, on memory it registered, after checking the
+// registration key, the bounds and the access rights.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tcp_component.hpp"
+#include "tcp_endpoint.hpp"
+#include "tcp_frag.hpp"
+#include "tcp_interfaces.hpp"
+#include "transit/btl/module.hpp"
+
+namespace transit::tcp {
+
+class TcpComponent;
+
+class TcpModule final : public btl::Module {
+  public:
+    TcpModule(TcpComponent& component, Interface iface);
+    ~TcpModule() override;
+
+    // Binds the listening sockets (one per address); throws std::runtime_error.
+    void listen();
+    // Addresses this module publishes through the modex.
+    const std::vector<PeerAddress>& published() const noexcept { return published_; }
+    const Interface& interface() const noexcept { return iface_; }
+
+    std::string name() const override { return "tcp:" + iface_.name; }
+
+    Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                     btl::Reachability& reachable) override;
+    Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
+
+    btl::Descriptor* alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                           std::uint32_t flags) noexcept override;
+    Status free(btl::Descriptor* descriptor) noexcept override;
+    btl::Descriptor* prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                 std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                 std::uint32_t flags) noexcept override;
+    Status send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                btl::Tag tag) noexcept override;
+    Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                 std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                 std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
+
+    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                      void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle* local_handle,
+                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept override;
+
+    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
+                                          std::uint32_t flags) override;
+    Status deregister_mem(btl::RegistrationHandle* handle) override;
+    Status flush(btl::Endpoint* endpoint) override;
+    void dump(btl::Endpoint* endpoint, int verbosity) override;
+    Status finalize() override;
+
+    // --- called by the component's progress --------------------------------
+    void on_event(Link& link, std::uint32_t events) noexcept;
+    void on_accepted(int fd, std::string peer) noexcept;
+    void check_timeouts(std::uint64_t now) noexcept;
+
+  private:
+    struct Op {
+        btl::RdmaCompletionFn cbfunc = nullptr;
+        void* cbcontext = nullptr;
+        void* cbdata = nullptr;
+        void* local = nullptr;
+        btl::RegistrationHandle* local_handle = nullptr;
+        TcpEndpoint* endpoint = nullptr;
+        std::uint64_t size = 0;
+        std::uint16_t generation = 0;
+        wire::FrameType type = wire::FrameType::put;
+        bool in_use = false;
+        bool fetch = false;  // an atomic that returns the old value
+        int atomic_flags = 0;
+    };
+
+    TcpEndpoint* endpoint_for(Rank rank);
+    // Starts connecting link `l`; returns "" or why it cannot.
+    std::string start_connect(Link& l) noexcept;
+    void set_state(Link& l, LinkState s) noexcept;
+    void on_connected(Link& l) noexcept;
+    void on_handshake_input(Link& l) noexcept;
+    void handle_hello(Link& incoming, const wire::Handshake& h) noexcept;
+    void handle_answer(Link& l, const wire::Handshake& h) noexcept;
+    bool send_handshake(Link& l, wire::HandshakeKind kind) noexcept;
+    void become_connected(Link& l) noexcept;
+
+    // Sending.  enqueue returns completed (written inline), success (queued,
+    // connecting if needed) or an error (nothing queued).
+    enum class WriteResult { done, partial, error };
+    WriteResult write_frag(Link& l, Frag* f) noexcept;
+    Status enqueue(Link& l, Frag* f) noexcept;
+    void send_control(Link& l, Frag* f) noexcept;
+    void flush_queue(Link& l) noexcept;
+    void complete_frag(Frag* f, Status status) noexcept;
+    void close_socket(Link& l) noexcept;
+
+    // Receiving.
+    void on_readable(Link& l) noexcept;
+    void read_direct(Link& l) noexcept;
+    void parse(Link& l) noexcept;
+    // Handles the frame at rbuf[rhead]; returns false to stop parsing.
+    bool handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
+    void handle_put(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
+    void handle_get(Link& l) noexcept;
+    void handle_atomic(Link& l) noexcept;
+    void handle_reply(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
+    void finish_direct(Link& l) noexcept;
+    Status check_access(const Link& l, std::uint64_t key, std::uint64_t address, std::uint64_t size,
+                        std::uint32_t access) const noexcept;
+    void send_reply(Link& l, std::uint32_t op_id, Status status, std::uint64_t value,
+                    const void* data, std::size_t size) noexcept;
+    void complete_op(std::uint32_t op_id, Status status) noexcept;
+    Op* find_op(const Link& l, std::uint32_t op_id) noexcept;
+
+    template <typename Fill>
+    Status start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHandle* remote_handle,
+                      const Op& op, Fill&& fill) noexcept;
+
+    // Failure: closes the link; unless the peer said goodbye and nothing is
+    // pending, the whole endpoint fails and the upper layer is told.
+    void fail_link(Link& l, const std::string& reason) noexcept;
+    void fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexcept;
+    void drop_incoming(Link& l, const std::string& reason) noexcept;
+    void retire_incoming(Link& l) noexcept;
+    void say_goodbye(TcpEndpoint& ep) noexcept;
+
+    TcpComponent& tcp_;
+    Interface iface_;
+    std::vector<Fd> listeners_;
+    std::vector<PeerAddress> published_;
+    std::vector<std::unique_ptr<TcpEndpoint>> endpoints_;  // by rank
+    std::vector<std::unique_ptr<Link>> incoming_;          // accepted, awaiting a hello
+    wire::Limits limits_;
+    std::size_t rbuf_size_ = 0;
+    std::unique_ptr<FragPool> eager_;
+    std::unique_ptr<FragPool> max_;
+    std::unique_ptr<FragPool> control_;
+    std::vector<Op> ops_;
+    std::vector<std::uint16_t> free_ops_;
+    bool finalized_ = false;
+};
+
+}  // namespace transit::tcp

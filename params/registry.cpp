@@ -326,9 +326,10 @@ void parse_command_line(int& argc, char** argv) {
         i += 2;
     }
     instance_impl().add_command_line(pairs);
+    if (pairs.empty()) return;
     std::copy(kept.begin(), kept.end(), argv);
     argc = static_cast<int>(kept.size());
-    argv[argc] = nullptr;
+    argv[argc] = nullptr;  // within the old array: it shrank
 }
 
 }  // namespace transit::params

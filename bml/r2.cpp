@@ -1,0 +1,178 @@
+#include "bml/r2.hpp"
+
+#include <algorithm>
+
+#include "transit/params.hpp"
+
+namespace transit::bml {
+
+namespace {
+
+constexpr params::Decl bml_params[] = {
+    {"verbose", params::Type::integer, "0",
+     "Verbosity of the bml: 10 prints each peer's endpoint table and why each module was "
+     "taken or left",
+     5},
+};
+
+int verbosity() {
+    auto& reg = params::registry();
+    reg.add_all("bml", "base", bml_params);
+    return static_cast<int>(reg.get("bml_base_verbose").as_int());
+}
+
+std::string describe(const BtlRef& r) {
+    const auto& a = r.module->attributes();
+    return fmt::format("{} (exclusivity {}, latency {}, bandwidth {} MB/s, weight {:.2f})",
+                       r.module->name(), a.exclusivity, a.latency, a.bandwidth, r.weight);
+}
+
+}  // namespace
+
+R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> components, Rank self,
+       std::uint32_t job_size)
+    : modules_(modules.begin(), modules.end()),
+      components_(std::move(components)),
+      endpoints_(job_size),
+      reported_(job_size, false),
+      self_(self),
+      out_("bml", verbosity()) {}
+
+R2::~R2() {
+    for (std::size_t peer = 0; peer < endpoints_.size(); ++peer) {
+        Endpoint* ep = endpoints_[peer].get();
+        if (!ep) continue;
+        Rank r = static_cast<Rank>(peer);
+        for (const BtlRef& ref : ep->send) {
+            btl::Endpoint* e = ref.endpoint;
+            ref.module->del_procs({&r, 1}, {&e, 1});
+        }
+        // rdma-only modules (lower exclusivity) hold their own endpoints too.
+        for (const BtlRef& ref : ep->rdma) {
+            bool in_send = std::any_of(ep->send.begin(), ep->send.end(),
+                                       [&](const BtlRef& s) { return s.module == ref.module; });
+            if (in_send) continue;
+            btl::Endpoint* e = ref.endpoint;
+            ref.module->del_procs({&r, 1}, {&e, 1});
+        }
+    }
+}
+
+Endpoint* R2::create(Rank peer) noexcept {
+    if (peer >= endpoints_.size()) {
+        last_error_ = fmt::format("rank {} is outside the job (size {})", peer, endpoints_.size());
+        return nullptr;
+    }
+    if (reported_[peer]) return nullptr;  // known unreachable: the error was printed once
+    try {
+        auto ep = std::make_unique<Endpoint>();
+        ep->peer = peer;
+        std::vector<std::string> why;
+        build(peer, *ep, why);
+        if (ep->send.empty()) {
+            last_error_ = unreachable_message(peer, why);
+            log::error("{}", last_error_);
+            reported_[peer] = true;
+            return nullptr;
+        }
+        if (out_.enabled(10)) print_table(*ep, why);
+        endpoints_[peer] = std::move(ep);
+        return endpoints_[peer].get();
+    } catch (const std::exception& e) {
+        last_error_ = fmt::format("building the endpoint of rank {} failed: {}", peer, e.what());
+        log::error("{}", last_error_);
+        reported_[peer] = true;
+        return nullptr;
+    }
+}
+
+void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
+    std::vector<BtlRef> reach;
+    for (std::uint32_t i = 0; i < modules_.size(); ++i) {
+        btl::Module* m = modules_[i];
+        btl::Endpoint* e = nullptr;
+        btl::Reachability bits(1);
+        Status s = m->add_procs({&peer, 1}, {&e, 1}, bits);
+        if (!ok(s)) {
+            why.push_back(fmt::format("{}: add_procs failed ({})", m->name(), to_string(s)));
+        } else if (!bits.test(0)) {
+            why.push_back(fmt::format("{}: does not reach rank {}", m->name(), peer));
+        } else {
+            reach.push_back({m, e, 1.0, i});
+        }
+    }
+    if (reach.empty()) return;
+    std::uint32_t top = 0;
+    for (const BtlRef& r : reach) top = std::max(top, r.module->attributes().exclusivity);
+    std::vector<BtlRef> unused;
+    for (const BtlRef& r : reach) {
+        const auto& a = r.module->attributes();
+        if (a.exclusivity == top && (a.flags & btl::flags::send))
+            ep.send.push_back(r);
+        else
+            unused.push_back(r);
+        if (a.flags & (btl::flags::put | btl::flags::get)) ep.rdma.push_back(r);
+    }
+    for (const BtlRef& r : unused) {
+        bool rdma = std::any_of(ep.rdma.begin(), ep.rdma.end(),
+                                [&](const BtlRef& x) { return x.module == r.module; });
+        const auto& a = r.module->attributes();
+        if (!(a.flags & btl::flags::send))
+            why.push_back(fmt::format("{}: reaches rank {} but cannot send{}", r.module->name(),
+                                      peer, rdma ? " (rdma only)" : ""));
+        else
+            why.push_back(fmt::format("{}: left out of the send list, exclusivity {} < {}{}",
+                                      r.module->name(), a.exclusivity, top,
+                                      rdma ? " (kept for rdma)" : ""));
+        if (!rdma) {
+            btl::Endpoint* e = r.endpoint;
+            r.module->del_procs({&peer, 1}, {&e, 1});
+        }
+    }
+    // Weights: each module's share of the total bandwidth (equal when unknown).
+    auto weigh = [](std::vector<BtlRef>& list) {
+        double total = 0;
+        for (const BtlRef& r : list) total += r.module->attributes().bandwidth;
+        for (BtlRef& r : list)
+            r.weight = total > 0 ? r.module->attributes().bandwidth / total
+                                 : 1.0 / static_cast<double>(list.size());
+    };
+    weigh(ep.send);
+    weigh(ep.rdma);
+    std::sort(ep.send.begin(), ep.send.end(), [](const BtlRef& a, const BtlRef& b) {
+        return a.module->attributes().bandwidth > b.module->attributes().bandwidth;
+    });
+    ep.eager = ep.send;
+    std::stable_sort(ep.eager.begin(), ep.eager.end(), [](const BtlRef& a, const BtlRef& b) {
+        return a.module->attributes().latency < b.module->attributes().latency;
+    });
+    std::uint32_t lat = ep.eager[0].module->attributes().latency;
+    ep.eager_equal = 0;
+    ep.eager_limit = ep.eager[0].module->attributes().eager_limit;
+    for (const BtlRef& r : ep.eager) {
+        if (r.module->attributes().latency == lat) ++ep.eager_equal;
+        ep.eager_limit = std::min(ep.eager_limit, r.module->attributes().eager_limit);
+    }
+}
+
+void R2::print_table(const Endpoint& ep, const std::vector<std::string>& why) const {
+    out_.verbose(10, "endpoint of rank {}{}:", ep.peer, ep.peer == self_ ? " (self)" : "");
+    for (const BtlRef& r : ep.eager) out_.verbose(10, "  eager: {}", describe(r));
+    for (const BtlRef& r : ep.send) out_.verbose(10, "  send:  {}", describe(r));
+    for (const BtlRef& r : ep.rdma) out_.verbose(10, "  rdma:  {}", describe(r));
+    for (const std::string& w : why) out_.verbose(10, "  left:  {}", w);
+}
+
+std::string R2::unreachable_message(Rank peer, const std::vector<std::string>& why) const {
+    std::string msg = fmt::format("no transport reaches rank {} from rank {}:", peer, self_);
+    for (const std::string& w : why) msg += "\n  " + w;
+    for (const ComponentInfo& c : components_) {
+        if (c.state == mca::ComponentState::active) continue;
+        msg += fmt::format("\n  {}: {}{}{}", c.name, mca::to_string(c.state),
+                           c.reason.empty() ? "" : ": ", c.reason);
+    }
+    if (modules_.empty() && components_.empty()) msg += "\n  no btl component was loaded";
+    return msg;
+}
+
+}  // namespace transit::bml

@@ -1,0 +1,101 @@
+// The bml (r2): per-peer endpoint tables over the btl modules.  An endpoint is
+// built the first time a peer is used, so memory grows with the peers a
+// process talks to, not with the job.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "framework/repository.hpp"
+#include "transit/btl/module.hpp"
+#include "transit/log.hpp"
+
+namespace transit::bml {
+
+// One module's way to a peer.
+struct BtlRef {
+    btl::Module* module = nullptr;
+    btl::Endpoint* endpoint = nullptr;
+    double weight = 1.0;      // share of striped traffic, from bandwidth
+    std::uint32_t index = 0;  // position of the module in the framework's list
+    double current = 0;       // smooth weighted round robin state
+};
+
+struct Endpoint {
+    Rank peer = any_rank;
+    std::vector<BtlRef> eager;      // send list ordered by latency, lowest first
+    std::vector<BtlRef> send;       // highest exclusivity that reaches the peer
+    std::vector<BtlRef> rdma;       // every module with put or get
+    std::uint32_t next_eager = 0;   // round robin over equal-latency eager modules
+    std::uint32_t eager_equal = 1;  // how many at the head share the lowest latency
+    std::size_t eager_limit = 0;    // smallest eager limit of the eager modules
+
+    // The module for the next first fragment: round robin among the fastest.
+    const BtlRef& pick_eager() noexcept {
+        if (eager_equal == 1) return eager[0];
+        const BtlRef& r = eager[next_eager];
+        if (++next_eager == eager_equal) next_eager = 0;
+        return r;
+    }
+    // The module for the next fragment: smooth weighted round robin over the
+    // send list, so each module carries its bandwidth share.
+    BtlRef& pick_send() noexcept {
+        if (send.size() == 1) return send[0];
+        BtlRef* best = &send[0];
+        for (BtlRef& r : send) {
+            r.current += r.weight;
+            if (r.current > best->current) best = &r;
+        }
+        best->current -= 1.0;
+        return *best;
+    }
+};
+
+// Why each component did or did not reach a peer (for errors and verbose output).
+struct ComponentInfo {
+    std::string name;
+    mca::ComponentState state;
+    std::string reason;
+};
+
+class R2 {
+  public:
+    R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> components, Rank self,
+       std::uint32_t job_size);
+    ~R2();
+    R2(const R2&) = delete;
+    R2& operator=(const R2&) = delete;
+
+    // The peer's endpoint, built on first use; nullptr when nothing reaches it
+    // (the error has then been printed once) or when peer is out of range.
+    Endpoint* endpoint(Rank peer) noexcept {
+        if (peer < endpoints_.size() && endpoints_[peer]) [[likely]]
+            return endpoints_[peer].get();
+        return create(peer);
+    }
+    // The same, without building (for progress-side lookups).
+    Endpoint* existing(Rank peer) const noexcept {
+        return peer < endpoints_.size() ? endpoints_[peer].get() : nullptr;
+    }
+    std::span<btl::Module* const> modules() const noexcept { return modules_; }
+    const std::string& last_error() const noexcept { return last_error_; }
+
+  private:
+    Endpoint* create(Rank peer) noexcept;
+    void build(Rank peer, Endpoint& ep, std::vector<std::string>& why);
+    void print_table(const Endpoint& ep, const std::vector<std::string>& why) const;
+    std::string unreachable_message(Rank peer, const std::vector<std::string>& why) const;
+
+    std::vector<btl::Module*> modules_;
+    std::vector<ComponentInfo> components_;
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;
+    std::vector<bool> reported_;
+    Rank self_;
+    log::Stream out_;
+    std::string last_error_;
+};
+
+}  // namespace transit::bml

@@ -1,0 +1,153 @@
+/* The Transit C API: one function per method of transit::Context (transit.hpp),
+ * same semantics, same status codes (TRANSIT_COMPLETED = 1 means "finished at
+ * once", TRANSIT_SUCCESS = 0 "under way", negative values are errors). */
+#ifndef TRANSIT_TRANSIT_H
+#define TRANSIT_TRANSIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    TRANSIT_COMPLETED = 1,
+    TRANSIT_SUCCESS = 0,
+    TRANSIT_ERROR = -1,
+    TRANSIT_OUT_OF_RESOURCE = -2,
+    TRANSIT_NOT_AVAILABLE = -3,
+    TRANSIT_UNREACHABLE = -4,
+    TRANSIT_BAD_PARAM = -5,
+    TRANSIT_NOT_FOUND = -6,
+    TRANSIT_NOT_SUPPORTED = -7,
+    TRANSIT_TRUNCATED = -8,
+    TRANSIT_CANCELLED = -9,
+    TRANSIT_TIMEOUT = -10,
+    TRANSIT_PEER_FAILED = -11,
+    TRANSIT_EXISTS = -12,
+    TRANSIT_ACCESS_DENIED = -13,
+    TRANSIT_PROTOCOL_ERROR = -14
+};
+
+#define TRANSIT_ANY_RANK 0xffffffffu
+#define TRANSIT_ANY_TAG 0xffffffffu
+
+typedef struct transit_context transit_context;
+typedef struct transit_request transit_request;
+typedef struct transit_counter transit_counter;
+typedef struct transit_memory_region transit_memory_region;
+typedef struct transit_remote_key transit_remote_key;
+typedef uint64_t transit_counter_ref;
+
+typedef struct transit_status {
+    uint32_t source;
+    uint32_t tag;
+    size_t length;
+    size_t sent_length;
+    int status;
+} transit_status;
+
+typedef enum {
+    TRANSIT_ATOMIC_ADD,
+    TRANSIT_ATOMIC_AND,
+    TRANSIT_ATOMIC_OR,
+    TRANSIT_ATOMIC_XOR,
+    TRANSIT_ATOMIC_SWAP,
+    TRANSIT_ATOMIC_MIN,
+    TRANSIT_ATOMIC_MAX
+} transit_atomic_op;
+
+typedef enum { TRANSIT_ATOMIC_32, TRANSIT_ATOMIC_64 } transit_atomic_width;
+
+typedef void (*transit_am_completion_fn)(transit_context* ctx, uint32_t source, void* buffer,
+                                         size_t length, void* user_data);
+typedef struct transit_am_destination {
+    void* buffer;
+    transit_am_completion_fn completion;
+    void* user_data;
+} transit_am_destination;
+typedef transit_am_destination (*transit_am_header_fn)(transit_context* ctx, uint32_t source,
+                                                       uint32_t handler, const void* header,
+                                                       size_t header_length, size_t data_length,
+                                                       void* handler_arg);
+
+const char* transit_status_string(int status);
+
+/* argc/argv may be NULL. */
+int transit_init(int* argc, char*** argv, transit_context** ctx);
+int transit_finalize(transit_context* ctx);
+uint32_t transit_rank(const transit_context* ctx);
+uint32_t transit_size(const transit_context* ctx);
+int transit_progress(transit_context* ctx);
+
+int transit_isend(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len,
+                  void* user, transit_request** req);
+int transit_isendv(transit_context* ctx, uint32_t dst, uint32_t tag, const struct iovec* iov,
+                   size_t count, void* user, transit_request** req);
+int transit_irecv(transit_context* ctx, uint32_t src, uint32_t tag, void* buf, size_t len,
+                  void* user, transit_request** req);
+int transit_irecvv(transit_context* ctx, uint32_t src, uint32_t tag, const struct iovec* iov,
+                   size_t count, void* user, transit_request** req);
+void* transit_request_user(const transit_request* req);
+int transit_test(transit_context* ctx, transit_request** req, int* done, transit_status* status);
+int transit_wait(transit_context* ctx, transit_request** req, transit_status* status);
+int transit_wait_any(transit_context* ctx, transit_request** reqs, size_t count, size_t* index,
+                     transit_status* status);
+int transit_wait_all(transit_context* ctx, transit_request** reqs, size_t count,
+                     transit_status* statuses);
+int transit_cancel(transit_context* ctx, transit_request* req);
+int transit_probe(transit_context* ctx, uint32_t src, uint32_t tag, transit_status* status);
+int transit_iprobe(transit_context* ctx, uint32_t src, uint32_t tag, int* found,
+                   transit_status* status);
+int transit_send(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len);
+int transit_recv(transit_context* ctx, uint32_t src, uint32_t tag, void* buf, size_t len,
+                 transit_status* status);
+
+/* Counters are created by the library. */
+transit_counter* transit_counter_create(void);
+void transit_counter_destroy(transit_counter* c);
+transit_counter_ref transit_counter_ref_of(transit_context* ctx, transit_counter* c);
+uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c);
+void transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value);
+
+int transit_register_am_handler(transit_context* ctx, uint32_t id, transit_am_header_fn header,
+                                transit_am_completion_fn completion, void* handler_arg);
+/* origin, completion may be NULL; target 0 for none. */
+int transit_am_send(transit_context* ctx, uint32_t dst, uint32_t id, const void* header,
+                    size_t header_length, const void* data, size_t len, transit_counter* origin,
+                    transit_counter_ref target, transit_counter* completion);
+
+int transit_register_memory(transit_context* ctx, void* base, size_t size,
+                            transit_memory_region** region);
+int transit_deregister_memory(transit_context* ctx, transit_memory_region** region);
+/* Writes the packed key into buf (if capacity allows) and its size into *length. */
+int transit_pack_key(transit_context* ctx, const transit_memory_region* region, void* buf,
+                     size_t capacity, size_t* length);
+int transit_unpack_key(transit_context* ctx, const void* packed, size_t length,
+                       transit_remote_key** key);
+void transit_release_key(transit_context* ctx, transit_remote_key** key);
+int transit_put(transit_context* ctx, uint32_t dst, const void* src, size_t len,
+                const transit_remote_key* key, uint64_t offset);
+int transit_get(transit_context* ctx, uint32_t dst, void* dst_buf, size_t len,
+                const transit_remote_key* key, uint64_t offset);
+int transit_atomic(transit_context* ctx, uint32_t dst, transit_atomic_op op,
+                   transit_atomic_width width, const transit_remote_key* key, uint64_t offset,
+                   uint64_t operand, uint64_t* fetched);
+int transit_cswap(transit_context* ctx, uint32_t dst, transit_atomic_width width,
+                  const transit_remote_key* key, uint64_t offset, uint64_t compare, uint64_t value,
+                  uint64_t* fetched);
+int transit_flush(transit_context* ctx, uint32_t dst);
+int transit_flush_all(transit_context* ctx);
+int transit_fence(transit_context* ctx);
+int transit_barrier(transit_context* ctx);
+
+void* transit_mem_alloc(transit_context* ctx, size_t size);
+void transit_mem_free(transit_context* ctx, void* ptr);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRANSIT_TRANSIT_H */

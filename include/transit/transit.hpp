@@ -1,0 +1,226 @@
+// The Transit user API: one Context per process, tagged messages, active
+// messages with counters, one-sided put/get/atomics, transport-friendly memory.
+//
+//   auto ctx = transit::init(argc, argv);
+//   transit::Request* r;
+//   ctx.isend(peer, 7, buf, len, r);
+//   ctx.wait(r);
+//
+// Every post (isend, irecv, ...) returns Status::completed when the operation
+// finished at once, Status::success when it is under way, or an error.  Either
+// way a returned request must be finished with wait/test (which release it and
+// set the handle to nullptr) or, for an unmatched receive, cancelled.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "transit/runtime.hpp"
+#include "transit/status.hpp"
+
+namespace transit {
+
+namespace pml {
+class Engine;
+struct RemoteKeyImpl;
+struct RegionImpl;
+}  // namespace pml
+
+// Matches any tag in irecv/probe.
+inline constexpr std::uint32_t any_tag = 0xffffffffu;
+
+// What a finished request reports.
+struct RequestStatus {
+    Rank source = any_rank;
+    std::uint32_t tag = 0;
+    std::size_t length = 0;           // bytes placed in the receive buffer
+    std::size_t sent_length = 0;      // bytes the sender sent (> length when truncated)
+    Status status = Status::success;  // truncated, cancelled, peer_failed, ...
+};
+
+// A request handle.  `user` is free for the caller (BMI's user pointer).
+class Request {
+  public:
+    void* user = nullptr;
+    bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+    const RequestStatus& status() const noexcept { return status_; }
+
+  protected:
+    Request() = default;
+    ~Request() = default;
+    Request(const Request&) = delete;
+    Request& operator=(const Request&) = delete;
+
+    std::atomic<bool> done_{false};
+    RequestStatus status_;
+};
+
+// LAPI-style counter: incremented by the library when an event completes.
+class Counter {
+  public:
+    Counter() = default;
+    Counter(const Counter&) = delete;
+    Counter& operator=(const Counter&) = delete;
+    std::uint64_t value() const noexcept { return value_.load(std::memory_order_acquire); }
+    void add(std::uint64_t n) noexcept { value_.fetch_add(n, std::memory_order_acq_rel); }
+    void reset() noexcept { value_.store(0, std::memory_order_release); }
+
+  private:
+    std::atomic<std::uint64_t> value_{0};
+};
+
+// Names a counter in another process (obtained there with Context::counter_ref
+// and sent to the origin by any means).  0 means none.
+using CounterRef = std::uint64_t;
+
+// --- active messages -----------------------------------------------------
+class Context;
+
+struct AmInfo {
+    Rank source;
+    std::uint32_t handler;
+    std::span<const std::byte> header;  // the user header, valid during the header handler
+    std::size_t data_length;
+};
+
+// Runs at the target once all data is in place.
+using AmCompletionFn = void (*)(Context& ctx, Rank source, void* buffer, std::size_t length,
+                                void* user_data);
+
+// What the header handler answers: where the data goes (nullptr: discard it),
+// which completion handler runs (nullptr: the one registered), with which data.
+struct AmDestination {
+    void* buffer = nullptr;
+    AmCompletionFn completion = nullptr;
+    void* user_data = nullptr;
+};
+
+using AmHeaderFn = AmDestination (*)(Context& ctx, const AmInfo& info, void* handler_arg);
+
+// Optional counters of one am_send: `origin` when the data buffer may be
+// reused, `target` (at the destination) and `completion` (here) once the
+// target's completion handler has run.
+struct AmCounters {
+    Counter* origin = nullptr;
+    CounterRef target = 0;
+    Counter* completion = nullptr;
+};
+
+// --- one-sided --------------------------------------------------------------
+enum class AtomicOp : std::uint8_t { add, and_, or_, xor_, swap, min, max };
+enum class AtomicWidth : std::uint8_t { bits32, bits64 };
+
+// Local memory registered for remote access.
+class MemoryRegion;
+// A peer's memory region, unpacked from the bytes its owner sent.
+class RemoteKey;
+
+// --- the context ------------------------------------------------------------
+class Context {
+  public:
+    explicit Context(std::unique_ptr<pml::Engine> engine);
+    Context(Context&&) noexcept;
+    Context& operator=(Context&&) noexcept;
+    // Waits until no peer still sends to us (a final barrier), then closes
+    // everything.
+    ~Context();
+
+    Rank rank() const noexcept;
+    std::uint32_t size() const noexcept;
+    // Runs every transport's progress once; returns the events completed.
+    int progress() noexcept;
+
+    // --- tagged messages ---------------------------------------------------
+    Status isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Request*& req,
+                 void* user = nullptr) noexcept;
+    Status isendv(Rank dst, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
+                  void* user = nullptr) noexcept;
+    // src may be any_rank, tag any_tag.
+    Status irecv(Rank src, std::uint32_t tag, void* buf, std::size_t len, Request*& req,
+                 void* user = nullptr) noexcept;
+    Status irecvv(Rank src, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
+                  void* user = nullptr) noexcept;
+
+    // Release a finished request and null the handle; `status` may be null.
+    Status test(Request*& req, bool& done, RequestStatus* status = nullptr) noexcept;
+    Status wait(Request*& req, RequestStatus* status = nullptr) noexcept;
+    // Waits for one; `index` is the finished one (its handle is nulled).
+    // not_found when every handle is null.
+    Status wait_any(std::span<Request*> reqs, std::size_t& index,
+                    RequestStatus* status = nullptr) noexcept;
+    // statuses may be empty or as long as reqs.  Returns the first error.
+    Status wait_all(std::span<Request*> reqs, std::span<RequestStatus> statuses = {}) noexcept;
+    // Cancels an unmatched receive: it completes with Status::cancelled and must
+    // still be waited.  Returns not_available when it is already matched.
+    Status cancel(Request* req) noexcept;
+
+    Status probe(Rank src, std::uint32_t tag, RequestStatus& status) noexcept;
+    Status iprobe(Rank src, std::uint32_t tag, bool& found, RequestStatus& status) noexcept;
+
+    // Blocking conveniences.
+    Status send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept;
+    Status recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,
+                RequestStatus* status = nullptr) noexcept;
+
+    // --- active messages ------------------------------------------------------
+    // id: any number below am_max_handlers.  exists when taken.
+    static constexpr std::uint32_t am_max_handlers = 256;
+    Status register_am_handler(std::uint32_t id, AmHeaderFn header_handler,
+                               AmCompletionFn completion_handler, void* handler_arg);
+    Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
+                   std::size_t len, const AmCounters& counters = {}) noexcept;
+    CounterRef counter_ref(Counter& c) const noexcept;
+    std::uint64_t counter_get(const Counter& c) const noexcept { return c.value(); }
+    // Drives progress until the counter reaches `value`.
+    void counter_wait(const Counter& c, std::uint64_t value) noexcept;
+
+    // --- one-sided --------------------------------------------------------------
+    // Registers [base, base+size) with every transport that needs it.
+    Status register_memory(void* base, std::size_t size, MemoryRegion*& region);
+    Status deregister_memory(MemoryRegion*& region);
+    // The bytes to send to peers so they can address the region.
+    std::vector<std::byte> pack_key(const MemoryRegion* region) const;
+    Status unpack_key(std::span<const std::byte> packed, RemoteKey*& key);
+    void release_key(RemoteKey*& key);
+
+    // Non-blocking; complete (and `fetched` valid) after flush(peer)/flush_all.
+    Status put(Rank dst, const void* src, std::size_t len, const RemoteKey* key,
+               std::uint64_t offset) noexcept;
+    Status get(Rank dst, void* dst_buf, std::size_t len, const RemoteKey* key,
+               std::uint64_t offset) noexcept;
+    // fetched (nullable) receives the old value; it must stay valid until flush.
+    Status atomic(Rank dst, AtomicOp op, AtomicWidth width, const RemoteKey* key,
+                  std::uint64_t offset, std::uint64_t operand,
+                  std::uint64_t* fetched = nullptr) noexcept;
+    Status cswap(Rank dst, AtomicWidth width, const RemoteKey* key, std::uint64_t offset,
+                 std::uint64_t compare, std::uint64_t value, std::uint64_t* fetched) noexcept;
+    Status flush(Rank dst) noexcept;
+    Status flush_all() noexcept;
+    // flush_all, then a barrier: every rank's earlier one-sided operations are visible.
+    Status fence() noexcept;
+    // No rank returns before every rank has entered.
+    Status barrier() noexcept;
+
+    // --- memory -------------------------------------------------------------------
+    // Page-aligned memory the transports handle best; nullptr on failure.
+    void* mem_alloc(std::size_t size) noexcept;
+    void mem_free(void* ptr) noexcept;
+
+    pml::Engine& engine() noexcept { return *engine_; }
+
+  private:
+    std::unique_ptr<pml::Engine> engine_;
+};
+
+// Parses --mca options out of argv, joins the job, opens the transports.
+// Throws std::runtime_error (or params::Error) with a clear message on failure.
+Context init(int& argc, char**& argv);
+Context init();
+
+}  // namespace transit

@@ -1,0 +1,146 @@
+// Active messages (LAPI): a header handler at the target chooses where the data
+// lands; a completion handler runs once it is there; origin, target and
+// completion counters report progress.  Small messages go in one fragment,
+// large ones reuse the tagged rendezvous (rdma get or fragments).
+#include <cstring>
+
+#include "pml/engine.hpp"
+
+namespace transit::pml {
+
+inline constexpr std::size_t am_max_header = 128;
+
+Status Engine::register_am(std::uint32_t id, const AmHandler& h) {
+    if (id >= am_handlers_.size() || !h.header) return Status::bad_param;
+    if (am_handlers_[id].header) return Status::exists;
+    am_handlers_[id] = h;
+    return Status::success;
+}
+
+Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header,
+                       const void* data, std::size_t len, const AmCounters& c) noexcept {
+    if (header.size() > am_max_header || id >= am_handlers_.size()) return Status::bad_param;
+    Peer* p = send_peer(dst);
+    if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    if (sizeof(wire::AmHdr) + header.size() + len <= p->ep->eager_limit) [[likely]] {
+        wire::AmHdr h{rank_, id,       static_cast<std::uint32_t>(header.size()),
+                      0,     c.target, reinterpret_cast<std::uint64_t>(c.completion)};
+        iovec v[2] = {{const_cast<std::byte*>(header.data()), header.size()},
+                      {const_cast<void*>(data), len}};
+        Status s = send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
+        if (!ok(s)) return s;
+        if (c.origin) c.origin->add(1);  // copied: the buffer is free again
+        return Status::completed;
+    }
+    Req* r = new_req(Req::Kind::send, nullptr);
+    if (!r) return Status::out_of_resource;
+    r->internal = true;
+    r->is_am = true;
+    r->peer = p;
+    r->am_handler = id;
+    r->origin_counter = c.origin;
+    r->am_target_counter = c.target;
+    r->am_completion_token = reinterpret_cast<std::uint64_t>(c.completion);
+    r->am_header_len = static_cast<std::uint32_t>(header.size());
+    if (!header.empty()) std::memcpy(r->remote_handle.data(), header.data(), header.size());
+    std::destroy_at(&r->conv);
+    std::construct_at(&r->conv, data, len);
+    r->total = len;
+    Status s = start_send(r, true);
+    return s == Status::completed ? Status::completed : Status::success;
+}
+
+namespace {
+
+void report_bad_handler(bool& warned, Rank src, std::uint32_t id) {
+    if (warned) return;
+    warned = true;
+    log::error(
+        "pml: active message from rank {} for handler {} which is not registered; "
+        "its data is dropped",
+        src, id);
+}
+
+}  // namespace
+
+void Engine::on_am(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::AmHdr)) return;
+    wire::AmHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (n < sizeof h + h.header_len) return;
+    const std::byte* uhdr = b + sizeof h;
+    const std::byte* data = uhdr + h.header_len;
+    std::size_t len = n - sizeof h - h.header_len;
+    AmHandler* hd = h.handler < am_handlers_.size() ? &am_handlers_[h.handler] : nullptr;
+    AmDestination d{};
+    if (hd && hd->header) {
+        AmInfo info{h.src, h.handler, {uhdr, h.header_len}, len};
+        d = hd->header(*ctx_, info, hd->arg);
+    } else {
+        report_bad_handler(warned_bad_am_, h.src, h.handler);
+    }
+    if (d.buffer && len) std::memcpy(d.buffer, data, len);
+    AmCompletionFn fn = d.completion ? d.completion : (hd ? hd->completion : nullptr);
+    if (fn) fn(*ctx_, h.src, d.buffer, len, d.user_data);
+    if (h.target_counter) reinterpret_cast<Counter*>(h.target_counter)->add(1);
+    if (h.completion_token) {
+        wire::TokenHdr t{h.completion_token};
+        if (Peer* p = send_peer(h.src)) send_ctrl(p, wire::am_done, &t, sizeof t);
+    }
+}
+
+void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
+    wire::RndvHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (n < sizeof h + h.handle_len + h.am_header_len) return;
+    const std::byte* handle = b + sizeof h;
+    const std::byte* uhdr = handle + h.handle_len;
+    Peer* p = peer(h.m.src);
+    if (!p) return;
+    std::uint32_t id = h.m.tag;
+    AmHandler* hd = id < am_handlers_.size() ? &am_handlers_[id] : nullptr;
+    AmDestination d{};
+    if (hd && hd->header) {
+        AmInfo info{h.m.src, id, {uhdr, h.am_header_len}, h.total};
+        d = hd->header(*ctx_, info, hd->arg);
+    } else {
+        report_bad_handler(warned_bad_am_, h.m.src, id);
+    }
+    Req* r = new_req(Req::Kind::recv, nullptr);
+    if (!r) {
+        log::error("pml: out of requests for an active message from rank {}", h.m.src);
+        return;
+    }
+    r->internal = true;
+    r->is_am = true;
+    r->matched = true;
+    r->peer = p;
+    r->buf = d.buffer;
+    r->capacity = d.buffer ? h.total : 0;
+    r->am_done = d.completion ? d.completion : (hd ? hd->completion : nullptr);
+    r->am_user = d.user_data;
+    r->am_target_counter = h.am_target_counter;
+    r->am_completion_token = h.am_completion_token;
+    r->st().source = h.m.src;
+    r->st().tag = id;
+    start_rndv(r, p, h, handle);
+}
+
+// Runs when an internal (active message) receive has all its data.
+void Engine::am_finish(Req* r) noexcept {
+    if (r->am_done) r->am_done(*ctx_, r->st().source, r->buf, r->st().length, r->am_user);
+    if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add(1);
+    if (r->am_completion_token) {
+        wire::TokenHdr t{r->am_completion_token};
+        if (Peer* p = send_peer(r->st().source)) send_ctrl(p, wire::am_done, &t, sizeof t);
+    }
+}
+
+void Engine::on_am_done(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::TokenHdr)) return;
+    wire::TokenHdr t;
+    std::memcpy(&t, b, sizeof t);
+    reinterpret_cast<Counter*>(t.token)->add(1);
+}
+
+}  // namespace transit::pml

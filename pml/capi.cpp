@@ -1,0 +1,355 @@
+// The C API: each function forwards to the Context method of the same name.
+// A C header handler is adapted through a small table kept by the context.
+#include "transit/transit.h"
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "pml/pools.hpp"
+
+#include "transit/transit.hpp"
+
+struct transit_context {
+    explicit transit_context(transit::Context c) : ctx(std::move(c)) {}
+    transit::Context ctx;
+    struct CHandler {
+        transit_am_header_fn header = nullptr;
+        transit_am_completion_fn completion = nullptr;
+        void* arg = nullptr;
+        transit_context* self = nullptr;
+    };
+    std::array<CHandler, transit::Context::am_max_handlers> handlers{};
+};
+
+struct transit_counter {
+    transit::Counter c;
+};
+
+namespace {
+
+using transit::Status;
+
+int code(Status s) noexcept {
+    return static_cast<int>(s);
+}
+
+template <typename F>
+int guarded(F&& f) noexcept {
+    try {
+        return f();
+    } catch (const std::bad_alloc&) {
+        return TRANSIT_OUT_OF_RESOURCE;
+    } catch (...) {
+        return TRANSIT_ERROR;
+    }
+}
+
+void to_c(const transit::RequestStatus& s, transit_status* out) noexcept {
+    if (!out) return;
+    out->source = s.source;
+    out->tag = s.tag;
+    out->length = s.length;
+    out->sent_length = s.sent_length;
+    out->status = code(s.status);
+}
+
+transit::Request*& as_req(transit_request*& r) noexcept {
+    return reinterpret_cast<transit::Request*&>(r);
+}
+
+// A C header handler's answer, carried to the completion as its user data.
+// Records come from a free list, so steady traffic does not allocate.
+struct CompletionRecord {
+    CompletionRecord* next = nullptr;
+    transit_am_completion_fn fn = nullptr;
+    void* user = nullptr;
+    transit_context* self = nullptr;
+};
+
+transit::pml::FreeList<CompletionRecord>& records() {
+    static transit::pml::FreeList<CompletionRecord> list;
+    return list;
+}
+
+transit::AmDestination c_header(transit::Context&, const transit::AmInfo& info, void* arg) {
+    auto* h = static_cast<transit_context::CHandler*>(arg);
+    transit_am_destination d = h->header(h->self, info.source, info.handler, info.header.data(),
+                                         info.header.size(), info.data_length, h->arg);
+    CompletionRecord* rec = records().get();
+    if (!rec) return {d.buffer, nullptr, nullptr};
+    rec->fn = d.completion ? d.completion : h->completion;
+    rec->user = d.user_data;
+    rec->self = h->self;
+    return {d.buffer, nullptr, rec};
+}
+
+void c_complete(transit::Context&, transit::Rank source, void* buffer, std::size_t length,
+                void* user) {
+    auto* rec = static_cast<CompletionRecord*>(user);
+    if (!rec) return;
+    transit_am_completion_fn fn = rec->fn;
+    void* u = rec->user;
+    transit_context* self = rec->self;
+    records().put(rec);
+    if (fn) fn(self, source, buffer, length, u);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* transit_status_string(int status) {
+    return transit::to_string(static_cast<Status>(status)).data();
+}
+
+int transit_init(int* argc, char*** argv, transit_context** ctx) {
+    return guarded([&] {
+        int zero = 0;
+        char* none[] = {nullptr};
+        char** empty = none;
+        int& ac = argc ? *argc : zero;
+        char**& av = argv ? *argv : empty;
+        *ctx = std::make_unique<transit_context>(transit::init(ac, av)).release();
+        return TRANSIT_SUCCESS;
+    });
+}
+
+int transit_finalize(transit_context* ctx) {
+    std::unique_ptr<transit_context> owned(ctx);
+    return TRANSIT_SUCCESS;
+}
+
+uint32_t transit_rank(const transit_context* ctx) {
+    return ctx->ctx.rank();
+}
+uint32_t transit_size(const transit_context* ctx) {
+    return ctx->ctx.size();
+}
+int transit_progress(transit_context* ctx) {
+    return ctx->ctx.progress();
+}
+
+int transit_isend(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len,
+                  void* user, transit_request** req) {
+    return code(ctx->ctx.isend(dst, tag, buf, len, as_req(*req), user));
+}
+
+int transit_isendv(transit_context* ctx, uint32_t dst, uint32_t tag, const struct iovec* iov,
+                   size_t count, void* user, transit_request** req) {
+    return code(ctx->ctx.isendv(dst, tag, {iov, count}, as_req(*req), user));
+}
+
+int transit_irecv(transit_context* ctx, uint32_t src, uint32_t tag, void* buf, size_t len,
+                  void* user, transit_request** req) {
+    return code(ctx->ctx.irecv(src, tag, buf, len, as_req(*req), user));
+}
+
+int transit_irecvv(transit_context* ctx, uint32_t src, uint32_t tag, const struct iovec* iov,
+                   size_t count, void* user, transit_request** req) {
+    return code(ctx->ctx.irecvv(src, tag, {iov, count}, as_req(*req), user));
+}
+
+void* transit_request_user(const transit_request* req) {
+    return reinterpret_cast<const transit::Request*>(req)->user;
+}
+
+int transit_test(transit_context* ctx, transit_request** req, int* done, transit_status* status) {
+    bool d = false;
+    transit::RequestStatus st;
+    Status s = ctx->ctx.test(as_req(*req), d, &st);
+    *done = d;
+    if (d) to_c(st, status);
+    return code(s);
+}
+
+int transit_wait(transit_context* ctx, transit_request** req, transit_status* status) {
+    transit::RequestStatus st;
+    Status s = ctx->ctx.wait(as_req(*req), &st);
+    to_c(st, status);
+    return code(s);
+}
+
+int transit_wait_any(transit_context* ctx, transit_request** reqs, size_t count, size_t* index,
+                     transit_status* status) {
+    transit::RequestStatus st;
+    Status s = ctx->ctx.wait_any({reinterpret_cast<transit::Request**>(reqs), count}, *index, &st);
+    to_c(st, status);
+    return code(s);
+}
+
+int transit_wait_all(transit_context* ctx, transit_request** reqs, size_t count,
+                     transit_status* statuses) {
+    Status first = Status::success;
+    for (size_t i = 0; i < count; ++i) {
+        if (!reqs[i]) continue;
+        int s = transit_wait(ctx, &reqs[i], statuses ? &statuses[i] : nullptr);
+        if (s < 0 && transit::ok(first)) first = static_cast<Status>(s);
+    }
+    return code(first);
+}
+
+int transit_cancel(transit_context* ctx, transit_request* req) {
+    return code(ctx->ctx.cancel(reinterpret_cast<transit::Request*>(req)));
+}
+
+int transit_probe(transit_context* ctx, uint32_t src, uint32_t tag, transit_status* status) {
+    transit::RequestStatus st;
+    Status s = ctx->ctx.probe(src, tag, st);
+    to_c(st, status);
+    return code(s);
+}
+
+int transit_iprobe(transit_context* ctx, uint32_t src, uint32_t tag, int* found,
+                   transit_status* status) {
+    transit::RequestStatus st;
+    bool f = false;
+    Status s = ctx->ctx.iprobe(src, tag, f, st);
+    *found = f;
+    if (f) to_c(st, status);
+    return code(s);
+}
+
+int transit_send(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len) {
+    return code(ctx->ctx.send(dst, tag, buf, len));
+}
+
+int transit_recv(transit_context* ctx, uint32_t src, uint32_t tag, void* buf, size_t len,
+                 transit_status* status) {
+    transit::RequestStatus st;
+    Status s = ctx->ctx.recv(src, tag, buf, len, &st);
+    to_c(st, status);
+    return code(s);
+}
+
+transit_counter* transit_counter_create(void) {
+    return new (std::nothrow) transit_counter;  // C callers own it through destroy
+}
+
+void transit_counter_destroy(transit_counter* c) {
+    std::unique_ptr<transit_counter> owned(c);
+}
+
+transit_counter_ref transit_counter_ref_of(transit_context* ctx, transit_counter* c) {
+    return ctx->ctx.counter_ref(c->c);
+}
+
+uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c) {
+    return ctx->ctx.counter_get(c->c);
+}
+
+void transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value) {
+    ctx->ctx.counter_wait(c->c, value);
+}
+
+int transit_register_am_handler(transit_context* ctx, uint32_t id, transit_am_header_fn header,
+                                transit_am_completion_fn completion, void* handler_arg) {
+    if (id >= ctx->handlers.size() || !header) return TRANSIT_BAD_PARAM;
+    auto& h = ctx->handlers[id];
+    if (h.header) return TRANSIT_EXISTS;
+    h = {header, completion, handler_arg, ctx};
+    return guarded(
+        [&] { return code(ctx->ctx.register_am_handler(id, c_header, c_complete, &h)); });
+}
+
+int transit_am_send(transit_context* ctx, uint32_t dst, uint32_t id, const void* header,
+                    size_t header_length, const void* data, size_t len, transit_counter* origin,
+                    transit_counter_ref target, transit_counter* completion) {
+    transit::AmCounters c{origin ? &origin->c : nullptr, target,
+                          completion ? &completion->c : nullptr};
+    return code(ctx->ctx.am_send(dst, id, {static_cast<const std::byte*>(header), header_length},
+                                 data, len, c));
+}
+
+int transit_register_memory(transit_context* ctx, void* base, size_t size,
+                            transit_memory_region** region) {
+    return guarded([&] {
+        return code(ctx->ctx.register_memory(base, size,
+                                             reinterpret_cast<transit::MemoryRegion*&>(*region)));
+    });
+}
+
+int transit_deregister_memory(transit_context* ctx, transit_memory_region** region) {
+    return guarded([&] {
+        return code(ctx->ctx.deregister_memory(reinterpret_cast<transit::MemoryRegion*&>(*region)));
+    });
+}
+
+int transit_pack_key(transit_context* ctx, const transit_memory_region* region, void* buf,
+                     size_t capacity, size_t* length) {
+    return guarded([&] {
+        auto bytes = ctx->ctx.pack_key(reinterpret_cast<const transit::MemoryRegion*>(region));
+        *length = bytes.size();
+        if (bytes.size() > capacity || !buf) return TRANSIT_OUT_OF_RESOURCE;
+        std::memcpy(buf, bytes.data(), bytes.size());
+        return TRANSIT_SUCCESS;
+    });
+}
+
+int transit_unpack_key(transit_context* ctx, const void* packed, size_t length,
+                       transit_remote_key** key) {
+    return guarded([&] {
+        return code(ctx->ctx.unpack_key({static_cast<const std::byte*>(packed), length},
+                                        reinterpret_cast<transit::RemoteKey*&>(*key)));
+    });
+}
+
+void transit_release_key(transit_context* ctx, transit_remote_key** key) {
+    ctx->ctx.release_key(reinterpret_cast<transit::RemoteKey*&>(*key));
+}
+
+static const transit::RemoteKey* cxx_key(const transit_remote_key* k) {
+    return reinterpret_cast<const transit::RemoteKey*>(k);
+}
+
+int transit_put(transit_context* ctx, uint32_t dst, const void* src, size_t len,
+                const transit_remote_key* key, uint64_t offset) {
+    return code(ctx->ctx.put(dst, src, len, cxx_key(key), offset));
+}
+
+int transit_get(transit_context* ctx, uint32_t dst, void* dst_buf, size_t len,
+                const transit_remote_key* key, uint64_t offset) {
+    return code(ctx->ctx.get(dst, dst_buf, len, cxx_key(key), offset));
+}
+
+int transit_atomic(transit_context* ctx, uint32_t dst, transit_atomic_op op,
+                   transit_atomic_width width, const transit_remote_key* key, uint64_t offset,
+                   uint64_t operand, uint64_t* fetched) {
+    if (op < TRANSIT_ATOMIC_ADD || op > TRANSIT_ATOMIC_MAX) return TRANSIT_BAD_PARAM;
+    return code(ctx->ctx.atomic(
+        dst, static_cast<transit::AtomicOp>(op),
+        width == TRANSIT_ATOMIC_32 ? transit::AtomicWidth::bits32 : transit::AtomicWidth::bits64,
+        cxx_key(key), offset, operand, fetched));
+}
+
+int transit_cswap(transit_context* ctx, uint32_t dst, transit_atomic_width width,
+                  const transit_remote_key* key, uint64_t offset, uint64_t compare, uint64_t value,
+                  uint64_t* fetched) {
+    return code(ctx->ctx.cswap(
+        dst,
+        width == TRANSIT_ATOMIC_32 ? transit::AtomicWidth::bits32 : transit::AtomicWidth::bits64,
+        cxx_key(key), offset, compare, value, fetched));
+}
+
+int transit_flush(transit_context* ctx, uint32_t dst) {
+    return code(ctx->ctx.flush(dst));
+}
+int transit_flush_all(transit_context* ctx) {
+    return code(ctx->ctx.flush_all());
+}
+int transit_fence(transit_context* ctx) {
+    return code(ctx->ctx.fence());
+}
+int transit_barrier(transit_context* ctx) {
+    return code(ctx->ctx.barrier());
+}
+
+void* transit_mem_alloc(transit_context* ctx, size_t size) {
+    return ctx->ctx.mem_alloc(size);
+}
+void transit_mem_free(transit_context* ctx, void* ptr) {
+    ctx->ctx.mem_free(ptr);
+}
+
+}  // extern "C"

@@ -1,0 +1,272 @@
+// transit::init and the Context: thin, inlined-by-LTO-or-not forwarding to the
+// engine, one non-virtual call per operation.
+#include <stdexcept>
+
+#include "pml/engine.hpp"
+#include "runtime/runtime.hpp"
+#include "transit/params.hpp"
+#include "transit/transit.hpp"
+
+namespace transit {
+
+namespace {
+
+pml::Req* as_req(Request* r) noexcept {
+    return static_cast<pml::Req*>(r);
+}
+pml::RegionImpl* as_region(MemoryRegion* r) noexcept {
+    return reinterpret_cast<pml::RegionImpl*>(r);
+}
+const pml::RemoteKeyImpl* as_key(const RemoteKey* k) noexcept {
+    return reinterpret_cast<const pml::RemoteKeyImpl*>(k);
+}
+
+}  // namespace
+
+Context init(int& argc, char**& argv) {
+    params::parse_command_line(argc, argv);
+    return init();
+}
+
+Context init() {
+    auto engine = std::make_unique<pml::Engine>(rt::open_runtime());
+    params::registry().warn_unknown();
+    return Context(std::move(engine));
+}
+
+Context::Context(std::unique_ptr<pml::Engine> engine) : engine_(std::move(engine)) {
+    engine_->set_context(this);
+}
+
+Context::Context(Context&& o) noexcept : engine_(std::move(o.engine_)) {
+    if (engine_) engine_->set_context(this);
+}
+
+Context& Context::operator=(Context&& o) noexcept {
+    engine_ = std::move(o.engine_);
+    if (engine_) engine_->set_context(this);
+    return *this;
+}
+
+Context::~Context() {
+    if (engine_) engine_->shutdown();
+}
+
+Rank Context::rank() const noexcept {
+    return engine_->rank();
+}
+std::uint32_t Context::size() const noexcept {
+    return engine_->size();
+}
+int Context::progress() noexcept {
+    return engine_->progress();
+}
+
+Status Context::isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Request*& req,
+                      void* user) noexcept {
+    pml::Req* r;
+    Status s = engine_->isend(dst, tag, nullptr, 0, buf, len, r, user);
+    req = r;
+    return s;
+}
+
+Status Context::isendv(Rank dst, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
+                       void* user) noexcept {
+    pml::Req* r;
+    Status s = engine_->isend(dst, tag, iov.data(), iov.size(), nullptr, 0, r, user);
+    req = r;
+    return s;
+}
+
+Status Context::irecv(Rank src, std::uint32_t tag, void* buf, std::size_t len, Request*& req,
+                      void* user) noexcept {
+    pml::Req* r;
+    Status s = engine_->irecv(src, tag, buf, nullptr, 0, len, r, user);
+    req = r;
+    return s;
+}
+
+Status Context::irecvv(Rank src, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
+                       void* user) noexcept {
+    pml::Req* r;
+    Status s = engine_->irecv(src, tag, nullptr, iov.data(), iov.size(), 0, r, user);
+    req = r;
+    return s;
+}
+
+Status Context::test(Request*& req, bool& done, RequestStatus* status) noexcept {
+    done = false;
+    if (!req) return Status::bad_param;
+    if (!req->done()) engine_->progress();
+    if (!req->done()) return Status::success;
+    done = true;
+    Status s = req->status().status;
+    if (status) *status = req->status();
+    engine_->release(as_req(req));
+    req = nullptr;
+    return s;
+}
+
+Status Context::wait(Request*& req, RequestStatus* status) noexcept {
+    if (!req) return Status::bad_param;
+    Request* r = req;
+    engine_->wait_until([r] { return r->done(); });
+    Status s = r->status().status;
+    if (status) *status = r->status();
+    engine_->release(as_req(r));
+    req = nullptr;
+    return s;
+}
+
+Status Context::wait_any(std::span<Request*> reqs, std::size_t& index,
+                         RequestStatus* status) noexcept {
+    bool any = false;
+    for (Request* r : reqs) any |= r != nullptr;
+    if (!any) return Status::not_found;
+    std::size_t found = reqs.size();
+    engine_->wait_until([&] {
+        for (std::size_t i = 0; i < reqs.size(); ++i)
+            if (reqs[i] && reqs[i]->done()) {
+                found = i;
+                return true;
+            }
+        return false;
+    });
+    index = found;
+    return wait(reqs[found], status);
+}
+
+Status Context::wait_all(std::span<Request*> reqs, std::span<RequestStatus> statuses) noexcept {
+    Status first = Status::success;
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+        if (!reqs[i]) continue;
+        Status s = wait(reqs[i], i < statuses.size() ? &statuses[i] : nullptr);
+        if (!ok(s) && ok(first)) first = s;
+    }
+    return first;
+}
+
+Status Context::cancel(Request* req) noexcept {
+    return req ? engine_->cancel(as_req(req)) : Status::bad_param;
+}
+
+Status Context::iprobe(Rank src, std::uint32_t tag, bool& found, RequestStatus& status) noexcept {
+    if (src != any_rank && src >= size()) return Status::bad_param;
+    engine_->progress();
+    found = engine_->iprobe(src, tag, status);
+    return Status::success;
+}
+
+Status Context::probe(Rank src, std::uint32_t tag, RequestStatus& status) noexcept {
+    if (src != any_rank && src >= size()) return Status::bad_param;
+    engine_->wait_until([&] { return engine_->iprobe(src, tag, status); });
+    return Status::success;
+}
+
+Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
+    Request* r;
+    Status s = isend(dst, tag, buf, len, r);
+    if (!r) return s;
+    return wait(r);
+}
+
+Status Context::recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,
+                     RequestStatus* status) noexcept {
+    Request* r;
+    Status s = irecv(src, tag, buf, len, r);
+    if (!r) return s;
+    return wait(r, status);
+}
+
+Status Context::register_am_handler(std::uint32_t id, AmHeaderFn header_handler,
+                                    AmCompletionFn completion_handler, void* handler_arg) {
+    return engine_->register_am(id, {header_handler, completion_handler, handler_arg});
+}
+
+Status Context::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header,
+                        const void* data, std::size_t len, const AmCounters& counters) noexcept {
+    return engine_->am_send(dst, id, header, data, len, counters);
+}
+
+CounterRef Context::counter_ref(Counter& c) const noexcept {
+    return reinterpret_cast<CounterRef>(&c);
+}
+
+void Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
+    engine_->wait_until([&] { return c.value() >= value; });
+}
+
+Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& region) {
+    pml::RegionImpl* r;
+    Status s = engine_->register_memory(base, size, r);
+    region = reinterpret_cast<MemoryRegion*>(r);
+    return s;
+}
+
+Status Context::deregister_memory(MemoryRegion*& region) {
+    Status s = engine_->deregister_memory(as_region(region));
+    region = nullptr;
+    return s;
+}
+
+std::vector<std::byte> Context::pack_key(const MemoryRegion* region) const {
+    return engine_->pack_key(reinterpret_cast<const pml::RegionImpl*>(region));
+}
+
+Status Context::unpack_key(std::span<const std::byte> packed, RemoteKey*& key) {
+    pml::RemoteKeyImpl* k;
+    Status s = engine_->unpack_key(packed, k);
+    key = reinterpret_cast<RemoteKey*>(k);
+    return s;
+}
+
+void Context::release_key(RemoteKey*& key) {
+    std::unique_ptr<pml::RemoteKeyImpl> owned(reinterpret_cast<pml::RemoteKeyImpl*>(key));
+    key = nullptr;
+}
+
+Status Context::put(Rank dst, const void* src, std::size_t len, const RemoteKey* key,
+                    std::uint64_t offset) noexcept {
+    return engine_->rma(true, dst, const_cast<void*>(src), len, as_key(key), offset);
+}
+
+Status Context::get(Rank dst, void* dst_buf, std::size_t len, const RemoteKey* key,
+                    std::uint64_t offset) noexcept {
+    return engine_->rma(false, dst, dst_buf, len, as_key(key), offset);
+}
+
+Status Context::atomic(Rank dst, AtomicOp op, AtomicWidth width, const RemoteKey* key,
+                       std::uint64_t offset, std::uint64_t operand,
+                       std::uint64_t* fetched) noexcept {
+    return engine_->atomic(dst, static_cast<std::uint8_t>(op), width, as_key(key), offset, operand,
+                           0, fetched);
+}
+
+Status Context::cswap(Rank dst, AtomicWidth width, const RemoteKey* key, std::uint64_t offset,
+                      std::uint64_t compare, std::uint64_t value, std::uint64_t* fetched) noexcept {
+    if (!fetched) return Status::bad_param;
+    return engine_->atomic(dst, pml::wire::cswap_op, width, as_key(key), offset, value, compare,
+                           fetched);
+}
+
+Status Context::flush(Rank dst) noexcept {
+    return engine_->flush(dst);
+}
+Status Context::flush_all() noexcept {
+    return engine_->flush_all();
+}
+Status Context::fence() noexcept {
+    engine_->flush_all();
+    return engine_->barrier();
+}
+Status Context::barrier() noexcept {
+    return engine_->barrier();
+}
+void* Context::mem_alloc(std::size_t size) noexcept {
+    return engine_->mem_alloc(size);
+}
+void Context::mem_free(void* ptr) noexcept {
+    engine_->mem_free(ptr);
+}
+
+}  // namespace transit

@@ -1,0 +1,396 @@
+// Engine setup, teardown, peers, pools, queues and waiting.
+#include "pml/engine.hpp"
+
+#include <sched.h>
+
+#include <cstring>
+
+#include "transit/params.hpp"
+
+namespace transit::pml {
+
+namespace {
+
+constexpr params::Decl pml_params[] = {
+    {"unexpected_limit", params::Type::size, "64M",
+     "Memory for buffered unexpected messages; past it, senders are throttled to rendezvous "
+     "(header only) until receives catch up. Nothing is ever dropped",
+     4},
+    {"wait_spin_count", params::Type::unsigned_integer, "2000",
+     "Idle progress polls in wait before yielding the processor between polls", 4},
+    {"progress_thread", params::Type::boolean, "false",
+     "Run a progress thread (not yet supported: a warning is printed and it is ignored)", 6},
+    {"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)", 5},
+};
+
+std::uint32_t fnv1a(std::string_view s) noexcept {
+    std::uint32_t h = 2166136261u;
+    for (char c : s) {
+        h ^= static_cast<unsigned char>(c);
+        h *= 16777619u;
+    }
+    return h ? h : 1;
+}
+
+}  // namespace
+
+// Receive trampolines: the am table calls these with the engine as cbdata.
+struct Handlers {
+    // Views the message as one contiguous block (copying only if the btl split it).
+    static const std::byte* view(const btl::ReceiveDescriptor& d, std::size_t& len) noexcept {
+        if (d.segment_count == 1) [[likely]] {
+            len = d.segments[0].len;
+            return static_cast<const std::byte*>(d.segments[0].addr);
+        }
+        thread_local std::vector<std::byte> scratch;
+        len = 0;
+        for (std::size_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+        try {
+            if (scratch.size() < len) scratch.resize(len);
+        } catch (...) {
+            len = 0;
+            return nullptr;
+        }
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < d.segment_count; ++i) {
+            std::memcpy(scratch.data() + at, d.segments[i].addr, d.segments[i].len);
+            at += d.segments[i].len;
+        }
+        return scratch.data();
+    }
+    template <wire::Kind K>
+    static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
+        auto* e = static_cast<Engine*>(cbdata);
+        std::size_t n;
+        const std::byte* b = view(d, n);
+        if (!b) return;
+        if constexpr (K == wire::match)
+            e->on_match(b, n, d.tag);
+        else if constexpr (K == wire::rndv)
+            e->on_rndv(b, n);
+        else if constexpr (K == wire::ack)
+            e->on_ack(b, n);
+        else if constexpr (K == wire::frag)
+            e->on_frag(b, n);
+        else if constexpr (K == wire::fin)
+            e->on_fin(b, n);
+        else if constexpr (K == wire::am)
+            e->on_am(b, n);
+        else if constexpr (K == wire::am_done)
+            e->on_am_done(b, n);
+        else if constexpr (K == wire::osc_put || K == wire::osc_get || K == wire::osc_atomic)
+            e->on_osc(K, b, n);
+        else if constexpr (K == wire::osc_ack || K == wire::osc_get_reply ||
+                           K == wire::osc_atomic_reply)
+            e->on_osc_reply(K, b, n);
+        else if constexpr (K == wire::barrier)
+            e->on_barrier(b, n);
+        else if constexpr (K == wire::throttle)
+            e->on_throttle(b, n);
+    }
+    template <int... K>
+    static void register_all(Engine* e, std::integer_sequence<int, K...>) {
+        (reg(e, static_cast<wire::Kind>(K), &recv<static_cast<wire::Kind>(K)>), ...);
+    }
+    static void reg(Engine* e, wire::Kind k, btl::ReceiveFn fn) {
+        Status s = btl::am_table().register_callback(wire::tag(k), fn, e);
+        if (!ok(s))
+            throw std::runtime_error(
+                fmt::format("pml: cannot register btl tag {:#x}: {}", wire::tag(k), to_string(s)));
+        e->registered_tags_.push_back(wire::tag(k));
+    }
+};
+
+Engine::Engine(std::unique_ptr<rt::Runtime> runtime)
+    : runtime_(std::move(runtime)), progress_(progress_engine()) {
+    rank_ = runtime_->rank();
+    size_ = runtime_->size();
+    register_params();
+    setup();
+}
+
+void Engine::register_params() {
+    auto& reg = params::registry();
+    reg.add_all("pml", "base", pml_params);
+    settings_.unexpected_limit = reg.get("pml_base_unexpected_limit").as_unsigned();
+    settings_.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
+    settings_.progress_thread = reg.get("pml_base_progress_thread").as_bool();
+    settings_.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
+    out_ = log::Stream("pml", settings_.verbose);
+    if (settings_.progress_thread)
+        log::warn("pml_base_progress_thread is not supported yet; progress stays in the caller");
+}
+
+void Engine::setup() {
+    framework_ = std::make_unique<btl::Framework>(*runtime_, progress_, btl::am_table());
+    framework_->open();
+    framework_->init();
+    Handlers::register_all(this, std::make_integer_sequence<int, wire::kind_count>{});
+    Status s = runtime_->fence();
+    if (!ok(s)) throw std::runtime_error(fmt::format("pml: modex fence failed: {}", to_string(s)));
+
+    std::vector<bml::ComponentInfo> infos;
+    for (const mca::ComponentRecord& r : framework_->records())
+        infos.push_back({r.name, r.state, r.reason});
+    for (btl::Module* m : framework_->modules())
+        component_hash_.push_back(fnv1a(m->component().name()));
+    bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), rank_, size_);
+    peers_.resize(size_);
+    pending_desc_.reserve(64);
+    out_.verbose(10, "pml ready: rank {} of {}, {} btl module(s)", rank_, size_,
+                 framework_->modules().size());
+}
+
+Engine::~Engine() {
+    shutdown();
+    for (RegionImpl* r : regions_) {
+        std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
+        for (auto& e : owned->entries)
+            if (e.handle) e.module->deregister_mem(e.handle);
+    }
+    for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
+    bml_.reset();
+    framework_.reset();
+    for (auto& [p, n] : allocations_) std::free(p);
+}
+
+void Engine::shutdown() noexcept {
+    if (shut_down_) return;
+    shut_down_ = true;
+    // Our own queues first, so nothing of ours is still on its way; then a
+    // barrier so no peer still sends to us; then the launcher's fence so no
+    // peer tears down its transports while our last barrier message travels.
+    wait_until([&] { return !has_pending_ && osc_outstanding_total_ == 0; });
+    if (size_ > 1) {
+        barrier();
+        runtime_->fence();
+    }
+}
+
+void Engine::yield() noexcept {
+    sched_yield();
+}
+
+Peer* Engine::peer(Rank r) noexcept {
+    if (r >= size_) [[unlikely]]
+        return nullptr;
+    Peer* p = peers_[r].get();
+    if (p) [[likely]]
+        return p;
+    try {
+        peers_[r] = std::make_unique<Peer>();
+    } catch (...) {
+        return nullptr;
+    }
+    p = peers_[r].get();
+    p->rank = r;
+    return p;
+}
+
+Peer* Engine::send_peer(Rank r) noexcept {
+    Peer* p = peer(r);
+    if (!p) [[unlikely]]
+        return nullptr;
+    if (!p->ep) [[unlikely]] {
+        p->ep = bml_->endpoint(r);
+        if (!p->ep) return nullptr;
+    }
+    return p;
+}
+
+Req* Engine::new_req(Req::Kind k, void* user) noexcept {
+    Req* r = reqs_.get();
+    if (!r) [[unlikely]]
+        return nullptr;
+    r->kind = k;
+    r->stage = Req::Stage::none;
+    r->user = user;
+    r->internal = false;
+    r->matched = false;
+    r->posted = false;
+    r->is_am = false;
+    r->received = 0;
+    r->total = 0;
+    r->frags_out = 0;
+    r->gets_pending = 0;
+    r->local_handle = nullptr;
+    r->handle_module = nullptr;
+    r->origin_counter = nullptr;
+    r->am_done = nullptr;
+    r->st() = RequestStatus{};
+    r->reset_done();
+    return r;
+}
+
+void Engine::release(Req* r) noexcept {
+    reqs_.put(r);
+}
+
+void Engine::complete(Req* r) noexcept {
+    r->stage = Req::Stage::done;
+    if (r->local_handle) {
+        r->handle_module->deregister_mem(r->local_handle);
+        r->local_handle = nullptr;
+    }
+    if (r->internal) {
+        if (r->kind == Req::Kind::recv)
+            am_finish(r);
+        else if (r->origin_counter)
+            r->origin_counter->add(1);
+        release(r);
+        return;
+    }
+    r->set_done();
+}
+
+std::size_t Engine::ctrl_payload_limit(Peer* p) const noexcept {
+    const auto& a = p->ep->eager[0].module->attributes();
+    return a.eager_limit > sizeof(wire::OscHdr) ? a.eager_limit - sizeof(wire::OscHdr) : 0;
+}
+
+bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
+                      const iovec* pieces, std::size_t count) noexcept {
+    const bml::BtlRef& b = p->ep->pick_eager();
+    btl::Convertor conv(std::span<const iovec>(pieces, count));
+    std::size_t data_len = conv.total();
+    btl::Descriptor* d = nullptr;
+    Status s =
+        b.module->sendi(b.endpoint, &conv, hdr, hdr_len, data_len, btl::no_order, 0, tag, &d);
+    if (s == Status::completed || s == Status::success) return true;
+    if (!d) d = b.module->alloc(b.endpoint, btl::no_order, hdr_len + data_len, 0);
+    if (!d) return false;
+    auto* at = static_cast<std::byte*>(d->segments[0].addr);
+    std::memcpy(at, hdr, hdr_len);
+    conv.seek(0);
+    conv.pack(at + hdr_len, data_len);
+    d->segments[0].len = hdr_len + data_len;
+    d->segment_count = 1;
+    d->flags |= btl::des_flags::btl_ownership;
+    d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
+    s = b.module->send(b.endpoint, d, tag);
+    if (s == Status::out_of_resource) {
+        try {
+            pending_desc_.push_back({b.module, b.endpoint, d, tag});
+        } catch (...) {
+            return false;
+        }
+        has_pending_ = true;
+        return true;
+    }
+    return ok(s);
+}
+
+Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
+                          const iovec* pieces, std::size_t count) noexcept {
+    if (pending_ctrl_.empty() && try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count))
+        [[likely]]
+        return Status::success;
+    // Keep a copy and retry from progress: control messages are never dropped.
+    std::size_t data_len = 0;
+    for (std::size_t i = 0; i < count; ++i) data_len += pieces[i].iov_len;
+    RawMsg* m = raws_.get();
+    if (!m) return Status::out_of_resource;
+    m->data = buffers_.get(hdr_len + data_len, m->cls);
+    if (!m->data) {
+        raws_.put(m);
+        return Status::out_of_resource;
+    }
+    std::memcpy(m->data, hdr, hdr_len);
+    std::size_t at = hdr_len;
+    for (std::size_t i = 0; i < count; ++i) {
+        if (pieces[i].iov_len) std::memcpy(m->data + at, pieces[i].iov_base, pieces[i].iov_len);
+        at += pieces[i].iov_len;
+    }
+    m->len = hdr_len + data_len;
+    m->tag = static_cast<std::uint32_t>(hdr_len);
+    m->btl_tag = wire::tag(kind);
+    m->src = p->rank;
+    pending_ctrl_.push_back(m);
+    has_pending_ = true;
+    return Status::success;
+}
+
+int Engine::drain_pending() noexcept {
+    int events = 0;
+    while (!pending_desc_.empty()) {
+        PendingDesc& pd = pending_desc_.front();
+        Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
+        if (s == Status::out_of_resource) break;
+        pending_desc_.erase(pending_desc_.begin());
+        ++events;
+    }
+    while (RawMsg* m = pending_ctrl_.front()) {
+        Peer* p = send_peer(m->src);
+        iovec v{m->data + m->tag, m->len - m->tag};
+        if (!try_send(p, m->btl_tag, m->data, m->tag, &v, 1)) break;
+        pending_ctrl_.erase(m);
+        drop(m);
+        ++events;
+    }
+    // Each queued request gets one attempt per call; one that is still blocked
+    // goes to the back (sequence numbers keep matching order regardless).
+    for (std::size_t n = pending_sends_.size(); n > 0; --n) {
+        Req* r = pending_sends_.pop_front();
+        r->queued = false;
+        if (advance_send(r))
+            ++events;
+        else
+            enqueue_send(r);
+    }
+    for (std::size_t n = pending_gets_.size(); n > 0; --n) {
+        Req* r = pending_gets_.pop_front();
+        r->queued = false;
+        if (!issue_gets(r)) {
+            r->queued = true;
+            pending_gets_.push_back(r);
+            break;
+        }
+        ++events;
+    }
+    update_pending();
+    return events;
+}
+
+void Engine::drop(RawMsg* m) noexcept {
+    buffers_.put(m->data, m->cls);
+    m->data = nullptr;
+    raws_.put(m);
+}
+
+RawMsg* Engine::keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
+    RawMsg* m = raws_.get();
+    if (!m) return nullptr;
+    m->data = buffers_.get(len ? len : 1, m->cls);
+    if (!m->data) {
+        raws_.put(m);
+        return nullptr;
+    }
+    std::memcpy(m->data, bytes, len);
+    m->len = len;
+    m->btl_tag = tag;
+    return m;
+}
+
+void* Engine::mem_alloc(std::size_t size) noexcept {
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size ? size : 1) != 0) return nullptr;
+    try {
+        allocations_.emplace_back(p, size);
+    } catch (...) {
+        std::free(p);
+        return nullptr;
+    }
+    return p;
+}
+
+void Engine::mem_free(void* p) noexcept {
+    for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
+        if (it->first == p) {
+            std::free(p);
+            allocations_.erase(it);
+            return;
+        }
+    }
+}
+
+}  // namespace transit::pml

@@ -1,0 +1,355 @@
+// The pml engine: everything behind transit::Context.  One object per process,
+// single-threaded (the progress thread, when enabled, takes a lock around it).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bml/r2.hpp"
+#include "framework/btl_framework.hpp"
+#include "pml/pools.hpp"
+#include "pml/wire.hpp"
+#include "transit/btl/types.hpp"
+#include "transit/transit.hpp"
+
+namespace transit::pml {
+
+struct Peer;
+
+// Every request, send or receive, user or internal.
+struct Req : Request {
+    enum class Kind : std::uint8_t { send, recv };
+    enum class Stage : std::uint8_t { none, eager, rndv_hdr, frags, gets, done };
+
+    Req* next = nullptr;
+    Req* prev = nullptr;
+    Kind kind = Kind::send;
+    Stage stage = Stage::none;
+    bool internal = false;  // no user handle: released by the engine on completion
+    bool matched = false;
+    bool posted = false;  // on a posted-receive list
+    bool is_am = false;
+    bool queued = false;   // on pending_sends_ / pending_gets_
+    bool issuing = false;  // inside pump_frags / issue_gets: callbacks must not complete it
+    Peer* peer = nullptr;  // for sends; the matched peer for receives
+    std::uint32_t tag = 0;
+    std::uint32_t seq = 0;
+    std::uint64_t post_seq = 0;
+
+    // receive side
+    Rank src_filter = any_rank;
+    std::uint32_t tag_filter = 0;
+    void* buf = nullptr;  // contiguous buffer, or null when iov is used
+    const iovec* iov = nullptr;
+    std::size_t iov_count = 0;
+    std::size_t capacity = 0;
+    std::size_t received = 0;  // bytes of the message accounted for (placed or dropped)
+    std::size_t total = 0;
+    std::uint64_t remote_req = 0;  // the peer's request (sreq or rreq)
+    std::uint64_t remote_addr = 0;
+    std::uint32_t gets_pending = 0;
+    std::size_t get_offset = 0;
+    bml::BtlRef rdma{};
+    btl::RegistrationHandle* local_handle = nullptr;
+    btl::Module* handle_module = nullptr;
+    std::uint16_t remote_handle_len = 0;
+    std::uint32_t rdma_component = 0;
+    std::uint32_t am_header_len = 0;  // sender of an am: user header after the handle bytes
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> remote_handle{};
+
+    // active messages
+    AmCompletionFn am_done = nullptr;
+    void* am_user = nullptr;
+    CounterRef am_target_counter = 0;
+    std::uint64_t am_completion_token = 0;
+    Counter* origin_counter = nullptr;
+    std::uint32_t am_handler = 0;
+
+    // send side
+    btl::Convertor conv;
+    std::uint32_t frags_out = 0;
+
+    void set_done() noexcept { done_.store(true, std::memory_order_release); }
+    void reset_done() noexcept { done_.store(false, std::memory_order_relaxed); }
+    RequestStatus& st() noexcept { return status_; }
+};
+
+// A message kept for later: unexpected, out of order, or a queued control message.
+struct RawMsg {
+    RawMsg* next = nullptr;
+    RawMsg* prev = nullptr;
+    btl::Tag btl_tag = 0;
+    Rank src = any_rank;  // sender (unexpected) or destination (queued)
+    std::uint32_t tag = 0;
+    std::uint32_t seq = 0;
+    std::uint64_t arrival = 0;
+    std::size_t total = 0;  // message length (for probe)
+    std::byte* data = nullptr;
+    std::size_t len = 0;
+    int cls = 0;
+};
+
+struct Peer {
+    Rank rank = any_rank;
+    bml::Endpoint* ep = nullptr;  // built on first send
+    std::uint32_t send_seq = 0;
+    std::uint32_t expect_seq = 0;
+    List<Req> posted;
+    List<RawMsg> unexpected;
+    List<RawMsg> out_of_order;
+    bool throttled = false;   // the peer asked us to stop sending eagerly
+    bool throttling = false;  // we asked the peer to stop
+    bool has_unexpected_listed = false;
+    std::uint64_t osc_outstanding = 0;
+};
+
+// One-sided operation in flight over a btl.
+struct OscOp {
+    OscOp* next = nullptr;
+    Peer* peer = nullptr;
+    btl::Module* module = nullptr;
+    btl::RegistrationHandle* local_handle = nullptr;
+};
+
+struct AmHandler {
+    AmHeaderFn header = nullptr;
+    AmCompletionFn completion = nullptr;
+    void* arg = nullptr;
+};
+
+// A queued descriptor the btl refused with out_of_resource.
+struct PendingDesc {
+    btl::Module* module;
+    btl::Endpoint* endpoint;
+    btl::Descriptor* desc;
+    btl::Tag tag;
+};
+
+struct Settings {
+    std::size_t unexpected_limit = 64u << 20;
+    std::uint64_t wait_spin_count = 2000;
+    bool progress_thread = false;
+    std::size_t rdma_threshold = 0;
+    int verbose = 0;
+};
+
+class Engine {
+  public:
+    Engine(std::unique_ptr<rt::Runtime> runtime);
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    void set_context(Context* ctx) noexcept { ctx_ = ctx; }
+    void shutdown() noexcept;
+
+    Rank rank() const noexcept { return rank_; }
+    std::uint32_t size() const noexcept { return size_; }
+    rt::Runtime& runtime() noexcept { return *runtime_; }
+    const Settings& settings() const noexcept { return settings_; }
+
+    int progress() noexcept {
+        int n = progress_.progress();
+        if (has_pending_) n += drain_pending();
+        return n;
+    }
+    // Progress until pred() holds: spin, then yield between polls.
+    template <typename Pred>
+    void wait_until(Pred pred) noexcept {
+        std::uint64_t idle = 0;
+        while (!pred()) {
+            if (progress() > 0)
+                idle = 0;
+            else if (++idle > settings_.wait_spin_count)
+                yield();
+        }
+    }
+
+    // tagged
+    Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
+                 std::size_t len, Req*& out, void* user) noexcept;
+    Status irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
+                 std::size_t len, Req*& out, void* user) noexcept;
+    Status cancel(Req* r) noexcept;
+    bool iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept;
+    void release(Req* r) noexcept;
+
+    // active messages
+    Status register_am(std::uint32_t id, const AmHandler& h);
+    Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
+                   std::size_t len, const AmCounters& counters) noexcept;
+
+    // one-sided
+    Status register_memory(void* base, std::size_t size, RegionImpl*& out);
+    Status deregister_memory(RegionImpl* region);
+    std::vector<std::byte> pack_key(const RegionImpl* region) const;
+    Status unpack_key(std::span<const std::byte> bytes, RemoteKeyImpl*& out);
+    Status rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
+               std::uint64_t offset) noexcept;
+    Status atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
+                  std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
+                  std::uint64_t* fetched) noexcept;
+    Status flush(Rank dst) noexcept;
+    Status flush_all() noexcept;
+    Status barrier() noexcept;
+    void* mem_alloc(std::size_t size) noexcept;
+    void mem_free(void* p) noexcept;
+
+  private:
+    friend struct Handlers;
+    void setup();
+    void register_params();
+    void yield() noexcept;
+    int drain_pending() noexcept;
+    void update_pending() noexcept {
+        has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
+                       !pending_sends_.empty() || !pending_gets_.empty();
+    }
+
+    Peer* peer(Rank r) noexcept;       // state, no endpoint needed
+    Peer* send_peer(Rank r) noexcept;  // state with an endpoint
+    Req* new_req(Req::Kind k, void* user) noexcept;
+    void complete(Req* r) noexcept;
+
+    // sending
+    Status start_send(Req* r, bool force_rndv) noexcept;
+    bool advance_send(Req* r) noexcept;
+    void enqueue_send(Req* r) noexcept {
+        if (!r->queued) {
+            r->queued = true;
+            pending_sends_.push_back(r);
+            has_pending_ = true;
+        }
+    }
+    void finish_get(Req* r) noexcept;
+    void fall_back_to_frags(Req* r) noexcept;
+    bool send_eager(Req* r) noexcept;
+    bool send_rndv_header(Req* r) noexcept;
+    bool pump_frags(Req* r) noexcept;
+    void prepare_rdma(Req* r, wire::RndvHdr& h, std::byte* handle) noexcept;
+    // Sends a small control message; queues it when the btl is out of resources.
+    Status send_ctrl(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
+                     const void* data = nullptr, std::size_t data_len = 0) noexcept {
+        iovec v{const_cast<void*>(data), data_len};
+        return send_ctrlv(p, kind, hdr, hdr_len, &v, 1);
+    }
+    Status send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
+                      const iovec* pieces, std::size_t count) noexcept;
+    bool try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len, const iovec* pieces,
+                  std::size_t count) noexcept;
+    std::size_t ctrl_payload_limit(Peer* p) const noexcept;
+
+    // receiving
+    void on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    void deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    void replay_out_of_order(Peer* p) noexcept;
+    Req* match_posted(Peer* p, std::uint32_t tag) noexcept;
+    void start_matched(Req* r, Peer* p, const std::byte* bytes, std::size_t len,
+                       btl::Tag tag) noexcept;
+    void start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte* handle) noexcept;
+    bool issue_gets(Req* r) noexcept;
+    void recv_data(Req* r, std::size_t offset, const std::byte* data, std::size_t len) noexcept;
+    void store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, btl::Tag tag,
+                          std::uint32_t mtag, std::uint32_t seq, std::size_t total) noexcept;
+    RawMsg* find_unexpected(Rank src, std::uint32_t tag, Peer*& from) noexcept;
+    RawMsg* keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    void drop(RawMsg* m) noexcept;
+    void check_throttle() noexcept;
+    void finish_recv_data(Req* r) noexcept;
+
+    void on_rndv(const std::byte* b, std::size_t n) noexcept;
+    void on_ack(const std::byte* b, std::size_t n) noexcept;
+    void on_frag(const std::byte* b, std::size_t n) noexcept;
+    void on_fin(const std::byte* b, std::size_t n) noexcept;
+    void on_am(const std::byte* b, std::size_t n) noexcept;
+    void on_am_rndv(const std::byte* b, std::size_t n) noexcept;
+    void on_am_done(const std::byte* b, std::size_t n) noexcept;
+    void on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
+    void on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
+    void on_barrier(const std::byte* b, std::size_t n) noexcept;
+    void on_throttle(const std::byte* b, std::size_t n) noexcept;
+    void am_finish(Req* r) noexcept;
+    bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
+    static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
+    static void get_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
+                         void*, Status) noexcept;
+    static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
+                         void*, Status) noexcept;
+
+    std::unique_ptr<rt::Runtime> runtime_;
+    ProgressEngine& progress_;
+    std::unique_ptr<btl::Framework> framework_;
+    std::unique_ptr<bml::R2> bml_;
+    Context* ctx_ = nullptr;
+    Rank rank_ = 0;
+    std::uint32_t size_ = 1;
+    Settings settings_;
+    log::Stream out_;
+    std::vector<std::uint32_t> component_hash_;  // by module index
+
+    std::vector<std::unique_ptr<Peer>> peers_;
+    std::vector<Peer*> unexpected_peers_;  // peers that ever held unexpected messages
+    List<Req> any_posted_;
+    std::uint64_t post_seq_ = 0;
+    std::uint64_t arrival_ = 0;
+    std::size_t unexpected_bytes_ = 0;
+    bool any_throttling_ = false;
+
+    FreeList<Req> reqs_;
+    FreeList<RawMsg> raws_;
+    FreeList<OscOp> osc_ops_;
+    BufferPool buffers_;
+
+    bool has_pending_ = false;
+    std::vector<PendingDesc> pending_desc_;
+    List<RawMsg> pending_ctrl_;
+    List<Req> pending_sends_;
+    List<Req> pending_gets_;
+
+    std::array<AmHandler, Context::am_max_handlers> am_handlers_{};
+    std::vector<RegionImpl*> regions_;
+    std::uint64_t osc_outstanding_total_ = 0;
+    std::uint32_t barrier_epoch_ = 0;
+    std::array<std::array<std::uint32_t, 32>, 2> barrier_arrivals_{};
+    std::vector<std::pair<void*, std::size_t>> allocations_;
+    bool shut_down_ = false;
+    std::vector<btl::Tag> registered_tags_;
+    bool warned_bad_am_ = false;
+};
+
+// Registered local memory.
+struct RegionImpl {
+    void* base = nullptr;
+    std::size_t size = 0;
+    struct Entry {
+        btl::Module* module;
+        std::uint32_t component;
+        btl::RegistrationHandle* handle;
+        std::size_t handle_len;
+    };
+    std::vector<Entry> entries;
+};
+
+// A peer's region.
+struct RemoteKeyImpl {
+    std::uint64_t base = 0;
+    std::uint64_t size = 0;
+    struct Entry {
+        std::uint32_t component;
+        std::vector<std::byte> handle;
+    };
+    std::vector<Entry> entries;
+    const btl::RegistrationHandle* handle_for(std::uint32_t component) const noexcept {
+        for (const Entry& e : entries)
+            if (e.component == component)
+                return reinterpret_cast<const btl::RegistrationHandle*>(e.handle.data());
+        return nullptr;
+    }
+};
+
+}  // namespace transit::pml

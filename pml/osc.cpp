@@ -1,0 +1,392 @@
+// One-sided operations: over the btl's put/get/atomics where the peer's module
+// can do them with the region's key, emulated with active messages otherwise
+// (the target applies the operation and answers).  flush waits for both kinds.
+#include <cstring>
+
+#include "pml/engine.hpp"
+
+namespace transit::pml {
+
+namespace {
+
+constexpr std::uint32_t key_magic = 0x4b455931;  // "KEY1"
+
+btl::AtomicOp to_btl(std::uint8_t op) noexcept {
+    switch (static_cast<AtomicOp>(op)) {
+        case AtomicOp::add:
+            return btl::AtomicOp::add;
+        case AtomicOp::and_:
+            return btl::AtomicOp::and_;
+        case AtomicOp::or_:
+            return btl::AtomicOp::or_;
+        case AtomicOp::xor_:
+            return btl::AtomicOp::xor_;
+        case AtomicOp::swap:
+            return btl::AtomicOp::swap;
+        case AtomicOp::min:
+            return btl::AtomicOp::min;
+        case AtomicOp::max:
+            return btl::AtomicOp::max;
+    }
+    return btl::AtomicOp::add;
+}
+
+std::uint32_t support_bit(std::uint8_t op) noexcept {
+    namespace as = btl::atomic_support;
+    if (op == wire::cswap_op) return as::cswap;
+    switch (static_cast<AtomicOp>(op)) {
+        case AtomicOp::add:
+            return as::add;
+        case AtomicOp::and_:
+            return as::and_;
+        case AtomicOp::or_:
+            return as::or_;
+        case AtomicOp::xor_:
+            return as::xor_;
+        case AtomicOp::swap:
+            return as::swap;
+        case AtomicOp::min:
+            return as::min;
+        case AtomicOp::max:
+            return as::max;
+    }
+    return 0;
+}
+
+template <typename T>
+void put_bytes(std::vector<std::byte>& out, const T& v) {
+    const auto* p = reinterpret_cast<const std::byte*>(&v);
+    out.insert(out.end(), p, p + sizeof v);
+}
+
+template <typename T>
+bool get_bytes(std::span<const std::byte>& in, T& v) {
+    if (in.size() < sizeof v) return false;
+    std::memcpy(&v, in.data(), sizeof v);
+    in = in.subspan(sizeof v);
+    return true;
+}
+
+}  // namespace
+
+Status Engine::register_memory(void* base, std::size_t size, RegionImpl*& out) {
+    out = nullptr;
+    if (!base && size) return Status::bad_param;
+    auto region = std::make_unique<RegionImpl>();
+    region->base = base;
+    region->size = size;
+    auto mods = framework_->modules();
+    for (std::size_t i = 0; i < mods.size(); ++i) {
+        btl::Module* m = mods[i];
+        const auto& a = m->attributes();
+        constexpr std::uint32_t wanted =
+            btl::flags::rdma | btl::flags::atomic_ops | btl::flags::atomic_fops;
+        if (!(a.flags & wanted) || a.registration_handle_size == 0) continue;
+        btl::RegistrationHandle* h =
+            m->register_mem(nullptr, base, size, btl::reg_flags::access_any);
+        if (!h) {
+            out_.verbose(10, "pml: {} cannot register {} bytes; that peer path is emulated",
+                         m->name(), size);
+            continue;
+        }
+        region->entries.push_back({m, component_hash_[i], h, a.registration_handle_size});
+    }
+    regions_.push_back(region.get());
+    out = region.release();  // owned by regions_ until deregister_memory
+    return Status::success;
+}
+
+Status Engine::deregister_memory(RegionImpl* region) {
+    if (!region) return Status::bad_param;
+    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
+        if (*it != region) continue;
+        regions_.erase(it);
+        std::unique_ptr<RegionImpl> owned(region);
+        for (auto& e : owned->entries)
+            if (e.handle) e.module->deregister_mem(e.handle);
+        return Status::success;
+    }
+    return Status::not_found;
+}
+
+std::vector<std::byte> Engine::pack_key(const RegionImpl* region) const {
+    std::vector<std::byte> out;
+    if (!region) return out;
+    put_bytes(out, key_magic);
+    put_bytes(out, reinterpret_cast<std::uint64_t>(region->base));
+    put_bytes(out, static_cast<std::uint64_t>(region->size));
+    put_bytes(out, static_cast<std::uint32_t>(region->entries.size()));
+    for (const auto& e : region->entries) {
+        put_bytes(out, e.component);
+        put_bytes(out, static_cast<std::uint32_t>(e.handle_len));
+        const auto* h = reinterpret_cast<const std::byte*>(e.handle);
+        out.insert(out.end(), h, h + e.handle_len);
+    }
+    return out;
+}
+
+Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
+    out = nullptr;
+    auto key = std::make_unique<RemoteKeyImpl>();
+    std::uint32_t magic = 0, count = 0;
+    if (!get_bytes(in, magic) || magic != key_magic || !get_bytes(in, key->base) ||
+        !get_bytes(in, key->size) || !get_bytes(in, count) || count > 64)
+        return Status::bad_param;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        RemoteKeyImpl::Entry e;
+        std::uint32_t len = 0;
+        if (!get_bytes(in, e.component) || !get_bytes(in, len) || len > in.size() ||
+            len > btl::max_registration_handle_size)
+            return Status::bad_param;
+        e.handle.assign(in.begin(), in.begin() + len);
+        in = in.subspan(len);
+        key->entries.push_back(std::move(e));
+    }
+    if (!in.empty()) return Status::bad_param;
+    out = key.release();  // the caller's, until release_key
+    return Status::success;
+}
+
+bool Engine::address_registered(std::uint64_t addr, std::size_t len) const noexcept {
+    for (const RegionImpl* r : regions_) {
+        auto base = reinterpret_cast<std::uint64_t>(r->base);
+        if (addr >= base && addr + len <= base + r->size && addr + len >= addr) return true;
+    }
+    return false;
+}
+
+void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
+                      void* cbdata, Status s) noexcept {
+    auto* e = static_cast<Engine*>(context);
+    auto* op = static_cast<OscOp*>(cbdata);
+    if (!ok(s))
+        log::error("pml: one-sided operation to rank {} failed: {}", op->peer->rank, to_string(s));
+    if (op->local_handle) op->module->deregister_mem(op->local_handle);
+    --op->peer->osc_outstanding;
+    --e->osc_outstanding_total_;
+    e->osc_ops_.put(op);
+}
+
+Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
+                   std::uint64_t offset) noexcept {
+    if (!key || offset > key->size || len > key->size - offset) return Status::bad_param;
+    if (len == 0) return Status::success;
+    Peer* p = send_peer(dst);
+    if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    const std::uint64_t raddr = key->base + offset;
+    for (const bml::BtlRef& b : p->ep->rdma) {
+        const auto& a = b.module->attributes();
+        if (!(a.flags & (is_put ? btl::flags::put : btl::flags::get))) continue;
+        if (len > (is_put ? a.put_limit : a.get_limit)) continue;
+        const btl::RegistrationHandle* rh = nullptr;
+        if (a.registration_handle_size > 0) {
+            rh = key->handle_for(component_hash_[b.index]);
+            if (!rh) continue;
+        }
+        OscOp* op = osc_ops_.get();
+        if (!op) break;
+        op->peer = p;
+        op->module = b.module;
+        op->local_handle = nullptr;
+        if (a.registration_handle_size > 0) {
+            op->local_handle = b.module->register_mem(
+                b.endpoint, local, len,
+                is_put ? btl::reg_flags::remote_read : btl::reg_flags::local_write);
+            if (!op->local_handle) {
+                osc_ops_.put(op);
+                continue;
+            }
+        }
+        ++p->osc_outstanding;
+        ++osc_outstanding_total_;
+        Status s = is_put ? b.module->put(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
+                                          btl::no_order, &Engine::osc_done, this, op)
+                          : b.module->get(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
+                                          btl::no_order, &Engine::osc_done, this, op);
+        if (s == Status::success) return Status::success;
+        if (s == Status::completed) {
+            osc_done(b.module, b.endpoint, local, op->local_handle, this, op, Status::success);
+            return Status::success;
+        }
+        --p->osc_outstanding;
+        --osc_outstanding_total_;
+        if (op->local_handle) b.module->deregister_mem(op->local_handle);
+        osc_ops_.put(op);
+        // out_of_resource or refused: the emulation below never drops it.
+    }
+    // Emulation: the target copies; chunks fit one eager fragment each.
+    const std::size_t chunk = ctrl_payload_limit(p);
+    auto* bytes = static_cast<std::byte*>(local);
+    for (std::size_t at = 0; at < len; at += chunk) {
+        std::size_t n = len - at < chunk ? len - at : chunk;
+        wire::OscHdr h{
+            rank_, 0, 0, 0, raddr + at, n, 0, 0, reinterpret_cast<std::uint64_t>(bytes + at)};
+        p->osc_outstanding += is_put ? 1 : n;
+        osc_outstanding_total_ += is_put ? 1 : n;
+        Status s = is_put ? send_ctrl(p, wire::osc_put, &h, sizeof h, bytes + at, n)
+                          : send_ctrl(p, wire::osc_get, &h, sizeof h);
+        if (!ok(s)) {
+            p->osc_outstanding -= is_put ? 1 : n;
+            osc_outstanding_total_ -= is_put ? 1 : n;
+            return s;
+        }
+    }
+    return Status::success;
+}
+
+Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
+                      std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
+                      std::uint64_t* fetched) noexcept {
+    const std::size_t w = width == AtomicWidth::bits32 ? 4 : 8;
+    if (!key || offset > key->size || w > key->size - offset || offset % w != 0)
+        return Status::bad_param;
+    if (op != wire::cswap_op && op > static_cast<std::uint8_t>(AtomicOp::max))
+        return Status::bad_param;
+    Peer* p = send_peer(dst);
+    if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    const std::uint64_t raddr = key->base + offset;
+    const int aflags = w == 4 ? btl::atomic_flags::bits32 : 0;
+    if (fetched) *fetched = 0;  // a 32-bit result fills the low half only
+    const bool fetch = fetched != nullptr || op == wire::cswap_op;
+    for (const bml::BtlRef& b : p->ep->rdma) {
+        const auto& a = b.module->attributes();
+        if (!(a.flags & (fetch ? btl::flags::atomic_fops : btl::flags::atomic_ops))) continue;
+        if (!(a.atomic_flags & support_bit(op))) continue;
+        if (w == 4 && !(a.atomic_flags & btl::atomic_support::bits32)) continue;
+        const btl::RegistrationHandle* rh = nullptr;
+        if (a.registration_handle_size > 0) {
+            rh = key->handle_for(component_hash_[b.index]);
+            if (!rh) continue;
+        }
+        OscOp* o = osc_ops_.get();
+        if (!o) break;
+        o->peer = p;
+        o->module = b.module;
+        o->local_handle = nullptr;
+        ++p->osc_outstanding;
+        ++osc_outstanding_total_;
+        Status s;
+        if (op == wire::cswap_op)
+            s = b.module->atomic_cswap(b.endpoint, fetched, raddr, nullptr, rh, compare, operand,
+                                       aflags, btl::no_order, &Engine::osc_done, this, o);
+        else if (fetched)
+            s = b.module->atomic_fop(b.endpoint, fetched, raddr, nullptr, rh, to_btl(op), operand,
+                                     aflags, btl::no_order, &Engine::osc_done, this, o);
+        else
+            s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags,
+                                    btl::no_order, &Engine::osc_done, this, o);
+        if (s == Status::success) return Status::success;
+        if (s == Status::completed) {
+            osc_done(b.module, b.endpoint, fetched, nullptr, this, o, Status::success);
+            return Status::success;
+        }
+        --p->osc_outstanding;
+        --osc_outstanding_total_;
+        osc_ops_.put(o);
+    }
+    wire::OscHdr h{rank_,   op,      static_cast<std::uint8_t>(w),
+                   0,       raddr,   w,
+                   operand, compare, reinterpret_cast<std::uint64_t>(fetched)};
+    ++p->osc_outstanding;
+    ++osc_outstanding_total_;
+    Status s = send_ctrl(p, wire::osc_atomic, &h, sizeof h);
+    if (!ok(s)) {
+        --p->osc_outstanding;
+        --osc_outstanding_total_;
+    }
+    return ok(s) ? Status::success : s;
+}
+
+void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::OscHdr)) return;
+    wire::OscHdr h;
+    std::memcpy(&h, b, sizeof h);
+    Peer* p = send_peer(h.src);
+    if (!p) return;
+    const bool valid = address_registered(h.addr, h.len);
+    if (!valid)
+        log::error(
+            "pml: rank {} addressed {} bytes at {:#x}, outside any registered region; "
+            "ignored",
+            h.src, h.len, h.addr);
+    auto* target = reinterpret_cast<std::byte*>(h.addr);
+    wire::OscReplyHdr r{rank_, 0, h.token, 1, 0};
+    if (k == wire::osc_put) {
+        std::size_t len = n - sizeof h < h.len ? n - sizeof h : h.len;
+        if (valid) std::memcpy(target, b + sizeof h, len);
+        send_ctrl(p, wire::osc_ack, &r, sizeof r);
+    } else if (k == wire::osc_get) {
+        r.len = h.len;
+        // An invalid request is still answered for its full length, so the
+        // origin's flush returns.
+        send_ctrl(p, wire::osc_get_reply, &r, sizeof r, valid ? target : nullptr,
+                  valid ? h.len : 0);
+    } else {
+        const int aflags = h.width == 4 ? btl::atomic_flags::bits32 : 0;
+        if (valid && (h.width == 4 || h.width == 8))
+            r.value = h.op == wire::cswap_op
+                          ? btl::apply_cswap(target, h.compare, h.operand, aflags)
+                          : btl::apply_atomic(target, to_btl(h.op), h.operand, aflags);
+        send_ctrl(p, wire::osc_atomic_reply, &r, sizeof r);
+    }
+}
+
+void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::OscReplyHdr)) return;
+    wire::OscReplyHdr h;
+    std::memcpy(&h, b, sizeof h);
+    Peer* p = peer(h.src);
+    if (!p) return;
+    std::uint64_t units = 1;
+    if (k == wire::osc_get_reply) {
+        std::size_t len = n - sizeof h;
+        if (len) std::memcpy(reinterpret_cast<void*>(h.token), b + sizeof h, len);
+        units = h.len;
+    } else if (k == wire::osc_atomic_reply && h.token) {
+        *reinterpret_cast<std::uint64_t*>(h.token) = h.value;
+    }
+    p->osc_outstanding -= units;
+    osc_outstanding_total_ -= units;
+}
+
+Status Engine::flush(Rank dst) noexcept {
+    if (dst >= size_) return Status::bad_param;
+    Peer* p = peers_[dst].get();
+    if (!p) return Status::success;
+    wait_until([p] { return p->osc_outstanding == 0; });
+    return Status::success;
+}
+
+Status Engine::flush_all() noexcept {
+    wait_until([this] { return osc_outstanding_total_ == 0; });
+    return Status::success;
+}
+
+// Dissemination barrier: log2(n) rounds; in round k each rank signals rank+2^k
+// and waits for rank-2^k.  A peer can be at most one barrier ahead, so arrivals
+// are counted per epoch parity.
+Status Engine::barrier() noexcept {
+    if (size_ == 1) return Status::success;
+    std::uint32_t epoch = barrier_epoch_++;
+    auto& arrivals = barrier_arrivals_[epoch & 1];
+    std::uint32_t round = 0;
+    for (std::uint32_t dist = 1; dist < size_; dist <<= 1, ++round) {
+        Peer* p = send_peer((rank_ + dist) % size_);
+        if (!p) return Status::unreachable;
+        wire::BarrierHdr h{rank_, epoch, round, 0};
+        Status s = send_ctrl(p, wire::barrier, &h, sizeof h);
+        if (!ok(s)) return s;
+        wait_until([&] { return arrivals[round] > 0; });
+        --arrivals[round];
+    }
+    return Status::success;
+}
+
+void Engine::on_barrier(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::BarrierHdr)) return;
+    wire::BarrierHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (h.round < barrier_arrivals_[0].size()) ++barrier_arrivals_[h.epoch & 1][h.round];
+}
+
+}  // namespace transit::pml

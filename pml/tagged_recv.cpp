@@ -1,0 +1,421 @@
+// Tagged receives: sequence-ordered matching against posted receives (specific
+// source and wildcard), the unexpected queue with its memory budget, and the
+// receiver's half of the rendezvous.
+#include <algorithm>
+#include <cstring>
+
+#include "pml/engine.hpp"
+
+namespace transit::pml {
+
+namespace {
+
+bool tag_matches(std::uint32_t filter, std::uint32_t tag) noexcept {
+    return filter == any_tag || filter == tag;
+}
+
+}  // namespace
+
+Status Engine::irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
+                     std::size_t len, Req*& out, void* user) noexcept {
+    out = nullptr;
+    if (src != any_rank && src >= size_) [[unlikely]]
+        return Status::bad_param;
+    Req* r = new_req(Req::Kind::recv, user);
+    if (!r) [[unlikely]]
+        return Status::out_of_resource;
+    r->src_filter = src;
+    r->tag_filter = tag;
+    r->buf = buf;
+    r->iov = iov;
+    r->iov_count = count;
+    r->capacity = len;
+    if (iov) {
+        r->capacity = 0;
+        for (std::size_t i = 0; i < count; ++i) r->capacity += iov[i].iov_len;
+    }
+    out = r;
+    Peer* from = nullptr;
+    if (RawMsg* m = find_unexpected(src, tag, from)) {
+        from->unexpected.erase(m);
+        unexpected_bytes_ -= m->len;
+        start_matched(r, from, m->data, m->len, m->btl_tag);
+        drop(m);
+        if (any_throttling_) check_throttle();
+        return r->done() ? Status::completed : Status::success;
+    }
+    r->post_seq = post_seq_++;
+    r->posted = true;
+    if (src == any_rank) {
+        any_posted_.push_back(r);
+    } else {
+        Peer* p = peer(src);
+        if (!p) {
+            release(r);
+            out = nullptr;
+            return Status::out_of_resource;
+        }
+        p->posted.push_back(r);
+    }
+    return Status::success;
+}
+
+Status Engine::cancel(Req* r) noexcept {
+    if (r->kind != Req::Kind::recv || !r->posted || r->matched) return Status::not_available;
+    if (r->src_filter == any_rank)
+        any_posted_.erase(r);
+    else
+        peers_[r->src_filter]->posted.erase(r);
+    r->posted = false;
+    r->st().status = Status::cancelled;
+    r->set_done();
+    return Status::success;
+}
+
+bool Engine::iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept {
+    Peer* from = nullptr;
+    RawMsg* m = find_unexpected(src, tag, from);
+    if (!m) return false;
+    st.source = m->src;
+    st.tag = m->tag;
+    st.length = st.sent_length = m->total;
+    st.status = Status::success;
+    return true;
+}
+
+RawMsg* Engine::find_unexpected(Rank src, std::uint32_t tag, Peer*& from) noexcept {
+    auto first_match = [tag](Peer* p) -> RawMsg* {
+        for (RawMsg* m = p->unexpected.front(); m; m = m->next)
+            if (tag_matches(tag, m->tag)) return m;
+        return nullptr;
+    };
+    if (src != any_rank) {
+        Peer* p = src < size_ ? peers_[src].get() : nullptr;
+        if (!p || p->unexpected.empty()) return nullptr;
+        from = p;
+        return first_match(p);
+    }
+    RawMsg* best = nullptr;
+    for (Peer* p : unexpected_peers_) {
+        if (p->unexpected.empty()) continue;
+        RawMsg* m = first_match(p);
+        if (m && (!best || m->arrival < best->arrival)) {
+            best = m;
+            from = p;
+        }
+    }
+    return best;
+}
+
+Req* Engine::match_posted(Peer* p, std::uint32_t tag) noexcept {
+    Req* a = p->posted.front();
+    while (a && !tag_matches(a->tag_filter, tag)) a = a->next;
+    Req* b = any_posted_.front();
+    while (b && !tag_matches(b->tag_filter, tag)) b = b->next;
+    if (b && (!a || b->post_seq < a->post_seq)) {
+        any_posted_.erase(b);
+        b->posted = false;
+        return b;
+    }
+    if (a) {
+        p->posted.erase(a);
+        a->posted = false;
+    }
+    return a;
+}
+
+void Engine::on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
+    if (len < sizeof(wire::MatchHdr)) [[unlikely]] {
+        log::error("pml: short message ({} bytes) on tag {:#x}", len, tag);
+        return;
+    }
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    Peer* p = peer(h.src);
+    if (!p) [[unlikely]] {
+        log::error("pml: message from rank {} outside the job", h.src);
+        return;
+    }
+    if (h.seq != p->expect_seq) [[unlikely]] {
+        // Overtook an earlier message on another module: hold it until its turn.
+        RawMsg* m = keep(bytes, len, tag);
+        if (!m) {
+            log::error("pml: out of memory holding an out-of-order message from rank {}", h.src);
+            return;
+        }
+        m->seq = h.seq;
+        p->out_of_order.push_back(m);
+        return;
+    }
+    ++p->expect_seq;
+    deliver_tagged(p, bytes, len, tag);
+    if (!p->out_of_order.empty()) [[unlikely]]
+        replay_out_of_order(p);
+}
+
+void Engine::replay_out_of_order(Peer* p) noexcept {
+    for (RawMsg* m = p->out_of_order.front(); m;) {
+        if (m->seq != p->expect_seq) {
+            m = m->next;
+            continue;
+        }
+        p->out_of_order.erase(m);
+        ++p->expect_seq;
+        deliver_tagged(p, m->data, m->len, m->btl_tag);
+        drop(m);
+        m = p->out_of_order.front();  // the next one may be anywhere
+    }
+}
+
+void Engine::deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len,
+                            btl::Tag tag) noexcept {
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    if (Req* r = match_posted(p, h.tag)) [[likely]] {
+        start_matched(r, p, bytes, len, tag);
+        return;
+    }
+    std::size_t total = len - sizeof h;
+    if (tag == wire::tag(wire::rndv)) {
+        wire::RndvHdr rh;
+        std::memcpy(&rh, bytes, sizeof rh);
+        total = rh.total;
+    }
+    store_unexpected(p, bytes, len, tag, h.tag, h.seq, total);
+}
+
+void Engine::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, btl::Tag tag,
+                              std::uint32_t mtag, std::uint32_t seq, std::size_t total) noexcept {
+    RawMsg* m = keep(bytes, len, tag);
+    if (!m) {
+        log::error("pml: out of memory buffering an unexpected message from rank {}", p->rank);
+        return;
+    }
+    m->src = p->rank;
+    m->tag = mtag;
+    m->seq = seq;
+    m->total = total;
+    m->arrival = arrival_++;
+    p->unexpected.push_back(m);
+    if (!p->has_unexpected_listed) {
+        try {
+            unexpected_peers_.push_back(p);
+            p->has_unexpected_listed = true;
+        } catch (...) {
+        }
+    }
+    unexpected_bytes_ += len;
+    if (unexpected_bytes_ > settings_.unexpected_limit && !p->throttling &&
+        len > sizeof(wire::RndvHdr) + btl::max_registration_handle_size) {
+        // Over budget: this sender switches to header-only rendezvous until we
+        // catch up.  Its data then waits on its side, not in our memory.
+        p->throttling = true;
+        any_throttling_ = true;
+        out_.verbose(10, "pml: unexpected queue over budget ({} bytes), throttling rank {}",
+                     unexpected_bytes_, p->rank);
+        wire::ThrottleHdr th{rank_, 1};
+        Peer* sp = send_peer(p->rank);
+        if (sp) send_ctrl(sp, wire::throttle, &th, sizeof th);
+    }
+}
+
+void Engine::check_throttle() noexcept {
+    if (unexpected_bytes_ > settings_.unexpected_limit / 2) return;
+    any_throttling_ = false;
+    for (Peer* p : unexpected_peers_) {
+        if (!p->throttling) continue;
+        p->throttling = false;
+        wire::ThrottleHdr th{rank_, 0};
+        if (Peer* sp = send_peer(p->rank)) send_ctrl(sp, wire::throttle, &th, sizeof th);
+    }
+}
+
+void Engine::on_throttle(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::ThrottleHdr)) return;
+    wire::ThrottleHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (Peer* p = peer(h.src)) p->throttled = h.on != 0;
+}
+
+void Engine::start_matched(Req* r, Peer* p, const std::byte* bytes, std::size_t len,
+                           btl::Tag tag) noexcept {
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    r->matched = true;
+    r->peer = p;
+    RequestStatus& st = r->st();
+    st.source = p->rank;
+    st.tag = h.tag;
+    if (tag == wire::tag(wire::match)) [[likely]] {
+        std::size_t n = len - sizeof h;
+        r->total = n;
+        st.sent_length = n;
+        st.length = n < r->capacity ? n : r->capacity;
+        if (n > r->capacity) st.status = Status::truncated;
+        recv_data(r, 0, bytes + sizeof h, n);
+        complete(r);
+        return;
+    }
+    wire::RndvHdr rh;
+    std::memcpy(&rh, bytes, sizeof rh);
+    start_rndv(r, p, rh, bytes + sizeof rh);
+}
+
+void Engine::recv_data(Req* r, std::size_t offset, const std::byte* data,
+                       std::size_t len) noexcept {
+    r->received += len;
+    if (offset >= r->capacity) return;
+    std::size_t n = std::min(len, r->capacity - offset);
+    if (r->buf) [[likely]] {
+        std::memcpy(static_cast<std::byte*>(r->buf) + offset, data, n);
+        return;
+    }
+    // Scatter into the iovec list.
+    std::size_t skip = offset;
+    for (std::size_t i = 0; i < r->iov_count && n > 0; ++i) {
+        const iovec& v = r->iov[i];
+        if (skip >= v.iov_len) {
+            skip -= v.iov_len;
+            continue;
+        }
+        std::size_t take = std::min(n, v.iov_len - skip);
+        std::memcpy(static_cast<std::byte*>(v.iov_base) + skip, data, take);
+        data += take;
+        n -= take;
+        skip = 0;
+    }
+}
+
+void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte* handle) noexcept {
+    RequestStatus& st = r->st();
+    r->total = h.total;
+    r->remote_req = h.sreq;
+    r->received = 0;
+    st.sent_length = h.total;
+    st.length = std::min<std::size_t>(h.total, r->capacity);
+    if (h.total > r->capacity && !r->is_am) st.status = Status::truncated;
+    Peer* sp = send_peer(p->rank);
+    if (!sp) {
+        st.status = Status::unreachable;
+        complete(r);
+        return;
+    }
+    if (h.total == 0 || st.length == 0) {
+        // Nothing to move (or nothing wanted): release the sender at once.
+        finish_get(r);
+        return;
+    }
+    if (h.addr && r->buf && h.handle_len <= r->remote_handle.size()) {
+        for (const bml::BtlRef& b : sp->ep->rdma) {
+            if (component_hash_[b.index] != h.rdma_component) continue;
+            const auto& a = b.module->attributes();
+            if (!(a.flags & btl::flags::get)) continue;
+            if (a.registration_handle_size > 0) {
+                r->local_handle = b.module->register_mem(b.endpoint, r->buf, st.length,
+                                                         btl::reg_flags::local_write);
+                if (!r->local_handle) continue;
+                r->handle_module = b.module;
+            }
+            std::memcpy(r->remote_handle.data(), handle, h.handle_len);
+            r->remote_handle_len = h.handle_len;
+            r->remote_addr = h.addr;
+            r->rdma = b;
+            r->get_offset = 0;
+            r->stage = Req::Stage::gets;
+            if (!issue_gets(r)) {
+                r->queued = true;
+                pending_gets_.push_back(r);
+                has_pending_ = true;
+            }
+            return;
+        }
+    }
+    fall_back_to_frags(r);
+}
+
+void Engine::fall_back_to_frags(Req* r) noexcept {
+    r->stage = Req::Stage::frags;
+    wire::AckHdr a{r->remote_req, reinterpret_cast<std::uint64_t>(r)};
+    send_ctrl(peers_[r->peer->rank].get(), wire::ack, &a, sizeof a);
+}
+
+bool Engine::issue_gets(Req* r) noexcept {
+    const std::size_t want = r->st().length;
+    btl::Module* m = r->rdma.module;
+    const std::size_t limit = m->attributes().get_limit ? m->attributes().get_limit : want;
+    auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
+    r->issuing = true;
+    while (r->get_offset < want) {
+        std::size_t chunk = std::min(want - r->get_offset, limit);
+        ++r->gets_pending;
+        Status s = m->get(r->rdma.endpoint, static_cast<std::byte*>(r->buf) + r->get_offset,
+                          r->remote_addr + r->get_offset, r->local_handle, rh, chunk, 0,
+                          btl::no_order, &Engine::get_done, this, r);
+        if (s == Status::success) {
+            r->get_offset += chunk;
+            continue;
+        }
+        --r->gets_pending;
+        if (s == Status::completed) {
+            r->get_offset += chunk;
+            continue;
+        }
+        if (s == Status::out_of_resource) {
+            r->issuing = false;
+            return false;
+        }
+        if (r->get_offset == 0 && r->gets_pending == 0) {
+            // The transport refused the get: stream the data instead.
+            r->issuing = false;
+            if (r->local_handle) {
+                r->handle_module->deregister_mem(r->local_handle);
+                r->local_handle = nullptr;
+            }
+            fall_back_to_frags(r);
+            return true;
+        }
+        r->st().status = s;
+        r->get_offset = want;
+    }
+    r->issuing = false;
+    if (r->gets_pending == 0) finish_get(r);
+    return true;
+}
+
+void Engine::get_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
+                      void* cbdata, Status s) noexcept {
+    auto* e = static_cast<Engine*>(context);
+    auto* r = static_cast<Req*>(cbdata);
+    if (!ok(s)) r->st().status = s;
+    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->st().length) e->finish_get(r);
+}
+
+void Engine::finish_get(Req* r) noexcept {
+    wire::FinHdr f{r->remote_req};
+    send_ctrl(peers_[r->peer->rank].get(), wire::fin, &f, sizeof f);
+    complete(r);
+}
+
+void Engine::on_frag(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::FragHdr)) return;
+    wire::FragHdr f;
+    std::memcpy(&f, b, sizeof f);
+    auto* r = reinterpret_cast<Req*>(f.rreq);
+    recv_data(r, f.offset, b + sizeof f, n - sizeof f);
+    if (r->received >= r->total) complete(r);
+}
+
+void Engine::on_rndv(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::RndvHdr)) [[unlikely]]
+        return;
+    wire::RndvHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (h.kind == wire::kind_am) {
+        on_am_rndv(b, n);  // an active message too large to go eagerly
+        return;
+    }
+    if (n < sizeof h + h.handle_len) return;
+    on_match(b, n, wire::tag(wire::rndv));
+}
+
+}  // namespace transit::pml

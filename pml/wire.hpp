@@ -1,0 +1,123 @@
+// The pml's wire headers.  Each message kind travels on its own btl tag from the
+// pml range, so the receive side dispatches by tag with no type switch.  Fields
+// are fixed-size; all ranks of a job share one byte order (one node or one
+// homogeneous cluster).
+#pragma once
+
+#include <cstdint>
+
+#include "transit/btl/am_table.hpp"
+
+namespace transit::pml::wire {
+
+enum Kind : int {
+    match,    // eager tagged message: MatchHdr + data
+    rndv,     // rendezvous: RndvHdr + handle + user header
+    ack,      // receiver -> sender: send the data as fragments
+    frag,     // sender -> receiver: FragHdr + data at an offset
+    fin,      // receiver -> sender: the rdma get is done
+    am,       // eager active message: AmHdr + user header + data
+    am_done,  // target -> origin: completion handler ran
+    osc_put,  // emulated put: OscHdr + data
+    osc_ack,  // emulated put applied
+    osc_get,  // emulated get request
+    osc_get_reply,
+    osc_atomic,
+    osc_atomic_reply,
+    barrier,
+    throttle,  // receiver -> sender: unexpected budget exceeded (on) / recovered (off)
+    kind_count
+};
+
+constexpr btl::Tag tag(Kind k) noexcept {
+    return btl::AmTable::tag(btl::TagRange::pml, static_cast<int>(k));
+}
+static_assert(kind_count <= btl::AmTable::range_size);
+
+struct MatchHdr {
+    std::uint32_t src;
+    std::uint32_t tag;
+    std::uint32_t seq;
+    std::uint32_t pad;
+};
+
+inline constexpr std::uint8_t kind_tagged = 0;
+inline constexpr std::uint8_t kind_am = 1;
+
+struct RndvHdr {
+    MatchHdr m;           // for AMs: tag = handler id, seq unused
+    std::uint64_t total;  // message length
+    std::uint64_t sreq;   // the sender's request
+    std::uint64_t addr;   // the sender's buffer, for an rdma get (0: none)
+    std::uint64_t am_target_counter;
+    std::uint64_t am_completion_token;
+    std::uint32_t rdma_component;  // hash of the component that registered addr
+    std::uint16_t handle_len;      // registration handle bytes following
+    std::uint8_t kind;             // kind_tagged or kind_am
+    std::uint8_t pad;
+    std::uint32_t am_header_len;  // user header bytes following the handle
+    std::uint32_t pad2;
+};
+
+struct AckHdr {
+    std::uint64_t sreq;
+    std::uint64_t rreq;
+};
+
+struct FragHdr {
+    std::uint64_t rreq;
+    std::uint64_t offset;
+};
+
+struct FinHdr {
+    std::uint64_t sreq;
+};
+
+struct AmHdr {
+    std::uint32_t src;
+    std::uint32_t handler;
+    std::uint32_t header_len;
+    std::uint32_t pad;
+    std::uint64_t target_counter;
+    std::uint64_t completion_token;
+};
+
+struct TokenHdr {
+    std::uint64_t token;
+};
+
+struct OscHdr {
+    std::uint32_t src;
+    std::uint8_t op;     // AtomicOp, or 0xff for compare-and-swap
+    std::uint8_t width;  // 4 or 8
+    std::uint16_t pad;
+    std::uint64_t addr;  // target address
+    std::uint64_t len;
+    std::uint64_t operand;
+    std::uint64_t compare;
+    std::uint64_t token;  // origin-side destination (get buffer, fetch result)
+};
+
+struct OscReplyHdr {
+    std::uint32_t src;
+    std::uint32_t pad;
+    std::uint64_t token;
+    std::uint64_t len;
+    std::uint64_t value;
+};
+
+struct BarrierHdr {
+    std::uint32_t src;
+    std::uint32_t epoch;
+    std::uint32_t round;
+    std::uint32_t pad;
+};
+
+struct ThrottleHdr {
+    std::uint32_t src;
+    std::uint32_t on;
+};
+
+inline constexpr std::uint8_t cswap_op = 0xff;
+
+}  // namespace transit::pml::wire

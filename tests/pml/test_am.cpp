@@ -1,0 +1,129 @@
+// Active messages: a header handler that places data at an offset it reads
+// from the user header, completion handlers, and all three counters.
+#include <cstring>
+
+#include "tests/pml/pml_env.hpp"
+
+namespace {
+
+using namespace transit;
+using transit::test::ctx;
+using transit::test::first_bad;
+using transit::test::make_data;
+
+struct Target {
+    std::vector<std::byte> buffer = std::vector<std::byte>(8u << 20);
+    std::uint64_t completions = 0;
+    std::size_t last_length = 0;
+    Rank last_source = any_rank;
+    std::uint64_t last_offset = 0;
+};
+
+Target& target() {
+    static Target t;
+    return t;
+}
+
+// The user header holds the offset at which the data must land.
+AmDestination place_at_offset(Context&, const AmInfo& info, void* arg) {
+    auto* t = static_cast<Target*>(arg);
+    std::uint64_t offset = 0;
+    if (info.header.size() == sizeof offset)
+        std::memcpy(&offset, info.header.data(), sizeof offset);
+    t->last_offset = offset;
+    return {t->buffer.data() + offset, nullptr, t};
+}
+
+void count_completion(Context&, Rank source, void*, std::size_t length, void* user) {
+    auto* t = static_cast<Target*>(user);
+    ++t->completions;
+    t->last_length = length;
+    t->last_source = source;
+}
+
+constexpr std::uint32_t handler_id = 3;
+
+TEST(ActiveMessages, RegisterTwiceIsAnError) {
+    static bool registered = false;
+    if (!registered) {
+        ASSERT_EQ(
+            ctx().register_am_handler(handler_id, place_at_offset, count_completion, &target()),
+            Status::success);
+        registered = true;
+    }
+    EXPECT_EQ(ctx().register_am_handler(handler_id, place_at_offset, count_completion, &target()),
+              Status::exists);
+    EXPECT_EQ(
+        ctx().register_am_handler(Context::am_max_handlers, place_at_offset, nullptr, nullptr),
+        Status::bad_param);
+}
+
+// Each rank sends to the next; offsets and sizes cover eager and rendezvous.
+TEST(ActiveMessages, HeaderHandlerPlacesDataWithAllCounters) {
+    const Rank me = ctx().rank();
+    const std::uint32_t n = ctx().size();
+    const Rank to = (me + 1) % n;
+    // The target counter lives at the target: exchange references with tagged messages.
+    Counter target_counter;
+    CounterRef mine = ctx().counter_ref(target_counter);
+    // Whoever targets us (the rank before) needs our ref; we need the next rank's.
+    Request* r2;
+    CounterRef next_ref = 0;
+    ASSERT_TRUE(ok(ctx().irecv(to, 71, &next_ref, sizeof next_ref, r2)));
+    ASSERT_EQ(ctx().send((me + n - 1) % n, 71, &mine, sizeof mine), Status::success);
+    ASSERT_EQ(ctx().wait(r2), Status::success);
+    ASSERT_TRUE(ctx().barrier() == Status::success);
+
+    const std::size_t sizes[] = {0, 16, 1000, 70000, 3u << 20};
+    Counter origin, completion;
+    std::vector<std::vector<std::byte>> data;
+    const std::uint64_t before = target().completions;
+    std::uint64_t offset = 12345;
+    for (std::size_t size : sizes) data.push_back(make_data(me, size, 5));
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+        std::uint64_t off = offset + i * 7;
+        ASSERT_TRUE(
+            ok(ctx().am_send(to, handler_id, {reinterpret_cast<const std::byte*>(&off), sizeof off},
+                             data[i].data(), sizes[i], {&origin, next_ref, &completion})));
+    }
+    ctx().counter_wait(origin, std::size(sizes));
+    ctx().counter_wait(completion, std::size(sizes));
+    ctx().counter_wait(target_counter, std::size(sizes));
+    EXPECT_EQ(ctx().counter_get(origin), std::size(sizes));
+    EXPECT_EQ(ctx().counter_get(completion), std::size(sizes));
+    EXPECT_EQ(ctx().counter_get(target_counter), std::size(sizes));
+    EXPECT_EQ(target().completions - before, std::size(sizes));
+    ASSERT_EQ(ctx().barrier(), Status::success);
+    // The last (largest) message landed at its offset, intact; the others were
+    // overwritten by it except their leading bytes, so check the largest.
+    const std::size_t big = sizes[std::size(sizes) - 1];
+    const Rank from = (me + n - 1) % n;
+    EXPECT_EQ(first_bad(target().buffer.data() + offset + (std::size(sizes) - 1) * 7, from, big, 5),
+              big);
+    EXPECT_EQ(target().last_source, from);
+}
+
+TEST(ActiveMessages, HeaderHandlerMayDiscard) {
+    static bool registered = false;
+    static std::uint64_t seen = 0;
+    if (!registered) {
+        ASSERT_EQ(ctx().register_am_handler(
+                      4, [](Context&, const AmInfo&, void*) { return AmDestination{}; },
+                      [](Context&, Rank, void* buf, std::size_t, void*) {
+                          if (!buf) ++seen;
+                      },
+                      nullptr),
+                  Status::success);
+        registered = true;
+    }
+    auto data = make_data(ctx().rank(), 200000);
+    Counter done;
+    const std::uint64_t before = seen;
+    ASSERT_TRUE(
+        ok(ctx().am_send(ctx().rank(), 4, {}, data.data(), data.size(), {nullptr, 0, &done})));
+    ASSERT_TRUE(ok(ctx().am_send(ctx().rank(), 4, {}, data.data(), 10, {nullptr, 0, &done})));
+    ctx().counter_wait(done, 2);
+    EXPECT_EQ(seen - before, 2u);
+}
+
+}  // namespace

@@ -1,0 +1,42 @@
+// transit_bench: OSU-style benchmarks over the pml, or over one raw btl.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace transit::bench {
+
+struct Options {
+    std::string test;
+    std::string raw_btl;
+    std::size_t min_size = 0;
+    std::size_t max_size = 4u << 20;
+    int iterations = 0;  // 0: depends on the size
+    int warmup = 0;
+    int window = 64;
+    bool csv = false;
+};
+
+// One row of output.
+struct Row {
+    std::size_t bytes;
+    double value;
+};
+
+// Sizes: min, then powers of two up to max (0 and 1 both included when min is 0).
+std::vector<std::size_t> sizes(const Options& o);
+int iterations_for(const Options& o, std::size_t size, bool bandwidth);
+int warmup_for(const Options& o, std::size_t size);
+
+// Run over the pml; return the exit code.
+int run_pml(const Options& o, int argc, char** argv);
+// Run over one btl module with no pml (latency, bw, bibw, msgrate).
+int run_raw(const Options& o);
+
+// Prints the header (rank 0 only).
+void print_header(const Options& o, const std::string& transport);
+void print_row(const Options& o, const Row& r);
+
+}  // namespace transit::bench

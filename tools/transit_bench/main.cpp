@@ -1,0 +1,68 @@
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "tools/transit_bench/bench.hpp"
+#include "transit/params.hpp"
+
+namespace tb = transit::bench;
+
+namespace {
+
+constexpr const char* tests[] = {"latency",     "bw",          "bibw",          "msgrate",
+                                 "put_latency", "get_latency", "atomic_latency"};
+
+std::size_t size_arg(const std::string& s, const char* what) {
+    try {
+        return transit::params::parse_size(s);
+    } catch (const std::exception&) {
+        throw CLI::ValidationError(what, "'" + s + "' is not a size (examples: 8, 4k, 1M)");
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        transit::params::parse_command_line(argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "transit_bench: %s\n", e.what());
+        return 2;
+    }
+    CLI::App app{
+        "transit_bench: latency, bandwidth, message rate and one-sided benchmarks.\n"
+        "Run with two ranks: transit_run -n 2 transit_bench latency"};
+    tb::Options o;
+    std::string min_s = "0", max_s = "4M";
+    std::vector<std::string> names(std::begin(tests), std::end(tests));
+    app.add_option("test", o.test, "Benchmark to run")->required()->check(CLI::IsMember(names));
+    app.add_option("--min", min_s, "Smallest message size (e.g. 0, 8, 4k)");
+    app.add_option("--max", max_s, "Largest message size (e.g. 1M)");
+    app.add_option("--iterations,-i", o.iterations, "Timed iterations per size (default: by size)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--warmup,-w", o.warmup, "Untimed iterations per size (default: by size)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--window", o.window, "Messages in flight for bw, bibw and msgrate")
+        ->check(CLI::Range(1, 4096));
+    app.add_flag("--csv", o.csv, "Print bytes,value lines (us for latencies, MB/s for bandwidths)");
+    app.add_option("--raw-btl", o.raw_btl,
+                   "Time one transport (self, vader, tcp, ...) directly, without the pml");
+    app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
+    CLI11_PARSE(app, argc, argv);
+    try {
+        o.min_size = size_arg(min_s, "--min");
+        o.max_size = size_arg(max_s, "--max");
+        if (o.min_size > o.max_size) {
+            std::fprintf(stderr, "transit_bench: --min (%zu) is larger than --max (%zu)\n",
+                         o.min_size, o.max_size);
+            return 2;
+        }
+        if (!o.raw_btl.empty()) return tb::run_raw(o);
+        return tb::run_pml(o, argc, argv);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "transit_bench: %s\n", e.what());
+        return 1;
+    }
+}

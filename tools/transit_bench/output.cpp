@@ -1,0 +1,59 @@
+// Sizes, iteration counts and the table / CSV output.
+#include <fmt/format.h>
+
+#include "tools/transit_bench/bench.hpp"
+
+namespace transit::bench {
+
+std::vector<std::size_t> sizes(const Options& o) {
+    std::vector<std::size_t> out;
+    out.push_back(o.min_size);
+    std::size_t s = 1;
+    while (s <= o.min_size) s <<= 1;
+    for (; s <= o.max_size; s <<= 1) out.push_back(s);
+    return out;
+}
+
+int iterations_for(const Options& o, std::size_t size, bool bandwidth) {
+    if (o.iterations > 0) return o.iterations;
+    if (bandwidth) return size <= 65536 ? 100 : 20;
+    if (size <= 8192) return 10000;
+    if (size <= (1u << 20)) return 1000;
+    return 100;
+}
+
+int warmup_for(const Options& o, std::size_t size) {
+    if (o.warmup > 0 || o.iterations > 0) return o.warmup;
+    return size <= 8192 ? 1000 : 10;
+}
+
+namespace {
+
+bool is_latency(const Options& o) {
+    return o.test.find("latency") != std::string::npos;
+}
+
+std::string unit(const Options& o) {
+    if (is_latency(o)) return "latency (us)";
+    if (o.test == "msgrate") return "rate (M msg/s)";
+    return "bandwidth (MB/s)";
+}
+
+}  // namespace
+
+void print_header(const Options& o, const std::string& transport) {
+    if (o.csv) return;
+    fmt::print("# transit_bench {} over {}\n", o.test, transport);
+    fmt::print("{:>12}  {:>18}\n", "# bytes", unit(o));
+    std::fflush(stdout);
+}
+
+void print_row(const Options& o, const Row& r) {
+    if (o.csv)
+        fmt::print("{},{:.3f}\n", r.bytes, r.value);
+    else
+        fmt::print("{:>12}  {:>18.2f}\n", r.bytes, r.value);
+    std::fflush(stdout);
+}
+
+}  // namespace transit::bench

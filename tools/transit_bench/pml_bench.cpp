@@ -1,0 +1,184 @@
+// The benchmarks over the pml (transit::Context), OSU style: ping-pong latency
+// (half round trip), windowed streaming bandwidth, bidirectional bandwidth,
+// message rate, and put/get/atomic latency (operation + flush).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "tools/transit_bench/bench.hpp"
+#include "transit/params.hpp"
+#include "transit/transit.hpp"
+
+namespace transit::bench {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+double seconds_since(clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+}
+
+constexpr std::uint32_t data_tag = 1;
+constexpr std::uint32_t ack_tag = 2;
+constexpr std::uint32_t key_tag = 3;
+
+void check(Status s, const char* what) {
+    if (!ok(s)) throw std::runtime_error(fmt::format("{} failed: {}", what, to_string(s)));
+}
+
+struct Bench {
+    Context& ctx;
+    const Options& o;
+    Rank me;
+    Rank peer;
+    bool active;  // ranks 0 and 1 run the test; others only join barriers
+    std::vector<std::byte> sbuf, rbuf;
+
+    double latency(std::size_t size, int iters, int warm) {
+        clock::time_point t0{};
+        for (int i = 0; i < iters + warm; ++i) {
+            if (i == warm) t0 = clock::now();
+            if (peer == me) {  // one rank: loopback through self
+                Request* r;
+                Request* s;
+                check(ctx.irecv(me, data_tag, rbuf.data(), size, r), "irecv");
+                check(ctx.isend(me, data_tag, sbuf.data(), size, s), "isend");
+                check(ctx.wait(s), "wait");
+                check(ctx.wait(r), "wait");
+            } else if (me == 0) {
+                check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
+                check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
+            } else {
+                check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
+                check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
+            }
+        }
+        double t = seconds_since(t0);
+        return peer == me ? t * 1e6 / iters : t * 1e6 / (2.0 * iters);
+    }
+
+    // Streams `window` messages per iteration; returns seconds for the timed part.
+    double stream(std::size_t size, int iters, int warm, bool both) {
+        std::vector<Request*> reqs(2 * static_cast<std::size_t>(o.window));
+        char ack = 0;
+        clock::time_point t0{};
+        for (int i = 0; i < iters + warm; ++i) {
+            if (i == warm) t0 = clock::now();
+            std::size_t n = 0;
+            const bool sender = me == 0 || both || peer == me;
+            const bool receiver = me == 1 || both || peer == me;
+            for (int w = 0; w < o.window; ++w) {
+                if (receiver)
+                    check(ctx.irecv(peer, data_tag, rbuf.data() + 0, size, reqs[n++]), "irecv");
+                if (sender) check(ctx.isend(peer, data_tag, sbuf.data(), size, reqs[n++]), "isend");
+            }
+            check(ctx.wait_all({reqs.data(), n}), "wait_all");
+            if (peer == me) continue;
+            if (me == 0)
+                check(ctx.recv(peer, ack_tag, &ack, 1), "recv ack");
+            else
+                check(ctx.send(peer, ack_tag, &ack, 1), "send ack");
+        }
+        return seconds_since(t0);
+    }
+
+    double onesided(const std::string& test, std::size_t size, int iters, int warm,
+                    const RemoteKey* key) {
+        std::uint64_t fetched = 0;
+        clock::time_point t0{};
+        for (int i = 0; i < iters + warm; ++i) {
+            if (i == warm) t0 = clock::now();
+            if (test == "put_latency")
+                check(ctx.put(peer, sbuf.data(), size, key, 0), "put");
+            else if (test == "get_latency")
+                check(ctx.get(peer, rbuf.data(), size, key, 0), "get");
+            else
+                check(ctx.atomic(peer, AtomicOp::add, AtomicWidth::bits64, key, 0, 1, &fetched),
+                      "atomic");
+            check(ctx.flush(peer), "flush");
+        }
+        return seconds_since(t0) * 1e6 / iters;
+    }
+};
+
+std::string transports() {
+    auto* v = params::registry().find("btl");
+    return v && !v->text().empty() ? v->text() : std::string("all available");
+}
+
+}  // namespace
+
+int run_pml(const Options& o, int, char**) {
+    Context ctx = init();
+    Rank me = ctx.rank();
+    if (ctx.size() > 2 && me == 0)
+        fmt::print(stderr, "transit_bench: {} ranks; ranks 0 and 1 run, the others wait\n",
+                   ctx.size());
+    Bench b{ctx, o, me, ctx.size() == 1 ? 0 : (me == 0 ? 1u : 0u), me < 2, {}, {}};
+    const bool onesided = o.test.find("_latency") != std::string::npos && o.test != "latency";
+    std::size_t bufsize = std::max<std::size_t>(o.max_size, 8);
+    b.sbuf.assign(bufsize, std::byte{0x5a});
+    b.rbuf.assign(bufsize, std::byte{0});
+
+    // One-sided tests: rank 1 (or 0 alone) exposes a region and sends its key.
+    MemoryRegion* region = nullptr;
+    RemoteKey* key = nullptr;
+    void* window = nullptr;
+    if (onesided && b.active) {
+        Rank owner = ctx.size() == 1 ? 0 : 1;
+        if (me == owner) {
+            window = ctx.mem_alloc(bufsize);
+            if (!window) throw std::runtime_error("mem_alloc failed");
+            std::memset(window, 0, bufsize);
+            check(ctx.register_memory(window, bufsize, region), "register_memory");
+            auto packed = ctx.pack_key(region);
+            if (me == 0) {
+                check(ctx.unpack_key(packed, key), "unpack_key");
+            } else {
+                check(ctx.send(0, key_tag, packed.data(), packed.size()), "send key");
+            }
+        } else {
+            std::vector<std::byte> packed(4096);
+            RequestStatus st;
+            check(ctx.recv(owner, key_tag, packed.data(), packed.size(), &st), "recv key");
+            packed.resize(st.length);
+            check(ctx.unpack_key(packed, key), "unpack_key");
+        }
+    }
+
+    if (me == 0) print_header(o, transports() + " (pml)");
+    std::vector<std::size_t> list = sizes(o);
+    if (o.test == "atomic_latency") list = {8};
+    if (o.test == "msgrate" && o.min_size == 0 && o.max_size == (4u << 20)) list = {8};
+    for (std::size_t size : list) {
+        const bool bw = o.test == "bw" || o.test == "bibw" || o.test == "msgrate";
+        int iters = iterations_for(o, size, bw);
+        int warm = warmup_for(o, size);
+        check(ctx.barrier(), "barrier");
+        if (!b.active) continue;
+        double value = 0;
+        if (o.test == "latency") {
+            value = b.latency(size, iters, warm);
+        } else if (bw) {
+            double t = b.stream(size, iters, warm, o.test == "bibw");
+            double msgs = static_cast<double>(iters) * o.window * (o.test == "bibw" ? 2 : 1);
+            value =
+                o.test == "msgrate" ? msgs / t / 1e6 : static_cast<double>(size) * msgs / t / 1e6;
+        } else if (onesided) {
+            if (me == 0) value = b.onesided(o.test, size, iters, warm, key);
+        }
+        if (me == 0) print_row(o, {size, value});
+    }
+    check(ctx.barrier(), "barrier");
+    if (key) ctx.release_key(key);
+    if (region) ctx.deregister_memory(region);
+    if (window) ctx.mem_free(window);
+    return 0;
+}
+
+}  // namespace transit::bench

@@ -1,0 +1,152 @@
+// --raw-btl NAME: the same ping-pong and streaming tests straight over one btl
+// module (sendi, else alloc + send), to see what the pml adds.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "framework/btl_framework.hpp"
+#include "runtime/runtime.hpp"
+#include "tools/transit_bench/bench.hpp"
+#include "transit/params.hpp"
+
+namespace transit::bench {
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+
+struct Raw {
+    btl::Module* module = nullptr;
+    btl::Endpoint* ep = nullptr;
+    ProgressEngine* pe = nullptr;
+    std::uint64_t received = 0;
+    std::vector<std::byte> buf;
+    static constexpr btl::Tag tag = btl::AmTable::tag(btl::TagRange::user, 0);
+
+    static void on_recv(btl::Module*, const btl::ReceiveDescriptor&, void* cb) noexcept {
+        ++static_cast<Raw*>(cb)->received;
+    }
+
+    void send(std::size_t size) {
+        for (;;) {
+            btl::Convertor conv(buf.data(), size);
+            btl::Descriptor* d = nullptr;
+            Status s = module->sendi(ep, &conv, nullptr, 0, size, btl::no_order, 0, tag, &d);
+            if (s == Status::completed || s == Status::success) return;
+            if (!d) d = module->alloc(ep, btl::no_order, size, btl::des_flags::btl_ownership);
+            if (d) {
+                std::memcpy(d->segments[0].addr, buf.data(), size);
+                d->segments[0].len = size;
+                d->flags |= btl::des_flags::btl_ownership;
+                d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
+                s = module->send(ep, d, tag);
+                if (ok(s)) return;
+                if (s != Status::out_of_resource)
+                    throw std::runtime_error(fmt::format("send failed: {}", to_string(s)));
+                while (module->send(ep, d, tag) == Status::out_of_resource) pe->progress();
+                return;
+            }
+            pe->progress();
+        }
+    }
+    void wait_for(std::uint64_t n) {
+        while (received < n) pe->progress();
+    }
+};
+
+}  // namespace
+
+int run_raw(const Options& o) {
+    if (o.test != "latency" && o.test != "bw" && o.test != "bibw" && o.test != "msgrate")
+        throw std::runtime_error(
+            fmt::format("--raw-btl supports latency, bw, bibw and msgrate, not {}", o.test));
+    auto runtime = rt::open_runtime();
+    btl::Framework fw(*runtime, progress_engine(), btl::am_table());
+    std::string sel = o.raw_btl == "self" ? "self" : "self," + o.raw_btl;
+    params::registry().set("btl", sel, params::Source{params::Origin::api, {}, 0});
+    fw.open();
+    fw.init();
+    if (Status s = runtime->fence(); !ok(s))
+        throw std::runtime_error(fmt::format("fence failed: {}", to_string(s)));
+    Raw raw;
+    raw.pe = &progress_engine();
+    for (btl::Module* m : fw.modules())
+        if (m->component().name() == o.raw_btl) raw.module = m;
+    if (!raw.module)
+        throw std::runtime_error(
+            fmt::format("btl {} is not available here (see transit_info)", o.raw_btl));
+    const Rank me = runtime->rank();
+    const Rank peer = runtime->size() == 1 ? 0 : (me == 0 ? 1 : 0);
+    btl::Reachability reach(1);
+    if (!ok(raw.module->add_procs({&peer, 1}, {&raw.ep, 1}, reach)) || !reach.test(0))
+        throw std::runtime_error(
+            fmt::format("btl {} does not reach rank {} from rank {}", o.raw_btl, peer, me));
+    btl::am_table().register_callback(Raw::tag, &Raw::on_recv, &raw);
+    const std::size_t limit = raw.module->attributes().max_send_size;
+    raw.buf.assign(std::max<std::size_t>(o.max_size, 8), std::byte{0x5a});
+    if (runtime->fence() != Status::success) throw std::runtime_error("fence failed");
+    if (me == 0) print_header(o, o.raw_btl + " (raw btl, no pml)");
+    std::uint64_t expect = 0;
+    for (std::size_t size : sizes(o)) {
+        if (size > limit) {
+            if (me == 0 && !o.csv)
+                fmt::print("# larger sizes exceed {}'s max_send_size ({} bytes)\n", o.raw_btl,
+                           limit);
+            break;
+        }
+        const bool bw = o.test != "latency";
+        int iters = iterations_for(o, size, bw);
+        int warm = warmup_for(o, size);
+        if (me > 1) continue;
+        clock::time_point t0{};
+        for (int i = 0; i < iters + warm; ++i) {
+            if (i == warm) t0 = clock::now();
+            if (!bw) {
+                if (me == 0 || peer == me) {
+                    raw.send(size);
+                    raw.wait_for(++expect);
+                    if (peer != me) continue;
+                } else {
+                    raw.wait_for(++expect);
+                    raw.send(size);
+                }
+                continue;
+            }
+            const bool both = o.test == "bibw" || peer == me;
+            if (me == 0 || both)
+                for (int w = 0; w < o.window; ++w) raw.send(size);
+            if (me == 1 || both) {
+                expect += o.window;
+                raw.wait_for(expect);
+            }
+            if (peer == me) continue;
+            // a one-message ack closes the window
+            if (me == 1) {
+                raw.send(1);
+            } else {
+                raw.wait_for(++expect);
+            }
+        }
+        double t = std::chrono::duration<double>(clock::now() - t0).count();
+        double value;
+        if (!bw) {
+            value = peer == me ? t * 1e6 / iters : t * 1e6 / (2.0 * iters);
+        } else {
+            double msgs = static_cast<double>(iters) * o.window * (o.test == "bibw" ? 2 : 1);
+            value =
+                o.test == "msgrate" ? msgs / t / 1e6 : static_cast<double>(size) * msgs / t / 1e6;
+        }
+        if (me == 0) print_row(o, {size, value});
+    }
+    // Let the peer drain before anything is torn down.
+    runtime->fence();
+    btl::am_table().unregister_callback(Raw::tag);
+    btl::Endpoint* e = raw.ep;
+    raw.module->del_procs({&peer, 1}, {&e, 1});
+    return 0;
+}
+
+}  // namespace transit::bench

@@ -1,0 +1,634 @@
+// The openib module's setup and teardown, peers, memory registration and
+// flush.  The data path is in openib_send.cpp, completions in openib_progress.cpp.
+#include "openib_module.hpp"
+
+#include <endian.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+namespace transit::openib {
+
+namespace {
+
+constexpr char modex_key[] = "btl.openib.1";
+constexpr std::uint32_t ud_depth = 64;
+constexpr std::size_t grh_size = 40;  // UD receives start with the global routing header
+constexpr std::size_t ud_recv_size = grh_size + wire::CmMessage::size;
+
+[[noreturn]] void fail_setup(const std::string& what, int err) {
+    throw std::runtime_error(what + ": " + std::strerror(err));
+}
+
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
+
+// Port speed in MB/s from the encoded speed and width (IB spec table 11.4).
+std::uint32_t port_bandwidth(const ibv_port_attr& a) {
+    double lane_gbps = 0;
+    switch (a.active_speed) {
+        case 1:
+            lane_gbps = 2.5;
+            break;
+        case 2:
+            lane_gbps = 5;
+            break;
+        case 4:
+            lane_gbps = 10;
+            break;
+        case 8:
+            lane_gbps = 10.3125;
+            break;
+        case 16:
+            lane_gbps = 14.0625;
+            break;
+        case 32:
+            lane_gbps = 25.78125;
+            break;
+        case 64:
+            lane_gbps = 50;
+            break;
+        case 128:
+            lane_gbps = 100;
+            break;
+        default:
+            lane_gbps = 10;
+            break;
+    }
+    int lanes = 1;
+    switch (a.active_width) {
+        case 1:
+            lanes = 1;
+            break;
+        case 2:
+            lanes = 4;
+            break;
+        case 4:
+            lanes = 8;
+            break;
+        case 8:
+            lanes = 12;
+            break;
+        case 16:
+            lanes = 2;
+            break;
+        default:
+            lanes = 1;
+            break;
+    }
+    return static_cast<std::uint32_t>(lane_gbps * lanes * 1000 / 8);
+}
+
+}  // namespace
+
+// --- small helpers -------------------------------------------------------------------
+
+int verbs::access_flags(std::uint32_t f) noexcept {
+    int a = 0;
+    if (f & btl::reg_flags::local_write) a |= IBV_ACCESS_LOCAL_WRITE;
+    if (f & btl::reg_flags::remote_read) a |= IBV_ACCESS_REMOTE_READ;
+    if (f & btl::reg_flags::remote_write) a |= IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE;
+    if (f & btl::reg_flags::remote_atomic) a |= IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_LOCAL_WRITE;
+    return a;
+}
+
+int verbs::mtu_bytes(ibv_mtu mtu) noexcept {
+    int n = static_cast<int>(mtu);
+    return n >= 1 && n <= 5 ? 128 << n : 0;
+}
+
+bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept {
+    if (h == nullptr) return false;
+    const auto* p = reinterpret_cast<const std::byte*>(h);
+    std::size_t off = 0;
+    out.address = wire::detail::get<std::uint64_t>(p, off);
+    out.length = wire::detail::get<std::uint64_t>(p, off);
+    out.rkey = wire::detail::get<std::uint32_t>(p, off);
+    auto pad = wire::detail::get<std::uint32_t>(p, off);
+    return pad == 0 && out.length != 0 && out.address + out.length > out.address;
+}
+
+void Module::FreeDeleter::operator()(std::byte* p) const noexcept {
+    std::free(p);
+}
+
+// ibv_reg_mr behind the registration cache.
+class Module::Registrar final : public RegistrationBackend {
+  public:
+    explicit Registrar(ibv_pd* pd) : pd_(pd) {}
+    bool register_region(Registration& r) noexcept override {
+        ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(r.base), r.length,
+                                verbs::access_flags(r.access));
+        if (!mr) return false;
+        r.lkey = mr->lkey;
+        r.rkey = mr->rkey;
+        r.backend_handle = mr;
+        return true;
+    }
+    void deregister_region(Registration& r) noexcept override {
+        if (r.backend_handle) (void)ibv_dereg_mr(static_cast<ibv_mr*>(r.backend_handle));
+        r.backend_handle = nullptr;
+    }
+
+  private:
+    ibv_pd* pd_;
+};
+
+// --- Device --------------------------------------------------------------------------
+
+Device::Device(verbs::Context context, verbs::ProtectionDomain pd, const ibv_device_attr& attr,
+               std::string name)
+    : context_(std::move(context)), pd_(std::move(pd)), attr_(attr), name_(std::move(name)) {
+    // Async events are read from progress, never waited for.
+    int flags = fcntl(context_->async_fd, F_GETFL);
+    if (flags >= 0) (void)fcntl(context_->async_fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+Device::~Device() = default;
+
+void Device::detach(Module* m) noexcept {
+    std::erase(modules_, m);
+}
+
+int Device::poll_events() noexcept {
+    int n = 0;
+    ibv_async_event e;
+    while (ibv_get_async_event(context_.get(), &e) == 0) {
+        ++n;
+        for (Module* m : modules_) m->on_async_event(e);
+        ibv_ack_async_event(&e);
+    }
+    return n;
+}
+
+// --- Module setup --------------------------------------------------------------------
+
+Module::Module(btl::Component& component, std::shared_ptr<Device> device, std::uint8_t port,
+               const ibv_port_attr& port_attr, const Config& config, btl::InitContext& ctx,
+               log::Stream out)
+    : btl::Module(component),
+      device_(std::move(device)),
+      port_(port),
+      port_attr_(port_attr),
+      config_(config),
+      runtime_(ctx.runtime),
+      progress_(ctx.progress),
+      am_table_(ctx.am_table),
+      out_(std::move(out)) {}
+
+Module::~Module() {
+    (void)finalize();
+}
+
+std::string Module::name() const {
+    return "openib:" + device_->name() + ":" + std::to_string(port_);
+}
+
+Module::Chunk& Module::new_chunk(std::size_t bytes) {
+    bytes = round_up(bytes, 4096);
+    Chunk c;
+    c.memory.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
+    if (!c.memory)
+        throw std::runtime_error("out of memory for " + std::to_string(bytes) + " bytes");
+    std::memset(c.memory.get(), 0, bytes);
+    c.mr.reset(ibv_reg_mr(device_->pd(), c.memory.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
+    if (!c.mr) fail_setup("ibv_reg_mr of " + std::to_string(bytes) + " bytes", errno);
+    chunks_.push_back(std::move(c));
+    return chunks_.back();
+}
+
+void Module::setup() {
+    const ibv_device_attr& dev = device_->attr();
+    ibv_context* ctx = device_->context();
+    address_.link = port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? wire::LinkLayer::ethernet
+                                                                     : wire::LinkLayer::infiniband;
+    address_.port = port_;
+    address_.mtu = static_cast<std::uint8_t>(port_attr_.active_mtu);
+    address_.lid = port_attr_.lid;
+    if (!roce() && port_attr_.lid == 0)
+        throw std::runtime_error("the port has no LID (is a subnet manager running?)");
+
+    // GID: RoCE needs one (v2 preferred, it is routable); InfiniBand uses index 0.
+    int chosen = config_.gid_index;
+    if (chosen < 0) {
+        chosen = 0;
+        if (roce()) {
+            for (int i = 0; i < port_attr_.gid_tbl_len; ++i) {
+                ibv_gid_entry e{};
+                if (ibv_query_gid_ex(ctx, port_, static_cast<std::uint32_t>(i), &e, 0) != 0)
+                    continue;
+                if (e.gid_type == IBV_GID_TYPE_ROCE_V2) {
+                    chosen = i;
+                    break;
+                }
+            }
+        }
+    }
+    if (chosen >= port_attr_.gid_tbl_len)
+        throw std::runtime_error("btl_openib_gid_index " + std::to_string(chosen) +
+                                 " is beyond the port's GID table (" +
+                                 std::to_string(port_attr_.gid_tbl_len) + " entries)");
+    ibv_gid gid{};
+    if (ibv_query_gid(ctx, port_, chosen, &gid) != 0) fail_setup("ibv_query_gid", errno);
+    gid_index_ = static_cast<std::uint8_t>(chosen);
+    std::memcpy(address_.gid.data(), gid.raw, 16);
+    address_.subnet_prefix = be64toh(gid.global.subnet_prefix);
+    if (roce() && std::all_of(address_.gid.begin(), address_.gid.end(),
+                              [](std::uint8_t b) { return b == 0; }))
+        throw std::runtime_error("the RoCE port has no GID (no IP address on its interface?)");
+
+    const rt::Secret& secret = runtime_.job_secret();
+    std::memcpy(&job_key_, secret.data(), sizeof job_key_);
+    std::random_device rd;
+    psn_state_ = rd() | 1;
+
+    hw_atomics_ = config_.hw_atomics && dev.atomic_cap == IBV_ATOMIC_GLOB;
+    if (dev.max_srq == 0 || dev.max_srq_wr == 0)
+        throw std::runtime_error("the device has no shared receive queue support");
+    config_.srq_size = std::min<std::uint32_t>(config_.srq_size, dev.max_srq_wr);
+    config_.srq_initial = std::min(config_.srq_initial, config_.srq_size);
+    config_.sq_depth = std::min<std::uint32_t>(config_.sq_depth, dev.max_qp_wr);
+    config_.send_cq_size = std::min<std::uint32_t>(config_.send_cq_size, dev.max_cqe);
+    srq_budget_ = SrqBudget(config_.srq_size);
+
+    send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
+    if (!send_cq_) fail_setup("ibv_create_cq (send)", errno);
+    send_cq_free_ = config_.send_cq_size;
+    int recv_cqe = static_cast<int>(std::min<std::uint32_t>(config_.srq_size, dev.max_cqe));
+    recv_cq_.reset(ibv_create_cq(ctx, recv_cqe, nullptr, nullptr, 0));
+    if (!recv_cq_) fail_setup("ibv_create_cq (receive)", errno);
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = config_.srq_size;
+    sa.attr.max_sge = 1;
+    srq_.reset(ibv_create_srq(device_->pd(), &sa));
+    if (!srq_) fail_setup("ibv_create_srq", errno);
+
+    registrar_ = std::make_unique<Registrar>(device_->pd());
+    rcache_ = std::make_unique<RegistrationCache>(
+        *registrar_, RegistrationCache::Config{config_.rcache_max_unused,
+                                               static_cast<std::size_t>(sysconf(_SC_PAGESIZE))});
+
+    // Send fragments: one registered block.  The last 64 bytes are the target
+    // of non-fetching hardware atomics.
+    const std::size_t frag_bytes = round_up(wire::FragHeader::size + config_.max_send_size, 64);
+    Chunk& sc = new_chunk(frag_bytes * config_.free_list_max + 64);
+    send_frags_.resize(config_.free_list_max);
+    for (std::size_t i = 0; i < send_frags_.size(); ++i) {
+        SendFrag& f = send_frags_[i];
+        f.kind = FragKind::send;
+        f.buffer = sc.memory.get() + i * frag_bytes;
+        f.lkey = sc.mr->lkey;
+        f.segments = &f.segment;
+        f.segment_count = 1;
+        f.next = free_send_;
+        free_send_ = &f;
+    }
+    scratch_ = sc.memory.get() + frag_bytes * config_.free_list_max;
+    scratch_lkey_ = sc.mr->lkey;
+    rdma_frags_.resize(config_.free_list_max);
+    for (std::size_t i = rdma_frags_.size(); i-- > 0;) {
+        RdmaFrag& f = rdma_frags_[i];
+        f.kind = FragKind::rdma;
+        f.index = static_cast<std::uint32_t>(i);
+        f.next = free_rdma_;
+        free_rdma_ = &f;
+    }
+    grow_srq(config_.srq_initial);
+    if (srq_posted_ == 0) throw std::runtime_error("could not post any receive buffer");
+
+    // The connection manager's UD QP.
+    ud_cq_.reset(ibv_create_cq(ctx, 2 * ud_depth, nullptr, nullptr, 0));
+    if (!ud_cq_) fail_setup("ibv_create_cq (connection manager)", errno);
+    ibv_qp_init_attr ui{};
+    ui.send_cq = ud_cq_.get();
+    ui.recv_cq = ud_cq_.get();
+    ui.qp_type = IBV_QPT_UD;
+    ui.sq_sig_all = 1;
+    ui.cap.max_send_wr = ud_depth;
+    ui.cap.max_recv_wr = ud_depth;
+    ui.cap.max_send_sge = 1;
+    ui.cap.max_recv_sge = 1;
+    ud_qp_.reset(ibv_create_qp(device_->pd(), &ui));
+    if (!ud_qp_) fail_setup("ibv_create_qp (UD)", errno);
+    const std::uint32_t qkey = static_cast<std::uint32_t>(job_key_ & 0x7fffffff) | 1;
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = config_.pkey_index;
+    a.port_num = port_;
+    a.qkey = qkey;
+    if (int rc = ibv_modify_qp(ud_qp_.get(), &a,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
+        fail_setup("UD QP to INIT", rc);
+    a = {};
+    a.qp_state = IBV_QPS_RTR;
+    if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE)) fail_setup("UD QP to RTR", rc);
+    a = {};
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = next_psn();
+    if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+        fail_setup("UD QP to RTS", rc);
+    Chunk& uc = new_chunk(ud_depth * ud_recv_size + ud_depth * wire::CmMessage::size);
+    ud_recv_ = uc.memory.get();
+    ud_recv_lkey_ = uc.mr->lkey;
+    ud_send_ = ud_recv_ + ud_depth * ud_recv_size;
+    ud_send_lkey_ = uc.mr->lkey;
+    ud_send_free_ = ud_depth;
+    ud_frags_.resize(2 * ud_depth);
+    for (std::uint32_t i = 0; i < 2 * ud_depth; ++i) ud_frags_[i].kind = FragKind::ud;
+    for (std::uint32_t i = 0; i < ud_depth; ++i) {
+        ibv_sge sge{reinterpret_cast<std::uint64_t>(ud_recv_ + i * ud_recv_size),
+                    static_cast<std::uint32_t>(ud_recv_size), ud_recv_lkey_};
+        ibv_recv_wr wr{};
+        wr.wr_id = reinterpret_cast<std::uint64_t>(&ud_frags_[i]);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        if (int rc = ibv_post_recv(ud_qp_.get(), &wr, &bad)) fail_setup("posting UD receives", rc);
+    }
+    address_.ud_qpn = ud_qp_->qp_num;
+    address_.qkey = qkey;
+
+    attr_.eager_limit = config_.eager_limit;
+    attr_.rndv_eager_limit = config_.eager_limit;
+    attr_.max_send_size = config_.max_send_size;
+    attr_.exclusivity = config_.exclusivity;
+    attr_.latency = config_.latency;
+    attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_attr_);
+    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
+                  btl::flags::atomic_fops;
+    // Every op is available (emulated where the device cannot), and all of them
+    // are coherent with CPU atomics: hardware atomics are used only with GLOB.
+    using namespace btl::atomic_support;
+    attr_.atomic_flags =
+        add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;
+    attr_.registration_handle_size = Handle::packed_size;
+    attr_.put_limit = attr_.get_limit = port_attr_.max_msg_sz;
+    attr_.put_local_registration_threshold = 0;
+    attr_.get_local_registration_threshold = 0;
+    device_->attach(this);
+    out_.verbose(10, "{}: {} port, LID {}, GID index {}, MTU {}, {} MB/s, atomics {}", name(),
+                 roce() ? "RoCE" : "InfiniBand", address_.lid, gid_index_,
+                 verbs::mtu_bytes(port_attr_.active_mtu), attr_.bandwidth,
+                 hw_atomics_ ? "fetch-add and compare-swap in hardware, others by the target"
+                             : "all performed by the target");
+}
+
+void Module::grow_srq(std::uint32_t want) noexcept {
+    want = std::min(want, config_.srq_size);
+    if (srq_posted_ >= want) return;
+    // Grow in steps of at least 64 buffers: one registration each.
+    std::uint32_t add = std::max<std::uint32_t>(want - srq_posted_, 64);
+    add = std::min(add, config_.srq_size - srq_posted_);
+    const std::size_t size = round_up(wire::FragHeader::size + config_.max_send_size, 64);
+    Chunk* c = nullptr;
+    try {
+        c = &new_chunk(size * add);
+    } catch (const std::exception& e) {
+        out_.verbose(1, "{}: cannot add {} receive buffers: {}", name(), add, e.what());
+        return;
+    }
+    for (std::uint32_t i = 0; i < add; ++i) {
+        recv_frags_.push_back({c->memory.get() + i * size, c->mr->lkey});
+        if (!repost(&recv_frags_.back())) return;
+        ++srq_posted_;
+    }
+}
+
+std::uint32_t Module::next_psn() noexcept {
+    // xorshift: distinct, unpredictable-enough starting PSNs for each QP.
+    psn_state_ ^= psn_state_ << 13;
+    psn_state_ ^= psn_state_ >> 17;
+    psn_state_ ^= psn_state_ << 5;
+    return psn_state_ & 0xffffff;
+}
+
+void Module::fill_ah(ibv_ah_attr& ah, const wire::PortAddress& remote, std::uint16_t lid,
+                     const std::array<std::uint8_t, 16>& gid) const noexcept {
+    ah = {};
+    ah.port_num = port_;
+    ah.sl = config_.service_level;
+    ah.dlid = lid;
+    // RoCE always routes by GID; InfiniBand only across subnets.
+    if (roce() || remote.subnet_prefix != address_.subnet_prefix) {
+        ah.is_global = 1;
+        std::memcpy(ah.grh.dgid.raw, gid.data(), 16);
+        ah.grh.sgid_index = gid_index_;
+        ah.grh.hop_limit = 64;
+        ah.grh.traffic_class = config_.traffic_class;
+    }
+}
+
+std::uint16_t Module::reserve_srq(std::uint32_t wanted) noexcept {
+    std::uint32_t g = srq_budget_.reserve(std::min<std::uint32_t>(wanted, 0xffff));
+    if (g) grow_srq(srq_budget_.reserved());
+    if (g && srq_posted_ < srq_budget_.reserved()) {
+        // Could not post the buffers promised: take back the grant.
+        srq_budget_.release(g);
+        return 0;
+    }
+    return static_cast<std::uint16_t>(g);
+}
+
+void Module::release_srq(std::uint16_t grant) noexcept {
+    srq_budget_.release(grant);
+}
+
+// --- peers ---------------------------------------------------------------------------
+
+Status Module::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                         btl::Reachability& reachable) {
+    if (peers.size() != endpoints.size() || reachable.size() < peers.size())
+        return Status::bad_param;
+    std::vector<std::byte> blob;
+    std::vector<wire::PortAddress> ports;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        const Rank peer = peers[i];
+        // The own process is the self btl's; a QP to oneself would need two endpoints.
+        if (peer == rank() || port_down_) continue;
+        if (auto it = by_rank_.find(peer); it != by_rank_.end()) {
+            endpoints[i] = it->second;
+            reachable.set(i);
+            continue;
+        }
+        if (runtime_.modex_recv(peer, modex_key, blob) != Status::success) {
+            out_.verbose(20, "{}: peer {} has no openib address", name(), peer);
+            continue;
+        }
+        if (!wire::decode_modex(blob, ports)) {
+            out_.verbose(1, "{}: peer {} published a malformed openib address", name(), peer);
+            continue;
+        }
+        std::vector<const wire::PortAddress*> match;
+        for (const auto& p : ports)
+            if (p.link == address_.link && (p.subnet_prefix == address_.subnet_prefix || roce()))
+                match.push_back(&p);
+        if (match.empty()) {
+            out_.verbose(10, "{}: peer {} has no port on this fabric ({} ports published)", name(),
+                         peer, ports.size());
+            continue;
+        }
+        // Same subnet first for RoCE; then spread our ports over the peer's.
+        std::stable_partition(match.begin(), match.end(), [&](const wire::PortAddress* p) {
+            return p->subnet_prefix == address_.subnet_prefix;
+        });
+        const wire::PortAddress& remote = *match[(port_ - 1u) % match.size()];
+        Connection::Config cc{rank(), peer, job_key_, config_.connect_retry_ms,
+                              config_.connect_retries};
+        auto ep = std::make_unique<Endpoint>(*this, peer, remote, cc);
+        by_rank_[peer] = ep.get();
+        endpoints[i] = ep.get();
+        reachable.set(i);
+        out_.verbose(20, "{}: peer {} reachable through its port {} (LID {})", name(), peer,
+                     remote.port, remote.lid);
+        endpoints_.push_back(std::move(ep));
+    }
+    update_progress();
+    return Status::success;
+}
+
+Status Module::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    (void)peers;
+    for (btl::Endpoint* e : endpoints) {
+        auto it = std::find_if(endpoints_.begin(), endpoints_.end(),
+                               [e](const auto& p) { return p.get() == e; });
+        if (it == endpoints_.end()) continue;
+        destroy_endpoint(it->get());
+        endpoints_.erase(it);
+    }
+    update_progress();
+    return Status::success;
+}
+
+void Module::destroy_endpoint(Endpoint* ep) noexcept {
+    ep->error_reported = true;  // going away on request: not an error to report
+    ep->connection().fail("endpoint removed");
+    fail_pending(*ep);
+    // Let the flushed work requests come back before the QP and fragments go.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (ep->posted > 0 && std::chrono::steady_clock::now() < until) {
+        poll_send_cq();
+        poll_recv_cq();
+    }
+    for (Endpoint** p = &attention_head_; *p; p = &(*p)->attention_next) {
+        if (*p == ep) {
+            *p = ep->attention_next;
+            break;
+        }
+    }
+    if (ep->qp()) by_qpn_.erase(ep->qp()->qp_num);
+    by_rank_.erase(ep->peer());
+}
+
+// --- registration --------------------------------------------------------------------
+
+btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::size_t size,
+                                              std::uint32_t flags) {
+    if (!rcache_) return nullptr;
+    if (flags == 0) flags = btl::reg_flags::access_any;
+    Registration* r = rcache_->acquire(base, size, flags);
+    if (!r) {
+        out_.verbose(1, "{}: registering {} bytes at {} failed: {}", name(), size, base,
+                     std::strerror(errno));
+        return nullptr;
+    }
+    if (!free_handles_) {
+        handles_.emplace_back();
+        free_handles_ = &handles_.back();
+    }
+    Handle* h = free_handles_;
+    free_handles_ = h->next_free;
+    std::size_t off = 0;
+    wire::detail::put<std::uint64_t>(h->packed, off, reinterpret_cast<std::uint64_t>(base));
+    wire::detail::put<std::uint64_t>(h->packed, off, size);
+    wire::detail::put<std::uint32_t>(h->packed, off, r->rkey);
+    wire::detail::put<std::uint32_t>(h->packed, off, 0);
+    h->lkey = r->lkey;
+    h->registration = r;
+    return reinterpret_cast<btl::RegistrationHandle*>(h);
+}
+
+Status Module::deregister_mem(btl::RegistrationHandle* handle) {
+    if (!handle || !rcache_) return Status::bad_param;
+    Handle* h = reinterpret_cast<Handle*>(handle);
+    if (!h->registration) return Status::bad_param;  // already deregistered
+    rcache_->release(h->registration);
+    h->registration = nullptr;
+    h->next_free = free_handles_;
+    free_handles_ = h;
+    return Status::success;
+}
+
+Status Module::flush(btl::Endpoint* endpoint) {
+    auto busy = [&] {
+        if (endpoint) {
+            auto* ep = static_cast<Endpoint*>(endpoint);
+            return ep->rdma_in_flight > 0 && !ep->failed();
+        }
+        return std::any_of(endpoints_.begin(), endpoints_.end(),
+                           [](const auto& ep) { return ep->rdma_in_flight > 0 && !ep->failed(); });
+    };
+    while (busy()) progress_.progress();
+    if (endpoint && static_cast<Endpoint*>(endpoint)->failed()) return Status::peer_failed;
+    return Status::success;
+}
+
+void Module::dump(btl::Endpoint* endpoint, int verbosity) {
+    btl::Module::dump(endpoint, verbosity);
+    const log::Stream out(name(), verbosity);
+    out.verbose(1,
+                "SRQ {} posted of {}, {} reserved; {} endpoints, {} active; rcache {} entries "
+                "({} unused), {} hits {} misses",
+                srq_posted_, config_.srq_size, srq_budget_.reserved(), endpoints_.size(),
+                active_endpoints_, rcache_ ? rcache_->size() : 0, rcache_ ? rcache_->unused() : 0,
+                rcache_ ? rcache_->stats().hits : 0, rcache_ ? rcache_->stats().misses : 0);
+    if (auto* ep = static_cast<Endpoint*>(endpoint)) {
+        out.verbose(1, "peer {}: {}, credits {} (owed back {}), send slots {}, rdma in flight {}",
+                    ep->peer(), to_string(ep->connection().state()), ep->credits.send_credits(),
+                    ep->credits.pending_returns(), ep->send_slots.free(), ep->rdma_in_flight);
+    }
+}
+
+Status Module::finalize() {
+    for (auto& ep : endpoints_) destroy_endpoint(ep.get());
+    endpoints_.clear();
+    if (rc_handle_) progress_.remove(rc_handle_);
+    if (cm_handle_) progress_.remove(cm_handle_);
+    rc_handle_ = {};
+    cm_handle_ = {};
+    if (device_) device_->detach(this);
+    return Status::success;
+}
+
+void Module::update_progress() noexcept {
+    // The RC queues need polling only while some peer is connecting or connected;
+    // the connection manager while anybody could ask us to connect.
+    active_endpoints_ = 0;
+    waiting_endpoints_ = 0;
+    for (const auto& ep : endpoints_) {
+        const ConnState st = ep->connection().state();
+        if (ep->connection().waiting()) ++waiting_endpoints_;
+        if ((st != ConnState::idle && st != ConnState::failed) || ep->posted > 0 ||
+            ep->on_attention)
+            ++active_endpoints_;
+    }
+    if (active_endpoints_ > 0 && !rc_handle_) rc_handle_ = progress_.add(&progress_rc, this);
+    if (active_endpoints_ == 0 && rc_handle_) {
+        progress_.remove(rc_handle_);
+        rc_handle_ = {};
+    }
+    bool peers = !endpoints_.empty();
+    if (peers && !cm_handle_) cm_handle_ = progress_.add(&progress_cm, this, ProgressPriority::low);
+    if (!peers && cm_handle_) {
+        progress_.remove(cm_handle_);
+        cm_handle_ = {};
+    }
+}
+
+}  // namespace transit::openib

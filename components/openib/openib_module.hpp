@@ -1,0 +1,425 @@
+// The openib module: one active port of one InfiniBand or RoCE device.
+//
+// Data path (see openib_credits.hpp and openib_endpoint.hpp for the protocols):
+//   send      RC SEND of [FragHeader][payload] from a pre-registered fragment,
+//             received into a buffer of the module's shared receive queue
+//   put/get   RDMA WRITE / RDMA READ with the caller's registrations
+//   atomics   verbs fetch-add and compare-swap when the device's atomics are
+//             coherent with the CPU's (IBV_ATOMIC_GLOB); every other op, every
+//             32-bit op, and all ops on other devices travel as an atomic_request
+//             fragment that the target performs with CPU atomics, so the two
+//             kinds never mix on one location incoherently
+//   progress  the RC completion queues, polled only while an endpoint is
+//             connecting or connected; the UD connection queue and the device's
+//             async events at low priority while the module has peers
+//
+// Single threaded: the module takes no locks (the btl framework serialises).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "openib_credits.hpp"
+#include "openib_endpoint.hpp"
+#include "openib_rcache.hpp"
+#include "openib_verbs.hpp"
+#include "openib_wire.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/btl/module.hpp"
+#include "transit/log.hpp"
+#include "transit/progress.hpp"
+
+namespace transit::openib {
+
+class Module;
+class Endpoint;
+
+// Settings read from the btl_openib_* parameters.
+struct Config {
+    std::size_t eager_limit = 12 * 1024;
+    std::size_t max_send_size = 16 * 1024;
+    std::uint32_t free_list_max = 1024;  // send fragments and RDMA operations, each
+    std::uint32_t srq_size = 1024;       // most receive buffers the SRQ may hold
+    std::uint32_t srq_initial = 256;     // posted at init
+    std::uint32_t credits_per_peer = 32;
+    std::uint32_t sq_depth = 128;  // send work requests per QP
+    std::uint32_t send_cq_size = 4096;
+    std::uint32_t max_inline = 64;
+    std::size_t rcache_max_unused = 0;
+    std::uint32_t connect_retry_ms = 100;
+    std::uint32_t connect_retries = 50;
+    std::uint8_t qp_timeout = 20;  // 4.096 us * 2^timeout per retry
+    std::uint8_t qp_retry_count = 7;
+    std::uint8_t rnr_retry = 7;  // 7: retry forever (flow control should make RNR rare)
+    std::uint8_t service_level = 0;
+    std::uint8_t traffic_class = 0;
+    std::uint16_t pkey_index = 0;
+    int gid_index = -1;  // -1: choose (RoCE v2 first)
+    bool hw_atomics = true;
+    std::uint32_t exclusivity = btl::exclusivity_default;
+    std::uint32_t latency = 10;
+    std::uint32_t bandwidth = 0;  // 0: from the port's speed and width
+};
+
+// One opened device, shared by the modules of its ports.  It drains the async
+// event queue for all of them.
+class Device {
+  public:
+    Device(verbs::Context context, verbs::ProtectionDomain pd, const ibv_device_attr& attr,
+           std::string name);
+    ~Device();
+
+    ibv_context* context() const noexcept { return context_.get(); }
+    ibv_pd* pd() const noexcept { return pd_.get(); }
+    const ibv_device_attr& attr() const noexcept { return attr_; }
+    const std::string& name() const noexcept { return name_; }
+
+    void attach(Module* m) { modules_.push_back(m); }
+    void detach(Module* m) noexcept;
+    // Reads every pending async event and hands each to its module; returns
+    // how many it handled.
+    int poll_events() noexcept;
+
+  private:
+    verbs::Context context_;
+    verbs::ProtectionDomain pd_;
+    ibv_device_attr attr_;
+    std::string name_;
+    std::vector<Module*> modules_;
+};
+
+// Everything that goes on a send queue, with an intrusive link for the
+// per-endpoint pending queue.  The first member of SendFrag is the descriptor
+// the upper layer sees.
+enum class FragKind : std::uint8_t { send, rdma, control, ud };
+
+struct Frag : btl::Descriptor {
+    FragKind kind = FragKind::send;
+    Frag* next = nullptr;
+    Endpoint* endpoint = nullptr;
+};
+
+struct SendFrag : Frag {
+    btl::Segment segment{};
+    std::byte* buffer = nullptr;  // FragHeader, then up to max_send_size bytes
+    std::uint32_t lkey = 0;
+    wire::FragType type = wire::FragType::data;
+    btl::Tag tag = 0;
+    bool in_use = false;
+    bool inline_done = false;  // sendi: freed by the module on completion, no callback
+};
+
+enum class RdmaOp : std::uint8_t { put, get, hw_fetch_add, hw_cswap, emulated_atomic };
+
+struct RdmaFrag : Frag {
+    RdmaOp op = RdmaOp::put;
+    void* local_address = nullptr;
+    std::uint32_t lkey = 0;
+    std::uint64_t remote_address = 0;
+    std::uint32_t rkey = 0;
+    std::size_t size = 0;
+    std::uint64_t operand = 0;
+    std::uint64_t compare = 0;
+    btl::AtomicOp atomic = btl::AtomicOp::add;
+    wire::AtomicKind atomic_kind = wire::AtomicKind::op;
+    bool bits32 = false;
+    btl::RegistrationHandle* local_handle = nullptr;
+    btl::RdmaCompletionFn cbfunc = nullptr;
+    void* cbcontext = nullptr;
+    void* user_cbdata = nullptr;
+    std::uint32_t index = 0;       // in the pool, names the request on the wire
+    std::uint32_t generation = 0;  // bumped on every reuse: a stale reply is refused
+    bool in_use = false;
+};
+
+struct RecvFrag {
+    std::byte* buffer = nullptr;
+    std::uint32_t lkey = 0;
+    std::uint32_t length = 0;  // bytes received (while deferred)
+    RecvFrag* next = nullptr;  // deferred atomic requests of one endpoint
+};
+
+// A registration handle: the first `packed_size` bytes are what peers receive.
+struct Handle {
+    static constexpr std::size_t packed_size = 24;
+    std::byte packed[packed_size];  // address u64, length u64, rkey u32, zero u32 (LE)
+    std::uint32_t lkey = 0;
+    Registration* registration = nullptr;
+    Handle* next_free = nullptr;
+};
+
+struct RemoteKey {
+    std::uint64_t address;
+    std::uint64_t length;
+    std::uint32_t rkey;
+};
+// Reads a peer's packed handle; false when it is malformed.
+bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept;
+
+class Endpoint final : public btl::Endpoint, public ConnectionActions {
+  public:
+    Endpoint(Module& module, Rank peer, const wire::PortAddress& remote, Connection::Config cfg);
+    ~Endpoint() override;
+
+    Module& module() const noexcept { return module_; }
+    Connection& connection() noexcept { return conn_; }
+    const wire::PortAddress& remote_port() const noexcept { return remote_port_; }
+    bool usable() const noexcept { return conn_.state() == ConnState::connected; }
+    bool failed() const noexcept { return conn_.state() == ConnState::failed; }
+    ibv_qp* qp() const noexcept { return qp_.get(); }
+
+    // ConnectionActions
+    bool create_qp(wire::QpAddress& local) override;
+    bool connect_qp(const wire::QpAddress& remote) override;
+    std::uint16_t reserve_credits() override;
+    void release_credits(std::uint16_t granted) override;
+    void send_cm(const wire::CmMessage& m) override;
+    void connected(std::uint16_t granted_to_us, std::uint16_t granted_to_peer) override;
+    void failed(const char* reason) override;
+
+    // Queued work, in order.  Nothing jumps the queue: RC order is the order
+    // the upper layer asked for.
+    void enqueue(Frag* f) noexcept;
+    Frag* pending_front() const noexcept { return pending_head_; }
+    void pop_pending() noexcept;
+    bool has_pending() const noexcept { return pending_head_ != nullptr; }
+
+    CreditAccount credits;
+    SendSlots send_slots;
+    std::uint32_t rdma_in_flight = 0;  // put/get/atomics posted or awaiting a reply
+    std::uint32_t posted = 0;          // work requests on the QP, for teardown
+    bool on_attention = false;
+    // Atomic requests from the peer waiting for a fragment to answer with; their
+    // buffers stay out of the SRQ meanwhile (the peer's credits cover them).
+    RecvFrag* deferred_head = nullptr;
+    RecvFrag* deferred_tail = nullptr;
+    bool error_reported = false;
+    Endpoint* attention_next = nullptr;
+    // Buffer of the credit-only message (sent inline; at most one in flight).
+    alignas(8) std::byte control_header[wire::FragHeader::size];
+    Frag control_frag;
+
+  private:
+    bool make_ud_ah();
+
+    Module& module_;
+    wire::PortAddress remote_port_;
+    verbs::QueuePair qp_;
+    verbs::AddressHandle ud_ah_;
+    Connection conn_;
+    Frag* pending_head_ = nullptr;
+    Frag* pending_tail_ = nullptr;
+};
+
+class Module final : public btl::Module {
+  public:
+    Module(btl::Component& component, std::shared_ptr<Device> device, std::uint8_t port,
+           const ibv_port_attr& port_attr, const Config& config, btl::InitContext& ctx,
+           log::Stream out);
+    ~Module() override;
+
+    // Creates the queues, buffers and UD QP; throws std::runtime_error with
+    // the reason when the port cannot be used.
+    void setup();
+    const wire::PortAddress& address() const noexcept { return address_; }
+    std::string name() const override;
+
+    // --- btl::Module -----------------------------------------------------------
+    Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                     btl::Reachability& reachable) override;
+    Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
+    btl::Descriptor* alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                           std::uint32_t flags) noexcept override;
+    Status free(btl::Descriptor* descriptor) noexcept override;
+    btl::Descriptor* prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                 std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                 std::uint32_t flags) noexcept override;
+    Status send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                btl::Tag tag) noexcept override;
+    Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                 std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                 std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
+    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                      void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle* local_handle,
+                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept override;
+    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
+                                          std::uint32_t flags) override;
+    Status deregister_mem(btl::RegistrationHandle* handle) override;
+    Status flush(btl::Endpoint* endpoint) override;
+    void dump(btl::Endpoint* endpoint, int verbosity) override;
+    Status finalize() override;
+
+    // --- used by Endpoint and Device -----------------------------------------------
+    const Config& config() const noexcept { return config_; }
+    const log::Stream& out() const noexcept { return out_; }
+    Device& device() const noexcept { return *device_; }
+    std::uint8_t port() const noexcept { return port_; }
+    ibv_mtu active_mtu() const noexcept { return port_attr_.active_mtu; }
+    bool roce() const noexcept { return address_.link == wire::LinkLayer::ethernet; }
+    std::uint8_t gid_index() const noexcept { return gid_index_; }
+    Rank rank() const noexcept { return runtime_.rank(); }
+    std::uint64_t job_key() const noexcept { return job_key_; }
+    ibv_cq* send_cq() const noexcept { return send_cq_.get(); }
+    ibv_cq* recv_cq() const noexcept { return recv_cq_.get(); }
+    ibv_srq* srq() const noexcept { return srq_.get(); }
+    std::uint32_t next_psn() noexcept;
+    void fill_ah(ibv_ah_attr& ah, const wire::PortAddress& remote, std::uint16_t lid,
+                 const std::array<std::uint8_t, 16>& gid) const noexcept;
+
+    std::uint16_t reserve_srq(std::uint32_t wanted) noexcept;
+    void release_srq(std::uint16_t grant) noexcept;
+    void send_cm(Endpoint& ep, ibv_ah* ah, const wire::CmMessage& m) noexcept;
+    void qp_created(Endpoint& ep) { by_qpn_[ep.qp()->qp_num] = &ep; }
+    void endpoint_connected(Endpoint& ep) noexcept;
+    void endpoint_failed(Endpoint& ep, const char* reason) noexcept;
+    void attention(Endpoint& ep) noexcept;
+
+    // Async events routed by the Device.
+    void on_async_event(const ibv_async_event& e) noexcept;
+
+  private:
+    // Fragment pools.
+    SendFrag* take_send_frag() noexcept;
+    void return_send_frag(SendFrag* f) noexcept;
+    RdmaFrag* take_rdma_frag() noexcept;
+    void return_rdma_frag(RdmaFrag* f) noexcept;
+
+    // Posting: false when a resource (credit, send slot, CQ room) is short and
+    // the fragment must wait; an error from verbs fails the endpoint.
+    bool try_post(Endpoint& ep, Frag* f) noexcept;
+    bool post_send_frag(Endpoint& ep, SendFrag* f) noexcept;
+    bool post_rdma_frag(Endpoint& ep, RdmaFrag* f) noexcept;
+    bool post_credit_message(Endpoint& ep) noexcept;
+    bool reserve_send_wr(Endpoint& ep) noexcept;
+    void unreserve_send_wr(Endpoint& ep) noexcept;
+    void drain(Endpoint& ep) noexcept;
+    Status submit(Endpoint& ep, Frag* f) noexcept;
+    Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
+    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                         btl::RegistrationHandle* local_handle,
+                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                         std::uint64_t operand, std::uint64_t compare, wire::AtomicKind kind,
+                         int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                         void* cbdata) noexcept;
+
+    // Completions.
+    static int progress_rc(void* self) noexcept;
+    static int progress_cm(void* self) noexcept;
+    int poll_send_cq() noexcept;
+    int poll_recv_cq() noexcept;
+    int poll_ud_cq() noexcept;
+    void service_attention() noexcept;
+    void tick_connections() noexcept;
+    void complete_send(SendFrag* f, Status s) noexcept;
+    void complete_rdma(RdmaFrag* f, Status s) noexcept;
+    void handle_receive(const ibv_wc& wc) noexcept;
+    bool answer_atomic(Endpoint& ep, RecvFrag* r) noexcept;
+    void release_receive(Endpoint& ep, RecvFrag* r) noexcept;
+    bool deliver(Endpoint& ep, const wire::FragHeader& h,
+                 std::span<const std::byte> payload) noexcept;
+    void perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
+                        wire::AtomicReply& reply) noexcept;
+    void finish_atomic(Endpoint& ep, const wire::AtomicReply& r) noexcept;
+    bool repost(RecvFrag* f) noexcept;
+    void grow_srq(std::uint32_t want) noexcept;
+    void fail_pending(Endpoint& ep) noexcept;
+    void update_progress() noexcept;
+    void destroy_endpoint(Endpoint* ep) noexcept;
+
+    std::shared_ptr<Device> device_;
+    std::uint8_t port_;
+    ibv_port_attr port_attr_;
+    Config config_;
+    rt::Runtime& runtime_;
+    ProgressEngine& progress_;
+    btl::AmTable& am_table_;
+    log::Stream out_;
+    wire::PortAddress address_{};
+    std::uint8_t gid_index_ = 0;
+    std::uint64_t job_key_ = 0;
+    std::uint32_t psn_state_ = 1;
+    bool hw_atomics_ = false;
+    bool port_down_ = false;
+
+    // Declared before the queues that use them, so destroyed after them.
+    class Registrar;
+    std::unique_ptr<Registrar> registrar_;
+    std::unique_ptr<RegistrationCache> rcache_;
+    std::deque<Handle> handles_;
+    Handle* free_handles_ = nullptr;
+
+    // Memory: send fragments, receive buffers (in chunks as the SRQ grows),
+    // UD buffers, the scratch word of non-fetching hardware atomics.
+    struct FreeDeleter {
+        void operator()(std::byte* p) const noexcept;
+    };
+    struct Chunk {
+        std::unique_ptr<std::byte, FreeDeleter> memory;
+        verbs::MemoryRegion mr;
+    };
+    // Page-aligned memory registered for local write; throws on failure.
+    Chunk& new_chunk(std::size_t bytes);
+    std::vector<Chunk> chunks_;
+    std::vector<SendFrag> send_frags_;
+    SendFrag* free_send_ = nullptr;
+    std::vector<RdmaFrag> rdma_frags_;
+    RdmaFrag* free_rdma_ = nullptr;
+    std::deque<RecvFrag> recv_frags_;
+    std::uint32_t srq_posted_ = 0;
+    SrqBudget srq_budget_;
+    std::byte* scratch_ = nullptr;
+    std::uint32_t scratch_lkey_ = 0;
+    std::uint32_t send_cq_free_ = 0;
+
+    verbs::CompletionQueue send_cq_;
+    verbs::CompletionQueue recv_cq_;
+    verbs::SharedReceiveQueue srq_;
+    // Connection manager: UD QP, its CQ and buffers.
+    verbs::CompletionQueue ud_cq_;
+    verbs::QueuePair ud_qp_;
+    std::byte* ud_recv_ = nullptr;
+    std::uint32_t ud_recv_lkey_ = 0;
+    std::byte* ud_send_ = nullptr;
+    std::uint32_t ud_send_lkey_ = 0;
+    std::uint32_t ud_send_next_ = 0;
+    std::uint32_t ud_send_free_ = 0;
+    std::vector<Frag> ud_frags_;
+
+    // Peers.
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;
+    std::unordered_map<Rank, Endpoint*> by_rank_;
+    std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
+    Endpoint* attention_head_ = nullptr;
+    std::uint32_t active_endpoints_ = 0;   // connecting, connected or with work
+    std::uint32_t waiting_endpoints_ = 0;  // in the handshake: the timer runs
+    ProgressEngine::Handle rc_handle_;
+    ProgressEngine::Handle cm_handle_;
+};
+
+}  // namespace transit::openib

@@ -1,0 +1,518 @@
+// Completions and events: the RC send and receive queues, the UD connection
+// manager, the device's async events, and the endpoints that need attention
+// (queued work, credits to return, a failure to report).
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "openib_module.hpp"
+
+namespace transit::openib {
+
+namespace {
+
+constexpr int poll_batch = 16;
+constexpr std::size_t grh_size = 40;
+constexpr std::size_t ud_recv_size = grh_size + wire::CmMessage::size;
+constexpr std::uint32_t ud_depth = 64;
+
+std::uint64_t now_ms() noexcept {
+    using namespace std::chrono;
+    return static_cast<std::uint64_t>(
+        duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
+Status wc_status(ibv_wc_status s) noexcept {
+    switch (s) {
+        case IBV_WC_SUCCESS:
+            return Status::success;
+        case IBV_WC_REM_ACCESS_ERR:
+            return Status::access_denied;
+        case IBV_WC_LOC_PROT_ERR:
+        case IBV_WC_LOC_LEN_ERR:
+        case IBV_WC_REM_INV_REQ_ERR:
+            return Status::bad_param;
+        default:
+            return Status::peer_failed;
+    }
+}
+
+bool known_op(std::uint16_t op) noexcept {
+    switch (static_cast<btl::AtomicOp>(op)) {
+        case btl::AtomicOp::add:
+        case btl::AtomicOp::and_:
+        case btl::AtomicOp::or_:
+        case btl::AtomicOp::xor_:
+        case btl::AtomicOp::land:
+        case btl::AtomicOp::lor:
+        case btl::AtomicOp::lxor:
+        case btl::AtomicOp::swap:
+        case btl::AtomicOp::min:
+        case btl::AtomicOp::max:
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+int Module::progress_rc(void* self) noexcept {
+    auto* m = static_cast<Module*>(self);
+    int n = m->poll_send_cq() + m->poll_recv_cq();
+    // During a handshake the connection manager runs at full rate too.
+    if (m->waiting_endpoints_ > 0) {
+        n += m->poll_ud_cq();
+        m->tick_connections();
+    }
+    if (m->attention_head_) m->service_attention();
+    return n;
+}
+
+int Module::progress_cm(void* self) noexcept {
+    auto* m = static_cast<Module*>(self);
+    int n = m->poll_ud_cq() + m->device_->poll_events();
+    m->tick_connections();
+    if (m->attention_head_) m->service_attention();
+    return n;
+}
+
+// --- sends ---------------------------------------------------------------------------
+
+int Module::poll_send_cq() noexcept {
+    ibv_wc wc[poll_batch];
+    int n = ibv_poll_cq(send_cq_.get(), poll_batch, wc);
+    for (int i = 0; i < n; ++i) {
+        auto* f = reinterpret_cast<Frag*>(wc[i].wr_id);
+        Endpoint* ep = f->endpoint;
+        ++send_cq_free_;
+        ep->send_slots.give();
+        --ep->posted;
+        const Status s = wc_status(wc[i].status);
+        if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR) {
+            out_.verbose(1, "{}: peer {}: {}", name(), ep->peer(), ibv_wc_status_str(wc[i].status));
+            ep->connection().fail(ibv_wc_status_str(wc[i].status));
+        }
+        switch (f->kind) {
+            case FragKind::send:
+                complete_send(static_cast<SendFrag*>(f), s);
+                break;
+            case FragKind::rdma:
+                complete_rdma(static_cast<RdmaFrag*>(f), s);
+                break;
+            case FragKind::control:
+            case FragKind::ud:
+                break;
+        }
+        if (ep->has_pending() || ep->credits.credit_message_due() || ep->failed()) attention(*ep);
+    }
+    return n > 0 ? n : 0;
+}
+
+void Module::complete_send(SendFrag* f, Status s) noexcept {
+    if (f->inline_done) {
+        return_send_frag(f);
+        return;
+    }
+    const bool owned = (f->flags & btl::des_flags::btl_ownership) != 0;
+    if (f->cbfunc) f->cbfunc(this, f->endpoint, f, s);
+    if (owned) return_send_frag(f);
+}
+
+void Module::complete_rdma(RdmaFrag* f, Status s) noexcept {
+    Endpoint* ep = f->endpoint;
+    if (ep && ep->rdma_in_flight > 0) --ep->rdma_in_flight;
+    btl::RdmaCompletionFn cb = f->cbfunc;
+    void* local =
+        f->op == RdmaOp::hw_fetch_add && f->local_address == scratch_ ? nullptr : f->local_address;
+    btl::RegistrationHandle* handle = f->local_handle;
+    void* cbcontext = f->cbcontext;
+    void* cbdata = f->user_cbdata;
+    // Back to the pool first: the callback may start the next operation.
+    return_rdma_frag(f);
+    if (cb) cb(this, ep, local, handle, cbcontext, cbdata, s);
+}
+
+// --- receives ------------------------------------------------------------------------
+
+bool Module::repost(RecvFrag* f) noexcept {
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(f->buffer),
+                static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size),
+                f->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = reinterpret_cast<std::uint64_t>(f);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    if (int rc = ibv_post_srq_recv(srq_.get(), &wr, &bad)) {
+        out_.verbose(1, "{}: reposting a receive buffer failed: {}", name(), std::strerror(rc));
+        return false;
+    }
+    return true;
+}
+
+int Module::poll_recv_cq() noexcept {
+    ibv_wc wc[poll_batch];
+    int n = ibv_poll_cq(recv_cq_.get(), poll_batch, wc);
+    for (int i = 0; i < n; ++i) handle_receive(wc[i]);
+    return n > 0 ? n : 0;
+}
+
+void Module::release_receive(Endpoint& ep, RecvFrag* r) noexcept {
+    // The buffer goes back before the credit is owed: the peer may use the
+    // credit as soon as it sees it.
+    if (repost(r))
+        ep.credits.on_buffer_reposted(false);
+    else
+        --srq_posted_;
+}
+
+void Module::handle_receive(const ibv_wc& wc) noexcept {
+    auto* r = reinterpret_cast<RecvFrag*>(wc.wr_id);
+    auto it = by_qpn_.find(wc.qp_num);
+    Endpoint* ep = it == by_qpn_.end() ? nullptr : it->second;
+    if (wc.status != IBV_WC_SUCCESS || ep == nullptr || ep->failed()) {
+        if (ep && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR)
+            ep->connection().fail(ibv_wc_status_str(wc.status));
+        if (!repost(r)) --srq_posted_;
+        return;
+    }
+    const std::span<const std::byte> data(r->buffer, wc.byte_len);
+    auto h = wire::decode_frag(data);
+    const char* violation = nullptr;
+    ep->connection().fragment_arrived();
+    if (!h) {
+        violation = "malformed fragment header";
+    } else {
+        const bool credit_only = h->type == wire::FragType::credit;
+        if (!ep->credits.on_arrival(credit_only))
+            violation = "peer sent beyond its credits";
+        else if (!ep->credits.on_header(h->credits,
+                                        (h->flags & wire::frag_flags::returns_control) != 0))
+            violation = "peer returned credits it never had";
+    }
+    if (violation) {
+        out_.verbose(1, "{}: peer {}: {}", name(), ep->peer(), violation);
+        if (!repost(r)) --srq_posted_;
+        ep->connection().fail(violation);
+        return;
+    }
+    if (h->type == wire::FragType::credit) {
+        if (repost(r))
+            ep->credits.on_buffer_reposted(true);
+        else
+            --srq_posted_;
+        attention(*ep);
+        return;
+    }
+    const auto payload = data.subspan(wire::FragHeader::size);
+    if (h->type == wire::FragType::atomic_request) {
+        r->length = wc.byte_len;
+        if (ep->deferred_head || !answer_atomic(*ep, r)) {
+            r->next = nullptr;
+            if (ep->deferred_tail)
+                ep->deferred_tail->next = r;
+            else
+                ep->deferred_head = r;
+            ep->deferred_tail = r;
+        }
+        attention(*ep);
+        return;
+    }
+    deliver(*ep, *h, payload);
+    release_receive(*ep, r);
+    attention(*ep);
+}
+
+bool Module::deliver(Endpoint& ep, const wire::FragHeader& h,
+                     std::span<const std::byte> payload) noexcept {
+    if (h.type == wire::FragType::atomic_reply) {
+        auto reply = wire::decode_atomic_reply(payload);
+        if (!reply) {
+            ep.connection().fail("malformed atomic reply");
+            return false;
+        }
+        finish_atomic(ep, *reply);
+        return true;
+    }
+    btl::Segment seg{const_cast<std::byte*>(payload.data()), payload.size()};
+    btl::ReceiveDescriptor d{&ep, &seg, 1, h.tag};
+    if (!am_table_.dispatch(this, d)) {
+        out_.verbose(1, "{}: peer {} sent tag {:#x}, which nobody registered", name(), ep.peer(),
+                     h.tag);
+        report_error(btl::error_flags::nonfatal, ep.peer(), "message for an unregistered tag");
+        return false;
+    }
+    return true;
+}
+
+// Performs a peer's atomic and queues the answer; false when no fragment is free
+// for the answer (the request waits, nothing is performed yet).
+bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
+    SendFrag* s = take_send_frag();
+    if (!s) return false;
+    wire::AtomicReply reply;
+    auto req = wire::decode_atomic_request(
+        std::span<const std::byte>(r->buffer, r->length).subspan(wire::FragHeader::size));
+    if (req) {
+        reply.request_id = req->request_id;
+        perform_atomic(ep, *req, reply);
+    } else {
+        reply.status = static_cast<std::int32_t>(Status::protocol_error);
+    }
+    release_receive(ep, r);
+    wire::encode(reply, s->buffer + wire::FragHeader::size);
+    s->segment.addr = s->buffer + wire::FragHeader::size;
+    s->segment.len = wire::AtomicReply::size;
+    s->type = wire::FragType::atomic_reply;
+    s->tag = 0;
+    s->flags = btl::des_flags::btl_ownership;
+    s->inline_done = true;
+    if (!ok(submit(ep, s))) return_send_frag(s);
+    if (!req) ep.connection().fail("malformed atomic request");
+    return true;
+}
+
+void Module::perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
+                            wire::AtomicReply& reply) noexcept {
+    const std::size_t width = r.bits32 ? 4 : 8;
+    const Registration* reg = rcache_ ? rcache_->find_rkey(r.rkey) : nullptr;
+    if (!reg || !(reg->access & btl::reg_flags::remote_atomic) ||
+        !reg->covers(r.remote_address, width) || r.remote_address % width != 0 || !known_op(r.op)) {
+        out_.verbose(10, "{}: peer {}: refused atomic at {:#x} (rkey {:#x})", name(), ep.peer(),
+                     r.remote_address, r.rkey);
+        reply.status = static_cast<std::int32_t>(Status::access_denied);
+        return;
+    }
+    void* target = reinterpret_cast<void*>(r.remote_address);
+    const int flags = r.bits32 ? btl::atomic_flags::bits32 : 0;
+    reply.old_value =
+        r.kind == wire::AtomicKind::cswap
+            ? btl::apply_cswap(target, r.compare, r.operand, flags)
+            : btl::apply_atomic(target, static_cast<btl::AtomicOp>(r.op), r.operand, flags);
+    reply.status = static_cast<std::int32_t>(Status::success);
+}
+
+void Module::finish_atomic(Endpoint& ep, const wire::AtomicReply& r) noexcept {
+    const auto index = static_cast<std::uint32_t>(r.request_id);
+    const auto generation = static_cast<std::uint32_t>(r.request_id >> 32);
+    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_[index] : nullptr;
+    if (!f || !f->in_use || f->generation != generation || f->op != RdmaOp::emulated_atomic ||
+        f->endpoint != &ep) {
+        out_.verbose(1, "{}: peer {}: reply to no pending atomic", name(), ep.peer());
+        return;
+    }
+    const auto s = static_cast<Status>(r.status);
+    if (ok(s) && f->atomic_kind != wire::AtomicKind::op && f->local_address) {
+        if (f->bits32) {
+            auto v = static_cast<std::uint32_t>(r.old_value);
+            std::memcpy(f->local_address, &v, sizeof v);
+        } else {
+            std::memcpy(f->local_address, &r.old_value, sizeof r.old_value);
+        }
+    }
+    complete_rdma(f, s);
+}
+
+// --- connection manager ----------------------------------------------------------------
+
+void Module::send_cm(Endpoint& ep, ibv_ah* ah, const wire::CmMessage& m) noexcept {
+    if (ud_send_free_ == 0) return;  // UD is lossy anyway; the timer resends
+    const std::uint32_t slot = ud_send_next_++ % ud_depth;
+    std::byte* buf = ud_send_ + slot * wire::CmMessage::size;
+    wire::encode(m, buf);
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(buf), wire::CmMessage::size, ud_send_lkey_};
+    ibv_send_wr wr{};
+    wr.wr_id = reinterpret_cast<std::uint64_t>(&ud_frags_[ud_depth + slot]);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.ud.ah = ah;
+    wr.wr.ud.remote_qpn = ep.remote_port().ud_qpn;
+    wr.wr.ud.remote_qkey = ep.remote_port().qkey;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(ud_qp_.get(), &wr, &bad)) {
+        out_.verbose(10, "{}: connection message to peer {} not sent: {}", name(), ep.peer(),
+                     std::strerror(rc));
+        return;
+    }
+    --ud_send_free_;
+}
+
+int Module::poll_ud_cq() noexcept {
+    ibv_wc wc[poll_batch];
+    int n = ibv_poll_cq(ud_cq_.get(), poll_batch, wc);
+    const std::uint64_t now = n > 0 ? now_ms() : 0;
+    for (int i = 0; i < n; ++i) {
+        auto* f = reinterpret_cast<Frag*>(wc[i].wr_id);
+        const auto idx = static_cast<std::uint32_t>(f - ud_frags_.data());
+        if (idx >= ud_depth) {  // a send slot
+            ++ud_send_free_;
+            continue;
+        }
+        std::byte* buf = ud_recv_ + idx * ud_recv_size;
+        if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
+            auto m = wire::decode_cm({buf + grh_size, wc[i].byte_len - grh_size});
+            if (m && m->job_key == job_key_ && m->dst_rank == rank()) {
+                auto it = by_rank_.find(m->src_rank);
+                if (it != by_rank_.end()) {
+                    ConnState before = it->second->connection().state();
+                    it->second->connection().receive(*m, now);
+                    if (it->second->connection().state() != before) update_progress();
+                }
+            } else {
+                out_.verbose(20, "{}: dropped a connection message (malformed or not ours)",
+                             name());
+            }
+        }
+        ibv_sge sge{reinterpret_cast<std::uint64_t>(buf), static_cast<std::uint32_t>(ud_recv_size),
+                    ud_recv_lkey_};
+        ibv_recv_wr wr{};
+        wr.wr_id = reinterpret_cast<std::uint64_t>(f);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr* bad = nullptr;
+        (void)ibv_post_recv(ud_qp_.get(), &wr, &bad);
+    }
+    return n > 0 ? n : 0;
+}
+
+void Module::tick_connections() noexcept {
+    if (waiting_endpoints_ == 0) return;
+    const std::uint64_t now = now_ms();
+    bool changed = false;
+    for (auto& ep : endpoints_) {
+        if (!ep->connection().waiting()) continue;
+        ep->connection().tick(now);
+        changed = changed || !ep->connection().waiting();
+    }
+    if (changed) update_progress();
+}
+
+// --- endpoint state ----------------------------------------------------------------------
+
+void Module::endpoint_connected(Endpoint& ep) noexcept {
+    out_.verbose(10, "{}: peer {} connected (QP {:#x} <-> {:#x}, {} credits each way)", name(),
+                 ep.peer(), ep.connection().local().qpn, ep.connection().remote().qpn,
+                 ep.credits.send_credits());
+    attention(ep);
+    update_progress();
+}
+
+void Module::endpoint_failed(Endpoint& ep, const char* reason) noexcept {
+    if (!ep.error_reported) out_.verbose(1, "{}: peer {}: {}", name(), ep.peer(), reason);
+    attention(ep);
+    update_progress();
+}
+
+void Module::fail_pending(Endpoint& ep) noexcept {
+    while (ep.has_pending()) {
+        Frag* f = ep.pending_front();
+        ep.pop_pending();
+        if (f->kind == FragKind::send)
+            complete_send(static_cast<SendFrag*>(f), Status::peer_failed);
+        else
+            complete_rdma(static_cast<RdmaFrag*>(f), Status::peer_failed);
+    }
+    // Emulated atomics whose reply will never come.
+    for (RdmaFrag& f : rdma_frags_)
+        if (f.in_use && f.endpoint == &ep && f.op == RdmaOp::emulated_atomic)
+            complete_rdma(&f, Status::peer_failed);
+    while (RecvFrag* r = ep.deferred_head) {
+        ep.deferred_head = r->next;
+        if (!repost(r)) --srq_posted_;
+    }
+    ep.deferred_tail = nullptr;
+}
+
+void Module::service_attention() noexcept {
+    Endpoint* list = attention_head_;
+    attention_head_ = nullptr;
+    bool failures = false;
+    while (list) {
+        Endpoint& ep = *list;
+        list = ep.attention_next;
+        ep.on_attention = false;
+        ep.attention_next = nullptr;
+        if (ep.failed()) {
+            failures = true;
+            fail_pending(ep);
+            if (!ep.error_reported) {
+                ep.error_reported = true;
+                report_error(btl::error_flags::nonfatal, ep.peer(), ep.connection().failure());
+            }
+            continue;
+        }
+        while (RecvFrag* r = ep.deferred_head) {
+            if (!answer_atomic(ep, r)) break;
+            ep.deferred_head = r->next;
+            if (!ep.deferred_head) ep.deferred_tail = nullptr;
+        }
+        drain(ep);
+        // Still blocked on a shared resource (fragments, CQ room): look again next time.
+        if (ep.usable() && (ep.has_pending() || ep.deferred_head)) attention(ep);
+    }
+    if (failures) update_progress();
+}
+
+// --- async events ----------------------------------------------------------------------
+
+void Module::on_async_event(const ibv_async_event& e) noexcept {
+    auto fail_all = [&](const char* why) {
+        for (auto& ep : endpoints_) ep->connection().fail(why);
+    };
+    switch (e.event_type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_COMM_EST: {
+            auto it = by_qpn_.find(e.element.qp->qp_num);
+            if (it == by_qpn_.end()) return;
+            if (e.event_type == IBV_EVENT_COMM_EST)
+                it->second->connection().fragment_arrived();
+            else
+                it->second->connection().fail(ibv_event_type_str(e.event_type));
+            return;
+        }
+        case IBV_EVENT_PORT_ERR:
+            if (e.element.port_num != port_) return;
+            port_down_ = true;
+            out_.verbose(1, "{}: port went down", name());
+            fail_all("the local port went down");
+            report_error(btl::error_flags::fatal, any_rank, "InfiniBand/RoCE port went down");
+            return;
+        case IBV_EVENT_PORT_ACTIVE:
+            if (e.element.port_num == port_) out_.verbose(1, "{}: port is active again", name());
+            return;
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            if (e.element.srq == srq_.get()) grow_srq(srq_budget_.reserved());
+            return;
+        case IBV_EVENT_SRQ_ERR:
+            if (e.element.srq != srq_.get()) return;
+            [[fallthrough]];
+        case IBV_EVENT_CQ_ERR:
+            if (e.event_type == IBV_EVENT_CQ_ERR && e.element.cq != send_cq_.get() &&
+                e.element.cq != recv_cq_.get() && e.element.cq != ud_cq_.get())
+                return;
+            [[fallthrough]];
+        case IBV_EVENT_DEVICE_FATAL:
+            port_down_ = true;
+            out_.verbose(1, "{}: {}", name(), ibv_event_type_str(e.event_type));
+            fail_all(ibv_event_type_str(e.event_type));
+            report_error(btl::error_flags::fatal, any_rank, ibv_event_type_str(e.event_type));
+            return;
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            if (e.element.port_num == port_)
+                out_.verbose(10, "{}: {}", name(), ibv_event_type_str(e.event_type));
+            return;
+        default:
+            return;
+    }
+}
+
+}  // namespace transit::openib

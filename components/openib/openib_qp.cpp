@@ -1,0 +1,155 @@
+// The verbs side of an endpoint: its RC queue pair through INIT -> RTR -> RTS,
+// the address handle of the peer's connection-manager QP, the pending queue.
+#include <cerrno>
+#include <cstring>
+
+#include "openib_module.hpp"
+
+namespace transit::openib {
+
+Endpoint::Endpoint(Module& module, Rank peer, const wire::PortAddress& remote,
+                   Connection::Config cfg)
+    : btl::Endpoint(peer),
+      send_slots(module.config().sq_depth),
+      module_(module),
+      remote_port_(remote),
+      conn_(*this, cfg) {
+    control_frag.kind = FragKind::control;
+    control_frag.endpoint = this;
+}
+
+Endpoint::~Endpoint() = default;
+
+void Endpoint::enqueue(Frag* f) noexcept {
+    f->next = nullptr;
+    if (pending_tail_)
+        pending_tail_->next = f;
+    else
+        pending_head_ = f;
+    pending_tail_ = f;
+}
+
+void Endpoint::pop_pending() noexcept {
+    Frag* f = pending_head_;
+    pending_head_ = f->next;
+    if (!pending_head_) pending_tail_ = nullptr;
+    f->next = nullptr;
+}
+
+bool Endpoint::create_qp(wire::QpAddress& local) {
+    const Config& c = module_.config();
+    ibv_qp_init_attr init{};
+    init.qp_context = this;
+    init.send_cq = module_.send_cq();
+    init.recv_cq = module_.recv_cq();
+    init.srq = module_.srq();
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 0;
+    init.cap.max_send_wr = c.sq_depth;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_wr = 0;  // receives come from the SRQ
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = c.max_inline;
+    qp_.reset(ibv_create_qp(module_.device().pd(), &init));
+    if (!qp_) {
+        module_.out().verbose(1, "peer {}: ibv_create_qp(RC) failed: {}", peer(),
+                              std::strerror(errno));
+        return false;
+    }
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.pkey_index = c.pkey_index;
+    a.port_num = module_.port();
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC;
+    if (int rc = ibv_modify_qp(
+            qp_.get(), &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        module_.out().verbose(1, "peer {}: RC QP to INIT failed: {}", peer(), std::strerror(rc));
+        qp_.reset();
+        return false;
+    }
+    const wire::PortAddress& me = module_.address();
+    local.qpn = qp_->qp_num;
+    local.psn = module_.next_psn();
+    local.lid = me.lid;
+    local.mtu = me.mtu;
+    local.gid = me.gid;
+    module_.qp_created(*this);
+    return true;
+}
+
+bool Endpoint::connect_qp(const wire::QpAddress& remote) {
+    const Config& c = module_.config();
+    const ibv_device_attr& dev = module_.device().attr();
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu, module_.active_mtu()));
+    a.dest_qp_num = remote.qpn;
+    a.rq_psn = remote.psn;
+    a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::max(1, dev.max_qp_rd_atom));
+    a.min_rnr_timer = 12;  // 0.64 ms
+    module_.fill_ah(a.ah_attr, remote_port_, remote.lid, remote.gid);
+    if (int rc =
+            ibv_modify_qp(qp_.get(), &a,
+                          IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                              IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+        module_.out().verbose(1, "peer {}: RC QP to RTR failed: {}", peer(), std::strerror(rc));
+        return false;
+    }
+    ibv_qp_attr s{};
+    s.qp_state = IBV_QPS_RTS;
+    s.timeout = c.qp_timeout;
+    s.retry_cnt = c.qp_retry_count;
+    s.rnr_retry = c.rnr_retry;
+    s.sq_psn = conn_.local().psn;
+    s.max_rd_atomic = static_cast<std::uint8_t>(std::max(1, dev.max_qp_init_rd_atom));
+    if (int rc = ibv_modify_qp(qp_.get(), &s,
+                               IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+        module_.out().verbose(1, "peer {}: RC QP to RTS failed: {}", peer(), std::strerror(rc));
+        return false;
+    }
+    module_.out().verbose(20, "peer {}: QP {:#x} connected to {:#x}, MTU {}", peer(), qp_->qp_num,
+                          remote.qpn, verbs::mtu_bytes(a.path_mtu));
+    return true;
+}
+
+std::uint16_t Endpoint::reserve_credits() {
+    return module_.reserve_srq(module_.config().credits_per_peer);
+}
+
+void Endpoint::release_credits(std::uint16_t granted) {
+    module_.release_srq(granted);
+}
+
+bool Endpoint::make_ud_ah() {
+    if (ud_ah_) return true;
+    ibv_ah_attr ah{};
+    module_.fill_ah(ah, remote_port_, remote_port_.lid, remote_port_.gid);
+    ud_ah_.reset(ibv_create_ah(module_.device().pd(), &ah));
+    if (!ud_ah_)
+        module_.out().verbose(1, "peer {}: ibv_create_ah failed: {}", peer(), std::strerror(errno));
+    return static_cast<bool>(ud_ah_);
+}
+
+void Endpoint::send_cm(const wire::CmMessage& m) {
+    // A lost message is resent by the connection timer, so failure here is not fatal.
+    if (make_ud_ah()) module_.send_cm(*this, ud_ah_.get(), m);
+}
+
+void Endpoint::connected(std::uint16_t granted_to_us, std::uint16_t granted_to_peer) {
+    credits.start(granted_to_us, granted_to_peer);
+    module_.endpoint_connected(*this);
+}
+
+void Endpoint::failed(const char* reason) {
+    if (qp_) {
+        // Everything posted completes with a flush error, which fails its callback.
+        ibv_qp_attr a{};
+        a.qp_state = IBV_QPS_ERR;
+        (void)ibv_modify_qp(qp_.get(), &a, IBV_QP_STATE);
+    }
+    module_.endpoint_failed(*this, reason);
+}
+
+}  // namespace transit::openib

@@ -1,0 +1,478 @@
+// The openib data path: descriptors, sends, RDMA and atomics.  Nothing here
+// allocates, throws or locks; a resource that is short (credit, send slot,
+// completion-queue room) parks the work on the endpoint's pending queue, and
+// the queue drains from progress in the order the work was submitted.
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include "openib_module.hpp"
+
+namespace transit::openib {
+
+namespace {
+
+std::uint64_t now_ms() noexcept {
+    using namespace std::chrono;
+    return static_cast<std::uint64_t>(
+        duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
+}
+
+}  // namespace
+
+// --- pools ---------------------------------------------------------------------------
+
+SendFrag* Module::take_send_frag() noexcept {
+    SendFrag* f = free_send_;
+    if (!f) return nullptr;
+    free_send_ = static_cast<SendFrag*>(f->next);
+    f->next = nullptr;
+    f->in_use = true;
+    f->inline_done = false;
+    f->flags = 0;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    f->endpoint = nullptr;
+    f->type = wire::FragType::data;
+    return f;
+}
+
+void Module::return_send_frag(SendFrag* f) noexcept {
+    f->in_use = false;
+    f->next = free_send_;
+    free_send_ = f;
+}
+
+RdmaFrag* Module::take_rdma_frag() noexcept {
+    RdmaFrag* f = free_rdma_;
+    if (!f) return nullptr;
+    free_rdma_ = static_cast<RdmaFrag*>(f->next);
+    f->next = nullptr;
+    f->in_use = true;
+    ++f->generation;
+    return f;
+}
+
+void Module::return_rdma_frag(RdmaFrag* f) noexcept {
+    f->in_use = false;
+    f->next = free_rdma_;
+    free_rdma_ = f;
+}
+
+// --- descriptors ----------------------------------------------------------------------
+
+btl::Descriptor* Module::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                               std::uint32_t flags) noexcept {
+    if (size > config_.max_send_size) size = config_.max_send_size;
+    SendFrag* f = take_send_frag();
+    if (!f) return nullptr;
+    f->endpoint = static_cast<Endpoint*>(endpoint);
+    f->order = order;
+    f->flags = flags;
+    f->segment.addr = f->buffer + wire::FragHeader::size;
+    f->segment.len = size;
+    return f;
+}
+
+Status Module::free(btl::Descriptor* descriptor) noexcept {
+    auto* f = static_cast<SendFrag*>(descriptor);
+    if (!f || f->kind != FragKind::send || !f->in_use) return Status::bad_param;
+    return_send_frag(f);
+    return Status::success;
+}
+
+btl::Descriptor* Module::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                     std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                     std::uint32_t flags) noexcept {
+    if (reserve > config_.max_send_size) return nullptr;
+    std::size_t room = config_.max_send_size - reserve;
+    if (size > room) size = room;
+    SendFrag* f = static_cast<SendFrag*>(alloc(endpoint, order, reserve + size, flags));
+    if (!f) return nullptr;
+    // Always a copy: the fragment buffer is registered, the user's may not be.
+    size = convertor.pack(f->buffer + wire::FragHeader::size + reserve, size);
+    f->segment.len = reserve + size;
+    return f;
+}
+
+// --- sends ---------------------------------------------------------------------------
+
+Status Module::submit(Endpoint& ep, Frag* f) noexcept {
+    f->endpoint = &ep;
+    if (ep.failed()) return Status::unreachable;
+    if (ep.connection().state() == ConnState::idle) {
+        ep.connection().start(now_ms());
+        if (ep.failed()) return Status::unreachable;
+        update_progress();
+    }
+    if (ep.usable() && !ep.has_pending() && try_post(ep, f)) return Status::success;
+    if (ep.failed()) return Status::unreachable;  // posting failed the endpoint
+    ep.enqueue(f);
+    attention(ep);
+    return Status::success;
+}
+
+Status Module::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor, btl::Tag tag) noexcept {
+    auto* f = static_cast<SendFrag*>(descriptor);
+    if (!endpoint || !f || f->kind != FragKind::send || !f->in_use) return Status::bad_param;
+    f->type = wire::FragType::data;
+    f->tag = tag;
+    return submit(*static_cast<Endpoint*>(endpoint), f);
+}
+
+Status Module::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                     std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                     std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    auto* ep = static_cast<Endpoint*>(endpoint);
+    if (!ep) return Status::bad_param;
+    const std::size_t total = header_size + payload_size;
+    if (total > config_.max_send_size) return Status::bad_param;
+    auto fallback = [&] {
+        if (ep->connection().state() == ConnState::idle) {
+            ep->connection().start(now_ms());
+            update_progress();
+        }
+        if (ep->failed()) return Status::unreachable;
+        if (descriptor) *descriptor = alloc(ep, order, total, flags);
+        return Status::out_of_resource;
+    };
+    if (!ep->usable() || ep->has_pending() || ep->credits.send_credits() == 0) return fallback();
+    SendFrag* f = take_send_frag();
+    if (!f) return fallback();
+    std::byte* p = f->buffer + wire::FragHeader::size;
+    if (header_size) std::memcpy(p, header, header_size);
+    if (payload_size) {
+        if (!convertor) {
+            return_send_frag(f);
+            return Status::bad_param;
+        }
+        std::size_t got = convertor->pack(p + header_size, payload_size);
+        if (got != payload_size) {
+            convertor->seek(convertor->position() - got);
+            return_send_frag(f);
+            return Status::bad_param;
+        }
+    }
+    f->endpoint = ep;
+    f->order = order;
+    f->flags = flags | btl::des_flags::btl_ownership;
+    f->segment.addr = p;
+    f->segment.len = total;
+    f->type = wire::FragType::data;
+    f->tag = tag;
+    f->inline_done = true;
+    if (try_post(*ep, f)) return Status::completed;
+    // Short of a send slot or CQ room: undo, the caller keeps its data.
+    if (convertor && payload_size) convertor->seek(convertor->position() - payload_size);
+    return_send_frag(f);
+    return fallback();
+}
+
+// --- RDMA and atomics --------------------------------------------------------------------
+
+Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
+    auto* ep = static_cast<Endpoint*>(endpoint);
+    ++ep->rdma_in_flight;
+    Status s = submit(*ep, f);
+    if (!ok(s)) {
+        --ep->rdma_in_flight;
+        return_rdma_frag(f);
+    }
+    return s;
+}
+
+Status Module::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                   btl::RegistrationHandle* local_handle,
+                   const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                   btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    RemoteKey rk;
+    if (!endpoint || !local_handle || !unpack_handle(remote_handle, rk) || size > attr_.put_limit)
+        return Status::bad_param;
+    if (remote_address < rk.address || remote_address + size > rk.address + rk.length)
+        return Status::bad_param;
+    RdmaFrag* f = take_rdma_frag();
+    if (!f) return Status::out_of_resource;
+    f->op = RdmaOp::put;
+    f->local_address = local_address;
+    f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
+    f->local_handle = local_handle;
+    f->remote_address = remote_address;
+    f->rkey = rk.rkey;
+    f->size = size;
+    f->cbfunc = cbfunc;
+    f->cbcontext = cbcontext;
+    f->user_cbdata = cbdata;
+    return start_rdma(endpoint, f);
+}
+
+Status Module::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                   btl::RegistrationHandle* local_handle,
+                   const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                   btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    RemoteKey rk;
+    if (!endpoint || !local_handle || !unpack_handle(remote_handle, rk) || size > attr_.get_limit)
+        return Status::bad_param;
+    if (remote_address < rk.address || remote_address + size > rk.address + rk.length)
+        return Status::bad_param;
+    RdmaFrag* f = take_rdma_frag();
+    if (!f) return Status::out_of_resource;
+    f->op = RdmaOp::get;
+    f->local_address = local_address;
+    f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
+    f->local_handle = local_handle;
+    f->remote_address = remote_address;
+    f->rkey = rk.rkey;
+    f->size = size;
+    f->cbfunc = cbfunc;
+    f->cbcontext = cbcontext;
+    f->user_cbdata = cbdata;
+    return start_rdma(endpoint, f);
+}
+
+Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
+                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                             std::uint64_t operand, std::uint64_t compare, wire::AtomicKind kind,
+                             int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                             void* cbdata) noexcept {
+    RemoteKey rk;
+    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const std::size_t width = bits32 ? 4 : 8;
+    if (!endpoint || !unpack_handle(remote_handle, rk)) return Status::bad_param;
+    if (remote_address % width != 0 || remote_address < rk.address ||
+        remote_address + width > rk.address + rk.length)
+        return Status::bad_param;
+    if (kind != wire::AtomicKind::op && local_address == nullptr) return Status::bad_param;
+    RdmaFrag* f = take_rdma_frag();
+    if (!f) return Status::out_of_resource;
+    f->local_address = local_address;
+    f->local_handle = local_handle;
+    f->remote_address = remote_address;
+    f->rkey = rk.rkey;
+    f->size = width;
+    f->operand = operand;
+    f->compare = compare;
+    f->atomic = op;
+    f->atomic_kind = kind;
+    f->bits32 = bits32;
+    f->cbfunc = cbfunc;
+    f->cbcontext = cbcontext;
+    f->user_cbdata = cbdata;
+    // Hardware only where it is coherent with the target's CPU atomics and the
+    // verb exists: 64-bit fetch-add and compare-swap.  The fetched value lands
+    // in the caller's registered buffer, or our scratch word for a plain op.
+    const bool hw_op = kind == wire::AtomicKind::cswap ||
+                       (op == btl::AtomicOp::add && kind != wire::AtomicKind::cswap);
+    const bool local_ok = kind == wire::AtomicKind::op || local_handle != nullptr;
+    if (hw_atomics_ && !bits32 && hw_op && local_ok) {
+        f->op = kind == wire::AtomicKind::cswap ? RdmaOp::hw_cswap : RdmaOp::hw_fetch_add;
+        if (kind == wire::AtomicKind::op) {
+            f->local_address = scratch_;
+            f->lkey = scratch_lkey_;
+        } else {
+            f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
+        }
+    } else {
+        f->op = RdmaOp::emulated_atomic;
+    }
+    return start_rdma(endpoint, f);
+}
+
+Status Module::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                         std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                         void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand, 0,
+                         wire::AtomicKind::op, flags, cbfunc, cbcontext, cbdata);
+}
+
+Status Module::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                          std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                          const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                          std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                          void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
+                         operand, 0, wire::AtomicKind::fetch_op, flags, cbfunc, cbcontext, cbdata);
+}
+
+Status Module::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                            std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                            const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                            std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
+                            void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle,
+                         btl::AtomicOp::swap, value, compare, wire::AtomicKind::cswap, flags,
+                         cbfunc, cbcontext, cbdata);
+}
+
+// --- posting -------------------------------------------------------------------------
+
+bool Module::reserve_send_wr(Endpoint& ep) noexcept {
+    if (send_cq_free_ == 0) return false;
+    if (!ep.send_slots.take()) return false;
+    --send_cq_free_;
+    ++ep.posted;
+    return true;
+}
+
+void Module::unreserve_send_wr(Endpoint& ep) noexcept {
+    ep.send_slots.give();
+    ++send_cq_free_;
+    --ep.posted;
+}
+
+bool Module::try_post(Endpoint& ep, Frag* f) noexcept {
+    if (f->kind == FragKind::send) return post_send_frag(ep, static_cast<SendFrag*>(f));
+    return post_rdma_frag(ep, static_cast<RdmaFrag*>(f));
+}
+
+bool Module::post_send_frag(Endpoint& ep, SendFrag* f) noexcept {
+    if (!ep.credits.take_data_credit()) return false;
+    if (!reserve_send_wr(ep)) {
+        ep.credits.untake_data_credit();
+        return false;
+    }
+    const auto pb = ep.credits.take_piggyback();
+    wire::FragHeader h{f->type, f->tag,
+                       pb.returns_control ? wire::frag_flags::returns_control : std::uint8_t{0},
+                       pb.credits};
+    wire::encode(h, f->buffer);
+    const auto len = static_cast<std::uint32_t>(wire::FragHeader::size + f->segment.len);
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(f->buffer), len, f->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = reinterpret_cast<std::uint64_t>(static_cast<Frag*>(f));
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (len <= config_.max_inline) wr.send_flags |= IBV_SEND_INLINE;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(ep.qp(), &wr, &bad)) {
+        unreserve_send_wr(ep);
+        ep.credits.untake_data_credit();
+        ep.credits.restore_piggyback(pb);
+        out_.verbose(1, "{}: ibv_post_send to peer {} failed: {}", name(), ep.peer(),
+                     std::strerror(rc));
+        ep.connection().fail("posting a send failed");
+        return false;
+    }
+    return true;
+}
+
+bool Module::post_rdma_frag(Endpoint& ep, RdmaFrag* f) noexcept {
+    if (f->op == RdmaOp::emulated_atomic) {
+        // A request fragment to the target, which answers with the old value.
+        SendFrag* s = take_send_frag();
+        if (!s) return false;
+        wire::AtomicRequest r;
+        r.request_id = (static_cast<std::uint64_t>(f->generation) << 32) | f->index;
+        r.remote_address = f->remote_address;
+        r.operand = f->operand;
+        r.compare = f->compare;
+        r.rkey = f->rkey;
+        r.op = static_cast<std::uint16_t>(f->atomic);
+        r.kind = f->atomic_kind;
+        r.bits32 = f->bits32 ? 1 : 0;
+        wire::encode(r, s->buffer + wire::FragHeader::size);
+        s->segment.addr = s->buffer + wire::FragHeader::size;
+        s->segment.len = wire::AtomicRequest::size;
+        s->type = wire::FragType::atomic_request;
+        s->tag = 0;
+        s->endpoint = &ep;
+        s->flags = btl::des_flags::btl_ownership;
+        s->inline_done = true;
+        if (!post_send_frag(ep, s)) {
+            return_send_frag(s);
+            return false;
+        }
+        return true;  // completes when the reply arrives
+    }
+    if (!reserve_send_wr(ep)) return false;
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(f->local_address),
+                static_cast<std::uint32_t>(f->size), f->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = reinterpret_cast<std::uint64_t>(static_cast<Frag*>(f));
+    wr.sg_list = &sge;
+    wr.num_sge = f->size ? 1 : 0;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    switch (f->op) {
+        case RdmaOp::put:
+            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.wr.rdma = {f->remote_address, f->rkey};
+            break;
+        case RdmaOp::get:
+            wr.opcode = IBV_WR_RDMA_READ;
+            wr.wr.rdma = {f->remote_address, f->rkey};
+            break;
+        case RdmaOp::hw_fetch_add:
+            wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+            wr.wr.atomic = {f->remote_address, f->operand, 0, f->rkey};
+            break;
+        case RdmaOp::hw_cswap:
+            wr.opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+            wr.wr.atomic = {f->remote_address, f->compare, f->operand, f->rkey};
+            break;
+        case RdmaOp::emulated_atomic:
+            break;
+    }
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(ep.qp(), &wr, &bad)) {
+        unreserve_send_wr(ep);
+        out_.verbose(1, "{}: posting RDMA to peer {} failed: {}", name(), ep.peer(),
+                     std::strerror(rc));
+        ep.connection().fail("posting an RDMA operation failed");
+        return false;
+    }
+    return true;
+}
+
+bool Module::post_credit_message(Endpoint& ep) noexcept {
+    if (!ep.credits.take_control_credit()) return false;
+    if (!reserve_send_wr(ep)) {
+        ep.credits.untake_control_credit();
+        return false;
+    }
+    const auto pb = ep.credits.take_piggyback();
+    wire::FragHeader h{wire::FragType::credit, 0,
+                       pb.returns_control ? wire::frag_flags::returns_control : std::uint8_t{0},
+                       pb.credits};
+    wire::encode(h, ep.control_header);
+    // Inline: the HCA copies the 8 bytes at post time, so no registration is needed.
+    ibv_sge sge{reinterpret_cast<std::uint64_t>(ep.control_header), wire::FragHeader::size, 0};
+    ibv_send_wr wr{};
+    wr.wr_id = reinterpret_cast<std::uint64_t>(&ep.control_frag);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+    ibv_send_wr* bad = nullptr;
+    if (int rc = ibv_post_send(ep.qp(), &wr, &bad)) {
+        unreserve_send_wr(ep);
+        ep.credits.untake_control_credit();
+        ep.credits.restore_piggyback(pb);
+        out_.verbose(1, "{}: credit message to peer {} failed: {}", name(), ep.peer(),
+                     std::strerror(rc));
+        ep.connection().fail("posting a credit message failed");
+        return false;
+    }
+    return true;
+}
+
+void Module::drain(Endpoint& ep) noexcept {
+    while (ep.usable() && ep.has_pending()) {
+        Frag* f = ep.pending_front();
+        if (!try_post(ep, f)) break;
+        ep.pop_pending();
+    }
+    if (ep.usable() && ep.credits.credit_message_due()) post_credit_message(ep);
+}
+
+void Module::attention(Endpoint& ep) noexcept {
+    if (ep.on_attention) return;
+    ep.on_attention = true;
+    ep.attention_next = attention_head_;
+    attention_head_ = &ep;
+}
+
+}  // namespace transit::openib

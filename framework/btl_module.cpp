@@ -109,7 +109,7 @@ T apply(T* target, AtomicOp op, T operand) noexcept {
         case AtomicOp::max:
             return update(ref, [=](T v) { return S(operand) > S(v) ? operand : v; });
     }
-    return ref.load(order);  // unknown op: leave the target untouched
+    return ref.load(std::memory_order_acquire);  // unknown op: leave the target untouched
 }
 
 }  // namespace

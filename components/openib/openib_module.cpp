@@ -111,8 +111,17 @@ bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept {
     out.address = wire::detail::get<std::uint64_t>(p, off);
     out.length = wire::detail::get<std::uint64_t>(p, off);
     out.rkey = wire::detail::get<std::uint32_t>(p, off);
-    auto pad = wire::detail::get<std::uint32_t>(p, off);
-    return pad == 0 && out.length != 0 && out.address + out.length > out.address;
+    out.access = wire::detail::get<std::uint32_t>(p, off);
+    return (out.access & ~btl::reg_flags::access_any) == 0 && out.length != 0 &&
+           out.address + out.length > out.address;
+}
+
+bool Module::local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
+                      bool write) noexcept {
+    if (h == nullptr) return false;
+    const Registration* r = reinterpret_cast<const Handle*>(h)->registration;
+    if (r == nullptr || !r->covers(reinterpret_cast<std::uintptr_t>(addr), len)) return false;
+    return !write || (verbs::access_flags(r->access) & IBV_ACCESS_LOCAL_WRITE) != 0;
 }
 
 void Module::FreeDeleter::operator()(std::byte* p) const noexcept {
@@ -354,6 +363,7 @@ void Module::setup() {
     }
     address_.ud_qpn = ud_qp_->qp_num;
     address_.qkey = qkey;
+    address_.recv_size = static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size);
 
     attr_.eager_limit = config_.eager_limit;
     attr_.rndv_eager_limit = config_.eager_limit;
@@ -548,7 +558,7 @@ btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::s
     wire::detail::put<std::uint64_t>(h->packed, off, reinterpret_cast<std::uint64_t>(base));
     wire::detail::put<std::uint64_t>(h->packed, off, size);
     wire::detail::put<std::uint32_t>(h->packed, off, r->rkey);
-    wire::detail::put<std::uint32_t>(h->packed, off, 0);
+    wire::detail::put<std::uint32_t>(h->packed, off, flags);
     h->lkey = r->lkey;
     h->registration = r;
     return reinterpret_cast<btl::RegistrationHandle*>(h);

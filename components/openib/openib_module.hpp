@@ -149,7 +149,8 @@ struct RecvFrag {
 // A registration handle: the first `packed_size` bytes are what peers receive.
 struct Handle {
     static constexpr std::size_t packed_size = 24;
-    std::byte packed[packed_size];  // address u64, length u64, rkey u32, zero u32 (LE)
+    // address u64, length u64, rkey u32, btl::reg_flags u32 (little endian)
+    std::byte packed[packed_size];
     std::uint32_t lkey = 0;
     Registration* registration = nullptr;
     Handle* next_free = nullptr;
@@ -159,6 +160,13 @@ struct RemoteKey {
     std::uint64_t address;
     std::uint64_t length;
     std::uint32_t rkey;
+    std::uint32_t access;  // btl::reg_flags the owner registered with
+    // The operation's range lies inside and the owner allowed `needed`.  Checked
+    // before posting: a bad remote access would kill the whole connection.
+    bool allows(std::uint64_t addr, std::size_t len, std::uint32_t needed) const noexcept {
+        return (access & needed) == needed && addr >= address && addr + len >= addr &&
+               addr + len <= address + length;
+    }
 };
 // Reads a peer's packed handle; false when it is malformed.
 bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept;
@@ -195,6 +203,7 @@ class Endpoint final : public btl::Endpoint, public ConnectionActions {
     SendSlots send_slots;
     std::uint32_t rdma_in_flight = 0;  // put/get/atomics posted or awaiting a reply
     std::uint32_t posted = 0;          // work requests on the QP, for teardown
+    std::uint32_t max_inline = 0;      // what the QP really allows
     bool on_attention = false;
     // Atomic requests from the peer waiting for a fragment to answer with; their
     // buffers stay out of the SRQ meanwhile (the peer's credits cover them).
@@ -313,6 +322,11 @@ class Module final : public btl::Module {
     // Posting: false when a resource (credit, send slot, CQ room) is short and
     // the fragment must wait; an error from verbs fails the endpoint.
     bool try_post(Endpoint& ep, Frag* f) noexcept;
+    // The local side of put/get/fetching atomics: registered, covering the range.
+    // `write`: the device writes into it (get, fetched values), which verbs
+    // allows only on memory registered for local write.
+    static bool local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
+                         bool write = false) noexcept;
     bool post_send_frag(Endpoint& ep, SendFrag* f) noexcept;
     bool post_rdma_frag(Endpoint& ep, RdmaFrag* f) noexcept;
     bool post_credit_message(Endpoint& ep) noexcept;

@@ -104,6 +104,8 @@ int Module::poll_send_cq() noexcept {
                 break;
         }
         if (ep->has_pending() || ep->credits.credit_message_due() || ep->failed()) attention(*ep);
+        // The last flushed request of a dead QP: nothing left to poll for it.
+        if (ep->failed() && ep->posted == 0) update_progress();
     }
     return n > 0 ? n : 0;
 }

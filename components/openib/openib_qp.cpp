@@ -1,5 +1,6 @@
 // The verbs side of an endpoint: its RC queue pair through INIT -> RTR -> RTS,
 // the address handle of the peer's connection-manager QP, the pending queue.
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -56,6 +57,14 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
                               std::strerror(errno));
         return false;
     }
+    // The device may grant less inline room than asked; credit messages need 8 bytes.
+    max_inline = std::min(c.max_inline, init.cap.max_inline_data);
+    if (max_inline < wire::FragHeader::size) {
+        module_.out().verbose(1, "peer {}: the device allows only {} inline bytes", peer(),
+                              init.cap.max_inline_data);
+        qp_.reset();
+        return false;
+    }
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = c.pkey_index;
@@ -73,6 +82,8 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
     local.psn = module_.next_psn();
     local.lid = me.lid;
     local.mtu = me.mtu;
+    local.rd_atomic =
+        static_cast<std::uint8_t>(std::clamp(module_.device().attr().max_qp_rd_atom, 1, 255));
     local.gid = me.gid;
     module_.qp_created(*this);
     return true;
@@ -86,7 +97,7 @@ bool Endpoint::connect_qp(const wire::QpAddress& remote) {
     a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu, module_.active_mtu()));
     a.dest_qp_num = remote.qpn;
     a.rq_psn = remote.psn;
-    a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::max(1, dev.max_qp_rd_atom));
+    a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::clamp(dev.max_qp_rd_atom, 1, 255));
     a.min_rnr_timer = 12;  // 0.64 ms
     module_.fill_ah(a.ah_attr, remote_port_, remote.lid, remote.gid);
     if (int rc =
@@ -102,7 +113,10 @@ bool Endpoint::connect_qp(const wire::QpAddress& remote) {
     s.retry_cnt = c.qp_retry_count;
     s.rnr_retry = c.rnr_retry;
     s.sq_psn = conn_.local().psn;
-    s.max_rd_atomic = static_cast<std::uint8_t>(std::max(1, dev.max_qp_init_rd_atom));
+    // Never more reads and atomics in flight than the peer's QP accepts.
+    const int peer_limit = remote.rd_atomic ? remote.rd_atomic : 1;
+    s.max_rd_atomic = static_cast<std::uint8_t>(
+        std::clamp(std::min(dev.max_qp_init_rd_atom, peer_limit), 1, 255));
     if (int rc = ibv_modify_qp(qp_.get(), &s,
                                IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                    IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {

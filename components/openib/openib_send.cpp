@@ -187,9 +187,9 @@ Status Module::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t r
                    const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
                    btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     RemoteKey rk;
-    if (!endpoint || !local_handle || !unpack_handle(remote_handle, rk) || size > attr_.put_limit)
-        return Status::bad_param;
-    if (remote_address < rk.address || remote_address + size > rk.address + rk.length)
+    if (!endpoint || !local_ok(local_handle, local_address, size) ||
+        !unpack_handle(remote_handle, rk) || size > attr_.put_limit ||
+        !rk.allows(remote_address, size, btl::reg_flags::remote_write))
         return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
@@ -211,9 +211,9 @@ Status Module::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t r
                    const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
                    btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     RemoteKey rk;
-    if (!endpoint || !local_handle || !unpack_handle(remote_handle, rk) || size > attr_.get_limit)
-        return Status::bad_param;
-    if (remote_address < rk.address || remote_address + size > rk.address + rk.length)
+    if (!endpoint || !local_ok(local_handle, local_address, size, true) ||
+        !unpack_handle(remote_handle, rk) || size > attr_.get_limit ||
+        !rk.allows(remote_address, size, btl::reg_flags::remote_read))
         return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
@@ -239,11 +239,14 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
     RemoteKey rk;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     const std::size_t width = bits32 ? 4 : 8;
-    if (!endpoint || !unpack_handle(remote_handle, rk)) return Status::bad_param;
-    if (remote_address % width != 0 || remote_address < rk.address ||
-        remote_address + width > rk.address + rk.length)
+    if (!endpoint || !unpack_handle(remote_handle, rk) || remote_address % width != 0 ||
+        !rk.allows(remote_address, width, btl::reg_flags::remote_atomic))
         return Status::bad_param;
     if (kind != wire::AtomicKind::op && local_address == nullptr) return Status::bad_param;
+    // The emulated path writes the result with the CPU; the hardware path needs
+    // the caller's registration, and falls back to emulation without one.
+    if (local_handle && !local_ok(local_handle, local_address, width, true))
+        return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
     f->local_address = local_address;
@@ -264,8 +267,8 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
     // in the caller's registered buffer, or our scratch word for a plain op.
     const bool hw_op = kind == wire::AtomicKind::cswap ||
                        (op == btl::AtomicOp::add && kind != wire::AtomicKind::cswap);
-    const bool local_ok = kind == wire::AtomicKind::op || local_handle != nullptr;
-    if (hw_atomics_ && !bits32 && hw_op && local_ok) {
+    const bool have_local = kind == wire::AtomicKind::op || local_handle != nullptr;
+    if (hw_atomics_ && !bits32 && hw_op && have_local) {
         f->op = kind == wire::AtomicKind::cswap ? RdmaOp::hw_cswap : RdmaOp::hw_fetch_add;
         if (kind == wire::AtomicKind::op) {
             f->local_address = scratch_;
@@ -346,7 +349,7 @@ bool Module::post_send_frag(Endpoint& ep, SendFrag* f) noexcept {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (len <= config_.max_inline) wr.send_flags |= IBV_SEND_INLINE;
+    if (len <= ep.max_inline) wr.send_flags |= IBV_SEND_INLINE;
     ibv_send_wr* bad = nullptr;
     if (int rc = ibv_post_send(ep.qp(), &wr, &bad)) {
         unreserve_send_wr(ep);

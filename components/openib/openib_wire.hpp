@@ -196,9 +196,12 @@ inline constexpr std::uint8_t cm_version = 1;
 // Where a QP can be reached: the RC QP number and its address on the fabric.
 struct QpAddress {
     std::uint32_t qpn = 0;
-    std::uint32_t psn = 0;               // first packet sequence number
-    std::uint16_t lid = 0;               // InfiniBand
-    std::uint8_t mtu = 0;                // enum ibv_mtu, 1 (256) .. 5 (4096)
+    std::uint32_t psn = 0;  // first packet sequence number
+    std::uint16_t lid = 0;  // InfiniBand
+    std::uint8_t mtu = 0;   // enum ibv_mtu, 1 (256) .. 5 (4096)
+    // RDMA reads and atomics this QP accepts at once as a target: the peer must
+    // not have more outstanding towards it (0 is read as 1).
+    std::uint8_t rd_atomic = 0;
     std::array<std::uint8_t, 16> gid{};  // RoCE and routed InfiniBand
 };
 
@@ -229,7 +232,7 @@ inline void encode(const CmMessage& m, std::byte* out) noexcept {
     detail::put(out, off, m.src.psn);
     detail::put(out, off, m.src.lid);
     detail::put(out, off, m.src.mtu);
-    detail::put<std::uint8_t>(out, off, 0);
+    detail::put(out, off, m.src.rd_atomic);
     std::memcpy(out + off, m.src.gid.data(), 16);
     off += 16;
     detail::put(out, off, m.dst_qpn);
@@ -254,14 +257,14 @@ inline std::optional<CmMessage> decode_cm(std::span<const std::byte> in) noexcep
     m.src.psn = detail::get<std::uint32_t>(p, off);
     m.src.lid = detail::get<std::uint16_t>(p, off);
     m.src.mtu = detail::get<std::uint8_t>(p, off);
-    auto pad2 = detail::get<std::uint8_t>(p, off);
+    m.src.rd_atomic = detail::get<std::uint8_t>(p, off);
     std::memcpy(m.src.gid.data(), p + off, 16);
     off += 16;
     m.dst_qpn = detail::get<std::uint32_t>(p, off);
     m.credits = detail::get<std::uint16_t>(p, off);
     auto pad3 = detail::get<std::uint16_t>(p, off);
     auto pad4 = detail::get<std::uint32_t>(p, off);
-    if (type < 1 || type > 4 || pad1 || pad2 || pad3 || pad4) return std::nullopt;
+    if (type < 1 || type > 4 || pad1 || pad3 || pad4) return std::nullopt;
     m.type = static_cast<CmType>(type);
     // QP numbers and PSNs are 24-bit quantities.
     if (m.src.qpn == 0 || m.src.qpn > 0xffffff || m.src.psn > 0xffffff || m.dst_qpn > 0xffffff)
@@ -288,8 +291,11 @@ struct PortAddress {
     std::array<std::uint8_t, 16> gid{};
     std::uint32_t ud_qpn = 0;  // where connection messages go
     std::uint32_t qkey = 0;
+    // Bytes each receive buffer holds (header included): a peer must never
+    // send a larger fragment, so modules with different sizes do not connect.
+    std::uint32_t recv_size = 0;
 
-    static constexpr std::size_t size = 40;
+    static constexpr std::size_t size = 44;
 };
 
 inline constexpr std::uint32_t modex_magic = 0x4f494241;  // "OIBA"
@@ -309,6 +315,7 @@ inline void encode(const PortAddress& a, std::byte* out) noexcept {
     off += 16;
     detail::put(out, off, a.ud_qpn);
     detail::put(out, off, a.qkey);
+    detail::put(out, off, a.recv_size);
 }
 
 inline std::optional<PortAddress> decode_port(std::span<const std::byte> in) noexcept {
@@ -327,6 +334,8 @@ inline std::optional<PortAddress> decode_port(std::span<const std::byte> in) noe
     off += 16;
     a.ud_qpn = detail::get<std::uint32_t>(p, off);
     a.qkey = detail::get<std::uint32_t>(p, off);
+    a.recv_size = detail::get<std::uint32_t>(p, off);
+    if (a.recv_size < FragHeader::size) return std::nullopt;
     if (link < 1 || link > 2 || pad1 || pad2) return std::nullopt;
     if (a.port == 0 || a.mtu < 1 || a.mtu > 5 || a.ud_qpn == 0 || a.ud_qpn > 0xffffff)
         return std::nullopt;

@@ -19,6 +19,7 @@ w::CmMessage sample_cm() {
     m.src.psn = 0xabcdef;
     m.src.lid = 0x1234;
     m.src.mtu = 5;
+    m.src.rd_atomic = 16;
     for (int i = 0; i < 16; ++i) m.src.gid[i] = static_cast<std::uint8_t>(0xf0 + i);
     m.dst_qpn = 0x000042;
     m.credits = 64;
@@ -115,6 +116,7 @@ TEST(OpenibWire, CmRoundTrip) {
     EXPECT_EQ(d->src.psn, m.src.psn);
     EXPECT_EQ(d->src.lid, m.src.lid);
     EXPECT_EQ(d->src.mtu, 5);
+    EXPECT_EQ(d->src.rd_atomic, 16);
     EXPECT_EQ(d->src.gid, m.src.gid);
     EXPECT_EQ(d->dst_qpn, m.dst_qpn);
     EXPECT_EQ(d->credits, 64);
@@ -186,6 +188,7 @@ TEST(OpenibWire, ModexRoundTripAndValidation) {
     ports[0].subnet_prefix = 0xfe80000000000000ULL;
     ports[0].ud_qpn = 0x99;
     ports[0].qkey = 0x11111111;
+    ports[0].recv_size = 16392;
     ports[1] = ports[0];
     ports[1].link = w::LinkLayer::ethernet;
     ports[1].port = 2;
@@ -202,6 +205,7 @@ TEST(OpenibWire, ModexRoundTripAndValidation) {
     EXPECT_EQ(back[1].link, w::LinkLayer::ethernet);
     EXPECT_EQ(back[1].gid[15], 9);
     EXPECT_EQ(back[1].qkey, 0x11111111u);
+    EXPECT_EQ(back[1].recv_size, 16392u);
 
     EXPECT_FALSE(w::decode_modex(std::span(blob).first(blob.size() - 1), back));
     EXPECT_TRUE(back.empty());
@@ -213,5 +217,8 @@ TEST(OpenibWire, ModexRoundTripAndValidation) {
     EXPECT_FALSE(w::decode_modex(b2, back));
     b2 = blob;
     b2[0] = std::byte{0};
+    EXPECT_FALSE(w::decode_modex(b2, back));
+    ports[1].recv_size = 4;  // smaller than a header: nobody could send to it
+    w::encode_modex(std::span<const w::PortAddress>(ports), b2);
     EXPECT_FALSE(w::decode_modex(b2, back));
 }

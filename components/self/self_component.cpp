@@ -1,0 +1,81 @@
+// btl/self: the component.  Registers the parameters, and at init creates the
+// one module that reaches the own process.
+#include <fmt/format.h>
+
+#include "self_module.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/version.hpp"
+
+namespace transit::self {
+namespace {
+
+using params::Type;
+
+// The parameter table: registration, transit_info and the docs all read it.
+constexpr params::Decl self_params[] = {
+    {"eager_limit", Type::size, "4k",
+     "Largest message the upper layer sends in one fragment to its own process; above it, "
+     "it uses put/get (single memcpy)",
+     4},
+    {"max_send_size", Type::size, "64k",
+     "Largest fragment alloc and prepare_src hand out (contiguous data above the eager "
+     "limit is passed in place, without a copy)",
+     4},
+    {"free_list_max", Type::unsigned_integer, "32",
+     "Fragments in each of the two pools (eager_limit and max_send_size bytes), created at "
+     "init; alloc reports out-of-resource when a pool is empty",
+     6},
+    {"exclusivity", Type::unsigned_integer, "65536",
+     "Priority of self among the transports that reach a peer (highest wins)", 7},
+};
+
+class SelfComponent final : public btl::Component {
+  public:
+    void register_params(params::Registry& registry) override {
+        registry_ = &registry;
+        registry.add_all("btl", "self", self_params);
+    }
+
+    std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
+        const SelfConfig config = read_config();
+        std::vector<std::unique_ptr<btl::Module>> modules;
+        modules.push_back(
+            std::make_unique<SelfModule>(*this, config, ctx.runtime.rank(), ctx.am_table));
+        return modules;
+    }
+
+  private:
+    // Parameters are read at init, not at registration, so a value set after the
+    // framework opened (a test, the API) still applies to the module.
+    SelfConfig read_config() const {
+        params::Registry& r = registry_ ? *registry_ : params::registry();
+        SelfConfig c;
+        c.eager_limit = r.get("btl_self_eager_limit").as_unsigned();
+        c.max_send_size = r.get("btl_self_max_send_size").as_unsigned();
+        c.free_list_max = r.get("btl_self_free_list_max").as_unsigned();
+        const std::uint64_t excl = r.get("btl_self_exclusivity").as_unsigned();
+        if (excl > UINT32_MAX)
+            throw params::Error(
+                fmt::format("btl_self_exclusivity: {} is larger than 4294967295", excl));
+        c.exclusivity = static_cast<std::uint32_t>(excl);
+        if (c.eager_limit == 0 || c.max_send_size < c.eager_limit)
+            throw params::Error(fmt::format(
+                "btl_self_eager_limit ({}) must be at least 1 and at most btl_self_max_send_size "
+                "({})",
+                c.eager_limit, c.max_send_size));
+        if (c.free_list_max == 0 || c.free_list_max > (1u << 20))
+            throw params::Error(
+                fmt::format("btl_self_free_list_max: {} is outside 1..1048576", c.free_list_max));
+        return c;
+    }
+
+    params::Registry* registry_ = nullptr;
+};
+
+}  // namespace
+}  // namespace transit::self
+
+extern "C" __attribute__((visibility("default")))
+const transit_component_descriptor transit_btl_self_component =
+    transit::mca::make_descriptor<transit::self::SelfComponent>(
+        "btl", transit::btl_interface_version, "self", {1, 0, 0});

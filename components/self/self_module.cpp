@@ -1,0 +1,362 @@
+// The self module's operations.  Nothing is queued: a send is a direct call of
+// the receive callback, put/get are memcpy, atomics are CPU atomics, so every
+// operation returns Status::completed (or an error) and never calls back later.
+#include "self_module.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "transit/log.hpp"
+
+namespace transit::self {
+namespace {
+
+bool known_op(btl::AtomicOp op) noexcept {
+    switch (op) {
+        case btl::AtomicOp::add:
+        case btl::AtomicOp::and_:
+        case btl::AtomicOp::or_:
+        case btl::AtomicOp::xor_:
+        case btl::AtomicOp::land:
+        case btl::AtomicOp::lor:
+        case btl::AtomicOp::lxor:
+        case btl::AtomicOp::swap:
+        case btl::AtomicOp::min:
+        case btl::AtomicOp::max:
+            return true;
+    }
+    return false;
+}
+
+// Checks [address, address + size) against a (possibly copied, so possibly
+// unaligned) handle: a put or get outside a registration is refused here instead
+// of corrupting or reading memory the owner never exposed.
+Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address, std::size_t size,
+                    std::uint32_t access) noexcept {
+    if (handle == nullptr) [[unlikely]]
+        return Status::bad_param;
+    SelfRegistration r;
+    std::memcpy(&r, handle, sizeof r);
+    if (r.magic != registration_magic) [[unlikely]]
+        return Status::bad_param;
+    if ((r.access & access) != access) [[unlikely]]
+        return Status::access_denied;
+    if (address < r.base || size > r.size || address - r.base > r.size - size) [[unlikely]]
+        return Status::bad_param;
+    return Status::success;
+}
+
+std::size_t atomic_width(int flags) noexcept {
+    return (flags & btl::atomic_flags::bits32) ? 4 : 8;
+}
+
+Status check_atomic(const btl::RegistrationHandle* handle, std::uint64_t address,
+                    int flags) noexcept {
+    const std::size_t width = atomic_width(flags);
+    if (address % width != 0) [[unlikely]]
+        return Status::bad_param;  // a misaligned atomic is not atomic
+    return check_remote(handle, address, width, btl::reg_flags::remote_atomic);
+}
+
+void store_result(void* local_address, std::uint64_t value, int flags) noexcept {
+    if (flags & btl::atomic_flags::bits32) {
+        const auto v32 = static_cast<std::uint32_t>(value);
+        std::memcpy(local_address, &v32, sizeof v32);
+    } else {
+        std::memcpy(local_address, &value, sizeof value);
+    }
+}
+
+void* to_pointer(std::uint64_t address) noexcept {
+    return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+}
+
+}  // namespace
+
+SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank own_rank,
+                       btl::AmTable& am_table)
+    : btl::Module(component), endpoint_(own_rank), am_table_(am_table) {
+    attr_.eager_limit = config.eager_limit;
+    attr_.rndv_eager_limit = config.eager_limit;
+    attr_.max_send_size = config.max_send_size;
+    attr_.exclusivity = config.exclusivity;
+    attr_.latency = 0;
+    attr_.bandwidth = 100000;
+    attr_.flags = btl::flags::send | btl::flags::rdma | btl::flags::send_inplace |
+                  btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush;
+    namespace as = btl::atomic_support;
+    attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
+                         as::swap | as::min | as::max | as::bits32 | as::cswap | as::global;
+    attr_.registration_handle_size = sizeof(SelfRegistration);
+    eager_.setup(config.free_list_max, config.eager_limit);
+    large_.setup(config.free_list_max, config.max_send_size);
+}
+
+Status SelfModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                             btl::Reachability& reachable) {
+    if (endpoints.size() < peers.size() || reachable.size() < peers.size())
+        return Status::bad_param;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (peers[i] != endpoint_.peer()) continue;
+        endpoints[i] = &endpoint_;
+        reachable.set(i);
+    }
+    return Status::success;
+}
+
+Status SelfModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    if (endpoints.size() < peers.size()) return Status::bad_param;
+    // The one endpoint lives as long as the module; forgetting it is enough.
+    for (std::size_t i = 0; i < peers.size(); ++i)
+        if (endpoints[i] == &endpoint_) endpoints[i] = nullptr;
+    return Status::success;
+}
+
+SelfFrag* SelfModule::take(std::size_t bytes) noexcept {
+    return bytes <= eager_.capacity() ? eager_.get() : large_.get();
+}
+
+btl::Descriptor* SelfModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                                   std::uint32_t flags) noexcept {
+    if (!valid_endpoint(endpoint)) [[unlikely]]
+        return nullptr;
+    SelfFrag* f = take(size);
+    if (f == nullptr) return nullptr;
+    f->segs[0] = {f->buffer, std::min(size, f->capacity)};
+    f->segments = f->segs;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    return f;
+}
+
+Status SelfModule::free(btl::Descriptor* descriptor) noexcept {
+    if (descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    auto* f = static_cast<SelfFrag*>(descriptor);
+    return f->pool->put(f) ? Status::success : Status::bad_param;
+}
+
+btl::Descriptor* SelfModule::prepare_inplace(btl::Convertor& convertor, std::uint8_t order,
+                                             std::size_t reserve, std::size_t size,
+                                             std::uint32_t flags) noexcept {
+    const void* data = convertor.contiguous_at(size);
+    SelfFrag* f = eager_.get();  // holds only the reserved header
+    if (f == nullptr) return nullptr;
+    f->segs[0] = {f->buffer, reserve};
+    f->segs[1] = {const_cast<void*>(data), size};
+    f->segments = f->segs;
+    f->segment_count = 2;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    convertor.skip(size);
+    return f;
+}
+
+btl::Descriptor* SelfModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                         std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                         std::uint32_t flags) noexcept {
+    if (!valid_endpoint(endpoint) || reserve > large_.capacity()) [[unlikely]]
+        return nullptr;
+    size = std::min(size, convertor.remaining());
+    // Above the eager limit a contiguous source is not copied: the receiver reads
+    // the user's buffer directly, which is alive until send() returns.
+    if (size > 0 && reserve + size > attr_.eager_limit && reserve <= eager_.capacity() &&
+        convertor.contiguous_at(size) != nullptr)
+        return prepare_inplace(convertor, order, reserve, size, flags);
+    SelfFrag* f = take(reserve + size);
+    if (f == nullptr) return nullptr;
+    size = convertor.pack(f->buffer + reserve, std::min(size, f->capacity - reserve));
+    f->segs[0] = {f->buffer, reserve + size};
+    f->segments = f->segs;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    return f;
+}
+
+Status SelfModule::deliver(btl::Endpoint* endpoint, const btl::Segment* segments, std::size_t count,
+                           btl::Tag tag) noexcept {
+    const btl::ReceiveDescriptor received{endpoint, segments, count, tag};
+    // No callback for the tag: nothing was delivered, the sender keeps the data.
+    return am_table_.dispatch(this, received) ? Status::completed : Status::protocol_error;
+}
+
+Status SelfModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                        btl::Tag tag) noexcept {
+    if (!valid_endpoint(endpoint) || descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    // Read before the callbacks: the completion callback may free the descriptor.
+    const std::uint32_t des_flags = descriptor->flags;
+    const Status s = deliver(endpoint, descriptor->segments, descriptor->segment_count, tag);
+    if (s != Status::completed) [[unlikely]]
+        return s;
+    if ((des_flags & btl::des_flags::send_always_callback) && descriptor->cbfunc != nullptr)
+        descriptor->cbfunc(this, endpoint, descriptor, Status::success);
+    if (des_flags & btl::des_flags::btl_ownership) free(descriptor);
+    return Status::completed;
+}
+
+Status SelfModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                         std::size_t header_size, std::size_t payload_size, std::uint8_t,
+                         std::uint32_t, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    // Self never needs to hand back a descriptor: it delivers whenever it can.
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (!valid_endpoint(endpoint) || (header_size > 0 && header == nullptr) ||
+        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
+        [[unlikely]]
+        return Status::bad_param;
+    const void* payload = payload_size > 0 ? convertor->contiguous_at(payload_size) : nullptr;
+    if (payload_size == 0 || payload != nullptr) {
+        const btl::Segment segs[2] = {{const_cast<void*>(header), header_size},
+                                      {const_cast<void*>(payload), payload_size}};
+        const Status s = deliver(endpoint, segs, payload_size > 0 ? 2 : 1, tag);
+        if (s == Status::completed && payload_size > 0) convertor->skip(payload_size);
+        return s;
+    }
+    // A scattered payload is gathered into a fragment, returned right after the
+    // upcall, so a callback that sends again gets a fragment of its own.
+    SelfFrag* f = take(header_size + payload_size);
+    if (f == nullptr) return Status::out_of_resource;
+    if (header_size + payload_size > f->capacity) {
+        f->pool->put(f);
+        return Status::out_of_resource;  // too big to gather: use prepare_src + send
+    }
+    const std::size_t start = convertor->position();
+    if (header_size > 0) std::memcpy(f->buffer, header, header_size);
+    convertor->pack(f->buffer + header_size, payload_size);
+    const btl::Segment segs[2] = {{f->buffer, header_size},
+                                  {f->buffer + header_size, payload_size}};
+    const Status s = deliver(endpoint, segs, 2, tag);
+    f->pool->put(f);
+    if (s != Status::completed) convertor->seek(start);
+    return s;
+}
+
+Status SelfModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                       btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
+                       std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+    if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    const Status s =
+        check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    if (size > 0) std::memmove(to_pointer(remote_address), local_address, size);
+    return Status::completed;
+}
+
+Status SelfModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                       btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
+                       std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+    if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    const Status s = check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    if (size > 0) std::memmove(local_address, to_pointer(remote_address), size);
+    return Status::completed;
+}
+
+Status SelfModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
+                             void*) noexcept {
+    if (!valid_endpoint(endpoint) || !known_op(op)) [[unlikely]]
+        return Status::bad_param;
+    const Status s = check_atomic(remote_handle, remote_address, flags);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    btl::apply_atomic(to_pointer(remote_address), op, operand, flags);
+    return Status::completed;
+}
+
+Status SelfModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                              std::uint64_t remote_address, btl::RegistrationHandle*,
+                              const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                              std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
+                              void*) noexcept {
+    if (!valid_endpoint(endpoint) || !known_op(op) || local_address == nullptr) [[unlikely]]
+        return Status::bad_param;
+    const Status s = check_atomic(remote_handle, remote_address, flags);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    store_result(local_address, btl::apply_atomic(to_pointer(remote_address), op, operand, flags),
+                 flags);
+    return Status::completed;
+}
+
+Status SelfModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                                std::uint64_t remote_address, btl::RegistrationHandle*,
+                                const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                                std::uint64_t value, int flags, int, btl::RdmaCompletionFn, void*,
+                                void*) noexcept {
+    if (!valid_endpoint(endpoint) || local_address == nullptr) [[unlikely]]
+        return Status::bad_param;
+    const Status s = check_atomic(remote_handle, remote_address, flags);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    store_result(local_address, btl::apply_cswap(to_pointer(remote_address), compare, value, flags),
+                 flags);
+    return Status::completed;
+}
+
+btl::RegistrationHandle* SelfModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
+                                                  std::uint32_t flags) {
+    if (base == nullptr && size > 0) return nullptr;
+    auto r = std::make_unique<SelfRegistration>(
+        SelfRegistration{reinterpret_cast<std::uintptr_t>(base), size, flags, registration_magic});
+    auto* handle = reinterpret_cast<btl::RegistrationHandle*>(r.get());
+    registrations_.push_back(std::move(r));
+    return handle;
+}
+
+Status SelfModule::deregister_mem(btl::RegistrationHandle* handle) {
+    auto it = std::find_if(registrations_.begin(), registrations_.end(), [&](const auto& r) {
+        return reinterpret_cast<btl::RegistrationHandle*>(r.get()) == handle;
+    });
+    if (it == registrations_.end()) return Status::not_found;
+    registrations_.erase(it);
+    return Status::success;
+}
+
+// Every operation completed before it returned; there is nothing to wait for.
+Status SelfModule::flush(btl::Endpoint*) {
+    return Status::success;
+}
+
+void SelfModule::dump(btl::Endpoint*, int verbosity) {
+    log::write(
+        "btl:self",
+        fmt::format("rank {}: eager fragments {}/{} free ({} B), large {}/{} free ({} B), "
+                    "{} registrations",
+                    endpoint_.peer(), eager_.available(), eager_.size(), eager_.capacity(),
+                    large_.available(), large_.size(), large_.capacity(), registrations_.size()));
+    if (verbosity > 50) {
+        for (const auto& r : registrations_)
+            log::write("btl:self", fmt::format("  registration [{:#x}, +{}) access {:#x}", r->base,
+                                               r->size, r->access));
+    }
+}
+
+Status SelfModule::finalize() {
+    // A fragment still out at finalize is the caller's leak; say so once.
+    if (eager_.available() != eager_.size() || large_.available() != large_.size())
+        log::warn("btl self: {} eager and {} large fragments not returned at finalize",
+                  eager_.size() - eager_.available(), large_.size() - large_.available());
+    registrations_.clear();
+    return Status::success;
+}
+
+}  // namespace transit::self

@@ -1,0 +1,104 @@
+// The self module: every operation completes inline, by memcpy or a direct call
+// of the receive callback, because sender and receiver are the same process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "self_frag.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/btl/module.hpp"
+
+namespace transit::self {
+
+// What register_mem hands out; its bytes are also its packed (remote) form, so a
+// handle that went through a copy still carries the bounds to check against.
+struct SelfRegistration {
+    std::uint64_t base;
+    std::uint64_t size;
+    std::uint32_t access;  // btl::reg_flags
+    std::uint32_t magic;
+};
+inline constexpr std::uint32_t registration_magic = 0x53454c46;  // "SELF"
+
+struct SelfConfig {
+    std::size_t eager_limit = 4096;
+    std::size_t max_send_size = 65536;
+    std::size_t free_list_max = 32;
+    std::uint32_t exclusivity = btl::exclusivity_high;
+};
+
+class SelfModule final : public btl::Module {
+  public:
+    SelfModule(btl::Component& component, const SelfConfig& config, Rank own_rank,
+               btl::AmTable& am_table);
+
+    std::string name() const override { return "self"; }
+
+    Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                     btl::Reachability& reachable) override;
+    Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
+
+    btl::Descriptor* alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                           std::uint32_t flags) noexcept override;
+    Status free(btl::Descriptor* descriptor) noexcept override;
+    btl::Descriptor* prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                 std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                 std::uint32_t flags) noexcept override;
+    Status send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                btl::Tag tag) noexcept override;
+    Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                 std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                 std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
+
+    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+
+    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                      void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle* local_handle,
+                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept override;
+
+    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
+                                          std::uint32_t flags) override;
+    Status deregister_mem(btl::RegistrationHandle* handle) override;
+    Status flush(btl::Endpoint* endpoint) override;
+    void dump(btl::Endpoint* endpoint, int verbosity) override;
+    Status finalize() override;
+
+  private:
+    SelfFrag* take(std::size_t bytes) noexcept;
+    btl::Descriptor* prepare_inplace(btl::Convertor& convertor, std::uint8_t order,
+                                     std::size_t reserve, std::size_t size,
+                                     std::uint32_t flags) noexcept;
+    Status deliver(btl::Endpoint* endpoint, const btl::Segment* segments, std::size_t count,
+                   btl::Tag tag) noexcept;
+    bool valid_endpoint(const btl::Endpoint* endpoint) const noexcept {
+        return endpoint == &endpoint_;
+    }
+
+    btl::Endpoint endpoint_;
+    btl::AmTable& am_table_;
+    FragPool eager_;  // fragments of eager_limit bytes
+    FragPool large_;  // fragments of max_send_size bytes
+    std::vector<std::unique_ptr<SelfRegistration>> registrations_;
+};
+
+}  // namespace transit::self

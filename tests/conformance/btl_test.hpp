@@ -1,0 +1,197 @@
+// The fixture every conformance case derives from.  Per case it opens a fresh
+// btl framework (its own progress engine and tag table, so cases cannot leak
+// into each other), finds the module of the component under test, connects it
+// to the target (its own rank in loopback, rank 1 with two processes), and sets
+// up the service that answers the driver's requests.  Cases use only the
+// helpers below and the module itself, so they run unchanged in both modes.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/btl_framework.hpp"
+#include "tests/conformance/wire.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/progress.hpp"
+
+namespace transit::conformance {
+
+enum class SendMethod {
+    alloc_send,          // alloc, copy, send
+    prepare_contiguous,  // prepare_src over one buffer (in place where offered)
+    prepare_iovec,       // prepare_src over a three-piece iovec list
+    sendi,               // sendi, falling back to the returned descriptor
+    sendi_iovec,         // sendi over a three-piece iovec list
+};
+
+const char* to_string(SendMethod m);
+
+class BtlTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    using Overrides = std::vector<std::pair<std::string, std::string>>;
+
+    void SetUp() override;
+    void TearDown() override;
+
+    // Parameters the case needs before the module exists, by short name:
+    // {"free_list_max", "4"} sets btl_<component>_free_list_max when the
+    // component offers it.  Restored after the case.
+    virtual Overrides overrides() const { return {}; }
+
+    // --- the module under test ---
+    btl::Module& module() { return *module_; }
+    const btl::Attributes& attr() const { return module_->attributes(); }
+    bool has_flags(std::uint32_t f) const { return (attr().flags & f) == f; }
+    bool has_atomics(std::uint32_t f) const { return (attr().atomic_flags & f) == f; }
+    btl::Endpoint* target() const { return target_; }
+    bool loopback() const { return loopback_; }
+    // Names the parameter btl_<component>_<name> if the component offers it.
+    std::string param_name(const std::string& name) const;
+    bool override_applied(const std::string& name) const;
+
+    // --- progress and waiting ---
+    void progress();
+    // Progresses until pred() holds; on timeout adds a failure naming `what`.
+    bool wait_for(const std::function<bool()>& pred, const std::string& what,
+                  std::chrono::seconds limit = {});
+
+    // --- messages to the service ---
+    std::uint64_t new_msg() { return next_msg_++; }
+    // Sends `payload` as an echo request with `method`, cut into fragments the
+    // module accepts.  seq is carried for the ordering cases.
+    void send_echo(SendMethod method, std::uint64_t msg, std::span<const std::byte> payload,
+                   std::uint32_t seq = 0);
+    // Waits for the whole reply to message msg; nullptr (and a failure) on timeout.
+    const std::vector<std::byte>* wait_reply(std::uint64_t msg);
+    void forget_reply(std::uint64_t msg) { replies_.erase(msg); }
+    // Sequence numbers of echo replies, in arrival order (first fragments only).
+    const std::vector<std::uint32_t>& echo_order() const { return echo_seqs_; }
+    bool wait_ack(std::uint64_t msg);
+    // Region access through the service (never through the module under
+    // test), so put/get/atomics are checked by an independent path.
+    bool remote_fill(std::uint64_t base, std::uint64_t length, std::uint32_t seed);
+    bool remote_write(std::uint64_t base, std::span<const std::byte> bytes);
+    std::vector<std::byte> remote_read(std::uint64_t base, std::uint64_t length);
+    // Sends a chain message that bounces hops times between the two sides.
+    void start_chain(std::uint64_t hops);
+    int chains_done() const { return chains_done_; }
+
+    // --- one-sided ---
+    std::uint64_t remote_address(std::uint64_t offset) const { return region_.address + offset; }
+    std::uint64_t remote_size() const { return region_.size; }
+    const btl::RegistrationHandle* remote_handle() const;
+    // Registers local memory when the module uses handles (else nullptr);
+    // deregistered at the end of the case.
+    btl::RegistrationHandle* register_local(void* base, std::size_t size);
+    // Issues an rdma-type operation (retrying while it reports out_of_resource)
+    // and waits for its completion; returns the final status.  Checks that an
+    // operation that completed inline does not call back as well.
+    using RdmaIssue = std::function<Status(btl::RdmaCompletionFn, void*, void*)>;
+    Status run_rdma(const RdmaIssue& issue, const std::string& what);
+
+    // Failures seen inside callbacks (checked in TearDown too).
+    int callback_errors() const { return callback_errors_; }
+    int sends_pending() const { return sends_pending_; }
+
+    std::string component_;
+
+  private:
+    struct Frame {
+        btl::Tag tag;
+        std::vector<std::byte> bytes;  // header + payload
+    };
+    struct Reply {
+        std::vector<std::byte> data;
+        std::uint64_t received = 0;
+        bool any = false;
+    };
+    struct RdmaCompletion {
+        bool called = false;
+        Status status = Status::success;
+    };
+
+    std::string start();  // "" or the reason to skip
+    std::string find_module();
+    void apply_overrides();
+    void restore_overrides();
+    void setup_service();
+    void finish();
+
+    // Sending: the driver's methods, and the frame queue used by replies and
+    // as the fallback when the module is out of resources.
+    bool send_fragment(SendMethod method, btl::Tag tag, WireHeader h,
+                       std::span<const std::byte> payload, std::size_t& taken);
+    void post(btl::Tag tag, WireHeader h, std::span<const std::byte> payload);
+    void queue_frame(btl::Tag tag, const WireHeader& h, std::span<const std::byte> payload);
+    void pump();
+    Status send_descriptor(btl::Descriptor* d, btl::Tag tag);
+    std::size_t fragment_payload(SendMethod method) const;
+
+    // Receiving.
+    static void on_request(btl::Module*, const btl::ReceiveDescriptor& d, void* self);
+    static void on_reply(btl::Module*, const btl::ReceiveDescriptor& d, void* self);
+    static void on_chain(btl::Module*, const btl::ReceiveDescriptor& d, void* self);
+    static void on_sent(btl::Module*, btl::Endpoint*, btl::Descriptor* d, Status s);
+    static void on_rdma(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*,
+                        void* context, void* cbdata, Status s);
+    void handle_request(const WireHeader& h, const btl::ReceiveDescriptor& d);
+    void handle_reply(const WireHeader& h, const btl::ReceiveDescriptor& d);
+
+    ProgressEngine progress_;
+    btl::AmTable am_;
+    std::unique_ptr<btl::Framework> fw_;
+    btl::Module* module_ = nullptr;
+    std::vector<Rank> peers_;
+    std::vector<btl::Endpoint*> endpoints_;
+    btl::Endpoint* target_ = nullptr;
+    bool loopback_ = true;
+    bool driver_ = true;
+    bool service_ = true;
+    bool connected_ = false;
+    struct Saved {
+        std::string name;
+        std::string text;
+    };
+    std::vector<Saved> saved_params_;
+    std::set<std::string> applied_;
+
+    std::deque<Frame> outbox_;
+    int sends_pending_ = 0;
+    int callback_errors_ = 0;
+
+    // Service side.
+    std::vector<std::uint64_t> region_memory_;
+    std::size_t region_bytes_ = 0;
+    btl::RegistrationHandle* region_handle_ = nullptr;
+    std::map<std::uint64_t, std::uint64_t> written_;
+    bool bye_ = false;
+
+    // Driver side.
+    RegionInfo region_{};
+    bool hello_ = false;
+    alignas(16) std::array<std::byte, btl::max_registration_handle_size> remote_handle_{};
+    std::map<std::uint64_t, Reply> replies_;
+    std::set<std::uint64_t> acks_;
+    std::vector<std::uint32_t> echo_seqs_;
+    int chains_done_ = 0;
+    std::uint64_t next_msg_ = 1;
+    std::deque<RdmaCompletion> completions_;
+    std::vector<btl::RegistrationHandle*> local_handles_;
+};
+
+// The name gtest shows for a component parameter (non-alphanumerics become _).
+std::string component_param_name(const ::testing::TestParamInfo<std::string>& info);
+
+}  // namespace transit::conformance

@@ -1,0 +1,185 @@
+// One-sided operations: registration, put and get over sizes 0..4 MiB (checked
+// through the service, not through the module), flush, and refusal of an
+// access outside a registration.
+#include <fmt/format.h>
+
+#include "tests/conformance/btl_test.hpp"
+#include "tests/conformance/suite_env.hpp"
+
+namespace transit::conformance {
+namespace {
+
+constexpr std::uint64_t region_offset = 64;
+
+std::size_t round_up(std::size_t n, std::size_t alignment) {
+    return alignment > 1 ? (n + alignment - 1) / alignment * alignment : n;
+}
+
+std::string difference(std::span<const std::byte> want, std::span<const std::byte> got) {
+    if (want.size() != got.size())
+        return fmt::format("length {} instead of {}", got.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+        if (want[i] != got[i]) return fmt::format("first difference at offset {}", i);
+    return "";
+}
+
+class Rdma : public BtlTest {
+  protected:
+    // "" when the module has the flags, else the reason to skip.
+    std::string missing(std::uint32_t flag, const char* what) const {
+        return has_flags(flag) ? "" : component_ + " does not offer " + what;
+    }
+
+    // Moves size bytes between local and region_offset, in pieces no larger
+    // than the module's limit.
+    Status transfer(bool is_put, std::byte* local, btl::RegistrationHandle* local_handle,
+                    std::uint64_t offset, std::size_t size) {
+        const std::size_t limit = is_put ? attr().put_limit : attr().get_limit;
+        std::size_t done = 0;
+        do {
+            const std::size_t n = std::min(size - done, limit);
+            const std::uint64_t remote = remote_address(offset + done);
+            const Status s = run_rdma(
+                [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                    return is_put
+                               ? module().put(target(), local + done, remote, local_handle,
+                                              remote_handle(), n, 0, btl::no_order, cb, ctx, data)
+                               : module().get(target(), local + done, remote, local_handle,
+                                              remote_handle(), n, 0, btl::no_order, cb, ctx, data);
+                },
+                fmt::format("{} of {} bytes", is_put ? "put" : "get", n));
+            if (!ok(s)) return s;
+            done += n;
+        } while (done < size);
+        return Status::success;
+    }
+
+    std::vector<std::size_t> sizes(std::size_t alignment) const {
+        std::vector<std::size_t> out;
+        for (std::size_t s : log_sizes(suite_env().max_size)) {
+            s = round_up(s, alignment);
+            if (s + region_offset <= remote_size() && (out.empty() || s != out.back()))
+                out.push_back(s);
+        }
+        return out;
+    }
+};
+
+TEST_P(Rdma, register_deregister) {
+    if (attr().registration_handle_size == 0)
+        GTEST_SKIP() << component_ << " needs no registration (registration_handle_size 0)";
+    std::vector<std::uint64_t> memory(1 << 17);
+    auto* base = reinterpret_cast<std::byte*>(memory.data());
+    for (std::size_t size : {std::size_t{1}, std::size_t{4096}, memory.size() * 8}) {
+        btl::RegistrationHandle* a =
+            module().register_mem(target(), base, size, btl::reg_flags::access_any);
+        btl::RegistrationHandle* b =
+            module().register_mem(nullptr, base, size, btl::reg_flags::remote_read);
+        ASSERT_NE(a, nullptr) << "register_mem of " << size << " bytes";
+        ASSERT_NE(b, nullptr) << "a second registration of the same " << size << " bytes";
+        EXPECT_EQ(module().deregister_mem(a), Status::success);
+        EXPECT_EQ(module().deregister_mem(b), Status::success);
+    }
+}
+
+TEST_P(Rdma, put_sizes) {
+    if (auto why = missing(btl::flags::put, "put (flags::put)"); !why.empty()) GTEST_SKIP() << why;
+    std::vector<std::byte> local(round_up(suite_env().max_size, attr().put_alignment) + 64);
+    btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+    for (std::size_t size : sizes(attr().put_alignment)) {
+        for (std::size_t i = 0; i < size; ++i) local[i] = pattern(size + 11, i);
+        const Status s = transfer(true, local.data(), lh, region_offset, size);
+        ASSERT_TRUE(ok(s)) << "put of " << size << " bytes: " << to_string(s);
+        const std::vector<std::byte> seen = remote_read(region_offset, size);
+        ASSERT_EQ(difference(std::span(local).first(size), seen), "")
+            << "the target after a put of " << size << " bytes";
+    }
+}
+
+TEST_P(Rdma, get_sizes) {
+    if (auto why = missing(btl::flags::get, "get (flags::get)"); !why.empty()) GTEST_SKIP() << why;
+    std::vector<std::byte> local(round_up(suite_env().max_size, attr().get_alignment) + 64);
+    std::vector<std::byte> want(local.size());
+    btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+    for (std::size_t size : sizes(attr().get_alignment)) {
+        ASSERT_TRUE(remote_fill(region_offset, size, static_cast<std::uint32_t>(size + 5)));
+        std::fill(local.begin(), local.end(), std::byte{0});
+        const Status s = transfer(false, local.data(), lh, region_offset, size);
+        ASSERT_TRUE(ok(s)) << "get of " << size << " bytes: " << to_string(s);
+        for (std::size_t i = 0; i < size; ++i) want[i] = pattern(size + 5, i);
+        ASSERT_EQ(difference(std::span(want).first(size), std::span(local).first(size)), "")
+            << "get of " << size << " bytes";
+        EXPECT_EQ(local[size], std::byte{0}) << "get of " << size << " bytes wrote past its end";
+    }
+}
+
+struct FlushCounts {
+    int called = 0;
+    int failed = 0;
+};
+
+void count_rdma(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*, void* cbdata,
+                Status s) {
+    auto* c = static_cast<FlushCounts*>(cbdata);
+    ++c->called;
+    if (!ok(s)) ++c->failed;
+}
+
+TEST_P(Rdma, flush_completes_outstanding_puts) {
+    if (auto why = missing(btl::flags::put, "put (flags::put)"); !why.empty()) GTEST_SKIP() << why;
+    constexpr std::size_t count = 64;
+    constexpr std::size_t piece = 4096;
+    std::vector<std::byte> local(count * piece);
+    for (std::size_t i = 0; i < local.size(); ++i) local[i] = pattern(99, i);
+    btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+    FlushCounts counts;
+    int queued = 0;
+    for (std::size_t k = 0; k < count; ++k) {
+        Status s;
+        int tries = 0;
+        while ((s = module().put(target(), local.data() + k * piece,
+                                 remote_address(region_offset + k * piece), lh, remote_handle(),
+                                 piece, 0, btl::no_order, &count_rdma, this, &counts)) ==
+                   Status::out_of_resource &&
+               ++tries < 1000000)
+            progress();
+        ASSERT_TRUE(ok(s)) << "put " << k << ": " << to_string(s);
+        if (s == Status::success) ++queued;
+    }
+    ASSERT_TRUE(ok(module().flush(target())));
+    EXPECT_EQ(counts.called, queued) << "flush returned before every put completed";
+    EXPECT_EQ(counts.failed, 0);
+    EXPECT_TRUE(ok(module().flush(nullptr)));
+    const std::vector<std::byte> seen = remote_read(region_offset, local.size());
+    EXPECT_EQ(difference(local, seen), "") << "the target after flush";
+}
+
+TEST_P(Rdma, access_outside_registration_fails) {
+    if (auto why = missing(btl::flags::put | btl::flags::get, "put and get"); !why.empty())
+        GTEST_SKIP() << why;
+    if (attr().registration_handle_size == 0)
+        GTEST_SKIP() << component_ << " uses no registration handle, so has no bounds to check";
+    std::vector<std::byte> local(64, std::byte{0x5a});
+    btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+    const std::uint64_t end = remote_size();
+    for (bool is_put : {true, false}) {
+        const char* op = is_put ? "put" : "get";
+        const Status s = run_rdma(
+            [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                const std::uint64_t addr = remote_address(end - 8);
+                return is_put ? module().put(target(), local.data(), addr, lh, remote_handle(), 16,
+                                             0, btl::no_order, cb, ctx, data)
+                              : module().get(target(), local.data(), addr, lh, remote_handle(), 16,
+                                             0, btl::no_order, cb, ctx, data);
+            },
+            fmt::format("{} across the end of the registration", op));
+        EXPECT_FALSE(ok(s)) << op << " of 16 bytes at 8 bytes before the end of the region "
+                            << "succeeded";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(btl, Rdma, ::testing::ValuesIn(components_under_test()),
+                         component_param_name);
+
+}  // namespace
+}  // namespace transit::conformance

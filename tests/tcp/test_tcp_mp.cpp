@@ -1,0 +1,422 @@
+// tcp between real processes (run under transit_run): active messages of every
+// size between every pair, ordering under back-pressure, one-sided operations
+// on registered memory, refusal of out-of-bounds requests and of strangers.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+#include <numeric>
+
+#include "components/tcp/tcp_interfaces.hpp"
+#include "components/tcp/tcp_wire.hpp"
+#include "tests/tcp/tcp_job.hpp"
+
+using namespace transit;
+using tcptest::TcpJob;
+
+namespace {
+
+TcpJob& job() {
+    static std::unique_ptr<TcpJob> j = std::make_unique<TcpJob>();
+    return *j;
+}
+
+std::byte pattern(Rank from, Rank to, std::size_t size, std::size_t i) {
+    return static_cast<std::byte>((from * 31 + to * 17 + size * 7 + i) & 0xff);
+}
+
+const std::size_t sizes[] = {0, 1, 8, 100, 4096, 65536, 131072};
+
+}  // namespace
+
+TEST(TcpMp, EveryPairEverySize) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    j.received.clear();
+    // Everyone sends to everyone at once: the connections are made lazily and
+    // simultaneously, which is what the lower-rank-wins rule resolves.
+    for (Rank to = 0; to < mp::size(); ++to) {
+        if (to == me) continue;
+        ASSERT_NE(j.endpoint(to), nullptr) << "rank " << to << " not reachable";
+        for (std::size_t size : sizes) {
+            std::vector<std::byte> msg(size);
+            for (std::size_t i = 0; i < size; ++i) msg[i] = pattern(me, to, size, i);
+            ASSERT_TRUE(ok(j.send_bytes(to, TcpJob::data_tag, msg.data(), size)));
+        }
+    }
+    const std::size_t expected = (mp::size() - 1) * std::size(sizes);
+    ASSERT_TRUE(j.progress_until([&] { return j.received.size() >= expected; }))
+        << "got " << j.received.size() << " of " << expected;
+    for (const auto& r : j.received) {
+        const std::size_t size = r.data.size();
+        for (std::size_t i = 0; i < size; ++i)
+            ASSERT_EQ(r.data[i], pattern(r.from, me, size, i)) << "from " << r.from << " size "
+                                                               << size << " byte " << i;
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty());
+}
+
+TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
+    TcpJob& j = job();
+    j.received.clear();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    const Rank from = (me + mp::size() - 1) % mp::size();
+    btl::Module& m = j.module(to);
+    constexpr std::uint32_t count = 20000;
+    std::uint32_t inline_sends = 0;
+    for (std::uint32_t seq = 0; seq < count; ++seq) {
+        // Every 100th message is large, so the socket fills and writes go partial.
+        std::vector<std::byte> payload(seq % 100 == 0 ? 100000 : 16);
+        std::memcpy(payload.data(), &seq, sizeof seq);
+        btl::Convertor conv(payload.data(), payload.size());
+        btl::Descriptor* d = nullptr;
+        const Status s = m.sendi(j.endpoint(to), &conv, &seq, sizeof seq, payload.size(),
+                                 btl::no_order, btl::des_flags::btl_ownership, TcpJob::data_tag, &d);
+        if (s == Status::completed) {
+            ++inline_sends;
+            continue;
+        }
+        ASSERT_EQ(s, Status::out_of_resource);
+        if (d == nullptr) {
+            j.progress().progress();
+            --seq;  // try the same message again
+            continue;
+        }
+        std::memcpy(d->segments[0].addr, &seq, sizeof seq);
+        conv.pack(static_cast<std::byte*>(d->segments[0].addr) + sizeof seq, payload.size());
+        const Status s2 = m.send(j.endpoint(to), d, TcpJob::data_tag);
+        ASSERT_TRUE(ok(s2)) << to_string(s2);
+        j.progress().progress();
+    }
+    EXPECT_GT(inline_sends, 0u);
+    ASSERT_TRUE(j.progress_until([&] { return j.received.size() >= count; }, 60));
+    for (std::uint32_t k = 0; k < count; ++k) {
+        const auto& r = j.received[k];
+        ASSERT_EQ(r.from, from);
+        std::uint32_t seq;
+        std::memcpy(&seq, r.data.data(), sizeof seq);
+        ASSERT_EQ(seq, k) << "out of order";
+        ASSERT_EQ(r.data.size(), sizeof seq + (k % 100 == 0 ? 100000 : 16));
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty());
+}
+
+namespace {
+
+struct Region {
+    std::vector<std::byte> bytes;
+    btl::RegistrationHandle* handle = nullptr;
+    std::vector<std::array<std::byte, 32>> handles;  // every rank's packed handle
+    std::vector<std::uint64_t> bases;                // every rank's base address
+};
+
+// Registers `size` bytes in every rank and exchanges the handles.
+void share(TcpJob& j, Region& r, std::size_t size, std::uint32_t access, const char* key) {
+    r.bytes.assign(size, std::byte{0});
+    r.handle = j.module((mp::rank() + 1) % mp::size()).register_mem(nullptr, r.bytes.data(), size,
+                                                                    access);
+    ASSERT_NE(r.handle, nullptr);
+    std::array<std::byte, 40> mine{};
+    std::memcpy(mine.data(), static_cast<const void*>(r.handle), 32);
+    const auto base = reinterpret_cast<std::uint64_t>(r.bytes.data());
+    std::memcpy(mine.data() + 32, &base, 8);
+    auto all = mp::all_gather(key, mine);
+    for (auto& blob : all) {
+        ASSERT_EQ(blob.size(), mine.size());
+        std::array<std::byte, 32> h;
+        std::memcpy(h.data(), blob.data(), 32);
+        std::uint64_t b;
+        std::memcpy(&b, blob.data() + 32, 8);
+        r.handles.push_back(h);
+        r.bases.push_back(b);
+    }
+}
+
+struct Completion {
+    int done = 0;
+    Status status = Status::success;
+};
+
+void on_rdma(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*, void* cbdata,
+             Status status) {
+    auto* c = static_cast<Completion*>(cbdata);
+    ++c->done;
+    if (!ok(status)) c->status = status;
+}
+
+const btl::RegistrationHandle* as_handle(const std::array<std::byte, 32>& h) {
+    return reinterpret_cast<const btl::RegistrationHandle*>(h.data());
+}
+
+}  // namespace
+
+TEST(TcpMp, PutGetAtomicsOnRegisteredMemory) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    const Rank from = (me + mp::size() - 1) % mp::size();
+    constexpr std::size_t big = 4u << 20;  // streams straight into the target's memory
+    Region r;
+    share(j, r, big + 4096, btl::reg_flags::access_any, "tcp.test.rdma");
+    btl::Module& m = j.module(to);
+    btl::Endpoint* ep = j.endpoint(to);
+
+    std::vector<std::byte> src(big);
+    for (std::size_t i = 0; i < big; ++i) src[i] = pattern(me, to, big, i);
+    Completion c;
+    ASSERT_EQ(m.put(ep, src.data(), r.bases[to], nullptr, as_handle(r.handles[to]), big, 0, 0,
+                    &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_TRUE(j.progress_until([&] { return c.done == 1; }));
+    ASSERT_TRUE(ok(c.status)) << to_string(c.status);
+
+    // 64-bit and 32-bit atomics on the tail of the target's region.
+    const std::uint64_t counter = r.bases[to] + big;
+    std::uint64_t old = 99;
+    ASSERT_EQ(m.atomic_fop(ep, &old, counter, nullptr, as_handle(r.handles[to]), btl::AtomicOp::add,
+                           5, 0, 0, &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_TRUE(j.progress_until([&] { return c.done == 2; }));
+    EXPECT_EQ(old, 0u);
+    ASSERT_EQ(m.atomic_cswap(ep, &old, counter, nullptr, as_handle(r.handles[to]), 5, 42, 0, 0,
+                             &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_TRUE(j.progress_until([&] { return c.done == 3; }));
+    EXPECT_EQ(old, 5u);
+    ASSERT_EQ(m.atomic_op(ep, counter + 8, as_handle(r.handles[to]), btl::AtomicOp::add, 7,
+                          btl::atomic_flags::bits32, 0, &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_EQ(m.flush(ep), Status::success);
+    EXPECT_EQ(c.done, 4);
+    EXPECT_TRUE(ok(c.status));
+
+    ASSERT_TRUE(j.step());  // every put and atomic of every rank has landed
+    for (std::size_t i = 0; i < big; i += 4093)
+        ASSERT_EQ(r.bytes[i], pattern(from, me, big, i)) << "byte " << i;
+    std::uint64_t v64;
+    std::memcpy(&v64, r.bytes.data() + big, 8);
+    EXPECT_EQ(v64, 42u);
+    std::uint32_t v32;
+    std::memcpy(&v32, r.bytes.data() + big + 8, 4);
+    EXPECT_EQ(v32, 7u);
+
+    // Read it all back.
+    std::vector<std::byte> back(big);
+    ASSERT_EQ(m.get(ep, back.data(), r.bases[to], nullptr, as_handle(r.handles[to]), big, 0, 0,
+                    &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_EQ(m.flush(ep), Status::success);
+    EXPECT_EQ(c.done, 5);
+    EXPECT_TRUE(ok(c.status));
+    EXPECT_TRUE(back == src);
+    EXPECT_TRUE(j.step());
+    EXPECT_EQ(m.deregister_mem(r.handle), Status::success);
+    EXPECT_TRUE(j.errors.empty());
+}
+
+TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    constexpr std::size_t size = 4096;
+    Region rw, ro;
+    share(j, rw, size, btl::reg_flags::access_any, "tcp.test.oob.rw");
+    share(j, ro, size, btl::reg_flags::remote_read, "tcp.test.oob.ro");
+    std::fill(rw.bytes.begin(), rw.bytes.end(), std::byte{0x5a});
+    std::fill(ro.bytes.begin(), ro.bytes.end(), std::byte{0x5a});
+    ASSERT_TRUE(j.step());
+
+    btl::Module& m = j.module(to);
+    btl::Endpoint* ep = j.endpoint(to);
+    std::vector<std::byte> buf(512, std::byte{0x11});
+    auto forged = rw.handles[to];
+    forged[7] ^= std::byte{0x80};  // a key nobody registered
+    struct Attempt {
+        const char* what;
+        std::function<Status(Completion&)> start;
+    } attempts[] = {
+        {"put across the end",
+         [&](Completion& c) {
+             return m.put(ep, buf.data(), rw.bases[to] + size - 100, nullptr,
+                          as_handle(rw.handles[to]), 200, 0, 0, &on_rdma, nullptr, &c);
+         }},
+        {"put before the start",
+         [&](Completion& c) {
+             return m.put(ep, buf.data(), rw.bases[to] - 8, nullptr, as_handle(rw.handles[to]), 16,
+                          0, 0, &on_rdma, nullptr, &c);
+         }},
+        {"get across the end",
+         [&](Completion& c) {
+             return m.get(ep, buf.data(), rw.bases[to] + 1, nullptr, as_handle(rw.handles[to]),
+                          size, 0, 0, &on_rdma, nullptr, &c);
+         }},
+        {"atomic past the end",
+         [&](Completion& c) {
+             return m.atomic_op(ep, rw.bases[to] + size, as_handle(rw.handles[to]),
+                                btl::AtomicOp::add, 1, 0, 0, &on_rdma, nullptr, &c);
+         }},
+        {"put with a forged key",
+         [&](Completion& c) {
+             return m.put(ep, buf.data(), rw.bases[to], nullptr, as_handle(forged), 16, 0, 0,
+                          &on_rdma, nullptr, &c);
+         }},
+        {"put into read-only memory",
+         [&](Completion& c) {
+             return m.put(ep, buf.data(), ro.bases[to], nullptr, as_handle(ro.handles[to]), 16, 0,
+                          0, &on_rdma, nullptr, &c);
+         }},
+        {"atomic on read-only memory",
+         [&](Completion& c) {
+             return m.atomic_op(ep, ro.bases[to], as_handle(ro.handles[to]), btl::AtomicOp::swap,
+                                1, 0, 0, &on_rdma, nullptr, &c);
+         }},
+    };
+    for (const Attempt& a : attempts) {
+        Completion c;
+        ASSERT_EQ(a.start(c), Status::success) << a.what;
+        ASSERT_TRUE(j.progress_until([&] { return c.done == 1; })) << a.what;
+        EXPECT_FALSE(ok(c.status)) << a.what << " was not refused";
+    }
+    // A large refused put: its data is drained, and the stream stays usable.
+    std::vector<std::byte> large(1 << 20, std::byte{0x22});
+    Completion c;
+    ASSERT_EQ(m.put(ep, large.data(), rw.bases[to], nullptr, as_handle(forged), large.size(), 0, 0,
+                    &on_rdma, nullptr, &c),
+              Status::success);
+    ASSERT_TRUE(j.progress_until([&] { return c.done == 1; }));
+    EXPECT_FALSE(ok(c.status));
+
+    ASSERT_TRUE(j.step());
+    for (std::size_t i = 0; i < size; ++i) {
+        ASSERT_EQ(rw.bytes[i], std::byte{0x5a}) << "target memory touched at " << i;
+        ASSERT_EQ(ro.bytes[i], std::byte{0x5a}) << "read-only memory touched at " << i;
+    }
+    ASSERT_TRUE(j.step());
+    // The same connection still serves a legal request.
+    Completion ok_c;
+    ASSERT_EQ(m.put(ep, buf.data(), rw.bases[to], nullptr, as_handle(rw.handles[to]), 16, 0, 0,
+                    &on_rdma, nullptr, &ok_c),
+              Status::success);
+    ASSERT_EQ(m.flush(ep), Status::success);
+    EXPECT_TRUE(ok(ok_c.status));
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty());
+}
+
+namespace {
+
+// A raw client socket to rank `peer`'s first tcp address.
+int connect_raw(Rank peer) {
+    std::vector<std::byte> blob;
+    if (!ok(mp::runtime().modex_recv(peer, "btl.tcp.1", blob))) return -1;
+    auto addrs = tcp::decode_addresses(blob);
+    for (const auto& a : addrs) {
+        if (!a.loopback && mp::runtime().on_this_node(peer)) continue;
+        const int fd = ::socket(a.address.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_storage ss;
+        const socklen_t len = a.address.to_sockaddr(a.port, ss);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0) return fd;
+        ::close(fd);
+    }
+    return -1;
+}
+
+// True when the other side closes the connection within `ms` (EOF or reset),
+// reading and discarding anything it sends.
+bool closed_by_peer(int fd, int ms) {
+    for (int waited = 0; waited < ms; waited += 10) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 10) <= 0) continue;
+        char buf[256];
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+TEST(TcpMp, StrangersAreRefusedAndTheJobCarriesOn) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    const Rank victim = 1;
+    j.received.clear();
+    if (me == 0) {
+        // Garbage.
+        int fd = connect_raw(victim);
+        ASSERT_GE(fd, 0);
+        const char http[] = "GET / HTTP/1.0\r\n\r\n";
+        ASSERT_GT(::send(fd, http, sizeof http, MSG_NOSIGNAL), 0);
+        EXPECT_TRUE(closed_by_peer(fd, 10000)) << "garbage was not refused";
+        ::close(fd);
+
+        // A well-formed handshake with the wrong secret, then one from another job.
+        tcp::wire::Handshake h;
+        h.kind = tcp::wire::HandshakeKind::hello;
+        h.rank = me;
+        h.job_id = mp::runtime().job_id();
+        h.secret = mp::runtime().job_secret();
+        h.secret[3] ^= std::byte{1};
+        h.link = 0;
+        for (int variant = 0; variant < 2; ++variant) {
+            if (variant == 1) {
+                h.secret = mp::runtime().job_secret();
+                h.job_id = "someone-else";
+            }
+            fd = connect_raw(victim);
+            ASSERT_GE(fd, 0);
+            const auto bytes = tcp::wire::encode(h);
+            ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+                      static_cast<ssize_t>(bytes.size()));
+            // Refused: closed without an accept (no bytes at all).
+            pollfd p{fd, POLLIN, 0};
+            ASSERT_EQ(::poll(&p, 1, 10000), 1) << "variant " << variant;
+            char b[8];
+            EXPECT_EQ(::recv(fd, b, sizeof b, 0), 0) << "variant " << variant << " got an answer";
+            ::close(fd);
+        }
+        // The job is unaffected: a normal message still goes through.
+        const char hello[] = "still here";
+        ASSERT_TRUE(ok(j.send_bytes(victim, TcpJob::data_tag, hello, sizeof hello)));
+    } else if (me == victim) {
+        ASSERT_TRUE(j.progress_until([&] { return !j.received.empty(); }, 40));
+        EXPECT_EQ(std::string(reinterpret_cast<const char*>(j.received[0].data.data())),
+                  "still here");
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty()) << j.errors.front().second;
+}
+
+TEST(TcpMp, IdleTcpRegistersNoBusyProgress) {
+    // A fresh component with no connection costs the progress loop only its
+    // low-priority accept check.
+    TcpJob& j = job();
+    (void)j;
+    ProgressEngine engine;
+    btl::AmTable am;
+    tcp::TcpComponent c;
+    c.register_params(params::registry());
+    ASSERT_TRUE(c.open().available);
+    btl::InitContext ctx{mp::runtime(), engine, am};
+    auto modules = c.init(ctx);
+    ASSERT_FALSE(modules.empty());
+    engine.progress();
+    EXPECT_EQ(engine.size(), 1u);
+    for (auto& m : modules) m->finalize();
+    modules.clear();
+    c.close();
+    engine.progress();
+    EXPECT_EQ(engine.size(), 0u);
+    ASSERT_TRUE(ok(mp::runtime().fence()));
+}

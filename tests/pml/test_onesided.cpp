@@ -242,29 +242,40 @@ TEST(OneSided, CompareAndSwapElectsOneWinner) {
 }
 
 // No rank leaves a barrier before every rank entered it: each rank bumps a
-// counter on rank 0 before entering; after leaving, it must read all of them.
+// counter on rank 0 before entering and must read every bump after leaving;
+// the late rank of each round stores its arrival time (one clock for the
+// node), and nobody may leave before it.
+std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
 TEST(OneSided, BarrierNobodyLeavesEarly) {
     const std::uint32_t n = ctx().size();
     const Rank me = ctx().rank();
-    Windows w(8);
+    Windows w(16);
     for (int round = 1; round <= 20; ++round) {
-        // Stagger arrivals: the late rank changes every round.
-        if (me == static_cast<Rank>(round) % n)
+        const Rank late = static_cast<Rank>(round) % n;
+        if (me == late) {
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            std::int64_t t = now_ns();
+            ASSERT_EQ(ctx().put(0, &t, sizeof t, w.keys[0], 8), Status::success);
+            ASSERT_EQ(ctx().flush(0), Status::success);
+        }
         ASSERT_EQ(ctx().atomic(0, AtomicOp::add, AtomicWidth::bits64, w.keys[0], 0, 1, nullptr),
                   Status::success);
         ASSERT_EQ(ctx().flush(0), Status::success);
-        auto entered = std::chrono::steady_clock::now();
         ASSERT_EQ(ctx().barrier(), Status::success);
+        const std::int64_t left = now_ns();
         std::uint64_t seen = 0;
+        std::int64_t late_arrival = 0;
         ASSERT_EQ(ctx().atomic(0, AtomicOp::add, AtomicWidth::bits64, w.keys[0], 0, 0, &seen),
                   Status::success);
+        ASSERT_EQ(ctx().get(0, &late_arrival, sizeof late_arrival, w.keys[0], 8), Status::success);
         ASSERT_EQ(ctx().flush(0), Status::success);
         EXPECT_GE(seen, static_cast<std::uint64_t>(round) * n) << "round " << round;
-        if (me != static_cast<Rank>(round) % n && n > 1) {
-            EXPECT_GE(std::chrono::steady_clock::now() - entered, std::chrono::milliseconds(10))
-                << "left before the late rank arrived, round " << round;
-        }
+        EXPECT_GE(left, late_arrival) << "left before rank " << late << " arrived, round " << round;
         ASSERT_EQ(ctx().barrier(), Status::success);  // nobody starts the next round early
     }
 }

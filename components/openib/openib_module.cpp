@@ -105,15 +105,10 @@ int verbs::mtu_bytes(ibv_mtu mtu) noexcept {
 }
 
 bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept {
-    if (h == nullptr) return false;
-    const auto* p = reinterpret_cast<const std::byte*>(h);
-    std::size_t off = 0;
-    out.address = wire::detail::get<std::uint64_t>(p, off);
-    out.length = wire::detail::get<std::uint64_t>(p, off);
-    out.rkey = wire::detail::get<std::uint32_t>(p, off);
-    out.access = wire::detail::get<std::uint32_t>(p, off);
-    return (out.access & ~btl::reg_flags::access_any) == 0 && out.length != 0 &&
-           out.address + out.length > out.address;
+    auto k = wire::decode_remote_key(reinterpret_cast<const std::byte*>(h));
+    if (!k) return false;
+    out = *k;
+    return true;
 }
 
 bool Module::local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
@@ -554,11 +549,8 @@ btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::s
     }
     Handle* h = free_handles_;
     free_handles_ = h->next_free;
-    std::size_t off = 0;
-    wire::detail::put<std::uint64_t>(h->packed, off, reinterpret_cast<std::uint64_t>(base));
-    wire::detail::put<std::uint64_t>(h->packed, off, size);
-    wire::detail::put<std::uint32_t>(h->packed, off, r->rkey);
-    wire::detail::put<std::uint32_t>(h->packed, off, flags);
+    wire::encode(wire::RemoteKey{reinterpret_cast<std::uint64_t>(base), size, r->rkey, flags},
+                 h->packed);
     h->lkey = r->lkey;
     h->registration = r;
     return reinterpret_cast<btl::RegistrationHandle*>(h);

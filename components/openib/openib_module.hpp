@@ -148,7 +148,7 @@ struct RecvFrag {
 
 // A registration handle: the first `packed_size` bytes are what peers receive.
 struct Handle {
-    static constexpr std::size_t packed_size = 24;
+    static constexpr std::size_t packed_size = wire::RemoteKey::size;
     // address u64, length u64, rkey u32, btl::reg_flags u32 (little endian)
     std::byte packed[packed_size];
     std::uint32_t lkey = 0;
@@ -156,18 +156,9 @@ struct Handle {
     Handle* next_free = nullptr;
 };
 
-struct RemoteKey {
-    std::uint64_t address;
-    std::uint64_t length;
-    std::uint32_t rkey;
-    std::uint32_t access;  // btl::reg_flags the owner registered with
-    // The operation's range lies inside and the owner allowed `needed`.  Checked
-    // before posting: a bad remote access would kill the whole connection.
-    bool allows(std::uint64_t addr, std::size_t len, std::uint32_t needed) const noexcept {
-        return (access & needed) == needed && addr >= address && addr + len >= addr &&
-               addr + len <= address + length;
-    }
-};
+static_assert(wire::access::remote_atomic == btl::reg_flags::remote_atomic &&
+              wire::access::all == btl::reg_flags::access_any);
+using wire::RemoteKey;
 // Reads a peer's packed handle; false when it is malformed.
 bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept;
 

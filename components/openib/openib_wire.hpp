@@ -277,6 +277,56 @@ inline std::optional<CmMessage> decode_cm(std::span<const std::byte> in) noexcep
 }
 
 // ---------------------------------------------------------------------------
+// Registration handles: the bytes a process hands to peers for its memory.
+// ---------------------------------------------------------------------------
+
+namespace access {  // the same bits as btl::reg_flags, kept here so the wire is self-contained
+inline constexpr std::uint32_t local_write = 0x1;
+inline constexpr std::uint32_t remote_read = 0x2;
+inline constexpr std::uint32_t remote_write = 0x4;
+inline constexpr std::uint32_t remote_atomic = 0x8;
+inline constexpr std::uint32_t all = 0xf;
+}  // namespace access
+
+struct RemoteKey {
+    std::uint64_t address = 0;  // what the owner registered, not page rounded
+    std::uint64_t length = 0;
+    std::uint32_t rkey = 0;
+    std::uint32_t access = 0;  // access bits the owner asked for
+
+    static constexpr std::size_t size = 24;
+
+    // The range lies inside and the owner allowed `needed`.  Checked before
+    // posting: a bad remote access would kill the whole connection.
+    bool allows(std::uint64_t addr, std::size_t len, std::uint32_t needed) const noexcept {
+        return (access & needed) == needed && addr >= address && addr + len >= addr &&
+               addr + len <= address + length;
+    }
+};
+
+inline void encode(const RemoteKey& k, std::byte* out) noexcept {
+    std::size_t off = 0;
+    detail::put(out, off, k.address);
+    detail::put(out, off, k.length);
+    detail::put(out, off, k.rkey);
+    detail::put(out, off, k.access);
+}
+
+// nullopt for an empty or wrapping range or unknown access bits.
+inline std::optional<RemoteKey> decode_remote_key(const std::byte* in) noexcept {
+    if (in == nullptr) return std::nullopt;
+    std::size_t off = 0;
+    RemoteKey k;
+    k.address = detail::get<std::uint64_t>(in, off);
+    k.length = detail::get<std::uint64_t>(in, off);
+    k.rkey = detail::get<std::uint32_t>(in, off);
+    k.access = detail::get<std::uint32_t>(in, off);
+    if ((k.access & ~access::all) != 0 || k.length == 0 || k.address + k.length < k.address)
+        return std::nullopt;
+    return k;
+}
+
+// ---------------------------------------------------------------------------
 // Modex blob: one entry per module (active port) of a process.
 // ---------------------------------------------------------------------------
 

@@ -222,3 +222,28 @@ TEST(OpenibWire, ModexRoundTripAndValidation) {
     w::encode_modex(std::span<const w::PortAddress>(ports), b2);
     EXPECT_FALSE(w::decode_modex(b2, back));
 }
+
+TEST(OpenibWire, RemoteKeyRoundTripAndChecks) {
+    w::RemoteKey k{0x7f0000001000, 4096, 0xabcd, w::access::remote_read | w::access::remote_write};
+    std::byte buf[w::RemoteKey::size];
+    w::encode(k, buf);
+    auto d = w::decode_remote_key(buf);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->address, k.address);
+    EXPECT_EQ(d->length, 4096u);
+    EXPECT_EQ(d->rkey, 0xabcdu);
+    EXPECT_TRUE(d->allows(k.address, 4096, w::access::remote_write));
+    EXPECT_TRUE(d->allows(k.address + 4000, 96, w::access::remote_read));
+    EXPECT_FALSE(d->allows(k.address + 4000, 97, w::access::remote_read)) << "past the end";
+    EXPECT_FALSE(d->allows(k.address - 1, 8, w::access::remote_read)) << "before the start";
+    EXPECT_FALSE(d->allows(k.address, 8, w::access::remote_atomic)) << "not allowed by the owner";
+    EXPECT_FALSE(d->allows(~std::uint64_t{0} - 2, 8, w::access::remote_read)) << "wraps";
+
+    EXPECT_FALSE(w::decode_remote_key(nullptr));
+    w::encode(w::RemoteKey{1, 0, 1, 0}, buf);
+    EXPECT_FALSE(w::decode_remote_key(buf)) << "empty";
+    w::encode(w::RemoteKey{~std::uint64_t{0} - 10, 100, 1, 0}, buf);
+    EXPECT_FALSE(w::decode_remote_key(buf)) << "wraps";
+    w::encode(w::RemoteKey{4096, 100, 1, 0x10}, buf);
+    EXPECT_FALSE(w::decode_remote_key(buf)) << "unknown access bit";
+}

@@ -71,10 +71,12 @@ constexpr params::Decl openib_params[] = {
     {"pkey_index", Type::unsigned_integer, "0", "Partition key index", 7},
     {"gid_index", Type::integer, "-1",
      "GID table index of the local port; -1 chooses (RoCE v2 first, else index 0)", 6},
-    {"hw_atomics", Type::boolean, "true",
-     "Use the device's fetch-add and compare-swap when they are coherent with CPU atomics "
-     "(IBV_ATOMIC_GLOB); otherwise the target performs every atomic",
-     6},
+    {"atomics", Type::enumeration, "auto",
+     "How atomics run.  auto: the device's fetch-add and compare-swap when they are coherent "
+     "with CPU atomics (IBV_ATOMIC_GLOB), every other op (and all ops on other devices) "
+     "performed by the target; hardware: only fetch-add and compare-swap, always by the "
+     "device; emulated: every op performed by the target",
+     6, "auto,hardware,emulated"},
     {"exclusivity", Type::unsigned_integer, "1024",
      "Priority of openib among the transports that reach a peer (highest wins)", 7},
     {"latency", Type::unsigned_integer, "10", "Relative latency (lower is preferred)", 7},
@@ -129,7 +131,10 @@ Settings read_settings(params::Registry& r) {
                         "expected -1..255",
                         gid.full_name(), gid.text(), gid.source().describe()));
     c.gid_index = static_cast<int>(gid.as_int());
-    c.hw_atomics = r.get("btl_openib_hw_atomics").as_bool();
+    const std::string& atomics = r.get("btl_openib_atomics").as_string();
+    c.atomics = atomics == "hardware"   ? Config::Atomics::hardware
+                : atomics == "emulated" ? Config::Atomics::emulated
+                                        : Config::Atomics::automatic;
     c.exclusivity = static_cast<std::uint32_t>(u("exclusivity", 0, 0xffffffffu));
     c.latency = static_cast<std::uint32_t>(u("latency", 0, 0xffffffffu));
     c.bandwidth = static_cast<std::uint32_t>(u("bandwidth", 0, 0xffffffffu));

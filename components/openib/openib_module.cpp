@@ -166,7 +166,8 @@ int Device::poll_events() noexcept {
     ibv_async_event e;
     while (ibv_get_async_event(context_.get(), &e) == 0) {
         ++n;
-        for (Module* m : modules_) m->on_async_event(e);
+        // By index: an error callback may finalize a module, which detaches it.
+        for (std::size_t i = 0; i < modules_.size(); ++i) modules_[i]->on_async_event(e);
         ibv_ack_async_event(&e);
     }
     return n;
@@ -253,7 +254,21 @@ void Module::setup() {
     std::random_device rd;
     psn_state_ = rd() | 1;
 
-    hw_atomics_ = config_.hw_atomics && dev.atomic_cap == IBV_ATOMIC_GLOB;
+    switch (config_.atomics) {
+        case Config::Atomics::emulated:
+            atomics_ = AtomicPath::emulated;
+            break;
+        case Config::Atomics::hardware:
+            if (dev.atomic_cap == IBV_ATOMIC_NONE)
+                throw std::runtime_error(
+                    "btl_openib_atomics is \"hardware\" but the device has no atomics");
+            atomics_ = AtomicPath::hardware_only;
+            break;
+        case Config::Atomics::automatic:
+            atomics_ =
+                dev.atomic_cap == IBV_ATOMIC_GLOB ? AtomicPath::hybrid : AtomicPath::emulated;
+            break;
+    }
     if (dev.max_srq == 0 || dev.max_srq_wr == 0)
         throw std::runtime_error("the device has no shared receive queue support");
     config_.srq_size = std::min<std::uint32_t>(config_.srq_size, dev.max_srq_wr);
@@ -368,11 +383,16 @@ void Module::setup() {
     attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_attr_);
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
                   btl::flags::atomic_fops;
-    // Every op is available (emulated where the device cannot), and all of them
-    // are coherent with CPU atomics: hardware atomics are used only with GLOB.
     using namespace btl::atomic_support;
-    attr_.atomic_flags =
-        add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;
+    if (atomics_ == AtomicPath::hardware_only) {
+        // Only what the verbs have; coherent with the CPU only if the device says so.
+        attr_.atomic_flags = add | cswap | (dev.atomic_cap == IBV_ATOMIC_GLOB ? global : 0);
+    } else {
+        // Every op (the target performs what the device cannot), all coherent
+        // with CPU atomics: the hybrid path exists only with GLOB.
+        attr_.atomic_flags = add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max |
+                             cswap | bits32 | global;
+    }
     attr_.registration_handle_size = Handle::packed_size;
     attr_.put_limit = attr_.get_limit = port_attr_.max_msg_sz;
     attr_.put_local_registration_threshold = 0;
@@ -381,8 +401,11 @@ void Module::setup() {
     out_.verbose(10, "{}: {} port, LID {}, GID index {}, MTU {}, {} MB/s, atomics {}", name(),
                  roce() ? "RoCE" : "InfiniBand", address_.lid, gid_index_,
                  verbs::mtu_bytes(port_attr_.active_mtu), attr_.bandwidth,
-                 hw_atomics_ ? "fetch-add and compare-swap in hardware, others by the target"
-                             : "all performed by the target");
+                 atomics_ == AtomicPath::hybrid
+                     ? "fetch-add and compare-swap by the device, others by the target"
+                 : atomics_ == AtomicPath::hardware_only
+                     ? "fetch-add and compare-swap only, by the device"
+                     : "all performed by the target");
 }
 
 void Module::grow_srq(std::uint32_t want) noexcept {

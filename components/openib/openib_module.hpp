@@ -62,7 +62,15 @@ struct Config {
     std::uint8_t traffic_class = 0;
     std::uint16_t pkey_index = 0;
     int gid_index = -1;  // -1: choose (RoCE v2 first)
-    bool hw_atomics = true;
+    // auto: the device's fetch-add and compare-swap when they are coherent with
+    // CPU atomics (IBV_ATOMIC_GLOB), the target does the rest; hardware: only
+    // fetch-add and compare-swap, always by the device; emulated: the target
+    // does every atomic.
+    enum class Atomics : std::uint8_t {
+        automatic,
+        hardware,
+        emulated
+    } atomics = Atomics::automatic;
     std::uint32_t exclusivity = btl::exclusivity_default;
     std::uint32_t latency = 10;
     std::uint32_t bandwidth = 0;  // 0: from the port's speed and width
@@ -369,7 +377,10 @@ class Module final : public btl::Module {
     std::uint8_t gid_index_ = 0;
     std::uint64_t job_key_ = 0;
     std::uint32_t psn_state_ = 1;
-    bool hw_atomics_ = false;
+    // How atomics run here: a mix is only safe when device atomics are coherent
+    // with the target CPU's.
+    enum class AtomicPath : std::uint8_t { hybrid, hardware_only, emulated };
+    AtomicPath atomics_ = AtomicPath::emulated;
     bool port_down_ = false;
 
     // Declared before the queues that use them, so destroyed after them.

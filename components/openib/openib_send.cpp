@@ -243,10 +243,19 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
         !rk.allows(remote_address, width, btl::reg_flags::remote_atomic))
         return Status::bad_param;
     if (kind != wire::AtomicKind::op && local_address == nullptr) return Status::bad_param;
-    // The emulated path writes the result with the CPU; the hardware path needs
-    // the caller's registration, and falls back to emulation without one.
+    // The emulated path writes the result with the CPU; the device needs the
+    // caller's registration (and the hybrid path emulates without one).
     if (local_handle && !local_ok(local_handle, local_address, width, true))
         return Status::bad_param;
+    // The verbs have 64-bit fetch-add and compare-swap only.
+    const bool device_can =
+        !bits32 && (kind == wire::AtomicKind::cswap || op == btl::AtomicOp::add);
+    const bool have_local = kind == wire::AtomicKind::op || local_handle != nullptr;
+    if (atomics_ == AtomicPath::hardware_only) {
+        if (!device_can) return Status::not_supported;
+        if (!have_local) return Status::bad_param;
+    }
+    const bool use_device = atomics_ != AtomicPath::emulated && device_can && have_local;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
     f->local_address = local_address;
@@ -262,15 +271,10 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
     f->cbfunc = cbfunc;
     f->cbcontext = cbcontext;
     f->user_cbdata = cbdata;
-    // Hardware only where it is coherent with the target's CPU atomics and the
-    // verb exists: 64-bit fetch-add and compare-swap.  The fetched value lands
-    // in the caller's registered buffer, or our scratch word for a plain op.
-    const bool hw_op = kind == wire::AtomicKind::cswap ||
-                       (op == btl::AtomicOp::add && kind != wire::AtomicKind::cswap);
-    const bool have_local = kind == wire::AtomicKind::op || local_handle != nullptr;
-    if (hw_atomics_ && !bits32 && hw_op && have_local) {
+    if (use_device) {
         f->op = kind == wire::AtomicKind::cswap ? RdmaOp::hw_cswap : RdmaOp::hw_fetch_add;
         if (kind == wire::AtomicKind::op) {
+            // The old value is not wanted, but the device writes it somewhere.
             f->local_address = scratch_;
             f->lkey = scratch_lkey_;
         } else {

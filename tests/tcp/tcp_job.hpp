@@ -27,21 +27,21 @@ struct Received {
 };
 
 class TcpJob {
-public:
+  public:
     static constexpr btl::Tag data_tag = btl::AmTable::tag(btl::TagRange::user, 0);
     static constexpr btl::Tag step_tag = btl::AmTable::tag(btl::TagRange::user, 1);
 
-    TcpJob() {
+    explicit TcpJob(rt::Runtime& runtime = mp::runtime()) : rt_(runtime) {
         component_ = std::make_unique<tcp::TcpComponent>();
         component_->register_params(params::registry());
         if (!component_->open().available) throw std::runtime_error("tcp declined");
-        btl::InitContext ctx{mp::runtime(), progress_, am_};
+        btl::InitContext ctx{rt_, progress_, am_};
         modules_ = component_->init(ctx);
         if (modules_.empty()) throw std::runtime_error(component_->decline_reason());
         am_.register_callback(data_tag, &on_data, this);
         am_.register_callback(step_tag, &on_step, this);
-        if (!ok(mp::runtime().fence())) throw std::runtime_error("fence failed");
-        std::vector<Rank> all(mp::size());
+        if (!ok(rt_.fence())) throw std::runtime_error("fence failed");
+        std::vector<Rank> all(rt_.size());
         for (Rank r = 0; r < all.size(); ++r) all[r] = r;
         endpoints_.assign(all.size(), nullptr);
         module_of_.assign(all.size(), nullptr);
@@ -85,8 +85,8 @@ public:
     Status send_bytes(Rank to, btl::Tag tag, const void* data, std::size_t size) {
         btl::Module& m = module(to);
         for (int attempt = 0; attempt < 1000000; ++attempt) {
-            btl::Descriptor* d = m.alloc(endpoint(to), btl::no_order, size,
-                                         btl::des_flags::btl_ownership);
+            btl::Descriptor* d =
+                m.alloc(endpoint(to), btl::no_order, size, btl::des_flags::btl_ownership);
             if (d == nullptr) {
                 progress_.progress();
                 continue;
@@ -108,14 +108,14 @@ public:
     // tcp meanwhile.
     bool step() {
         ++step_;
-        for (Rank r = 0; r < mp::size(); ++r) {
-            if (r == mp::rank()) continue;
+        for (Rank r = 0; r < rt_.size(); ++r) {
+            if (r == rt_.rank()) continue;
             if (!ok(send_bytes(r, step_tag, &step_, sizeof step_))) return false;
         }
-        return progress_until([&] { return steps_seen_ >= step_ * (mp::size() - 1); });
+        return progress_until([&] { return steps_seen_ >= step_ * (rt_.size() - 1); });
     }
 
-private:
+  private:
     static void on_data(btl::Module*, const btl::ReceiveDescriptor& d, void* self) {
         auto* job = static_cast<TcpJob*>(self);
         Received r{d.endpoint ? d.endpoint->peer() : any_rank, {}};
@@ -130,6 +130,7 @@ private:
         static_cast<TcpJob*>(self)->errors.emplace_back(peer, info ? info : "");
     }
 
+    rt::Runtime& rt_;
     ProgressEngine progress_;
     btl::AmTable am_;
     std::unique_ptr<tcp::TcpComponent> component_;

@@ -58,8 +58,8 @@ TEST(TcpMp, EveryPairEverySize) {
     for (const auto& r : j.received) {
         const std::size_t size = r.data.size();
         for (std::size_t i = 0; i < size; ++i)
-            ASSERT_EQ(r.data[i], pattern(r.from, me, size, i)) << "from " << r.from << " size "
-                                                               << size << " byte " << i;
+            ASSERT_EQ(r.data[i], pattern(r.from, me, size, i))
+                << "from " << r.from << " size " << size << " byte " << i;
     }
     EXPECT_TRUE(j.step());
     EXPECT_TRUE(j.errors.empty());
@@ -80,8 +80,9 @@ TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
         std::memcpy(payload.data(), &seq, sizeof seq);
         btl::Convertor conv(payload.data(), payload.size());
         btl::Descriptor* d = nullptr;
-        const Status s = m.sendi(j.endpoint(to), &conv, &seq, sizeof seq, payload.size(),
-                                 btl::no_order, btl::des_flags::btl_ownership, TcpJob::data_tag, &d);
+        const Status s =
+            m.sendi(j.endpoint(to), &conv, &seq, sizeof seq, payload.size(), btl::no_order,
+                    btl::des_flags::btl_ownership, TcpJob::data_tag, &d);
         if (s == Status::completed) {
             ++inline_sends;
             continue;
@@ -124,8 +125,8 @@ struct Region {
 // Registers `size` bytes in every rank and exchanges the handles.
 void share(TcpJob& j, Region& r, std::size_t size, std::uint32_t access, const char* key) {
     r.bytes.assign(size, std::byte{0});
-    r.handle = j.module((mp::rank() + 1) % mp::size()).register_mem(nullptr, r.bytes.data(), size,
-                                                                    access);
+    r.handle =
+        j.module((mp::rank() + 1) % mp::size()).register_mem(nullptr, r.bytes.data(), size, access);
     ASSERT_NE(r.handle, nullptr);
     std::array<std::byte, 40> mine{};
     std::memcpy(mine.data(), static_cast<const void*>(r.handle), 32);
@@ -278,8 +279,8 @@ TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
          }},
         {"atomic on read-only memory",
          [&](Completion& c) {
-             return m.atomic_op(ep, ro.bases[to], as_handle(ro.handles[to]), btl::AtomicOp::swap,
-                                1, 0, 0, &on_rdma, nullptr, &c);
+             return m.atomic_op(ep, ro.bases[to], as_handle(ro.handles[to]), btl::AtomicOp::swap, 1,
+                                0, 0, &on_rdma, nullptr, &c);
          }},
     };
     for (const Attempt& a : attempts) {

@@ -105,3 +105,14 @@ TEST(OpenibDecline, BadInterfaceListStopsWithTheParameterName) {
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("btl_openib_if_include"), std::string::npos) << r.err;
 }
+
+TEST(OpenibDecline, OutOfRangeValueStopsWithTheParameterName) {
+    if (!have_transit_info()) GTEST_SKIP() << "transit_info is not built in this tree";
+    Outcome r = run("TRANSIT_MCA_btl_openib_credits_per_peer=0", "--parsable");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("btl_openib_credits_per_peer"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("1..65535"), std::string::npos) << r.err;
+    r = run("TRANSIT_MCA_btl_openib_eager_limit=32k", "--parsable");  // above max_send_size
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("btl_openib_eager_limit"), std::string::npos) << r.err;
+}

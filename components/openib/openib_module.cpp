@@ -271,7 +271,10 @@ void Module::setup() {
     }
     if (dev.max_srq == 0 || dev.max_srq_wr == 0)
         throw std::runtime_error("the device has no shared receive queue support");
-    config_.srq_size = std::min<std::uint32_t>(config_.srq_size, dev.max_srq_wr);
+    // Every posted receive may complete at once: the receive CQ must hold them all.
+    config_.srq_size =
+        std::min<std::uint32_t>({config_.srq_size, static_cast<std::uint32_t>(dev.max_srq_wr),
+                                 static_cast<std::uint32_t>(dev.max_cqe)});
     config_.srq_initial = std::min(config_.srq_initial, config_.srq_size);
     config_.sq_depth = std::min<std::uint32_t>(config_.sq_depth, dev.max_qp_wr);
     config_.send_cq_size = std::min<std::uint32_t>(config_.send_cq_size, dev.max_cqe);

@@ -52,9 +52,10 @@ constexpr params::Decl openib_params[] = {
     {"max_inline", Type::unsigned_integer, "64",
      "Largest send (header included) the HCA copies at post time instead of reading it by DMA", 6},
     {"rcache_max_unused", Type::unsigned_integer, "0",
-     "Released memory registrations kept for reuse (LRU).  0 deregisters at the last release; "
-     "above 0, memory the program frees and the system reuses at the same address must not be "
-     "given to Transit again while cached",
+     "Released memory registrations kept for reuse (least recently used first out).  0: a "
+     "registration ends with its last release, so freed memory is never reachable through it.  "
+     "Above 0, safe only if the program does not free registered memory and reuse the "
+     "addresses while cached (there is no hook that reports freed memory)",
      7},
     {"connect_retry_interval", Type::unsigned_integer, "100",
      "Milliseconds before a connection request or reply is resent", 6},

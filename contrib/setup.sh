@@ -12,6 +12,7 @@ packages=(
   libgtest-dev libltdl-dev libpmix-dev libhwloc-dev libibverbs-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   openmpi-bin libopenmpi-dev
+  libfabric-dev libfabric-bin libucx-dev ucx-utils
   clang libclang-rt-14-dev iproute2 procps
 )
 

@@ -401,6 +401,7 @@ void Module::setup() {
     attr_.put_local_registration_threshold = 0;
     attr_.get_local_registration_threshold = 0;
     device_->attach(this);
+    update_progress();
     out_.verbose(10, "{}: {} port, LID {}, GID index {}, MTU {}, {} MB/s, atomics {}", name(),
                  roce() ? "RoCE" : "InfiniBand", address_.lid, gid_index_,
                  verbs::mtu_bytes(port_attr_.active_mtu), attr_.bandwidth,
@@ -477,51 +478,60 @@ Status Module::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> 
                          btl::Reachability& reachable) {
     if (peers.size() != endpoints.size() || reachable.size() < peers.size())
         return Status::bad_param;
-    std::vector<std::byte> blob;
-    std::vector<wire::PortAddress> ports;
     for (std::size_t i = 0; i < peers.size(); ++i) {
-        const Rank peer = peers[i];
-        // The own process is the self btl's; a QP to oneself would need two endpoints.
-        if (peer == rank() || port_down_) continue;
-        if (auto it = by_rank_.find(peer); it != by_rank_.end()) {
-            endpoints[i] = it->second;
+        if (Endpoint* ep = endpoint_for(peers[i])) {
+            endpoints[i] = ep;
             reachable.set(i);
-            continue;
         }
-        if (runtime_.modex_recv(peer, modex_key, blob) != Status::success) {
-            out_.verbose(20, "{}: peer {} has no openib address", name(), peer);
-            continue;
-        }
-        if (!wire::decode_modex(blob, ports)) {
-            out_.verbose(1, "{}: peer {} published a malformed openib address", name(), peer);
-            continue;
-        }
-        std::vector<const wire::PortAddress*> match;
-        for (const auto& p : ports)
-            if (p.link == address_.link && (p.subnet_prefix == address_.subnet_prefix || roce()))
-                match.push_back(&p);
-        if (match.empty()) {
-            out_.verbose(10, "{}: peer {} has no port on this fabric ({} ports published)", name(),
-                         peer, ports.size());
-            continue;
-        }
-        // Same subnet first for RoCE; then spread our ports over the peer's.
-        std::stable_partition(match.begin(), match.end(), [&](const wire::PortAddress* p) {
-            return p->subnet_prefix == address_.subnet_prefix;
-        });
-        const wire::PortAddress& remote = *match[(port_ - 1u) % match.size()];
-        Connection::Config cc{rank(), peer, job_key_, config_.connect_retry_ms,
-                              config_.connect_retries};
-        auto ep = std::make_unique<Endpoint>(*this, peer, remote, cc);
-        by_rank_[peer] = ep.get();
-        endpoints[i] = ep.get();
-        reachable.set(i);
-        out_.verbose(20, "{}: peer {} reachable through its port {} (LID {})", name(), peer,
-                     remote.port, remote.lid);
-        endpoints_.push_back(std::move(ep));
     }
     update_progress();
     return Status::success;
+}
+
+Endpoint* Module::endpoint_for(Rank peer) {
+    if (auto it = by_rank_.find(peer); it != by_rank_.end()) return it->second;
+    // The own process is the self btl's; a QP to oneself would need two endpoints.
+    if (peer == rank() || port_down_ || peer >= runtime_.size()) return nullptr;
+    std::vector<std::byte> blob;
+    std::vector<wire::PortAddress> ports;
+    if (runtime_.modex_recv(peer, modex_key, blob) != Status::success) {
+        out_.verbose(20, "{}: peer {} has no openib address", name(), peer);
+        return nullptr;
+    }
+    if (!wire::decode_modex(blob, ports)) {
+        out_.verbose(1, "{}: peer {} published a malformed openib address", name(), peer);
+        return nullptr;
+    }
+    std::vector<const wire::PortAddress*> match;
+    for (const auto& p : ports)
+        if (p.link == address_.link && (p.subnet_prefix == address_.subnet_prefix || roce()))
+            match.push_back(&p);
+    if (match.empty()) {
+        out_.verbose(10, "{}: peer {} has no port on this fabric ({} ports published)", name(),
+                     peer, ports.size());
+        return nullptr;
+    }
+    // Same subnet first for RoCE; then spread our ports over the peer's.
+    std::stable_partition(match.begin(), match.end(), [&](const wire::PortAddress* p) {
+        return p->subnet_prefix == address_.subnet_prefix;
+    });
+    const wire::PortAddress& remote = *match[(port_ - 1u) % match.size()];
+    if (remote.recv_size < address_.recv_size) {
+        out_.verbose(1,
+                     "{}: peer {} receives at most {} bytes per fragment, this process sends up "
+                     "to {}: set btl_openib_max_send_size alike everywhere",
+                     name(), peer, remote.recv_size, address_.recv_size);
+        return nullptr;
+    }
+    Connection::Config cc{rank(), peer, job_key_, config_.connect_retry_ms,
+                          config_.connect_retries};
+    auto ep = std::make_unique<Endpoint>(*this, peer, remote, cc);
+    Endpoint* raw = ep.get();
+    endpoints_.push_back(std::move(ep));
+    by_rank_[peer] = raw;
+    out_.verbose(20, "{}: peer {} reachable through its port {} (LID {})", name(), peer,
+                 remote.port, remote.lid);
+    return raw;
 }
 
 Status Module::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
@@ -651,12 +661,11 @@ void Module::update_progress() noexcept {
         progress_.remove(rc_handle_);
         rc_handle_ = {};
     }
-    bool peers = !endpoints_.empty();
-    if (peers && !cm_handle_) cm_handle_ = progress_.add(&progress_cm, this, ProgressPriority::low);
-    if (!peers && cm_handle_) {
-        progress_.remove(cm_handle_);
-        cm_handle_ = {};
-    }
+    // Any other rank may ask us to connect at any time, even one this process
+    // never sends to (the upper layer adds peers lazily, at their first send):
+    // the connection manager listens, at low priority, while the job has others.
+    if (runtime_.size() > 1 && !port_down_ && !cm_handle_)
+        cm_handle_ = progress_.add(&progress_cm, this, ProgressPriority::low);
 }
 
 }  // namespace transit::openib

@@ -304,6 +304,9 @@ class Module final : public btl::Module {
     void release_srq(std::uint16_t grant) noexcept;
     void send_cm(Endpoint& ep, ibv_ah* ah, const wire::CmMessage& m) noexcept;
     void qp_created(Endpoint& ep) { by_qpn_[ep.qp()->qp_num] = &ep; }
+    // The endpoint of a peer, created from its modex address when needed (by
+    // add_procs, or when the peer asks to connect first); nullptr if unreachable.
+    Endpoint* endpoint_for(Rank peer);
     void endpoint_connected(Endpoint& ep) noexcept;
     void endpoint_failed(Endpoint& ep, const char* reason) noexcept;
     void attention(Endpoint& ep) noexcept;
@@ -349,6 +352,7 @@ class Module final : public btl::Module {
     int poll_ud_cq() noexcept;
     void service_attention() noexcept;
     void tick_connections() noexcept;
+    Endpoint* endpoint_on_request(Rank peer) noexcept;
     void complete_send(SendFrag* f, Status s) noexcept;
     void complete_rdma(RdmaFrag* f, Status s) noexcept;
     void handle_receive(const ibv_wc& wc) noexcept;

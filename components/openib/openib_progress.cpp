@@ -356,11 +356,17 @@ int Module::poll_ud_cq() noexcept {
         if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
             auto m = wire::decode_cm({buf + grh_size, wc[i].byte_len - grh_size});
             if (m && m->job_key == job_key_ && m->dst_rank == rank()) {
-                auto it = by_rank_.find(m->src_rank);
-                if (it != by_rank_.end()) {
-                    ConnState before = it->second->connection().state();
-                    it->second->connection().receive(*m, now);
-                    if (it->second->connection().state() != before) update_progress();
+                // A request may come from a peer the upper layer has not added
+                // yet (it adds peers at their first send): accept it anyway.
+                Endpoint* ep = nullptr;
+                if (auto it = by_rank_.find(m->src_rank); it != by_rank_.end())
+                    ep = it->second;
+                else if (m->type == wire::CmType::request)
+                    ep = endpoint_on_request(m->src_rank);
+                if (ep) {
+                    ConnState before = ep->connection().state();
+                    ep->connection().receive(*m, now);
+                    if (ep->connection().state() != before) update_progress();
                 }
             } else {
                 out_.verbose(20, "{}: dropped a connection message (malformed or not ours)",
@@ -377,6 +383,15 @@ int Module::poll_ud_cq() noexcept {
         (void)ibv_post_recv(ud_qp_.get(), &wr, &bad);
     }
     return n > 0 ? n : 0;
+}
+
+Endpoint* Module::endpoint_on_request(Rank peer) noexcept {
+    try {
+        return endpoint_for(peer);
+    } catch (const std::exception& e) {
+        out_.verbose(1, "{}: no endpoint for connecting peer {}: {}", name(), peer, e.what());
+        return nullptr;
+    }
 }
 
 void Module::tick_connections() noexcept {

@@ -1,38 +1,84 @@
 # transit_add_component(<name> FRAMEWORK <framework> SOURCES ... [LIBRARIES ...])
 #
-# Builds the plugin transit_<framework>_<name>.so into lib/transit/ (or, with
-# TRANSIT_STATIC_COMPONENTS, links its objects into libtransit and lists its
-# descriptor in the static component table).  The plugin must define
-#   extern "C" const transit_component_descriptor transit_<framework>_<name>_component
+# Builds the plugin transit_<framework>_<name>.so: C++20, hidden symbols (the
+# descriptor is the one exported name), linked to libtransit, installed in
+# lib/transit.  The plugin must define
+#   extern "C" __attribute__((visibility("default")))
+#   const transit_component_descriptor transit_<framework>_<name>_component = ...;
 # (see include/transit/component.hpp).
+#
+# The same file serves two callers:
+#  - Transit's own tree: the plugin goes to <build>/lib/transit, next to
+#    libtransit, or, with TRANSIT_STATIC_COMPONENTS, its objects are linked into
+#    libtransit and its descriptor is listed in the static component table;
+#  - a third-party project, after find_package(Transit): the plugin goes to the
+#    project's own build directory and installs into
+#    ${CMAKE_INSTALL_PREFIX}/${TRANSIT_PLUGIN_INSTALL_DIR} (default lib/transit).
+#    Install with the prefix Transit was installed in to have it loaded with no
+#    setting, or point mca_base_component_path at that directory.
 include_guard(GLOBAL)
+
+set(TRANSIT_PLUGIN_INSTALL_DIR lib/transit CACHE STRING
+    "Where transit_add_component installs plugins, relative to CMAKE_INSTALL_PREFIX")
+
+# True for the imported target of an installed Transit, false inside Transit's
+# own build (where Transit::transit is an alias of the real target).
+function(_transit_out_of_tree out)
+  set(result FALSE)
+  if(TARGET Transit::transit)
+    get_target_property(imported Transit::transit IMPORTED)
+    if(imported)
+      set(result TRUE)
+    endif()
+  endif()
+  set(${out} ${result} PARENT_SCOPE)
+endfunction()
 
 function(transit_add_component name)
   cmake_parse_arguments(ARG "" "FRAMEWORK" "SOURCES;LIBRARIES" ${ARGN})
   if(NOT ARG_FRAMEWORK)
     message(FATAL_ERROR "transit_add_component(${name}): FRAMEWORK is required")
   endif()
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "transit_add_component(${name}): SOURCES is required")
+  endif()
+  if(NOT name MATCHES "^[a-z0-9_]+$" OR NOT ARG_FRAMEWORK MATCHES "^[a-z0-9_]+$")
+    # The loader derives both names from the file name; keep them unambiguous.
+    message(FATAL_ERROR "transit_add_component(${name}): names are lower-case letters, digits, _")
+  endif()
   set(target transit_${ARG_FRAMEWORK}_${name})
-  if(TRANSIT_STATIC_COMPONENTS)
+  _transit_out_of_tree(out_of_tree)
+
+  if(TRANSIT_STATIC_COMPONENTS AND NOT out_of_tree)
     add_library(${target} OBJECT ${ARG_SOURCES})
     target_link_libraries(${target} PRIVATE transit_sdk ${ARG_LIBRARIES})
     target_sources(transit PRIVATE $<TARGET_OBJECTS:${target}>)
     target_link_libraries(transit PRIVATE ${ARG_LIBRARIES})
     set_property(GLOBAL APPEND PROPERTY TRANSIT_STATIC_DESCRIPTORS ${target}_component)
+    return()
+  endif()
+
+  add_library(${target} MODULE ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE Transit::transit ${ARG_LIBRARIES})
+  # C++20 comes with Transit::transit (cxx_std_20 on its interface); no GNU
+  # extensions, like Transit itself.
+  set_target_properties(${target} PROPERTIES
+    PREFIX ""
+    CXX_EXTENSIONS OFF
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    INSTALL_RPATH "$ORIGIN/..")
+  if(out_of_tree)
+    install(TARGETS ${target} LIBRARY DESTINATION ${TRANSIT_PLUGIN_INSTALL_DIR})
   else()
-    add_library(${target} MODULE ${ARG_SOURCES})
-    target_link_libraries(${target} PRIVATE transit ${ARG_LIBRARIES})
     set_target_properties(${target} PROPERTIES
-      PREFIX ""
-      CXX_VISIBILITY_PRESET hidden
-      VISIBILITY_INLINES_HIDDEN ON
-      LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${TRANSIT_PLUGINDIR}
-      INSTALL_RPATH "$ORIGIN/..")
+      LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${TRANSIT_PLUGINDIR})
     install(TARGETS ${target} LIBRARY DESTINATION ${TRANSIT_PLUGINDIR})
   endif()
 endfunction()
 
 # Writes the table of statically linked descriptors (empty when plugins are used).
+# Only Transit's own build calls it.
 function(transit_finish_static_components)
   get_property(descs GLOBAL PROPERTY TRANSIT_STATIC_DESCRIPTORS)
   set(decls "")

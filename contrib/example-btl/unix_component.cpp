@@ -1,0 +1,129 @@
+// btl/unix: the component.  It declares the parameters, opens a listening
+// UNIX-domain socket at init, publishes the socket's name through the modex and
+// creates the one module.  The descriptor at the end is the plugin's only
+// exported symbol: the loader reads and checks it before calling anything.
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cerrno>
+#include <cstring>
+#include <span>
+
+#include <transit/btl/component.hpp>
+#include <transit/params.hpp>
+#include <transit/version.hpp>
+
+#include "unix_module.hpp"
+
+namespace unix_btl {
+namespace {
+
+using transit::params::Type;
+
+// One table drives registration, transit_info and the documentation.  Full
+// names are btl_unix_<name>; set them like any other parameter, e.g.
+// TRANSIT_MCA_btl_unix_eager_limit=8k or --mca btl_unix_eager_limit 8k.
+constexpr transit::params::Decl unix_params[] = {
+    {"eager_limit", Type::size, "4k", "Largest message the upper layer sends in one go", 4},
+    {"max_send_size", Type::size, "64k",
+     "Largest message on a socket (fragment, put or get); at most 128k, the same on every rank", 4},
+    {"free_list_max", Type::unsigned_integer, "64",
+     "Send descriptors, created at init; alloc reports out-of-resource when all are in use", 6},
+    {"exclusivity", Type::unsigned_integer, "512",
+     "Priority among the transports that reach a peer (highest wins; vader is 65535)", 7},
+    {"verbose", Type::integer, "0", "Verbosity of btl/unix (0..100)", 9},
+};
+
+constexpr std::size_t max_message = 128 * 1024;  // fits a default socket send buffer
+
+// The socket the peers connect to.  Binding with no name asks Linux for a
+// unique name in the abstract namespace ("autobind"): no file to clean up, and
+// only processes in this network namespace, i.e. on this node, can reach it.
+Fd listen_socket(std::vector<std::byte>& name) {
+    Fd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    socklen_t len = sizeof(sa_family_t);
+    if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
+        ::listen(fd.get(), SOMAXCONN) != 0)
+        throw std::runtime_error(fmt::format("listening socket: {}", std::strerror(errno)));
+    len = sizeof sa;
+    if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+        throw std::runtime_error(fmt::format("getsockname: {}", std::strerror(errno)));
+    const auto* p = reinterpret_cast<const std::byte*>(sa.sun_path);
+    name.assign(p, p + (len - offsetof(sockaddr_un, sun_path)));
+    return fd;
+}
+
+class UnixComponent final : public btl::Component {
+  public:
+    void register_params(transit::params::Registry& registry) override {
+        registry_ = &registry;
+        registry.add_all("btl", "unix", unix_params);
+    }
+
+    std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
+        const Config config = read_config();
+        std::vector<std::byte> name;
+        Fd listener;
+        try {
+            listener = listen_socket(name);
+        } catch (const std::exception& e) {
+            decline_reason_ = e.what();  // no module; transit_info shows why
+            return {};
+        }
+        // Peers read it in add_procs, after the framework's fence.
+        if (transit::Status s = ctx.runtime.modex_send("btl.unix.1", name);
+            s != transit::Status::success) {
+            decline_reason_ = fmt::format("modex_send: {}", transit::to_string(s));
+            return {};
+        }
+        std::vector<std::unique_ptr<btl::Module>> modules;
+        modules.push_back(
+            std::make_unique<UnixModule>(*this, config, ctx, std::move(listener), std::move(name)));
+        return modules;
+    }
+
+  private:
+    // Read at init, not at registration, so values set in between still count.
+    // A bad value is an error naming the parameter, never a silent fallback.
+    Config read_config() const {
+        transit::params::Registry& r = registry_ ? *registry_ : transit::params::registry();
+        Config c;
+        c.eager_limit = r.get("btl_unix_eager_limit").as_unsigned();
+        c.max_send_size = r.get("btl_unix_max_send_size").as_unsigned();
+        c.free_list_max = r.get("btl_unix_free_list_max").as_unsigned();
+        const std::uint64_t exclusivity = r.get("btl_unix_exclusivity").as_unsigned();
+        c.verbose = static_cast<int>(r.get("btl_unix_verbose").as_int());
+        if (c.max_send_size < sizeof(Header) || c.max_send_size > max_message)
+            throw transit::params::Error(fmt::format("btl_unix_max_send_size: {} is outside {}..{}",
+                                                     c.max_send_size, sizeof(Header), max_message));
+        if (c.eager_limit == 0 || c.eager_limit > c.max_send_size)
+            throw transit::params::Error(
+                fmt::format("btl_unix_eager_limit: {} is outside 1..btl_unix_max_send_size ({})",
+                            c.eager_limit, c.max_send_size));
+        if (c.free_list_max == 0 || c.free_list_max > 65536)
+            throw transit::params::Error(
+                fmt::format("btl_unix_free_list_max: {} is outside 1..65536", c.free_list_max));
+        if (exclusivity > UINT32_MAX)
+            throw transit::params::Error(
+                fmt::format("btl_unix_exclusivity: {} is larger than 4294967295", exclusivity));
+        c.exclusivity = static_cast<std::uint32_t>(exclusivity);
+        return c;
+    }
+
+    transit::params::Registry* registry_ = nullptr;
+};
+
+}  // namespace
+}  // namespace unix_btl
+
+// The descriptor: magic, the SDK ABI and btl interface versions this file was
+// compiled against, the names, the component's own version, the compiler
+// fingerprint and the factory.  Its name must be transit_<framework>_<name>_component
+// and the file transit_<framework>_<name>.so, or the loader refuses it.
+extern "C" __attribute__((visibility("default")))
+const transit_component_descriptor transit_btl_unix_component =
+    transit::mca::make_descriptor<unix_btl::UnixComponent>("btl", transit::btl_interface_version,
+                                                           "unix", {1, 0, 0});

@@ -181,7 +181,17 @@ Status UnixModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoin
                  runtime_.modex_recv(peer, "btl.unix.1", address) != Status::success)
             continue;
         auto& slot = endpoints_[peer];
-        if (!slot) slot = connect_to(peer, address);
+        if (!slot) {
+            try {
+                slot = connect_to(peer, address);
+            } catch (const std::exception& e) {
+                // Published but unreachable: say so, and let another btl try.
+                transit::log::warn("btl/unix: {}; rank {} is left to other transports", e.what(),
+                                   peer);
+                endpoints_.erase(peer);
+                continue;
+            }
+        }
         endpoints[i] = slot.get();
         reachable.set(i);
         // Its own connection to us may have said hello before we knew the endpoint.

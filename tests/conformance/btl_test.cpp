@@ -77,6 +77,7 @@ std::string component_param_name(const ::testing::TestParamInfo<std::string>& in
 
 void BtlTest::SetUp() {
     component_ = GetParam();
+    log_watch_.start();
     const std::string skip = start();
     if (HasFailure()) return;
     if (!skip.empty()) GTEST_SKIP() << skip;
@@ -227,7 +228,7 @@ void BtlTest::setup_service() {
 void BtlTest::finish() {
     SuiteEnv& env = suite_env();
     if (connected_) {
-        if (driver_ && !loopback_) {
+        if (driver_ && !loopback_ && target_ != nullptr) {
             const std::uint64_t msg = new_msg();
             post(tag_request, WireHeader{Kind::bye, 0, msg, 0, 0, 0}, {});
             wait_ack(msg);
@@ -261,6 +262,8 @@ void BtlTest::finish() {
             ADD_FAILURE() << "fence at teardown: " << to_string(s);
     }
     EXPECT_EQ(callback_errors_, 0) << "errors were reported from callbacks";
+    for (const std::string& line : log_watch_.stop())
+        ADD_FAILURE() << "the case logged an unexpected warning or error: " << line;
 }
 
 // --- progress ----------------------------------------------------------------

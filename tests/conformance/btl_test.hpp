@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "framework/btl_framework.hpp"
+#include "tests/conformance/log_watch.hpp"
 #include "tests/conformance/wire.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/progress.hpp"
@@ -149,6 +150,7 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     void handle_request(const WireHeader& h, const btl::ReceiveDescriptor& d);
     void handle_reply(const WireHeader& h, const btl::ReceiveDescriptor& d);
 
+    LogWatch log_watch_;
     ProgressEngine progress_;
     btl::AmTable am_;
     std::unique_ptr<btl::Framework> fw_;

@@ -170,7 +170,15 @@ $(grep "^mca:btl:[^:]*:\(path\|state\|reason\)" <<<"$out")"
     grep -q "^$key:version:1.0.0$" <<<"$out" || fail "$name's version is not 1.0.0"
     grep -q "^mca:btl:$name:param:btl_${name}_eager_limit:value:" <<<"$out" ||
         fail "$name's parameters are not registered"
-    note "ok: transit_info lists $name ($state)"
+    # Its parameters are checked like Transit's own: a bad value is an error
+    # that names the parameter, never a silent fallback.
+    out=$(TRANSIT_MCA_btl=self,$name TRANSIT_MCA_btl_${name}_max_send_size=1M \
+        transit_btl_conformance --component "$name" --gtest_filter='*alloc_and_free*' 2>&1) &&
+        fail "btl_${name}_max_send_size=1M was accepted"
+    grep -q "btl_${name}_max_send_size: 1048576 is outside" <<<"$out" ||
+        fail "no error naming btl_${name}_max_send_size:
+$out"
+    note "ok: transit_info lists $name ($state); a bad parameter value is reported"
 }
 
 step_conformance() {
@@ -208,6 +216,7 @@ $out"
 }
 
 step_abi() {
+    plugin_env  # for the sanitizer settings; the plugin path is set below
     local w
     w=$(work_dir)
     # The same plugin, built against an SDK that says ABI major 2: a copy of the

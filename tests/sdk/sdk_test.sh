@@ -172,7 +172,7 @@ $(grep "^mca:btl:[^:]*:\(path\|state\|reason\)" <<<"$out")"
         fail "$name's parameters are not registered"
     # Its parameters are checked like Transit's own: a bad value is an error
     # that names the parameter, never a silent fallback.
-    out=$(TRANSIT_MCA_btl=self,$name TRANSIT_MCA_btl_${name}_max_send_size=1M \
+    out=$(env TRANSIT_MCA_btl=self,$name "TRANSIT_MCA_btl_${name}_max_send_size=1M" \
         transit_btl_conformance --component "$name" --gtest_filter='*alloc_and_free*' 2>&1) &&
         fail "btl_${name}_max_send_size=1M was accepted"
     grep -q "btl_${name}_max_send_size: 1048576 is outside" <<<"$out" ||

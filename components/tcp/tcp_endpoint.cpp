@@ -66,6 +66,8 @@ void set_nodelay(int fd) noexcept {
 void TcpModule::set_state(Link& l, LinkState s) noexcept {
     if (l.state == LinkState::await_incoming) tcp_.hold(-1);
     if (s == LinkState::await_incoming) tcp_.hold(+1);
+    if (l.state == LinkState::connected && s != LinkState::connected) tcp_.link_down(l);
+    if (l.state != LinkState::connected && s == LinkState::connected) tcp_.link_up(l);
     l.state = s;
 }
 
@@ -301,6 +303,7 @@ void TcpModule::check_timeouts(std::uint64_t now) noexcept {
 
 void TcpModule::close_socket(Link& l) noexcept {
     if (!l.has_socket()) return;
+    tcp_.link_down(l);
     tcp_.unwatch(l);
     l.fd.reset();
     l.want_write = false;

@@ -330,6 +330,7 @@ void TcpModule::flush_queue(Link& l) noexcept {
 
 void TcpModule::complete_frag(Frag* f, Status status) noexcept {
     f->queued = false;
+    tcp_.count_event();
     if (f->kind == FragKind::control) {
         f->pool->put(f);
         return;

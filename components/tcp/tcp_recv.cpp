@@ -137,6 +137,7 @@ void TcpModule::parse(Link& l) noexcept {
 
 bool TcpModule::handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept {
     std::byte* body = l.rbuf.get() + l.rhead + wire::header_size;
+    tcp_.count_event();
     switch (h.type) {
         case wire::FrameType::am: {
             // Step over the frame first: the callback may send, fail this link, ...

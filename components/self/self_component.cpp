@@ -37,7 +37,8 @@ class SelfComponent final : public btl::Component {
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
-        const SelfConfig config = read_config();
+        SelfConfig config = read_config();
+        config.multi_threaded = ctx.multi_threaded;
         std::vector<std::unique_ptr<btl::Module>> modules;
         modules.push_back(
             std::make_unique<SelfModule>(*this, config, ctx.runtime.rank(), ctx.am_table));

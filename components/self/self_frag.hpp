@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "transit/btl/types.hpp"
@@ -31,8 +32,10 @@ class FragPool {
     FragPool(const FragPool&) = delete;
     FragPool& operator=(const FragPool&) = delete;
 
-    // Setup only (may throw std::bad_alloc).
-    void setup(std::size_t count, std::size_t capacity) {
+    // Setup only (may throw std::bad_alloc).  `locking`: several threads may
+    // alloc and free at once; single-threaded processes skip the lock entirely.
+    void setup(std::size_t count, std::size_t capacity, bool locking) {
+        locking_ = locking;
         storage_ = std::make_unique<std::byte[]>(count * capacity);
         frags_ = std::vector<SelfFrag>(count);
         capacity_ = capacity;
@@ -49,6 +52,28 @@ class FragPool {
     }
 
     SelfFrag* get() noexcept {
+        if (locking_) [[unlikely]] {
+            std::lock_guard guard(mutex_);
+            return pop();
+        }
+        return pop();
+    }
+
+    // False when the fragment is not out of this pool (double free).
+    bool put(SelfFrag* f) noexcept {
+        if (locking_) [[unlikely]] {
+            std::lock_guard guard(mutex_);
+            return push(f);
+        }
+        return push(f);
+    }
+
+    std::size_t capacity() const noexcept { return capacity_; }
+    std::size_t size() const noexcept { return frags_.size(); }
+    std::size_t available() const noexcept { return available_; }
+
+  private:
+    SelfFrag* pop() noexcept {
         SelfFrag* f = head_;
         if (f == nullptr) [[unlikely]]
             return nullptr;
@@ -59,8 +84,7 @@ class FragPool {
         return f;
     }
 
-    // False when the fragment is not out of this pool (double free).
-    bool put(SelfFrag* f) noexcept {
+    bool push(SelfFrag* f) noexcept {
         if (!f->in_use) [[unlikely]]
             return false;
         f->in_use = false;
@@ -70,16 +94,13 @@ class FragPool {
         return true;
     }
 
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::size_t size() const noexcept { return frags_.size(); }
-    std::size_t available() const noexcept { return available_; }
-
-  private:
     std::unique_ptr<std::byte[]> storage_;
     std::vector<SelfFrag> frags_;
     SelfFrag* head_ = nullptr;
     std::size_t capacity_ = 0;
     std::size_t available_ = 0;
+    bool locking_ = false;
+    std::mutex mutex_;
 };
 
 }  // namespace transit::self

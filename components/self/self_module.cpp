@@ -90,8 +90,8 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
                          as::swap | as::min | as::max | as::bits32 | as::cswap | as::global;
     attr_.registration_handle_size = sizeof(SelfRegistration);
-    eager_.setup(config.free_list_max, config.eager_limit);
-    large_.setup(config.free_list_max, config.max_send_size);
+    eager_.setup(config.free_list_max, config.eager_limit, config.multi_threaded);
+    large_.setup(config.free_list_max, config.max_send_size, config.multi_threaded);
 }
 
 Status SelfModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -318,11 +318,13 @@ btl::RegistrationHandle* SelfModule::register_mem(btl::Endpoint*, void* base, st
     auto r = std::make_unique<SelfRegistration>(
         SelfRegistration{reinterpret_cast<std::uintptr_t>(base), size, flags, registration_magic});
     auto* handle = reinterpret_cast<btl::RegistrationHandle*>(r.get());
+    std::lock_guard guard(registrations_mutex_);
     registrations_.push_back(std::move(r));
     return handle;
 }
 
 Status SelfModule::deregister_mem(btl::RegistrationHandle* handle) {
+    std::lock_guard guard(registrations_mutex_);
     auto it = std::find_if(registrations_.begin(), registrations_.end(), [&](const auto& r) {
         return reinterpret_cast<btl::RegistrationHandle*>(r.get()) == handle;
     });
@@ -337,6 +339,7 @@ Status SelfModule::flush(btl::Endpoint*) {
 }
 
 void SelfModule::dump(btl::Endpoint*, int verbosity) {
+    std::lock_guard guard(registrations_mutex_);
     log::write(
         "btl:self",
         fmt::format("rank {}: eager fragments {}/{} free ({} B), large {}/{} free ({} B), "
@@ -355,6 +358,7 @@ Status SelfModule::finalize() {
     if (eager_.available() != eager_.size() || large_.available() != large_.size())
         log::warn("btl self: {} eager and {} large fragments not returned at finalize",
                   eager_.size() - eager_.available(), large_.size() - large_.available());
+    std::lock_guard guard(registrations_mutex_);
     registrations_.clear();
     return Status::success;
 }

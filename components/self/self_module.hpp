@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "self_frag.hpp"
@@ -27,6 +28,7 @@ struct SelfConfig {
     std::size_t max_send_size = 65536;
     std::size_t free_list_max = 32;
     std::uint32_t exclusivity = btl::exclusivity_high;
+    bool multi_threaded = false;  // lock the pools and the registration list
 };
 
 class SelfModule final : public btl::Module {
@@ -96,8 +98,9 @@ class SelfModule final : public btl::Module {
 
     btl::Endpoint endpoint_;
     btl::AmTable& am_table_;
-    FragPool eager_;  // fragments of eager_limit bytes
-    FragPool large_;  // fragments of max_send_size bytes
+    FragPool eager_;                  // fragments of eager_limit bytes
+    FragPool large_;                  // fragments of max_send_size bytes
+    std::mutex registrations_mutex_;  // registration is not on the hot path: always locked
     std::vector<std::unique_ptr<SelfRegistration>> registrations_;
 };
 

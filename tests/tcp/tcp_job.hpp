@@ -32,6 +32,11 @@ class TcpJob {
     static constexpr btl::Tag step_tag = btl::AmTable::tag(btl::TagRange::user, 1);
 
     explicit TcpJob(rt::Runtime& runtime = mp::runtime()) : rt_(runtime) {
+        // The framework registers btl_base_verbose; without it, do the same so
+        // TRANSIT_MCA_btl_base_verbose works here too.
+        if (params::registry().find("btl_base_verbose") == nullptr)
+            params::registry().add("btl", "base",
+                                   {"verbose", params::Type::integer, "0", "Verbosity", 1});
         component_ = std::make_unique<tcp::TcpComponent>();
         component_->register_params(params::registry());
         if (!component_->open().available) throw std::runtime_error("tcp declined");

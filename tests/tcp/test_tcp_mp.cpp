@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -63,6 +64,30 @@ TEST(TcpMp, EveryPairEverySize) {
     }
     EXPECT_TRUE(j.step());
     EXPECT_TRUE(j.errors.empty());
+}
+
+TEST(TcpMp, PeersOnOtherNodesNeverUseLoopback) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    std::uint32_t remote = 0;
+    for (Rank r = 0; r < mp::size(); ++r) {
+        if (r == me) continue;
+        ASSERT_NE(j.endpoint(r), nullptr);
+        auto& m = static_cast<tcp::TcpModule&>(j.module(r));
+        if (mp::runtime().on_this_node(r)) {
+            if (j.component().has_loopback_module()) {
+                EXPECT_TRUE(m.interface().loopback) << "rank " << r << " via " << m.name();
+            }
+        } else {
+            ++remote;
+            EXPECT_FALSE(m.interface().loopback) << "rank " << r << " via " << m.name();
+        }
+    }
+    // Under netns_job.sh the odd and even ranks are on different "nodes".
+    if (std::getenv("TCP_TEST_NS_A") != nullptr && mp::size() > 1) {
+        EXPECT_GT(remote, 0u) << "the ranks were not placed on two nodes";
+    }
+    EXPECT_TRUE(j.step());
 }
 
 TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
@@ -323,7 +348,8 @@ int connect_raw(Rank peer) {
     if (!ok(mp::runtime().modex_recv(peer, "btl.tcp.1", blob))) return -1;
     auto addrs = tcp::decode_addresses(blob);
     for (const auto& a : addrs) {
-        if (!a.loopback && mp::runtime().on_this_node(peer)) continue;
+        // Same node: its loopback; another node: never a loopback address.
+        if (a.loopback != mp::runtime().on_this_node(peer)) continue;
         const int fd = ::socket(a.address.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_storage ss;
         const socklen_t len = a.address.to_sockaddr(a.port, ss);

@@ -1,0 +1,267 @@
+// btl/ofi: the component.  Asks libfabric for the reliable-datagram providers
+// that offer messages, RMA and atomics, keeps those the provider lists select
+// (one per provider: its first, preferred, domain), opens one module for each
+// and publishes each endpoint's address through the modex.
+#include <fmt/format.h>
+#include <rdma/fabric.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ofi_module.hpp"
+#include "transit/btl/component.hpp"
+#include "transit/version.hpp"
+
+namespace transit::ofi {
+namespace {
+
+using params::Type;
+
+constexpr params::Decl ofi_params[] = {
+    {"provider_include", Type::string, "",
+     "Libfabric providers to use, comma separated, by full name (tcp;ofi_rxm) or core name "
+     "(tcp, shm, verbs, efa, cxi, opx); empty: every provider not excluded. Setting it "
+     "together with a non-default btl_ofi_provider_exclude is an error",
+     1},
+    {"provider_exclude", Type::string, "sockets,net,udp",
+     "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
+     "the providers that duplicate tcp with less function or speed",
+     1},
+    {"eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly", 4},
+    {"max_send_size", Type::size, "64k",
+     "Largest fragment; also the size of each preposted receive buffer, so it must be the "
+     "same in every process",
+     4},
+    {"free_list_max", Type::unsigned_integer, "128",
+     "Send fragments in each of the two pools (eager_limit and max_send_size bytes); an "
+     "empty pool makes alloc report out-of-resource",
+     6},
+    {"recv_buffers", Type::unsigned_integer, "64",
+     "Receive buffers of max_send_size bytes preposted per module and reposted after each "
+     "delivery",
+     6},
+    {"max_rdma_ops", Type::unsigned_integer, "1024",
+     "Put, get and atomic operations in flight per module before they report "
+     "out-of-resource",
+     6},
+    {"rcache_size", Type::unsigned_integer, "16",
+     "Memory registrations kept after their last user released them, for reuse (0: close "
+     "at once). Keep it 0 if the program frees and reuses registered memory while a "
+     "hardware provider is in use",
+     6},
+    {"exclusivity", Type::integer, "-1",
+     "Priority against other transports; -1: from the provider (shm 32768, below vader; "
+     "tcp/sockets 256, above the tcp btl; other providers 1024)",
+     7},
+    {"latency", Type::integer, "-1",
+     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, others 10)",
+     7},
+    {"bandwidth", Type::integer, "-1",
+     "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider reports, "
+     "else an estimate",
+     7},
+};
+
+// Providers are matched by their full name or their core name.
+bool listed(const params::Selection& s, const std::string& provider) {
+    const std::string core = core_provider(provider);
+    return std::find_if(s.names.begin(), s.names.end(), [&](const std::string& n) {
+               return n == provider || n == core;
+           }) != s.names.end();
+}
+
+struct InfoList {
+    fi_info* head = nullptr;
+    ~InfoList() {
+        if (head) fi_freeinfo(head);
+    }
+};
+
+class OfiComponent final : public btl::Component {
+  public:
+    void register_params(params::Registry& registry) override {
+        registry_ = &registry;
+        registry.add_all("btl", "ofi", ofi_params);
+    }
+
+    mca::OpenResult open() override {
+        params::Registry& r = reg();
+        int verbosity = 0;
+        if (params::Variable* v = r.find("btl_base_verbose"))
+            verbosity = static_cast<int>(v->as_int());
+        out_ = log::Stream("btl:ofi", verbosity);
+        selection_ = read_selection();
+        return mca::OpenResult::ok();
+    }
+
+    std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
+        std::vector<std::unique_ptr<btl::Module>> modules;
+        const OfiConfig config = read_config();
+        InfoList infos;
+        std::string why;
+        const std::vector<const fi_info*> chosen = choose(infos, why);
+        if (chosen.empty()) {
+            decline_reason_ = why;
+            return modules;
+        }
+        std::vector<std::string> failures;
+        for (const fi_info* info : chosen) {
+            const std::string prov = info->fabric_attr->prov_name;
+            std::unique_ptr<OfiModule> m;
+            try {
+                m = std::make_unique<OfiModule>(*this, *info, config, ctx.runtime, ctx.progress,
+                                                ctx.am_table, out_);
+            } catch (const std::exception& e) {
+                failures.push_back(fmt::format("{}: {}", prov, e.what()));
+                out_.verbose(1, "provider {} not used: {}", prov, e.what());
+                continue;
+            }
+            const Status s = ctx.runtime.modex_send(m->modex_key(), m->address());
+            if (!ok(s)) {
+                failures.push_back(fmt::format("{}: publishing the address failed: {}", prov,
+                                               to_string(s)));
+                continue;
+            }
+            out_.verbose(10, "{}: domain {}, exclusivity {}, atomics {:#x}", m->name(),
+                         info->domain_attr->name, m->attributes().exclusivity,
+                         m->attributes().atomic_flags);
+            modules.push_back(std::move(m));
+        }
+        if (modules.empty())
+            decline_reason_ = fmt::format("no provider could be opened ({})",
+                                          fmt::join(failures, "; "));
+        return modules;
+    }
+
+  private:
+    params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
+
+    struct ProviderSelection {
+        params::Selection include;
+        params::Selection exclude;
+        bool use_include = false;
+    };
+
+    ProviderSelection read_selection() const {
+        params::Registry& r = reg();
+        params::Variable& inc = r.get("btl_ofi_provider_include");
+        params::Variable& exc = r.get("btl_ofi_provider_exclude");
+        ProviderSelection s;
+        s.include = params::parse_selection(inc.as_string(), {}, "btl_ofi_provider_include");
+        s.exclude = params::parse_selection(exc.as_string(), {}, "btl_ofi_provider_exclude");
+        if (s.include.exclude || s.exclude.exclude)
+            throw params::Error(
+                "btl_ofi_provider_include and btl_ofi_provider_exclude take plain lists of "
+                "provider names (no '^')");
+        s.use_include = !s.include.empty();
+        if (s.use_include && !s.exclude.empty() &&
+            exc.source().origin != params::Origin::default_value)
+            throw params::Error(fmt::format(
+                "btl_ofi_provider_include ({}) and btl_ofi_provider_exclude ({}, {}) are both "
+                "set; use one of them",
+                inc.text(), exc.text(), exc.source().describe()));
+        return s;
+    }
+
+    bool selected(const std::string& provider) const {
+        return selection_.use_include ? listed(selection_.include, provider)
+                                      : !listed(selection_.exclude, provider);
+    }
+
+    // The first domain of each selected provider, in libfabric's order of preference.
+    std::vector<const fi_info*> choose(InfoList& infos, std::string& why) const {
+        std::vector<const fi_info*> out;
+        fi_info* hints = fi_allocinfo();
+        if (hints == nullptr) {
+            why = "fi_allocinfo failed";
+            return out;
+        }
+        hints->caps = FI_MSG | FI_RMA | FI_ATOMIC;
+        hints->mode = FI_CONTEXT | FI_CONTEXT2;
+        hints->ep_attr->type = FI_EP_RDM;
+        hints->domain_attr->mr_mode =
+            FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+        hints->domain_attr->threading = FI_THREAD_DOMAIN;
+        hints->tx_attr->msg_order = FI_ORDER_SAS;
+        hints->rx_attr->msg_order = FI_ORDER_SAS;
+        const int rc = fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &infos.head);
+        fi_freeinfo(hints);
+        if (rc != 0) {
+            why = fmt::format("libfabric offers no reliable-datagram provider with messages, "
+                              "RMA and atomics ({})",
+                              fi_strerror(-rc));
+            return out;
+        }
+        std::set<std::string> seen, skipped;
+        for (const fi_info* i = infos.head; i != nullptr; i = i->next) {
+            const std::string prov = i->fabric_attr->prov_name;
+            if (seen.count(prov)) continue;
+            seen.insert(prov);
+            if (selected(prov))
+                out.push_back(i);
+            else
+                skipped.insert(prov);
+        }
+        if (out.empty())
+            why = fmt::format("no selected provider is available (available: {}; selection: {})",
+                              fmt::join(seen, ", "),
+                              selection_.use_include
+                                  ? "btl_ofi_provider_include=" +
+                                        fmt::format("{}", fmt::join(selection_.include.names, ","))
+                                  : "btl_ofi_provider_exclude=" +
+                                        fmt::format("{}", fmt::join(selection_.exclude.names, ",")));
+        for (const std::string& p : skipped) out_.verbose(20, "provider {} not selected", p);
+        return out;
+    }
+
+    OfiConfig read_config() const {
+        params::Registry& r = reg();
+        auto u = [&](const char* n) { return r.get(std::string("btl_ofi_") + n).as_unsigned(); };
+        auto i = [&](const char* n) { return r.get(std::string("btl_ofi_") + n).as_int(); };
+        OfiConfig c;
+        c.eager_limit = u("eager_limit");
+        c.max_send_size = u("max_send_size");
+        c.free_list_max = u("free_list_max");
+        c.recv_buffers = u("recv_buffers");
+        c.max_rdma_ops = u("max_rdma_ops");
+        c.rcache_size = u("rcache_size");
+        c.exclusivity = i("exclusivity");
+        c.latency = i("latency");
+        c.bandwidth = i("bandwidth");
+        if (c.eager_limit == 0 || c.eager_limit > c.max_send_size)
+            throw params::Error(fmt::format(
+                "btl_ofi_eager_limit ({}) must be at least 1 and at most btl_ofi_max_send_size "
+                "({})",
+                c.eager_limit, c.max_send_size));
+        if (c.max_send_size > (std::size_t{1} << 26))
+            throw params::Error("btl_ofi_max_send_size must be at most 64M");
+        auto in_range = [](const char* name, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
+            if (v < lo || v > hi)
+                throw params::Error(
+                    fmt::format("btl_ofi_{}: {} is outside {}..{}", name, v, lo, hi));
+        };
+        in_range("free_list_max", c.free_list_max, 1, 1u << 20);
+        in_range("recv_buffers", c.recv_buffers, 1, 1u << 16);
+        in_range("max_rdma_ops", c.max_rdma_ops, 1, 1u << 20);
+        for (auto [name, v] : {std::pair{"exclusivity", c.exclusivity},
+                               std::pair{"latency", c.latency}, std::pair{"bandwidth", c.bandwidth}})
+            if (v < -1 || v > 0xffffffffll)
+                throw params::Error(
+                    fmt::format("btl_ofi_{}: {} is outside -1..4294967295", name, v));
+        return c;
+    }
+
+    params::Registry* registry_ = nullptr;
+    log::Stream out_;
+    ProviderSelection selection_;
+};
+
+}  // namespace
+}  // namespace transit::ofi
+
+extern "C" __attribute__((visibility("default")))
+const transit_component_descriptor transit_btl_ofi_component =
+    transit::mca::make_descriptor<transit::ofi::OfiComponent>("btl", transit::btl_interface_version,
+                                                              "ofi", {1, 0, 0});

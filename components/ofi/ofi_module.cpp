@@ -1,0 +1,941 @@
+// The ofi module: setup of the libfabric objects, the active-message path,
+// one-sided operations, registrations and completion handling.
+#include "ofi_module.hpp"
+
+#include <fmt/format.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+namespace transit::ofi {
+namespace {
+
+constexpr std::size_t header_size = sizeof(WireHeader);
+constexpr std::size_t poll_batch = 16;
+// Room left in rxm's eager buffer for rxm's own packet header.
+constexpr std::size_t rxm_headroom = 256;
+
+struct FiAtomic {
+    btl::AtomicOp op;
+    fi_op fi;
+    bool is_signed;
+    std::uint32_t support;
+};
+
+// Slot order is the order of Transit's atomic_support bits.
+constexpr FiAtomic fi_atomics[] = {
+    {btl::AtomicOp::add, FI_SUM, false, btl::atomic_support::add},
+    {btl::AtomicOp::and_, FI_BAND, false, btl::atomic_support::and_},
+    {btl::AtomicOp::or_, FI_BOR, false, btl::atomic_support::or_},
+    {btl::AtomicOp::xor_, FI_BXOR, false, btl::atomic_support::xor_},
+    {btl::AtomicOp::land, FI_LAND, false, btl::atomic_support::land},
+    {btl::AtomicOp::lor, FI_LOR, false, btl::atomic_support::lor},
+    {btl::AtomicOp::lxor, FI_LXOR, false, btl::atomic_support::lxor},
+    {btl::AtomicOp::swap, FI_ATOMIC_WRITE, false, btl::atomic_support::swap},
+    {btl::AtomicOp::min, FI_MIN, true, btl::atomic_support::min},
+    {btl::AtomicOp::max, FI_MAX, true, btl::atomic_support::max},
+};
+
+int op_slot(btl::AtomicOp op) noexcept {
+    for (std::size_t i = 0; i < std::size(fi_atomics); ++i)
+        if (fi_atomics[i].op == op) return static_cast<int>(i);
+    return -1;
+}
+
+fi_datatype datatype(bool bits32, bool is_signed) noexcept {
+    if (bits32) return is_signed ? FI_INT32 : FI_UINT32;
+    return is_signed ? FI_INT64 : FI_UINT64;
+}
+
+Status from_fi_error(int err) noexcept {
+    switch (err) {
+        case FI_EAGAIN:
+            return Status::out_of_resource;
+        case FI_ECANCELED:
+            return Status::cancelled;
+        case FI_EACCES:
+        case FI_EPERM:
+        case FI_EKEYREJECTED:
+            return Status::access_denied;
+        case FI_EINVAL:
+            return Status::bad_param;
+        case FI_ETRUNC:
+            return Status::truncated;
+        case FI_ENOSYS:
+        case FI_EOPNOTSUPP:
+            return Status::not_supported;
+        default:
+            return Status::error;
+    }
+}
+
+// The providers whose addresses only mean something on this node.
+bool node_local(const std::string& core) {
+    return core == "shm" || core == "sm2";
+}
+
+bool software_network(const std::string& core) {
+    return core == "tcp" || core == "sockets" || core == "udp" || core == "net";
+}
+
+[[noreturn]] void fail(const char* what, int rc) {
+    throw std::runtime_error(fmt::format("{} failed: {}", what, fi_strerror(-rc)));
+}
+
+}  // namespace
+
+std::string core_provider(const std::string& provider) {
+    return provider.substr(0, provider.find(';'));
+}
+
+OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiConfig& config,
+                     rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
+                     const log::Stream& out)
+    : btl::Module(component),
+      provider_(info.fabric_attr->prov_name),
+      config_(config),
+      runtime_(runtime),
+      progress_(progress),
+      am_table_(am_table),
+      out_(out) {
+    open_objects(info);
+    query_atomics();
+    choose_attributes(info);
+    setup_buffers();
+    by_rank_.resize(runtime_.size());
+    av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
+}
+
+OfiModule::~OfiModule() {
+    if (progress_handle_) progress_.remove(progress_handle_);
+}
+
+void OfiModule::open_objects(const fi_info& info) {
+    info_.reset(fi_dupinfo(&info));
+    if (!info_) throw std::runtime_error("fi_dupinfo failed");
+    mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
+    virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
+    local_mr_ = (mr_mode_ & FI_MR_LOCAL) != 0;
+    if (int rc = fi_fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
+        fail("fi_fabric", rc);
+    if (int rc = fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr); rc != 0)
+        fail("fi_domain", rc);
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_MSG;
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    cq_attr.size = info_->tx_attr->size + info_->rx_attr->size;
+    if (int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr); rc != 0)
+        fail("fi_cq_open", rc);
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    av_attr.count = runtime_.size();
+    if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr); rc != 0)
+        fail("fi_av_open", rc);
+    if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
+        fail("fi_endpoint", rc);
+    if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0) fail("binding the address vector", rc);
+    if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
+        fail("binding the completion queue", rc);
+    if (int rc = fi_enable(ep_.get()); rc != 0) fail("fi_enable", rc);
+    std::size_t len = 256;
+    address_.resize(len);
+    int rc = fi_getname(&ep_->fid, address_.data(), &len);
+    if (rc == -FI_ETOOSMALL) {
+        address_.resize(len);
+        rc = fi_getname(&ep_->fid, address_.data(), &len);
+    }
+    if (rc != 0) fail("fi_getname", rc);
+    address_.resize(len);
+    rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size);
+}
+
+void OfiModule::query_atomics() {
+    if ((info_->caps & FI_ATOMIC) == 0) return;
+    for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
+        for (bool bits32 : {false, true}) {
+            const fi_datatype dt = datatype(bits32, fi_atomics[i].is_signed);
+            fi_atomic_attr attr{};
+            AtomicCaps& caps = bits32 ? atomics32_[i] : atomics64_[i];
+            caps.plain = fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, 0) == 0;
+            caps.fetch =
+                fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, FI_FETCH_ATOMIC) == 0;
+        }
+    }
+    fi_atomic_attr attr{};
+    cswap64_ = fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+    cswap32_ = fi_query_atomic(domain_.get(), FI_UINT32, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+}
+
+void OfiModule::choose_attributes(const fi_info& info) {
+    const std::string core = core_provider(provider_);
+    const bool local = node_local(core);
+    const bool soft = software_network(core);
+    // Below vader for shared memory, above the tcp btl for software networks,
+    // the default for hardware providers (as openib).
+    const std::uint32_t excl = local ? 32768 : soft ? 256 : btl::exclusivity_default;
+    attr_.exclusivity =
+        config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
+    attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency)
+                    : local                ? 5
+                    : soft                 ? 100
+                                           : 10;
+    std::uint32_t bandwidth = local ? 10000 : soft ? 1000 : 10000;
+    if (info.nic != nullptr && info.nic->link_attr != nullptr && info.nic->link_attr->speed > 0)
+        bandwidth = static_cast<std::uint32_t>(
+            std::max<std::size_t>(1, info.nic->link_attr->speed / 8 / 1000000));
+    attr_.bandwidth =
+        config_.bandwidth >= 0 ? static_cast<std::uint32_t>(config_.bandwidth) : bandwidth;
+    // rxm delivers messages above its eager size by rendezvous, completing them
+    // after later eager ones: fragments stay below it so they arrive in order.
+    if (provider_.find("ofi_rxm") != std::string::npos) {
+        std::size_t buffer = 16384;
+        if (const char* env = std::getenv("FI_OFI_RXM_BUFFER_SIZE"))
+            buffer = std::max<std::size_t>(std::strtoull(env, nullptr, 0), 1024);
+        const std::size_t cap = buffer - rxm_headroom - header_size;
+        if (config_.max_send_size > cap) {
+            out_.verbose(10, "{}: fragments capped at {} bytes (rxm eager size {})", name(), cap,
+                         buffer);
+            config_.max_send_size = cap;
+            config_.eager_limit = std::min(config_.eager_limit, cap);
+        }
+    }
+    attr_.eager_limit = config_.eager_limit;
+    attr_.rndv_eager_limit = config_.eager_limit;
+    attr_.max_send_size = config_.max_send_size;
+    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush;
+    const std::size_t max_msg = info.ep_attr->max_msg_size;
+    attr_.put_limit = std::min<std::size_t>(max_msg, std::size_t{1} << 30);
+    attr_.get_limit = attr_.put_limit;
+    attr_.registration_handle_size = sizeof(PackedHandle);
+
+    std::uint32_t ops = 0;
+    bool all32 = true;
+    for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
+        if (!atomics64_[i].plain || !atomics64_[i].fetch) continue;
+        ops |= fi_atomics[i].support;
+        all32 = all32 && atomics32_[i].plain && atomics32_[i].fetch;
+    }
+    if (cswap64_) {
+        ops |= btl::atomic_support::cswap;
+        all32 = all32 && cswap32_;
+    }
+    if (ops != 0) {
+        if (all32) ops |= btl::atomic_support::bits32;
+        attr_.atomic_flags = ops;
+        attr_.flags |= btl::flags::atomic_ops | btl::flags::atomic_fops;
+    }
+    inject_limit_ = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
+    inject_scratch_.resize(inject_limit_);
+}
+
+void OfiModule::setup_buffers() {
+    eager_.setup(config_.free_list_max, config_.eager_limit);
+    large_.setup(config_.free_list_max, config_.max_send_size);
+    rdma_.setup(config_.max_rdma_ops);
+    for (OfiRdma& op : rdma_.items()) op.kind = OpKind::rdma;
+    const std::size_t recv_size = header_size + config_.max_send_size;
+    const std::size_t stride = (recv_size + 63) & ~std::size_t{63};
+    recv_storage_ = std::make_unique<std::byte[]>(stride * config_.recv_buffers);
+    recvs_ = std::vector<OfiRecv>(config_.recv_buffers);
+    if (local_mr_) {
+        // One registration per block, kept for the module's life.
+        auto reg = [&](const void* base, std::size_t len) -> void* {
+            std::string error;
+            CacheEntry* e = rcache_.acquire(base, len, &error);
+            if (e == nullptr) throw std::runtime_error("registering buffers failed: " + error);
+            pool_registrations_.push_back(e);
+            return e->desc;
+        };
+        eager_.set_desc(reg(eager_.storage(), eager_.storage_size()));
+        large_.set_desc(reg(large_.storage(), large_.storage_size()));
+        recv_desc_ = reg(recv_storage_.get(), stride * config_.recv_buffers);
+        rdma_desc_ = reg(rdma_.items().data(), rdma_.size() * sizeof(OfiRdma));
+    }
+    for (std::size_t i = 0; i < recvs_.size(); ++i) {
+        OfiRecv& r = recvs_[i];
+        r.kind = OpKind::recv;
+        r.buffer = recv_storage_.get() + i * stride;
+        r.size = recv_size;
+        const ssize_t rc = fi_recv(ep_.get(), r.buffer, r.size, recv_desc_, FI_ADDR_UNSPEC,
+                                   static_cast<OpContext*>(&r));
+        if (rc != 0) fail("posting the receive buffers", static_cast<int>(rc));
+    }
+}
+
+bool OfiModule::valid(const btl::Endpoint* e) const noexcept {
+    if (e == nullptr) return false;
+    const Rank peer = e->peer();
+    return peer < by_rank_.size() && by_rank_[peer].get() == e;
+}
+
+// --- peers -------------------------------------------------------------------
+
+Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                            btl::Reachability& reachable) {
+    if (endpoints.size() < peers.size() || reachable.size() < peers.size())
+        return Status::bad_param;
+    const bool local_only = node_local(core_provider(provider_));
+    const Rank self = runtime_.rank();
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        const Rank peer = peers[i];
+        if (peer >= by_rank_.size()) continue;
+        if (local_only && peer != self && !runtime_.on_this_node(peer)) continue;
+        if (!by_rank_[peer]) {
+            if (av_addr_[peer] == FI_ADDR_NOTAVAIL) {
+                std::vector<std::byte> blob;
+                if (peer == self) {
+                    blob = address_;
+                } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob);
+                           s != Status::success) {
+                    out_.verbose(10, "{}: rank {} published no address ({})", name(), peer,
+                                 to_string(s));
+                    continue;
+                }
+                fi_addr_t a = FI_ADDR_NOTAVAIL;
+                const int n = fi_av_insert(av_.get(), blob.data(), 1, &a, 0, nullptr);
+                if (n != 1) {
+                    out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
+                    continue;
+                }
+                av_addr_[peer] = a;
+            }
+            by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
+            ++peer_count_;
+        }
+        endpoints[i] = by_rank_[peer].get();
+        reachable.set(i);
+    }
+    update_progress();
+    return Status::success;
+}
+
+Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    if (endpoints.size() < peers.size()) return Status::bad_param;
+    // Address-vector entries stay until finalize: a peer added again reuses them.
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        btl::Endpoint* e = endpoints[i];
+        if (e == nullptr || !valid(e)) continue;
+        by_rank_[e->peer()].reset();
+        --peer_count_;
+        endpoints[i] = nullptr;
+    }
+    update_progress();
+    return Status::success;
+}
+
+// --- progress ------------------------------------------------------------------
+
+void OfiModule::update_progress() noexcept {
+    const bool want = peer_count_ > 0 || sends_pending_ > 0 || rdma_pending_ > 0;
+    if (want && !progress_handle_) {
+        try {
+            progress_handle_ = progress_.add(&OfiModule::progress_cb, this);
+        } catch (...) {
+            report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
+        }
+    } else if (!want && progress_handle_) {
+        progress_.remove(progress_handle_);
+        progress_handle_ = {};
+    }
+}
+
+int OfiModule::progress_cb(void* self) noexcept {
+    auto* m = static_cast<OfiModule*>(self);
+    const int n = m->poll();
+    if (m->peer_count_ == 0) m->update_progress();
+    return n;
+}
+
+int OfiModule::poll() noexcept {
+    if (repost_head_ != nullptr) [[unlikely]]
+        retry_reposts();
+    fi_cq_msg_entry entries[poll_batch];
+    const ssize_t n = fi_cq_read(cq_.get(), entries, poll_batch);
+    if (n > 0) {
+        for (ssize_t i = 0; i < n; ++i)
+            complete(static_cast<OpContext*>(entries[i].op_context), entries[i].len);
+        return static_cast<int>(n);
+    }
+    if (n == -FI_EAVAIL) {
+        complete_error();
+        return 1;
+    }
+    return 0;
+}
+
+void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
+    switch (ctx->kind) {
+        case OpKind::recv:
+            on_receive(static_cast<OfiRecv*>(ctx), len);
+            return;
+        case OpKind::send: {
+            auto* f = static_cast<OfiFrag*>(ctx);
+            --sends_pending_;
+            if (f->internal) {
+                release_frag(f);
+                return;
+            }
+            const std::uint32_t flags = f->flags;
+            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, Status::success);
+            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            return;
+        }
+        case OpKind::rdma: {
+            auto* op = static_cast<OfiRdma*>(ctx);
+            // Copied out first: the callback may start another operation.
+            const OfiRdma done = *op;
+            if (op->temp_registration != nullptr)
+                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+            op->temp_registration = nullptr;
+            rdma_.put(op);
+            --rdma_pending_;
+            if (done.cbfunc != nullptr)
+                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
+                            done.cbcontext, done.cbdata, Status::success);
+            return;
+        }
+    }
+}
+
+void OfiModule::complete_error() noexcept {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq_.get(), &err, 0) <= 0) return;
+    char text[256];
+    const char* why = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, text, sizeof text);
+    const Status status = from_fi_error(err.err);
+    auto* ctx = static_cast<OpContext*>(err.op_context);
+    if (ctx == nullptr) {
+        report_error(btl::error_flags::nonfatal, any_rank, why);
+        return;
+    }
+    switch (ctx->kind) {
+        case OpKind::recv:
+            if (status == Status::cancelled) return;  // the endpoint is closing
+            report_error(btl::error_flags::nonfatal, any_rank, why);
+            repost(static_cast<OfiRecv*>(ctx));
+            return;
+        case OpKind::send: {
+            auto* f = static_cast<OfiFrag*>(ctx);
+            --sends_pending_;
+            const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
+            report_error(btl::error_flags::nonfatal, peer, why);
+            if (f->internal) {
+                release_frag(f);
+                return;
+            }
+            const std::uint32_t flags = f->flags;
+            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
+            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            return;
+        }
+        case OpKind::rdma: {
+            auto* op = static_cast<OfiRdma*>(ctx);
+            const OfiRdma done = *op;
+            if (op->temp_registration != nullptr)
+                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+            op->temp_registration = nullptr;
+            rdma_.put(op);
+            --rdma_pending_;
+            out_.verbose(10, "{}: one-sided operation failed: {}", name(), why);
+            if (done.cbfunc != nullptr)
+                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
+                            done.cbcontext, done.cbdata, ok(status) ? Status::error : status);
+            return;
+        }
+    }
+}
+
+void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
+    if (len < header_size) [[unlikely]] {
+        report_error(btl::error_flags::nonfatal, any_rank, "ofi: a message shorter than its header");
+        repost(r);
+        return;
+    }
+    WireHeader h;
+    std::memcpy(&h, r->buffer, sizeof h);
+    OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    const btl::Segment seg{r->buffer + header_size, len - header_size};
+    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
+    if (h.version != wire_version || !am_table_.dispatch(this, d)) [[unlikely]]
+        report_error(btl::error_flags::nonfatal, h.source,
+                     "ofi: a message with an unknown version or an unregistered tag was dropped");
+    repost(r);
+}
+
+void OfiModule::repost(OfiRecv* r) noexcept {
+    const ssize_t rc = fi_recv(ep_.get(), r->buffer, r->size, recv_desc_, FI_ADDR_UNSPEC,
+                               static_cast<OpContext*>(r));
+    if (rc == 0) return;
+    if (rc != -FI_EAGAIN)
+        report_error(btl::error_flags::nonfatal, any_rank, "ofi: reposting a receive failed");
+    // Retried from the next poll, so no receive buffer is lost.
+    r->next_repost = repost_head_;
+    repost_head_ = r;
+}
+
+void OfiModule::retry_reposts() noexcept {
+    OfiRecv* list = repost_head_;
+    repost_head_ = nullptr;
+    while (list != nullptr) {
+        OfiRecv* r = list;
+        list = r->next_repost;
+        r->next_repost = nullptr;
+        repost(r);
+    }
+}
+
+// --- sends -------------------------------------------------------------------
+
+OfiFrag* OfiModule::take(std::size_t bytes) noexcept {
+    return bytes <= eager_.capacity() ? eager_.get() : large_.get();
+}
+
+void OfiModule::release_frag(OfiFrag* f) noexcept {
+    if (eager_.owns(f))
+        eager_.put(f);
+    else
+        large_.put(f);
+}
+
+btl::Descriptor* OfiModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                                  std::uint32_t flags) noexcept {
+    if (!valid(endpoint)) [[unlikely]]
+        return nullptr;
+    OfiFrag* f = take(size);
+    if (f == nullptr) return nullptr;
+    f->seg = {f->buffer + header_size, std::min(size, f->capacity)};
+    f->segments = &f->seg;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    f->internal = false;
+    f->endpoint = static_cast<OfiEndpoint*>(endpoint);
+    return f;
+}
+
+Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
+    if (descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    auto* f = static_cast<OfiFrag*>(descriptor);
+    const bool done = eager_.owns(f) ? eager_.put(f) : large_.owns(f) && large_.put(f);
+    return done ? Status::success : Status::bad_param;
+}
+
+btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                        std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                        std::uint32_t flags) noexcept {
+    if (!valid(endpoint) || reserve > large_.capacity()) [[unlikely]]
+        return nullptr;
+    size = std::min(size, convertor.remaining());
+    OfiFrag* f = take(reserve + size);
+    if (f == nullptr) return nullptr;
+    std::byte* payload = f->buffer + header_size;
+    size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
+    f->seg = {payload, reserve + size};
+    f->segments = &f->seg;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    f->internal = false;
+    f->endpoint = static_cast<OfiEndpoint*>(endpoint);
+    return f;
+}
+
+Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag) noexcept {
+    const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+    std::memcpy(f->buffer, &h, sizeof h);
+    f->endpoint = ep;
+    const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc,
+                               ep->address, static_cast<OpContext*>(f));
+    if (rc == 0) {
+        ++sends_pending_;
+        return Status::success;
+    }
+    return rc == -FI_EAGAIN ? Status::out_of_resource : from_fi_error(static_cast<int>(-rc));
+}
+
+Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                       btl::Tag tag) noexcept {
+    if (!valid(endpoint) || descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    auto* f = static_cast<OfiFrag*>(descriptor);
+    auto* ep = static_cast<OfiEndpoint*>(endpoint);
+    f->seg.len = descriptor->segments[0].len;
+    if (f->seg.len > f->capacity) [[unlikely]]
+        return Status::bad_param;
+    const std::size_t len = header_size + f->seg.len;
+    if (len > inject_limit_) {
+        f->internal = false;
+        return post_send(f, ep, tag);
+    }
+    // Small enough to inject: the provider copies it, so it completes here.
+    const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+    std::memcpy(f->buffer, &h, sizeof h);
+    const ssize_t rc = fi_inject(ep_.get(), f->buffer, len, ep->address);
+    if (rc != 0) return rc == -FI_EAGAIN ? Status::out_of_resource : Status::error;
+    const std::uint32_t flags = f->flags;
+    if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
+        f->cbfunc(this, endpoint, f, Status::success);
+    if (flags & btl::des_flags::btl_ownership) release_frag(f);
+    return Status::completed;
+}
+
+Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                        std::size_t header_size_in, std::size_t payload_size, std::uint8_t order,
+                        std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (!valid(endpoint) || (header_size_in > 0 && header == nullptr) ||
+        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
+        [[unlikely]]
+        return Status::bad_param;
+    auto* ep = static_cast<OfiEndpoint*>(endpoint);
+    const std::size_t total = header_size_in + payload_size;
+    const std::size_t start = convertor ? convertor->position() : 0;
+    if (header_size + total <= inject_limit_) {
+        std::byte* buf = inject_scratch_.data();
+        const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+        std::memcpy(buf, &h, sizeof h);
+        if (header_size_in > 0) std::memcpy(buf + header_size, header, header_size_in);
+        if (payload_size > 0) convertor->pack(buf + header_size + header_size_in, payload_size);
+        const ssize_t rc = fi_inject(ep_.get(), buf, header_size + total, ep->address);
+        if (rc == 0) return Status::completed;
+        if (convertor) convertor->seek(start);
+        if (rc != -FI_EAGAIN) return Status::error;
+    } else if (total <= config_.eager_limit) {
+        OfiFrag* f = take(total);
+        if (f != nullptr) {
+            std::byte* payload = f->buffer + header_size;
+            if (header_size_in > 0) std::memcpy(payload, header, header_size_in);
+            if (payload_size > 0) convertor->pack(payload + header_size_in, payload_size);
+            f->seg = {payload, total};
+            f->segments = &f->seg;
+            f->segment_count = 1;
+            f->internal = true;  // freed at completion, nobody is called back
+            const Status s = post_send(f, ep, tag);
+            if (s == Status::success) return Status::completed;
+            if (convertor) convertor->seek(start);
+            if (s != Status::out_of_resource) {
+                release_frag(f);
+                return s;
+            }
+            // Hand the fragment to the caller to fill and send later.
+            f->internal = false;
+            f->flags = flags;
+            f->order = order;
+            f->cbfunc = nullptr;
+            f->cbdata = nullptr;
+            f->context = nullptr;
+            if (descriptor != nullptr)
+                *descriptor = f;
+            else
+                release_frag(f);
+            return Status::out_of_resource;
+        }
+    }
+    if (descriptor != nullptr) {
+        btl::Descriptor* d = alloc(endpoint, order, total, flags);
+        if (d != nullptr && d->segments[0].len < total) {
+            free(d);
+            d = nullptr;
+        }
+        *descriptor = d;
+    }
+    return Status::out_of_resource;
+}
+
+// --- one-sided -----------------------------------------------------------------
+
+Status OfiModule::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
+                               std::size_t size, std::uint32_t access,
+                               PackedHandle& packed) const noexcept {
+    if (!unpack(handle, packed)) [[unlikely]]
+        return Status::bad_param;
+    if ((packed.access & access) != access) [[unlikely]]
+        return Status::access_denied;
+    if (address < packed.base || size > packed.len || address - packed.base > packed.len - size)
+        [[unlikely]]
+        return Status::bad_param;
+    return Status::success;
+}
+
+void* OfiModule::local_desc(btl::RegistrationHandle* handle, const void* address,
+                            std::size_t size) noexcept {
+    (void)address;
+    (void)size;
+    if (!local_mr_) return nullptr;
+    if (handle != nullptr) {
+        auto* r = reinterpret_cast<OfiRegistration*>(handle);
+        if (r->entry != nullptr) return r->entry->desc;
+    }
+    return nullptr;
+}
+
+OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
+                               btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                               void* cbcontext, void* cbdata) noexcept {
+    OfiRdma* op = rdma_.get();
+    if (op == nullptr) return nullptr;
+    op->cbfunc = cbfunc;
+    op->cbcontext = cbcontext;
+    op->cbdata = cbdata;
+    op->endpoint = static_cast<OfiEndpoint*>(endpoint);
+    op->local_address = local_address;
+    op->local_handle = local_handle;
+    op->temp_registration = nullptr;
+    return op;
+}
+
+Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
+    if (rc == 0) {
+        ++rdma_pending_;
+        return Status::success;
+    }
+    rdma_.put(op);
+    return rc == -FI_EAGAIN ? Status::out_of_resource : from_fi_error(static_cast<int>(-rc));
+}
+
+// Providers that need local registrations (FI_MR_LOCAL) get them from the
+// caller's handle or from the cache; a miss registers and holds the region
+// until the operation completes.
+Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s = check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write,
+                                p);
+        s != Status::success) [[unlikely]]
+        return s;
+    if (size > attr_.put_limit) [[unlikely]]
+        return Status::bad_param;
+    OfiRdma* op = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    void* desc = local_desc(local_handle, local_address, size);
+    if (local_mr_ && desc == nullptr) {
+        CacheEntry* e = rcache_.find(local_address, size);
+        if (e == nullptr) e = rcache_.acquire(local_address, size, nullptr);
+        else ++e->refs;
+        if (e == nullptr) {
+            rdma_.put(op);
+            return Status::out_of_resource;
+        }
+        op->temp_registration = e;
+        desc = e->desc;
+    }
+    const ssize_t rc = fi_write(ep_.get(), local_address, size, desc, op->endpoint->address,
+                                target_address(p, remote_address), p.key,
+                                static_cast<OpContext*>(op));
+    if (rc != 0 && op->temp_registration != nullptr) {
+        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+        op->temp_registration = nullptr;
+    }
+    return issued(op, rc);
+}
+
+Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    if (size > attr_.get_limit) [[unlikely]]
+        return Status::bad_param;
+    OfiRdma* op = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    void* desc = local_desc(local_handle, local_address, size);
+    if (local_mr_ && desc == nullptr) {
+        CacheEntry* e = rcache_.find(local_address, size);
+        if (e == nullptr) e = rcache_.acquire(local_address, size, nullptr);
+        else ++e->refs;
+        if (e == nullptr) {
+            rdma_.put(op);
+            return Status::out_of_resource;
+        }
+        op->temp_registration = e;
+        desc = e->desc;
+    }
+    const ssize_t rc = fi_read(ep_.get(), local_address, size, desc, op->endpoint->address,
+                               target_address(p, remote_address), p.key,
+                               static_cast<OpContext*>(op));
+    if (rc != 0 && op->temp_registration != nullptr) {
+        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+        op->temp_registration = nullptr;
+    }
+    return issued(op, rc);
+}
+
+Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
+                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                                std::uint64_t operand, int flags, bool fetch,
+                                btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                void* cbdata) noexcept {
+    const int slot = op_slot(op);
+    if (!valid(endpoint) || slot < 0 || (fetch && local_address == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
+    if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
+        return Status::not_supported;
+    const std::size_t width = bits32 ? 4 : 8;
+    if (remote_address % width != 0) [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    void* result_desc = fetch ? local_desc(local_handle, local_address, width) : nullptr;
+    if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
+        return Status::bad_param;  // this provider needs the result buffer registered
+    OfiRdma* rec = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (rec == nullptr) return Status::out_of_resource;
+    rec->operand = operand;  // little-endian: a 32-bit operation reads the low half
+    const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
+    const std::uint64_t target = target_address(p, remote_address);
+    const ssize_t rc =
+        fetch ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address,
+                                result_desc, rec->endpoint->address, target, p.key, dt,
+                                fi_atomics[slot].fi, static_cast<OpContext*>(rec))
+              : fi_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, rec->endpoint->address, target,
+                          p.key, dt, fi_atomics[slot].fi, static_cast<OpContext*>(rec));
+    return issued(rec, rc);
+}
+
+Status OfiModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                            void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand,
+                         flags, false, cbfunc, cbcontext, cbdata);
+}
+
+Status OfiModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                             void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
+                         operand, flags, true, cbfunc, cbcontext, cbdata);
+}
+
+Status OfiModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
+                               void* cbcontext, void* cbdata) noexcept {
+    if (!valid(endpoint) || local_address == nullptr) [[unlikely]]
+        return Status::bad_param;
+    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
+        return Status::not_supported;
+    const std::size_t width = bits32 ? 4 : 8;
+    if (remote_address % width != 0) [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    void* result_desc = local_desc(local_handle, local_address, width);
+    if (local_mr_ && result_desc == nullptr) [[unlikely]]
+        return Status::bad_param;
+    OfiRdma* rec = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (rec == nullptr) return Status::out_of_resource;
+    rec->operand = value;
+    rec->compare = compare;
+    const ssize_t rc = fi_compare_atomic(
+        ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_, local_address,
+        result_desc, rec->endpoint->address, target_address(p, remote_address), p.key,
+        datatype(bits32, false), FI_CSWAP, static_cast<OpContext*>(rec));
+    return issued(rec, rc);
+}
+
+// --- registration ----------------------------------------------------------------
+
+btl::RegistrationHandle* OfiModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
+                                                 std::uint32_t flags) {
+    if (base == nullptr && size > 0) return nullptr;
+    CacheEntry* e = nullptr;
+    if (size > 0) {
+        std::string error;
+        e = rcache_.acquire(base, size, &error);
+        if (e == nullptr) {
+            out_.verbose(1, "{}: registering {} bytes at {} failed: {}", name(), size, base, error);
+            return nullptr;
+        }
+    }
+    const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
+    registrations_.push_back(OfiRegistration{
+        PackedHandle{e ? e->key : 0, e ? e->base : addr, addr, size, flags, handle_magic}, e});
+    return reinterpret_cast<btl::RegistrationHandle*>(&registrations_.back());
+}
+
+Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
+    for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
+        if (reinterpret_cast<btl::RegistrationHandle*>(&*it) != handle) continue;
+        if (it->entry != nullptr) rcache_.release(it->entry);
+        registrations_.erase(it);
+        return Status::success;
+    }
+    return Status::not_found;
+}
+
+Status OfiModule::flush(btl::Endpoint*) {
+    // Completions arrive in any order; waiting for none pending covers every
+    // operation started before the call.
+    while (rdma_pending_ > 0) poll();
+    return Status::success;
+}
+
+void OfiModule::dump(btl::Endpoint*, int verbosity) {
+    log::write("btl:ofi",
+               fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
+                           "one-sided operations in flight, {} registrations ({} cached)",
+                           name(), peer_count_, eager_.available(), eager_.size(),
+                           large_.available(), large_.size(), sends_pending_, rdma_pending_,
+                           registrations_.size(), rcache_.size()));
+    if (verbosity > 50)
+        log::write("btl:ofi", fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
+                                          info_->fabric_attr->name, info_->domain_attr->name,
+                                          mr_mode_, inject_limit_));
+}
+
+Status OfiModule::finalize() {
+    if (progress_handle_) progress_.remove(progress_handle_);
+    progress_handle_ = {};
+    if (sends_pending_ > 0 || rdma_pending_ > 0)
+        out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight",
+                     name(), sends_pending_, rdma_pending_);
+    registrations_.clear();
+    pool_registrations_.clear();
+    rcache_.clear();
+    ep_.reset();
+    av_.reset();
+    cq_.reset();
+    domain_.reset();
+    fabric_.reset();
+    by_rank_.clear();
+    peer_count_ = 0;
+    return Status::success;
+}
+
+}  // namespace transit::ofi

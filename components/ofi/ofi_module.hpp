@@ -1,0 +1,204 @@
+// The ofi module: one libfabric provider/domain with one reliable-datagram
+// endpoint (FI_EP_RDM), its completion queue and address vector.
+//
+// Active messages are fi_send/fi_inject of a WireHeader + payload into
+// receive buffers preposted by the peer (and reposted after each delivery);
+// put/get are fi_write/fi_read; atomics are libfabric atomics for the
+// operations the provider reports through fi_query_atomic.  Completions are
+// read from the progress engine, which the module joins while it has peers
+// or operations in flight.
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <array>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ofi_endpoint.hpp"
+#include "ofi_frag.hpp"
+#include "ofi_rcache.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/btl/module.hpp"
+#include "transit/log.hpp"
+#include "transit/progress.hpp"
+
+namespace transit::ofi {
+
+struct InfoDeleter {
+    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+};
+using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
+
+struct OfiConfig {
+    std::size_t eager_limit = 8192;
+    std::size_t max_send_size = 65536;
+    std::size_t free_list_max = 128;
+    std::size_t recv_buffers = 64;
+    std::size_t max_rdma_ops = 1024;
+    std::size_t rcache_size = 16;
+    std::int64_t exclusivity = -1;  // -1: from the provider
+    std::int64_t latency = -1;
+    std::int64_t bandwidth = -1;
+};
+
+// The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".
+std::string core_provider(const std::string& provider);
+
+class OfiModule final : public btl::Module {
+  public:
+    // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
+    // with the reason when the provider cannot be used.
+    OfiModule(btl::Component& component, const fi_info& info, const OfiConfig& config,
+              rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
+              const log::Stream& out);
+    ~OfiModule() override;
+
+    std::string name() const override { return "ofi:" + provider_; }
+    const std::string& provider() const noexcept { return provider_; }
+    // The endpoint's address, published through the modex.
+    const std::vector<std::byte>& address() const noexcept { return address_; }
+    std::string modex_key() const { return "btl.ofi." + provider_; }
+
+    Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                     btl::Reachability& reachable) override;
+    Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
+
+    btl::Descriptor* alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                           std::uint32_t flags) noexcept override;
+    Status free(btl::Descriptor* descriptor) noexcept override;
+    btl::Descriptor* prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                 std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                 std::uint32_t flags) noexcept override;
+    Status send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                btl::Tag tag) noexcept override;
+    Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                 std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                 std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
+
+    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                      void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle* local_handle,
+                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept override;
+
+    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
+                                          std::uint32_t flags) override;
+    Status deregister_mem(btl::RegistrationHandle* handle) override;
+    Status flush(btl::Endpoint* endpoint) override;
+    void dump(btl::Endpoint* endpoint, int verbosity) override;
+    Status finalize() override;
+
+  private:
+    // Which libfabric atomics the provider offers, per Transit op.
+    struct AtomicCaps {
+        bool plain = false;
+        bool fetch = false;
+    };
+    static constexpr std::size_t op_slots = 10;
+
+    void open_objects(const fi_info& info);
+    void setup_buffers();
+    void query_atomics();
+    void choose_attributes(const fi_info& info);
+
+    static int progress_cb(void* self) noexcept;
+    int poll() noexcept;
+    void complete(OpContext* ctx, std::size_t len) noexcept;
+    void complete_error() noexcept;
+    void on_receive(OfiRecv* r, std::size_t len) noexcept;
+    void repost(OfiRecv* r) noexcept;
+    void retry_reposts() noexcept;
+    void update_progress() noexcept;
+
+    OfiFrag* take(std::size_t bytes) noexcept;
+    void release_frag(OfiFrag* f) noexcept;
+    Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag) noexcept;
+    void* local_desc(btl::RegistrationHandle* handle, const void* address,
+                     std::size_t size) noexcept;
+    Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
+                        std::size_t size, std::uint32_t access, PackedHandle& packed) const noexcept;
+    std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
+        return virt_addr_ ? address : address - p.mr_base;
+    }
+    OfiRdma* start_rdma(btl::Endpoint* endpoint, void* local_address,
+                        btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept;
+    Status issued(OfiRdma* op, ssize_t rc) noexcept;
+    Status atomic_common(btl::Endpoint* endpoint, void* local_address,
+                         std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                         std::uint64_t operand, int flags, bool fetch, btl::RdmaCompletionFn cbfunc,
+                         void* cbcontext, void* cbdata) noexcept;
+    bool valid(const btl::Endpoint* e) const noexcept;
+
+    std::string provider_;
+    OfiConfig config_;
+    rt::Runtime& runtime_;
+    ProgressEngine& progress_;
+    btl::AmTable& am_table_;
+    log::Stream out_;
+
+    // Declaration order is teardown order in reverse: the endpoint closes
+    // before the buffers it receives into, registrations before the endpoint.
+    InfoPtr info_;
+    FidPtr<fid_fabric> fabric_;
+    FidPtr<fid_domain> domain_;
+    FidPtr<fid_cq> cq_;
+    FidPtr<fid_av> av_;
+    FragPool eager_;
+    FragPool large_;
+    std::unique_ptr<std::byte[]> recv_storage_;
+    std::vector<OfiRecv> recvs_;
+    Pool<OfiRdma> rdma_;
+    FidPtr<fid_ep> ep_;
+    Rcache rcache_;
+    std::vector<CacheEntry*> pool_registrations_;
+    std::list<OfiRegistration> registrations_;
+
+    std::vector<std::byte> address_;
+    std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank
+    std::vector<fi_addr_t> av_addr_;                    // FI_ADDR_NOTAVAIL until inserted
+    std::size_t peer_count_ = 0;
+    std::size_t sends_pending_ = 0;
+    std::size_t rdma_pending_ = 0;
+    OfiRecv* repost_head_ = nullptr;
+    ProgressEngine::Handle progress_handle_;
+
+    std::size_t inject_limit_ = 0;
+    std::uint64_t mr_mode_ = 0;
+    bool virt_addr_ = false;
+    bool local_mr_ = false;
+    std::array<AtomicCaps, op_slots> atomics64_{};
+    std::array<AtomicCaps, op_slots> atomics32_{};
+    bool cswap64_ = false;
+    bool cswap32_ = false;
+    std::vector<std::byte> inject_scratch_;
+    void* recv_desc_ = nullptr;  // local registrations (FI_MR_LOCAL providers)
+    void* rdma_desc_ = nullptr;
+};
+
+}  // namespace transit::ofi

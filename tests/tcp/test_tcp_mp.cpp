@@ -447,3 +447,119 @@ TEST(TcpMp, IdleTcpRegistersNoBusyProgress) {
     EXPECT_EQ(engine.size(), 0u);
     ASSERT_TRUE(ok(mp::runtime().fence()));
 }
+
+namespace {
+
+struct ErrorLog {
+    std::vector<std::pair<Rank, std::string>> errors;
+    static void on_error(btl::Module*, std::uint32_t, Rank peer, const char* info, void* self) {
+        static_cast<ErrorLog*>(self)->errors.emplace_back(peer, info ? info : "");
+    }
+};
+
+// Connects to one of `addrs` and completes a genuine handshake as this rank.
+int connect_authenticated(const std::vector<tcp::PeerAddress>& addrs, Rank peer) {
+    for (const auto& a : addrs) {
+        if (a.loopback != mp::runtime().on_this_node(peer)) continue;
+        const int fd = ::socket(a.address.family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_storage ss;
+        const socklen_t len = a.address.to_sockaddr(a.port, ss);
+        if (::connect(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) {
+            ::close(fd);
+            continue;
+        }
+        tcp::wire::Handshake h;
+        h.rank = mp::rank();
+        h.job_id = mp::runtime().job_id();
+        h.secret = mp::runtime().job_secret();
+        const auto hello = tcp::wire::encode(h);
+        std::array<std::byte, tcp::wire::handshake_size> answer{};
+        if (::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL) ==
+                static_cast<ssize_t>(hello.size()) &&
+            ::recv(fd, answer.data(), answer.size(), MSG_WAITALL) ==
+                static_cast<ssize_t>(answer.size())) {
+            tcp::wire::Handshake got;
+            if (tcp::wire::decode(answer, got).empty() &&
+                got.kind == tcp::wire::HandshakeKind::accept)
+                return fd;
+        }
+        ::close(fd);
+    }
+    return -1;
+}
+
+}  // namespace
+
+// A member of the job that sends a malformed frame gets its connection closed
+// with a logged reason and an error for that peer; the receiver carries on.
+TEST(TcpMp, MalformedFramesCloseTheConnection) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    const Rank victim = 1;
+    using tcp::wire::FrameHeader;
+    using tcp::wire::FrameType;
+    const FrameHeader bad_frames[] = {
+        {0x00, FrameType::am, TcpJob::data_tag, 0, 8},                              // bad magic
+        {tcp::wire::frame_magic, FrameType::am, TcpJob::data_tag, 0, 0xfffffff0u},  // length
+        {tcp::wire::frame_magic, FrameType::am, 0xfe, 0, 8},  // tag nobody registered
+        {tcp::wire::frame_magic, FrameType::reply, 0, 0, tcp::wire::reply_size},  // no such op
+    };
+    int index = 0;
+    for (const FrameHeader& bad : bad_frames) {
+        ++index;
+        // The victim opens a second, fresh tcp component so the stranger-peer
+        // can connect to it before any real connection exists.
+        std::unique_ptr<tcp::TcpComponent> c2;
+        ProgressEngine engine2;
+        btl::AmTable am2;
+        ErrorLog log;
+        std::vector<std::unique_ptr<btl::Module>> modules2;
+        std::vector<std::byte> blob;
+        if (me == victim) {
+            c2 = std::make_unique<tcp::TcpComponent>();
+            c2->register_params(params::registry());
+            ASSERT_TRUE(c2->open().available);
+            btl::InitContext ctx{mp::runtime(), engine2, am2};
+            modules2 = c2->init(ctx);
+            ASSERT_FALSE(modules2.empty());
+            am2.register_callback(
+                TcpJob::data_tag, [](btl::Module*, const btl::ReceiveDescriptor&, void*) {},
+                nullptr);
+            std::vector<tcp::PeerAddress> addrs;
+            for (auto& m : modules2) {
+                m->register_error(&ErrorLog::on_error, &log);
+                for (auto& a : static_cast<tcp::TcpModule&>(*m).published()) addrs.push_back(a);
+            }
+            blob = tcp::encode_addresses(addrs);
+        }
+        auto all = mp::all_gather("tcp.test.malformed." + std::to_string(index), blob);
+        j.received.clear();
+        if (me == 0) {
+            const int fd = connect_authenticated(tcp::decode_addresses(all[victim]), victim);
+            ASSERT_GE(fd, 0) << "frame " << index;
+            std::byte frame[tcp::wire::header_size + tcp::wire::reply_size] = {};
+            tcp::wire::encode(bad, frame);
+            ASSERT_GT(::send(fd, frame, sizeof frame, MSG_NOSIGNAL), 0);
+            EXPECT_TRUE(closed_by_peer(fd, 10000)) << "frame " << index << " was not refused";
+            ::close(fd);
+            const char done[] = "done";
+            ASSERT_TRUE(ok(j.send_bytes(victim, TcpJob::data_tag, done, sizeof done)));
+        } else if (me == victim) {
+            const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (j.received.empty() && std::chrono::steady_clock::now() < end) {
+                engine2.progress();
+                j.progress().progress();
+            }
+            ASSERT_FALSE(j.received.empty()) << "frame " << index;
+            ASSERT_EQ(log.errors.size(), 1u) << "frame " << index;
+            EXPECT_EQ(log.errors[0].first, 0u);
+            EXPECT_NE(log.errors[0].second.find("failed"), std::string::npos)
+                << log.errors[0].second;
+            for (auto& m : modules2) m->finalize();
+            modules2.clear();
+            c2->close();
+        }
+        EXPECT_TRUE(j.step());
+    }
+    EXPECT_TRUE(j.errors.empty());
+}

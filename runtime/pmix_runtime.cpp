@@ -15,11 +15,16 @@
 #include "runtime/pmix_util.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/runtime_base.hpp"
+#include "transit/params.hpp"
 
 namespace transit::rt {
 namespace {
 
 constexpr const char* node_id_key = "transit.node_id";
+// Each rank's count of fences, published before each fence: a peer whose count
+// lags behind did not take part (it died before the fence started, and PMIx
+// completes such a fence among the survivors without an error).
+constexpr const char* fence_count_key = "transit.fences";
 
 // Launchers that give every job a random value of their own: Open MPI's ORTE
 // (4.x) and PRRTE/OMPI 5 hand it to their transports under these names.
@@ -30,27 +35,21 @@ constexpr const char* launcher_random_vars[] = {
 };
 
 // PMIx_Init in a process no launcher started costs a connection attempt and
-// a progress thread for nothing: a launcher always exports these.
+// a progress thread for nothing: a launcher always exports its address.
 bool launched_by_pmix() {
-    return std::getenv("PMIX_NAMESPACE") != nullptr ||
-           std::getenv("PMIX_SERVER_URI41") != nullptr ||
-           std::getenv("PMIX_SERVER_URI4") != nullptr ||
-           std::getenv("PMIX_SERVER_URI3") != nullptr || std::getenv("PMIX_SERVER_URI2") != nullptr;
+    for (const char* var : {"PMIX_SERVER_URI41", "PMIX_SERVER_URI4", "PMIX_SERVER_URI3",
+                            "PMIX_SERVER_URI21", "PMIX_SERVER_URI2"})
+        if (std::getenv(var) != nullptr) return true;
+    return false;
 }
 
 // Seconds a fence may wait for the slowest rank (0: forever).  A job whose
-// rank dies is normally killed by its launcher; the timeout bounds the wait
-// under launchers that let survivors run on.
+// rank dies is normally ended by its launcher, and a rank that dies during a
+// fence fails it at once; the timeout bounds the wait for a rank that hangs.
 int fence_timeout_seconds() {
-    const char* text = std::getenv("TRANSIT_MCA_runtime_fence_timeout");
-    if (!text || !*text) return 0;
-    int value = 0;
-    auto [end, ec] = std::from_chars(text, text + std::strlen(text), value);
-    if (ec != std::errc{} || *end != '\0' || value < 0)
-        throw std::runtime_error(fmt::format(
-            "TRANSIT_MCA_runtime_fence_timeout: '{}' is not a number of seconds (0 = no limit)",
-            text));
-    return value;
+    register_params();
+    const std::uint64_t value = params::registry().get("runtime_fence_timeout").as_unsigned();
+    return value > 86400 * 365 ? 86400 * 365 : static_cast<int>(value);
 }
 
 Status from_pmix(pmix_status_t rc) {
@@ -138,18 +137,32 @@ class PmixRuntime final : public RuntimeBase {
     }
 
     Status fence() override {
-        if (Status s = commit(); !ok(s)) return s;
-        if (mode_ == FenceMode::self_driven) {
-            pmix_proc_t all = pmix::make_proc(id_.job_id, PMIX_RANK_WILDCARD);
-            pmix::InfoList info;
-            info.add_bool(PMIX_COLLECT_DATA, true);
-            if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
-            std::span<pmix_info_t> directives = info.finish();
-            const pmix_status_t rc = PMIx_Fence(&all, 1, directives.data(), directives.size());
-            if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        if (mode_ == FenceMode::host_driven) {
+            if (Status s = commit(); !ok(s)) return s;
+            learn_peers();
+            return Status::success;
         }
+        ++fences_;
+        pmix_value_t count;
+        PMIX_VALUE_CONSTRUCT(&count);
+        count.type = PMIX_UINT64;
+        count.data.uint64 = fences_;
+        if (const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, fence_count_key, &count);
+            rc != PMIX_SUCCESS)
+            return from_pmix(rc);
+        dirty_ = true;
+        if (Status s = commit(); !ok(s)) return s;
+
+        pmix_proc_t all = pmix::make_proc(id_.job_id, PMIX_RANK_WILDCARD);
+        pmix::InfoList info;
+        info.add_bool(PMIX_COLLECT_DATA, true);
+        if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
+        std::span<pmix_info_t> directives = info.finish();
+        const pmix_status_t rc = PMIx_Fence(&all, 1, directives.data(), directives.size());
+        // What the survivors published was exchanged even when a rank failed.
         learn_peers();
-        return Status::success;
+        if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        return everyone_took_part() ? Status::success : Status::peer_failed;
     }
 
   private:
@@ -166,6 +179,20 @@ class PmixRuntime final : public RuntimeBase {
         out.reset(raw);
         if (rc != PMIX_SUCCESS) return from_pmix(rc);
         return out ? Status::success : Status::not_found;
+    }
+
+    // A peer took part in fence n when its count is n or more: the count of
+    // a peer already past this fence may be visible (PMIx keeps the node's
+    // data in shared memory), the count of a dead peer stays behind.
+    bool everyone_took_part() const {
+        for (Rank r = 0; r < id_.size; ++r) {
+            if (r == id_.rank) continue;
+            pmix::ValuePtr v;
+            if (!ok(get(r, fence_count_key, v)) || v->type != PMIX_UINT64 ||
+                v->data.uint64 < fences_)
+                return false;
+        }
+        return true;
     }
 
     Status commit() {
@@ -278,9 +305,20 @@ class PmixRuntime final : public RuntimeBase {
     bool dirty_ = false;
     bool need_seed_ = false;
     bool peers_known_ = false;
+    std::uint64_t fences_ = 0;
 };
 
 }  // namespace
+
+void register_params() {
+    static constexpr params::Decl decls[] = {
+        {"fence_timeout", params::Type::unsigned_integer, "0",
+         "Seconds a modex fence waits for the slowest rank before it fails with a timeout "
+         "(0: no limit)",
+         6},
+    };
+    params::registry().add_all("runtime", "", decls);
+}
 
 std::unique_ptr<Runtime> open_runtime(FenceMode mode) {
     if (!launched_by_pmix()) return singleton_runtime();
@@ -288,8 +326,8 @@ std::unique_ptr<Runtime> open_runtime(FenceMode mode) {
     PMIX_PROC_CONSTRUCT(&me);
     const pmix_status_t rc = PMIx_Init(&me, nullptr, 0);
     if (rc == PMIX_ERR_UNREACH) {
-        // PMIx made us a singleton of its own; ours needs no server at all.
-        PMIx_Finalize(nullptr, 0);
+        // The launcher named in our environment is gone: we are alone.  No
+        // PMIx_Finalize: OpenPMIx 4.2.2 crashes in it after a failed connection.
         return singleton_runtime();
     }
     if (rc != PMIX_SUCCESS)

@@ -18,6 +18,10 @@ enum class FenceMode {
 // answers but is broken.
 std::unique_ptr<Runtime> open_runtime(FenceMode mode = FenceMode::self_driven);
 
+// Registers the runtime's parameters (runtime_fence_timeout); idempotent.
+// open_runtime() calls it; tools call it to list them.
+void register_params();
+
 // A runtime for one process alone, usable without any launcher (tests, tools).
 std::unique_ptr<Runtime> singleton_runtime();
 

@@ -209,6 +209,7 @@ void Launcher::terminate(int status, const std::string& why, int sig, Clock::dur
 }
 
 void Launcher::handle_server_events(PmixHost& host) {
+    host.complete_fences();
     for (const ServerEvent& ev : host.take_events()) {
         if (ev.rank >= ranks_.size()) continue;
         switch (ev.kind) {
@@ -234,25 +235,29 @@ void Launcher::on_rank_exit(unsigned rank, int wait_status) {
     RankState& r = ranks_[rank];
     r.running = false;
     if (terminating_) return;
+    int status = 0;
+    std::string what;
     if (WIFSIGNALED(wait_status)) {
-        const int sig = WTERMSIG(wait_status);
-        terminate(128 + sig,
-                  fmt::format("rank {} (pid {}) was killed by {}; killing the job", rank, r.pid,
-                              signal_name(sig)),
-                  SIGTERM, std::chrono::seconds(1));
-    } else if (const int code = WEXITSTATUS(wait_status); code != 0) {
-        terminate(code,
-                  fmt::format("rank {} (pid {}) exited with status {}; killing the job", rank,
-                              r.pid, code),
-                  SIGTERM, std::chrono::seconds(1));
-    } else if (r.connected && !r.finalized && any_running()) {
+        status = 128 + WTERMSIG(wait_status);
+        what = fmt::format("was killed by {}", signal_name(WTERMSIG(wait_status)));
+    } else if (WEXITSTATUS(wait_status) != 0) {
+        status = WEXITSTATUS(wait_status);
+        what = fmt::format("exited with status {}", status);
+    } else if (r.connected && !r.finalized && any_running() && !opt_.keep_going) {
         // Its peers may be waiting for it in a fence: they would wait forever.
-        terminate(1,
-                  fmt::format("rank {} (pid {}) exited without closing its Transit runtime "
-                              "(PMIx_Finalize); killing the job",
-                              rank, r.pid),
-                  SIGTERM, std::chrono::seconds(1));
+        status = 1;
+        what = "exited without closing its Transit runtime (PMIx_Finalize)";
+    } else {
+        return;
     }
+    if (opt_.keep_going) {
+        say(fmt::format("rank {} (pid {}) {}; the others run on (--keep-going)", rank, r.pid,
+                        what));
+        if (exit_status_ == 0) exit_status_ = status;
+        return;
+    }
+    terminate(status, fmt::format("rank {} (pid {}) {}; killing the job", rank, r.pid, what),
+              SIGTERM, std::chrono::seconds(1));
 }
 
 void Launcher::reap() {
@@ -375,6 +380,14 @@ int Launcher::run() {
         }
         loop(host);
         cleanup();
+        // After a failed job the PMIx server is not shut down: OpenPMIx 4.2.2
+        // may deadlock tearing down ranks killed inside a fence, and the
+        // process ends now anyway.  A normal end shuts it down, bounded.
+        if (terminating_ || !host.shutdown(std::chrono::seconds(2))) {
+            std::fflush(stdout);
+            std::fflush(stderr);
+            std::_Exit(exit_status_);
+        }
     }
     return exit_status_;
 }

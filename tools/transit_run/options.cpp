@@ -53,6 +53,9 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
                    "Kill the job if it runs longer than SECONDS (exit status 124)")
         ->check(CLI::PositiveNumber)
         ->type_name("SECONDS");
+    app.add_flag("--keep-going", opt.keep_going,
+                 "A rank that fails does not end the job: the others run on (for fault "
+                 "tests); the exit status is still the first failure's");
     bool oversubscribe = true;
     app.add_flag("--oversubscribe", oversubscribe,
                  "Allow more ranks than cores (always allowed; accepted "

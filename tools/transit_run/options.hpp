@@ -16,6 +16,7 @@ struct Options {
     bool tag_output = false;
     BindTo bind_to = BindTo::automatic;
     double timeout_seconds = 0;        // 0: none
+    bool keep_going = false;           // a failed rank does not end the job
     std::vector<std::string> command;  // program and its arguments, untouched
 };
 

@@ -3,9 +3,13 @@
 // and queues what the launcher must act on.
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <pmix_server.h>
 
 #include "runtime/job_secret.hpp"
 #include "runtime/pmix_util.hpp"
@@ -29,6 +33,17 @@ struct ServerEvent {
     std::string message;  // aborted: its message
 };
 
+// A fence the server library handed up, waiting for the launcher's thread to
+// complete it with the data the library gathered.
+struct PendingFence {
+    pmix_modex_cbfunc_t cbfunc = nullptr;
+    void* cbdata = nullptr;
+    std::vector<char> data;
+    static void release(void* self) {
+        std::unique_ptr<PendingFence>(static_cast<PendingFence*>(self));
+    }
+};
+
 // One per process: the PMIx server library has global state.
 class PmixHost {
   public:
@@ -43,18 +58,28 @@ class PmixHost {
     // needs to reach this server ("NAME=value" entries).
     std::vector<std::string> client_env(unsigned rank);
 
+    // Stops the server; false when PMIx did not finish within `limit` (its
+    // thread is then left behind and the process must _exit).
+    bool shutdown(std::chrono::milliseconds limit);
+
     // Becomes readable (an eventfd) whenever take_events() has something.
     int event_fd() const noexcept { return event_fd_; }
     std::vector<ServerEvent> take_events();
 
+    // Completes the fences the server library handed up (launcher thread).
+    void complete_fences();
+
     // Called from PMIx's progress thread.
     void post(ServerEvent ev);
+    void post_fence(std::unique_ptr<PendingFence> fence);
 
   private:
     std::string nspace_;
     int event_fd_ = -1;
+    bool shut_down_ = false;
     std::mutex mutex_;
     std::vector<ServerEvent> events_;
+    std::vector<std::unique_ptr<PendingFence>> fences_;
 };
 
 }  // namespace transit::run

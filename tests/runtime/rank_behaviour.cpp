@@ -1,0 +1,215 @@
+// A rank that misbehaves on request, for the launcher and runtime tests:
+//   rank_behaviour <mode> [args...]
+// Each rank learns its rank from TRANSIT_RANK (set by transit_run), so the
+// modes that need no runtime work with any program-level launcher behaviour.
+#include <pmix.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/job_secret.hpp"
+#include "runtime/runtime.hpp"
+
+namespace {
+
+using namespace transit;
+using Args = std::vector<std::string>;
+
+int env_rank() {
+    const char* r = std::getenv("TRANSIT_RANK");
+    return r ? std::atoi(r) : 0;
+}
+
+void sleep_for(double seconds) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+void write_pid(const std::string& dir, const std::string& name, pid_t pid) {
+    const std::string tmp = fmt::format("{}/.{}", dir, name);
+    std::ofstream(tmp) << pid << "\n";
+    std::rename(tmp.c_str(), fmt::format("{}/{}", dir, name).c_str());  // appears whole
+}
+
+void say(const std::string& line) {
+    std::fputs((line + "\n").c_str(), stdout);
+    std::fflush(stdout);
+}
+
+// sleep-on DIR SECONDS [FAIL_RANK CODE]: records its pid, then sleeps; rank
+// FAIL_RANK instead exits with CODE after 0.2 s.
+int sleep_on(const Args& a) {
+    write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
+    if (a.size() >= 4 && std::atoi(a[2].c_str()) == env_rank()) {
+        sleep_for(0.2);
+        return std::atoi(a[3].c_str());
+    }
+    sleep_for(std::atof(a.at(1).c_str()));
+    return 0;
+}
+
+// ignore-term DIR: survives SIGTERM; only SIGKILL ends it.
+int ignore_term(const Args& a) {
+    ::signal(SIGTERM, SIG_IGN);
+    write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
+    sleep_for(60);
+    return 0;
+}
+
+// kill-self SIG: dies of a signal.
+int kill_self(const Args& a) {
+    ::raise(std::atoi(a.at(0).c_str()));
+    sleep_for(5);
+    return 0;
+}
+
+// orphan DIR: leaves a grandchild in a session of its own, then exits 0.
+int orphan(const Args& a) {
+    const std::string name = fmt::format("orphan.{}", env_rank());
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::setsid();
+        write_pid(a.at(0), name, ::getpid());
+        sleep_for(60);
+        ::_exit(0);
+    }
+    const std::string path = a.at(0) + "/" + name;
+    struct stat st {};
+    for (int i = 0; i < 500 && ::stat(path.c_str(), &st) != 0; ++i) sleep_for(0.01);
+    return 0;
+}
+
+// files: leaves a shared-memory file and a file in the job directory.
+int files(const Args&) {
+    const char* job = std::getenv("TRANSIT_JOB_ID");
+    const char* dir = std::getenv("TRANSIT_JOB_TMPDIR");
+    if (!job || !dir) return 10;
+    const std::string shm = fmt::format("/dev/shm/transit-{}-test-{}", job, env_rank());
+    std::ofstream(shm) << "left behind\n";
+    std::ofstream(fmt::format("{}/left-{}", dir, env_rank())) << "left behind\n";
+    say(fmt::format("shm {}", shm));
+    say(fmt::format("tmpdir {}", dir));
+    return 0;
+}
+
+int secret(const Args&) {
+    auto rt = rt::open_runtime();
+    say(fmt::format("rank {} size {} singleton {} job {} secret {}", rt->rank(), rt->size(),
+                    rt->is_singleton() ? 1 : 0, rt->job_id(), rt::to_hex(rt->job_secret())));
+    return 0;
+}
+
+int binding(const Args&) {
+    auto rt = rt::open_runtime();
+    say(fmt::format("rank {} binding {} numa {}", rt->rank(), rt->binding(), rt->numa_node()));
+    return 0;
+}
+
+int environment(const Args&) {
+    std::map<std::string, std::string> vars;
+    for (char** e = environ; *e; ++e) {
+        const std::string v(*e);
+        if (v.starts_with("TRANSIT_") || v.starts_with("PMIX_NAMESPACE") ||
+            v.starts_with("PMIX_RANK"))
+            vars[v.substr(0, v.find('='))] = v;
+    }
+    for (const auto& [name, v] : vars) say(v);
+    return 0;
+}
+
+int args(const Args& a) {
+    for (const std::string& s : a) say("arg " + s);
+    return 0;
+}
+
+// partial: a last line without a newline.
+int partial(const Args&) {
+    std::fputs("first line\nno newline", stdout);
+    std::fflush(stdout);
+    return 0;
+}
+
+// no-finalize: rank 1 leaves without closing its runtime while the others
+// wait in a fence.
+int no_finalize(const Args&) {
+    auto rt = rt::open_runtime();
+    if (rt->rank() == 1) {
+        sleep_for(0.2);
+        std::_Exit(0);
+    }
+    (void)rt->fence();
+    sleep_for(30);
+    return 0;
+}
+
+// abort CODE: rank 0 asks the launcher to abort the job.
+int abort_job(const Args& a) {
+    pmix_proc_t me;
+    if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return 10;
+    if (me.rank == 0) PMIx_Abort(std::atoi(a.at(0).c_str()), "deliberate abort", nullptr, 0);
+    sleep_for(30);
+    return 0;
+}
+
+// fence-after-death: rank 1 dies while the others wait in a fence; each
+// survivor prints what its fence returned, twice (failure must stick).
+int fence_after_death(const Args&) {
+    auto rt = rt::open_runtime();
+    if (rt->rank() == 1) {
+        sleep_for(0.3);
+        std::_Exit(5);
+    }
+    say(fmt::format("fence {}", to_string(rt->fence())));
+    say(fmt::format("fence {}", to_string(rt->fence())));
+    return 0;
+}
+
+// slow-fence: rank 1 is 3 s late to a fence.
+int slow_fence(const Args&) {
+    auto rt = rt::open_runtime();
+    if (rt->rank() == 1) sleep_for(3);
+    say(fmt::format("fence {}", to_string(rt->fence())));
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    const std::map<std::string, std::function<int(const Args&)>> modes = {
+        {"sleep-on", sleep_on},
+        {"ignore-term", ignore_term},
+        {"kill-self", kill_self},
+        {"orphan", orphan},
+        {"files", files},
+        {"secret", secret},
+        {"binding", binding},
+        {"env", environment},
+        {"args", args},
+        {"partial", partial},
+        {"no-finalize", no_finalize},
+        {"abort", abort_job},
+        {"fence-after-death", fence_after_death},
+        {"slow-fence", slow_fence},
+    };
+    if (argc < 2 || !modes.contains(argv[1])) {
+        std::fprintf(stderr, "rank_behaviour: unknown mode\n");
+        return 64;
+    }
+    try {
+        return modes.at(argv[1])(Args(argv + 2, argv + argc));
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank_behaviour %s: %s\n", argv[1], e.what());
+        return 65;
+    }
+}

@@ -1,0 +1,421 @@
+// transit_run from the outside: real processes, real signals, real exit codes.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct Result {
+    int status = -1;  // exit status, or 128+signal
+    std::string out;
+    std::string err;
+    double seconds = 0;
+};
+
+// A started transit_run (or any program), with its stdout and stderr captured.
+class Process {
+  public:
+    explicit Process(const std::vector<std::string>& argv,
+                     const std::vector<std::string>& unset_env = {}) {
+        int out[2], err[2];
+        if (::pipe(out) != 0 || ::pipe(err) != 0) throw std::runtime_error("pipe");
+        start_ = Clock::now();
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::dup2(out[1], 1);
+            ::dup2(err[1], 2);
+            ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
+            for (const std::string& name : unset_env) ::unsetenv(name.c_str());
+            std::vector<char*> args;
+            for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+            args.push_back(nullptr);
+            ::execv(args[0], args.data());
+            ::_exit(127);
+        }
+        ::close(out[1]);
+        ::close(err[1]);
+        out_ = out[0];
+        err_ = err[0];
+    }
+    ~Process() {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+    }
+    pid_t pid() const { return pid_; }
+
+    Result wait() {
+        Result r;
+        std::vector<pollfd> fds{{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+        std::string* sinks[] = {&r.out, &r.err};
+        int open = 2;
+        while (open > 0) {
+            if (::poll(fds.data(), fds.size(), -1) < 0) break;
+            for (int i = 0; i < 2; ++i) {
+                if (fds[i].fd < 0 || !fds[i].revents) continue;
+                char buf[4096];
+                const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+                if (n > 0) {
+                    sinks[i]->append(buf, n);
+                } else {
+                    ::close(fds[i].fd);
+                    fds[i].fd = -1;
+                    --open;
+                }
+            }
+        }
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        pid_ = -1;
+        r.seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+        r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        return r;
+    }
+
+  private:
+    pid_t pid_ = -1;
+    int out_ = -1, err_ = -1;
+    Clock::time_point start_;
+};
+
+Result run(std::vector<std::string> args) {
+    args.insert(args.begin(), TRANSIT_RUN_PATH);
+    return Process(args).wait();
+}
+
+// A fresh directory for the ranks' pid files.
+class PidDir {
+  public:
+    PidDir() {
+        char tmpl[] = "/tmp/transit-run-test-XXXXXX";
+        path_ = ::mkdtemp(tmpl);
+    }
+    ~PidDir() { fs::remove_all(path_); }
+    const std::string& path() const { return path_; }
+
+    std::vector<pid_t> pids() const {
+        std::vector<pid_t> out;
+        for (const auto& e : fs::directory_iterator(path_)) {
+            if (e.path().filename().string().starts_with(".")) continue;
+            std::ifstream in(e.path());
+            pid_t pid = 0;
+            if (in >> pid) out.push_back(pid);
+        }
+        return out;
+    }
+    // Waits until `n` pid files exist.
+    bool wait_for(std::size_t n, double seconds = 10) const {
+        const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+        while (Clock::now() < until) {
+            if (pids().size() >= n) return true;
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        return false;
+    }
+
+  private:
+    std::string path_;
+};
+
+// True while `pid` exists and is not a zombie.
+bool alive(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) return false;
+    const std::size_t close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+void expect_all_gone(const std::vector<pid_t>& pids) {
+    for (pid_t pid : pids) EXPECT_FALSE(alive(pid)) << "pid " << pid << " was left behind";
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string l; std::getline(in, l);) lines.push_back(l);
+    return lines;
+}
+
+const std::string behaviour = RANK_BEHAVIOUR_PATH;
+
+TEST(TransitRun, FailingRankStatusIsTheJobStatus) {
+    PidDir dir;
+    const Result r = run({"-n", "3", behaviour, "sleep-on", dir.path(), "60", "1", "3"});
+    EXPECT_EQ(r.status, 3) << r.err;
+    EXPECT_LT(r.seconds, 2.0);
+    EXPECT_NE(r.err.find("rank 1"), std::string::npos) << r.err;
+    EXPECT_EQ(dir.pids().size(), 3u);
+    expect_all_gone(dir.pids());
+}
+
+TEST(TransitRun, RankKilledBySignalGives128PlusSignal) {
+    const Result r = run({"-n", "2", behaviour, "kill-self", std::to_string(SIGKILL)});
+    EXPECT_EQ(r.status, 128 + SIGKILL) << r.err;
+    EXPECT_NE(r.err.find("SIGKILL"), std::string::npos) << r.err;
+}
+
+TEST(TransitRun, SuccessfulJobExitsZero) {
+    const Result r = run({"-n", "3", behaviour, "args", "x"});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(lines_of(r.out).size(), 3u) << r.out;
+}
+
+TEST(TransitRun, TimeoutEndsASleepingJob) {
+    PidDir dir;
+    const Result r = run({"--timeout", "1", "-n", "2", behaviour, "sleep-on", dir.path(), "60"});
+    EXPECT_EQ(r.status, 124) << r.err;
+    EXPECT_GE(r.seconds, 0.9);
+    EXPECT_LT(r.seconds, 3.0);
+    EXPECT_NE(r.err.find("timeout"), std::string::npos) << r.err;
+    expect_all_gone(dir.pids());
+}
+
+TEST(TransitRun, RanksThatIgnoreSigtermAreKilled) {
+    PidDir dir;
+    const Result r = run({"--timeout", "1", "-n", "2", behaviour, "ignore-term", dir.path()});
+    EXPECT_EQ(r.status, 124) << r.err;
+    EXPECT_LT(r.seconds, 4.0);
+    EXPECT_EQ(dir.pids().size(), 2u);
+    expect_all_gone(dir.pids());
+}
+
+void expect_signal_ends_job(int sig) {
+    PidDir dir;
+    Process p({TRANSIT_RUN_PATH, "-n", "3", behaviour, "sleep-on", dir.path(), "60"});
+    ASSERT_TRUE(dir.wait_for(3)) << "the ranks did not start";
+    const std::vector<pid_t> pids = dir.pids();
+    ::kill(p.pid(), sig);
+    const Result r = p.wait();
+    EXPECT_EQ(r.status, 128 + sig) << r.err;
+    expect_all_gone(pids);
+}
+
+TEST(TransitRun, SigtermEndsEveryRank) {
+    expect_signal_ends_job(SIGTERM);
+}
+TEST(TransitRun, SigintEndsEveryRank) {
+    expect_signal_ends_job(SIGINT);
+}
+
+TEST(TransitRun, BadArgumentsExitTwo) {
+    const std::vector<std::vector<std::string>> cases = {
+        {},
+        {"true"},
+        {"-n", "2"},
+        {"-n", "0", "true"},
+        {"-n", "-1", "true"},
+        {"-n", "two", "true"},
+        {"-n", "2", "--no-such-option", "true"},
+        {"--no-such-option", "-n", "2", "true"},
+        {"-n", "2", "--bind-to", "socket", "true"},
+        {"-n", "2", "--timeout", "0", "true"},
+        {"-n", "2", "--timeout", "soon", "true"},
+        {"-n", "2", "--mca", "bad-name!", "1", "true"},
+        {"-n", "2", "/no/such/program"},
+        {"-n", "2", "no-such-program-in-path-xyz"},
+    };
+    for (const auto& args : cases) {
+        const Result r = run(args);
+        std::string joined;
+        for (const auto& a : args) joined += a + " ";
+        EXPECT_EQ(r.status, 2) << "transit_run " << joined << "\n" << r.err;
+        EXPECT_NE(r.err.find("transit_run: "), std::string::npos) << joined << ": " << r.err;
+    }
+}
+
+TEST(TransitRun, HelpExitsZero) {
+    const Result r = run({"--help"});
+    EXPECT_EQ(r.status, 0);
+    EXPECT_NE(r.out.find("--tag-output"), std::string::npos);
+}
+
+TEST(TransitRun, ProgramArgumentsPassUntouched) {
+    const Result r = run({"-n", "1", behaviour, "args", "--mca", "x", "-n", "5", "--", "a b", ""});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out, "arg --mca\narg x\narg -n\narg 5\narg --\narg a b\narg \n");
+}
+
+TEST(TransitRun, EnvironmentOfARank) {
+    const Result r = run({"-n", "2", "--mca", "btl", "self,vader", "--mca", "btl_tcp_if_include",
+                          "lo", behaviour, "env"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("TRANSIT_MCA_btl=self,vader\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_MCA_btl_tcp_if_include=lo\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_RANK=0\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_RANK=1\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_SIZE=2\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_JOB_ID=trun-"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("PMIX_NAMESPACE=trun-"), std::string::npos) << r.out;
+}
+
+TEST(TransitRun, TagOutputPrefixesEveryLine) {
+    const Result r = run({"--tag-output", "-n", "3", behaviour, "partial"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    for (int rank = 0; rank < 3; ++rank) {
+        const std::string tag = "[" + std::to_string(rank) + "] ";
+        EXPECT_EQ(lines.count(tag + "first line"), 1u) << r.out;
+        EXPECT_EQ(lines.count(tag + "no newline"), 1u) << r.out;
+    }
+    EXPECT_EQ(lines.size(), 6u) << r.out;
+}
+
+TEST(TransitRun, TagOutputKeepsStderrApart) {
+    const Result r = run({"--tag-output", "-n", "2", "/bin/sh", "-c", "echo out; echo err >&2"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("[0] out\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("[1] out\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("[0] err\n"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("err"), std::string::npos) << r.out;
+}
+
+TEST(TransitRun, RemovesTheJobsFiles) {
+    const Result r = run({"-n", "2", behaviour, "files"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::set<std::string> shm, tmpdirs;
+    for (const std::string& l : lines_of(r.out)) {
+        if (l.starts_with("shm ")) shm.insert(l.substr(4));
+        if (l.starts_with("tmpdir ")) tmpdirs.insert(l.substr(7));
+    }
+    ASSERT_EQ(shm.size(), 2u) << r.out;
+    ASSERT_EQ(tmpdirs.size(), 1u) << r.out;
+    for (const std::string& f : shm) EXPECT_FALSE(fs::exists(f)) << f;
+    EXPECT_FALSE(fs::exists(*tmpdirs.begin())) << *tmpdirs.begin();
+}
+
+TEST(TransitRun, LeavesNoOrphanBehind) {
+    PidDir dir;
+    const Result r = run({"-n", "2", behaviour, "orphan", dir.path()});
+    EXPECT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ(dir.pids().size(), 2u);
+    expect_all_gone(dir.pids());
+}
+
+TEST(TransitRun, RankLeavingWithoutFinalizeEndsTheJob) {
+    const Result r = run({"-n", "3", behaviour, "no-finalize"});
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_LT(r.seconds, 5.0);
+    EXPECT_NE(r.err.find("without closing"), std::string::npos) << r.err;
+}
+
+TEST(TransitRun, AbortGivesItsStatus) {
+    const Result r = run({"-n", "2", behaviour, "abort", "7"});
+    EXPECT_EQ(r.status, 7) << r.err;
+    EXPECT_LT(r.seconds, 5.0);
+    EXPECT_NE(r.err.find("deliberate abort"), std::string::npos) << r.err;
+}
+
+// rank -> secret, from "rank R size N singleton S job J secret X" lines.
+std::map<std::string, std::string> secrets_of(const Result& r, std::string* job = nullptr) {
+    std::map<std::string, std::string> out;
+    const std::regex line(
+        R"(rank (\d+) size (\d+) singleton (\d) job (\S+) secret ([0-9a-f]{32}))");
+    for (const std::string& l : lines_of(r.out)) {
+        std::smatch m;
+        if (!std::regex_match(l, m, line)) continue;
+        out[m[1]] = m[5];
+        if (job) *job = m[4];
+    }
+    return out;
+}
+
+TEST(TransitRun, JobSecretIsSharedWithinAJobAndNotAcrossJobs) {
+    const Result a = run({"-n", "3", behaviour, "secret"});
+    const Result b = run({"-n", "3", behaviour, "secret"});
+    ASSERT_EQ(a.status, 0) << a.err;
+    ASSERT_EQ(b.status, 0) << b.err;
+    std::string job_a, job_b;
+    const auto sa = secrets_of(a, &job_a), sb = secrets_of(b, &job_b);
+    ASSERT_EQ(sa.size(), 3u) << a.out;
+    ASSERT_EQ(sb.size(), 3u) << b.out;
+    for (const auto& [rank, s] : sa) EXPECT_EQ(s, sa.at("0")) << "rank " << rank;
+    for (const auto& [rank, s] : sb) EXPECT_EQ(s, sb.at("0")) << "rank " << rank;
+    EXPECT_NE(sa.at("0"), sb.at("0"));
+    EXPECT_NE(job_a, job_b);
+}
+
+TEST(TransitRun, ProgramWithoutLauncherIsASingleton) {
+    Process p({behaviour, "secret"}, {"PMIX_NAMESPACE", "PMIX_SERVER_URI41", "PMIX_SERVER_URI4",
+                                      "PMIX_SERVER_URI3", "PMIX_SERVER_URI2", "PMIX_SERVER_URI21"});
+    const Result r = p.wait();
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("rank 0 size 1 singleton 1 job singleton-"), std::string::npos) << r.out;
+}
+
+TEST(TransitRun, FenceReportsARankThatDied) {
+    const Result r = run({"--keep-going", "-n", "3", behaviour, "fence-after-death"});
+    EXPECT_EQ(r.status, 5) << r.err;
+    EXPECT_LT(r.seconds, 10.0);
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    // Two survivors, two fences each: the failure sticks.
+    EXPECT_EQ(lines.count("fence peer failed"), 4u) << r.out;
+}
+
+TEST(TransitRun, FenceTimeoutParameterBoundsTheWait) {
+    const Result r =
+        run({"--mca", "runtime_fence_timeout", "1", "-n", "3", behaviour, "slow-fence"});
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_GE(lines.count("fence timeout"), 2u) << r.out << r.err;
+    EXPECT_LT(r.seconds, 8.0);
+}
+
+TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {
+    const unsigned cores = std::thread::hardware_concurrency();
+    if (cores < 2) GTEST_SKIP() << "needs two CPUs";
+    const Result r = run({"--bind-to", "core", "-n", "2", behaviour, "binding"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::map<std::string, std::string> binding;
+    const std::regex line(R"(rank (\d+) binding (\S+) numa (-?\d+))");
+    for (const std::string& l : lines_of(r.out)) {
+        std::smatch m;
+        if (std::regex_match(l, m, line)) binding[m[1]] = m[2];
+    }
+    ASSERT_EQ(binding.size(), 2u) << r.out;
+    EXPECT_NE(binding["0"], binding["1"]) << r.out;
+
+    const Result none = run({"--bind-to", "none", "-n", "2", behaviour, "binding"});
+    ASSERT_EQ(none.status, 0) << none.err;
+    std::set<std::string> unbound;
+    for (const std::string& l : lines_of(none.out)) {
+        std::smatch m;
+        if (std::regex_match(l, m, line)) unbound.insert(m[2]);
+    }
+    EXPECT_EQ(unbound.size(), 1u) << none.out;  // both see the whole machine
+}
+
+TEST(TransitRun, PrintJobShowsEveryPeersBlob) {
+    const Result r = run({"--tag-output", "-n", "4", PRINT_JOB_PATH});
+    ASSERT_EQ(r.status, 0) << r.err;
+    for (int me = 0; me < 4; ++me)
+        for (int peer = 0; peer < 4; ++peer) {
+            const std::string want = "[" + std::to_string(me) + "]   rank " + std::to_string(peer) +
+                                     ": \"hello from rank " + std::to_string(peer) + " ";
+            EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+        }
+}
+
+}  // namespace

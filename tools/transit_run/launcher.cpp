@@ -209,7 +209,6 @@ void Launcher::terminate(int status, const std::string& why, int sig, Clock::dur
 }
 
 void Launcher::handle_server_events(PmixHost& host) {
-    host.complete_fences();
     for (const ServerEvent& ev : host.take_events()) {
         if (ev.rank >= ranks_.size()) continue;
         switch (ev.kind) {

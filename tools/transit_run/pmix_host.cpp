@@ -72,19 +72,10 @@ pmix_status_t on_abort(const pmix_proc_t* proc, void*, int status, const char ms
 }
 
 // On one node the server library has already gathered every participant's
-// contribution; handing the concatenation back completes the fence.  Not from
-// inside this upcall: when ranks die during a fence the library makes it while
-// holding a lock that its completion callback takes again (OpenPMIx 4.2.2), so
-// the launcher's own thread completes it (PmixHost::complete_fences).
+// contribution; handing the concatenation straight back completes the fence.
 pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t, char* data,
                        size_t ndata, pmix_modex_cbfunc_t cbfunc, void* cbdata) {
-    if (!cbfunc) return PMIX_SUCCESS;
-    if (!the_host) return PMIX_ERR_NOT_AVAILABLE;
-    auto fence = std::make_unique<PendingFence>();
-    fence->cbfunc = cbfunc;
-    fence->cbdata = cbdata;
-    if (data && ndata) fence->data.assign(data, data + ndata);
-    the_host->post_fence(std::move(fence));
+    if (cbfunc) cbfunc(PMIX_SUCCESS, data, ndata, cbdata, nullptr, nullptr);
     return PMIX_SUCCESS;
 }
 
@@ -225,29 +216,6 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
     for (char** p = env; p && *p; ++p) out.emplace_back(*p);
     pmix_argv_free(env);
     return out;
-}
-
-void PmixHost::post_fence(std::unique_ptr<PendingFence> fence) {
-    {
-        std::lock_guard lock(mutex_);
-        fences_.push_back(std::move(fence));
-    }
-    const std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
-}
-
-void PmixHost::complete_fences() {
-    std::vector<std::unique_ptr<PendingFence>> ready;
-    {
-        std::lock_guard lock(mutex_);
-        ready.swap(fences_);
-    }
-    for (auto& fence : ready) {
-        // PMIx owns the copy until it calls release(); the holder travels as cbdata.
-        PendingFence* raw = fence.release();
-        raw->cbfunc(PMIX_SUCCESS, raw->data.data(), raw->data.size(), raw->cbdata,
-                    &PendingFence::release, raw);
-    }
 }
 
 std::vector<ServerEvent> PmixHost::take_events() {

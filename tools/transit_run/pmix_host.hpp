@@ -4,12 +4,9 @@
 #pragma once
 
 #include <chrono>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <pmix_server.h>
 
 #include "runtime/job_secret.hpp"
 #include "runtime/pmix_util.hpp"
@@ -31,17 +28,6 @@ struct ServerEvent {
     unsigned rank;
     int status = 0;       // aborted: the status the rank asked to exit with
     std::string message;  // aborted: its message
-};
-
-// A fence the server library handed up, waiting for the launcher's thread to
-// complete it with the data the library gathered.
-struct PendingFence {
-    pmix_modex_cbfunc_t cbfunc = nullptr;
-    void* cbdata = nullptr;
-    std::vector<char> data;
-    static void release(void* self) {
-        std::unique_ptr<PendingFence>(static_cast<PendingFence*>(self));
-    }
 };
 
 // One per process: the PMIx server library has global state.
@@ -66,12 +52,8 @@ class PmixHost {
     int event_fd() const noexcept { return event_fd_; }
     std::vector<ServerEvent> take_events();
 
-    // Completes the fences the server library handed up (launcher thread).
-    void complete_fences();
-
     // Called from PMIx's progress thread.
     void post(ServerEvent ev);
-    void post_fence(std::unique_ptr<PendingFence> fence);
 
   private:
     std::string nspace_;
@@ -79,7 +61,6 @@ class PmixHost {
     bool shut_down_ = false;
     std::mutex mutex_;
     std::vector<ServerEvent> events_;
-    std::vector<std::unique_ptr<PendingFence>> fences_;
 };
 
 }  // namespace transit::run

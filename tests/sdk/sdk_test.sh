@@ -56,7 +56,7 @@ step_install() {
     w=$(mktemp -d "${TMPDIR:-/tmp}/transit-sdk-test.XXXXXX")
     echo "$w" >"$state"
     local p=$w/prefix
-    note "installing $build into $p"
+    note "installing $build into $p (this needs the whole build: cmake --build $build)"
     quiet "$cmake" --install "$build" --prefix "$p"
 
     local f
@@ -69,6 +69,14 @@ step_install() {
         [[ -e $p/$f ]] || fail "$f is missing from the installed tree"
     done
     ls "$p"/lib/libtransit.so.* >/dev/null 2>&1 || fail "lib/libtransit.so.<version> is missing"
+    # Nothing else at the top, in lib/ or in the package directory.
+    for f in "$p"/* "$p"/lib/* "$p"/lib/cmake/* "$p"/lib/cmake/Transit/*; do
+        case ${f#"$p"/} in
+            bin | etc | include | lib | lib/libtransit.so* | lib/transit | lib/cmake | \
+                lib/pkgconfig | lib/cmake/Transit | lib/cmake/Transit/Transit*.cmake) ;;
+            *) fail "unexpected in the installed tree: ${f#"$p"/}" ;;
+        esac
+    done
 
     # The plugin directory holds real components only, never test fixtures.
     for f in "$p"/lib/transit/*; do

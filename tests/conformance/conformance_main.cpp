@@ -92,6 +92,12 @@ int run(int argc, char** argv) {
     // Sanitizers make every byte slower: keep the time budget, shrink the sizes.
     if (env.max_size > (std::size_t{1} << 20)) env.max_size = std::size_t{1} << 20;
 #endif
+    // Under valgrind every byte costs ~50x: shrink the sizes, stretch the waits.
+    if (const char* preload = std::getenv("LD_PRELOAD");
+        preload != nullptr && std::strstr(preload, "vgpreload") != nullptr) {
+        if (env.max_size > (std::size_t{256} << 10)) env.max_size = std::size_t{256} << 10;
+        env.timeout *= 10;
+    }
     // The selection must be in the environment before the registry first reads it.
     if (!env.component.empty() && std::getenv("TRANSIT_MCA_btl") == nullptr) {
         const std::string btl = env.component == "self" ? "self" : "self," + env.component;

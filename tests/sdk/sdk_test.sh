@@ -69,11 +69,13 @@ step_install() {
         [[ -e $p/$f ]] || fail "$f is missing from the installed tree"
     done
     ls "$p"/lib/libtransit.so.* >/dev/null 2>&1 || fail "lib/libtransit.so.<version> is missing"
-    # Nothing else at the top, in lib/ or in the package directory.
+    # Nothing else at the top, in lib/ or in the package directory (lib/openmpi
+    # holds the Open MPI adapter, contrib/openmpi-btl, when it was built).
     for f in "$p"/* "$p"/lib/* "$p"/lib/cmake/* "$p"/lib/cmake/Transit/*; do
         case ${f#"$p"/} in
-            bin | etc | include | lib | lib/libtransit.so* | lib/transit | lib/cmake | \
-                lib/pkgconfig | lib/cmake/Transit | lib/cmake/Transit/Transit*.cmake) ;;
+            bin | etc | include | lib | lib/libtransit.so* | lib/transit | lib/openmpi | \
+                lib/cmake | lib/pkgconfig | lib/cmake/Transit | \
+                lib/cmake/Transit/Transit*.cmake) ;;
             *) fail "unexpected in the installed tree: ${f#"$p"/}" ;;
         esac
     done

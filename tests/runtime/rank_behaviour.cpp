@@ -103,7 +103,14 @@ int files(const Args&) {
     return 0;
 }
 
-int secret(const Args&) {
+// secret [no-launcher-random]: prints the job secret; with the argument, first
+// hides the per-job random value Open MPI gives, so that rank 0's seed is used.
+int secret(const Args& a) {
+    if (!a.empty() && a[0] == "no-launcher-random")
+        for (const char* var :
+             {"OMPI_MCA_orte_precondition_transports", "OMPI_MCA_opal_precondition_transports",
+              "PMIX_MCA_opal_precondition_transports"})
+            ::unsetenv(var);
     auto rt = rt::open_runtime();
     say(fmt::format("rank {} size {} singleton {} job {} secret {}", rt->rank(), rt->size(),
                     rt->is_singleton() ? 1 : 0, rt->job_id(), rt::to_hex(rt->job_secret())));
@@ -183,6 +190,38 @@ int slow_fence(const Args&) {
     return 0;
 }
 
+// host-driven: the runtime as Open MPI's BTL adapter will use it: the host
+// (here this program, calling PMIx itself) runs the fence; the runtime's
+// fence() only picks up what it brought.
+int host_driven(const Args&) {
+    auto rt = rt::open_runtime(rt::FenceMode::host_driven);
+    const std::string mine = fmt::format("blob of {}", rt->rank());
+    if (!ok(rt->modex_send(
+            "test.host_driven",
+            std::span(reinterpret_cast<const std::byte*>(mine.data()), mine.size()))))
+        return 11;
+    pmix_proc_t all;
+    PMIX_PROC_CONSTRUCT(&all);
+    PMIX_LOAD_NSPACE(all.nspace, rt->job_id().c_str());
+    all.rank = PMIX_RANK_WILDCARD;
+    pmix_info_t collect;
+    bool yes = true;
+    PMIX_INFO_LOAD(&collect, PMIX_COLLECT_DATA, &yes, PMIX_BOOL);
+    if (PMIx_Fence(&all, 1, &collect, 1) != PMIX_SUCCESS) return 12;
+    if (rt->fence() != Status::success) return 13;
+    unsigned good = 0;
+    for (Rank r = 0; r < rt->size(); ++r) {
+        std::vector<std::byte> blob;
+        if (ok(rt->modex_recv(r, "test.host_driven", blob)) &&
+            std::string(reinterpret_cast<const char*>(blob.data()), blob.size()) ==
+                fmt::format("blob of {}", r))
+            ++good;
+    }
+    say(fmt::format("rank {} read {} of {} blobs, {} local peers, secret {}", rt->rank(), good,
+                    rt->size(), rt->local_size(), rt::to_hex(rt->job_secret())));
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +240,7 @@ int main(int argc, char** argv) {
         {"abort", abort_job},
         {"fence-after-death", fence_after_death},
         {"slow-fence", slow_fence},
+        {"host-driven", host_driven},
     };
     if (argc < 2 || !modes.contains(argv[1])) {
         std::fprintf(stderr, "rank_behaviour: unknown mode\n");

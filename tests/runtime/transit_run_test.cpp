@@ -407,6 +407,68 @@ TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {
     EXPECT_EQ(unbound.size(), 1u) << none.out;  // both see the whole machine
 }
 
+TEST(TransitRun, HostDrivenFenceModeReadsWhatTheHostsFenceBrought) {
+    const Result r = run({"-n", "3", behaviour, "host-driven"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    const std::regex line(R"(rank (\d) read 3 of 3 blobs, 3 local peers, secret ([0-9a-f]{32}))");
+    std::set<std::string> ranks, secrets;
+    for (const std::string& l : lines_of(r.out)) {
+        std::smatch m;
+        if (!std::regex_match(l, m, line)) continue;
+        ranks.insert(m[1]);
+        secrets.insert(m[2]);
+    }
+    EXPECT_EQ(ranks.size(), 3u) << r.out;
+    EXPECT_EQ(secrets.size(), 1u) << r.out;
+}
+
+// Open MPI's mpirun gives no Transit secret: the ranks derive one from the
+// job's own random value, the same in every rank, different in every job.
+void expect_mpirun_secrets(const std::string& variant) {
+    const std::string mpirun = MPIRUN_PATH;
+    if (mpirun.empty()) GTEST_SKIP() << "mpirun was not found when configuring";
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    auto job = [&] {
+        return Process({mpirun, "-n", "2", "--oversubscribe", "--bind-to", "none", behaviour,
+                        "secret", variant})
+            .wait();
+    };
+    const Result a = job(), b = job();
+    ASSERT_EQ(a.status, 0) << a.err;
+    ASSERT_EQ(b.status, 0) << b.err;
+    const auto sa = secrets_of(a), sb = secrets_of(b);
+    ASSERT_EQ(sa.size(), 2u) << a.out;
+    ASSERT_EQ(sb.size(), 2u) << b.out;
+    EXPECT_EQ(sa.at("0"), sa.at("1"));
+    EXPECT_EQ(sb.at("0"), sb.at("1"));
+    EXPECT_NE(sa.at("0"), sb.at("0"));
+}
+
+// Open MPI's mpirun gives no Transit secret: the ranks derive one from the
+// job's own random value, the same in every rank, different in every job.
+TEST(Mpirun, JobSecretIsSharedWithinAJobAndNotAcrossJobs) {
+    expect_mpirun_secrets("launcher");
+}
+
+// A launcher with no per-job random value at all: rank 0's seed, spread by
+// the first fence.
+TEST(Mpirun, JobSecretFromRankZerosSeed) {
+    expect_mpirun_secrets("no-launcher-random");
+}
+
+TEST(Mpirun, HostDrivenFenceMode) {
+    const std::string mpirun = MPIRUN_PATH;
+    if (mpirun.empty()) GTEST_SKIP() << "mpirun was not found when configuring";
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    const Result r = Process({mpirun, "-n", "2", "--oversubscribe", "--bind-to", "none", behaviour,
+                              "host-driven"})
+                         .wait();
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("read 2 of 2 blobs, 2 local peers"), std::string::npos) << r.out;
+}
+
 TEST(TransitRun, PrintJobShowsEveryPeersBlob) {
     const Result r = run({"--tag-output", "-n", "4", PRINT_JOB_PATH});
     ASSERT_EQ(r.status, 0) << r.err;

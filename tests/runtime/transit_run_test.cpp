@@ -254,6 +254,9 @@ TEST(TransitRun, ProgramArgumentsPassUntouched) {
     const Result r = run({"-n", "1", behaviour, "args", "--mca", "x", "-n", "5", "--", "a b", ""});
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "arg --mca\narg x\narg -n\narg 5\narg --\narg a b\narg \n");
+    const Result sep = run({"-n", "1", "--", behaviour, "args", "--"});
+    EXPECT_EQ(sep.status, 0) << sep.err;
+    EXPECT_EQ(sep.out, "arg --\n");
 }
 
 TEST(TransitRun, EnvironmentOfARank) {

@@ -218,14 +218,16 @@ void Launcher::handle_server_events(PmixHost& host) {
             case ServerEvent::Kind::finalized:
                 ranks_[ev.rank].finalized = true;
                 break;
-            case ServerEvent::Kind::aborted:
+            case ServerEvent::Kind::aborted: {
+                // An exit status is 8 bits; an abort must never look like success.
+                const int status = (ev.status & 0xff) != 0 ? (ev.status & 0xff) : 1;
                 terminate(
-                    ev.status != 0 ? ev.status & 0xff : 1,
+                    status,
                     fmt::format("rank {} aborted the job (status {}){}{}; killing the job", ev.rank,
                                 ev.status, ev.message.empty() ? "" : ": ", ev.message),
                     SIGTERM, std::chrono::seconds(1));
-                if (exit_status_ == 0) exit_status_ = 1;
                 break;
+            }
         }
     }
 }

@@ -77,6 +77,8 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
     }
 
     opt.command = app.remaining();
+    // "transit_run -n 2 -- program": the separator itself is not the program.
+    if (!opt.command.empty() && opt.command.front() == "--") opt.command.erase(opt.command.begin());
     if (opt.command.empty()) {
         usage_error("no program to run was given (transit_run [options] -n N program [args])");
         exit_status = bad_usage_status;

@@ -1,0 +1,256 @@
+// mca_btl_transit: Transit's transports offered to a stock Open MPI 4.1 as one
+// BTL component.  Its init opens Transit inside the MPI process (runtime in the
+// mode where Open MPI drives the PMIx fence, the btl framework with the
+// transports our parameters select) and returns one Open MPI module per
+// Transit module.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "btl_transit_module.hpp"
+#include "framework/btl_framework.hpp"
+#include "runtime/runtime.hpp"
+#include "transit/params.hpp"
+#include "transit/progress.hpp"
+
+// Open MPI finds the component by this name; defined at the end of the file.
+extern "C" mca_btl_base_component_3_0_0_t mca_btl_transit_component;
+
+namespace transit::ompi {
+namespace {
+
+// Open MPI parameters (btl_transit_*), stored where Open MPI's registry writes.
+char* include_param = nullptr;
+int verbose_param = 0;
+int records_param = 4096;
+
+// Everything Transit owns inside the MPI process, from init to close.
+struct Session {
+    std::unique_ptr<rt::Runtime> runtime;
+    std::unique_ptr<btl::Framework> framework;
+    std::vector<std::unique_ptr<Adapter>> adapters;
+    std::array<bool, 256> forwarded{};
+    bool peers_refreshed = false;
+
+    ~Session() {
+        for (std::size_t t = 0; t < forwarded.size(); ++t)
+            if (forwarded[t]) btl::am_table().unregister_callback(static_cast<btl::Tag>(t));
+        framework.reset();  // finalizes the Transit modules
+        adapters.clear();
+        runtime.reset();
+    }
+};
+
+std::unique_ptr<Session> session;
+int output = -1;  // opal_output stream for verbose lines
+
+template <typename... Args>
+void say(int level, fmt::format_string<Args...> f, Args&&... args) {
+    if (verbose_param < level || output < 0) return;
+    const std::string text = fmt::format(f, std::forward<Args>(args)...);
+    opal_output(output, "btl:transit: %s", text.c_str());
+}
+
+Adapter* adapter_of(btl::Module* m) noexcept {
+    for (const auto& a : session->adapters)
+        if (&a->inner() == m) return a.get();
+    return nullptr;
+}
+
+// A Transit active message for an Open MPI tag: the callback Open MPI put in
+// its trigger table gets a descriptor whose segments are Transit's own.
+void forward_message(btl::Module* m, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
+    const auto* trigger = static_cast<const mca_btl_active_message_callback_t*>(cbdata);
+    Adapter* a = adapter_of(m);
+    if (a == nullptr || trigger->cbfunc == nullptr) [[unlikely]]
+        return;
+    mca_btl_base_descriptor_t des;
+    des.des_segments =
+        reinterpret_cast<mca_btl_base_segment_t*>(const_cast<btl::Segment*>(d.segments));
+    des.des_segment_count = d.segment_count;
+    des.des_cbfunc = nullptr;
+    des.des_cbdata = nullptr;
+    des.des_context = nullptr;
+    des.des_flags = 0;
+    des.order = MCA_BTL_NO_ORDER;
+    trigger->cbfunc(a->ompi(), d.tag, &des, trigger->cbdata);
+}
+
+int progress() {
+    return progress_engine().progress();
+}
+
+// Open MPI's btl_transit_include becomes Transit's own `btl` selection.  Left
+// empty, every Transit transport but self is offered: Open MPI's self already
+// serves loopback, and two transports of the highest exclusivity would share it.
+void select_transports() {
+    params::Registry& reg = params::registry();
+    const params::Source api{params::Origin::api, {}, 0};
+    const std::string include = include_param != nullptr ? include_param : "";
+    if (!include.empty()) {
+        reg.set("btl", include, api);
+    } else {
+        const params::Variable* v = reg.find("btl");
+        if (v == nullptr || v->source().origin == params::Origin::default_value)
+            reg.set("btl", "^self", api);
+    }
+    if (verbose_param > 0) reg.set("btl_base_verbose", std::to_string(verbose_param), api);
+}
+
+std::unique_ptr<Session> open_session(bool mpi_threads) {
+    if (mpi_threads) {
+        say(1, "declined: Transit's transports are not thread safe (MPI_THREAD_MULTIPLE)");
+        return nullptr;
+    }
+    auto s = std::make_unique<Session>();
+    // Open MPI has published its own modex and will run the fence after every
+    // btl has published: Transit puts its data now and reads it in add_procs.
+    s->runtime = rt::open_runtime(rt::FenceMode::host_driven);
+    const opal_process_name_t me = OPAL_PROC_MY_NAME;
+    if (s->runtime->rank() != me.vpid) {
+        say(1, "declined: Transit sees rank {} of {}, Open MPI rank {}", s->runtime->rank(),
+            s->runtime->size(), me.vpid);
+        return nullptr;
+    }
+    s->framework =
+        std::make_unique<btl::Framework>(*s->runtime, progress_engine(), btl::am_table());
+    select_transports();
+    s->framework->open();
+    s->framework->init();
+    for (const mca::ComponentRecord& r : s->framework->records())
+        say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);
+    const auto records = static_cast<std::size_t>(records_param > 16 ? records_param : 16);
+    for (btl::Module* m : s->framework->modules()) {
+        s->adapters.push_back(std::make_unique<Adapter>(*m, mca_btl_transit_component, records));
+        say(1, "module {}: eager limit {}, max send {}, exclusivity {}, flags {:#x}", m->name(),
+            m->attributes().eager_limit, m->attributes().max_send_size, m->attributes().exclusivity,
+            m->attributes().flags);
+    }
+    return s;
+}
+
+mca_btl_base_module_t** component_init(int* count, bool progress_threads, bool mpi_threads) {
+    (void)progress_threads;
+    *count = 0;
+    try {
+        session = open_session(mpi_threads);
+    } catch (const std::exception& e) {
+        // A bad parameter or a broken launcher: Open MPI carries on without us.
+        opal_output(0, "btl:transit: Transit did not start: %s", e.what());
+        session.reset();
+    }
+    if (!session || session->adapters.empty()) {
+        session.reset();
+        return nullptr;
+    }
+    const std::size_t n = session->adapters.size();
+    // Open MPI releases the array with free().
+    auto** modules = static_cast<mca_btl_base_module_t**>(std::malloc(n * sizeof(void*)));
+    if (modules == nullptr) {
+        session.reset();
+        return nullptr;
+    }
+    for (std::size_t i = 0; i < n; ++i) modules[i] = session->adapters[i]->ompi();
+    *count = static_cast<int>(n);
+    return modules;
+}
+
+int component_register() {
+    mca_base_component_t* c = &mca_btl_transit_component.btl_version;
+    include_param = const_cast<char*>("");
+    mca_base_component_var_register(
+        c, "include",
+        "Transit transports to offer, as Transit's btl selection: a list (\"vader,tcp\") or, "
+        "with a leading '^', the ones not to offer (\"^openib\"); empty: every Transit "
+        "transport except self (Open MPI's self serves loopback)",
+        MCA_BASE_VAR_TYPE_STRING, nullptr, 0, mca_base_var_flag_t{}, OPAL_INFO_LVL_3,
+        MCA_BASE_VAR_SCOPE_READONLY, &include_param);
+    mca_base_component_var_register(
+        c, "verbose",
+        "Verbosity of the adapter (0..100); above 0 it also sets Transit's btl_base_verbose",
+        MCA_BASE_VAR_TYPE_INT, nullptr, 0, mca_base_var_flag_t{}, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_LOCAL, &verbose_param);
+    mca_base_component_var_register(
+        c, "descriptors",
+        "Open MPI descriptors and one-sided completion records per Transit module: how many "
+        "sends and RDMA operations may be in flight through the adapter at once",
+        MCA_BASE_VAR_TYPE_INT, nullptr, 0, mca_base_var_flag_t{}, OPAL_INFO_LVL_6,
+        MCA_BASE_VAR_SCOPE_READONLY, &records_param);
+    return OPAL_SUCCESS;
+}
+
+int component_open() {
+    if (verbose_param > 0) {
+        output = opal_output_open(nullptr);
+        opal_output_set_verbosity(output, verbose_param);
+    }
+    return OPAL_SUCCESS;
+}
+
+int component_close() {
+    session.reset();
+    if (output >= 0) opal_output_close(output);
+    output = -1;
+    return OPAL_SUCCESS;
+}
+
+}  // namespace
+
+int forward_tag(mca_btl_base_tag_t tag) noexcept {
+    if (!session) return OPAL_ERR_NOT_AVAILABLE;
+    if (session->forwarded[tag]) return OPAL_SUCCESS;
+    const Status s = btl::am_table().register_callback(tag, &forward_message,
+                                                       &mca_btl_base_active_message_trigger[tag]);
+    if (!ok(s)) {
+        opal_output(0, "btl:transit: Open MPI tag %#x cannot be forwarded: %s", tag,
+                    std::string(to_string(s)).c_str());
+        return to_opal(s);
+    }
+    session->forwarded[tag] = true;
+    return OPAL_SUCCESS;
+}
+
+void before_first_add_procs() {
+    if (!session || session->peers_refreshed) return;
+    session->peers_refreshed = true;
+    // Open MPI's fence has run: learn which peers share our node.
+    session->runtime->fence();
+    // Callbacks Open MPI's layers placed in the trigger table without asking
+    // the btls (pml, osc and user tags; the btl range belongs to transports).
+    for (int t = MCA_BTL_TAG_PML; t < MCA_BTL_TAG_MAX; ++t)
+        if (mca_btl_base_active_message_trigger[t].cbfunc != nullptr &&
+            !btl::am_table().registered(static_cast<btl::Tag>(t)))
+            forward_tag(static_cast<mca_btl_base_tag_t>(t));
+}
+
+}  // namespace transit::ompi
+
+extern "C" {
+
+__attribute__((visibility("default"))) mca_btl_base_component_3_0_0_t mca_btl_transit_component = {
+    .btl_version =
+        {
+            OPAL_MCA_BASE_VERSION_2_1_0("btl", 3, 1, 0),
+            .mca_component_name = "transit",
+            .mca_component_major_version = TRANSIT_ADAPTER_VERSION_MAJOR,
+            .mca_component_minor_version = TRANSIT_ADAPTER_VERSION_MINOR,
+            .mca_component_release_version = TRANSIT_ADAPTER_VERSION_PATCH,
+            .mca_open_component = &transit::ompi::component_open,
+            .mca_close_component = &transit::ompi::component_close,
+            .mca_query_component = nullptr,
+            .mca_register_component_params = &transit::ompi::component_register,
+            .mca_component_flags = 0,
+            .reserved = {},
+        },
+    .btl_data = {.param_field = MCA_BASE_METADATA_PARAM_NONE, .reserved = {}},
+    .btl_init = &transit::ompi::component_init,
+    .btl_progress = &transit::ompi::progress,
+};
+
+}  // extern "C"

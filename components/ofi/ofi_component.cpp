@@ -56,8 +56,7 @@ constexpr params::Decl ofi_params[] = {
      "tcp/sockets 256, above the tcp btl; other providers 1024)",
      7},
     {"latency", Type::integer, "-1",
-     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, others 10)",
-     7},
+     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, others 10)", 7},
     {"bandwidth", Type::integer, "-1",
      "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider reports, "
      "else an estimate",
@@ -120,8 +119,8 @@ class OfiComponent final : public btl::Component {
             }
             const Status s = ctx.runtime.modex_send(m->modex_key(), m->address());
             if (!ok(s)) {
-                failures.push_back(fmt::format("{}: publishing the address failed: {}", prov,
-                                               to_string(s)));
+                failures.push_back(
+                    fmt::format("{}: publishing the address failed: {}", prov, to_string(s)));
                 continue;
             }
             out_.verbose(10, "{}: domain {}, exclusivity {}, atomics {:#x}", m->name(),
@@ -130,8 +129,8 @@ class OfiComponent final : public btl::Component {
             modules.push_back(std::move(m));
         }
         if (modules.empty())
-            decline_reason_ = fmt::format("no provider could be opened ({})",
-                                          fmt::join(failures, "; "));
+            decline_reason_ =
+                fmt::format("no provider could be opened ({})", fmt::join(failures, "; "));
         return modules;
     }
 
@@ -189,9 +188,10 @@ class OfiComponent final : public btl::Component {
         const int rc = fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &infos.head);
         fi_freeinfo(hints);
         if (rc != 0) {
-            why = fmt::format("libfabric offers no reliable-datagram provider with messages, "
-                              "RMA and atomics ({})",
-                              fi_strerror(-rc));
+            why = fmt::format(
+                "libfabric offers no reliable-datagram provider with messages, "
+                "RMA and atomics ({})",
+                fi_strerror(-rc));
             return out;
         }
         std::set<std::string> seen, skipped;
@@ -205,13 +205,14 @@ class OfiComponent final : public btl::Component {
                 skipped.insert(prov);
         }
         if (out.empty())
-            why = fmt::format("no selected provider is available (available: {}; selection: {})",
-                              fmt::join(seen, ", "),
-                              selection_.use_include
-                                  ? "btl_ofi_provider_include=" +
-                                        fmt::format("{}", fmt::join(selection_.include.names, ","))
-                                  : "btl_ofi_provider_exclude=" +
-                                        fmt::format("{}", fmt::join(selection_.exclude.names, ",")));
+            why =
+                fmt::format("no selected provider is available (available: {}; selection: {})",
+                            fmt::join(seen, ", "),
+                            selection_.use_include
+                                ? "btl_ofi_provider_include=" +
+                                      fmt::format("{}", fmt::join(selection_.include.names, ","))
+                                : "btl_ofi_provider_exclude=" +
+                                      fmt::format("{}", fmt::join(selection_.exclude.names, ",")));
         for (const std::string& p : skipped) out_.verbose(20, "provider {} not selected", p);
         return out;
     }
@@ -245,8 +246,9 @@ class OfiComponent final : public btl::Component {
         in_range("free_list_max", c.free_list_max, 1, 1u << 20);
         in_range("recv_buffers", c.recv_buffers, 1, 1u << 16);
         in_range("max_rdma_ops", c.max_rdma_ops, 1, 1u << 20);
-        for (auto [name, v] : {std::pair{"exclusivity", c.exclusivity},
-                               std::pair{"latency", c.latency}, std::pair{"bandwidth", c.bandwidth}})
+        for (auto [name, v] :
+             {std::pair{"exclusivity", c.exclusivity}, std::pair{"latency", c.latency},
+              std::pair{"bandwidth", c.bandwidth}})
             if (v < -1 || v > 0xffffffffll)
                 throw params::Error(
                     fmt::format("btl_ofi_{}: {} is outside -1..4294967295", name, v));

@@ -43,9 +43,9 @@ struct OfiFrag : OpContext, btl::Descriptor {
     std::byte* buffer = nullptr;
     std::size_t capacity = 0;
     OfiEndpoint* endpoint = nullptr;
-    void* desc = nullptr;     // local registration descriptor (FI_MR_LOCAL)
-    bool internal = false;    // sendi's own fragment: freed at completion, no callback
-    bool in_use = false;      // catches double frees
+    void* desc = nullptr;   // local registration descriptor (FI_MR_LOCAL)
+    bool internal = false;  // sendi's own fragment: freed at completion, no callback
+    bool in_use = false;    // catches double frees
     OfiFrag* next_free = nullptr;
 };
 
@@ -149,8 +149,12 @@ class FragPool {
 
   private:
     bool pool_items_empty() const noexcept { return pool_.size() == 0; }
-    const OfiFrag& first() const noexcept { return const_cast<FragPool*>(this)->pool_.items().front(); }
-    const OfiFrag& last() const noexcept { return const_cast<FragPool*>(this)->pool_.items().back(); }
+    const OfiFrag& first() const noexcept {
+        return const_cast<FragPool*>(this)->pool_.items().front();
+    }
+    const OfiFrag& last() const noexcept {
+        return const_cast<FragPool*>(this)->pool_.items().back();
+    }
 
     Pool<OfiFrag> pool_;
     std::unique_ptr<std::byte[]> storage_;

@@ -138,7 +138,8 @@ void OfiModule::open_objects(const fi_info& info) {
         fail("fi_av_open", rc);
     if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
         fail("fi_endpoint", rc);
-    if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0) fail("binding the address vector", rc);
+    if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0)
+        fail("binding the address vector", rc);
     if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
         fail("binding the completion queue", rc);
     if (int rc = fi_enable(ep_.get()); rc != 0) fail("fi_enable", rc);
@@ -181,9 +182,9 @@ void OfiModule::choose_attributes(const fi_info& info) {
     attr_.exclusivity =
         config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
     attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency)
-                    : local                ? 5
-                    : soft                 ? 100
-                                           : 10;
+                    : local              ? 5
+                    : soft               ? 100
+                                         : 10;
     std::uint32_t bandwidth = local ? 10000 : soft ? 1000 : 10000;
     if (info.nic != nullptr && info.nic->link_attr != nullptr && info.nic->link_attr->speed > 0)
         bandwidth = static_cast<std::uint32_t>(
@@ -452,7 +453,8 @@ void OfiModule::complete_error() noexcept {
 
 void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
     if (len < header_size) [[unlikely]] {
-        report_error(btl::error_flags::nonfatal, any_rank, "ofi: a message shorter than its header");
+        report_error(btl::error_flags::nonfatal, any_rank,
+                     "ofi: a message shorter than its header");
         repost(r);
         return;
     }
@@ -556,8 +558,8 @@ Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag) noexcept 
     const WireHeader h{tag, wire_version, 0, runtime_.rank()};
     std::memcpy(f->buffer, &h, sizeof h);
     f->endpoint = ep;
-    const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc,
-                               ep->address, static_cast<OpContext*>(f));
+    const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc, ep->address,
+                               static_cast<OpContext*>(f));
     if (rc == 0) {
         ++sends_pending_;
         return Status::success;
@@ -715,8 +717,8 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
     if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
-    if (Status s = check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write,
-                                p);
+    if (Status s =
+            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write, p);
         s != Status::success) [[unlikely]]
         return s;
     if (size > attr_.put_limit) [[unlikely]]
@@ -726,8 +728,10 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
     void* desc = local_desc(local_handle, local_address, size);
     if (local_mr_ && desc == nullptr) {
         CacheEntry* e = rcache_.find(local_address, size);
-        if (e == nullptr) e = rcache_.acquire(local_address, size, nullptr);
-        else ++e->refs;
+        if (e == nullptr)
+            e = rcache_.acquire(local_address, size, nullptr);
+        else
+            ++e->refs;
         if (e == nullptr) {
             rdma_.put(op);
             return Status::out_of_resource;
@@ -735,9 +739,9 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
         op->temp_registration = e;
         desc = e->desc;
     }
-    const ssize_t rc = fi_write(ep_.get(), local_address, size, desc, op->endpoint->address,
-                                target_address(p, remote_address), p.key,
-                                static_cast<OpContext*>(op));
+    const ssize_t rc =
+        fi_write(ep_.get(), local_address, size, desc, op->endpoint->address,
+                 target_address(p, remote_address), p.key, static_cast<OpContext*>(op));
     if (rc != 0 && op->temp_registration != nullptr) {
         rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
         op->temp_registration = nullptr;
@@ -763,8 +767,10 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
     void* desc = local_desc(local_handle, local_address, size);
     if (local_mr_ && desc == nullptr) {
         CacheEntry* e = rcache_.find(local_address, size);
-        if (e == nullptr) e = rcache_.acquire(local_address, size, nullptr);
-        else ++e->refs;
+        if (e == nullptr)
+            e = rcache_.acquire(local_address, size, nullptr);
+        else
+            ++e->refs;
         if (e == nullptr) {
             rdma_.put(op);
             return Status::out_of_resource;
@@ -772,9 +778,9 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
         op->temp_registration = e;
         desc = e->desc;
     }
-    const ssize_t rc = fi_read(ep_.get(), local_address, size, desc, op->endpoint->address,
-                               target_address(p, remote_address), p.key,
-                               static_cast<OpContext*>(op));
+    const ssize_t rc =
+        fi_read(ep_.get(), local_address, size, desc, op->endpoint->address,
+                target_address(p, remote_address), p.key, static_cast<OpContext*>(op));
     if (rc != 0 && op->temp_registration != nullptr) {
         rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
         op->temp_registration = nullptr;
@@ -812,9 +818,9 @@ Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
     const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
     const std::uint64_t target = target_address(p, remote_address);
     const ssize_t rc =
-        fetch ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address,
-                                result_desc, rec->endpoint->address, target, p.key, dt,
-                                fi_atomics[slot].fi, static_cast<OpContext*>(rec))
+        fetch ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address, result_desc,
+                                rec->endpoint->address, target, p.key, dt, fi_atomics[slot].fi,
+                                static_cast<OpContext*>(rec))
               : fi_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, rec->endpoint->address, target,
                           p.key, dt, fi_atomics[slot].fi, static_cast<OpContext*>(rec));
     return issued(rec, rc);
@@ -923,8 +929,8 @@ Status OfiModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (sends_pending_ > 0 || rdma_pending_ > 0)
-        out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight",
-                     name(), sends_pending_, rdma_pending_);
+        out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight", name(),
+                     sends_pending_, rdma_pending_);
     registrations_.clear();
     pool_registrations_.clear();
     rcache_.clear();

@@ -140,7 +140,8 @@ class OfiModule final : public btl::Module {
     void* local_desc(btl::RegistrationHandle* handle, const void* address,
                      std::size_t size) noexcept;
     Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                        std::size_t size, std::uint32_t access, PackedHandle& packed) const noexcept;
+                        std::size_t size, std::uint32_t access,
+                        PackedHandle& packed) const noexcept;
     std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
         return virt_addr_ ? address : address - p.mr_base;
     }
@@ -148,8 +149,8 @@ class OfiModule final : public btl::Module {
                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept;
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
-    Status atomic_common(btl::Endpoint* endpoint, void* local_address,
-                         std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                         btl::RegistrationHandle* local_handle,
                          const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
                          std::uint64_t operand, int flags, bool fetch, btl::RdmaCompletionFn cbfunc,
                          void* cbcontext, void* cbdata) noexcept;
@@ -181,7 +182,7 @@ class OfiModule final : public btl::Module {
 
     std::vector<std::byte> address_;
     std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank
-    std::vector<fi_addr_t> av_addr_;                    // FI_ADDR_NOTAVAIL until inserted
+    std::vector<fi_addr_t> av_addr_;                     // FI_ADDR_NOTAVAIL until inserted
     std::size_t peer_count_ = 0;
     std::size_t sends_pending_ = 0;
     std::size_t rdma_pending_ = 0;

@@ -82,6 +82,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
         readers_.emplace_back(segment_.data() + layout_.fbox_offset + i * layout_.fbox_stride,
                               layout_.fbox_size);
     endpoints_.resize(layout_.local_size);
+    counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
 
     const std::size_t payload = layout_.frag_stride - frag_header_size;
@@ -171,8 +172,12 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     ep->frag_payload = ph.frag_stride - frag_header_size;
     // The last peer to map a segment removes its name: from then on a crash
     // leaves nothing in the backing directory.
-    if (ph.attached.fetch_add(1, std::memory_order_acq_rel) + 2 == ph.local_size)
-        unlink_path(ep->segment.path());
+    // Counted once per peer even if it is deleted and added again.
+    if (!counted_[local_index]) {
+        counted_[local_index] = true;
+        if (ph.attached.fetch_add(1, std::memory_order_acq_rel) + 2 == ph.local_size)
+            unlink_path(ep->segment.path());
+    }
 
     if (single_copy_ == SingleCopy::cma) {
         std::string why =

@@ -156,6 +156,7 @@ class VaderModule final : public btl::Module {
     std::vector<FastboxReader> readers_;                     // by sender's local index
     std::vector<std::unique_ptr<VaderEndpoint>> endpoints_;  // by local index
     std::vector<std::uint32_t> active_;                      // local indexes with an endpoint
+    std::vector<bool> counted_;  // peers whose segment we counted as mapped
     std::vector<Frag> frags_;
     std::vector<Frag*> free_frags_;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;

@@ -39,6 +39,8 @@ struct WireHeader {
     std::uint64_t base;    // region offset for read / fill / write
 };
 
+inline constexpr std::size_t wire_header_size = sizeof(WireHeader);
+
 // The payload of hello: the registered region and its packed handle.
 struct RegionInfo {
     std::uint64_t address;

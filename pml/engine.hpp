@@ -152,6 +152,11 @@ class Engine {
     std::uint32_t size() const noexcept { return size_; }
     rt::Runtime& runtime() noexcept { return *runtime_; }
     const Settings& settings() const noexcept { return settings_; }
+    // Modules that carry first fragments to `peer` in turn (for tests and tools).
+    std::size_t eager_paths(Rank peer) noexcept {
+        Peer* p = send_peer(peer);
+        return p ? p->ep->eager_equal : 0;
+    }
 
     int progress() noexcept {
         int n = progress_.progress();

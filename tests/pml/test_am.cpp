@@ -72,16 +72,23 @@ TEST(ActiveMessages, HeaderHandlerPlacesDataWithAllCounters) {
     ASSERT_TRUE(ok(ctx().irecv(to, 71, &next_ref, sizeof next_ref, r2)));
     ASSERT_EQ(ctx().send((me + n - 1) % n, 71, &mine, sizeof mine), Status::success);
     ASSERT_EQ(ctx().wait(r2), Status::success);
+    const std::uint64_t before = target().completions;  // before anyone may send
     ASSERT_TRUE(ctx().barrier() == Status::success);
 
+    // Each message gets its own odd offset in the target buffer: AMs are not
+    // ordered, so overlapping ones could land in any order.
     const std::size_t sizes[] = {0, 16, 1000, 70000, 3u << 20};
+    std::uint64_t offsets[std::size(sizes)];
     Counter origin, completion;
     std::vector<std::vector<std::byte>> data;
-    const std::uint64_t before = target().completions;
-    std::uint64_t offset = 12345;
-    for (std::size_t size : sizes) data.push_back(make_data(me, size, 5));
+    std::uint64_t at = 12345;
     for (std::size_t i = 0; i < std::size(sizes); ++i) {
-        std::uint64_t off = offset + i * 7;
+        data.push_back(make_data(me, sizes[i], 5));
+        offsets[i] = at;
+        at += sizes[i] + 7;
+    }
+    for (std::size_t i = 0; i < std::size(sizes); ++i) {
+        std::uint64_t off = offsets[i];
         ASSERT_TRUE(
             ok(ctx().am_send(to, handler_id, {reinterpret_cast<const std::byte*>(&off), sizeof off},
                              data[i].data(), sizes[i], {&origin, next_ref, &completion})));
@@ -94,12 +101,10 @@ TEST(ActiveMessages, HeaderHandlerPlacesDataWithAllCounters) {
     EXPECT_EQ(ctx().counter_get(target_counter), std::size(sizes));
     EXPECT_EQ(target().completions - before, std::size(sizes));
     ASSERT_EQ(ctx().barrier(), Status::success);
-    // The last (largest) message landed at its offset, intact; the others were
-    // overwritten by it except their leading bytes, so check the largest.
-    const std::size_t big = sizes[std::size(sizes) - 1];
     const Rank from = (me + n - 1) % n;
-    EXPECT_EQ(first_bad(target().buffer.data() + offset + (std::size(sizes) - 1) * 7, from, big, 5),
-              big);
+    for (std::size_t i = 0; i < std::size(sizes); ++i)
+        EXPECT_EQ(first_bad(target().buffer.data() + offsets[i], from, sizes[i], 5), sizes[i])
+            << "message " << i << " of " << sizes[i] << " bytes";
     EXPECT_EQ(target().last_source, from);
 }
 

@@ -125,6 +125,29 @@ std::uint64_t apply(AtomicOp op, std::uint64_t a, std::uint64_t b, bool bits32) 
     return bits32 ? (r & 0xffffffffu) : r;
 }
 
+// The operand rank r uses in round i: every rank can recompute everyone's.
+std::uint64_t operand_of(AtomicOp op, Rank r, int i, int rounds, bool b32) {
+    const std::uint64_t mask = b32 ? 0xffffffffull : ~0ull;
+    const int bit = static_cast<int>((r * rounds + i) % (b32 ? 32 : 64));
+    switch (op) {
+        case AtomicOp::add:
+            return r + 1;
+        case AtomicOp::and_:
+            return ~(1ull << bit) & mask;
+        case AtomicOp::or_:
+            return 1ull << bit;
+        case AtomicOp::xor_:
+            return (r + 1) * 0x1010101ull * (i + 1) & mask;
+        case AtomicOp::swap:
+            return 7;
+        case AtomicOp::min:
+            return static_cast<std::uint64_t>(500000 - r * 1000 - i);
+        case AtomicOp::max:
+            return static_cast<std::uint64_t>(r * 1000 + i);
+    }
+    return 0;
+}
+
 // Every rank applies `rounds` operations to one word on rank 0; operands are
 // chosen so that the final value is order independent and known exactly.
 TEST(OneSided, EveryAtomicHammeredByEveryRank) {
@@ -151,31 +174,7 @@ TEST(OneSided, EveryAtomicHammeredByEveryRank) {
             std::uint64_t expect = init;
             std::vector<std::uint64_t> fetched(rounds);
             for (int i = 0; i < rounds; ++i) {
-                // Per rank and round, an operand every rank can recompute.
-                std::uint64_t operand;
-                switch (op) {
-                    case AtomicOp::add:
-                        operand = me + 1;
-                        break;
-                    case AtomicOp::and_:
-                        operand = ~(1ull << ((me * rounds + i) % (b32 ? 32 : 64))) & mask;
-                        break;
-                    case AtomicOp::or_:
-                        operand = 1ull << ((me * rounds + i) % (b32 ? 32 : 64));
-                        break;
-                    case AtomicOp::xor_:
-                        operand = (me + 1) * 0x1010101ull * (i + 1) & mask;
-                        break;
-                    case AtomicOp::swap:
-                        operand = 7;
-                        break;
-                    case AtomicOp::min:
-                        operand = static_cast<std::uint64_t>(500000 - me * 1000 - i);
-                        break;
-                    case AtomicOp::max:
-                        operand = static_cast<std::uint64_t>(me * 1000 + i);
-                        break;
-                }
+                const std::uint64_t operand = operand_of(op, me, i, rounds, b32);
                 std::uint64_t* f = (i % 2) ? &fetched[i] : nullptr;
                 ASSERT_EQ(ctx().atomic(0, op, width, w.keys[0], 8, operand, f), Status::success);
             }
@@ -184,30 +183,7 @@ TEST(OneSided, EveryAtomicHammeredByEveryRank) {
             // The value every rank's operations produce together, in any order.
             for (Rank r = 0; r < n; ++r)
                 for (int i = 0; i < rounds; ++i) {
-                    std::uint64_t operand = 0;
-                    switch (op) {
-                        case AtomicOp::add:
-                            operand = r + 1;
-                            break;
-                        case AtomicOp::and_:
-                            operand = ~(1ull << ((r * rounds + i) % (b32 ? 32 : 64))) & mask;
-                            break;
-                        case AtomicOp::or_:
-                            operand = 1ull << ((r * rounds + i) % (b32 ? 32 : 64));
-                            break;
-                        case AtomicOp::xor_:
-                            operand = (r + 1) * 0x1010101ull * (i + 1) & mask;
-                            break;
-                        case AtomicOp::swap:
-                            operand = 7;
-                            break;
-                        case AtomicOp::min:
-                            operand = static_cast<std::uint64_t>(500000 - r * 1000 - i);
-                            break;
-                        case AtomicOp::max:
-                            operand = static_cast<std::uint64_t>(r * 1000 + i);
-                            break;
-                    }
+                    const std::uint64_t operand = operand_of(op, r, i, rounds, b32);
                     expect = apply(op, expect, operand, b32);
                 }
             if (me == 0) {

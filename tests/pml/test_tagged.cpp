@@ -1,10 +1,12 @@
 // Tagged messages across the job: sizes, wildcards, ordering, truncation,
 // short receives, cancel, probe, wait variants, iovecs, user pointers.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <set>
 
+#include "pml/engine.hpp"
 #include "tests/pml/pml_env.hpp"
 
 namespace {
@@ -254,6 +256,14 @@ TEST(Tagged, UnexpectedFloodIsNeverDropped) {
         ASSERT_EQ(first_bad(in.data(), prev_rank(), size, i), size) << "message " << i;
     }
     ASSERT_EQ(ctx().wait_all(sends), Status::success);
+}
+
+// The striped variant (vader and tcp made equal by parameters) must really
+// alternate two modules, or the ordering tests above prove nothing about it.
+TEST(Tagged, StripingUsesEveryEqualModule) {
+    const char* want = std::getenv("TRANSIT_TEST_EXPECT_PATHS");
+    if (!want || ctx().size() < 2) GTEST_SKIP() << "not the striped variant";
+    EXPECT_EQ(ctx().engine().eager_paths(next_rank()), std::strtoul(want, nullptr, 10));
 }
 
 TEST(Tagged, BadArguments) {

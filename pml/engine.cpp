@@ -37,12 +37,17 @@ std::uint32_t fnv1a(std::string_view s) noexcept {
 // Receive trampolines: the am table calls these with the engine as cbdata.
 struct Handlers {
     // Views the message as one contiguous block (copying only if the btl split it).
-    static const std::byte* view(const btl::ReceiveDescriptor& d, std::size_t& len) noexcept {
+    static const std::byte* view(Engine* e, const btl::ReceiveDescriptor& d,
+                                 std::size_t& len) noexcept {
         if (d.segment_count == 1) [[likely]] {
             len = d.segments[0].len;
             return static_cast<const std::byte*>(d.segments[0].addr);
         }
-        thread_local std::vector<std::byte> scratch;
+        return gather(e->scratch_, d, len);
+    }
+    [[gnu::noinline]] static const std::byte* gather(std::vector<std::byte>& scratch,
+                                                     const btl::ReceiveDescriptor& d,
+                                                     std::size_t& len) noexcept {
         len = 0;
         for (std::size_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
         try {
@@ -62,7 +67,7 @@ struct Handlers {
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
         std::size_t n;
-        const std::byte* b = view(d, n);
+        const std::byte* b = view(e, d, n);
         if (!b) return;
         if constexpr (K == wire::match)
             e->on_match(b, n, d.tag);
@@ -217,6 +222,14 @@ Req* Engine::new_req(Req::Kind k, void* user) noexcept {
     r->handle_module = nullptr;
     r->origin_counter = nullptr;
     r->am_done = nullptr;
+    r->queued = false;
+    r->issuing = false;
+    r->am_target_counter = 0;
+    r->am_completion_token = 0;
+    r->am_header_len = 0;
+    r->remote_handle_len = 0;
+    r->remote_addr = 0;
+    r->rdma_component = 0;
     r->st() = RequestStatus{};
     r->reset_done();
     return r;

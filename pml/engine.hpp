@@ -325,6 +325,7 @@ class Engine {
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     bool warned_bad_am_ = false;
+    std::vector<std::byte> scratch_;  // a message a btl split into several segments
 };
 
 // Registered local memory.

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -120,8 +121,15 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
     }
     s->framework =
         std::make_unique<btl::Framework>(*s->runtime, progress_engine(), btl::am_table());
-    select_transports();
-    s->framework->open();
+    try {
+        select_transports();
+        s->framework->open();
+    } catch (const params::Error& e) {
+        // Name the parameter the user set, not only Transit's own name for it.
+        if (include_param == nullptr || *include_param == '\0') throw;
+        throw std::runtime_error(
+            fmt::format("{} (btl_transit_include is \"{}\")", e.what(), include_param));
+    }
     s->framework->init();
     for (const mca::ComponentRecord& r : s->framework->records())
         say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);

@@ -19,4 +19,6 @@ export OMPI_MCA_btl_base_warn_component_unused=0
 args=(-n "$ranks" --oversubscribe --mca pml ob1 --mca btl self,transit
       --mca btl_transit_verbose "${TRANSIT_OMPI_VERBOSE:-0}")
 [ -n "$include" ] && args+=(--mca btl_transit_include "$include")
+# Transit's own parameters reach every rank, wherever it runs.
+for var in $(compgen -e | grep '^TRANSIT_MCA_' || true); do args+=(-x "$var"); done
 exec timeout --kill-after=10 "${TRANSIT_OMPI_TEST_TIMEOUT:-240}" mpirun "${args[@]}" "$@"

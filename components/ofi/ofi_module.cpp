@@ -16,7 +16,6 @@ namespace transit::ofi {
 namespace {
 
 constexpr std::size_t header_size = sizeof(WireHeader);
-constexpr std::size_t poll_batch = 16;
 // Room left in rxm's eager buffer for rxm's own packet header.
 constexpr std::size_t rxm_headroom = 256;
 
@@ -355,18 +354,26 @@ int OfiModule::progress_cb(void* self) noexcept {
 int OfiModule::poll() noexcept {
     if (repost_head_ != nullptr) [[unlikely]]
         retry_reposts();
-    fi_cq_msg_entry entries[poll_batch];
-    const ssize_t n = fi_cq_read(cq_.get(), entries, poll_batch);
-    if (n > 0) {
-        for (ssize_t i = 0; i < n; ++i)
-            complete(static_cast<OpContext*>(entries[i].op_context), entries[i].len);
-        return static_cast<int>(n);
+    // Entries are taken from a member batch one at a time: a callback that
+    // drives progress (nested poll) continues with the next entry instead of
+    // reading newer ones, so deliveries keep the order of the queue.
+    int events = 0;
+    if (batch_pos_ == batch_len_) {
+        const ssize_t n = fi_cq_read(cq_.get(), batch_.data(), batch_.size());
+        if (n == -FI_EAVAIL) {
+            complete_error();
+            return 1;
+        }
+        if (n <= 0) return 0;
+        batch_pos_ = 0;
+        batch_len_ = static_cast<std::size_t>(n);
     }
-    if (n == -FI_EAVAIL) {
-        complete_error();
-        return 1;
+    while (batch_pos_ < batch_len_) {
+        const fi_cq_msg_entry& e = batch_[batch_pos_++];
+        complete(static_cast<OpContext*>(e.op_context), e.len);
+        ++events;
     }
-    return 0;
+    return events;
 }
 
 void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {

@@ -187,6 +187,9 @@ class OfiModule final : public btl::Module {
     std::size_t sends_pending_ = 0;
     std::size_t rdma_pending_ = 0;
     OfiRecv* repost_head_ = nullptr;
+    std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
+    std::size_t batch_pos_ = 0;
+    std::size_t batch_len_ = 0;
     ProgressEngine::Handle progress_handle_;
 
     std::size_t inject_limit_ = 0;

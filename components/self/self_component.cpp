@@ -29,6 +29,9 @@ constexpr params::Decl self_params[] = {
      "Priority of self among the transports that reach a peer (highest wins)", 7},
 };
 
+// The exclusivity default above is spelled out; keep it equal to the SDK's value.
+static_assert(btl::exclusivity_high == 65536);
+
 class SelfComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {

@@ -8,8 +8,6 @@
 
 namespace transit::pml {
 
-inline constexpr std::size_t am_max_header = 128;
-
 Status Engine::register_am(std::uint32_t id, const AmHandler& h) {
     if (id >= am_handlers_.size() || !h.header) return Status::bad_param;
     if (am_handlers_[id].header) return Status::exists;
@@ -19,7 +17,8 @@ Status Engine::register_am(std::uint32_t id, const AmHandler& h) {
 
 Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header,
                        const void* data, std::size_t len, const AmCounters& c) noexcept {
-    if (header.size() > am_max_header || id >= am_handlers_.size()) return Status::bad_param;
+    if (header.size() > Context::am_max_header || id >= am_handlers_.size())
+        return Status::bad_param;
     Peer* p = send_peer(dst);
     if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
     if (sizeof(wire::AmHdr) + header.size() + len <= p->ep->eager_limit) [[likely]] {

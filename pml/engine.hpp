@@ -152,6 +152,8 @@ class Engine {
     std::uint32_t size() const noexcept { return size_; }
     rt::Runtime& runtime() noexcept { return *runtime_; }
     const Settings& settings() const noexcept { return settings_; }
+    // How often this process asked a sender to stop sending eagerly.
+    std::uint64_t throttles_sent() const noexcept { return throttles_sent_; }
     // Modules that carry first fragments to `peer` in turn (for tests and tools).
     std::size_t eager_paths(Rank peer) noexcept {
         Peer* p = send_peer(peer);
@@ -304,6 +306,7 @@ class Engine {
     std::uint64_t arrival_ = 0;
     std::size_t unexpected_bytes_ = 0;
     bool any_throttling_ = false;
+    std::uint64_t throttles_sent_ = 0;
 
     FreeList<Req> reqs_;
     FreeList<RawMsg> raws_;

@@ -211,6 +211,7 @@ void Engine::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, 
         // catch up.  Its data then waits on its side, not in our memory.
         p->throttling = true;
         any_throttling_ = true;
+        ++throttles_sent_;
         out_.verbose(10, "pml: unexpected queue over budget ({} bytes), throttling rank {}",
                      unexpected_bytes_, p->rank);
         wire::ThrottleHdr th{rank_, 1};

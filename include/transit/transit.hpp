@@ -169,8 +169,11 @@ class Context {
                 RequestStatus* status = nullptr) noexcept;
 
     // --- active messages ------------------------------------------------------
+    // Active messages are not ordered with each other or with tagged messages.
     // id: any number below am_max_handlers.  exists when taken.
     static constexpr std::uint32_t am_max_handlers = 256;
+    // Largest user header of one active message.
+    static constexpr std::size_t am_max_header = 128;
     Status register_am_handler(std::uint32_t id, AmHeaderFn header_handler,
                                AmCompletionFn completion_handler, void* handler_arg);
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
@@ -181,7 +184,8 @@ class Context {
     void counter_wait(const Counter& c, std::uint64_t value) noexcept;
 
     // --- one-sided --------------------------------------------------------------
-    // Registers [base, base+size) with every transport that needs it.
+    // Registers [base, base+size) with every transport that needs it.  Emulated
+    // operations from peers are refused outside registered regions.
     Status register_memory(void* base, std::size_t size, MemoryRegion*& region);
     Status deregister_memory(MemoryRegion*& region);
     // The bytes to send to peers so they can address the region.

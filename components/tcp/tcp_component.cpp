@@ -184,6 +184,8 @@ void TcpComponent::close() {
     }
     active_handle_ = {};
     idle_handle_ = {};
+    // Nothing may register a callback for a component that is going away.
+    progress_ = nullptr;
     graveyard_.clear();
 }
 

@@ -38,6 +38,9 @@ std::vector<cpu_set_t> core_bindings(unsigned np, bool force_core, bool force_no
     hwloc_topology_t topo = nullptr;
     if (hwloc_topology_init(&topo) != 0) return {};
     std::vector<cpu_set_t> sets;
+    // Cores only: no I/O discovery (its GPU loaders are slow and leak).
+    for (const char* io : {"pci", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"})
+        hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, io);
     if (hwloc_topology_load(topo) == 0) {
         hwloc_obj_type_t type = HWLOC_OBJ_CORE;
         int n = hwloc_get_nbobjs_by_type(topo, type);

@@ -383,7 +383,7 @@ TEST(TransitRun, FenceTimeoutParameterBoundsTheWait) {
     std::multiset<std::string> lines;
     for (const std::string& l : lines_of(r.out)) lines.insert(l);
     EXPECT_GE(lines.count("fence timeout"), 2u) << r.out << r.err;
-    EXPECT_LT(r.seconds, 8.0);
+    EXPECT_LT(r.seconds, 20.0);  // rank 1 alone takes 3 s + 1 s; no wait of 120 s
 }
 
 TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {

@@ -27,9 +27,13 @@ void usage_error(const std::string& why) {
 Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
     Options opt;
     CLI::App app{
-        "Starts N copies of a program on this node as one Transit job, serving them PMIx.\n"
-        "Usage: transit_run [options] -n N program [args...]",
+        "Starts N copies of a program on this node as one Transit job and serves them "
+        "PMIx.\n  transit_run [options] -n N program [args...]",
         "transit_run"};
+    app.footer(
+        "Everything from the program name on is passed to the program untouched.\n"
+        "Exit status: the first failed rank's (128+signal if killed), 124 after --timeout,\n"
+        "128+signal when transit_run itself is signalled, 2 for a bad command line.");
     // Everything from the program name on belongs to the program.
     app.prefix_command();
     app.add_option("-n,--np", opt.np, "Number of processes (ranks) to start")

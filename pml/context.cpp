@@ -59,11 +59,13 @@ std::uint32_t Context::size() const noexcept {
     return engine_->size();
 }
 int Context::progress() noexcept {
+    auto guard = engine_->lock();
     return engine_->progress();
 }
 
 Status Context::isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Request*& req,
                       void* user) noexcept {
+    auto guard = engine_->lock();
     pml::Req* r;
     Status s = engine_->isend(dst, tag, nullptr, 0, buf, len, r, user);
     req = r;
@@ -72,6 +74,7 @@ Status Context::isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t 
 
 Status Context::isendv(Rank dst, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
                        void* user) noexcept {
+    auto guard = engine_->lock();
     pml::Req* r;
     Status s = engine_->isend(dst, tag, iov.data(), iov.size(), nullptr, 0, r, user);
     req = r;
@@ -80,6 +83,7 @@ Status Context::isendv(Rank dst, std::uint32_t tag, std::span<const iovec> iov, 
 
 Status Context::irecv(Rank src, std::uint32_t tag, void* buf, std::size_t len, Request*& req,
                       void* user) noexcept {
+    auto guard = engine_->lock();
     pml::Req* r;
     Status s = engine_->irecv(src, tag, buf, nullptr, 0, len, r, user);
     req = r;
@@ -88,6 +92,7 @@ Status Context::irecv(Rank src, std::uint32_t tag, void* buf, std::size_t len, R
 
 Status Context::irecvv(Rank src, std::uint32_t tag, std::span<const iovec> iov, Request*& req,
                        void* user) noexcept {
+    auto guard = engine_->lock();
     pml::Req* r;
     Status s = engine_->irecv(src, tag, nullptr, iov.data(), iov.size(), 0, r, user);
     req = r;
@@ -95,6 +100,7 @@ Status Context::irecvv(Rank src, std::uint32_t tag, std::span<const iovec> iov, 
 }
 
 Status Context::test(Request*& req, bool& done, RequestStatus* status) noexcept {
+    auto guard = engine_->lock();
     done = false;
     if (!req) return Status::bad_param;
     if (!req->done()) engine_->progress();
@@ -108,6 +114,7 @@ Status Context::test(Request*& req, bool& done, RequestStatus* status) noexcept 
 }
 
 Status Context::wait(Request*& req, RequestStatus* status) noexcept {
+    auto guard = engine_->lock();
     if (!req) return Status::bad_param;
     Request* r = req;
     engine_->wait_until([r] { return r->done(); });
@@ -120,6 +127,7 @@ Status Context::wait(Request*& req, RequestStatus* status) noexcept {
 
 Status Context::wait_any(std::span<Request*> reqs, std::size_t& index,
                          RequestStatus* status) noexcept {
+    auto guard = engine_->lock();
     bool any = false;
     for (Request* r : reqs) any |= r != nullptr;
     if (!any) return Status::not_found;
@@ -137,6 +145,7 @@ Status Context::wait_any(std::span<Request*> reqs, std::size_t& index,
 }
 
 Status Context::wait_all(std::span<Request*> reqs, std::span<RequestStatus> statuses) noexcept {
+    auto guard = engine_->lock();
     Status first = Status::success;
     for (std::size_t i = 0; i < reqs.size(); ++i) {
         if (!reqs[i]) continue;
@@ -147,10 +156,12 @@ Status Context::wait_all(std::span<Request*> reqs, std::span<RequestStatus> stat
 }
 
 Status Context::cancel(Request* req) noexcept {
+    auto guard = engine_->lock();
     return req ? engine_->cancel(as_req(req)) : Status::bad_param;
 }
 
 Status Context::iprobe(Rank src, std::uint32_t tag, bool& found, RequestStatus& status) noexcept {
+    auto guard = engine_->lock();
     if (src != any_rank && src >= size()) return Status::bad_param;
     engine_->progress();
     found = engine_->iprobe(src, tag, status);
@@ -158,12 +169,14 @@ Status Context::iprobe(Rank src, std::uint32_t tag, bool& found, RequestStatus& 
 }
 
 Status Context::probe(Rank src, std::uint32_t tag, RequestStatus& status) noexcept {
+    auto guard = engine_->lock();
     if (src != any_rank && src >= size()) return Status::bad_param;
     engine_->wait_until([&] { return engine_->iprobe(src, tag, status); });
     return Status::success;
 }
 
 Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
+    auto guard = engine_->lock();
     Request* r;
     Status s = isend(dst, tag, buf, len, r);
     if (!r) return s;
@@ -172,6 +185,7 @@ Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t l
 
 Status Context::recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,
                      RequestStatus* status) noexcept {
+    auto guard = engine_->lock();
     Request* r;
     Status s = irecv(src, tag, buf, len, r);
     if (!r) return s;
@@ -180,11 +194,13 @@ Status Context::recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,
 
 Status Context::register_am_handler(std::uint32_t id, AmHeaderFn header_handler,
                                     AmCompletionFn completion_handler, void* handler_arg) {
+    auto guard = engine_->lock();
     return engine_->register_am(id, {header_handler, completion_handler, handler_arg});
 }
 
 Status Context::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header,
                         const void* data, std::size_t len, const AmCounters& counters) noexcept {
+    auto guard = engine_->lock();
     return engine_->am_send(dst, id, header, data, len, counters);
 }
 
@@ -193,10 +209,12 @@ CounterRef Context::counter_ref(Counter& c) const noexcept {
 }
 
 void Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
+    auto guard = engine_->lock();
     engine_->wait_until([&] { return c.value() >= value; });
 }
 
 Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& region) {
+    auto guard = engine_->lock();
     pml::RegionImpl* r;
     Status s = engine_->register_memory(base, size, r);
     region = reinterpret_cast<MemoryRegion*>(r);
@@ -204,16 +222,19 @@ Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& reg
 }
 
 Status Context::deregister_memory(MemoryRegion*& region) {
+    auto guard = engine_->lock();
     Status s = engine_->deregister_memory(as_region(region));
     region = nullptr;
     return s;
 }
 
 std::vector<std::byte> Context::pack_key(const MemoryRegion* region) const {
+    auto guard = engine_->lock();
     return engine_->pack_key(reinterpret_cast<const pml::RegionImpl*>(region));
 }
 
 Status Context::unpack_key(std::span<const std::byte> packed, RemoteKey*& key) {
+    auto guard = engine_->lock();
     pml::RemoteKeyImpl* k;
     Status s = engine_->unpack_key(packed, k);
     key = reinterpret_cast<RemoteKey*>(k);
@@ -221,51 +242,62 @@ Status Context::unpack_key(std::span<const std::byte> packed, RemoteKey*& key) {
 }
 
 void Context::release_key(RemoteKey*& key) {
+    auto guard = engine_->lock();
     std::unique_ptr<pml::RemoteKeyImpl> owned(reinterpret_cast<pml::RemoteKeyImpl*>(key));
     key = nullptr;
 }
 
 Status Context::put(Rank dst, const void* src, std::size_t len, const RemoteKey* key,
                     std::uint64_t offset) noexcept {
+    auto guard = engine_->lock();
     return engine_->rma(true, dst, const_cast<void*>(src), len, as_key(key), offset);
 }
 
 Status Context::get(Rank dst, void* dst_buf, std::size_t len, const RemoteKey* key,
                     std::uint64_t offset) noexcept {
+    auto guard = engine_->lock();
     return engine_->rma(false, dst, dst_buf, len, as_key(key), offset);
 }
 
 Status Context::atomic(Rank dst, AtomicOp op, AtomicWidth width, const RemoteKey* key,
                        std::uint64_t offset, std::uint64_t operand,
                        std::uint64_t* fetched) noexcept {
+    auto guard = engine_->lock();
     return engine_->atomic(dst, static_cast<std::uint8_t>(op), width, as_key(key), offset, operand,
                            0, fetched);
 }
 
 Status Context::cswap(Rank dst, AtomicWidth width, const RemoteKey* key, std::uint64_t offset,
                       std::uint64_t compare, std::uint64_t value, std::uint64_t* fetched) noexcept {
+    auto guard = engine_->lock();
     if (!fetched) return Status::bad_param;
     return engine_->atomic(dst, pml::wire::cswap_op, width, as_key(key), offset, value, compare,
                            fetched);
 }
 
 Status Context::flush(Rank dst) noexcept {
+    auto guard = engine_->lock();
     return engine_->flush(dst);
 }
 Status Context::flush_all() noexcept {
+    auto guard = engine_->lock();
     return engine_->flush_all();
 }
 Status Context::fence() noexcept {
+    auto guard = engine_->lock();
     engine_->flush_all();
     return engine_->barrier();
 }
 Status Context::barrier() noexcept {
+    auto guard = engine_->lock();
     return engine_->barrier();
 }
 void* Context::mem_alloc(std::size_t size) noexcept {
+    auto guard = engine_->lock();
     return engine_->mem_alloc(size);
 }
 void Context::mem_free(void* ptr) noexcept {
+    auto guard = engine_->lock();
     engine_->mem_free(ptr);
 }
 

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "transit/params.hpp"
@@ -19,7 +20,9 @@ constexpr params::Decl pml_params[] = {
     {"wait_spin_count", params::Type::unsigned_integer, "2000",
      "Idle progress polls in wait before yielding the processor between polls", 4},
     {"progress_thread", params::Type::boolean, "false",
-     "Run a progress thread (not yet supported: a warning is printed and it is ignored)", 6},
+     "Run a progress thread that drives transfers while the program computes; every API "
+     "call then takes a lock",
+     6},
     {"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)", 5},
 };
 
@@ -122,8 +125,6 @@ void Engine::register_params() {
     settings_.progress_thread = reg.get("pml_base_progress_thread").as_bool();
     settings_.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
     out_ = log::Stream("pml", settings_.verbose);
-    if (settings_.progress_thread)
-        log::warn("pml_base_progress_thread is not supported yet; progress stays in the caller");
 }
 
 void Engine::setup() {
@@ -144,6 +145,7 @@ void Engine::setup() {
     pending_desc_.reserve(64);
     out_.verbose(10, "pml ready: rank {} of {}, {} btl module(s)", rank_, size_,
                  framework_->modules().size());
+    if (settings_.progress_thread) start_progress_thread();
 }
 
 Engine::~Engine() {
@@ -159,9 +161,39 @@ Engine::~Engine() {
     for (auto& [p, n] : allocations_) std::free(p);
 }
 
+void Engine::start_progress_thread() {
+    threaded_ = true;
+    thread_ = std::thread([this] {
+        std::uint64_t idle = 0;
+        while (!stop_thread_.load(std::memory_order_relaxed)) {
+            int events;
+            {
+                std::lock_guard<std::recursive_mutex> g(mutex_);
+                events = progress();
+            }
+            // Busy for a while after activity, then gentle: the program's own
+            // threads need the cores more than an idle poller does.
+            if (events > 0)
+                idle = 0;
+            else if (++idle > settings_.wait_spin_count)
+                std::this_thread::sleep_for(std::chrono::microseconds(50));
+            else
+                sched_yield();
+        }
+    });
+}
+
+void Engine::stop_progress_thread() noexcept {
+    if (!thread_.joinable()) return;
+    stop_thread_.store(true);
+    thread_.join();
+    threaded_ = false;
+}
+
 void Engine::shutdown() noexcept {
     if (shut_down_) return;
     shut_down_ = true;
+    stop_progress_thread();
     // Our own queues first, so nothing of ours is still on its way; then a
     // barrier so no peer still sends to us; then the launcher's fence so no
     // peer tears down its transports while our last barrier message travels.

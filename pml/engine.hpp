@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -176,6 +177,13 @@ class Engine {
                 yield();
         }
     }
+    // Held by every API call when the progress thread runs; empty (no lock
+    // taken) otherwise.  Recursive: handlers run under it and may call the API.
+    std::unique_lock<std::recursive_mutex> lock() noexcept {
+        if (!threaded_) [[likely]]
+            return {};
+        return std::unique_lock<std::recursive_mutex>(mutex_);
+    }
 
     // tagged
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
@@ -328,6 +336,12 @@ class Engine {
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     bool warned_bad_am_ = false;
+    void start_progress_thread();
+    void stop_progress_thread() noexcept;
+    bool threaded_ = false;
+    std::recursive_mutex mutex_;
+    std::atomic<bool> stop_thread_{false};
+    std::thread thread_;
     std::vector<std::byte> scratch_;  // a message a btl split into several segments
 };
 

@@ -1,6 +1,9 @@
 // Active messages: a header handler that places data at an offset it reads
 // from the user header, completion handlers, and all three counters.
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "tests/pml/pml_env.hpp"
 
@@ -129,6 +132,44 @@ TEST(ActiveMessages, HeaderHandlerMayDiscard) {
     ASSERT_TRUE(ok(ctx().am_send(ctx().rank(), 4, {}, data.data(), 10, {nullptr, 0, &done})));
     ctx().counter_wait(done, 2);
     EXPECT_EQ(seen - before, 2u);
+}
+
+}  // namespace
+
+namespace {
+
+using namespace transit;
+using transit::test::ctx;
+
+// With pml_base_progress_thread, a rank busy computing (no Transit call) still
+// receives and completes active messages.
+TEST(ActiveMessages, ProgressThreadServesAComputingRank) {
+    if (!std::getenv("TRANSIT_TEST_PROGRESS_THREAD") || ctx().size() < 2)
+        GTEST_SKIP() << "not the progress-thread variant";
+    static std::vector<std::byte> sink(1u << 20);
+    static bool registered = false;
+    if (!registered) {
+        ASSERT_EQ(ctx().register_am_handler(
+                      5,
+                      [](Context&, const AmInfo&, void*) {
+                          return AmDestination{sink.data(), nullptr, nullptr};
+                      },
+                      nullptr, nullptr),
+                  Status::success);
+        registered = true;
+    }
+    ASSERT_EQ(ctx().barrier(), Status::success);
+    if (ctx().rank() == 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(600));  // "computing"
+    } else if (ctx().rank() == 0) {
+        std::vector<std::byte> data(sink.size(), std::byte{1});
+        Counter done;
+        auto t0 = std::chrono::steady_clock::now();
+        ASSERT_TRUE(ok(ctx().am_send(1, 5, {}, data.data(), data.size(), {nullptr, 0, &done})));
+        ctx().counter_wait(done, 1);
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(450))
+            << "the target's progress thread did not serve the message";
+    }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 // Transit module.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
@@ -115,8 +116,9 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
     s->runtime = rt::open_runtime(rt::FenceMode::host_driven);
     const opal_process_name_t me = OPAL_PROC_MY_NAME;
     if (s->runtime->rank() != me.vpid) {
-        say(1, "declined: Transit sees rank {} of {}, Open MPI rank {}", s->runtime->rank(),
-            s->runtime->size(), me.vpid);
+        // Transit did not join Open MPI's job (e.g. PMIx unreachable): say so.
+        opal_output(0, "btl:transit: declined: Transit sees rank %u of %u, Open MPI rank %u",
+                    s->runtime->rank(), s->runtime->size(), me.vpid);
         return nullptr;
     }
     s->framework =
@@ -133,7 +135,11 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
     s->framework->init();
     for (const mca::ComponentRecord& r : s->framework->records())
         say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);
-    const auto records = static_cast<std::size_t>(records_param > 16 ? records_param : 16);
+    constexpr int min_records = 16;
+    if (records_param < min_records)
+        opal_output(0, "btl:transit: btl_transit_descriptors %d is below %d; using %d",
+                    records_param, min_records, min_records);
+    const auto records = static_cast<std::size_t>(std::max(records_param, min_records));
     for (btl::Module* m : s->framework->modules()) {
         s->adapters.push_back(std::make_unique<Adapter>(*m, mca_btl_transit_component, records));
         say(1, "module {}: eager limit {}, max send {}, exclusivity {}, flags {:#x}", m->name(),

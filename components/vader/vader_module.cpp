@@ -665,8 +665,9 @@ int VaderModule::check_peers() noexcept {
         VaderEndpoint* ep = polled_[i];
         bool gone = false;
         if (ep->pidfd >= 0) {
+            // Only POLLIN means "exited"; POLLNVAL or an error is no evidence.
             pollfd p{ep->pidfd, POLLIN, 0};
-            gone = ::poll(&p, 1, 0) > 0;
+            gone = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
         } else {
             gone = ::kill(ep->pid, 0) != 0 && errno == ESRCH;
         }

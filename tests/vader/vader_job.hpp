@@ -2,6 +2,7 @@
 // progress engine and tag table, connected to every other rank.
 #pragma once
 
+#include <sched.h>
 #include <sys/uio.h>
 
 #include <cstdio>
@@ -62,7 +63,13 @@ class Proc {
     ProgressEngine& engine() { return progress_; }
     btl::AmTable& am() { return am_; }
     ForkRuntime& runtime() { return rt_; }
-    int progress() { return progress_.progress(); }
+    // Yields when idle: these jobs run more processes than cores, on a shared
+    // machine, and a spinning rank would hold the core its peer needs.
+    int progress() {
+        const int events = progress_.progress();
+        if (events == 0) sched_yield();
+        return events;
+    }
 
     // Sends `len` bytes, retrying through progress when out of resources.
     // Returns the final status (completed or success when sent).

@@ -15,9 +15,17 @@ constexpr params::Decl bml_params[] = {
      5},
 };
 
+}  // namespace
+
+void register_params() {
+    params::registry().add_all("bml", "base", bml_params);
+}
+
+namespace {
+
 int verbosity() {
     auto& reg = params::registry();
-    reg.add_all("bml", "base", bml_params);
+    register_params();
     return static_cast<int>(reg.get("bml_base_verbose").as_int());
 }
 

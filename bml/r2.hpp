@@ -15,6 +15,9 @@
 
 namespace transit::bml {
 
+// Registers the bml's parameters (for transit_info; the bml does it itself too).
+void register_params();
+
 // One module's way to a peer.
 struct BtlRef {
     btl::Module* module = nullptr;

@@ -117,9 +117,13 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime)
     setup();
 }
 
+void register_params() {
+    params::registry().add_all("pml", "base", pml_params);
+}
+
 void Engine::register_params() {
     auto& reg = params::registry();
-    reg.add_all("pml", "base", pml_params);
+    pml::register_params();
     settings_.unexpected_limit = reg.get("pml_base_unexpected_limit").as_unsigned();
     settings_.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
     settings_.progress_thread = reg.get("pml_base_progress_thread").as_bool();

@@ -20,6 +20,9 @@
 
 namespace transit::pml {
 
+// Registers the pml's parameters (for transit_info; the engine does it itself too).
+void register_params();
+
 struct Peer;
 
 // Every request, send or receive, user or internal.

@@ -7,7 +7,9 @@
 #include <cstdio>
 #include <exception>
 
+#include "bml/r2.hpp"
 #include "framework/btl_framework.hpp"
+#include "pml/engine.hpp"
 #include "runtime/runtime.hpp"
 #include "tools/transit_info/info_output.hpp"
 #include "transit/btl/am_table.hpp"
@@ -37,7 +39,7 @@ bool wanted(const transit::params::Variable& v, const Options& o) {
 
 transit::info::Report build_report(const transit::btl::Framework& btl, const Options& o) {
     transit::info::Report r;
-    r.frameworks = {"btl"};
+    r.frameworks = {"btl", "bml", "pml", "runtime", "mca"};
     r.level = o.level;
     r.components = btl.records();
     std::sort(r.components.begin(), r.components.end(),
@@ -85,6 +87,11 @@ int run(int argc, char** argv) {
     auto runtime = transit::rt::singleton_runtime();
     transit::btl::Framework btl(*runtime, transit::progress_engine(), transit::btl::am_table());
     btl.open();
+    // The upper layers register their parameters when a job starts; register
+    // them here too so the reference is complete.
+    transit::rt::register_params();
+    transit::bml::register_params();
+    transit::pml::register_params();
     transit::params::registry().warn_unknown();
 
     transit::info::Report report = build_report(btl, o);

@@ -73,15 +73,26 @@ int run_raw(const Options& o) {
         throw std::runtime_error(fmt::format("fence failed: {}", to_string(s)));
     Raw raw;
     raw.pe = &progress_engine();
-    for (btl::Module* m : fw.modules())
-        if (m->component().name() == o.raw_btl) raw.module = m;
-    if (!raw.module)
-        throw std::runtime_error(
-            fmt::format("btl {} is not available here (see transit_info)", o.raw_btl));
     const Rank me = runtime->rank();
     const Rank peer = runtime->size() == 1 ? 0 : (me == 0 ? 1 : 0);
-    btl::Reachability reach(1);
-    if (!ok(raw.module->add_procs({&peer, 1}, {&raw.ep, 1}, reach)) || !reach.test(0))
+    // A component may have several modules (tcp: one per interface); time the
+    // first, in exclusivity order, that reaches the peer.
+    bool found = false;
+    for (btl::Module* m : fw.modules()) {
+        if (m->component().name() != o.raw_btl) continue;
+        found = true;
+        btl::Reachability reach(1);
+        btl::Endpoint* ep = nullptr;
+        if (ok(m->add_procs({&peer, 1}, {&ep, 1}, reach)) && reach.test(0)) {
+            raw.module = m;
+            raw.ep = ep;
+            break;
+        }
+    }
+    if (!found)
+        throw std::runtime_error(
+            fmt::format("btl {} is not available here (see transit_info)", o.raw_btl));
+    if (!raw.module)
         throw std::runtime_error(
             fmt::format("btl {} does not reach rank {} from rank {}", o.raw_btl, peer, me));
     btl::am_table().register_callback(Raw::tag, &Raw::on_recv, &raw);

@@ -55,8 +55,11 @@ std::uint32_t support_bit(std::uint8_t op) noexcept {
 
 template <typename T>
 void put_bytes(std::vector<std::byte>& out, const T& v) {
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out.insert(out.end(), p, p + sizeof v);
+    // resize + memcpy rather than insert: g++ 12 at -O3 misreads insert's
+    // bounds here (-Wstringop-overflow).
+    const std::size_t at = out.size();
+    out.resize(at + sizeof v);
+    std::memcpy(out.data() + at, &v, sizeof v);
 }
 
 template <typename T>
@@ -119,8 +122,9 @@ std::vector<std::byte> Engine::pack_key(const RegionImpl* region) const {
     for (const auto& e : region->entries) {
         put_bytes(out, e.component);
         put_bytes(out, static_cast<std::uint32_t>(e.handle_len));
-        const auto* h = reinterpret_cast<const std::byte*>(e.handle);
-        out.insert(out.end(), h, h + e.handle_len);
+        const std::size_t at = out.size();
+        out.resize(at + e.handle_len);
+        if (e.handle_len) std::memcpy(out.data() + at, e.handle, e.handle_len);
     }
     return out;
 }
@@ -159,8 +163,10 @@ void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHand
                       void* cbdata, Status s) noexcept {
     auto* e = static_cast<Engine*>(context);
     auto* op = static_cast<OscOp*>(cbdata);
-    if (!ok(s))
+    if (!ok(s)) {
         log::error("pml: one-sided operation to rank {} failed: {}", op->peer->rank, to_string(s));
+        op->peer->osc_lost = true;
+    }
     if (op->local_handle) op->module->deregister_mem(op->local_handle);
     --op->peer->osc_outstanding;
     --e->osc_outstanding_total_;
@@ -173,6 +179,8 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
     if (len == 0) return Status::success;
     Peer* p = send_peer(dst);
     if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    if (p->failed) [[unlikely]]
+        return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
@@ -221,13 +229,16 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         std::size_t n = len - at < chunk ? len - at : chunk;
         wire::OscHdr h{
             rank_, 0, 0, 0, raddr + at, n, 0, 0, reinterpret_cast<std::uint64_t>(bytes + at)};
-        p->osc_outstanding += is_put ? 1 : n;
-        osc_outstanding_total_ += is_put ? 1 : n;
+        const std::uint64_t units = is_put ? 1 : n;
+        p->osc_outstanding += units;
+        p->osc_emulated += units;
+        osc_outstanding_total_ += units;
         Status s = is_put ? send_ctrl(p, wire::osc_put, &h, sizeof h, bytes + at, n)
                           : send_ctrl(p, wire::osc_get, &h, sizeof h);
         if (!ok(s)) {
-            p->osc_outstanding -= is_put ? 1 : n;
-            osc_outstanding_total_ -= is_put ? 1 : n;
+            p->osc_outstanding -= units;
+            p->osc_emulated -= units;
+            osc_outstanding_total_ -= units;
             return s;
         }
     }
@@ -244,6 +255,8 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
         return Status::bad_param;
     Peer* p = send_peer(dst);
     if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    if (p->failed) [[unlikely]]
+        return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
     const int aflags = w == 4 ? btl::atomic_flags::bits32 : 0;
     if (fetched) *fetched = 0;  // a 32-bit result fills the low half only
@@ -288,10 +301,12 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
                    0,       raddr,   w,
                    operand, compare, reinterpret_cast<std::uint64_t>(fetched)};
     ++p->osc_outstanding;
+    ++p->osc_emulated;
     ++osc_outstanding_total_;
     Status s = send_ctrl(p, wire::osc_atomic, &h, sizeof h);
     if (!ok(s)) {
         --p->osc_outstanding;
+        --p->osc_emulated;
         --osc_outstanding_total_;
     }
     return ok(s) ? Status::success : s;
@@ -336,7 +351,7 @@ void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexc
     wire::OscReplyHdr h;
     std::memcpy(&h, b, sizeof h);
     Peer* p = peer(h.src);
-    if (!p) return;
+    if (!p || p->failed) return;  // its outstanding count was (or will be) written off
     std::uint64_t units = 1;
     if (k == wire::osc_get_reply) {
         std::size_t len = n - sizeof h;
@@ -346,6 +361,7 @@ void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexc
         *reinterpret_cast<std::uint64_t*>(h.token) = h.value;
     }
     p->osc_outstanding -= units;
+    p->osc_emulated -= units;
     osc_outstanding_total_ -= units;
 }
 
@@ -354,11 +370,14 @@ Status Engine::flush(Rank dst) noexcept {
     Peer* p = peers_[dst].get();
     if (!p) return Status::success;
     wait_until([p] { return p->osc_outstanding == 0; });
-    return Status::success;
+    return p->failed ? Status::peer_failed : Status::success;
 }
 
 Status Engine::flush_all() noexcept {
     wait_until([this] { return osc_outstanding_total_ == 0; });
+    if (any_failed_)
+        for (const auto& p : peers_)
+            if (p && p->failed && p->osc_lost) return Status::peer_failed;
     return Status::success;
 }
 
@@ -372,11 +391,14 @@ Status Engine::barrier() noexcept {
     std::uint32_t round = 0;
     for (std::uint32_t dist = 1; dist < size_; dist <<= 1, ++round) {
         Peer* p = send_peer((rank_ + dist) % size_);
-        if (!p) return Status::unreachable;
+        Peer* from = peer((rank_ + size_ - dist) % size_);
+        if (!p || !from) return Status::unreachable;
         wire::BarrierHdr h{rank_, epoch, round, 0};
         Status s = send_ctrl(p, wire::barrier, &h, sizeof h);
         if (!ok(s)) return s;
-        wait_until([&] { return arrivals[round] > 0; });
+        // A signal its sender sent before dying still counts.
+        wait_until([&] { return arrivals[round] > 0 || from->failed; });
+        if (arrivals[round] == 0) return Status::peer_failed;
         --arrivals[round];
     }
     return Status::success;

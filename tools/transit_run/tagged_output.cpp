@@ -1,6 +1,7 @@
 #include "tagged_output.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <array>
@@ -59,7 +60,7 @@ std::vector<int> TaggedOutput::open_fds() const {
 }
 
 void TaggedOutput::emit(Stream& s, std::string_view line) {
-    std::string out = "[" + std::to_string(s.rank) + "] ";
+    std::string out = fmt::format("[{}] ", s.rank);
     out.append(line);
     out.push_back('\n');
     write_all(s.target, out);

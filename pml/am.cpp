@@ -21,6 +21,8 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
         return Status::bad_param;
     Peer* p = send_peer(dst);
     if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    if (p->failed) [[unlikely]]
+        return Status::peer_failed;
     if (sizeof(wire::AmHdr) + header.size() + len <= p->ep->eager_limit) [[likely]] {
         wire::AmHdr h{rank_, id,       static_cast<std::uint32_t>(header.size()),
                       0,     c.target, reinterpret_cast<std::uint64_t>(c.completion)};

@@ -136,6 +136,7 @@ void Engine::setup() {
     framework_->open();
     framework_->init();
     Handlers::register_all(this, std::make_integer_sequence<int, wire::kind_count>{});
+    for (btl::Module* m : framework_->modules()) m->register_error(&Engine::on_btl_error, this);
     Status s = runtime_->fence();
     if (!ok(s)) throw std::runtime_error(fmt::format("pml: modex fence failed: {}", to_string(s)));
 
@@ -147,6 +148,10 @@ void Engine::setup() {
     bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), rank_, size_);
     peers_.resize(size_);
     pending_desc_.reserve(64);
+    // Every peer's endpoints now, not on our first send to it: a transport
+    // only listens to (and watches for the death of) peers it was given, and a
+    // rank may well only ever receive from some peer.
+    for (Rank r = 0; r < size_; ++r) send_peer(r);
     out_.verbose(10, "pml ready: rank {} of {}, {} btl module(s)", rank_, size_,
                  framework_->modules().size());
     if (settings_.progress_thread) start_progress_thread();
@@ -272,6 +277,7 @@ Req* Engine::new_req(Req::Kind k, void* user) noexcept {
 }
 
 void Engine::release(Req* r) noexcept {
+    r->stage = Req::Stage::done;  // free requests are never live (see handle_failures)
     reqs_.put(r);
 }
 
@@ -319,7 +325,7 @@ bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_le
     s = b.module->send(b.endpoint, d, tag);
     if (s == Status::out_of_resource) {
         try {
-            pending_desc_.push_back({b.module, b.endpoint, d, tag});
+            pending_desc_.push_back({p->rank, b.module, b.endpoint, d, tag});
         } catch (...) {
             return false;
         }
@@ -331,6 +337,8 @@ bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_le
 
 Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
                           const iovec* pieces, std::size_t count) noexcept {
+    if (p->failed) [[unlikely]]
+        return Status::peer_failed;  // nobody would ever answer
     if (pending_ctrl_.empty() && try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count))
         [[likely]]
         return Status::success;
@@ -361,6 +369,10 @@ Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t
 
 int Engine::drain_pending() noexcept {
     int events = 0;
+    if (failures_to_handle_) [[unlikely]] {
+        handle_failures();
+        ++events;
+    }
     while (!pending_desc_.empty()) {
         PendingDesc& pd = pending_desc_.front();
         Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
@@ -370,6 +382,11 @@ int Engine::drain_pending() noexcept {
     }
     while (RawMsg* m = pending_ctrl_.front()) {
         Peer* p = send_peer(m->src);
+        if (p->failed) [[unlikely]] {  // queued before the failure was handled
+            pending_ctrl_.erase(m);
+            drop(m);
+            continue;
+        }
         iovec v{m->data + m->tag, m->len - m->tag};
         if (!try_send(p, m->btl_tag, m->data, m->tag, &v, 1)) break;
         pending_ctrl_.erase(m);

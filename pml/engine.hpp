@@ -33,8 +33,8 @@ struct Req : Request {
     Req* next = nullptr;
     Req* prev = nullptr;
     Kind kind = Kind::send;
-    Stage stage = Stage::none;
-    bool internal = false;  // no user handle: released by the engine on completion
+    Stage stage = Stage::done;  // done while free too: a peer failure scans for live ones
+    bool internal = false;      // no user handle: released by the engine on completion
     bool matched = false;
     bool posted = false;  // on a posted-receive list
     bool is_am = false;
@@ -110,6 +110,10 @@ struct Peer {
     bool throttling = false;  // we asked the peer to stop
     bool has_unexpected_listed = false;
     std::uint64_t osc_outstanding = 0;
+    std::uint64_t osc_emulated = 0;  // the part of osc_outstanding the target answers
+    bool failed = false;             // a transport reported it gone
+    bool failure_handled = false;    // its requests were failed
+    bool osc_lost = false;           // one-sided operations to it were lost
 };
 
 // One-sided operation in flight over a btl.
@@ -128,6 +132,7 @@ struct AmHandler {
 
 // A queued descriptor the btl refused with out_of_resource.
 struct PendingDesc {
+    Rank rank;
     btl::Module* module;
     btl::Endpoint* endpoint;
     btl::Descriptor* desc;
@@ -226,8 +231,18 @@ class Engine {
     int drain_pending() noexcept;
     void update_pending() noexcept {
         has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
-                       !pending_sends_.empty() || !pending_gets_.empty();
+                       !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;
     }
+
+    // peer failures (failure.cpp)
+    static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
+                             void* cbdata) noexcept;
+    void mark_failed(Rank r, const char* info) noexcept;
+    bool peer_failed(Rank r) const noexcept { return r < size_ && peers_[r] && peers_[r]->failed; }
+    void handle_failures() noexcept;
+    void fail_peer_requests(Peer* p) noexcept;
+    void fail_req(Req* r) noexcept;
+    void drop_queued_to(Peer* p) noexcept;
 
     Peer* peer(Rank r) noexcept;       // state, no endpoint needed
     Peer* send_peer(Rank r) noexcept;  // state with an endpoint
@@ -325,6 +340,8 @@ class Engine {
     BufferPool buffers_;
 
     bool has_pending_ = false;
+    bool failures_to_handle_ = false;  // a peer was marked failed; progress cleans up
+    bool any_failed_ = false;
     std::vector<PendingDesc> pending_desc_;
     List<RawMsg> pending_ctrl_;
     List<Req> pending_sends_;

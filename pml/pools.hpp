@@ -26,6 +26,13 @@ class FreeList {
         t->next = head_;
         head_ = t;
     }
+    // Visits every object, free or not (for rare whole-pool sweeps).  Blocks
+    // added while visiting are visited too; objects never move.
+    template <typename F>
+    void for_each(F f) noexcept {
+        for (std::size_t b = 0; b < blocks_.size(); ++b)
+            for (T& t : *blocks_[b]) f(&t);
+    }
 
   private:
     bool grow() noexcept {

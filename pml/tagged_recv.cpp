@@ -44,6 +44,11 @@ Status Engine::irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, s
         if (any_throttling_) check_throttle();
         return r->done() ? Status::completed : Status::success;
     }
+    if (peer_failed(src)) [[unlikely]] {
+        release(r);  // nothing more will come from it
+        out = nullptr;
+        return Status::peer_failed;
+    }
     r->post_seq = post_seq_++;
     r->posted = true;
     if (src == any_rank) {
@@ -296,8 +301,9 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
     st.length = std::min<std::size_t>(h.total, r->capacity);
     if (h.total > r->capacity && !r->is_am) st.status = Status::truncated;
     Peer* sp = send_peer(p->rank);
-    if (!sp) {
-        st.status = Status::unreachable;
+    if (!sp || sp->failed) {
+        // A header that arrived before its sender died: the data never will.
+        st.status = sp ? Status::peer_failed : Status::unreachable;
         complete(r);
         return;
     }

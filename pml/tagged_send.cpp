@@ -11,8 +11,8 @@ Status Engine::isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t 
                      const void* buf, std::size_t len, Req*& out, void* user) noexcept {
     out = nullptr;
     Peer* p = send_peer(dst);
-    if (!p) [[unlikely]]
-        return dst >= size_ ? Status::bad_param : Status::unreachable;
+    if (!p || p->failed) [[unlikely]]
+        return !p ? (dst >= size_ ? Status::bad_param : Status::unreachable) : Status::peer_failed;
     Req* r = new_req(Req::Kind::send, user);
     if (!r) [[unlikely]]
         return Status::out_of_resource;
@@ -105,7 +105,7 @@ bool Engine::send_eager(Req* r) noexcept {
     s = b.module->send(b.endpoint, d, wire::tag(wire::match));
     if (s == Status::out_of_resource) {
         try {
-            pending_desc_.push_back({b.module, b.endpoint, d, wire::tag(wire::match)});
+            pending_desc_.push_back({p->rank, b.module, b.endpoint, d, wire::tag(wire::match)});
         } catch (...) {
             b.module->free(d);
             return false;
@@ -196,7 +196,8 @@ bool Engine::pump_frags(Req* r) noexcept {
         Status s = b.module->send(b.endpoint, d, wire::tag(wire::frag));
         if (s == Status::out_of_resource) {
             try {
-                pending_desc_.push_back({b.module, b.endpoint, d, wire::tag(wire::frag)});
+                pending_desc_.push_back(
+                    {r->peer->rank, b.module, b.endpoint, d, wire::tag(wire::frag)});
             } catch (...) {
                 --r->frags_out;
                 r->conv.seek(offset);

@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +19,7 @@
 #include "runtime/runtime.hpp"
 #include "runtime/runtime_base.hpp"
 #include "transit/params.hpp"
+#include "transit/progress.hpp"
 
 namespace transit::rt {
 namespace {
@@ -158,7 +162,7 @@ class PmixRuntime final : public RuntimeBase {
         info.add_bool(PMIX_COLLECT_DATA, true);
         if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
         std::span<pmix_info_t> directives = info.finish();
-        const pmix_status_t rc = PMIx_Fence(&all, 1, directives.data(), directives.size());
+        const pmix_status_t rc = fence_driving_progress(all, directives);
         // What the survivors published was exchanged even when a rank failed.
         learn_peers();
         if (rc != PMIX_SUCCESS) return from_pmix(rc);
@@ -166,6 +170,35 @@ class PmixRuntime final : public RuntimeBase {
     }
 
   private:
+    // Waits for the fence while running the progress engine, as Open MPI's
+    // modex waits run opal_progress: a rank whose last message still sits in a
+    // transport's queue (a tcp connection being set up, a full shared-memory
+    // queue) must keep pushing it, or the peer waiting for that message never
+    // reaches the fence and the job hangs.
+    static pmix_status_t fence_driving_progress(const pmix_proc_t& all,
+                                                std::span<pmix_info_t> directives) {
+        struct Completion {
+            std::atomic<bool> done{false};
+            pmix_status_t rc = PMIX_SUCCESS;
+        } c;
+        auto on_done = [](pmix_status_t status, void* cbdata) {
+            auto* done = static_cast<Completion*>(cbdata);
+            done->rc = status;
+            done->done.store(true, std::memory_order_release);
+        };
+        pmix_status_t rc =
+            PMIx_Fence_nb(&all, 1, directives.data(), directives.size(), on_done, &c);
+        if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
+        if (rc != PMIX_SUCCESS) return rc;
+        for (unsigned idle = 0; !c.done.load(std::memory_order_acquire);) {
+            if (progress_engine().progress() > 0)
+                idle = 0;
+            else if (++idle > 64)
+                sched_yield();  // oversubscribed ranks must let the others run
+        }
+        return c.rc;
+    }
+
     // A lookup in data this process already holds (job info, or modex data a
     // fence collected): PMIX_OPTIONAL stops PMIx from asking the server and
     // waiting for a key a peer never publishes.

@@ -17,6 +17,7 @@ struct Options {
     int warmup = 0;
     int window = 64;
     bool csv = false;
+    bool mem_alloc = false;  // message buffers from Context::mem_alloc, not the heap
 };
 
 // One row of output.

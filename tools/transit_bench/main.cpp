@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
     app.add_option("--window", o.window, "Messages in flight for bw, bibw and msgrate")
         ->check(CLI::Range(1, 4096));
     app.add_flag("--csv", o.csv, "Print bytes,value lines (us for latencies, MB/s for bandwidths)");
+    app.add_flag("--mem-alloc", o.mem_alloc,
+                 "Message buffers from the transports' own memory (mem_alloc: shared and "
+                 "pre-registered where possible) instead of the heap");
     app.add_option("--raw-btl", o.raw_btl,
                    "Time one transport (self, vader, tcp, ...) directly, without the pml");
     app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
@@ -57,6 +60,11 @@ int main(int argc, char** argv) {
         if (o.min_size > o.max_size) {
             std::fprintf(stderr, "transit_bench: --min (%zu) is larger than --max (%zu)\n",
                          o.min_size, o.max_size);
+            return 2;
+        }
+        if (!o.raw_btl.empty() && o.mem_alloc) {
+            std::fprintf(stderr,
+                         "transit_bench: --mem-alloc is for the pml tests, not --raw-btl\n");
             return 2;
         }
         if (!o.raw_btl.empty()) return tb::run_raw(o);

@@ -31,13 +31,44 @@ void check(Status s, const char* what) {
     if (!ok(s)) throw std::runtime_error(fmt::format("{} failed: {}", what, to_string(s)));
 }
 
+// A message buffer from the heap, or from the transports' memory (mem_alloc),
+// which lets a shared-memory transport read it directly instead of copying it
+// through a staging buffer or a system call.
+class Buffer {
+  public:
+    Buffer(Context& ctx, std::size_t size, bool transport_memory, std::byte fill) : ctx_(ctx) {
+        if (transport_memory) {
+            data_ = static_cast<std::byte*>(ctx.mem_alloc(size));
+            if (!data_) throw std::runtime_error(fmt::format("mem_alloc({}) failed", size));
+            from_ctx_ = true;
+        } else {
+            heap_.resize(size);
+            data_ = heap_.data();
+        }
+        std::memset(data_, static_cast<int>(fill), size);
+    }
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+    ~Buffer() {
+        if (from_ctx_) ctx_.mem_free(data_);
+    }
+    std::byte* data() const noexcept { return data_; }
+
+  private:
+    Context& ctx_;
+    std::vector<std::byte> heap_;
+    std::byte* data_ = nullptr;
+    bool from_ctx_ = false;
+};
+
 struct Bench {
     Context& ctx;
     const Options& o;
     Rank me;
     Rank peer;
     bool active;  // ranks 0 and 1 run the test; others only join barriers
-    std::vector<std::byte> sbuf, rbuf;
+    Buffer& sbuf;
+    Buffer& rbuf;
 
     double latency(std::size_t size, int iters, int warm) {
         clock::time_point t0{};
@@ -119,11 +150,11 @@ int run_pml(const Options& o, int, char**) {
     if (ctx.size() > 2 && me == 0)
         fmt::print(stderr, "transit_bench: {} ranks; ranks 0 and 1 run, the others wait\n",
                    ctx.size());
-    Bench b{ctx, o, me, ctx.size() == 1 ? 0 : (me == 0 ? 1u : 0u), me < 2, {}, {}};
     const bool onesided = o.test.find("_latency") != std::string::npos && o.test != "latency";
     std::size_t bufsize = std::max<std::size_t>(o.max_size, 8);
-    b.sbuf.assign(bufsize, std::byte{0x5a});
-    b.rbuf.assign(bufsize, std::byte{0});
+    Buffer sbuf(ctx, bufsize, o.mem_alloc, std::byte{0x5a});
+    Buffer rbuf(ctx, bufsize, o.mem_alloc, std::byte{0});
+    Bench b{ctx, o, me, ctx.size() == 1 ? 0 : (me == 0 ? 1u : 0u), me < 2, sbuf, rbuf};
 
     // One-sided tests: rank 1 (or 0 alone) exposes a region and sends its key.
     MemoryRegion* region = nullptr;

@@ -1,9 +1,21 @@
 #!/usr/bin/env bash
-# Transit against Open MPI 4.1 on the same machine, alternating the two programs
+# Transit against its peers on the same machine, alternating the two programs
 # (A B A B ...) and printing the median of the per-round ratios, as
 # ../shared/bench/README.md asks: these machines are too noisy for absolute times.
-#   contrib/bench/compare.sh vader|tcp [rounds]
-# Needs: a build in build/ and Debian's openmpi-bin + libopenmpi-dev.
+#
+#   contrib/bench/compare.sh MODE [rounds]
+#
+#   MODE          Transit side                               peer side
+#   vader         transit_bench, btl=self,vader              Open MPI ob1 + vader
+#   vader-mem     the same with --mem-alloc buffers          Open MPI ob1 + vader
+#   tcp           transit_bench, btl=self,tcp                Open MPI ob1 + tcp (lo)
+#   ofi | uct     transit_bench, btl=self,ofi | self,uct     Open MPI + UCX (shared memory)
+#   adapter       mpi_pingpong, ob1 + btl self,transit       mpi_pingpong, ob1 + btl self,vader
+#                 (Transit's vader inside Open MPI)
+#
+# Ratios are Transit / peer: below 1 is better for latency, above 1 for
+# bandwidth and message rate.  Needs a build in build/ (or TRANSIT_BIN) and
+# Debian's openmpi-bin + libopenmpi-dev.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -11,42 +23,67 @@ bin=${TRANSIT_BIN:-$top/build/bin}
 peer=${PEER_BENCH:-$top/../shared/bench/run_ompi.sh}
 mode=${1:-vader}
 rounds=${2:-5}
+sizes=(65536 1048576 4194304)
+bench_args=()
 case $mode in
-  vader) btl=self,vader ;;
-  tcp) btl=self,tcp ;;
-  *) echo "usage: $0 vader|tcp [rounds]" >&2; exit 2 ;;
+  vader) btl=self,vader peer_mode=vader ;;
+  vader-mem) btl=self,vader peer_mode=vader bench_args=(--mem-alloc) ;;
+  tcp) btl=self,tcp peer_mode=tcp sizes=(65536 1048576) ;;
+  ofi | uct) btl=self,$mode peer_mode=ucx ;;
+  adapter) peer_mode=vader sizes=(65536 1048576) ;;
+  *) echo "usage: $0 vader|vader-mem|tcp|ofi|uct|adapter [rounds]" >&2; exit 2 ;;
 esac
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+csv_sizes=8,$(IFS=,; echo "${sizes[*]}")
 
-transit() {  # test size -> value
+peer_run() { PP_SIZES=$csv_sizes PP_TRIALS=3 "$peer" "$peer_mode" 2>/dev/null; }
+
+# mpi_pingpong (built by run_ompi.sh) over Transit's adapter, Transit's vader.
+adapter_run() {
+    local exe=${BENCH_BUILD:-${TMPDIR:-/tmp}/transit-peer-bench}/mpi_pingpong
+    local default
+    default=$(ompi_info --parsable --level 9 --param mca base |
+        sed -n 's/^mca:mca:base:param:mca_base_component_path:value://p' | tr -d '"')
+    OMPI_MCA_mca_base_component_path=$bin/../lib/openmpi:$default PP_SIZES=$csv_sizes PP_TRIALS=3 \
+        mpirun -np 2 --bind-to core --map-by core --mca pml ob1 --mca btl self,transit \
+        --mca btl_transit_include vader "$exe" 2>/dev/null
+}
+
+# mpi_pingpong's table: size lat_med lat_min lat_mean bw_med bw_max; then a rate line.
+col_lat() { awk -v s="$2" '$1==s {print $2}' <<<"$1"; }
+col_bw() { awk -v s="$2" '$1==s {print $5}' <<<"$1"; }
+col_rate() { sed -n 's/^msgrate_8B.*median \([0-9]*\) msg.*/\1/p' <<<"$1"; }
+
+transit() {  # test size -> value (us, MB/s or M msg/s)
     TRANSIT_MCA_btl=$btl "$bin/transit_run" -n 2 --bind-to core "$bin/transit_bench" "$1" \
-        --min "$2" --max "$2" --csv 2>/dev/null | grep -v '^#' | tail -1 | cut -d, -f2
+        --min "$2" --max "$2" --csv "${bench_args[@]}" 2>/dev/null | grep -v '^#' | tail -1 |
+        cut -d, -f2
 }
-ompi_run() {
-    PP_SIZES=8,65536,1048576,4194304 PP_TRIALS=3 "$peer" "$mode" 2>/dev/null
-}
-ompi_lat() { awk -v s="$2" '$1==s {print $2}' <<<"$1"; }
-ompi_bw() { awk -v s="$2" '$1==s {print $5}' <<<"$1"; }
-ompi_rate() { sed -n 's/^msgrate_8B.*median \([0-9]*\) msg.*/\1/p' <<<"$1"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else print a / b }'; }
 
 declare -A ratios
 for ((r = 1; r <= rounds; r++)); do
-    out=$(ompi_run)
-    t_lat=$(transit latency 8)
-    ratios[lat8]+="$(awk -v a="$t_lat" -v b="$(ompi_lat "$out" 8)" 'BEGIN{print a/b}') "
-    for s in 65536 1048576 4194304; do
-        t_bw=$(transit bw $s)
-        ratios[bw$s]+="$(awk -v a="$t_bw" -v b="$(ompi_bw "$out" $s)" 'BEGIN{print a/b}') "
-    done
-    t_rate=$(transit msgrate 8)  # M msg/s
-    ratios[rate8]+="$(awk -v a="$t_rate" -v b="$(ompi_rate "$out")" 'BEGIN{print a*1e6/b}') "
-    echo "round $r: ompi lat8=$(ompi_lat "$out" 8)us transit lat8=${t_lat}us" >&2
+    out=$(peer_run)
+    if [ "$mode" = adapter ]; then
+        mine=$(adapter_run)
+        t_lat=$(col_lat "$mine" 8)
+        for s in "${sizes[@]}"; do ratios[bw$s]+="$(ratio "$(col_bw "$mine" "$s")" "$(col_bw "$out" "$s")") "; done
+        ratios[rate8]+="$(ratio "$(col_rate "$mine")" "$(col_rate "$out")") "
+    else
+        t_lat=$(transit latency 8)
+        for s in "${sizes[@]}"; do ratios[bw$s]+="$(ratio "$(transit bw "$s")" "$(col_bw "$out" "$s")") "; done
+        t_rate=$(transit msgrate 8)  # M msg/s
+        ratios[rate8]+="$(ratio "$(awk -v a="$t_rate" 'BEGIN{print a*1e6}')" "$(col_rate "$out")") "
+    fi
+    ratios[lat8]+="$(ratio "$t_lat" "$(col_lat "$out" 8)") "
+    echo "round $r: peer lat8=$(col_lat "$out" 8)us transit lat8=${t_lat}us" >&2
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END{print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
-echo "| metric ($mode, $rounds alternating rounds) | Transit / Open MPI (median) | rounds |"
+echo "| metric ($mode vs Open MPI $peer_mode, $rounds alternating rounds) | Transit / peer (median) | per round |"
 echo "| --- | --- | --- |"
 echo "| 8 B half-round-trip latency (lower is better) | $(median <<<"${ratios[lat8]}") | ${ratios[lat8]}|"
-for s in 65536 1048576 4194304; do
+for s in "${sizes[@]}"; do
     echo "| bandwidth at $s B (higher is better) | $(median <<<"${ratios[bw$s]}") | ${ratios[bw$s]}|"
 done
 echo "| 8 B message rate (higher is better) | $(median <<<"${ratios[rate8]}") | ${ratios[rate8]}|"

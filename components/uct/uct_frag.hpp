@@ -1,0 +1,233 @@
+// The objects of a uct module's data path, all created at setup: send
+// fragments (the descriptors the upper layer fills), one-sided operations in
+// flight, replies waiting for send resources, and the receive ring that takes
+// active messages out of UCT's progress before they are delivered.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "transit/btl/types.hpp"
+#include "uct_wire.hpp"
+
+namespace transit::uct {
+
+class UctEndpoint;
+
+// A send fragment: WireHeader + up to `capacity` bytes of payload, contiguous.
+struct UctFrag : btl::Descriptor {
+    btl::Segment seg{};
+    std::byte* buffer = nullptr;  // the WireHeader's place; payload follows
+    std::size_t capacity = 0;
+    bool in_use = false;
+    UctFrag* next_free = nullptr;
+};
+
+enum class OpKind : std::uint8_t { put, get, atomic };
+
+// A put, get or atomic: sent in pieces of at most the module's chunk size,
+// complete when every piece is answered.
+struct RdmaOp {
+    OpKind kind = OpKind::put;
+    AtomicMode mode = AtomicMode::post;
+    bool bits32 = false;
+    bool in_use = false;
+    bool queued = false;  // in the module's send queue (pieces left to send)
+    std::uint32_t generation = 0;
+    std::uint16_t amo = 0;
+    Status status = Status::success;  // first error a reply reported
+    UctEndpoint* endpoint = nullptr;
+    Rank peer = any_rank;
+    void* local_address = nullptr;
+    btl::RegistrationHandle* local_handle = nullptr;
+    btl::RdmaCompletionFn cbfunc = nullptr;
+    void* cbcontext = nullptr;
+    void* cbdata = nullptr;
+    std::uint64_t key = 0;
+    std::uint64_t remote_address = 0;
+    std::uint64_t size = 0;
+    std::uint64_t sent = 0;  // bytes whose piece went out
+    std::uint32_t pieces = 0;
+    std::uint32_t answered = 0;
+    std::uint32_t issued = 0;
+    std::uint64_t operand = 0;
+    std::uint64_t compare = 0;
+    RdmaOp* next_free = nullptr;
+    RdmaOp* next_queued = nullptr;
+};
+
+// A reply the target could not send at once (the peer's queue was full).
+struct PendingReply {
+    Kind kind = Kind::put_ack;
+    bool in_use = false;
+    Rank peer = any_rank;
+    RdmaReply rdma{};
+    AtomicReply atomic{};
+    const void* data = nullptr;  // get_rep: the target memory to send
+    PendingReply* next_free = nullptr;
+    PendingReply* next_queued = nullptr;
+};
+
+// A bounded free list; every item is made by setup().
+template <typename T>
+class Pool {
+  public:
+    void setup(std::size_t count) {
+        items_ = std::vector<T>(count);
+        head_ = nullptr;
+        for (std::size_t i = count; i-- > 0;) {
+            items_[i].next_free = head_;
+            head_ = &items_[i];
+        }
+        available_ = count;
+    }
+    T* get() noexcept {
+        T* t = head_;
+        if (t == nullptr) [[unlikely]]
+            return nullptr;
+        head_ = t->next_free;
+        t->next_free = nullptr;
+        t->in_use = true;
+        --available_;
+        return t;
+    }
+    bool put(T* t) noexcept {
+        if (!owns(t) || !t->in_use) [[unlikely]]
+            return false;
+        t->in_use = false;
+        t->next_free = head_;
+        head_ = t;
+        ++available_;
+        return true;
+    }
+    bool owns(const T* t) const noexcept {
+        return !items_.empty() && t >= items_.data() && t < items_.data() + items_.size();
+    }
+    T& at(std::size_t i) noexcept { return items_[i]; }
+    std::size_t index(const T* t) const noexcept {
+        return static_cast<std::size_t>(t - items_.data());
+    }
+    std::size_t size() const noexcept { return items_.size(); }
+    std::size_t available() const noexcept { return available_; }
+
+  private:
+    std::vector<T> items_;
+    T* head_ = nullptr;
+    std::size_t available_ = 0;
+};
+
+// Send fragments with their buffers in one block.
+class FragPool {
+  public:
+    void setup(std::size_t count, std::size_t capacity) {
+        stride_ = (sizeof(WireHeader) + capacity + 63) & ~std::size_t{63};
+        storage_ = std::make_unique<std::byte[]>(count * stride_);
+        pool_.setup(count);
+        for (std::size_t i = 0; i < count; ++i) {
+            UctFrag& f = pool_.at(i);
+            f.buffer = storage_.get() + i * stride_;
+            f.capacity = capacity;
+        }
+    }
+    UctFrag* get() noexcept { return pool_.get(); }
+    bool put(UctFrag* f) noexcept { return pool_.put(f); }
+    bool owns(const UctFrag* f) const noexcept { return pool_.owns(f); }
+    std::size_t size() const noexcept { return pool_.size(); }
+    std::size_t available() const noexcept { return pool_.available(); }
+
+  private:
+    Pool<UctFrag> pool_;
+    std::unique_ptr<std::byte[]> storage_;
+    std::size_t stride_ = 0;
+};
+
+// Received messages, copied out of UCT's progress and delivered after it
+// returns, in arrival order.  Delivering outside UCT's progress lets a
+// receive callback send, and drive progress, without re-entering UCT.
+//
+// Slots are numbered by a running sequence.  A delivered slot is reused only
+// once the outermost delivery has returned: a nested delivery (a callback
+// that drives progress) must not overwrite the message an outer callback is
+// still reading.  When a burst fills every slot, the ring doubles; the old
+// block is kept until no delivery reads from it.
+class RecvRing {
+  public:
+    void setup(std::size_t slots, std::size_t slot_size) {
+        stride_ = (slot_size + 63) & ~std::size_t{63};
+        slot_size_ = slot_size;
+        capacity_ = slots;
+        block_ = std::make_unique<std::byte[]>(capacity_ * stride_);
+        lengths_.assign(capacity_, 0);
+    }
+
+    std::size_t slot_size() const noexcept { return slot_size_; }
+    std::size_t capacity() const noexcept { return capacity_; }
+    bool empty() const noexcept { return read_ == write_; }
+    std::size_t queued() const noexcept { return static_cast<std::size_t>(write_ - read_); }
+    std::size_t grown() const noexcept { return grown_; }
+
+    // From the AM handler.  False when the message is larger than a slot.
+    bool push(const void* data, std::size_t length) {
+        if (length > slot_size_) [[unlikely]]
+            return false;
+        if (write_ - free_ == capacity_) [[unlikely]]
+            grow();
+        const std::size_t i = static_cast<std::size_t>(write_ % capacity_);
+        std::memcpy(block_.get() + i * stride_, data, length);
+        lengths_[i] = static_cast<std::uint32_t>(length);
+        ++write_;
+        return true;
+    }
+
+    // The next message to deliver (valid until the outermost delivery ends).
+    const std::byte* front(std::size_t& length) const noexcept {
+        const std::size_t i = static_cast<std::size_t>(read_ % capacity_);
+        length = lengths_[i];
+        return block_.get() + i * stride_;
+    }
+    void pop() noexcept { ++read_; }
+
+    // Around each delivery: slots are released when the outermost one ends.
+    void enter() noexcept { ++depth_; }
+    void leave() noexcept {
+        if (--depth_ == 0) {
+            free_ = read_;
+            if (!retired_.empty()) retired_.clear();
+        }
+    }
+
+  private:
+    void grow() {
+        const std::size_t cap = capacity_ * 2;
+        auto block = std::make_unique<std::byte[]>(cap * stride_);
+        std::vector<std::uint32_t> lengths(cap, 0);
+        for (std::uint64_t s = free_; s < write_; ++s) {
+            const std::size_t from = static_cast<std::size_t>(s % capacity_);
+            const std::size_t to = static_cast<std::size_t>(s % cap);
+            std::memcpy(block.get() + to * stride_, block_.get() + from * stride_, lengths_[from]);
+            lengths[to] = lengths_[from];
+        }
+        if (depth_ > 0) retired_.push_back(std::move(block_));  // an outer delivery may read it
+        block_ = std::move(block);
+        lengths_ = std::move(lengths);
+        capacity_ = cap;
+        ++grown_;
+    }
+
+    std::unique_ptr<std::byte[]> block_;
+    std::vector<std::uint32_t> lengths_;
+    std::vector<std::unique_ptr<std::byte[]>> retired_;
+    std::size_t stride_ = 0;
+    std::size_t slot_size_ = 0;
+    std::size_t capacity_ = 0;
+    std::uint64_t write_ = 0;  // next slot to fill
+    std::uint64_t read_ = 0;   // next slot to deliver
+    std::uint64_t free_ = 0;   // oldest slot not yet reusable
+    int depth_ = 0;
+    std::size_t grown_ = 0;
+};
+
+}  // namespace transit::uct

@@ -1,0 +1,682 @@
+// The uct module: UCT objects, peers, the active-message path and progress.
+// One-sided operations are in uct_rdma.cpp.
+#include "uct_module.hpp"
+
+#include <fmt/format.h>
+#include <ucs/async/async_fwd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace transit::uct {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, ucs_status_t s) {
+    throw std::runtime_error(fmt::format("{} failed: {}", what, ucs_status_string(s)));
+}
+
+// Statuses that mean the peer is gone, not that this one operation failed.
+bool peer_lost(ucs_status_t s) noexcept {
+    return s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_CONNECTION_RESET ||
+           s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED;
+}
+
+}  // namespace
+
+void AsyncDeleter::operator()(ucs_async_context_t* a) const noexcept {
+    ucs_async_context_destroy(a);
+}
+
+UctModule::UctModule(btl::Component& component, const Resource& resource, const UctConfig& config,
+                     rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
+                     std::shared_ptr<Regions> regions, const log::Stream& out)
+    : btl::Module(component),
+      resource_(resource),
+      config_(config),
+      runtime_(runtime),
+      progress_(progress),
+      am_table_(am_table),
+      out_(out),
+      self_(runtime.rank()),
+      regions_(std::move(regions)) {
+    open_objects();
+    choose_attributes();
+    setup_pools();
+    by_rank_.resize(runtime_.size());
+}
+
+UctModule::~UctModule() {
+    finalize();
+}
+
+void UctModule::open_objects() {
+    ucs_async_context_t* async = nullptr;
+    if (ucs_status_t s = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
+        s != UCS_OK)
+        fail("ucs_async_context_create", s);
+    async_.reset(async);
+    uct_worker_h worker = nullptr;
+    if (ucs_status_t s = uct_worker_create(async_.get(), UCS_THREAD_MODE_SINGLE, &worker);
+        s != UCS_OK)
+        fail("uct_worker_create", s);
+    worker_.reset(worker);
+
+    uct_md_config_t* md_config = nullptr;
+    if (ucs_status_t s = uct_md_config_read(resource_.component, nullptr, nullptr, &md_config);
+        s != UCS_OK)
+        fail("reading the memory domain configuration", s);
+    uct_md_h md = nullptr;
+    ucs_status_t s = uct_md_open(resource_.component, resource_.md_name.c_str(), md_config, &md);
+    uct_config_release(md_config);
+    if (s != UCS_OK) fail("uct_md_open " + resource_.md_name, s);
+    md_.reset(md);
+
+    uct_iface_config_t* iface_config = nullptr;
+    s = uct_md_iface_config_read(md_.get(), resource_.tl_name.c_str(), nullptr, nullptr,
+                                 &iface_config);
+    if (s != UCS_OK) fail("reading the interface configuration", s);
+    uct_iface_params_t params{};
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS | UCT_IFACE_PARAM_FIELD_FEATURES |
+                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
+    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name = resource_.tl_name.c_str();
+    params.mode.device.dev_name = resource_.dev_name.c_str();
+    params.err_handler = &UctModule::error_cb;
+    params.err_handler_arg = this;
+    params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
+    params.features = UCT_IFACE_FEATURE_AM;
+    params.rx_headroom = 0;
+    uct_iface_h iface = nullptr;
+    s = uct_iface_open(md_.get(), worker_.get(), &params, iface_config, &iface);
+    uct_config_release(iface_config);
+    if (s != UCS_OK) fail("uct_iface_open " + resource_.name(), s);
+    iface_.reset(iface);
+
+    if (s = uct_iface_query(iface_.get(), &iface_attr_); s != UCS_OK) fail("uct_iface_query", s);
+    const std::uint64_t caps = iface_attr_.cap.flags;
+    if (!(caps & UCT_IFACE_FLAG_AM_BCOPY))
+        throw std::runtime_error("the transport has no buffered active messages (am_bcopy)");
+    if (!(caps & UCT_IFACE_FLAG_CONNECT_TO_IFACE))
+        throw std::runtime_error(
+            "the transport connects only endpoint to endpoint, which this component does not "
+            "do");
+    if (caps & UCT_IFACE_FLAG_AM_DUP)
+        throw std::runtime_error("the transport may deliver active messages twice");
+    if (iface_attr_.cap.am.max_bcopy <= sizeof(WireHeader) + sizeof(RdmaRequest))
+        throw std::runtime_error(
+            fmt::format("active messages of {} bytes are too small", iface_attr_.cap.am.max_bcopy));
+    if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
+        fail("uct_iface_set_am_handler", s);
+    uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+
+    // The address: header, device address, interface address.
+    const std::size_t dev_len = iface_attr_.device_addr_len;
+    const std::size_t if_len = iface_attr_.iface_addr_len;
+    if (dev_len > 0xffff || if_len > 0xffff) throw std::runtime_error("address too long");
+    address_.assign(sizeof(AddressHeader) + dev_len + if_len, std::byte{0});
+    const AddressHeader h{address_magic, wire_version, 0, static_cast<std::uint16_t>(dev_len),
+                          static_cast<std::uint16_t>(if_len)};
+    std::memcpy(address_.data(), &h, sizeof h);
+    auto* dev = reinterpret_cast<uct_device_addr_t*>(address_.data() + sizeof h);
+    auto* ifa = reinterpret_cast<uct_iface_addr_t*>(address_.data() + sizeof h + dev_len);
+    if (dev_len > 0) {
+        if (s = uct_iface_get_device_address(iface_.get(), dev); s != UCS_OK)
+            fail("uct_iface_get_device_address", s);
+    }
+    if (if_len > 0) {
+        if (s = uct_iface_get_address(iface_.get(), ifa); s != UCS_OK)
+            fail("uct_iface_get_address", s);
+    }
+}
+
+void UctModule::choose_attributes() {
+    const auto& am = iface_attr_.cap.am;
+    max_message_ = am.max_bcopy;
+    max_short_ = (iface_attr_.cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
+                     ? am.max_short - 8
+                     : 0;
+    // Upper-layer payload per message; every process must agree, which holds
+    // when they run the same transport with the same UCX configuration.
+    std::size_t max_send = max_message_ - sizeof(WireHeader);
+    if (config_.max_send_size > 0) max_send = std::min(max_send, config_.max_send_size);
+    attr_.max_send_size = max_send;
+    attr_.eager_limit = std::min(config_.eager_limit, max_send);
+    attr_.rndv_eager_limit = attr_.eager_limit;
+    chunk_ = max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
+    scratch_.resize(std::max<std::size_t>(max_short_, 64));
+
+    const bool shm =
+        resource_.dev_type == UCT_DEVICE_TYPE_SHM || resource_.dev_type == UCT_DEVICE_TYPE_SELF;
+    const bool software = resource_.tl_name == "tcp";
+    // Shared memory below vader (65535) and self; tcp above the tcp btl (0),
+    // below hardware networks (the openib default, 1024).
+    const std::uint32_t excl = shm ? 32768 : software ? 256 : btl::exclusivity_default;
+    attr_.exclusivity =
+        config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
+    // UCT reports seconds; Transit's latency is relative: one unit per 0.5 us
+    // puts posix at vader's 1 and UCT's tcp near the tcp btl's 100.
+    const double seconds = iface_attr_.latency.c + iface_attr_.overhead;
+    const auto lat = static_cast<std::uint32_t>(std::clamp(seconds / 0.5e-6, 1.0, 1e6));
+    attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency) : lat;
+    const double bytes_per_s = iface_attr_.bandwidth.dedicated + iface_attr_.bandwidth.shared;
+    const auto bw = static_cast<std::uint32_t>(std::clamp(bytes_per_s / 1e6, 1.0, 1e7));
+    attr_.bandwidth = config_.bandwidth >= 0 ? static_cast<std::uint32_t>(config_.bandwidth) : bw;
+
+    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
+                  btl::flags::atomic_ops | btl::flags::atomic_fops;
+    using namespace btl::atomic_support;
+    attr_.atomic_flags =
+        add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;
+    attr_.registration_handle_size = sizeof(PackedHandle);
+    attr_.put_limit = std::size_t{1} << 30;
+    attr_.get_limit = std::size_t{1} << 30;
+}
+
+void UctModule::setup_pools() {
+    frags_.setup(config_.free_list_max, attr_.max_send_size);
+    ops_.setup(config_.max_rdma_ops);
+    // Replies outnumber operations only when a peer floods: twice is plenty,
+    // and a full pool only delays reading requests.
+    replies_.setup(std::max<std::size_t>(2 * config_.max_rdma_ops, 16));
+    ring_.setup(config_.recv_ring, std::max(max_message_, max_short_ + 8));
+}
+
+bool UctModule::valid(const btl::Endpoint* e) const noexcept {
+    if (e == nullptr) return false;
+    const Rank peer = e->peer();
+    return peer < by_rank_.size() && by_rank_[peer].get() == e;
+}
+
+// --- peers -------------------------------------------------------------------
+
+UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
+    std::vector<std::byte> blob;
+    if (peer == self_) {
+        blob = address_;
+    } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
+        if (why)
+            *why = fmt::format("published no {} address ({})", resource_.tl_name, to_string(s));
+        return nullptr;
+    }
+    AddressHeader h{};
+    if (blob.size() < sizeof h) {
+        if (why) *why = fmt::format("its address is {} bytes, shorter than a header", blob.size());
+        return nullptr;
+    }
+    std::memcpy(&h, blob.data(), sizeof h);
+    if (h.magic != address_magic || h.version != wire_version) {
+        if (why) *why = "its address has a wrong magic number or version";
+        return nullptr;
+    }
+    if (blob.size() != sizeof h + h.device_len + h.iface_len ||
+        h.iface_len != iface_attr_.iface_addr_len ||
+        (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+         h.device_len != iface_attr_.device_addr_len)) {
+        if (why)
+            *why = fmt::format(
+                "its address is malformed ({} bytes: device {}, interface {}; expected interface "
+                "{})",
+                blob.size(), h.device_len, h.iface_len, iface_attr_.iface_addr_len);
+        return nullptr;
+    }
+    // UCT reads the addresses with their natural alignment.
+    // The padding keeps a transport that reads a fixed-size device address
+    // (tcp: by its address family) inside this buffer when a peer sent less.
+    std::vector<std::uint64_t> aligned((blob.size() + 7) / 8 + 64, 0);
+    std::memcpy(aligned.data(), blob.data(), blob.size());
+    const auto* base = reinterpret_cast<const std::byte*>(aligned.data());
+    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(base + sizeof h);
+    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(base + sizeof h + h.device_len);
+    if (!uct_iface_is_reachable(iface_.get(), dev, ifa)) {
+        if (why) *why = "UCT reports its interface unreachable from here";
+        return nullptr;
+    }
+    uct_ep_params_t params{};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_USER_DATA;
+    params.iface = iface_.get();
+    params.dev_addr = dev;
+    params.iface_addr = ifa;
+    params.user_data = this;
+    uct_ep_h ep = nullptr;
+    if (ucs_status_t s = uct_ep_create(&params, &ep); s != UCS_OK) {
+        if (why) *why = fmt::format("uct_ep_create failed: {}", ucs_status_string(s));
+        return nullptr;
+    }
+    by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
+    return by_rank_[peer].get();
+}
+
+Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                            btl::Reachability& reachable) {
+    if (endpoints.size() < peers.size() || reachable.size() < peers.size())
+        return Status::bad_param;
+    const bool local_only = resource_.dev_type != UCT_DEVICE_TYPE_NET;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        const Rank peer = peers[i];
+        if (peer >= by_rank_.size()) continue;
+        if (local_only && peer != self_ && !runtime_.on_this_node(peer)) continue;
+        UctEndpoint* e = by_rank_[peer].get();
+        if (e == nullptr) {
+            std::string why;
+            e = connect(peer, &why);
+            if (e == nullptr) {
+                out_.verbose(10, "{}: rank {} not reachable: {}", name(), peer, why);
+                continue;
+            }
+        }
+        if (!e->added) {
+            e->added = true;
+            ++peer_count_;
+        }
+        endpoints[i] = e;
+        reachable.set(i);
+    }
+    update_progress();
+    return Status::success;
+}
+
+Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
+    if (endpoints.size() < peers.size()) return Status::bad_param;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        btl::Endpoint* e = endpoints[i];
+        if (e == nullptr || !valid(e)) continue;
+        const Rank peer = e->peer();
+        // Operations still waiting to be sent to this peer end here; those
+        // already sent keep only the peer's rank and complete on the reply.
+        for (RdmaOp* op = op_head_; op != nullptr; op = op->next_queued)
+            if (op->endpoint == e) op->status = Status::cancelled;
+        for (std::size_t k = 0; k < ops_.size(); ++k)
+            if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
+        for (PendingReply* r = reply_head_; r != nullptr; r = r->next_queued)
+            if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
+        if (by_rank_[peer]->added) --peer_count_;
+        by_rank_[peer].reset();
+        endpoints[i] = nullptr;
+    }
+    update_progress();
+    return Status::success;
+}
+
+UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
+    if (peer >= by_rank_.size()) return nullptr;
+    if (by_rank_[peer]) return by_rank_[peer].get();
+    // A request from a peer not added yet (it added us first): connect to
+    // answer it.  Once per peer, off the usual path.
+    try {
+        return connect(peer, nullptr);
+    } catch (...) {
+        return nullptr;
+    }
+}
+
+// --- sends -------------------------------------------------------------------
+
+std::size_t UctModule::pack_cb(void* dest, void* arg) noexcept {
+    auto* g = static_cast<Gather*>(arg);
+    auto* p = static_cast<std::byte*>(dest);
+    std::memcpy(p, &g->wire, sizeof g->wire);
+    p += sizeof g->wire;
+    if (g->len1 > 0) std::memcpy(p, g->part1, g->len1);
+    p += g->len1;
+    if (g->len2 > 0) std::memcpy(p, g->part2, g->len2);
+    p += g->len2;
+    if (g->convertor_len > 0) g->convertor->pack(p, g->convertor_len);
+    return g->total();
+}
+
+Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
+    if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
+    if (peer_lost(s)) {
+        if (ep != nullptr && !ep->failed) {
+            ep->failed = true;
+            failures_ = true;
+        }
+        return Status::peer_failed;
+    }
+    if (s == UCS_ERR_INVALID_PARAM) return Status::bad_param;
+    if (s == UCS_ERR_UNSUPPORTED) return Status::not_supported;
+    return Status::error;
+}
+
+// One message, completed when this returns (UCT copies it): completed, or
+// nothing happened (out_of_resource, errors).
+Status UctModule::transmit(UctEndpoint* ep, Gather& g) noexcept {
+    if (ep->failed) [[unlikely]]
+        return Status::peer_failed;
+    const std::size_t payload = g.total() - sizeof(WireHeader);
+    ucs_status_t s;
+    if (payload <= max_short_) {
+        std::uint64_t header;
+        std::memcpy(&header, &g.wire, sizeof header);
+        const void* data = g.part1;
+        if (g.len2 > 0 || g.convertor_len > 0 || g.len1 == 0) {
+            std::byte* p = scratch_.data();
+            if (g.len1 > 0) std::memcpy(p, g.part1, g.len1);
+            if (g.len2 > 0) std::memcpy(p + g.len1, g.part2, g.len2);
+            if (g.convertor_len > 0) {
+                const std::size_t start = g.convertor->position();
+                g.convertor->pack(p + g.len1 + g.len2, g.convertor_len);
+                s = uct_ep_am_short(ep->ep, am_id, header, p, static_cast<unsigned>(payload));
+                if (s != UCS_OK) g.convertor->seek(start);
+                return s == UCS_OK ? Status::completed : from_ucs(s, ep);
+            }
+            data = p;
+        }
+        s = uct_ep_am_short(ep->ep, am_id, header, data, static_cast<unsigned>(payload));
+        return s == UCS_OK ? Status::completed : from_ucs(s, ep);
+    }
+    if (g.total() > max_message_) [[unlikely]]
+        return Status::bad_param;
+    const std::size_t start = g.convertor ? g.convertor->position() : 0;
+    const ssize_t n = uct_ep_am_bcopy(ep->ep, am_id, &UctModule::pack_cb, &g, 0);
+    if (n >= 0) return Status::completed;
+    if (g.convertor) g.convertor->seek(start);
+    return from_ucs(static_cast<ucs_status_t>(n), ep);
+}
+
+btl::Descriptor* UctModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                                  std::uint32_t flags) noexcept {
+    if (!valid(endpoint)) [[unlikely]]
+        return nullptr;
+    UctFrag* f = take();
+    if (f == nullptr) return nullptr;
+    f->seg = {f->buffer + sizeof(WireHeader), std::min(size, f->capacity)};
+    f->segments = &f->seg;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    return f;
+}
+
+Status UctModule::free(btl::Descriptor* descriptor) noexcept {
+    if (descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    auto* f = static_cast<UctFrag*>(descriptor);
+    return frags_.put(f) ? Status::success : Status::bad_param;
+}
+
+btl::Descriptor* UctModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                        std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                        std::uint32_t flags) noexcept {
+    if (!valid(endpoint) || reserve > attr_.max_send_size) [[unlikely]]
+        return nullptr;
+    UctFrag* f = take();
+    if (f == nullptr) return nullptr;
+    std::byte* payload = f->buffer + sizeof(WireHeader);
+    size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
+    f->seg = {payload, reserve + size};
+    f->segments = &f->seg;
+    f->segment_count = 1;
+    f->flags = flags;
+    f->order = order;
+    f->cbfunc = nullptr;
+    f->cbdata = nullptr;
+    f->context = nullptr;
+    return f;
+}
+
+void UctModule::finish_send(UctFrag* f, UctEndpoint* ep) noexcept {
+    const std::uint32_t flags = f->flags;
+    if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
+        f->cbfunc(this, ep, f, Status::success);
+    if (flags & btl::des_flags::btl_ownership) frags_.put(f);
+}
+
+Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                       btl::Tag tag) noexcept {
+    if (!valid(endpoint) || descriptor == nullptr) [[unlikely]]
+        return Status::bad_param;
+    auto* f = static_cast<UctFrag*>(descriptor);
+    if (!frags_.owns(f) || !f->in_use || descriptor->segments[0].len > f->capacity) [[unlikely]]
+        return Status::bad_param;
+    auto* ep = static_cast<UctEndpoint*>(endpoint);
+    Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
+             static_cast<std::size_t>(descriptor->segments[0].len)};
+    const Status s = transmit(ep, g);
+    if (s != Status::completed) return s;
+    finish_send(f, ep);
+    return Status::completed;
+}
+
+Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                        std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                        std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (!valid(endpoint) || (header_size > 0 && header == nullptr) ||
+        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
+        [[unlikely]]
+        return Status::bad_param;
+    auto* ep = static_cast<UctEndpoint*>(endpoint);
+    const std::size_t total = header_size + payload_size;
+    if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
+        Gather g{wire(Kind::message, tag), header, header_size};
+        g.convertor = payload_size > 0 ? convertor : nullptr;
+        g.convertor_len = payload_size;
+        const Status s = transmit(ep, g);
+        if (s == Status::completed || s != Status::out_of_resource) return s;
+    }
+    if (descriptor != nullptr) {
+        btl::Descriptor* d = alloc(endpoint, order, total, flags);
+        if (d != nullptr && d->segments[0].len < total) {
+            free(d);
+            d = nullptr;
+        }
+        *descriptor = d;
+    }
+    return Status::out_of_resource;
+}
+
+// --- receiving and progress --------------------------------------------------
+
+ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigned) noexcept {
+    auto* m = static_cast<UctModule*>(arg);
+    bool stored = false;
+    try {
+        stored = m->ring_.push(data, length);
+    } catch (...) {
+        stored = false;  // growing the ring failed: out of memory
+    }
+    if (!stored) [[unlikely]]
+        ++m->dropped_;
+    return UCS_OK;
+}
+
+ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
+    auto* m = static_cast<UctModule*>(arg);
+    for (auto& e : m->by_rank_) {
+        if (e && e->ep == ep && !e->failed) {
+            m->out_.verbose(1, "{}: rank {} lost: {}", m->name(), e->peer(),
+                            ucs_status_string(status));
+            e->failed = true;
+            m->failures_ = true;
+        }
+    }
+    // Handled: the endpoint stays until del_procs or finalize destroys it.
+    return UCS_OK;
+}
+
+void UctModule::handle_failures() noexcept {
+    failures_ = false;
+    for (auto& e : by_rank_) {
+        if (!e || !e->failed || e->reported) continue;
+        e->reported = true;
+        const Rank peer = e->peer();
+        // Operations to the lost peer end with its error.
+        for (std::size_t k = 0; k < ops_.size(); ++k) {
+            RdmaOp& op = ops_.at(k);
+            if (op.in_use && op.peer == peer) {
+                op.status = Status::peer_failed;
+                op.answered = op.pieces;
+                op.sent = op.size;
+                op.issued = op.pieces;
+                if (!op.queued) complete_op(&op);
+            }
+        }
+        report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
+    }
+}
+
+void UctModule::update_progress() noexcept {
+    const bool want =
+        peer_count_ > 0 || ops_pending_ > 0 || reply_head_ != nullptr || !ring_.empty();
+    if (want && !progress_handle_) {
+        try {
+            progress_handle_ = progress_.add(&UctModule::progress_cb, this);
+        } catch (...) {
+            report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
+        }
+    } else if (!want && progress_handle_) {
+        progress_.remove(progress_handle_);
+        progress_handle_ = {};
+    }
+}
+
+int UctModule::progress_cb(void* self) noexcept {
+    auto* m = static_cast<UctModule*>(self);
+    const int n = m->poll();
+    if (m->peer_count_ == 0) m->update_progress();
+    return n;
+}
+
+int UctModule::poll() noexcept {
+    int events = 0;
+    if (reply_head_ != nullptr) [[unlikely]]
+        events += retry_replies();
+    if (op_head_ != nullptr) [[unlikely]]
+        events += retry_ops();
+    events += static_cast<int>(uct_worker_progress(worker_.get()));
+    if (failures_) [[unlikely]]
+        handle_failures();
+    if (dropped_ > 0) [[unlikely]] {
+        dropped_ = 0;
+        report_error(btl::error_flags::nonfatal, any_rank,
+                     "uct: a message larger than the transport's limit was dropped");
+    }
+    if (!ring_.empty()) events += deliver();
+    return events;
+}
+
+int UctModule::deliver() noexcept {
+    int events = 0;
+    while (!ring_.empty()) {
+        std::size_t length = 0;
+        const std::byte* data = ring_.front(length);
+        ring_.enter();
+        const bool consumed = handle(data, length);
+        ring_.leave();
+        if (!consumed) break;  // a request waits for a free reply slot
+        ++events;
+    }
+    return events;
+}
+
+// One received message.  Returns false, and leaves the message in the ring,
+// when it is a request that could need a reply slot and none is free.
+bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
+    WireHeader h{};
+    if (length < sizeof h) [[unlikely]] {
+        ring_.pop();
+        report_error(btl::error_flags::nonfatal, any_rank, "uct: a message shorter than a header");
+        return true;
+    }
+    std::memcpy(&h, data, sizeof h);
+    const std::byte* body = data + sizeof h;
+    const std::size_t body_len = length - sizeof h;
+    const auto kind = static_cast<Kind>(h.kind);
+    if (h.version != wire_version) [[unlikely]] {
+        ring_.pop();
+        report_error(btl::error_flags::nonfatal, h.source, "uct: a message of another version");
+        return true;
+    }
+    switch (kind) {
+        case Kind::message: {
+            ring_.pop();  // before the callback: a nested delivery takes the next one
+            UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+            const btl::Segment seg{const_cast<std::byte*>(body), body_len};
+            const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
+            if (!am_table_.dispatch(this, d)) [[unlikely]]
+                report_error(btl::error_flags::nonfatal, h.source,
+                             "uct: a message for an unregistered tag was dropped");
+            return true;
+        }
+        case Kind::put:
+        case Kind::get_req:
+        case Kind::amo_req: {
+            if (replies_.available() == 0) return false;
+            ring_.pop();
+            const bool fine = kind == Kind::put       ? on_put(h.source, body, body_len)
+                              : kind == Kind::get_req ? on_get(h.source, body, body_len)
+                                                      : on_atomic(h.source, body, body_len);
+            if (!fine) [[unlikely]]
+                report_error(btl::error_flags::nonfatal, h.source,
+                             "uct: a malformed one-sided request was dropped");
+            return true;
+        }
+        case Kind::put_ack:
+        case Kind::get_rep:
+            ring_.pop();
+            on_rdma_reply(kind, h.source, body, body_len);
+            return true;
+        case Kind::amo_rep:
+            ring_.pop();
+            on_atomic_reply(h.source, body, body_len);
+            return true;
+    }
+    ring_.pop();
+    report_error(btl::error_flags::nonfatal, h.source, "uct: a message of an unknown kind");
+    return true;
+}
+
+// --- the rest ----------------------------------------------------------------
+
+Status UctModule::flush(btl::Endpoint*) {
+    // Replies come in any order: waiting for none pending covers every
+    // operation started before the call.
+    while (ops_pending_ > 0) {
+        poll();
+        if (failures_) handle_failures();
+    }
+    return Status::success;
+}
+
+void UctModule::dump(btl::Endpoint*, int verbosity) {
+    log::write("btl:uct",
+               fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+                           "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+                           "{} registrations",
+                           name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
+                           replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
+                           ring_.grown(), regions_->registrations.size()));
+    if (verbosity > 50)
+        log::write("btl:uct",
+                   fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
+                               "ns, exclusivity {} latency {} bandwidth {} MB/s",
+                               resource_.md_name, max_short_, max_message_,
+                               iface_attr_.latency.c * 1e9, iface_attr_.overhead * 1e9,
+                               attr_.exclusivity, attr_.latency, attr_.bandwidth));
+}
+
+Status UctModule::finalize() {
+    if (progress_handle_) progress_.remove(progress_handle_);
+    progress_handle_ = {};
+    if (ops_pending_ > 0)
+        out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
+                     ops_pending_);
+    // Endpoints before the interface, the interface before the worker.
+    by_rank_.clear();
+    peer_count_ = 0;
+    iface_.reset();
+    worker_.reset();
+    async_.reset();
+    md_.reset();
+    return Status::success;
+}
+
+}  // namespace transit::uct

@@ -1,0 +1,255 @@
+// The uct module: one UCT interface (a transport on a device, e.g. posix on
+// "memory" or tcp on "eth0") with its own worker, connected to each peer's
+// interface.
+//
+// Active messages go out with uct_ep_am_short (when header + payload fit) or
+// uct_ep_am_bcopy, both complete when they return.  Receptions are copied
+// into a ring by the AM handler and delivered after UCT's progress returns.
+// Put, get and atomics are performed by the target through active messages
+// (see README.md: the memory domains of the transports that carry active
+// messages here cannot register arbitrary memory for remote access).
+#pragma once
+
+#include <uct/api/uct.h>
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transit/btl/am_table.hpp"
+#include "transit/btl/module.hpp"
+#include "transit/log.hpp"
+#include "transit/progress.hpp"
+#include "uct_endpoint.hpp"
+#include "uct_frag.hpp"
+#include "uct_wire.hpp"
+
+namespace transit::uct {
+
+// Registrations of every module of the component in this process: the upper
+// layer may register memory through one module and have a peer reach it
+// through another (posix and tcp both reach a peer on this node), so a key
+// means the same region whichever module the request comes in on.
+struct Regions {
+    struct Registration {
+        PackedHandle packed;  // first: the handle's packed form
+    };
+    struct Region {
+        std::uint64_t base;
+        std::uint64_t len;
+        std::uint32_t access;
+    };
+    std::list<Registration> registrations;
+    std::unordered_map<std::uint64_t, Region> regions;
+    std::uint64_t next_key = 1;
+};
+
+struct UctConfig {
+    std::size_t eager_limit = 4096;
+    std::size_t max_send_size = 0;  // 0: what the transport allows
+    std::size_t free_list_max = 128;
+    std::size_t recv_ring = 256;
+    std::size_t max_rdma_ops = 256;
+    std::int64_t exclusivity = -1;  // -1: from the device type
+    std::int64_t latency = -1;      // -1: from UCT's latency and overhead
+    std::int64_t bandwidth = -1;    // -1: from UCT's bandwidth
+};
+
+// One transport on one device, as listed by its memory domain.
+struct Resource {
+    uct_component_h component = nullptr;
+    std::string md_name;
+    std::string tl_name;
+    std::string dev_name;
+    uct_device_type_t dev_type = UCT_DEVICE_TYPE_NET;
+    std::string name() const { return tl_name + "/" + dev_name; }
+};
+
+// Owned UCT/UCS objects, closed in reverse order of declaration.
+struct AsyncDeleter {
+    void operator()(ucs_async_context_t* a) const noexcept;
+};
+struct WorkerDeleter {
+    void operator()(uct_worker* w) const noexcept { uct_worker_destroy(w); }
+};
+struct MdDeleter {
+    void operator()(uct_md* m) const noexcept { uct_md_close(m); }
+};
+struct IfaceDeleter {
+    void operator()(uct_iface* i) const noexcept { uct_iface_close(i); }
+};
+
+class UctModule final : public btl::Module {
+  public:
+    // Opens the memory domain, worker and interface; throws std::runtime_error
+    // with the reason when the transport cannot be used.
+    UctModule(btl::Component& component, const Resource& resource, const UctConfig& config,
+              rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
+              std::shared_ptr<Regions> regions, const log::Stream& out);
+    ~UctModule() override;
+
+    std::string name() const override { return "uct:" + resource_.name(); }
+    const std::vector<std::byte>& address() const noexcept { return address_; }
+    std::string modex_key() const { return "btl.uct." + resource_.tl_name; }
+
+    Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                     btl::Reachability& reachable) override;
+    Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
+
+    btl::Descriptor* alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
+                           std::uint32_t flags) noexcept override;
+    Status free(btl::Descriptor* descriptor) noexcept override;
+    btl::Descriptor* prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
+                                 std::uint8_t order, std::size_t reserve, std::size_t& size,
+                                 std::uint32_t flags) noexcept override;
+    Status send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                btl::Tag tag) noexcept override;
+    Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                 std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                 std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
+
+    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
+               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
+               void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                      void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                        btl::RegistrationHandle* local_handle,
+                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
+                        void* cbcontext, void* cbdata) noexcept override;
+
+    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
+                                          std::uint32_t flags) override;
+    Status deregister_mem(btl::RegistrationHandle* handle) override;
+    Status flush(btl::Endpoint* endpoint) override;
+    void dump(btl::Endpoint* endpoint, int verbosity) override;
+    Status finalize() override;
+
+  private:
+    // What one message is made of: the wire header, up to two fixed parts and
+    // bytes from a convertor, gathered into UCT's buffer by the pack callback.
+    struct Gather {
+        WireHeader wire;
+        const void* part1 = nullptr;
+        std::size_t len1 = 0;
+        const void* part2 = nullptr;
+        std::size_t len2 = 0;
+        btl::Convertor* convertor = nullptr;
+        std::size_t convertor_len = 0;
+        std::size_t total() const noexcept {
+            return sizeof(WireHeader) + len1 + len2 + convertor_len;
+        }
+    };
+
+    void open_objects();
+    void choose_attributes();
+    void setup_pools();
+
+    // Sending.
+    static std::size_t pack_cb(void* dest, void* arg) noexcept;
+    Status transmit(UctEndpoint* ep, Gather& g) noexcept;
+    Status from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept;
+    WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
+        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
+    }
+    bool valid(const btl::Endpoint* e) const noexcept;
+    UctFrag* take() noexcept { return frags_.get(); }
+    void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
+
+    // Receiving and progress.
+    static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
+    static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
+    static int progress_cb(void* self) noexcept;
+    int poll() noexcept;
+    int deliver() noexcept;
+    bool handle(const std::byte* data, std::size_t length) noexcept;
+    void update_progress() noexcept;
+    void handle_failures() noexcept;
+    UctEndpoint* connect(Rank peer, std::string* why);
+    UctEndpoint* peer_endpoint(Rank peer) noexcept;
+
+    // One-sided, initiator side.
+    Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
+                        std::size_t size, std::uint32_t access, PackedHandle& p) const noexcept;
+    RdmaOp* start_op(OpKind kind, btl::Endpoint* endpoint, void* local_address,
+                     btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                     void* cbcontext, void* cbdata) noexcept;
+    Status launch(RdmaOp* op) noexcept;
+    Status advance(RdmaOp* op) noexcept;
+    int retry_ops() noexcept;
+    void answered(RdmaOp* op, Status s) noexcept;
+    void complete_op(RdmaOp* op) noexcept;
+    RdmaOp* find_op(std::uint32_t index, std::uint32_t generation, Rank peer) noexcept;
+    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                         btl::RegistrationHandle* local_handle,
+                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                         std::uint64_t operand, std::uint64_t compare, int flags, AtomicMode mode,
+                         btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+
+    // One-sided, target side.
+    const Regions::Region* region(std::uint64_t key, std::uint64_t address, std::uint64_t length,
+                                  std::uint32_t access, Status& why) const noexcept;
+    bool on_put(Rank source, const std::byte* body, std::size_t length) noexcept;
+    bool on_get(Rank source, const std::byte* body, std::size_t length) noexcept;
+    bool on_atomic(Rank source, const std::byte* body, std::size_t length) noexcept;
+    void on_rdma_reply(Kind kind, Rank source, const std::byte* body, std::size_t length) noexcept;
+    void on_atomic_reply(Rank source, const std::byte* body, std::size_t length) noexcept;
+    Status send_reply(PendingReply& r) noexcept;
+    void reply(PendingReply& r) noexcept;
+    int retry_replies() noexcept;
+
+    Resource resource_;
+    UctConfig config_;
+    rt::Runtime& runtime_;
+    ProgressEngine& progress_;
+    btl::AmTable& am_table_;
+    log::Stream out_;
+    Rank self_;
+
+    std::unique_ptr<ucs_async_context_t, AsyncDeleter> async_;
+    std::unique_ptr<uct_worker, WorkerDeleter> worker_;
+    std::unique_ptr<uct_md, MdDeleter> md_;
+    std::unique_ptr<uct_iface, IfaceDeleter> iface_;
+    uct_iface_attr_t iface_attr_{};
+
+    std::vector<std::byte> address_;  // AddressHeader + device + interface address
+    std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
+    std::size_t peer_count_ = 0;
+    bool failures_ = false;  // an endpoint failed inside UCT's progress
+
+    FragPool frags_;
+    Pool<RdmaOp> ops_;
+    Pool<PendingReply> replies_;
+    RecvRing ring_;
+    RdmaOp* op_head_ = nullptr;  // operations with pieces left to send
+    RdmaOp* op_tail_ = nullptr;
+    PendingReply* reply_head_ = nullptr;
+    PendingReply* reply_tail_ = nullptr;
+    std::size_t ops_pending_ = 0;
+    std::size_t dropped_ = 0;         // receptions larger than a slot (protocol errors)
+    std::vector<std::byte> scratch_;  // am_short payload gathered from pieces
+    std::size_t max_short_ = 0;       // am_short payload (after the 64-bit header)
+    std::size_t max_message_ = 0;     // am_bcopy total, header included
+    std::size_t chunk_ = 0;           // data bytes per put/get piece
+    ProgressEngine::Handle progress_handle_;
+
+    std::shared_ptr<Regions> regions_;
+};
+
+}  // namespace transit::uct

@@ -1,0 +1,516 @@
+// One-sided operations of the uct module, performed by the target: the
+// initiator sends requests in pieces that fit one active message, the target
+// checks the registration (key, bounds, access), reads, writes or applies the
+// atomic, and answers; the operation completes when every piece is answered.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "uct_module.hpp"
+
+namespace transit::uct {
+namespace {
+
+bool known_op(std::uint16_t v) noexcept {
+    switch (static_cast<btl::AtomicOp>(v)) {
+        case btl::AtomicOp::add:
+        case btl::AtomicOp::and_:
+        case btl::AtomicOp::or_:
+        case btl::AtomicOp::xor_:
+        case btl::AtomicOp::land:
+        case btl::AtomicOp::lor:
+        case btl::AtomicOp::lxor:
+        case btl::AtomicOp::swap:
+        case btl::AtomicOp::min:
+        case btl::AtomicOp::max:
+            return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+// --- initiator -------------------------------------------------------------------
+
+Status UctModule::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
+                               std::size_t size, std::uint32_t access,
+                               PackedHandle& p) const noexcept {
+    if (handle == nullptr) [[unlikely]]
+        return Status::bad_param;
+    std::memcpy(&p, handle, sizeof p);
+    if (p.magic != handle_magic) [[unlikely]]
+        return Status::bad_param;
+    if ((p.access & access) != access) [[unlikely]]
+        return Status::access_denied;
+    if (address < p.base || size > p.len || address - p.base > p.len - size) [[unlikely]]
+        return Status::bad_param;
+    return Status::success;
+}
+
+RdmaOp* UctModule::start_op(OpKind kind, btl::Endpoint* endpoint, void* local_address,
+                            btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                            void* cbcontext, void* cbdata) noexcept {
+    RdmaOp* op = ops_.get();
+    if (op == nullptr) return nullptr;
+    op->kind = kind;
+    op->status = Status::success;
+    op->endpoint = static_cast<UctEndpoint*>(endpoint);
+    op->peer = endpoint->peer();
+    op->local_address = local_address;
+    op->local_handle = local_handle;
+    op->cbfunc = cbfunc;
+    op->cbcontext = cbcontext;
+    op->cbdata = cbdata;
+    op->sent = 0;
+    op->issued = 0;
+    op->answered = 0;
+    op->pieces = 1;
+    op->queued = false;
+    op->next_queued = nullptr;
+    return op;
+}
+
+// Sends the pieces not sent yet, until all are out or UCT has no room.
+Status UctModule::advance(RdmaOp* op) noexcept {
+    if (op->endpoint == nullptr) [[unlikely]]
+        return Status::cancelled;
+    while (op->issued < op->pieces) {
+        Status s;
+        std::uint64_t n = 0;
+        const auto index = static_cast<std::uint32_t>(ops_.index(op));
+        if (op->kind == OpKind::atomic) {
+            const AtomicRequest req{index,
+                                    op->generation,
+                                    op->key,
+                                    op->remote_address,
+                                    op->operand,
+                                    op->compare,
+                                    op->amo,
+                                    static_cast<std::uint8_t>(op->mode),
+                                    static_cast<std::uint8_t>(op->bits32 ? 1 : 0),
+                                    0};
+            Gather g{wire(Kind::amo_req), &req, sizeof req};
+            s = transmit(op->endpoint, g);
+        } else {
+            n = std::min<std::uint64_t>(chunk_, op->size - op->sent);
+            const RdmaRequest req{index, op->generation, op->key, op->remote_address + op->sent,
+                                  n,     op->sent};
+            if (op->kind == OpKind::put) {
+                Gather g{wire(Kind::put), &req, sizeof req,
+                         static_cast<const std::byte*>(op->local_address) + op->sent, n};
+                s = transmit(op->endpoint, g);
+            } else {
+                Gather g{wire(Kind::get_req), &req, sizeof req};
+                s = transmit(op->endpoint, g);
+            }
+        }
+        if (s != Status::completed) return s;
+        ++op->issued;
+        op->sent += n;
+    }
+    return Status::success;
+}
+
+// Starts an operation: success (the callback comes from progress) or
+// nothing happened (out_of_resource, errors).
+Status UctModule::launch(RdmaOp* op) noexcept {
+    const Status s = advance(op);
+    if (s == Status::success) {
+        ++ops_pending_;
+        update_progress();
+        return Status::success;
+    }
+    if (op->issued == 0) {
+        ++op->generation;
+        ops_.put(op);
+        return s;
+    }
+    ++ops_pending_;
+    if (s == Status::out_of_resource) {
+        // Part of it is out: the rest goes from progress, in order.
+        op->queued = true;
+        op->next_queued = nullptr;
+        if (op_tail_)
+            op_tail_->next_queued = op;
+        else
+            op_head_ = op;
+        op_tail_ = op;
+    } else {
+        op->status = s;
+        op->pieces = op->issued;  // complete once the pieces already sent are answered
+    }
+    update_progress();
+    return Status::success;
+}
+
+int UctModule::retry_ops() noexcept {
+    int events = 0;
+    while (op_head_ != nullptr) {
+        RdmaOp* op = op_head_;
+        Status s = ok(op->status) ? advance(op) : op->status;
+        if (s == Status::out_of_resource) break;
+        op_head_ = op->next_queued;
+        if (op_head_ == nullptr) op_tail_ = nullptr;
+        op->queued = false;
+        op->next_queued = nullptr;
+        ++events;
+        if (s != Status::success) {
+            if (ok(op->status)) op->status = s;
+            op->pieces = op->issued;
+            if (op->answered >= op->pieces) complete_op(op);
+        }
+    }
+    return events;
+}
+
+void UctModule::answered(RdmaOp* op, Status s) noexcept {
+    ++op->answered;
+    if (!ok(s) && ok(op->status)) op->status = s;
+    if (op->answered >= op->pieces && !op->queued) complete_op(op);
+}
+
+void UctModule::complete_op(RdmaOp* op) noexcept {
+    // Copied out first: the callback may start another operation.
+    const RdmaOp done = *op;
+    ++op->generation;  // late replies for this slot no longer match
+    ops_.put(op);
+    --ops_pending_;
+    if (done.cbfunc != nullptr)
+        done.cbfunc(this, done.endpoint, done.local_address, done.local_handle, done.cbcontext,
+                    done.cbdata, ok(done.status) ? Status::success : done.status);
+}
+
+RdmaOp* UctModule::find_op(std::uint32_t index, std::uint32_t generation, Rank peer) noexcept {
+    if (index >= ops_.size()) return nullptr;
+    RdmaOp& op = ops_.at(index);
+    if (!op.in_use || op.generation != generation || op.peer != peer) return nullptr;
+    return &op;
+}
+
+Status UctModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > attr_.put_limit)
+        [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    RdmaOp* op =
+        start_op(OpKind::put, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    op->key = p.key;
+    op->remote_address = remote_address;
+    op->size = size;
+    op->pieces = size == 0 ? 1 : static_cast<std::uint32_t>((size + chunk_ - 1) / chunk_);
+    return launch(op);
+}
+
+Status UctModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > attr_.get_limit)
+        [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    RdmaOp* op =
+        start_op(OpKind::get, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    op->key = p.key;
+    op->remote_address = remote_address;
+    op->size = size;
+    op->pieces = size == 0 ? 1 : static_cast<std::uint32_t>((size + chunk_ - 1) / chunk_);
+    return launch(op);
+}
+
+Status UctModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
+                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp amo,
+                                std::uint64_t operand, std::uint64_t compare, int flags,
+                                AtomicMode mode, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                void* cbdata) noexcept {
+    if (!valid(endpoint) || (mode != AtomicMode::post && local_address == nullptr) ||
+        (mode != AtomicMode::cswap && !known_op(static_cast<std::uint16_t>(amo)))) [[unlikely]]
+        return Status::bad_param;
+    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const std::size_t width = bits32 ? 4 : 8;
+    if (remote_address % width != 0) [[unlikely]]
+        return Status::bad_param;
+    PackedHandle p;
+    if (Status s =
+            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+        s != Status::success) [[unlikely]]
+        return s;
+    RdmaOp* op =
+        start_op(OpKind::atomic, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    op->key = p.key;
+    op->remote_address = remote_address;
+    op->size = 0;
+    op->mode = mode;
+    op->bits32 = bits32;
+    op->amo = static_cast<std::uint16_t>(amo);
+    op->operand = operand;
+    op->compare = compare;
+    return launch(op);
+}
+
+Status UctModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
+                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                            void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand, 0,
+                         flags, AtomicMode::post, cbfunc, cbcontext, cbdata);
+}
+
+Status UctModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
+                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
+                             void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
+                         operand, 0, flags, AtomicMode::fetch, cbfunc, cbcontext, cbdata);
+}
+
+Status UctModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
+                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
+                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
+                               void* cbcontext, void* cbdata) noexcept {
+    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle,
+                         btl::AtomicOp::swap, value, compare, flags, AtomicMode::cswap, cbfunc,
+                         cbcontext, cbdata);
+}
+
+void UctModule::on_rdma_reply(Kind kind, Rank source, const std::byte* body,
+                              std::size_t length) noexcept {
+    RdmaReply r{};
+    if (length < sizeof r) [[unlikely]] {
+        report_error(btl::error_flags::nonfatal, source, "uct: a short one-sided reply");
+        return;
+    }
+    std::memcpy(&r, body, sizeof r);
+    RdmaOp* op = find_op(r.op, r.generation, source);
+    const OpKind want = kind == Kind::put_ack ? OpKind::put : OpKind::get;
+    if (op == nullptr || op->kind != want) [[unlikely]] {
+        out_.verbose(10, "{}: a reply from rank {} matches no operation (cancelled?)", name(),
+                     source);
+        return;
+    }
+    auto status = static_cast<Status>(r.status);
+    if (kind == Kind::get_rep && ok(status)) {
+        const std::size_t data_len = length - sizeof r;
+        if (r.length != data_len || r.offset > op->size || r.length > op->size - r.offset)
+            [[unlikely]]
+            status = Status::protocol_error;
+        else if (data_len > 0)
+            std::memcpy(static_cast<std::byte*>(op->local_address) + r.offset, body + sizeof r,
+                        data_len);
+    }
+    answered(op, status);
+}
+
+void UctModule::on_atomic_reply(Rank source, const std::byte* body, std::size_t length) noexcept {
+    AtomicReply r{};
+    if (length < sizeof r) [[unlikely]] {
+        report_error(btl::error_flags::nonfatal, source, "uct: a short atomic reply");
+        return;
+    }
+    std::memcpy(&r, body, sizeof r);
+    RdmaOp* op = find_op(r.op, r.generation, source);
+    if (op == nullptr || op->kind != OpKind::atomic) [[unlikely]] {
+        out_.verbose(10, "{}: an atomic reply from rank {} matches no operation", name(), source);
+        return;
+    }
+    const auto status = static_cast<Status>(r.status);
+    if (ok(status) && op->mode != AtomicMode::post) {
+        if (op->bits32) {
+            const auto v = static_cast<std::uint32_t>(r.value);
+            std::memcpy(op->local_address, &v, sizeof v);
+        } else {
+            std::memcpy(op->local_address, &r.value, sizeof r.value);
+        }
+    }
+    answered(op, status);
+}
+
+// --- target --------------------------------------------------------------------
+
+const Regions::Region* UctModule::region(std::uint64_t key, std::uint64_t address,
+                                         std::uint64_t length, std::uint32_t access,
+                                         Status& why) const noexcept {
+    const auto it = regions_->regions.find(key);
+    if (it == regions_->regions.end()) {
+        why = Status::not_found;
+        return nullptr;
+    }
+    const Regions::Region& r = it->second;
+    if ((r.access & access) != access) {
+        why = Status::access_denied;
+        return nullptr;
+    }
+    if (address < r.base || length > r.len || address - r.base > r.len - length) {
+        why = Status::bad_param;
+        return nullptr;
+    }
+    return &r;
+}
+
+bool UctModule::on_put(Rank source, const std::byte* body, std::size_t length) noexcept {
+    RdmaRequest req{};
+    if (length < sizeof req) return false;
+    std::memcpy(&req, body, sizeof req);
+    if (req.length != length - sizeof req) return false;
+    Status s = Status::success;
+    if (region(req.key, req.address, req.length, btl::reg_flags::remote_write, s) != nullptr &&
+        req.length > 0)
+        std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)),
+                    body + sizeof req, req.length);
+    PendingReply* r = replies_.get();  // handle() checked that one is free
+    r->kind = Kind::put_ack;
+    r->peer = source;
+    r->rdma = RdmaReply{req.op, req.generation, static_cast<std::int32_t>(s), 0, req.offset, 0};
+    r->data = nullptr;
+    reply(*r);
+    return true;
+}
+
+bool UctModule::on_get(Rank source, const std::byte* body, std::size_t length) noexcept {
+    RdmaRequest req{};
+    if (length < sizeof req) return false;
+    std::memcpy(&req, body, sizeof req);
+    Status s = Status::success;
+    if (req.length > chunk_)
+        s = Status::bad_param;
+    else
+        region(req.key, req.address, req.length, btl::reg_flags::remote_read, s);
+    PendingReply* r = replies_.get();
+    r->kind = Kind::get_rep;
+    r->peer = source;
+    r->rdma = RdmaReply{req.op, req.generation, static_cast<std::int32_t>(s),
+                        0,      req.offset,     ok(s) ? req.length : 0};
+    r->data =
+        ok(s) ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(req.address)) : nullptr;
+    reply(*r);
+    return true;
+}
+
+bool UctModule::on_atomic(Rank source, const std::byte* body, std::size_t length) noexcept {
+    AtomicRequest req{};
+    if (length < sizeof req) return false;
+    std::memcpy(&req, body, sizeof req);
+    const auto mode = static_cast<AtomicMode>(req.mode);
+    if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap) ||
+        (mode != AtomicMode::cswap && !known_op(req.amo)))
+        return false;
+    const std::size_t width = req.bits32 ? 4 : 8;
+    const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;
+    Status s = Status::success;
+    std::uint64_t old = 0;
+    if (req.address % width != 0) {
+        s = Status::bad_param;
+    } else if (region(req.key, req.address, width, btl::reg_flags::remote_atomic, s) != nullptr) {
+        void* target = reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address));
+        old = mode == AtomicMode::cswap
+                  ? btl::apply_cswap(target, req.compare, req.operand, flags)
+                  : btl::apply_atomic(target, static_cast<btl::AtomicOp>(req.amo), req.operand,
+                                      flags);
+    }
+    PendingReply* r = replies_.get();
+    r->kind = Kind::amo_rep;
+    r->peer = source;
+    r->atomic = AtomicReply{req.op, req.generation, static_cast<std::int32_t>(s), 0, old};
+    r->data = nullptr;
+    reply(*r);
+    return true;
+}
+
+Status UctModule::send_reply(PendingReply& r) noexcept {
+    UctEndpoint* ep = r.peer == any_rank ? nullptr : peer_endpoint(r.peer);
+    if (ep == nullptr) return Status::unreachable;
+    switch (r.kind) {
+        case Kind::get_rep: {
+            Gather g{wire(Kind::get_rep), &r.rdma, sizeof r.rdma, r.data,
+                     static_cast<std::size_t>(r.rdma.length)};
+            return transmit(ep, g);
+        }
+        case Kind::amo_rep: {
+            Gather g{wire(Kind::amo_rep), &r.atomic, sizeof r.atomic};
+            return transmit(ep, g);
+        }
+        default: {
+            Gather g{wire(Kind::put_ack), &r.rdma, sizeof r.rdma};
+            return transmit(ep, g);
+        }
+    }
+}
+
+void UctModule::reply(PendingReply& r) noexcept {
+    // Behind earlier replies waiting for room, so the peer's queue is not overtaken.
+    const Status s = reply_head_ == nullptr ? send_reply(r) : Status::out_of_resource;
+    if (s == Status::out_of_resource) {
+        r.next_queued = nullptr;
+        if (reply_tail_)
+            reply_tail_->next_queued = &r;
+        else
+            reply_head_ = &r;
+        reply_tail_ = &r;
+        update_progress();
+        return;
+    }
+    if (s != Status::completed)
+        out_.verbose(10, "{}: a reply to rank {} was not sent: {}", name(), r.peer, to_string(s));
+    replies_.put(&r);
+}
+
+int UctModule::retry_replies() noexcept {
+    int events = 0;
+    while (reply_head_ != nullptr) {
+        PendingReply* r = reply_head_;
+        const Status s = send_reply(*r);
+        if (s == Status::out_of_resource) break;
+        reply_head_ = r->next_queued;
+        if (reply_head_ == nullptr) reply_tail_ = nullptr;
+        if (s != Status::completed)
+            out_.verbose(10, "{}: a reply to rank {} was not sent: {}", name(), r->peer,
+                         to_string(s));
+        replies_.put(r);
+        ++events;
+    }
+    return events;
+}
+
+// --- registration ----------------------------------------------------------------
+
+btl::RegistrationHandle* UctModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
+                                                 std::uint32_t flags) {
+    if (base == nullptr && size > 0) return nullptr;
+    Regions& r = *regions_;
+    const std::uint64_t key = r.next_key++;
+    const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
+    r.regions.emplace(key, Regions::Region{addr, size, flags});
+    r.registrations.push_back(
+        Regions::Registration{PackedHandle{key, addr, size, flags, handle_magic}});
+    return reinterpret_cast<btl::RegistrationHandle*>(&r.registrations.back().packed);
+}
+
+Status UctModule::deregister_mem(btl::RegistrationHandle* handle) {
+    Regions& r = *regions_;
+    for (auto it = r.registrations.begin(); it != r.registrations.end(); ++it) {
+        if (reinterpret_cast<btl::RegistrationHandle*>(&it->packed) != handle) continue;
+        r.regions.erase(it->packed.key);
+        r.registrations.erase(it);
+        return Status::success;
+    }
+    return Status::not_found;
+}
+
+}  // namespace transit::uct

@@ -83,14 +83,17 @@ struct InfoList {
 // exits, and unloading it with this plugin would only turn that into leaks of
 // an unnamed module.  Pinned, it stays (as it would in a program linked to it)
 // and LeakSanitizer can name it for the suppressions.
-void pin_libfabric() noexcept {
+// Done at load time: a process may list the plugin and unload it without
+// opening it, and libfabric's constructors have allocated by then.
+bool pin_libfabric() noexcept {
     (void)dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return true;
 }
+[[maybe_unused]] const bool libfabric_pinned = pin_libfabric();
 
 class OfiComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
-        pin_libfabric();
         registry_ = &registry;
         registry.add_all("btl", "ofi", ofi_params);
     }

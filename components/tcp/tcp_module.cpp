@@ -401,7 +401,7 @@ Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
                 return Status::peer_failed;
             }
             std::memcpy(f->payload() - sizeof fh, fh, sizeof fh);
-            std::memcpy(f->payload(), header, header_size);
+            if (header_size) std::memcpy(f->payload(), header, header_size);
             if (payload_size) std::memcpy(f->payload() + header_size, payload, payload_size);
             f->set_contiguous(sizeof fh, total);
             f->iov[0].iov_base = static_cast<char*>(f->iov[0].iov_base) + n;

@@ -71,15 +71,19 @@ bool loopback_device(const std::string& dev) {
 // destructors do not undo.  Once this plugin has loaded them they stay until
 // the process exits, whether or not the plugin is unloaded; this also lets
 // LeakSanitizer name them for its suppressions.
-void pin_ucx_libraries() noexcept {
+// Done when the plugin is loaded (the libraries' constructors have run by
+// then), since a process may list the plugin and unload it without ever
+// registering its parameters.
+bool pin_ucx_libraries() noexcept {
     for (const char* lib : {"libuct.so.0", "libucs.so.0", "libucm.so.0"})
         (void)dlopen(lib, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return true;
 }
+[[maybe_unused]] const bool ucx_pinned = pin_ucx_libraries();
 
 class UctComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
-        pin_ucx_libraries();
         registry_ = &registry;
         registry.add_all("btl", "uct", uct_params);
     }

@@ -98,7 +98,7 @@ class FastboxWriter : public Fastbox {
     bool write(std::uint8_t tag, const void* payload, std::uint32_t len) noexcept {
         char* p = reserve(len);
         if (p == nullptr) return false;
-        std::memcpy(p, payload, len);
+        if (len) std::memcpy(p, payload, len);  // an empty payload may come with no pointer
         commit(tag, len);
         return true;
     }

@@ -371,7 +371,7 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
     const std::size_t total = header_size + payload_size;
     if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold) {
         if (char* p = ep->fastbox.reserve(static_cast<std::uint32_t>(total)); p != nullptr) {
-            std::memcpy(p, header, header_size);
+            if (header_size) std::memcpy(p, header, header_size);
             if (payload_size != 0) convertor->pack(p + header_size, payload_size);
             ep->fastbox.commit(tag, static_cast<std::uint32_t>(total));
             return Status::completed;
@@ -382,7 +382,7 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
     if (f == nullptr) return Status::out_of_resource;
     if (ep->sends < config_.fbox_threshold) ++ep->sends;
     const std::size_t start = convertor != nullptr ? convertor->position() : 0;
-    std::memcpy(f->payload, header, header_size);
+    if (header_size) std::memcpy(f->payload, header, header_size);  // header may be null when empty
     if (payload_size != 0) convertor->pack(f->payload + header_size, payload_size);
     f->header->size = static_cast<std::uint32_t>(total);
     f->header->tag = tag;
@@ -410,7 +410,7 @@ Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint6
     VaderEndpoint* ep = as_vader(endpoint);
     if (ep->dead) return Status::peer_failed;
     if (char* direct = ep->translate(remote_address, size); direct != nullptr) {
-        std::memcpy(direct, local_address, size);
+        if (size) std::memcpy(direct, local_address, size);
         return Status::completed;
     }
     if (single_copy_ != SingleCopy::cma) return Status::not_supported;
@@ -423,7 +423,7 @@ Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint6
     VaderEndpoint* ep = as_vader(endpoint);
     if (ep->dead) return Status::peer_failed;
     if (const char* direct = ep->translate(remote_address, size); direct != nullptr) {
-        std::memcpy(local_address, direct, size);
+        if (size) std::memcpy(local_address, direct, size);
         return Status::completed;
     }
     if (single_copy_ != SingleCopy::cma) return Status::not_supported;

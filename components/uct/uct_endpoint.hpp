@@ -2,7 +2,9 @@
 // interface, and whether UCT reported the peer lost.
 #pragma once
 
+#include <sys/types.h>
 #include <uct/api/uct.h>
+#include <unistd.h>
 
 #include "transit/btl/module.hpp"
 
@@ -15,12 +17,15 @@ class UctEndpoint final : public btl::Endpoint {
     UctEndpoint& operator=(const UctEndpoint&) = delete;
     ~UctEndpoint() override {
         if (ep != nullptr) uct_ep_destroy(ep);
+        if (pidfd >= 0) ::close(pidfd);
     }
 
     uct_ep_h ep;
     bool failed = false;    // UCT reported the peer lost; sends fail at once
     bool reported = false;  // the error callback has been told
     bool added = false;     // by add_procs (not only connected to answer a request)
+    pid_t pid = 0;          // a peer on this node, watched for exit (0: not watched)
+    int pidfd = -1;         // its pidfd where the kernel has them
 };
 
 }  // namespace transit::uct

@@ -5,12 +5,27 @@
 #include <fmt/format.h>
 #include <ucs/async/async_fwd.h>
 
+#include <poll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <stdexcept>
 
 namespace transit::uct {
 namespace {
+
+int open_pidfd(pid_t pid) noexcept {
+#ifdef SYS_pidfd_open
+    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+#else
+    (void)pid;
+    return -1;
+#endif
+}
 
 [[noreturn]] void fail(const std::string& what, ucs_status_t s) {
     throw std::runtime_error(fmt::format("{} failed: {}", what, ucs_status_string(s)));
@@ -117,8 +132,12 @@ void UctModule::open_objects() {
     const std::size_t if_len = iface_attr_.iface_addr_len;
     if (dev_len > 0xffff || if_len > 0xffff) throw std::runtime_error("address too long");
     address_.assign(sizeof(AddressHeader) + dev_len + if_len, std::byte{0});
-    const AddressHeader h{address_magic, wire_version, 0, static_cast<std::uint16_t>(dev_len),
-                          static_cast<std::uint16_t>(if_len)};
+    const AddressHeader h{address_magic,
+                          wire_version,
+                          0,
+                          static_cast<std::uint16_t>(dev_len),
+                          static_cast<std::uint16_t>(if_len),
+                          static_cast<std::uint32_t>(::getpid())};
     std::memcpy(address_.data(), &h, sizeof h);
     auto* dev = reinterpret_cast<uct_device_addr_t*>(address_.data() + sizeof h);
     auto* ifa = reinterpret_cast<uct_iface_addr_t*>(address_.data() + sizeof h + dev_len);
@@ -247,7 +266,12 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         return nullptr;
     }
     by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
-    return by_rank_[peer].get();
+    UctEndpoint* e = by_rank_[peer].get();
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0) {
+        e->pid = static_cast<pid_t>(h.pid);
+        e->pidfd = open_pidfd(e->pid);
+    }
+    return e;
 }
 
 Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -523,6 +547,28 @@ void UctModule::handle_failures() noexcept {
     }
 }
 
+// A local peer whose process has exited is lost like one UCT reports (at
+// most every 100 ms: one poll() or kill() per peer).
+void UctModule::check_local_peers() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ < std::chrono::milliseconds(100)) return;
+    last_check_ = now;
+    for (auto& e : by_rank_) {
+        if (!e || e->pid == 0 || e->failed) continue;
+        bool gone = false;
+        if (e->pidfd >= 0) {
+            pollfd p{e->pidfd, POLLIN, 0};  // readable once the process has exited
+            gone = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
+        } else {
+            gone = ::kill(e->pid, 0) != 0 && errno == ESRCH;
+        }
+        if (!gone) continue;
+        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->pid);
+        e->failed = true;
+        failures_ = true;
+    }
+}
+
 void UctModule::update_progress() noexcept {
     const bool want =
         peer_count_ > 0 || ops_pending_ > 0 || reply_head_ != nullptr || !ring_.empty();
@@ -552,6 +598,8 @@ int UctModule::poll() noexcept {
     if (op_head_ != nullptr) [[unlikely]]
         events += retry_ops();
     events += static_cast<int>(uct_worker_progress(worker_.get()));
+    if ((++polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) [[unlikely]]
+        check_local_peers();
     if (failures_) [[unlikely]]
         handle_failures();
     if (dropped_ > 0) [[unlikely]] {

@@ -12,6 +12,7 @@
 
 #include <uct/api/uct.h>
 
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -181,6 +182,7 @@ class UctModule final : public btl::Module {
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;
     void handle_failures() noexcept;
+    void check_local_peers() noexcept;
     UctEndpoint* connect(Rank peer, std::string* why);
     UctEndpoint* peer_endpoint(Rank peer) noexcept;
 
@@ -231,7 +233,9 @@ class UctModule final : public btl::Module {
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     std::size_t peer_count_ = 0;
-    bool failures_ = false;  // an endpoint failed inside UCT's progress
+    bool failures_ = false;    // an endpoint failed inside UCT's progress
+    std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
+    std::chrono::steady_clock::time_point last_check_{};
 
     FragPool frags_;
     Pool<RdmaOp> ops_;

@@ -15,7 +15,7 @@
 namespace transit::uct {
 
 inline constexpr std::uint8_t am_id = 0;
-inline constexpr std::uint8_t wire_version = 1;
+inline constexpr std::uint8_t wire_version = 2;
 
 enum class Kind : std::uint8_t {
     message = 1,  // upper-layer active message: tag + payload
@@ -84,15 +84,18 @@ struct AtomicReply {
 static_assert(sizeof(AtomicReply) == 24);
 
 // The modex blob: {magic, version, device address length, interface address
-// length} and the two addresses.
+// length, process id} and the two addresses.  The process id lets a peer on
+// the node notice this process has exited: shared-memory transports never
+// tell (UCX gives them no peer-failure detection).
 struct AddressHeader {
     std::uint32_t magic;
     std::uint16_t version;
     std::uint16_t reserved;
     std::uint16_t device_len;
     std::uint16_t iface_len;
+    std::uint32_t pid;
 };
-static_assert(sizeof(AddressHeader) == 12);
+static_assert(sizeof(AddressHeader) == 16);
 inline constexpr std::uint32_t address_magic = 0x31544355;  // "UCT1"
 
 // The packed (remote) form of a registration: the target looks the key up and

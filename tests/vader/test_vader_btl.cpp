@@ -146,7 +146,15 @@ void rdma_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, vo
     w->status = status;
 }
 
-Status wait_rdma(Proc& p, Status posted, RdmaWait& w) {
+// Posts (again while the transport says out_of_resource: its queue to the peer
+// is full, which a loaded machine makes likely) and waits for the completion.
+template <typename Post>
+Status wait_rdma(Proc& p, Post post, RdmaWait& w) {
+    Status posted = post();
+    while (posted == Status::out_of_resource) {
+        p.progress();
+        posted = post();
+    }
     if (posted == Status::completed) return Status::completed;
     if (posted != Status::success) return posted;
     while (w.done == 0) p.progress();
@@ -232,19 +240,25 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
     RdmaWait w;
     if (cma) {
         std::vector<char> got(rdma_size);
-        Status s = wait_rdma(p,
-                             m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size,
-                                   0, btl::no_order, rdma_done, nullptr, &w),
-                             w);
+        Status s = wait_rdma(
+            p,
+            [&] {
+                return m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size, 0,
+                             btl::no_order, rdma_done, nullptr, &w);
+            },
+            w);
         if (!check(ok(s), "get", static_cast<int>(s))) return false;
         std::vector<char> want(rdma_size);
         fill(want.data(), rdma_size, 77);
         if (!check(got == want, "get read the peer's buffer")) return false;
         fill(got.data(), rdma_size, 99);
-        s = wait_rdma(p,
-                      m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size, 0,
-                            btl::no_order, rdma_done, nullptr, &w),
-                      w);
+        s = wait_rdma(
+            p,
+            [&] {
+                return m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size, 0,
+                             btl::no_order, rdma_done, nullptr, &w);
+            },
+            w);
         if (!check(ok(s), "put", static_cast<int>(s))) return false;
     } else {
         char c[8];
@@ -255,29 +269,40 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
     }
     for (std::uint64_t i = 0; i < 100; ++i) {
         std::uint64_t old = 12345;
-        Status s =
-            wait_rdma(p,
-                      m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr,
-                                   btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, &w),
-                      w);
+        Status s = wait_rdma(
+            p,
+            [&] {
+                return m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr,
+                                    btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr,
+                                    &w);
+            },
+            w);
         if (!check(ok(s) && old == i, "fetch-add returns the old value",
                    static_cast<long long>(old)))
             return false;
     }
     std::uint64_t old = 0;
-    Status s = wait_rdma(p,
-                         m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 100, 105,
-                                        0, btl::no_order, rdma_done, nullptr, &w),
-                         w);
+    Status s = wait_rdma(
+        p,
+        [&] {
+            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 100, 105, 0,
+                                  btl::no_order, rdma_done, nullptr, &w);
+        },
+        w);
     if (!check(ok(s) && old == 100, "cswap", static_cast<long long>(old))) return false;
-    s = wait_rdma(p,
-                  m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 1, 7, 0,
-                                 btl::no_order, rdma_done, nullptr, &w),
-                  w);
+    s = wait_rdma(
+        p,
+        [&] {
+            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 1, 7, 0,
+                                  btl::no_order, rdma_done, nullptr, &w);
+        },
+        w);
     if (!check(ok(s) && old == 105, "failed cswap leaves the value", static_cast<long long>(old)))
         return false;
-    s = m.atomic_op(p.ep(1), ctl.ex.counter32, nullptr, btl::AtomicOp::or_, 0xffffffffu,
-                    btl::atomic_flags::bits32, btl::no_order, nullptr, nullptr, nullptr);
+    while ((s = m.atomic_op(p.ep(1), ctl.ex.counter32, nullptr, btl::AtomicOp::or_, 0xffffffffu,
+                            btl::atomic_flags::bits32, btl::no_order, nullptr, nullptr, nullptr)) ==
+           Status::out_of_resource)
+        p.progress();  // the queue to the peer is full: retry, as the contract asks
     if (!check(ok(s), "32-bit atomic posted", static_cast<int>(s))) return false;
     if (!check(m.flush(p.ep(1)) == Status::success, "flush")) return false;
 

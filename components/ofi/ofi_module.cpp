@@ -302,6 +302,15 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                     out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
                     continue;
                 }
+                // Two ranks behind one libfabric address would get each other's
+                // messages: refuse the second (seen once with shm, see README).
+                if (std::find(av_addr_.begin(), av_addr_.end(), a) != av_addr_.end()) {
+                    log::warn(
+                        "{}: rank {}'s address maps to the same libfabric address as "
+                        "another rank's; rank {} is left to other transports",
+                        name(), peer, peer);
+                    continue;
+                }
                 av_addr_[peer] = a;
             }
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);

@@ -217,85 +217,32 @@ void Engine::yield() noexcept {
     sched_yield();
 }
 
-Peer* Engine::peer(Rank r) noexcept {
-    if (r >= size_) [[unlikely]]
-        return nullptr;
-    Peer* p = peers_[r].get();
-    if (p) [[likely]]
-        return p;
+// The first message from or to a rank (the fast path is inline in the header).
+Peer* Engine::make_peer(Rank r) noexcept {
+    if (r >= size_) return nullptr;
     try {
         peers_[r] = std::make_unique<Peer>();
     } catch (...) {
         return nullptr;
     }
-    p = peers_[r].get();
+    Peer* p = peers_[r].get();
     p->rank = r;
     return p;
 }
 
-Peer* Engine::send_peer(Rank r) noexcept {
+Peer* Engine::connect_peer(Rank r) noexcept {
     Peer* p = peer(r);
-    if (!p) [[unlikely]]
-        return nullptr;
-    if (!p->ep) [[unlikely]] {
-        p->ep = bml_->endpoint(r);
-        if (!p->ep) return nullptr;
-    }
-    return p;
+    if (!p) return nullptr;
+    if (!p->ep) p->ep = bml_->endpoint(r);
+    return p->ep ? p : nullptr;
 }
 
-Req* Engine::new_req(Req::Kind k, void* user) noexcept {
-    Req* r = reqs_.get();
-    if (!r) [[unlikely]]
-        return nullptr;
-    r->kind = k;
-    r->stage = Req::Stage::none;
-    r->user = user;
-    r->internal = false;
-    r->matched = false;
-    r->posted = false;
-    r->is_am = false;
-    r->received = 0;
-    r->total = 0;
-    r->frags_out = 0;
-    r->gets_pending = 0;
-    r->local_handle = nullptr;
-    r->handle_module = nullptr;
-    r->origin_counter = nullptr;
-    r->am_done = nullptr;
-    r->queued = false;
-    r->issuing = false;
-    r->am_target_counter = 0;
-    r->am_completion_token = 0;
-    r->am_header_len = 0;
-    r->remote_handle_len = 0;
-    r->remote_addr = 0;
-    r->rdma_component = 0;
-    r->st() = RequestStatus{};
-    r->reset_done();
-    return r;
-}
-
-void Engine::release(Req* r) noexcept {
-    r->stage = Req::Stage::done;  // free requests are never live (see handle_failures)
-    reqs_.put(r);
-}
-
-void Engine::complete(Req* r) noexcept {
-    r->stage = Req::Stage::done;
-    if (r->local_handle) {
-        r->handle_module->deregister_mem(r->local_handle);
-        r->local_handle = nullptr;
-    }
-    if (r->internal) {
-        if (r->kind == Req::Kind::recv)
-            am_finish(r);
-        else if (r->origin_counter)
-            r->origin_counter->add(1);
-        release(r);
-        return;
-    }
-    r->set_done();
+void Engine::complete_internal(Req* r) noexcept {
+    if (r->kind == Req::Kind::recv)
+        am_finish(r);
+    else if (r->origin_counter)
+        r->origin_counter->add(1);
+    release(r);
 }
 
 std::size_t Engine::ctrl_payload_limit(Peer* p) const noexcept {

@@ -78,6 +78,27 @@ struct Req : Request {
     btl::Convertor conv;
     std::uint32_t frags_out = 0;
 
+    // A recycled request, as new.
+    void reset(Kind k, void* user_data) noexcept {
+        kind = k;
+        stage = Stage::none;
+        user = user_data;
+        internal = matched = posted = is_am = queued = issuing = false;
+        received = total = 0;
+        frags_out = gets_pending = 0;
+        local_handle = nullptr;
+        handle_module = nullptr;
+        origin_counter = nullptr;
+        am_done = nullptr;
+        am_target_counter = 0;
+        am_completion_token = 0;
+        am_header_len = 0;
+        remote_handle_len = 0;
+        remote_addr = 0;
+        rdma_component = 0;
+        status_ = RequestStatus{};
+        reset_done();
+    }
     void set_done() noexcept { done_.store(true, std::memory_order_release); }
     void reset_done() noexcept { done_.store(false, std::memory_order_relaxed); }
     RequestStatus& st() noexcept { return status_; }
@@ -200,7 +221,10 @@ class Engine {
                  std::size_t len, Req*& out, void* user) noexcept;
     Status cancel(Req* r) noexcept;
     bool iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept;
-    void release(Req* r) noexcept;
+    void release(Req* r) noexcept {
+        r->stage = Req::Stage::done;  // free requests are never live (see handle_failures)
+        reqs_.put(r);
+    }
 
     // active messages
     Status register_am(std::uint32_t id, const AmHandler& h);
@@ -244,10 +268,39 @@ class Engine {
     void fail_req(Req* r) noexcept;
     void drop_queued_to(Peer* p) noexcept;
 
-    Peer* peer(Rank r) noexcept;       // state, no endpoint needed
-    Peer* send_peer(Rank r) noexcept;  // state with an endpoint
-    Req* new_req(Req::Kind k, void* user) noexcept;
-    void complete(Req* r) noexcept;
+    // The per-message helpers are inline: every send and receive runs them,
+    // and a call into another translation unit costs more than their bodies.
+    Peer* peer(Rank r) noexcept {  // state, no endpoint needed
+        Peer* p = r < size_ ? peers_[r].get() : nullptr;
+        return p ? p : make_peer(r);
+    }
+    Peer* send_peer(Rank r) noexcept {  // state with an endpoint
+        Peer* p = r < size_ ? peers_[r].get() : nullptr;
+        if (p && p->ep) [[likely]]
+            return p;
+        return connect_peer(r);
+    }
+    Peer* make_peer(Rank r) noexcept;
+    Peer* connect_peer(Rank r) noexcept;
+    Req* new_req(Req::Kind k, void* user) noexcept {
+        Req* r = reqs_.get();
+        if (!r) [[unlikely]]
+            return nullptr;
+        r->reset(k, user);
+        return r;
+    }
+    void complete(Req* r) noexcept {
+        r->stage = Req::Stage::done;
+        if (r->local_handle) [[unlikely]] {
+            r->handle_module->deregister_mem(r->local_handle);
+            r->local_handle = nullptr;
+        }
+        if (r->internal) [[unlikely]]
+            complete_internal(r);
+        else
+            r->set_done();
+    }
+    void complete_internal(Req* r) noexcept;
 
     // sending
     Status start_send(Req* r, bool force_rndv) noexcept;

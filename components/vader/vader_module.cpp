@@ -365,18 +365,30 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
                           std::uint32_t flags, btl::Tag tag,
                           btl::Descriptor** descriptor) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
-    if (descriptor != nullptr) *descriptor = nullptr;
-    if (ep->dead) [[unlikely]]
-        return Status::peer_failed;
     const std::size_t total = header_size + payload_size;
-    if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold) {
+    if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold &&
+        !ep->dead) [[likely]] {
         if (char* p = ep->fastbox.reserve(static_cast<std::uint32_t>(total)); p != nullptr) {
             if (header_size) std::memcpy(p, header, header_size);
             if (payload_size != 0) convertor->pack(p + header_size, payload_size);
             ep->fastbox.commit(tag, static_cast<std::uint32_t>(total));
+            if (descriptor != nullptr) *descriptor = nullptr;
             return Status::completed;
         }
     }
+    return sendi_fragment(ep, convertor, header, header_size, payload_size, order, flags, tag,
+                          descriptor);
+}
+
+// sendi's second choice, out of line so the fast-box path above stays small:
+// one fragment through the FIFO.
+Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor, const void* header,
+                                   std::size_t header_size, std::size_t payload_size,
+                                   std::uint8_t order, std::uint32_t flags, btl::Tag tag,
+                                   btl::Descriptor** descriptor) noexcept {
+    if (descriptor != nullptr) *descriptor = nullptr;
+    if (ep->dead) return Status::peer_failed;
+    const std::size_t total = header_size + payload_size;
     if (total > attr_.max_send_size) return Status::bad_param;
     Frag* f = take_frag(ep);
     if (f == nullptr) return Status::out_of_resource;

@@ -125,6 +125,11 @@ class VaderModule final : public btl::Module {
     void rebuild_pollfds();
 
     Frag* take_frag(VaderEndpoint* ep) noexcept;
+    [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
+                                            const void* header, std::size_t header_size,
+                                            std::size_t payload_size, std::uint8_t order,
+                                            std::uint32_t flags, btl::Tag tag,
+                                            btl::Descriptor** descriptor) noexcept;
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
     Status send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
                        std::uint64_t remote_address, btl::RegistrationHandle* local_handle,

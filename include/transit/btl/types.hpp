@@ -2,11 +2,11 @@
 // The contract itself (what each return value means) is documented on Module.
 #pragma once
 
+#include <sys/uio.h>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <sys/uio.h>
 #include <vector>
 
 #include "transit/runtime.hpp"
@@ -86,7 +86,8 @@ enum class AtomicOp : std::uint16_t {
 
 // Applies `op` to `target` (64- or 32-bit) and returns the old value.  For
 // components that perform atomics on the target's behalf (self, tcp, emulation).
-std::uint64_t apply_atomic(void* target, AtomicOp op, std::uint64_t operand, int atomic_flags) noexcept;
+std::uint64_t apply_atomic(void* target, AtomicOp op, std::uint64_t operand,
+                           int atomic_flags) noexcept;
 std::uint64_t apply_cswap(void* target, std::uint64_t compare, std::uint64_t value,
                           int atomic_flags) noexcept;
 
@@ -164,13 +165,13 @@ using ReceiveFn = void (*)(Module* module, const ReceiveDescriptor& descriptor, 
 
 // Error report from a module about a peer.  `peer` is any_rank when the error
 // is not tied to one peer.
-using ErrorFn = void (*)(Module* module, std::uint32_t error_flags, Rank peer,
-                         const char* info, void* cbdata);
+using ErrorFn = void (*)(Module* module, std::uint32_t error_flags, Rank peer, const char* info,
+                         void* cbdata);
 
 // The source of a send: a list of contiguous pieces and a position, advanced by
 // prepare_src/sendi as they consume it (the role of Open MPI's convertor).
 class Convertor {
-public:
+  public:
     Convertor() = default;
     explicit Convertor(std::span<const iovec> pieces) : pieces_(pieces) {
         for (const iovec& v : pieces) total_ += v.iov_len;
@@ -199,6 +200,17 @@ public:
     // Copies up to `max` bytes into dst and advances; returns the bytes copied.
     std::size_t pack(void* dst, std::size_t max) noexcept {
         std::size_t n = max < remaining() ? max : remaining();
+        if (pieces_.size() == 1 && n != 0) [[likely]] {
+            // One buffer (the common case): position and offset are the same.
+            std::memcpy(dst, static_cast<const char*>(single_piece().iov_base) + position_, n);
+            position_ += n;
+            offset_ = position_;
+            if (position_ == total_) {
+                index_ = 1;
+                offset_ = 0;
+            }
+            return n;
+        }
         advance(static_cast<char*>(dst), n);
         return n;
     }
@@ -210,7 +222,8 @@ public:
         advance(nullptr, pos < total_ ? pos : total_);
     }
 
-private:
+  private:
+    const iovec& single_piece() const noexcept { return pieces_[0]; }
     void advance(char* dst, std::size_t n) noexcept {
         position_ += n;
         while (n > 0 && index_ < pieces_.size()) {
@@ -241,13 +254,13 @@ private:
 
 // Set of peers a module can reach, indexed like the peers passed to add_procs.
 class Reachability {
-public:
+  public:
     explicit Reachability(std::size_t n) : bits_(n, false) {}
     void set(std::size_t i) { bits_.at(i) = true; }
     bool test(std::size_t i) const { return bits_.at(i); }
     std::size_t size() const noexcept { return bits_.size(); }
 
-private:
+  private:
     std::vector<bool> bits_;
 };
 

@@ -41,6 +41,10 @@ constexpr params::Decl param_table[] = {
     {"max_send_size", Type::size, "128k", "Largest fragment of a send", 4},
     {"max_rdma_size", Type::size, "4M",
      "Largest put or get carried in one request (the target streams it)", 4},
+    {"coalesce", Type::boolean, "true",
+     "Write a burst of small messages (sent with no progress call between them) in one "
+     "system call at the next progress call; the first message of a burst leaves at once",
+     5},
     {"free_list_max", Type::unsigned_integer, "4096",
      "Send fragments per size class before sends report out-of-resource", 6},
     {"max_rdma_ops", Type::unsigned_integer, "1024",
@@ -85,6 +89,7 @@ mca::OpenResult TcpComponent::open() {
     params_.max_send_size = u("max_send_size");
     params_.max_rdma_size = u("max_rdma_size");
     params_.free_list_max = static_cast<unsigned>(u("free_list_max"));
+    params_.coalesce = r.get("btl_tcp_coalesce").as_bool();
     params_.max_rdma_ops = static_cast<unsigned>(u("max_rdma_ops"));
     params_.connect_timeout = r.get("btl_tcp_connect_timeout").as_real();
     params_.exclusivity = static_cast<unsigned>(u("exclusivity"));
@@ -264,6 +269,7 @@ void TcpComponent::link_down(Link& link) noexcept {
 
 int TcpComponent::poll() noexcept {
     events_ = 0;
+    ++poll_count_;
     // Fast path: every open socket is a connected link with nothing queued;
     // read them directly and ask epoll only now and then (for errors seen only
     // as events).  One system call per poll instead of two on the latency path.

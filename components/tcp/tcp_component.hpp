@@ -44,6 +44,7 @@ struct TcpParams {
     std::size_t max_send_size = 128 * 1024;
     std::size_t max_rdma_size = 4 << 20;
     unsigned free_list_max = 4096;
+    bool coalesce = true;
     unsigned max_rdma_ops = 1024;
     double connect_timeout = 10.0;
     unsigned exclusivity = btl::exclusivity_low;
@@ -87,6 +88,8 @@ class TcpComponent : public btl::Component {
     void link_up(Link& link) noexcept;
     void link_down(Link& link) noexcept;
     void count_event() noexcept { ++events_; }
+    // Counts progress passes: two sends in one pass belong to one burst.
+    std::uint64_t poll_count() const noexcept { return poll_count_; }
 
     // Registrations are shared by every module, so a key is honoured whichever
     // interface the request arrives on.
@@ -129,6 +132,7 @@ class TcpComponent : public btl::Component {
     std::vector<Link*> connected_;
     std::uint32_t polls_ = 0;
     int events_ = 0;  // frames handled during the current poll
+    std::uint64_t poll_count_ = 0;
     std::unordered_map<std::uint64_t, std::unique_ptr<TcpRegistration>> registrations_;
     std::uint64_t next_key_ = 0;
     ProgressEngine::Handle active_handle_{};

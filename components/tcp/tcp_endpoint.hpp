@@ -101,6 +101,9 @@ struct Link {
     std::int32_t direct_status = 0;
 
     FragQueue queue;
+    // The progress pass of the last small message written straight to the
+    // socket: a second one in the same pass starts a coalesced burst.
+    std::uint64_t last_direct_poll = ~std::uint64_t{0};
 
     bool has_socket() const noexcept { return static_cast<bool>(fd); }
 };

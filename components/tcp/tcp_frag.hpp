@@ -34,7 +34,8 @@ struct Frag : btl::Descriptor {
     FragPool* pool = nullptr;
     TcpEndpoint* endpoint = nullptr;
     FragKind kind = FragKind::user;
-    bool queued = false;  // between send() and its completion
+    bool queued = false;      // between send() and its completion
+    bool coalescing = false;  // whole frames appended back to back (a burst of sendi)
     btl::Segment segment{};
     std::byte* buffer = nullptr;  // headroom + capacity bytes
     std::size_t capacity = 0;
@@ -84,6 +85,7 @@ class FragPool {
         f->context = nullptr;
         f->endpoint = nullptr;
         f->queued = false;
+        f->coalescing = false;
         f->iov_count = 0;
         f->next = free_;
         free_ = f;

@@ -375,7 +375,14 @@ Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
         if (convertor == nullptr) return Status::bad_param;
         payload = convertor->contiguous_at(payload_size);
     }
-    if (l.state == LinkState::connected && l.queue.empty() && (payload_size == 0 || payload)) {
+    const bool contiguous = payload_size == 0 || payload;
+    if (l.state == LinkState::connected && contiguous && joins_burst(l, total) &&
+        append_to_burst(l, tag, header, header_size, payload, payload_size)) {
+        if (payload_size) convertor->skip(payload_size);
+        return Status::completed;
+    }
+    if (l.state == LinkState::connected && l.queue.empty() && contiguous) {
+        l.last_direct_poll = tcp_.poll_count();
         std::byte fh[wire::header_size];
         wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::am, tag, 0,
                                        static_cast<std::uint32_t>(total)},
@@ -430,6 +437,46 @@ Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     }
     if (descriptor) *descriptor = alloc(ep, order, total, flags);
     return Status::out_of_resource;
+}
+
+// A small message sent while the link has queued data, or after another one in
+// the same progress pass, is appended to a burst written at the next progress
+// (one system call and one TCP segment for many messages instead of one each).
+bool TcpModule::joins_burst(const Link& l, std::size_t total) const noexcept {
+    return tcp_.params().coalesce && wire::header_size + total <= max_burst_frame &&
+           (!l.queue.empty() || l.last_direct_poll == tcp_.poll_count());
+}
+
+bool TcpModule::append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
+                                const void* payload, std::size_t payload_size) noexcept {
+    const std::size_t frame = wire::header_size + header_size + payload_size;
+    Frag* f = l.queue.tail;
+    if (f != nullptr && f->coalescing) {
+        // The tail may be partly written already: its iovec ends where it ends.
+        const auto* end = static_cast<std::byte*>(f->iov[0].iov_base) + f->iov[0].iov_len;
+        if (end + frame > f->payload() + f->capacity) f = nullptr;
+    } else {
+        f = nullptr;
+    }
+    if (f == nullptr) {
+        if (frame > eager_->capacity() || (f = eager_->get()) == nullptr) return false;
+        f->kind = FragKind::control;  // back to the pool once written
+        f->coalescing = true;
+        f->endpoint = l.endpoint;
+        f->set_contiguous(0, 0);
+        f->queued = true;
+        l.queue.push(f);
+        if (!l.want_write) tcp_.rewatch(l, true);
+    }
+    auto* at = static_cast<std::byte*>(f->iov[0].iov_base) + f->iov[0].iov_len;
+    wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::am, tag, 0,
+                                   static_cast<std::uint32_t>(header_size + payload_size)},
+                 at);
+    if (header_size) std::memcpy(at + wire::header_size, header, header_size);
+    if (payload_size) std::memcpy(at + wire::header_size + header_size, payload, payload_size);
+    f->iov[0].iov_len += frame;
+    ++coalesced_frames_;
+    return true;
 }
 
 // --- one-sided: the origin -------------------------------------------------------------

@@ -85,6 +85,9 @@ class TcpModule final : public btl::Module {
     void on_accepted(int fd, std::string peer) noexcept;
     void check_timeouts(std::uint64_t now) noexcept;
 
+    // Small messages that went out inside a burst rather than alone.
+    std::uint64_t coalesced_frames() const noexcept { return coalesced_frames_; }
+
   private:
     struct Op {
         btl::RdmaCompletionFn cbfunc = nullptr;
@@ -118,6 +121,10 @@ class TcpModule final : public btl::Module {
     WriteResult write_frag(Link& l, Frag* f) noexcept;
     Status enqueue(Link& l, Frag* f) noexcept;
     void send_control(Link& l, Frag* f) noexcept;
+    static constexpr std::size_t max_burst_frame = 8192;  // larger ones are written alone
+    bool joins_burst(const Link& l, std::size_t total) const noexcept;
+    bool append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
+                         const void* payload, std::size_t payload_size) noexcept;
     void flush_queue(Link& l) noexcept;
     void complete_frag(Frag* f, Status status) noexcept;
     void close_socket(Link& l) noexcept;
@@ -166,6 +173,7 @@ class TcpModule final : public btl::Module {
     std::vector<Op> ops_;
     std::vector<std::uint16_t> free_ops_;
     bool finalized_ = false;
+    std::uint64_t coalesced_frames_ = 0;
 };
 
 }  // namespace transit::tcp

@@ -138,6 +138,52 @@ TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
     EXPECT_TRUE(j.errors.empty());
 }
 
+TEST(TcpMp, BurstsOfSmallSendsAreCoalescedInOrder) {
+    TcpJob& j = job();
+    j.received.clear();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    const Rank from = (me + mp::size() - 1) % mp::size();
+    auto& m = static_cast<tcp::TcpModule&>(j.module(to));
+    const std::uint64_t coalesced_before = m.coalesced_frames();
+    constexpr std::uint32_t count = 5000;
+    auto size_of = [](std::uint32_t seq) -> std::size_t { return 4 + seq % 61; };
+    // No progress between the sends (only when tcp asks for it), and now and
+    // then a descriptor send, which must queue behind the burst.
+    for (std::uint32_t seq = 0; seq < count; ++seq) {
+        std::vector<std::byte> payload(size_of(seq), static_cast<std::byte>(seq & 0xff));
+        std::memcpy(payload.data(), &seq, sizeof seq);
+        if (seq % 500 == 250) {
+            ASSERT_TRUE(ok(j.send_bytes(to, TcpJob::data_tag, payload.data(), payload.size())));
+            continue;
+        }
+        btl::Convertor conv(payload.data(), payload.size());
+        btl::Descriptor* d = nullptr;
+        const Status s = m.sendi(j.endpoint(to), &conv, nullptr, 0, payload.size(), btl::no_order,
+                                 0, TcpJob::data_tag, &d);
+        if (s == Status::completed) continue;
+        ASSERT_EQ(s, Status::out_of_resource);
+        if (d != nullptr) m.free(d);
+        j.progress().progress();
+        --seq;
+    }
+    EXPECT_GT(m.coalesced_frames(), coalesced_before) << "no burst was coalesced";
+    ASSERT_TRUE(j.progress_until([&] { return j.received.size() >= count; }, 60))
+        << "got " << j.received.size() << " of " << count;
+    for (std::uint32_t k = 0; k < count; ++k) {
+        const auto& r = j.received[k];
+        ASSERT_EQ(r.from, from);
+        ASSERT_EQ(r.data.size(), size_of(k)) << "message " << k;
+        std::uint32_t seq;
+        std::memcpy(&seq, r.data.data(), sizeof seq);
+        ASSERT_EQ(seq, k) << "out of order";
+        for (std::size_t i = sizeof seq; i < r.data.size(); ++i)
+            ASSERT_EQ(r.data[i], static_cast<std::byte>(k & 0xff)) << "message " << k;
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty());
+}
+
 namespace {
 
 struct Region {

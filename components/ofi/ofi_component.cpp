@@ -2,7 +2,6 @@
 // that offer messages, RMA and atomics, keeps those the provider lists select
 // (one per provider: its first, preferred, domain), opens one module for each
 // and publishes each endpoint's address through the modex.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <rdma/fabric.h>
 
@@ -14,6 +13,7 @@
 
 #include "ofi_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/keep_loaded.hpp"
 #include "transit/version.hpp"
 
 namespace transit::ofi {
@@ -93,15 +93,9 @@ struct InfoList {
 
 // libfabric keeps what its providers allocate at start-up until the process
 // exits, and unloading it with this plugin would only turn that into leaks of
-// an unnamed module.  Pinned, it stays (as it would in a program linked to it)
-// and LeakSanitizer can name it for the suppressions.
-// Done at load time: a process may list the plugin and unload it without
-// opening it, and libfabric's constructors have allocated by then.
-bool pin_libfabric() noexcept {
-    (void)dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-    return true;
-}
-[[maybe_unused]] const bool libfabric_pinned = pin_libfabric();
+// an unnamed module: it stays until the process exits (see mca::keep_loaded).
+constexpr const char* libfabric[] = {"libfabric.so.1"};
+[[maybe_unused]] const std::size_t libfabric_pinned = mca::keep_loaded(libfabric);
 
 class OfiComponent final : public btl::Component {
   public:

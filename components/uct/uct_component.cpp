@@ -3,7 +3,6 @@
 // btl_uct_transports that can carry active messages and connect to a peer's
 // interface, opens one module for each and publishes each interface's address
 // through the modex.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <uct/api/uct.h>
 
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "transit/btl/component.hpp"
+#include "transit/keep_loaded.hpp"
 #include "transit/version.hpp"
 #include "uct_module.hpp"
 
@@ -78,17 +78,9 @@ bool loopback_device(const std::string& dev) {
 // UCX's libraries are not made to be unloaded: their constructors set up
 // global state (configuration tables, loaded transport modules) that their
 // destructors do not undo.  Once this plugin has loaded them they stay until
-// the process exits, whether or not the plugin is unloaded; this also lets
-// LeakSanitizer name them for its suppressions.
-// Done when the plugin is loaded (the libraries' constructors have run by
-// then), since a process may list the plugin and unload it without ever
-// registering its parameters.
-bool pin_ucx_libraries() noexcept {
-    for (const char* lib : {"libuct.so.0", "libucs.so.0", "libucm.so.0"})
-        (void)dlopen(lib, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-    return true;
-}
-[[maybe_unused]] const bool ucx_pinned = pin_ucx_libraries();
+// the process exits (see mca::keep_loaded).
+constexpr const char* ucx_libraries[] = {"libuct.so.0", "libucs.so.0", "libucm.so.0"};
+[[maybe_unused]] const std::size_t ucx_pinned = mca::keep_loaded(ucx_libraries);
 
 class UctComponent final : public btl::Component {
   public:

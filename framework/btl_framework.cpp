@@ -23,21 +23,18 @@ constexpr params::Decl selection_decl = {
     "with a leading '^', the components not to use (e.g. \"^openib\"); empty: all",
     1};
 
-constexpr params::Decl verbose_decl = {
-    "verbose", params::Type::integer, "0",
-    "Verbosity of the btl framework (0..100): at 1 and above, one line per component "
-    "saying why it was selected, declined, excluded or rejected",
-    5};
-
 constexpr int max_verbosity = 100;
 
+constexpr params::Decl verbose_decl =
+    params::Decl{"verbose", params::Type::integer, "0",
+                 "Verbosity of the btl framework: at 1 and above, one line per component "
+                 "saying why it was selected, declined, excluded or rejected",
+                 5}
+        .range(0, max_verbosity);
+
+// The registry keeps the value within the declared range.
 int verbosity(params::Variable& v) {
-    const std::int64_t level = v.as_int();
-    if (level < 0 || level > max_verbosity)
-        throw params::Error(
-            fmt::format("parameter {}: value \"{}\" (from {}) is out of range: expected 0..{}",
-                        v.full_name(), v.text(), v.source().describe(), max_verbosity));
-    return static_cast<int>(level);
+    return static_cast<int>(v.as_int());
 }
 
 // Only the btl framework's own objects reach here (the loader checked the

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 
 #include "params/sources.hpp"
 
@@ -47,7 +49,9 @@ VariableImpl::VariableImpl(std::string_view framework, std::string_view componen
       type_(decl.type),
       level_(decl.level),
       help_(decl.help),
-      default_(decl.default_value) {
+      default_(decl.default_value),
+      min_(decl.min),
+      max_(decl.max) {
     if (framework.empty())
         throw std::invalid_argument(fmt::format("parameter \"{}\" has no framework", decl.name));
     check_part(framework, "framework");
@@ -68,7 +72,44 @@ VariableImpl::VariableImpl(std::string_view framework, std::string_view componen
         throw std::invalid_argument(fmt::format("parameter {}: default value \"{}\" {}", full_name_,
                                                 default_, expected_form(type_, choices_)));
     }
+    check_range_decl();
     text_ = default_;
+}
+
+// A range on a type without numbers, an empty one or a default outside it is
+// a mistake in the component, not in the user's settings.
+void VariableImpl::check_range_decl() const {
+    if (!min_ && !max_) return;
+    if (type_ != Type::integer && type_ != Type::unsigned_integer && type_ != Type::size)
+        throw std::invalid_argument(
+            fmt::format("parameter {}: a range needs an integer, "
+                        "unsigned or size type, not {}",
+                        full_name_, to_string(type_)));
+    if (min_ && max_ && *min_ > *max_)
+        throw std::invalid_argument(
+            fmt::format("parameter {}: the range {} is empty", full_name_, range_text(min_, max_)));
+    if (!within_range(value_))
+        throw std::invalid_argument(fmt::format("parameter {}: default value \"{}\" is outside {}",
+                                                full_name_, default_, range_text(min_, max_)));
+}
+
+bool VariableImpl::within_range(const Value& value) const {
+    return std::visit(
+        [this](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>)
+                return !(min_ && std::cmp_less(v, *min_)) && !(max_ && std::cmp_greater(v, *max_));
+            else
+                return true;
+        },
+        value);
+}
+
+std::string range_text(std::optional<std::int64_t> min, std::optional<std::int64_t> max) {
+    if (min && max) return fmt::format("{}..{}", *min, *max);
+    if (min) return fmt::format("at least {}", *min);
+    if (max) return fmt::format("at most {}", *max);
+    return "";
 }
 
 std::vector<std::string> VariableImpl::all_names() const {
@@ -83,6 +124,14 @@ bool VariableImpl::is_deprecated_name(std::string_view n) const {
 }
 
 Value VariableImpl::parse(const std::string& text, const Source& source) const {
+    Value value = parse_form(text, source);
+    if (!within_range(value))
+        throw Error(fmt::format("parameter {}: value \"{}\" (from {}) is out of range; expected {}",
+                                full_name_, text, source.describe(), range_text(min_, max_)));
+    return value;
+}
+
+Value VariableImpl::parse_form(const std::string& text, const Source& source) const {
     std::string detail;
     try {
         return parse_value(type_, text, choices_);
@@ -99,6 +148,14 @@ void VariableImpl::assign(std::string text, Source source, Value value) {
     text_ = std::move(text);
     source_ = std::move(source);
     value_ = std::move(value);
+}
+
+void require_at_most(const Variable& lower, const Variable& upper) {
+    if (lower.as_unsigned() <= upper.as_unsigned()) return;
+    throw Error(
+        fmt::format("parameter {}: value \"{}\" (from {}) must be at most {} (\"{}\", from {})",
+                    lower.full_name(), lower.text(), lower.source().describe(), upper.full_name(),
+                    upper.text(), upper.source().describe()));
 }
 
 void VariableImpl::wrong_view(std::string_view wanted) const {

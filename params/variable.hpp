@@ -1,6 +1,8 @@
 // One registered parameter: its declaration, its current text, typed value and source.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,8 @@ class VariableImpl final : public Variable {
     const std::vector<std::string>& choices() const override { return choices_; }
     const std::vector<std::string>& synonyms() const override { return synonyms_; }
     const std::vector<std::string>& deprecated_names() const override { return deprecated_; }
+    std::optional<std::int64_t> min() const override { return min_; }
+    std::optional<std::int64_t> max() const override { return max_; }
     const std::string& text() const override { return text_; }
     const Source& source() const override { return source_; }
 
@@ -45,19 +49,24 @@ class VariableImpl final : public Variable {
     std::vector<std::string> all_names() const;
     bool is_deprecated_name(std::string_view n) const;
 
-    // Parses `text` for this parameter; throws Error naming the parameter, the
-    // value, `source` and the expected form.
+    // Parses `text` for this parameter and checks it against the declared
+    // range; throws Error naming the parameter, the value, `source` and the
+    // expected form or range.
     Value parse(const std::string& text, const Source& source) const;
     void assign(std::string text, Source source, Value value);
 
   private:
     [[noreturn]] void wrong_view(std::string_view wanted) const;
+    Value parse_form(const std::string& text, const Source& source) const;
+    bool within_range(const Value& value) const;
+    void check_range_decl() const;
 
     std::string framework_, component_, name_, full_name_;
     Type type_;
     int level_;
     std::string help_, default_;
     std::vector<std::string> choices_, synonyms_, deprecated_;
+    std::optional<std::int64_t> min_, max_;
     std::string text_;
     Source source_;
     Value value_;

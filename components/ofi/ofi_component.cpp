@@ -2,17 +2,18 @@
 // that offer messages, RMA and atomics, keeps those the provider lists select
 // (one per provider: its first, preferred, domain), opens one module for each
 // and publishes each endpoint's address through the modex.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <rdma/fabric.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "ofi_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/keep_loaded.hpp"
 #include "transit/version.hpp"
 
 namespace transit::ofi {
@@ -30,38 +31,49 @@ constexpr params::Decl ofi_params[] = {
      "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
      "the providers that duplicate tcp with less function or speed",
      1},
-    {"eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly", 4},
-    {"max_send_size", Type::size, "64k",
-     "Largest fragment; also the size of each preposted receive buffer, so it must be the "
-     "same in every process",
-     4},
-    {"free_list_max", Type::unsigned_integer, "128",
-     "Send fragments in each of the two pools (eager_limit and max_send_size bytes); an "
-     "empty pool makes alloc report out-of-resource",
-     6},
-    {"recv_buffers", Type::unsigned_integer, "64",
-     "Receive buffers of max_send_size bytes preposted per module and reposted after each "
-     "delivery",
-     6},
-    {"max_rdma_ops", Type::unsigned_integer, "1024",
-     "Put, get and atomic operations in flight per module before they report "
-     "out-of-resource",
-     6},
+    params::Decl{"eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly",
+                 4}
+        .at_least(1),
+    params::Decl{"max_send_size", Type::size, "64k",
+                 "Largest fragment; also the size of each preposted receive buffer, so it must "
+                 "be the same in every process",
+                 4}
+        .range(1, 64 << 20),
+    params::Decl{"free_list_max", Type::unsigned_integer, "128",
+                 "Send fragments in each of the two pools (eager_limit and max_send_size bytes); "
+                 "an empty pool makes alloc report out-of-resource",
+                 6}
+        .range(1, 1 << 20),
+    params::Decl{"recv_buffers", Type::unsigned_integer, "64",
+                 "Receive buffers of max_send_size bytes preposted per module and reposted after "
+                 "each delivery",
+                 6}
+        .range(1, 1 << 16),
+    params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
+                 "Put, get and atomic operations in flight per module before they report "
+                 "out-of-resource",
+                 6}
+        .range(1, 1 << 20),
     {"rcache_size", Type::unsigned_integer, "16",
      "Memory registrations kept after their last user released them, for reuse (0: close "
      "at once). Keep it 0 if the program frees and reuses registered memory while a "
      "hardware provider is in use",
      6},
-    {"exclusivity", Type::integer, "-1",
-     "Priority against other transports; -1: from the provider (shm 32768, below vader; "
-     "tcp/sockets 256, above the tcp btl; other providers 1024)",
-     7},
-    {"latency", Type::integer, "-1",
-     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, others 10)", 7},
-    {"bandwidth", Type::integer, "-1",
-     "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider reports, "
-     "else an estimate",
-     7},
+    params::Decl{"exclusivity", Type::integer, "-1",
+                 "Priority against other transports; -1: from the provider (shm 32768, below "
+                 "vader; tcp/sockets 256, above the tcp btl; other providers 1024)",
+                 7}
+        .range(-1, UINT32_MAX),
+    params::Decl{"latency", Type::integer, "-1",
+                 "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, "
+                 "others 10)",
+                 7}
+        .range(-1, UINT32_MAX),
+    params::Decl{"bandwidth", Type::integer, "-1",
+                 "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider "
+                 "reports, else an estimate",
+                 7}
+        .range(-1, UINT32_MAX),
 };
 
 // Providers are matched by their full name or their core name.
@@ -81,15 +93,9 @@ struct InfoList {
 
 // libfabric keeps what its providers allocate at start-up until the process
 // exits, and unloading it with this plugin would only turn that into leaks of
-// an unnamed module.  Pinned, it stays (as it would in a program linked to it)
-// and LeakSanitizer can name it for the suppressions.
-// Done at load time: a process may list the plugin and unload it without
-// opening it, and libfabric's constructors have allocated by then.
-bool pin_libfabric() noexcept {
-    (void)dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-    return true;
-}
-[[maybe_unused]] const bool libfabric_pinned = pin_libfabric();
+// an unnamed module: it stays until the process exits (see mca::keep_loaded).
+constexpr const char* libfabric[] = {"libfabric.so.1"};
+[[maybe_unused]] const std::size_t libfabric_pinned = mca::keep_loaded(libfabric);
 
 class OfiComponent final : public btl::Component {
   public:
@@ -244,27 +250,8 @@ class OfiComponent final : public btl::Component {
         c.exclusivity = i("exclusivity");
         c.latency = i("latency");
         c.bandwidth = i("bandwidth");
-        if (c.eager_limit == 0 || c.eager_limit > c.max_send_size)
-            throw params::Error(fmt::format(
-                "btl_ofi_eager_limit ({}) must be at least 1 and at most btl_ofi_max_send_size "
-                "({})",
-                c.eager_limit, c.max_send_size));
-        if (c.max_send_size > (std::size_t{1} << 26))
-            throw params::Error("btl_ofi_max_send_size must be at most 64M");
-        auto in_range = [](const char* name, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
-            if (v < lo || v > hi)
-                throw params::Error(
-                    fmt::format("btl_ofi_{}: {} is outside {}..{}", name, v, lo, hi));
-        };
-        in_range("free_list_max", c.free_list_max, 1, 1u << 20);
-        in_range("recv_buffers", c.recv_buffers, 1, 1u << 16);
-        in_range("max_rdma_ops", c.max_rdma_ops, 1, 1u << 20);
-        for (auto [name, v] :
-             {std::pair{"exclusivity", c.exclusivity}, std::pair{"latency", c.latency},
-              std::pair{"bandwidth", c.bandwidth}})
-            if (v < -1 || v > 0xffffffffll)
-                throw params::Error(
-                    fmt::format("btl_ofi_{}: {} is outside -1..4294967295", name, v));
+        // The registry checked each value against its declared range.
+        params::require_at_most(r.get("btl_ofi_eager_limit"), r.get("btl_ofi_max_send_size"));
         return c;
     }
 

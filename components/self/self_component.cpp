@@ -2,6 +2,8 @@
 // one module that reaches the own process.
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "self_module.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/version.hpp"
@@ -13,20 +15,23 @@ using params::Type;
 
 // The parameter table: registration, transit_info and the docs all read it.
 constexpr params::Decl self_params[] = {
-    {"eager_limit", Type::size, "4k",
-     "Largest message the upper layer sends in one fragment to its own process; above it, "
-     "it uses put/get (single memcpy)",
-     4},
+    params::Decl{"eager_limit", Type::size, "4k",
+                 "Largest message the upper layer sends in one fragment to its own process; "
+                 "above it, it uses put/get (single memcpy)",
+                 4}
+        .at_least(1),
     {"max_send_size", Type::size, "64k",
      "Largest fragment alloc and prepare_src hand out (contiguous data above the eager "
      "limit is passed in place, without a copy)",
      4},
-    {"free_list_max", Type::unsigned_integer, "32",
-     "Fragments in each of the two pools (eager_limit and max_send_size bytes), created at "
-     "init; alloc reports out-of-resource when a pool is empty",
-     6},
-    {"exclusivity", Type::unsigned_integer, "65536",
-     "Priority of self among the transports that reach a peer (highest wins)", 7},
+    params::Decl{"free_list_max", Type::unsigned_integer, "32",
+                 "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
+                 "created at init; alloc reports out-of-resource when a pool is empty",
+                 6}
+        .range(1, 1 << 20),
+    params::Decl{"exclusivity", Type::unsigned_integer, "65536",
+                 "Priority of self among the transports that reach a peer (highest wins)", 7}
+        .range(0, UINT32_MAX),
 };
 
 // The exclusivity default above is spelled out; keep it equal to the SDK's value.
@@ -57,19 +62,9 @@ class SelfComponent final : public btl::Component {
         c.eager_limit = r.get("btl_self_eager_limit").as_unsigned();
         c.max_send_size = r.get("btl_self_max_send_size").as_unsigned();
         c.free_list_max = r.get("btl_self_free_list_max").as_unsigned();
-        const std::uint64_t excl = r.get("btl_self_exclusivity").as_unsigned();
-        if (excl > UINT32_MAX)
-            throw params::Error(
-                fmt::format("btl_self_exclusivity: {} is larger than 4294967295", excl));
-        c.exclusivity = static_cast<std::uint32_t>(excl);
-        if (c.eager_limit == 0 || c.max_send_size < c.eager_limit)
-            throw params::Error(fmt::format(
-                "btl_self_eager_limit ({}) must be at least 1 and at most btl_self_max_send_size "
-                "({})",
-                c.eager_limit, c.max_send_size));
-        if (c.free_list_max == 0 || c.free_list_max > (1u << 20))
-            throw params::Error(
-                fmt::format("btl_self_free_list_max: {} is outside 1..1048576", c.free_list_max));
+        // Declared ranges: exclusivity fits 32 bits, the pools and eager_limit are not empty.
+        c.exclusivity = static_cast<std::uint32_t>(r.get("btl_self_exclusivity").as_unsigned());
+        params::require_at_most(r.get("btl_self_eager_limit"), r.get("btl_self_max_send_size"));
         return c;
     }
 

@@ -29,26 +29,31 @@ constexpr params::Decl param_table[] = {
      "Interfaces tcp must not use: names or CIDR blocks. Cannot be combined with "
      "btl_tcp_if_include",
      1},
-    {"port_min", Type::unsigned_integer, "0",
-     "First port tried for the listening sockets (0: any port the kernel chooses)", 2},
+    params::Decl{"port_min", Type::unsigned_integer, "0",
+                 "First port tried for the listening sockets (0: any port the kernel chooses)", 2}
+        .range(0, 65535),
     {"port_range", Type::unsigned_integer, "64511",
      "Number of ports tried from btl_tcp_port_min upwards", 2},
-    {"links", Type::unsigned_integer, "1",
-     "Sockets per peer and interface; one-sided transfers are spread over them", 4},
+    params::Decl{"links", Type::unsigned_integer, "1",
+                 "Sockets per peer and interface; one-sided transfers are spread over them", 4}
+        .range(1, 64),
     {"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4},
     {"rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4},
     {"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4},
-    {"max_send_size", Type::size, "128k", "Largest fragment of a send", 4},
-    {"max_rdma_size", Type::size, "4M",
-     "Largest put or get carried in one request (the target streams it)", 4},
+    params::Decl{"max_send_size", Type::size, "128k", "Largest fragment of a send", 4}.range(
+        64, 1 << 30),
+    params::Decl{"max_rdma_size", Type::size, "4M",
+                 "Largest put or get carried in one request (the target streams it)", 4}
+        .range(0, 1 << 30),
     {"coalesce", Type::boolean, "true",
      "Write a burst of small messages (sent with no progress call between them) in one "
      "system call at the next progress call; the first message of a burst leaves at once",
      5},
     {"free_list_max", Type::unsigned_integer, "4096",
      "Send fragments per size class before sends report out-of-resource", 6},
-    {"max_rdma_ops", Type::unsigned_integer, "1024",
-     "One-sided operations in flight per interface (at most 65535)", 6},
+    params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
+                 "One-sided operations in flight per interface", 6}
+        .range(1, 65535),
     {"connect_timeout", Type::real, "10",
      "Seconds a connection attempt and its handshake may take before it fails", 3},
     {"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7},
@@ -99,17 +104,11 @@ mca::OpenResult TcpComponent::open() {
     if (params::Variable* v = r.find("btl_base_verbose")) verbosity = static_cast<int>(v->as_int());
     out_ = log::Stream("btl:tcp", verbosity);
 
-    if (params_.links == 0 || params_.links > 64)
-        throw params::Error("btl_tcp_links must be between 1 and 64, not " +
-                            std::to_string(params_.links));
-    if (params_.max_rdma_ops == 0 || params_.max_rdma_ops > 65535)
-        throw params::Error("btl_tcp_max_rdma_ops must be between 1 and 65535");
-    if (params_.port_min > 65535 || params_.port_min + params_.port_range > 65536 + 65535)
-        throw params::Error("btl_tcp_port_min must be a port number (0..65535)");
-    if (params_.max_send_size < 64 || params_.eager_limit > params_.max_send_size)
-        throw params::Error("btl_tcp_eager_limit must not exceed btl_tcp_max_send_size");
-    if (params_.max_send_size > (1u << 30) || params_.max_rdma_size > (1u << 30))
-        throw params::Error("btl_tcp_max_send_size and btl_tcp_max_rdma_size must be <= 1g");
+    // The registry checked the declared ranges; what follows spans parameters
+    // or is a real number.
+    if (params_.port_min + params_.port_range > 65536 + 65535)
+        throw params::Error("btl_tcp_port_min + btl_tcp_port_range must be at most 131071");
+    params::require_at_most(r.get("btl_tcp_eager_limit"), r.get("btl_tcp_max_send_size"));
     if (!(params_.connect_timeout > 0)) throw params::Error("btl_tcp_connect_timeout must be > 0");
 
     std::vector<std::string> notes;

@@ -3,16 +3,17 @@
 // btl_uct_transports that can carry active messages and connect to a peer's
 // interface, opens one module for each and publishes each interface's address
 // through the modex.
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <uct/api/uct.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "transit/btl/component.hpp"
+#include "transit/keep_loaded.hpp"
 #include "transit/version.hpp"
 #include "uct_module.hpp"
 
@@ -29,30 +30,38 @@ constexpr params::Decl uct_params[] = {
      "network transport, on its first non-loopback device. Transports that cannot carry "
      "active messages or connect to a peer's interface (cma, rc_verbs) are never opened",
      1},
-    {"eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly", 4},
+    params::Decl{"eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly",
+                 4}
+        .at_least(1),
     {"max_send_size", Type::size, "0",
      "Largest fragment; 0: what one buffered active message of the transport carries "
      "(about 8 KiB for posix, sysv and tcp). Must be the same in every process",
      4},
-    {"free_list_max", Type::unsigned_integer, "128",
-     "Send fragments per module; an empty pool makes alloc report out-of-resource", 6},
-    {"recv_ring", Type::unsigned_integer, "256",
-     "Receive slots per module (received messages wait there until UCT's progress returns); "
-     "the ring doubles when a burst fills it",
-     6},
-    {"max_rdma_ops", Type::unsigned_integer, "256",
-     "Put, get and atomic operations in flight per module before they report "
-     "out-of-resource",
-     6},
-    {"exclusivity", Type::integer, "-1",
-     "Priority against other transports; -1: from the device type (shared memory 32768, "
-     "below vader; tcp 256, above the tcp btl; other networks 1024)",
-     7},
-    {"latency", Type::integer, "-1",
-     "Relative latency, lower is preferred; -1: UCT's latency plus overhead in units of "
-     "0.5 us",
-     7},
-    {"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7},
+    params::Decl{"free_list_max", Type::unsigned_integer, "128",
+                 "Send fragments per module; an empty pool makes alloc report out-of-resource", 6}
+        .range(1, 1 << 20),
+    params::Decl{"recv_ring", Type::unsigned_integer, "256",
+                 "Receive slots per module (received messages wait there until UCT's progress "
+                 "returns); the ring doubles when a burst fills it",
+                 6}
+        .range(1, 1 << 16),
+    params::Decl{"max_rdma_ops", Type::unsigned_integer, "256",
+                 "Put, get and atomic operations in flight per module before they report "
+                 "out-of-resource",
+                 6}
+        .range(1, 1 << 20),
+    params::Decl{"exclusivity", Type::integer, "-1",
+                 "Priority against other transports; -1: from the device type (shared memory "
+                 "32768, below vader; tcp 256, above the tcp btl; other networks 1024)",
+                 7}
+        .range(-1, UINT32_MAX),
+    params::Decl{"latency", Type::integer, "-1",
+                 "Relative latency, lower is preferred; -1: UCT's latency plus overhead in units "
+                 "of 0.5 us",
+                 7}
+        .range(-1, UINT32_MAX),
+    params::Decl{"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7}
+        .range(-1, UINT32_MAX),
 };
 
 // Preference among shared-memory transports when the list is empty.
@@ -69,17 +78,9 @@ bool loopback_device(const std::string& dev) {
 // UCX's libraries are not made to be unloaded: their constructors set up
 // global state (configuration tables, loaded transport modules) that their
 // destructors do not undo.  Once this plugin has loaded them they stay until
-// the process exits, whether or not the plugin is unloaded; this also lets
-// LeakSanitizer name them for its suppressions.
-// Done when the plugin is loaded (the libraries' constructors have run by
-// then), since a process may list the plugin and unload it without ever
-// registering its parameters.
-bool pin_ucx_libraries() noexcept {
-    for (const char* lib : {"libuct.so.0", "libucs.so.0", "libucm.so.0"})
-        (void)dlopen(lib, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
-    return true;
-}
-[[maybe_unused]] const bool ucx_pinned = pin_ucx_libraries();
+// the process exits (see mca::keep_loaded).
+constexpr const char* ucx_libraries[] = {"libuct.so.0", "libucs.so.0", "libucm.so.0"};
+[[maybe_unused]] const std::size_t ucx_pinned = mca::keep_loaded(ucx_libraries);
 
 class UctComponent final : public btl::Component {
   public:
@@ -283,25 +284,9 @@ class UctComponent final : public btl::Component {
         c.exclusivity = i("exclusivity");
         c.latency = i("latency");
         c.bandwidth = i("bandwidth");
-        if (c.eager_limit == 0) throw params::Error("btl_uct_eager_limit must be at least 1");
-        if (c.max_send_size != 0 && c.eager_limit > c.max_send_size)
-            throw params::Error(
-                fmt::format("btl_uct_eager_limit ({}) must be at most btl_uct_max_send_size ({})",
-                            c.eager_limit, c.max_send_size));
-        auto in_range = [](const char* name, std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
-            if (v < lo || v > hi)
-                throw params::Error(
-                    fmt::format("btl_uct_{}: {} is outside {}..{}", name, v, lo, hi));
-        };
-        in_range("free_list_max", c.free_list_max, 1, 1u << 20);
-        in_range("recv_ring", c.recv_ring, 1, 1u << 16);
-        in_range("max_rdma_ops", c.max_rdma_ops, 1, 1u << 20);
-        for (auto [name, v] :
-             {std::pair{"exclusivity", c.exclusivity}, std::pair{"latency", c.latency},
-              std::pair{"bandwidth", c.bandwidth}})
-            if (v < -1 || v > 0xffffffffll)
-                throw params::Error(
-                    fmt::format("btl_uct_{}: {} is outside -1..4294967295", name, v));
+        // The registry checked each value against its declared range.
+        if (c.max_send_size != 0)  // 0: the transport's own limit, known once opened
+            params::require_at_most(r.get("btl_uct_eager_limit"), r.get("btl_uct_max_send_size"));
         return c;
     }
 

@@ -2,11 +2,10 @@
 // interface, and whether UCT reported the peer lost.
 #pragma once
 
-#include <sys/types.h>
 #include <uct/api/uct.h>
-#include <unistd.h>
 
 #include "transit/btl/module.hpp"
+#include "transit/process_watch.hpp"
 
 namespace transit::uct {
 
@@ -17,15 +16,13 @@ class UctEndpoint final : public btl::Endpoint {
     UctEndpoint& operator=(const UctEndpoint&) = delete;
     ~UctEndpoint() override {
         if (ep != nullptr) uct_ep_destroy(ep);
-        if (pidfd >= 0) ::close(pidfd);
     }
 
     uct_ep_h ep;
     bool failed = false;    // UCT reported the peer lost; sends fail at once
     bool reported = false;  // the error callback has been told
     bool added = false;     // by add_procs (not only connected to answer a request)
-    pid_t pid = 0;          // a peer on this node, watched for exit (0: not watched)
-    int pidfd = -1;         // its pidfd where the kernel has them
+    ProcessWatch process;   // a peer on this node, watched for exit (or nothing)
 };
 
 }  // namespace transit::uct

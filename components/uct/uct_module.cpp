@@ -5,27 +5,14 @@
 #include <fmt/format.h>
 #include <ucs/async/async_fwd.h>
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
 #include <cstring>
 #include <stdexcept>
 
 namespace transit::uct {
 namespace {
-
-int open_pidfd(pid_t pid) noexcept {
-#ifdef SYS_pidfd_open
-    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-    (void)pid;
-    return -1;
-#endif
-}
 
 [[noreturn]] void fail(const std::string& what, ucs_status_t s) {
     throw std::runtime_error(fmt::format("{} failed: {}", what, ucs_status_string(s)));
@@ -267,10 +254,8 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     }
     by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
     UctEndpoint* e = by_rank_[peer].get();
-    if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0) {
-        e->pid = static_cast<pid_t>(h.pid);
-        e->pidfd = open_pidfd(e->pid);
-    }
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
+        e->process = ProcessWatch(static_cast<pid_t>(h.pid));
     return e;
 }
 
@@ -554,16 +539,8 @@ void UctModule::check_local_peers() noexcept {
     if (now - last_check_ < std::chrono::milliseconds(100)) return;
     last_check_ = now;
     for (auto& e : by_rank_) {
-        if (!e || e->pid == 0 || e->failed) continue;
-        bool gone = false;
-        if (e->pidfd >= 0) {
-            pollfd p{e->pidfd, POLLIN, 0};  // readable once the process has exited
-            gone = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
-        } else {
-            gone = ::kill(e->pid, 0) != 0 && errno == ESRCH;
-        }
-        if (!gone) continue;
-        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->pid);
+        if (!e || e->failed || !e->process.exited()) continue;
+        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->process.pid());
         e->failed = true;
         failures_ = true;
     }

@@ -198,6 +198,11 @@ class UctModule final : public btl::Module {
     void answered(RdmaOp* op, Status s) noexcept;
     void complete_op(RdmaOp* op) noexcept;
     RdmaOp* find_op(std::uint32_t index, std::uint32_t generation, Rank peer) noexcept;
+    // put and get: kind is OpKind::put or OpKind::get.
+    Status transfer(OpKind kind, btl::Endpoint* endpoint, void* local_address,
+                    std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                    const btl::RegistrationHandle* remote_handle, std::size_t size,
+                    btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
     Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
                          btl::RegistrationHandle* local_handle,
                          const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,

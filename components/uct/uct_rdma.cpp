@@ -187,20 +187,22 @@ RdmaOp* UctModule::find_op(std::uint32_t index, std::uint32_t generation, Rank p
     return &op;
 }
 
-Status UctModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > attr_.put_limit)
-        [[unlikely]]
+// Put and get differ only in the size limit, the access the remote
+// registration must grant, and (in advance) which way the data goes.
+Status UctModule::transfer(OpKind kind, btl::Endpoint* endpoint, void* local_address,
+                           std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                           const btl::RegistrationHandle* remote_handle, std::size_t size,
+                           btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    const bool put = kind == OpKind::put;
+    const std::size_t limit = put ? attr_.put_limit : attr_.get_limit;
+    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > limit) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
-    if (Status s =
-            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write, p);
+    const std::uint32_t access = put ? btl::reg_flags::remote_write : btl::reg_flags::remote_read;
+    if (Status s = check_remote(remote_handle, remote_address, size, access, p);
         s != Status::success) [[unlikely]]
         return s;
-    RdmaOp* op =
-        start_op(OpKind::put, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    RdmaOp* op = start_op(kind, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
     op->remote_address = remote_address;
@@ -209,26 +211,20 @@ Status UctModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
     return launch(op);
 }
 
+Status UctModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                      btl::RegistrationHandle* local_handle,
+                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
+                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+    return transfer(OpKind::put, endpoint, local_address, remote_address, local_handle,
+                    remote_handle, size, cbfunc, cbcontext, cbdata);
+}
+
 Status UctModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
                       btl::RegistrationHandle* local_handle,
                       const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > attr_.get_limit)
-        [[unlikely]]
-        return Status::bad_param;
-    PackedHandle p;
-    if (Status s =
-            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read, p);
-        s != Status::success) [[unlikely]]
-        return s;
-    RdmaOp* op =
-        start_op(OpKind::get, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
-    if (op == nullptr) return Status::out_of_resource;
-    op->key = p.key;
-    op->remote_address = remote_address;
-    op->size = size;
-    op->pieces = size == 0 ? 1 : static_cast<std::uint32_t>((size + chunk_ - 1) / chunk_);
-    return launch(op);
+    return transfer(OpKind::get, endpoint, local_address, remote_address, local_handle,
+                    remote_handle, size, cbfunc, cbcontext, cbdata);
 }
 
 Status UctModule::atomic_common(btl::Endpoint* endpoint, void* local_address,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <system_error>
 
 #include "components/vader/vader_cma.hpp"
@@ -16,25 +17,32 @@ namespace {
 using params::Type;
 
 constexpr params::Decl vader_params[] = {
-    {"eager_limit", Type::size, "4k",
-     "Largest message the upper layer sends eagerly in one fragment to a process on this "
-     "node; larger ones use put/get (single copy) or several fragments",
-     4},
-    {"max_send_size", Type::size, "32k",
-     "Largest fragment alloc, prepare_src and sendi accept (the payload room of each shared "
-     "fragment)",
-     4},
-    {"fbox_size", Type::size, "16k",
-     "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a power "
-     "of two, at least 256).  Messages up to a quarter of it, and up to eager_limit, go "
-     "through the box",
-     5},
-    {"fbox_threshold", Type::unsigned_integer, "16",
-     "Messages sent to a peer through the FIFO before its fast box is used (0: at once)", 5},
-    {"fifo_size", Type::unsigned_integer, "4096",
-     "Minimum number of entries of each process's receive FIFO (rounded up to a power of two "
-     "and raised to hold every fragment of every local process)",
-     6},
+    params::Decl{"eager_limit", Type::size, "4k",
+                 "Largest message the upper layer sends eagerly in one fragment to a process on "
+                 "this node; larger ones use put/get (single copy) or several fragments",
+                 4}
+        .at_least(1),
+    params::Decl{"max_send_size", Type::size, "32k",
+                 "Largest fragment alloc, prepare_src and sendi accept (the payload room of each "
+                 "shared fragment)",
+                 4}
+        .range(0, 64 << 20),
+    params::Decl{"fbox_size", Type::size, "16k",
+                 "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a "
+                 "power of two, at least 256).  Messages up to a quarter of it, and up to "
+                 "eager_limit, go through the box",
+                 5}
+        .range(0, 16 << 20),
+    params::Decl{"fbox_threshold", Type::unsigned_integer, "16",
+                 "Messages sent to a peer through the FIFO before its fast box is used (0: at "
+                 "once)",
+                 5}
+        .range(0, UINT32_MAX),
+    params::Decl{"fifo_size", Type::unsigned_integer, "4096",
+                 "Minimum number of entries of each process's receive FIFO (rounded up to a "
+                 "power of two and raised to hold every fragment of every local process)",
+                 6}
+        .range(0, 16 << 20),
     {"segment_size", Type::size, "8M",
      "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
      "fragments; the fragment count follows from it, at least 16)",
@@ -48,8 +56,11 @@ constexpr params::Decl vader_params[] = {
      "Directory of the shared-memory files (a tmpfs); each is removed as soon as every local "
      "peer has mapped it",
      5},
-    {"exclusivity", Type::unsigned_integer, "65535",
-     "Priority of vader among the transports that reach a peer (highest wins; self has 65536)", 7},
+    params::Decl{"exclusivity", Type::unsigned_integer, "65535",
+                 "Priority of vader among the transports that reach a peer (highest wins; self "
+                 "has 65536)",
+                 7}
+        .range(0, UINT32_MAX),
     {"cma_probe_fail", Type::boolean, "false",
      "Testing only: make the CMA probe fail, to exercise the fallback without single copy", 9},
 };
@@ -121,19 +132,8 @@ class VaderComponent final : public btl::Component {
         c.backing_directory = r.get("btl_vader_backing_directory").as_string();
         c.cma_probe_fail = r.get("btl_vader_cma_probe_fail").as_bool();
         const std::uint64_t excl = r.get("btl_vader_exclusivity").as_unsigned();
-        if (c.eager_limit == 0 || c.max_send_size < c.eager_limit || c.max_send_size > (64u << 20))
-            throw params::Error(fmt::format(
-                "btl_vader_eager_limit ({}) must be at least 1 and at most btl_vader_max_send_size "
-                "({}), itself at most 64M",
-                c.eager_limit, c.max_send_size));
-        if (fbox > (1u << 24))
-            throw params::Error(fmt::format("btl_vader_fbox_size: {} is above 16M", fbox));
-        if (fifo > (1u << 24))
-            throw params::Error(fmt::format("btl_vader_fifo_size: {} is above 16777216", fifo));
-        if (threshold > UINT32_MAX || excl > UINT32_MAX)
-            throw params::Error(
-                "btl_vader_fbox_threshold and btl_vader_exclusivity must fit "
-                "in 32 bits");
+        // The declared ranges keep the sizes and counts within 32 bits.
+        params::require_at_most(r.get("btl_vader_eager_limit"), r.get("btl_vader_max_send_size"));
         if (c.backing_directory.empty())
             throw params::Error("btl_vader_backing_directory must not be empty");
         c.fbox_size = static_cast<std::uint32_t>(fbox);

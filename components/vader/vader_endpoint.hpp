@@ -9,6 +9,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/process_watch.hpp"
 
 namespace transit::vader {
 
@@ -16,7 +17,7 @@ class VaderEndpoint final : public btl::Endpoint {
   public:
     VaderEndpoint(Rank peer, std::uint32_t local_index, SharedFile segment)
         : btl::Endpoint(peer), local_index(local_index), segment(std::move(segment)) {}
-    ~VaderEndpoint() override;
+    ~VaderEndpoint() override = default;
     VaderEndpoint(const VaderEndpoint&) = delete;
     VaderEndpoint& operator=(const VaderEndpoint&) = delete;
 
@@ -40,7 +41,7 @@ class VaderEndpoint final : public btl::Endpoint {
     Fifo fifo;              // the peer's receive FIFO
     FastboxWriter fastbox;  // our box in the peer's segment
     pid_t pid = 0;
-    int pidfd = -1;
+    ProcessWatch process;  // of pid, for check_peers
     std::uint64_t owner_base = 0;
     std::size_t frag_offset = 0;
     std::size_t frag_stride = 0;

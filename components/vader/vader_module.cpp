@@ -1,12 +1,8 @@
 #include "components/vader/vader_module.hpp"
 
-#include <poll.h>
-#include <signal.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <system_error>
@@ -24,20 +20,7 @@ VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
     return static_cast<VaderEndpoint*>(ep);
 }
 
-int open_pidfd(pid_t pid) noexcept {
-#ifdef SYS_pidfd_open
-    return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-    (void)pid;
-    return -1;
-#endif
-}
-
 }  // namespace
-
-VaderEndpoint::~VaderEndpoint() {
-    if (pidfd >= 0) ::close(pidfd);
-}
 
 VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
                          const Layout& layout, SharedFile segment, log::Stream out)
@@ -164,7 +147,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     ep->fastbox = FastboxWriter(ep->segment.data() + ph.fbox_offset + my_index_ * ph.fbox_stride,
                                 ph.fbox_size);
     ep->pid = static_cast<pid_t>(ph.pid);
-    ep->pidfd = open_pidfd(ep->pid);
+    ep->process = ProcessWatch(ep->pid);
     ep->owner_base = ph.owner_base;
     ep->frag_offset = ph.frag_offset;
     ep->frag_stride = ph.frag_stride;
@@ -679,15 +662,7 @@ int VaderModule::check_peers() noexcept {
     int events = 0;
     for (std::size_t i = 0; i < polled_.size(); ++i) {
         VaderEndpoint* ep = polled_[i];
-        bool gone = false;
-        if (ep->pidfd >= 0) {
-            // Only POLLIN means "exited"; POLLNVAL or an error is no evidence.
-            pollfd p{ep->pidfd, POLLIN, 0};
-            gone = ::poll(&p, 1, 0) > 0 && (p.revents & POLLIN) != 0;
-        } else {
-            gone = ::kill(ep->pid, 0) != 0 && errno == ESRCH;
-        }
-        if (gone && !ep->dead) {
+        if (!ep->dead && ep->process.exited()) {
             peer_died(ep);
             ++events;
         }

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <span>
 
@@ -24,18 +25,32 @@ using transit::params::Type;
 // One table drives registration, transit_info and the documentation.  Full
 // names are btl_unix_<name>; set them like any other parameter, e.g.
 // TRANSIT_MCA_btl_unix_eager_limit=8k or --mca btl_unix_eager_limit 8k.
+// A declared range (range(lo, hi), at_least(lo)) is checked by the registry:
+// a value outside it is refused, naming the parameter, the value and where it
+// was set, before the component sees it.
+constexpr std::size_t max_message = 128 * 1024;  // fits a default socket send buffer
+
 constexpr transit::params::Decl unix_params[] = {
-    {"eager_limit", Type::size, "4k", "Largest message the upper layer sends in one go", 4},
-    {"max_send_size", Type::size, "64k",
-     "Largest message on a socket (fragment, put or get); at most 128k, the same on every rank", 4},
-    {"free_list_max", Type::unsigned_integer, "64",
-     "Send descriptors, created at init; alloc reports out-of-resource when all are in use", 6},
-    {"exclusivity", Type::unsigned_integer, "512",
-     "Priority among the transports that reach a peer (highest wins; vader is 65535)", 7},
+    transit::params::Decl{"eager_limit", Type::size, "4k",
+                          "Largest message the upper layer sends in one go", 4}
+        .at_least(1),
+    transit::params::Decl{"max_send_size", Type::size, "64k",
+                          "Largest message on a socket (fragment, put or get); at most 128k, the "
+                          "same on every rank",
+                          4}
+        .range(sizeof(Header), max_message),
+    transit::params::Decl{"free_list_max", Type::unsigned_integer, "64",
+                          "Send descriptors, created at init; alloc reports out-of-resource when "
+                          "all are in use",
+                          6}
+        .range(1, 65536),
+    transit::params::Decl{"exclusivity", Type::unsigned_integer, "512",
+                          "Priority among the transports that reach a peer (highest wins; vader "
+                          "is 65535)",
+                          7}
+        .range(0, UINT32_MAX),
     {"verbose", Type::integer, "0", "Verbosity of btl/unix (0..100)", 9},
 };
-
-constexpr std::size_t max_message = 128 * 1024;  // fits a default socket send buffer
 
 // The socket the peers connect to.  Binding with no name asks Linux for a
 // unique name in the abstract namespace ("autobind"): no file to clean up, and
@@ -87,29 +102,19 @@ class UnixComponent final : public btl::Component {
 
   private:
     // Read at init, not at registration, so values set in between still count.
-    // A bad value is an error naming the parameter, never a silent fallback.
+    // A bad value is an error naming the parameter, never a silent fallback: the
+    // registry checked the declared ranges, and a check across parameters that
+    // fails throws params::Error.
     Config read_config() const {
         transit::params::Registry& r = registry_ ? *registry_ : transit::params::registry();
         Config c;
         c.eager_limit = r.get("btl_unix_eager_limit").as_unsigned();
         c.max_send_size = r.get("btl_unix_max_send_size").as_unsigned();
         c.free_list_max = r.get("btl_unix_free_list_max").as_unsigned();
-        const std::uint64_t exclusivity = r.get("btl_unix_exclusivity").as_unsigned();
+        c.exclusivity = static_cast<std::uint32_t>(r.get("btl_unix_exclusivity").as_unsigned());
         c.verbose = static_cast<int>(r.get("btl_unix_verbose").as_int());
-        if (c.max_send_size < sizeof(Header) || c.max_send_size > max_message)
-            throw transit::params::Error(fmt::format("btl_unix_max_send_size: {} is outside {}..{}",
-                                                     c.max_send_size, sizeof(Header), max_message));
-        if (c.eager_limit == 0 || c.eager_limit > c.max_send_size)
-            throw transit::params::Error(
-                fmt::format("btl_unix_eager_limit: {} is outside 1..btl_unix_max_send_size ({})",
-                            c.eager_limit, c.max_send_size));
-        if (c.free_list_max == 0 || c.free_list_max > 65536)
-            throw transit::params::Error(
-                fmt::format("btl_unix_free_list_max: {} is outside 1..65536", c.free_list_max));
-        if (exclusivity > UINT32_MAX)
-            throw transit::params::Error(
-                fmt::format("btl_unix_exclusivity: {} is larger than 4294967295", exclusivity));
-        c.exclusivity = static_cast<std::uint32_t>(exclusivity);
+        transit::params::require_at_most(r.get("btl_unix_eager_limit"),
+                                         r.get("btl_unix_max_send_size"));
         return c;
     }
 

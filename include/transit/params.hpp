@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -20,12 +21,12 @@ std::string_view to_string(Type t) noexcept;
 // Lowest to highest precedence.
 enum class Origin {
     default_value,
-    system_file,    // <prefix>/etc/transit-mca-params.conf
-    user_file,      // ~/.transit/mca-params.conf
-    param_file,     // a file named in mca_base_param_files
-    environment,    // TRANSIT_MCA_<name>
-    command_line,   // --mca <name> <value>
-    api,            // set by the program itself
+    system_file,   // <prefix>/etc/transit-mca-params.conf
+    user_file,     // ~/.transit/mca-params.conf
+    param_file,    // a file named in mca_base_param_files
+    environment,   // TRANSIT_MCA_<name>
+    command_line,  // --mca <name> <value>
+    api,           // set by the program itself
 };
 
 std::string_view to_string(Origin o) noexcept;
@@ -34,13 +35,15 @@ std::string_view to_string(Origin o) noexcept;
 struct Source {
     Origin origin = Origin::default_value;
     std::string where = {};  // file path or variable name; empty for defaults and the API
-    int line = 0;       // line in a file, 0 otherwise
+    int line = 0;            // line in a file, 0 otherwise
     std::string describe() const;
 };
 
 // A declarative parameter, written as a constexpr table by each component:
 //   constexpr params::Decl params[] = {
 //       {"eager_limit", Type::size, "4k", "Largest message sent eagerly", 4},
+//       params::Decl{"free_list_max", Type::unsigned_integer, "128", "Fragments", 6}
+//           .range(1, 1 << 20),
 //   };
 struct Decl {
     std::string_view name;  // short name; the full name is <framework>_<component>_<name>
@@ -51,17 +54,39 @@ struct Decl {
     std::string_view choices = {};     // enumeration: comma-separated allowed values
     std::string_view synonyms = {};    // comma-separated full names that work silently
     std::string_view deprecated = {};  // comma-separated old full names that warn once
+    // Integer, unsigned and size parameters: the smallest and largest value
+    // accepted (inclusive).  The registry refuses a value outside them like one
+    // that does not parse, so a component reads only values it can use.
+    std::optional<std::int64_t> min = {};
+    std::optional<std::int64_t> max = {};
+
+    // This declaration, accepting only lo..hi (or lo and above): a constexpr
+    // table keeps the positional form for the common fields.
+    constexpr Decl range(std::int64_t lo, std::int64_t hi) const {
+        Decl d = *this;
+        d.min = lo;
+        d.max = hi;
+        return d;
+    }
+    constexpr Decl at_least(std::int64_t lo) const {
+        Decl d = *this;
+        d.min = lo;
+        return d;
+    }
 };
+
+// "1..1048576", "at least 1", "at most 64", or "" without bounds.
+std::string range_text(std::optional<std::int64_t> min, std::optional<std::int64_t> max);
 
 // The error for any value that does not parse, naming the parameter, the value,
 // where it was set and the form that was expected.
 class Error : public std::runtime_error {
-public:
+  public:
     using std::runtime_error::runtime_error;
 };
 
 class Variable {
-public:
+  public:
     virtual ~Variable() = default;
 
     virtual const std::string& full_name() const = 0;
@@ -75,6 +100,9 @@ public:
     virtual const std::vector<std::string>& choices() const = 0;
     virtual const std::vector<std::string>& synonyms() const = 0;
     virtual const std::vector<std::string>& deprecated_names() const = 0;
+    // The declared bounds (Decl::min, Decl::max); empty when unbounded.
+    virtual std::optional<std::int64_t> min() const = 0;
+    virtual std::optional<std::int64_t> max() const = 0;
 
     // The value as set (text), and where it came from.
     virtual const std::string& text() const = 0;
@@ -90,7 +118,7 @@ public:
 };
 
 class Registry {
-public:
+  public:
     virtual ~Registry() = default;
 
     // Registers one parameter (idempotent for the same full name and type) and
@@ -100,8 +128,7 @@ public:
 
     // Registers a whole table; returns nothing, look values up with get().
     template <std::size_t N>
-    void add_all(std::string_view framework, std::string_view component,
-                 const Decl (&decls)[N]) {
+    void add_all(std::string_view framework, std::string_view component, const Decl (&decls)[N]) {
         for (const Decl& d : decls) add(framework, component, d);
     }
 
@@ -142,6 +169,12 @@ struct Selection {
 // names, or (when `known` is not empty) an included name that is not known.
 Selection parse_selection(std::string_view text, const std::vector<std::string>& known,
                           std::string_view param_name);
+
+// For limits that must nest, such as eager_limit <= max_send_size (a check
+// across parameters, which a declared range cannot express): throws Error
+// naming both parameters, their values and where each came from when
+// `lower`'s value is above `upper`'s.  Both must be unsigned or size.
+void require_at_most(const Variable& lower, const Variable& upper);
 
 // Parses sizes like "4096", "4k", "1M", "2g" (binary units); throws std::invalid_argument.
 std::uint64_t parse_size(std::string_view text);

@@ -1,6 +1,7 @@
 // A clean parameter world per test: HOME and the system file point into a
 // fresh temporary directory, no TRANSIT_MCA_* variable is inherited, and the
-// registry is rebuilt from scratch.
+// registry is rebuilt from scratch.  Also the checks on error messages that
+// the parameter tests share.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <optional>
 #include <string>
@@ -19,6 +21,21 @@
 extern char** environ;
 
 namespace transit::params::test {
+
+// The message of the Error that `f` throws, or "" when it throws none.
+std::string error_text(auto&& f) {
+    try {
+        f();
+    } catch (const Error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+inline void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
+    for (const std::string& p : parts)
+        EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in: " << text;
+}
 
 class ParamsTest : public ::testing::Test {
   protected:

@@ -11,20 +11,6 @@ namespace {
 
 using Registry_ = ParamsTest;
 
-std::string error_text(auto&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
-    for (const std::string& p : parts)
-        EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in: " << text;
-}
-
 TEST_F(Registry_, FullNames) {
     Registry& r = registry();
     EXPECT_EQ(r.add("btl", "tcp", {"eager_limit", Type::size, "64k", "h", 4}).full_name(),

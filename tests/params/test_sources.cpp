@@ -11,20 +11,6 @@ namespace {
 
 using Sources = ParamsTest;
 
-std::string error_text(auto&& f) {
-    try {
-        f();
-    } catch (const Error& e) {
-        return e.what();
-    }
-    return "";
-}
-
-void expect_contains(const std::string& text, std::initializer_list<std::string> parts) {
-    for (const std::string& p : parts)
-        EXPECT_NE(text.find(p), std::string::npos) << "missing \"" << p << "\" in: " << text;
-}
-
 Variable& add_x() {
     return registry().add("t", "c", {"x", Type::string, "default", "h", 5});
 }

@@ -1,0 +1,142 @@
+// ProcessWatch with real processes: a forked child that exits or is killed is
+// seen as exited, through the pidfd and through the kill(pid, 0) fallback; a
+// live one is not.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
+#include <utility>
+
+#include "transit/process_watch.hpp"
+
+namespace transit::test {
+namespace {
+
+using namespace std::chrono_literals;
+using Probe = ProcessWatch::Probe;
+
+// A child that waits for the parent to close the pipe (or to be killed),
+// then exits with status 3.
+class Child {
+  public:
+    Child() {
+        int fds[2];
+        if (::pipe(fds) != 0) return;
+        pid_ = ::fork();
+        if (pid_ == 0) {
+            ::close(fds[1]);
+            char c;
+            while (::read(fds[0], &c, 1) > 0) {
+            }
+            ::_exit(3);
+        }
+        ::close(fds[0]);
+        release_ = fds[1];
+    }
+    ~Child() {
+        if (release_ >= 0) ::close(release_);
+        if (pid_ > 0 && !reaped_) {
+            ::kill(pid_, SIGKILL);
+            reap();
+        }
+    }
+    Child(const Child&) = delete;
+    Child& operator=(const Child&) = delete;
+
+    pid_t pid() const { return pid_; }
+    void let_exit() {
+        ::close(release_);
+        release_ = -1;
+    }
+    int reap() {
+        int status = 0;
+        ::waitpid(pid_, &status, 0);
+        reaped_ = true;
+        return status;
+    }
+
+  private:
+    pid_t pid_ = -1;
+    int release_ = -1;
+    bool reaped_ = false;
+};
+
+// exited() within a few seconds: the child needs a moment to be scheduled.
+bool becomes_exited(const ProcessWatch& w) {
+    for (auto end = std::chrono::steady_clock::now() + 5s; std::chrono::steady_clock::now() < end;
+         std::this_thread::sleep_for(5ms))
+        if (w.exited()) return true;
+    return false;
+}
+
+TEST(ProcessWatch, NothingWatchedNeverExits) {
+    ProcessWatch w;
+    EXPECT_FALSE(w.watching());
+    EXPECT_FALSE(w.exited());
+}
+
+TEST(ProcessWatch, LiveProcessHasNotExited) {
+    Child child;
+    ASSERT_GT(child.pid(), 0);
+    ProcessWatch w(child.pid());
+    EXPECT_TRUE(w.watching());
+    EXPECT_EQ(w.pid(), child.pid());
+    EXPECT_FALSE(w.exited());
+    ProcessWatch fallback(child.pid(), Probe::signal_only);
+    EXPECT_FALSE(fallback.has_pidfd());
+    EXPECT_FALSE(fallback.exited());
+}
+
+TEST(ProcessWatch, ExitIsSeenThroughThePidfdBeforeTheReap) {
+    Child child;
+    ASSERT_GT(child.pid(), 0);
+    ProcessWatch w(child.pid());
+    if (!w.has_pidfd()) GTEST_SKIP() << "this kernel has no pidfd_open";
+    child.let_exit();
+    EXPECT_TRUE(becomes_exited(w)) << "a zombie has exited too";
+    const int status = child.reap();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    EXPECT_TRUE(w.exited());
+}
+
+TEST(ProcessWatch, KilledProcessIsSeen) {
+    Child child;
+    ASSERT_GT(child.pid(), 0);
+    ProcessWatch w(child.pid());
+    ASSERT_FALSE(w.exited());
+    ASSERT_EQ(::kill(child.pid(), SIGKILL), 0);
+    const int status = child.reap();
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    EXPECT_TRUE(becomes_exited(w));
+}
+
+TEST(ProcessWatch, FallbackSeesTheExitOnceReaped) {
+    Child child;
+    ASSERT_GT(child.pid(), 0);
+    ProcessWatch w(child.pid(), Probe::signal_only);
+    child.let_exit();
+    child.reap();
+    EXPECT_TRUE(becomes_exited(w));
+}
+
+TEST(ProcessWatch, MovedWatchKeepsWatching) {
+    Child child;
+    ASSERT_GT(child.pid(), 0);
+    ProcessWatch a(child.pid());
+    const bool pidfd = a.has_pidfd();
+    ProcessWatch b(std::move(a));
+    EXPECT_FALSE(a.watching());  // NOLINT(bugprone-use-after-move): moved-from is empty
+    EXPECT_EQ(b.has_pidfd(), pidfd);
+    ProcessWatch c;
+    c = std::move(b);
+    EXPECT_EQ(c.pid(), child.pid());
+    ::kill(child.pid(), SIGKILL);
+    child.reap();
+    EXPECT_TRUE(becomes_exited(c));
+}
+
+}  // namespace
+}  // namespace transit::test

@@ -7,7 +7,7 @@
 
 namespace transit {
 
-inline constexpr std::uint32_t abi_major = 1;
+inline constexpr std::uint32_t abi_major = 2;
 inline constexpr std::uint32_t abi_minor = 0;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 

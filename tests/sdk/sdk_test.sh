@@ -229,25 +229,25 @@ step_abi() {
     plugin_env  # for the sanitizer settings; the plugin path is set below
     local w
     w=$(work_dir)
-    # The same plugin, built against an SDK that says ABI major 2: a copy of the
+    # The same plugin, built against an SDK that says ABI major 3: a copy of the
     # installed prefix with version.hpp (and the package's numbers) changed.
-    local fake=$w/sdk-abi2
-    rm -rf "$fake" "$w/example-abi2"
+    local fake=$w/sdk-abi3
+    rm -rf "$fake" "$w/example-abi3"
     cp -a "$w/prefix" "$fake"
-    sed -i 's/abi_major = [0-9]*;/abi_major = 2;/' "$fake/include/transit/version.hpp"
-    sed -i 's/^set(TRANSIT_ABI_VERSION_MAJOR .*)/set(TRANSIT_ABI_VERSION_MAJOR 2)/' \
+    sed -i 's/abi_major = [0-9]*;/abi_major = 3;/' "$fake/include/transit/version.hpp"
+    sed -i 's/^set(TRANSIT_ABI_VERSION_MAJOR .*)/set(TRANSIT_ABI_VERSION_MAJOR 3)/' \
         "$fake/lib/cmake/Transit/TransitConfig.cmake"
-    grep -q "abi_major = 2;" "$fake/include/transit/version.hpp" || fail "could not change the ABI"
-    configure_example "$fake" "$w/example" "$w/example-abi2"
+    grep -q "abi_major = 3;" "$fake/include/transit/version.hpp" || fail "could not change the ABI"
+    configure_example "$fake" "$w/example" "$w/example-abi3"
 
     local out
-    out=$(TRANSIT_MCA_mca_base_component_path=$w/example-abi2 "$w/prefix/bin/transit_info" \
+    out=$(TRANSIT_MCA_mca_base_component_path=$w/example-abi3 "$w/prefix/bin/transit_info" \
         --parsable) || fail "transit_info failed"
     local key=mca:btl:$name state reason
     state=$(sed -n "s/^$key:state://p" <<<"$out")
     reason=$(sed -n "s/^$key:reason://p" <<<"$out")
-    [[ $state == failed ]] || fail "the ABI 2 plugin was not refused (state '$state')"
-    [[ $reason == *"built against Transit ABI 2.0"*"this is ABI 1.0"* ]] ||
+    [[ $state == failed ]] || fail "the ABI 3 plugin was not refused (state '$state')"
+    [[ $reason == *"built against Transit ABI 3.0"*"this is ABI 2.0"* ]] ||
         fail "refused, but the reason does not say what it was built against: '$reason'"
     note "ok: refused with \"$reason\""
 }

@@ -10,8 +10,11 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "runtime/job_secret.hpp"
 #include "runtime/node_identity.hpp"
@@ -25,10 +28,34 @@ namespace transit::rt {
 namespace {
 
 constexpr const char* node_id_key = "transit.node_id";
-// Each rank's count of fences, published before each fence: a peer whose count
-// lags behind did not take part (it died before the fence started, and PMIx
-// completes such a fence among the survivors without an error).
-constexpr const char* fence_count_key = "transit.fences";
+// Published before each fence as "transit.fence.<n>": a peer that has not
+// published fence n's key did not take part (it died before the fence started,
+// and PMIx completes such a fence among the survivors without an error).
+constexpr const char* fence_key_prefix = "transit.fence.";
+
+// No PMIx key is ever put twice by one process.  OpenPMIx 4.2.2 (Debian 12)
+// does not reliably hand an updated value to the other processes of a node:
+// here, from about the twelfth put (and fence) of one key on, its readers
+// kept getting one old value for good (tests/runtime shows it; upstream,
+// openpmix/openpmix#3201, fixed on the v4.2 branch by #3206 which blames the
+// shared-memory store, and #3368 for 5.0.2 report updated values that never
+// reach readers).  A btl publishing its address at every framework init, as
+// in the conformance cases, then sent to an endpoint long closed.  So the
+// n-th publication of a key K goes to K (n = 1) or K#n, and a reader takes
+// the highest generation present; '#' is therefore not allowed in keys.
+constexpr char generation_mark = '#';
+// Room for "#4294967295" within PMIx's key length.
+constexpr std::size_t max_key_length = PMIX_MAX_KEYLEN - 12;
+
+bool valid_key(std::string_view key) {
+    return !key.empty() && key.size() <= max_key_length &&
+           key.find(generation_mark) == std::string_view::npos;
+}
+
+std::string generation_key(std::string_view key, std::uint32_t generation) {
+    if (generation <= 1) return std::string(key);
+    return fmt::format("{}{}{}", key, generation_mark, generation);
+}
 
 // Launchers that give every job a random value of their own: Open MPI's ORTE
 // (4.x) and PRRTE/OMPI 5 hand it to their transports under these names.
@@ -115,8 +142,9 @@ class PmixRuntime final : public RuntimeBase {
     bool is_singleton() const noexcept override { return false; }
 
     Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
-        if (key.empty() || key.size() >= PMIX_MAX_KEYLEN) return Status::bad_param;
-        const std::string k(key);
+        if (!valid_key(key)) return Status::bad_param;
+        std::uint32_t& generation = published_[std::string(key)];
+        const std::string k = generation_key(key, generation + 1);
         pmix_value_t value;
         PMIX_VALUE_CONSTRUCT(&value);
         value.type = PMIX_BYTE_OBJECT;
@@ -125,15 +153,32 @@ class PmixRuntime final : public RuntimeBase {
         value.data.bo.size = blob.size();
         const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, k.c_str(), &value);
         if (rc != PMIX_SUCCESS) return from_pmix(rc);
+        ++generation;
         dirty_ = true;
         return mode_ == FenceMode::host_driven ? commit() : Status::success;
     }
 
+    // The peer's latest visible publication of `key` (see generation_mark):
+    // from the highest generation read before, one lookup per newer generation
+    // and one that misses.
     Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) override {
-        if (peer >= id_.size || key.empty() || key.size() >= PMIX_MAX_KEYLEN)
-            return Status::bad_param;
+        if (peer >= id_.size || !valid_key(key)) return Status::bad_param;
+        std::uint32_t& seen = seen_[{peer, std::string(key)}];
         pmix::ValuePtr value;
-        if (Status s = get(peer, std::string(key).c_str(), value); !ok(s)) return s;
+        for (std::uint32_t g = seen + 1;; ++g) {
+            pmix::ValuePtr next;
+            const Status s = get(peer, generation_key(key, g).c_str(), next);
+            if (s == Status::not_found) break;
+            if (!ok(s)) return s;
+            value = std::move(next);
+            seen = g;
+        }
+        if (seen == 0) return Status::not_found;
+        if (!value) {
+            // Nothing newer: read the generation found before again (it was
+            // put once, so its value is the one the peer published).
+            if (Status s = get(peer, generation_key(key, seen).c_str(), value); !ok(s)) return s;
+        }
         if (value->type != PMIX_BYTE_OBJECT) return Status::protocol_error;
         const auto* bytes = reinterpret_cast<const std::byte*>(value->data.bo.bytes);
         blob.assign(bytes, bytes + value->data.bo.size);
@@ -151,7 +196,7 @@ class PmixRuntime final : public RuntimeBase {
         PMIX_VALUE_CONSTRUCT(&count);
         count.type = PMIX_UINT64;
         count.data.uint64 = fences_;
-        if (const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, fence_count_key, &count);
+        if (const pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, fence_key(fences_).c_str(), &count);
             rc != PMIX_SUCCESS)
             return from_pmix(rc);
         dirty_ = true;
@@ -214,15 +259,20 @@ class PmixRuntime final : public RuntimeBase {
         return out ? Status::success : Status::not_found;
     }
 
-    // A peer took part in fence n when its count is n or more: the count of
-    // a peer already past this fence may be visible (PMIx keeps the node's
-    // data in shared memory), the count of a dead peer stays behind.
+    static std::string fence_key(std::uint64_t n) {
+        return fmt::format("{}{}", fence_key_prefix, n);
+    }
+
+    // A peer took part in fence n when it published fence n's key (a peer
+    // already past this fence has published later ones too; a dead peer has
+    // not).  One key per fence: a count updated in place would freeze for its
+    // readers (see generation_mark).
     bool everyone_took_part() const {
+        const std::string key = fence_key(fences_);
         for (Rank r = 0; r < id_.size; ++r) {
             if (r == id_.rank) continue;
             pmix::ValuePtr v;
-            if (!ok(get(r, fence_count_key, v)) || v->type != PMIX_UINT64 ||
-                v->data.uint64 < fences_)
+            if (!ok(get(r, key.c_str(), v)) || v->type != PMIX_UINT64 || v->data.uint64 != fences_)
                 return false;
         }
         return true;
@@ -339,6 +389,8 @@ class PmixRuntime final : public RuntimeBase {
     bool need_seed_ = false;
     bool peers_known_ = false;
     std::uint64_t fences_ = 0;
+    std::map<std::string, std::uint32_t, std::less<>> published_;  // generations put, per key
+    std::map<std::pair<Rank, std::string>, std::uint32_t> seen_;   // highest read, per peer and key
 };
 
 }  // namespace

@@ -32,14 +32,20 @@ class SingletonRuntime final : public RuntimeBase {
 
     bool is_singleton() const noexcept override { return true; }
 
+    // Keys follow the PMIx runtime's rule (no '#', which marks its generations)
+    // so a component tested alone fails the same way.
+    static bool valid_key(std::string_view key) {
+        return !key.empty() && key.find('#') == std::string_view::npos;
+    }
+
     Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
-        if (key.empty()) return Status::bad_param;
+        if (!valid_key(key)) return Status::bad_param;
         pending_[std::string(key)].assign(blob.begin(), blob.end());
         return Status::success;
     }
 
     Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) override {
-        if (peer != 0 || key.empty()) return Status::bad_param;
+        if (peer != 0 || !valid_key(key)) return Status::bad_param;
         auto it = visible_.find(key);
         if (it == visible_.end()) return Status::not_found;
         blob = it->second;

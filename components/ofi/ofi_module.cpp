@@ -281,38 +281,39 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         return Status::bad_param;
     const bool local_only = node_local(core_provider(provider_));
     const Rank self = runtime_.rank();
+    // First every new address goes into the address vector, then each is
+    // checked against the others: an insert can change where an earlier one
+    // leads (see aliased()).
+    std::vector<Inserted> inserted;
+    for (const Rank peer : peers) {
+        if (peer >= by_rank_.size() || by_rank_[peer]) continue;
+        if (local_only && peer != self && !runtime_.on_this_node(peer)) continue;
+        if (av_addr_[peer] != FI_ADDR_NOTAVAIL) continue;
+        if (std::any_of(inserted.begin(), inserted.end(),
+                        [&](const Inserted& n) { return n.peer == peer; }))
+            continue;
+        std::vector<std::byte> blob;
+        if (peer == self) {
+            blob = address_;
+        } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
+            out_.verbose(10, "{}: rank {} published no address ({})", name(), peer, to_string(s));
+            continue;
+        }
+        fi_addr_t a = FI_ADDR_NOTAVAIL;
+        if (fi_av_insert(av_.get(), blob.data(), 1, &a, 0, nullptr) != 1) {
+            out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
+            continue;
+        }
+        inserted.push_back({peer, a, std::move(blob)});
+    }
+    for (const Inserted& n : inserted) {
+        if (aliased(n.peer, n.address, n.blob, inserted)) continue;
+        av_addr_[n.peer] = n.address;
+    }
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank peer = peers[i];
-        if (peer >= by_rank_.size()) continue;
-        if (local_only && peer != self && !runtime_.on_this_node(peer)) continue;
+        if (peer >= by_rank_.size() || av_addr_[peer] == FI_ADDR_NOTAVAIL) continue;
         if (!by_rank_[peer]) {
-            if (av_addr_[peer] == FI_ADDR_NOTAVAIL) {
-                std::vector<std::byte> blob;
-                if (peer == self) {
-                    blob = address_;
-                } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob);
-                           s != Status::success) {
-                    out_.verbose(10, "{}: rank {} published no address ({})", name(), peer,
-                                 to_string(s));
-                    continue;
-                }
-                fi_addr_t a = FI_ADDR_NOTAVAIL;
-                const int n = fi_av_insert(av_.get(), blob.data(), 1, &a, 0, nullptr);
-                if (n != 1) {
-                    out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
-                    continue;
-                }
-                // Two ranks behind one libfabric address would get each other's
-                // messages: refuse the second (seen once with shm, see README).
-                if (std::find(av_addr_.begin(), av_addr_.end(), a) != av_addr_.end()) {
-                    log::warn(
-                        "{}: rank {}'s address maps to the same libfabric address as "
-                        "another rank's; rank {} is left to other transports",
-                        name(), peer, peer);
-                    continue;
-                }
-                av_addr_[peer] = a;
-            }
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
             ++peer_count_;
         }
@@ -321,6 +322,54 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     }
     update_progress();
     return Status::success;
+}
+
+// Two ranks behind one libfabric address would get each other's messages, so
+// a rank whose address is not its own alone is refused, with an error.
+// libfabric 1.17's shm does this when it is given the name of an endpoint that
+// does not exist (any more): the insert succeeds (a peer may create its
+// endpoint later) but leaves the slot free, and the next name inserted takes
+// the same slot and fi_addr_t and renames it, so the first rank's messages go
+// to the second.  A stale modex value once did that here: rank 1 read rank
+// 0's address from an earlier, closed endpoint and then sent rank 0's
+// messages to itself.  shm's addresses are names that fi_av_lookup gives back,
+// so there the rank the slot really leads to keeps it; elsewhere every rank
+// sharing an address is refused.
+bool OfiModule::aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
+                        std::span<const Inserted> inserted) const {
+    std::vector<Rank> sharing;
+    for (Rank r = 0; r < av_addr_.size(); ++r)
+        if (r != peer && av_addr_[r] == address) sharing.push_back(r);
+    for (const Inserted& n : inserted)
+        if (n.peer != peer && n.address == address &&
+            std::find(sharing.begin(), sharing.end(), n.peer) == sharing.end())
+            sharing.push_back(n.peer);
+    bool leads_here = sharing.empty();
+    if (core_provider(provider_) == "shm") {
+        std::array<char, 256> found{};
+        std::size_t len = found.size();
+        leads_here = fi_av_lookup(av_.get(), address, found.data(), &len) == 0 &&
+                     len <= found.size() && len == blob.size() &&
+                     std::memcmp(found.data(), blob.data(), len) == 0;
+    }
+    if (leads_here) {
+        // This rank keeps the address; those sharing it are refused when their
+        // turn comes, or were added by an earlier call and can only be reported.
+        for (Rank r : sharing)
+            if (av_addr_[r] == address)
+                log::error(
+                    "{}: rank {}'s libfabric address now leads to rank {}; messages to rank {} "
+                    "will be misdelivered (its address was an endpoint that does not exist)",
+                    name(), r, peer, r);
+        return false;
+    }
+    log::error(
+        "{}: rank {}'s address does not lead to rank {} alone in libfabric's address vector "
+        "(fi_addr {}{}{}); rank {} is left to other transports (its address may be a closed "
+        "endpoint's)",
+        name(), peer, peer, address, sharing.empty() ? "" : ", also rank ", fmt::join(sharing, ","),
+        peer);
+    return true;
 }
 
 Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,12 @@ class OfiModule final : public btl::Module {
         bool fetch = false;
     };
     static constexpr std::size_t op_slots = 10;
+    // An address add_procs put in the address vector, not yet checked.
+    struct Inserted {
+        Rank peer;
+        fi_addr_t address;
+        std::vector<std::byte> blob;
+    };
 
     void open_objects(const fi_info& info);
     void setup_buffers();
@@ -133,6 +140,8 @@ class OfiModule final : public btl::Module {
     void repost(OfiRecv* r) noexcept;
     void retry_reposts() noexcept;
     void update_progress() noexcept;
+    bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
+                 std::span<const Inserted> inserted) const;
 
     OfiFrag* take(std::size_t bytes) noexcept;
     void release_frag(OfiFrag* f) noexcept;

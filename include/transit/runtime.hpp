@@ -43,10 +43,12 @@ public:
     // 128 random bits shared by every rank of the job and by no other job.
     virtual const Secret& job_secret() const noexcept = 0;
 
-    // Publishes a blob under `key` (by convention "btl.<component>.<version>").
-    // Visible to peers after the next fence().
+    // Publishes a blob under `key` (by convention "btl.<component>.<version>";
+    // no '#').  Visible to peers after the next fence().  Publishing the same
+    // key again replaces the value peers read.
     virtual Status modex_send(std::string_view key, std::span<const std::byte> blob) = 0;
-    // Reads a peer's blob; not_found when the peer never published `key`.
+    // Reads a peer's latest visible blob; not_found when the peer never
+    // published `key`.
     virtual Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) = 0;
     // Exchanges everything published so far.  Returns peer_failed when a rank
     // died (the survivors' data is still exchanged), never hangs.

@@ -1,0 +1,139 @@
+// btl/ofi's address vector against a peer address that leads nowhere: the
+// address of an shm endpoint that was closed, as a stale modex value once gave
+// it (libfabric 1.17's shm then handed the next rank inserted the same
+// fi_addr_t, and rank 0's messages went to rank 1 itself).  The job of two is
+// a runtime whose modex is a map this test fills; the closed endpoint is a
+// forked child's, as it was another process's in the real job.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "framework/btl_framework.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/progress.hpp"
+#include "transit/runtime.hpp"
+
+namespace {
+
+using namespace transit;
+
+// The selection must be in the environment before the registry first reads it.
+[[maybe_unused]] const bool shm_selected = [] {
+    ::setenv("TRANSIT_MCA_btl", "self,ofi", 1);
+    ::setenv("TRANSIT_MCA_btl_ofi_provider_include", "shm", 1);
+    return true;
+}();
+
+// Rank 0 of two on one node; rank 1 exists only as what the test puts in the modex.
+class TwoRankRuntime final : public rt::Runtime {
+  public:
+    Rank rank() const noexcept override { return 0; }
+    std::uint32_t size() const noexcept override { return 2; }
+    std::uint32_t local_rank() const noexcept override { return 0; }
+    std::uint32_t local_size() const noexcept override { return 2; }
+    const std::string& job_id() const noexcept override { return job_; }
+    const std::string& node_id() const noexcept override { return node_; }
+    bool is_singleton() const noexcept override { return false; }
+    std::span<const Rank> local_peers() const noexcept override { return peers_; }
+    bool on_this_node(Rank peer) const noexcept override { return peer < 2; }
+    const rt::Secret& job_secret() const noexcept override { return secret_; }
+    Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
+        modex_[{0, std::string(key)}].assign(blob.begin(), blob.end());
+        return Status::success;
+    }
+    Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) override {
+        auto it = modex_.find({peer, std::string(key)});
+        if (it == modex_.end()) return Status::not_found;
+        blob = it->second;
+        return Status::success;
+    }
+    Status fence() override { return Status::success; }
+    int numa_node() const noexcept override { return -1; }
+    std::string binding() const override { return {}; }
+    int distance_to_device(std::string_view) const override { return -1; }
+
+    std::map<std::pair<Rank, std::string>, std::vector<std::byte>> modex_;
+
+  private:
+    std::string job_ = "ofi-address-test";
+    std::string node_ = "this-node";
+    std::vector<Rank> peers_{0, 1};
+    rt::Secret secret_{};
+};
+
+// A framework with ofi's shm module, or the reason there is none.
+struct Opened {
+    ProgressEngine progress;
+    btl::AmTable am;
+    std::unique_ptr<btl::Framework> fw;
+    btl::Module* shm = nullptr;
+
+    explicit Opened(rt::Runtime& runtime) {
+        fw = std::make_unique<btl::Framework>(runtime, progress, am);
+        fw->open();
+        fw->init();
+        for (btl::Module* m : fw->modules())
+            if (m->name() == "ofi:shm") shm = m;
+    }
+};
+
+// The address of an shm endpoint a child process opened and closed before it
+// exited; empty when the child had no shm module.
+std::vector<std::byte> closed_endpoint_address() {
+    int fds[2];
+    if (::pipe(fds) != 0) return {};
+    const pid_t child = ::fork();
+    if (child == 0) {
+        ::close(fds[0]);
+        TwoRankRuntime runtime;
+        std::vector<std::byte> address;
+        {
+            Opened opened(runtime);
+            if (opened.shm != nullptr) address = runtime.modex_.at({0, "btl.ofi.shm"});
+        }
+        const bool written =
+            ::write(fds[1], address.data(), address.size()) == ssize_t(address.size());
+        ::_exit(written ? 0 : 1);
+    }
+    ::close(fds[1]);
+    std::vector<std::byte> address;
+    std::byte buf[512];
+    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
+        address.insert(address.end(), buf, buf + n);
+    ::close(fds[0]);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
+    return address;
+}
+
+TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {
+    // Forked before this process loads libfabric.
+    const std::vector<std::byte> closed_address = closed_endpoint_address();
+    if (closed_address.empty()) GTEST_SKIP() << "libfabric's shm provider is not available here";
+
+    TwoRankRuntime runtime;
+    const std::string key = "btl.ofi.shm";
+    runtime.modex_[{1, key}] = closed_address;
+    Opened opened(runtime);
+    ASSERT_NE(opened.shm, nullptr);
+    // Rank 1 first: its insert leaves shm's slot free, and rank 0's then took it.
+    const std::vector<Rank> peers{1, 0};
+    std::vector<btl::Endpoint*> endpoints(peers.size(), nullptr);
+    btl::Reachability reachable(peers.size());
+    ASSERT_EQ(opened.shm->add_procs(peers, endpoints, reachable), Status::success);
+    EXPECT_FALSE(reachable.test(0)) << "rank 1, at a closed endpoint's address, was accepted";
+    EXPECT_EQ(endpoints[0], nullptr);
+    EXPECT_TRUE(reachable.test(1)) << "rank 0 (this process) was refused";
+    EXPECT_NE(endpoints[1], nullptr);
+    EXPECT_TRUE(ok(opened.shm->del_procs(peers, endpoints)));
+}
+
+}  // namespace

@@ -37,23 +37,6 @@ Status wc_status(ibv_wc_status s) noexcept {
     }
 }
 
-bool known_op(std::uint16_t op) noexcept {
-    switch (static_cast<btl::AtomicOp>(op)) {
-        case btl::AtomicOp::add:
-        case btl::AtomicOp::and_:
-        case btl::AtomicOp::or_:
-        case btl::AtomicOp::xor_:
-        case btl::AtomicOp::land:
-        case btl::AtomicOp::lor:
-        case btl::AtomicOp::lxor:
-        case btl::AtomicOp::swap:
-        case btl::AtomicOp::min:
-        case btl::AtomicOp::max:
-            return true;
-    }
-    return false;
-}
-
 }  // namespace
 
 int Module::progress_rc(void* self) noexcept {
@@ -279,7 +262,8 @@ void Module::perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
     const std::size_t width = r.bits32 ? 4 : 8;
     const Registration* reg = rcache_ ? rcache_->find_rkey(r.rkey) : nullptr;
     if (!reg || !(reg->access & btl::reg_flags::remote_atomic) ||
-        !reg->covers(r.remote_address, width) || r.remote_address % width != 0 || !known_op(r.op)) {
+        !reg->covers(r.remote_address, width) || r.remote_address % width != 0 ||
+        !btl::is_atomic_op(r.op)) {
         out_.verbose(10, "{}: peer {}: refused atomic at {:#x} (rkey {:#x})", name(), ep.peer(),
                      r.remote_address, r.rkey);
         reply.status = static_cast<std::int32_t>(Status::access_denied);

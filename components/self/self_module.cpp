@@ -13,23 +13,6 @@
 namespace transit::self {
 namespace {
 
-bool known_op(btl::AtomicOp op) noexcept {
-    switch (op) {
-        case btl::AtomicOp::add:
-        case btl::AtomicOp::and_:
-        case btl::AtomicOp::or_:
-        case btl::AtomicOp::xor_:
-        case btl::AtomicOp::land:
-        case btl::AtomicOp::lor:
-        case btl::AtomicOp::lxor:
-        case btl::AtomicOp::swap:
-        case btl::AtomicOp::min:
-        case btl::AtomicOp::max:
-            return true;
-    }
-    return false;
-}
-
 // Checks [address, address + size) against a (possibly copied, so possibly
 // unaligned) handle: a put or get outside a registration is refused here instead
 // of corrupting or reading memory the owner never exposed.
@@ -273,7 +256,7 @@ Status SelfModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_addre
                              const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
                              std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
                              void*) noexcept {
-    if (!valid_endpoint(endpoint) || !known_op(op)) [[unlikely]]
+    if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op)) [[unlikely]]
         return Status::bad_param;
     const Status s = check_atomic(remote_handle, remote_address, flags);
     if (s != Status::success) [[unlikely]]
@@ -287,7 +270,8 @@ Status SelfModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
                               const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
                               std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
                               void*) noexcept {
-    if (!valid_endpoint(endpoint) || !known_op(op) || local_address == nullptr) [[unlikely]]
+    if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op) || local_address == nullptr)
+        [[unlikely]]
         return Status::bad_param;
     const Status s = check_atomic(remote_handle, remote_address, flags);
     if (s != Status::success) [[unlikely]]

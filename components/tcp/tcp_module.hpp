@@ -121,7 +121,7 @@ class TcpModule final : public btl::Module {
     WriteResult write_frag(Link& l, Frag* f) noexcept;
     Status enqueue(Link& l, Frag* f) noexcept;
     void send_control(Link& l, Frag* f) noexcept;
-    static constexpr std::size_t max_burst_frame = 8192;  // larger ones are written alone
+    static constexpr std::size_t max_burst_frame = 32768;  // larger ones are written alone
     bool joins_burst(const Link& l, std::size_t total) const noexcept;
     bool append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
                          const void* payload, std::size_t payload_size) noexcept;

@@ -44,24 +44,6 @@ Status status_from_wire(std::int32_t v) noexcept {
     return Status::error;
 }
 
-bool valid_atomic(std::uint16_t op) noexcept {
-    using btl::AtomicOp;
-    switch (static_cast<AtomicOp>(op)) {
-        case AtomicOp::add:
-        case AtomicOp::and_:
-        case AtomicOp::or_:
-        case AtomicOp::xor_:
-        case AtomicOp::land:
-        case AtomicOp::lor:
-        case AtomicOp::lxor:
-        case AtomicOp::swap:
-        case AtomicOp::min:
-        case AtomicOp::max:
-            return true;
-    }
-    return false;
-}
-
 }  // namespace
 
 void TcpModule::on_readable(Link& l) noexcept {
@@ -239,7 +221,7 @@ void TcpModule::handle_atomic(Link& l) noexcept {
     if (ok(st) && !cswap && req.kind != wire::RdmaKind::atomic_op &&
         req.kind != wire::RdmaKind::atomic_fop)
         st = Status::bad_param;
-    if (ok(st) && !cswap && !valid_atomic(req.op)) st = Status::bad_param;
+    if (ok(st) && !cswap && !btl::is_atomic_op(req.op)) st = Status::bad_param;
     std::uint64_t old = 0;
     if (ok(st)) {
         auto* target = reinterpret_cast<void*>(req.address);

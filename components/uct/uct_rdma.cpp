@@ -9,26 +9,6 @@
 #include "uct_module.hpp"
 
 namespace transit::uct {
-namespace {
-
-bool known_op(std::uint16_t v) noexcept {
-    switch (static_cast<btl::AtomicOp>(v)) {
-        case btl::AtomicOp::add:
-        case btl::AtomicOp::and_:
-        case btl::AtomicOp::or_:
-        case btl::AtomicOp::xor_:
-        case btl::AtomicOp::land:
-        case btl::AtomicOp::lor:
-        case btl::AtomicOp::lxor:
-        case btl::AtomicOp::swap:
-        case btl::AtomicOp::min:
-        case btl::AtomicOp::max:
-            return true;
-    }
-    return false;
-}
-
-}  // namespace
 
 // --- initiator -------------------------------------------------------------------
 
@@ -234,7 +214,8 @@ Status UctModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
                                 AtomicMode mode, btl::RdmaCompletionFn cbfunc, void* cbcontext,
                                 void* cbdata) noexcept {
     if (!valid(endpoint) || (mode != AtomicMode::post && local_address == nullptr) ||
-        (mode != AtomicMode::cswap && !known_op(static_cast<std::uint16_t>(amo)))) [[unlikely]]
+        (mode != AtomicMode::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(amo))))
+        [[unlikely]]
         return Status::bad_param;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     const std::size_t width = bits32 ? 4 : 8;
@@ -405,7 +386,7 @@ bool UctModule::on_atomic(Rank source, const std::byte* body, std::size_t length
     std::memcpy(&req, body, sizeof req);
     const auto mode = static_cast<AtomicMode>(req.mode);
     if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap) ||
-        (mode != AtomicMode::cswap && !known_op(req.amo)))
+        (mode != AtomicMode::cswap && !btl::is_atomic_op(req.amo)))
         return false;
     const std::size_t width = req.bits32 ? 4 : 8;
     const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;

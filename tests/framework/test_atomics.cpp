@@ -109,5 +109,19 @@ TEST(Atomics64, UsesAllSixtyFourBits) {
     EXPECT_EQ(word, 0x1'0000'0000ull);
 }
 
+// Targets refuse an operation code they do not know before touching memory.
+TEST(AtomicOps, EveryOperationIsKnownAndNothingElse) {
+    for (AtomicOp op :
+         {AtomicOp::add, AtomicOp::and_, AtomicOp::or_, AtomicOp::xor_, AtomicOp::land,
+          AtomicOp::lor, AtomicOp::lxor, AtomicOp::swap, AtomicOp::min, AtomicOp::max})
+        EXPECT_TRUE(is_atomic_op(op)) << static_cast<int>(op);
+    int known = 0;
+    for (std::uint32_t v = 0; v <= 0xffff; ++v) known += is_atomic_op(std::uint16_t(v));
+    EXPECT_EQ(known, 10);
+    EXPECT_FALSE(is_atomic_op(std::uint16_t{0}));
+    EXPECT_FALSE(is_atomic_op(std::uint16_t{0x0013}));
+    EXPECT_FALSE(is_atomic_op(std::uint16_t{0xffff}));
+}
+
 }  // namespace
 }  // namespace transit::btl

@@ -84,6 +84,28 @@ enum class AtomicOp : std::uint16_t {
     max = 0x0021,  // signed
 };
 
+// Whether a value off the wire (or from a caller) names an AtomicOp: a target
+// must refuse anything else before it touches memory.
+constexpr bool is_atomic_op(std::uint16_t v) noexcept {
+    switch (static_cast<AtomicOp>(v)) {
+        case AtomicOp::add:
+        case AtomicOp::and_:
+        case AtomicOp::or_:
+        case AtomicOp::xor_:
+        case AtomicOp::land:
+        case AtomicOp::lor:
+        case AtomicOp::lxor:
+        case AtomicOp::swap:
+        case AtomicOp::min:
+        case AtomicOp::max:
+            return true;
+    }
+    return false;
+}
+constexpr bool is_atomic_op(AtomicOp op) noexcept {
+    return is_atomic_op(static_cast<std::uint16_t>(op));
+}
+
 // Applies `op` to `target` (64- or 32-bit) and returns the old value.  For
 // components that perform atomics on the target's behalf (self, tcp, emulation).
 std::uint64_t apply_atomic(void* target, AtomicOp op, std::uint64_t operand,

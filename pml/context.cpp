@@ -146,10 +146,21 @@ Status Context::wait_any(std::span<Request*> reqs, std::size_t& index,
 
 Status Context::wait_all(std::span<Request*> reqs, std::span<RequestStatus> statuses) noexcept {
     auto guard = engine_->lock();
+    // Progress until every request is done (most already are when a window of
+    // small sends returns), then collect them all in one pass.
+    std::size_t next = 0;
+    engine_->wait_until([&] {
+        while (next < reqs.size() && (!reqs[next] || reqs[next]->done())) ++next;
+        return next == reqs.size();
+    });
     Status first = Status::success;
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-        if (!reqs[i]) continue;
-        Status s = wait(reqs[i], i < statuses.size() ? &statuses[i] : nullptr);
+        Request* r = reqs[i];
+        if (!r) continue;
+        Status s = r->status().status;
+        if (i < statuses.size()) statuses[i] = r->status();
+        engine_->release(as_req(r));
+        reqs[i] = nullptr;
         if (!ok(s) && ok(first)) first = s;
     }
     return first;

@@ -215,10 +215,43 @@ class Engine {
     }
 
     // tagged
+    // A small contiguous send to a connected peer is tried inline (send_inline);
+    // everything else, and anything the transport cannot take at once, goes
+    // through the full path.
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
-                 std::size_t len, Req*& out, void* user) noexcept;
+                 std::size_t len, Req*& out, void* user) noexcept {
+        Peer* p = !iov && dst < size_ ? peers_[dst].get() : nullptr;
+        if (p && p->ep && !p->failed && !p->throttled &&
+            len + sizeof(wire::MatchHdr) <= p->ep->eager_limit) [[likely]]
+            if (send_inline(p, tag, buf, len, out, user)) return Status::completed;
+        return isend_full(dst, tag, iov, count, buf, len, out, user);
+    }
+    Status isend_full(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count,
+                      const void* buf, std::size_t len, Req*& out, void* user) noexcept;
+    // A receive from a known peer with nothing unexpected from it is posted
+    // inline; wildcards, iovecs and the rest take the full path.
     Status irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
-                 std::size_t len, Req*& out, void* user) noexcept;
+                 std::size_t len, Req*& out, void* user) noexcept {
+        Peer* p = !iov && src < size_ ? peers_[src].get() : nullptr;
+        if (p && p->unexpected.empty() && !p->failed) [[likely]] {
+            if (Req* r = new_req(Req::Kind::recv, user)) [[likely]] {
+                r->src_filter = src;
+                r->tag_filter = tag;
+                r->buf = buf;
+                r->iov = nullptr;
+                r->iov_count = 0;
+                r->capacity = len;
+                r->post_seq = post_seq_++;
+                r->posted = true;
+                p->posted.push_back(r);
+                out = r;
+                return Status::success;
+            }
+        }
+        return irecv_full(src, tag, buf, iov, count, len, out, user);
+    }
+    Status irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
+                      std::size_t len, Req*& out, void* user) noexcept;
     Status cancel(Req* r) noexcept;
     bool iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept;
     void release(Req* r) noexcept {
@@ -315,6 +348,8 @@ class Engine {
     void finish_get(Req* r) noexcept;
     void fall_back_to_frags(Req* r) noexcept;
     bool send_eager(Req* r) noexcept;
+    bool send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_t len, Req*& out,
+                     void* user) noexcept;
     bool send_rndv_header(Req* r) noexcept;
     bool pump_frags(Req* r) noexcept;
     void prepare_rdma(Req* r, wire::RndvHdr& h, std::byte* handle) noexcept;
@@ -332,7 +367,11 @@ class Engine {
 
     // receiving
     void on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
-    void deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    // inline, defined in tagged_recv.cpp (its only user)
+    inline void deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len,
+                               btl::Tag tag) noexcept;
+    void deliver_unexpected(Peer* p, const std::byte* bytes, std::size_t len,
+                            btl::Tag tag) noexcept;
     void replay_out_of_order(Peer* p) noexcept;
     Req* match_posted(Peer* p, std::uint32_t tag) noexcept;
     void start_matched(Req* r, Peer* p, const std::byte* bytes, std::size_t len,

@@ -16,8 +16,8 @@ bool tag_matches(std::uint32_t filter, std::uint32_t tag) noexcept {
 
 }  // namespace
 
-Status Engine::irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
-                     std::size_t len, Req*& out, void* user) noexcept {
+Status Engine::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* iov,
+                          std::size_t count, std::size_t len, Req*& out, void* user) noexcept {
     out = nullptr;
     if (src != any_rank && src >= size_) [[unlikely]]
         return Status::bad_param;
@@ -129,6 +129,32 @@ Req* Engine::match_posted(Peer* p, std::uint32_t tag) noexcept {
     return a;
 }
 
+// Every in-order tagged message passes here: inline into on_match, with the
+// unexpected case out of line.
+inline void Engine::deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len,
+                                   btl::Tag tag) noexcept {
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    if (Req* r = match_posted(p, h.tag)) [[likely]] {
+        start_matched(r, p, bytes, len, tag);
+        return;
+    }
+    deliver_unexpected(p, bytes, len, tag);
+}
+
+void Engine::deliver_unexpected(Peer* p, const std::byte* bytes, std::size_t len,
+                                btl::Tag tag) noexcept {
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    std::size_t total = len - sizeof h;
+    if (tag == wire::tag(wire::rndv)) {
+        wire::RndvHdr rh;
+        std::memcpy(&rh, bytes, sizeof rh);
+        total = rh.total;
+    }
+    store_unexpected(p, bytes, len, tag, h.tag, h.seq, total);
+}
+
 void Engine::on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
     if (len < sizeof(wire::MatchHdr)) [[unlikely]] {
         log::error("pml: short message ({} bytes) on tag {:#x}", len, tag);
@@ -170,23 +196,6 @@ void Engine::replay_out_of_order(Peer* p) noexcept {
         drop(m);
         m = p->out_of_order.front();  // the next one may be anywhere
     }
-}
-
-void Engine::deliver_tagged(Peer* p, const std::byte* bytes, std::size_t len,
-                            btl::Tag tag) noexcept {
-    wire::MatchHdr h;
-    std::memcpy(&h, bytes, sizeof h);
-    if (Req* r = match_posted(p, h.tag)) [[likely]] {
-        start_matched(r, p, bytes, len, tag);
-        return;
-    }
-    std::size_t total = len - sizeof h;
-    if (tag == wire::tag(wire::rndv)) {
-        wire::RndvHdr rh;
-        std::memcpy(&rh, bytes, sizeof rh);
-        total = rh.total;
-    }
-    store_unexpected(p, bytes, len, tag, h.tag, h.seq, total);
 }
 
 void Engine::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, btl::Tag tag,

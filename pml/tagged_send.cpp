@@ -7,8 +7,8 @@
 
 namespace transit::pml {
 
-Status Engine::isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count,
-                     const void* buf, std::size_t len, Req*& out, void* user) noexcept {
+Status Engine::isend_full(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count,
+                          const void* buf, std::size_t len, Req*& out, void* user) noexcept {
     out = nullptr;
     Peer* p = send_peer(dst);
     if (!p || p->failed) [[unlikely]]
@@ -30,6 +30,36 @@ Status Engine::isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t 
     st.length = st.sent_length = r->total;
     out = r;
     return start_send(r, false);
+}
+
+// The common small send: the transport takes the bytes at once (sendi), so the
+// request is born complete and needs none of the state a pending send keeps.
+// Anything else (no request free, the transport busy) takes the full path.
+bool Engine::send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_t len, Req*& out,
+                         void* user) noexcept {
+    Req* r = reqs_.get();
+    if (!r) [[unlikely]]
+        return false;
+    const bml::BtlRef& b = p->ep->pick_eager();
+    btl::Convertor conv(buf, len);
+    wire::MatchHdr h{rank_, tag, p->send_seq, 0};
+    btl::Descriptor* d = nullptr;
+    Status s = b.module->sendi(b.endpoint, &conv, &h, sizeof h, len, btl::no_order, 0,
+                               wire::tag(wire::match), &d);
+    if (s != Status::completed && s != Status::success) [[unlikely]] {
+        if (d) b.module->free(d);  // the full path asks again and queues if it must
+        reqs_.put(r);
+        return false;
+    }
+    ++p->send_seq;
+    r->kind = Req::Kind::send;
+    r->stage = Req::Stage::done;
+    r->internal = false;
+    r->user = user;
+    r->st() = RequestStatus{p->rank, tag, len, len, Status::success};
+    r->set_done();
+    out = r;
+    return true;
 }
 
 Status Engine::start_send(Req* r, bool force_rndv) noexcept {

@@ -215,6 +215,30 @@ TEST(Tagged, ImmediateCompletionUserPointerAndWaitAny) {
     EXPECT_EQ(ctx().wait_any(reqs, index), Status::not_found);
 }
 
+// wait_all collects every request: each status in its slot (a send's names its
+// destination), empty slots skipped, every handle cleared, the first error returned.
+TEST(Tagged, WaitAllReportsEveryStatus) {
+    std::uint64_t v = 0x1122334455667788, got = 0;
+    Request* reqs[3] = {nullptr, nullptr, nullptr};
+    RequestStatus st[3];
+    ASSERT_TRUE(ok(ctx().irecv(prev_rank(), 50, &got, 4, reqs[0])));  // too short: truncated
+    ASSERT_TRUE(ok(ctx().isend(next_rank(), 50, &v, sizeof v, reqs[2])));
+    EXPECT_EQ(ctx().wait_all(reqs, st), Status::truncated);
+    for (Request* r : reqs) EXPECT_EQ(r, nullptr);
+    EXPECT_EQ(st[0].source, prev_rank());
+    EXPECT_EQ(st[0].tag, 50u);
+    EXPECT_EQ(st[0].length, 4u);
+    EXPECT_EQ(st[0].sent_length, sizeof v);
+    EXPECT_EQ(st[0].status, Status::truncated);
+    EXPECT_EQ(st[2].source, next_rank());
+    EXPECT_EQ(st[2].tag, 50u);
+    EXPECT_EQ(st[2].length, sizeof v);
+    EXPECT_EQ(st[2].status, Status::success);
+    std::uint64_t low = 0;
+    std::memcpy(&low, &v, 4);
+    EXPECT_EQ(got, low & 0xffffffffu);
+}
+
 TEST(Tagged, IovecSendAndReceive) {
     for (std::size_t size : {60ul, 200000ul}) {
         auto out = make_data(ctx().rank(), size, 9);

@@ -19,7 +19,8 @@ packages=(
 if [ "${TRANSIT_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    [[ $status == "install ok installed" ]] || missing+=("$p")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     sudo=""

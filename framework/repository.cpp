@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <ltdl.h>
 
+#include <array>
+#include <csignal>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -109,6 +112,38 @@ bool has_elf_header(const std::string& path) {
     return in.read(magic, sizeof magic) && std::memcmp(magic, elf_magic, sizeof magic) == 0;
 }
 
+// A plugin's dependencies run their constructors inside dlopen, and some
+// network libraries install handlers there (libpsm's call exit() on SIGTERM,
+// which turns a launcher's orderly kill into a teardown from inside the handler).
+// Signal dispositions belong to the application: whatever a load changed, the
+// guard puts back.
+class SignalDispositionGuard {
+  public:
+    SignalDispositionGuard() {
+        for (int s = 1; s < NSIG; ++s)
+            saved_[s].valid = ::sigaction(s, nullptr, &saved_[s].action) == 0;
+    }
+    ~SignalDispositionGuard() {
+        for (int s = 1; s < NSIG; ++s) {
+            if (!saved_[s].valid) continue;
+            struct sigaction now {};
+            if (::sigaction(s, nullptr, &now) != 0) continue;
+            if (now.sa_handler != saved_[s].action.sa_handler ||
+                now.sa_flags != saved_[s].action.sa_flags)
+                ::sigaction(s, &saved_[s].action, nullptr);
+        }
+    }
+    SignalDispositionGuard(const SignalDispositionGuard&) = delete;
+    SignalDispositionGuard& operator=(const SignalDispositionGuard&) = delete;
+
+  private:
+    struct Saved {
+        struct sigaction action {};
+        bool valid = false;
+    };
+    std::array<Saved, NSIG> saved_{};
+};
+
 struct Opened {
     std::shared_ptr<void> handle;
     std::string error;
@@ -118,6 +153,7 @@ Opened open_library(const std::string& path) {
     if (!has_elf_header(path)) return {nullptr, "not a shared object (no ELF header)"};
     std::shared_ptr<void> session = ltdl_session();
     if (!session) return {nullptr, "cannot initialise libltdl"};
+    SignalDispositionGuard keep_signals;
     lt_dlhandle h;
     std::string ltdl_error;
     {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 
@@ -104,6 +105,29 @@ TEST_F(Repository, GoodPluginLoadsWithItsRecord) {
     EXPECT_EQ(good->component().name(), "fixturegood");
     ASSERT_NE(good->component().descriptor, nullptr);
     EXPECT_EQ(good->component().descriptor->magic, descriptor_magic);
+}
+
+// The fixture's library constructor installs SIGTERM and SIGUSR2 handlers; the
+// loader accepts the component and puts the process's dispositions back.
+TEST_F(Repository, LoadingAPluginLeavesSignalDispositionsAlone) {
+    ASSERT_FALSE(test::is_mapped(fixture("sigtakeover")));
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    struct sigaction before {};
+    ASSERT_EQ(::sigaction(SIGUSR2, &ignore, &before), 0);
+
+    LoadResult r = load_components("btl");
+    ASSERT_NE(find_loaded(r, "sigtakeover"), nullptr);
+    EXPECT_TRUE(test::is_mapped(fixture("sigtakeover")));  // its constructor did run
+
+    struct sigaction term {};
+    struct sigaction usr2 {};
+    ASSERT_EQ(::sigaction(SIGTERM, nullptr, &term), 0);
+    ASSERT_EQ(::sigaction(SIGUSR2, nullptr, &usr2), 0);
+    EXPECT_EQ(term.sa_handler, SIG_DFL);
+    EXPECT_EQ(usr2.sa_handler, SIG_IGN);
+    ::sigaction(SIGUSR2, &before, nullptr);
 }
 
 TEST_F(Repository, RefusedRecordSaysWhatThePluginWasBuiltWith) {

@@ -15,7 +15,7 @@ for p in btl_transit_include btl_transit_verbose btl_transit_descriptors; do
   fi
 done
 if ! grep -q "^mca:btl:transit:version:" <<<"$out" &&
-   ! ompi_info --parsable | grep -q "^mca:btl:transit:version"; then
+   ! grep -q "^mca:btl:transit:version" <<<"$(ompi_info --parsable)"; then
   echo "ompi_info does not list the transit component" >&2
   status=1
 fi

@@ -141,11 +141,16 @@ step_build() {
 
     # The descriptor is exported; the component's own classes are not.
     local so=$w/example-build/transit_btl_$name.so
-    nm -D --defined-only "$so" | grep -q " transit_btl_${name}_component$" ||
+    # Captured first: under pipefail, grep -q quitting early can SIGPIPE the writer.
+    local symbols cxx_symbols libs
+    symbols=$(nm -D --defined-only "$so")
+    cxx_symbols=$(nm -DC --defined-only "$so")
+    libs=$(ldd "$so")
+    grep -q " transit_btl_${name}_component$" <<<"$symbols" ||
         fail "the descriptor transit_btl_${name}_component is not exported"
-    ! nm -DC --defined-only "$so" | grep -q "UnixModule" ||
+    ! grep -q "UnixModule" <<<"$cxx_symbols" ||
         fail "the component's classes are exported (visibility is not hidden)"
-    ldd "$so" | grep -q "$w/prefix/lib/libtransit.so" ||
+    grep -q "$w/prefix/lib/libtransit.so" <<<"$libs" ||
         fail "the plugin is not linked to the installed libtransit"
 
     # transit_add_component's install rule: <prefix>/lib/transit.

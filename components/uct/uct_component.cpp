@@ -62,18 +62,6 @@ constexpr params::Decl uct_params[] = {
         .range(-1, UINT32_MAX),
     params::Decl{"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7}
         .range(-1, UINT32_MAX),
-    {"rdma", Type::enumeration, "auto",
-     "How put and get move data: auto (UCT's own zero-copy put/get where a memory domain can "
-     "register memory -- cma beside posix or sysv, the transport itself on rc/dc -- for "
-     "transfers of btl_uct_rdma_min_size and more, active messages otherwise), am (always "
-     "active messages performed by the target), transport (UCT's put/get for every size where "
-     "available). Atomics always go by active messages",
-     4, rdma_mode_choices},
-    {"rdma_min_size", Type::size, "0",
-     "Smallest put/get sent with UCT's own put/get; smaller ones go by active messages. 0: "
-     "automatic (128k over cma with btl_uct_rdma=auto, where smaller transfers are faster by "
-     "active messages; every size with btl_uct_rdma=transport or on a transport's own RDMA)",
-     5},
 };
 
 // Preference among shared-memory transports when the list is empty.
@@ -99,6 +87,7 @@ class UctComponent final : public btl::Component {
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
         registry.add_all("btl", "uct", uct_params);
+        registry.add_all("btl", "uct", rdma_params);
     }
 
     mca::OpenResult open() override {

@@ -10,6 +10,8 @@
 #include <optional>
 #include <string_view>
 
+#include "transit/params.hpp"
+
 namespace transit::uct {
 
 // btl_uct_rdma.
@@ -20,6 +22,23 @@ enum class RdmaMode : std::uint8_t {
 };
 
 inline constexpr std::string_view rdma_mode_choices = "auto,am,transport";
+
+// btl_uct_rdma and btl_uct_rdma_min_size (the registry refuses any other
+// value of btl_uct_rdma, naming the parameter, its source and the choices).
+inline constexpr params::Decl rdma_params[] = {
+    {"rdma", params::Type::enumeration, "auto",
+     "How put and get move data: auto (UCT's own zero-copy put/get where a memory domain can "
+     "register memory -- cma beside posix or sysv, the transport itself on rc/dc -- for "
+     "transfers of btl_uct_rdma_min_size and more, active messages otherwise), am (always "
+     "active messages performed by the target), transport (UCT's put/get for every size where "
+     "available). Atomics always go by active messages",
+     4, rdma_mode_choices},
+    {"rdma_min_size", params::Type::size, "0",
+     "Smallest put/get sent with UCT's own put/get; smaller ones go by active messages. 0: "
+     "automatic (128k over cma with btl_uct_rdma=auto, where smaller transfers are faster by "
+     "active messages; every size with btl_uct_rdma=transport or on a transport's own RDMA)",
+     5},
+};
 
 constexpr std::optional<RdmaMode> parse_rdma_mode(std::string_view text) noexcept {
     if (text == "auto") return RdmaMode::automatic;

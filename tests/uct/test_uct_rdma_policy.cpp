@@ -44,8 +44,8 @@ TEST_F(UctRdmaParams, DefaultsAndValidValues) {
     r.add_all("btl", "uct", rdma_params);
     EXPECT_EQ(r.get("btl_uct_rdma").as_string(), "auto");
     EXPECT_EQ(r.get("btl_uct_rdma_min_size").as_unsigned(), 0u);
-    r.set("btl_uct_rdma", "transport", {});
-    r.set("btl_uct_rdma_min_size", "256k", {});
+    r.set("btl_uct_rdma", "transport", {params::Origin::api});
+    r.set("btl_uct_rdma_min_size", "256k", {params::Origin::api});
     EXPECT_EQ(parse_rdma_mode(r.get("btl_uct_rdma").as_string()), RdmaMode::transport);
     EXPECT_EQ(r.get("btl_uct_rdma_min_size").as_unsigned(), 256u * 1024);
 }
@@ -53,10 +53,11 @@ TEST_F(UctRdmaParams, DefaultsAndValidValues) {
 TEST_F(UctRdmaParams, InvalidValuesAreRefusedWithTheChoices) {
     params::Registry& r = params::registry();
     r.add_all("btl", "uct", rdma_params);
-    const std::string mode = params::test::error_text([&] { r.set("btl_uct_rdma", "rdma", {}); });
+    const std::string mode =
+        params::test::error_text([&] { r.set("btl_uct_rdma", "rdma", {params::Origin::api}); });
     params::test::expect_contains(mode, {"btl_uct_rdma", "rdma", "auto", "am", "transport"});
-    const std::string size =
-        params::test::error_text([&] { r.set("btl_uct_rdma_min_size", "lots", {}); });
+    const std::string size = params::test::error_text(
+        [&] { r.set("btl_uct_rdma_min_size", "lots", {params::Origin::api}); });
     params::test::expect_contains(size, {"btl_uct_rdma_min_size", "lots"});
     EXPECT_EQ(r.get("btl_uct_rdma").as_string(), "auto") << "a refused value must not stick";
 }

@@ -87,6 +87,7 @@ class UctComponent final : public btl::Component {
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
         registry.add_all("btl", "uct", uct_params);
+        registry.add_all("btl", "uct", rdma_params);
     }
 
     mca::OpenResult open() override {
@@ -180,9 +181,15 @@ class UctComponent final : public btl::Component {
                 uct_tl_resource_desc_t* tls = nullptr;
                 unsigned n = 0;
                 if (uct_md_query_tl_resources(md, &tls, &n) == UCS_OK) {
-                    for (unsigned i = 0; i < n; ++i)
-                        out.push_back(Resource{components[c], md_desc.md_name, tls[i].tl_name,
-                                               tls[i].dev_name, tls[i].dev_type});
+                    for (unsigned i = 0; i < n; ++i) {
+                        Resource r;
+                        r.component = components[c];
+                        r.md_name = md_desc.md_name;
+                        r.tl_name = tls[i].tl_name;
+                        r.dev_name = tls[i].dev_name;
+                        r.dev_type = tls[i].dev_type;
+                        out.push_back(std::move(r));
+                    }
                     uct_release_tl_resource_list(tls);
                 }
                 uct_md_close(md);
@@ -253,6 +260,17 @@ class UctComponent final : public btl::Component {
         } else {
             for (const Resource* c : candidates) out.push_back(*c);
         }
+        // posix and sysv cannot register memory for put/get; cma beside them can.
+        const auto cma = std::find_if(all.begin(), all.end(),
+                                      [](const Resource& r) { return r.tl_name == "cma"; });
+        if (cma != all.end()) {
+            for (Resource& r : out) {
+                if (r.dev_type != UCT_DEVICE_TYPE_SHM || r.tl_name == "cma") continue;
+                r.rdma_component = cma->component;
+                r.rdma_md_name = cma->md_name;
+                r.rdma_dev_name = cma->dev_name;
+            }
+        }
         // Shared memory first: it is the one the bml prefers for a local peer.
         std::stable_partition(out.begin(), out.end(),
                               [](const Resource& r) { return r.dev_type != UCT_DEVICE_TYPE_NET; });
@@ -284,6 +302,9 @@ class UctComponent final : public btl::Component {
         c.exclusivity = i("exclusivity");
         c.latency = i("latency");
         c.bandwidth = i("bandwidth");
+        // The registry accepts only the declared choices.
+        c.rdma = parse_rdma_mode(r.get("btl_uct_rdma").as_string()).value_or(RdmaMode::automatic);
+        c.rdma_min_size = u("rdma_min_size");
         // The registry checked each value against its declared range.
         if (c.max_send_size != 0)  // 0: the transport's own limit, known once opened
             params::require_at_most(r.get("btl_uct_eager_limit"), r.get("btl_uct_max_send_size"));

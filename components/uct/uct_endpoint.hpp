@@ -1,11 +1,13 @@
 // Per-peer state of a uct module: the UCT endpoint connected to the peer's
-// interface, and whether UCT reported the peer lost.
+// interface, whether UCT reported the peer lost, and for native RDMA the
+// endpoint on the RDMA interface (cma) and the remote keys unpacked for it.
 #pragma once
 
 #include <uct/api/uct.h>
 
 #include "transit/btl/module.hpp"
 #include "transit/process_watch.hpp"
+#include "uct_rdma_policy.hpp"
 
 namespace transit::uct {
 
@@ -15,14 +17,23 @@ class UctEndpoint final : public btl::Endpoint {
     UctEndpoint(const UctEndpoint&) = delete;
     UctEndpoint& operator=(const UctEndpoint&) = delete;
     ~UctEndpoint() override {
+        if (rkey_component != nullptr)
+            rkeys.clear([this](uct_rkey_bundle_t& b) { uct_rkey_release(rkey_component, &b); });
+        if (rdma_ep != nullptr && rdma_ep != ep) uct_ep_destroy(rdma_ep);
         if (ep != nullptr) uct_ep_destroy(ep);
     }
 
+    static constexpr std::size_t rkey_cache_size = 16;
+
     uct_ep_h ep;
-    bool failed = false;    // UCT reported the peer lost; sends fail at once
-    bool reported = false;  // the error callback has been told
-    bool added = false;     // by add_procs (not only connected to answer a request)
-    ProcessWatch process;   // a peer on this node, watched for exit (or nothing)
+    uct_ep_h rdma_ep = nullptr;  // native put/get; == ep when the module's own interface
+    uct_component_h rkey_component = nullptr;  // unpacks (and releases) the remote keys
+    RkeyCache<uct_rkey_bundle_t, rkey_cache_size> rkeys;
+    bool rdma_broken = false;  // a native operation failed: active messages from now on
+    bool failed = false;       // UCT reported the peer lost; sends fail at once
+    bool reported = false;     // the error callback has been told
+    bool added = false;        // by add_procs (not only connected to answer a request)
+    ProcessWatch process;      // a peer on this node, watched for exit (or nothing)
 };
 
 }  // namespace transit::uct

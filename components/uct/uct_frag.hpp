@@ -4,10 +4,13 @@
 // active messages out of UCT's progress before they are delivered.
 #pragma once
 
+#include <uct/api/uct.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "transit/btl/types.hpp"
@@ -29,8 +32,13 @@ struct UctFrag : btl::Descriptor {
 enum class OpKind : std::uint8_t { put, get, atomic };
 
 // A put, get or atomic: sent in pieces of at most the module's chunk size,
-// complete when every piece is answered.
+// complete when every piece is answered; or (native) one UCT put_zcopy /
+// get_zcopy, complete when UCT calls `comp` back.
 struct RdmaOp {
+    uct_completion_t comp{};  // first: the completion callback finds the op from it
+    void* owner = nullptr;    // the UctModule (native)
+    bool native = false;
+    RdmaOp* next_done = nullptr;
     OpKind kind = OpKind::put;
     AtomicMode mode = AtomicMode::post;
     bool bits32 = false;
@@ -58,6 +66,7 @@ struct RdmaOp {
     RdmaOp* next_free = nullptr;
     RdmaOp* next_queued = nullptr;
 };
+static_assert(std::is_standard_layout_v<RdmaOp>, "RdmaOp must start with its uct_completion_t");
 
 // A reply the target could not send at once (the peer's queue was full).
 struct PendingReply {

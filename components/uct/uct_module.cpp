@@ -43,6 +43,8 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       self_(runtime.rank()),
       regions_(std::move(regions)) {
     open_objects();
+    open_native();
+    build_address();
     choose_attributes();
     setup_pools();
     by_rank_.resize(runtime_.size());
@@ -89,7 +91,11 @@ void UctModule::open_objects() {
     params.err_handler = &UctModule::error_cb;
     params.err_handler_arg = this;
     params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
+    // Put and get too when the transport may carry them natively (its own
+    // memory domain registering memory: rc, dc on a cluster).
     params.features = UCT_IFACE_FEATURE_AM;
+    if (config_.rdma != RdmaMode::am)
+        params.features |= UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
     params.rx_headroom = 0;
     uct_iface_h iface = nullptr;
     s = uct_iface_open(md_.get(), worker_.get(), &params, iface_config, &iface);
@@ -113,29 +119,46 @@ void UctModule::open_objects() {
     if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
         fail("uct_iface_set_am_handler", s);
     uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
 
-    // The address: header, device address, interface address.
+// The address: header, device and interface address, then those of the RDMA
+// interface when it is a second one (cma).
+void UctModule::build_address() {
     const std::size_t dev_len = iface_attr_.device_addr_len;
     const std::size_t if_len = iface_attr_.iface_addr_len;
-    if (dev_len > 0xffff || if_len > 0xffff) throw std::runtime_error("address too long");
-    address_.assign(sizeof(AddressHeader) + dev_len + if_len, std::byte{0});
+    const bool second = cma_iface_ != nullptr;
+    const std::size_t rdev_len = second ? rdma_attr_.device_addr_len : 0;
+    const std::size_t rif_len = second ? rdma_attr_.iface_addr_len : 0;
+    if (dev_len > 0xffff || if_len > 0xffff || rdev_len > 0xffff || rif_len > 0xffff)
+        throw std::runtime_error("address too long");
+    address_.assign(sizeof(AddressHeader) + dev_len + if_len + rdev_len + rif_len, std::byte{0});
     const AddressHeader h{address_magic,
                           wire_version,
                           0,
                           static_cast<std::uint16_t>(dev_len),
                           static_cast<std::uint16_t>(if_len),
-                          static_cast<std::uint32_t>(::getpid())};
+                          static_cast<std::uint32_t>(::getpid()),
+                          static_cast<std::uint16_t>(rdev_len),
+                          static_cast<std::uint16_t>(rif_len),
+                          0};
     std::memcpy(address_.data(), &h, sizeof h);
-    auto* dev = reinterpret_cast<uct_device_addr_t*>(address_.data() + sizeof h);
-    auto* ifa = reinterpret_cast<uct_iface_addr_t*>(address_.data() + sizeof h + dev_len);
-    if (dev_len > 0) {
-        if (s = uct_iface_get_device_address(iface_.get(), dev); s != UCS_OK)
-            fail("uct_iface_get_device_address", s);
-    }
-    if (if_len > 0) {
-        if (s = uct_iface_get_address(iface_.get(), ifa); s != UCS_OK)
-            fail("uct_iface_get_address", s);
-    }
+    std::byte* at = address_.data() + sizeof h;
+    ucs_status_t s = UCS_OK;
+    if (dev_len > 0 && (s = uct_iface_get_device_address(
+                            iface_.get(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_device_address", s);
+    at += dev_len;
+    if (if_len > 0 && (s = uct_iface_get_address(
+                           iface_.get(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_address", s);
+    at += if_len;
+    if (rdev_len > 0 && (s = uct_iface_get_device_address(
+                             rdma_iface_, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_device_address (" + rdma_name_ + ")", s);
+    at += rdev_len;
+    if (rif_len > 0 &&
+        (s = uct_iface_get_address(rdma_iface_, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_address (" + rdma_name_ + ")", s);
 }
 
 void UctModule::choose_attributes() {
@@ -176,7 +199,8 @@ void UctModule::choose_attributes() {
     using namespace btl::atomic_support;
     attr_.atomic_flags =
         add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;
-    attr_.registration_handle_size = sizeof(PackedHandle);
+    attr_.registration_handle_size =
+        rdma_md_ != nullptr ? native_handle_header + rkey_len_ : sizeof(PackedHandle);
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;
 }
@@ -217,7 +241,8 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         if (why) *why = "its address has a wrong magic number or version";
         return nullptr;
     }
-    if (blob.size() != sizeof h + h.device_len + h.iface_len ||
+    if (blob.size() !=
+            sizeof h + h.device_len + h.iface_len + h.rdma_device_len + h.rdma_iface_len ||
         h.iface_len != iface_attr_.iface_addr_len ||
         (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
          h.device_len != iface_attr_.device_addr_len)) {
@@ -256,6 +281,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     UctEndpoint* e = by_rank_[peer].get();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
         e->process = ProcessWatch(static_cast<pid_t>(h.pid));
+    if (native_rw_) connect_native(e, h, base + sizeof h);
     return e;
 }
 
@@ -500,7 +526,7 @@ ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigne
 ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
     auto* m = static_cast<UctModule*>(arg);
     for (auto& e : m->by_rank_) {
-        if (e && e->ep == ep && !e->failed) {
+        if (e && (e->ep == ep || e->rdma_ep == ep) && !e->failed) {
             m->out_.verbose(1, "{}: rank {} lost: {}", m->name(), e->peer(),
                             ucs_status_string(status));
             e->failed = true;
@@ -520,7 +546,8 @@ void UctModule::handle_failures() noexcept {
         // Operations to the lost peer end with its error.
         for (std::size_t k = 0; k < ops_.size(); ++k) {
             RdmaOp& op = ops_.at(k);
-            if (op.in_use && op.peer == peer) {
+            // A native operation is UCT's until it calls back (with an error).
+            if (op.in_use && op.peer == peer && !op.native) {
                 op.status = Status::peer_failed;
                 op.answered = op.pieces;
                 op.sent = op.size;
@@ -575,6 +602,9 @@ int UctModule::poll() noexcept {
     if (op_head_ != nullptr) [[unlikely]]
         events += retry_ops();
     events += static_cast<int>(uct_worker_progress(worker_.get()));
+    if (done_head_ != nullptr) events += finish_native();
+    if (flush_head_ != nullptr) [[unlikely]]
+        events += retry_flushes();
     if ((++polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) [[unlikely]]
         check_local_peers();
     if (failures_) [[unlikely]]
@@ -672,13 +702,16 @@ Status UctModule::flush(btl::Endpoint*) {
 }
 
 void UctModule::dump(btl::Endpoint*, int verbosity) {
-    log::write("btl:uct",
-               fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
-                           "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
-                           "{} registrations",
-                           name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-                           replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
-                           ring_.grown(), regions_->registrations.size()));
+    log::write(
+        "btl:uct",
+        fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+                    "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+                    "{} registrations; native put/get {} ({} operations, {} fell back "
+                    "to active messages)",
+                    name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
+                    replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
+                    ring_.grown(), regions_->registrations.size(),
+                    native_rw_ ? rdma_name_ : std::string("off"), native_ops_, native_fallbacks_));
     if (verbosity > 50)
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
@@ -694,9 +727,15 @@ Status UctModule::finalize() {
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);
-    // Endpoints before the interface, the interface before the worker.
+    // Endpoints before the interfaces, registrations before their memory
+    // domain, the interfaces before the worker.
     by_rank_.clear();
     peer_count_ = 0;
+    release_native_registrations();
+    rdma_iface_ = nullptr;
+    rdma_md_ = nullptr;
+    cma_iface_.reset();
+    cma_md_.reset();
     iface_.reset();
     worker_.reset();
     async_.reset();

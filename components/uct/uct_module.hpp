@@ -5,15 +5,18 @@
 // Active messages go out with uct_ep_am_short (when header + payload fit) or
 // uct_ep_am_bcopy, both complete when they return.  Receptions are copied
 // into a ring by the AM handler and delivered after UCT's progress returns.
-// Put, get and atomics are performed by the target through active messages
-// (see README.md: the memory domains of the transports that carry active
-// messages here cannot register arbitrary memory for remote access).
+// Put, get and atomics are performed by the target through active messages,
+// or, where a memory domain can register memory (cma beside posix/sysv, or
+// the transport's own on a cluster), put/get by UCT's put_zcopy/get_zcopy
+// with a remote key carried in the registration handle (uct_native.cpp).
 #pragma once
 
 #include <uct/api/uct.h>
 
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <string>
@@ -26,6 +29,7 @@
 #include "transit/progress.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
+#include "uct_rdma_policy.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
@@ -35,8 +39,27 @@ namespace transit::uct {
 // through another (posix and tcp both reach a peer on this node), so a key
 // means the same region whichever module the request comes in on.
 struct Regions {
+    // The handle given to the upper layer points at `packed`, its first member.
+    // A registration with a memory domain (native RDMA) is released with it.
     struct Registration {
-        PackedHandle packed;  // first: the handle's packed form
+        alignas(8) std::array<std::byte, btl::max_registration_handle_size> packed{};
+        uct_md_h md = nullptr;  // the memory domain holding memh, or nullptr
+        uct_mem_h memh = nullptr;
+
+        Registration() = default;
+        Registration(const Registration&) = delete;
+        Registration& operator=(const Registration&) = delete;
+        ~Registration() { release(); }
+        void release() noexcept {
+            if (md != nullptr && memh != nullptr) uct_md_mem_dereg(md, memh);
+            md = nullptr;
+            memh = nullptr;
+        }
+        PackedHandle header() const noexcept {
+            PackedHandle h;
+            std::memcpy(&h, packed.data(), sizeof h);
+            return h;
+        }
     };
     struct Region {
         std::uint64_t base;
@@ -57,11 +80,16 @@ struct UctConfig {
     std::int64_t exclusivity = -1;  // -1: from the device type
     std::int64_t latency = -1;      // -1: from UCT's latency and overhead
     std::int64_t bandwidth = -1;    // -1: from UCT's bandwidth
+    RdmaMode rdma = RdmaMode::automatic;
+    std::size_t rdma_min_size = 0;  // 0: rdma_threshold() decides
 };
 
 // One transport on one device, as listed by its memory domain.
 struct Resource {
     uct_component_h component = nullptr;
+    uct_component_h rdma_component = nullptr;  // cma's, for posix/sysv; nullptr: none
+    std::string rdma_md_name;                  // its memory domain ("cma")
+    std::string rdma_dev_name;                 // its device ("memory")
     std::string md_name;
     std::string tl_name;
     std::string dev_name;
@@ -159,6 +187,7 @@ class UctModule final : public btl::Module {
     };
 
     void open_objects();
+    void build_address();
     void choose_attributes();
     void setup_pools();
 
@@ -209,6 +238,28 @@ class UctModule final : public btl::Module {
                          std::uint64_t operand, std::uint64_t compare, int flags, AtomicMode mode,
                          btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
 
+    // Native RDMA (uct_native.cpp): UCT's put/get on a memory domain that
+    // registers memory.  Declined (with the reason at verbose level) when
+    // there is none; the active-message path then serves everything.
+    void open_native();
+    bool open_cma(int level);
+    void connect_native(UctEndpoint* e, const AddressHeader& h, const std::byte* addresses);
+    void register_native(Regions::Registration& r, void* base, std::size_t size) noexcept;
+    void release_native_registrations() noexcept;
+    bool rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
+                  uct_rkey_t& rkey) noexcept;
+    bool local_memh(const btl::RegistrationHandle* handle, uct_mem_h& memh) const noexcept;
+    // not_available: this one goes by active messages.
+    Status native_transfer(OpKind kind, UctEndpoint* ep, void* local_address,
+                           std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
+                           const btl::RegistrationHandle* remote_handle, std::uint64_t key,
+                           std::size_t size, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                           void* cbdata) noexcept;
+    Status native_flush(RdmaOp* op) noexcept;
+    static void native_done_cb(uct_completion_t* comp) noexcept;
+    int finish_native() noexcept;
+    int retry_flushes() noexcept;
+
     // One-sided, target side.
     const Regions::Region* region(std::uint64_t key, std::uint64_t address, std::uint64_t length,
                                   std::uint32_t access, Status& why) const noexcept;
@@ -234,6 +285,25 @@ class UctModule final : public btl::Module {
     std::unique_ptr<uct_md, MdDeleter> md_;
     std::unique_ptr<uct_iface, IfaceDeleter> iface_;
     uct_iface_attr_t iface_attr_{};
+    // The RDMA interface: a second one (cma) opened on the same worker, owned
+    // here, or the module's own; rdma_md_/rdma_iface_ point at whichever.
+    std::unique_ptr<uct_md, MdDeleter> cma_md_;
+    std::unique_ptr<uct_iface, IfaceDeleter> cma_iface_;
+    uct_md_h rdma_md_ = nullptr;
+    uct_iface_h rdma_iface_ = nullptr;
+    uct_component_h rdma_component_ = nullptr;
+    uct_iface_attr_t rdma_attr_{};
+    std::string rdma_name_;          // "cma/memory"
+    bool native_rw_ = false;         // put/get by UCT's put_zcopy/get_zcopy
+    bool rdma_need_memh_ = false;    // the local buffer needs its own registration
+    std::size_t rkey_len_ = 0;       // the memory domain's packed remote key
+    std::uint32_t rdma_md_tag_ = 0;  // md_tag() of the RDMA memory domain's name
+    std::size_t native_min_ = 0;     // smaller transfers go by active messages
+    RdmaOp* done_head_ = nullptr;    // completed by UCT, reported after its progress
+    RdmaOp* flush_head_ = nullptr;   // puts whose flush found no resources
+    RdmaOp* flush_tail_ = nullptr;
+    std::uint64_t native_ops_ = 0;
+    std::uint64_t native_fallbacks_ = 0;
 
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;

@@ -18,7 +18,7 @@ Status UctModule::check_remote(const btl::RegistrationHandle* handle, std::uint6
     if (handle == nullptr) [[unlikely]]
         return Status::bad_param;
     std::memcpy(&p, handle, sizeof p);
-    if (p.magic != handle_magic) [[unlikely]]
+    if (p.magic != handle_magic && p.magic != native_handle_magic) [[unlikely]]
         return Status::bad_param;
     if ((p.access & access) != access) [[unlikely]]
         return Status::access_denied;
@@ -41,6 +41,8 @@ RdmaOp* UctModule::start_op(OpKind kind, btl::Endpoint* endpoint, void* local_ad
     op->cbfunc = cbfunc;
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
+    op->native = false;
+    op->next_done = nullptr;
     op->sent = 0;
     op->issued = 0;
     op->answered = 0;
@@ -182,6 +184,13 @@ Status UctModule::transfer(OpKind kind, btl::Endpoint* endpoint, void* local_add
     if (Status s = check_remote(remote_handle, remote_address, size, access, p);
         s != Status::success) [[unlikely]]
         return s;
+    if (native_rw_ && size >= native_min_ && p.magic == native_handle_magic) {
+        if (size == 0) return Status::completed;
+        const Status s = native_transfer(kind, static_cast<UctEndpoint*>(endpoint), local_address,
+                                         remote_address, local_handle, remote_handle, p.key, size,
+                                         cbfunc, cbcontext, cbdata);
+        if (s != Status::not_available) return s;
+    }
     RdmaOp* op = start_op(kind, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
@@ -474,16 +483,18 @@ btl::RegistrationHandle* UctModule::register_mem(btl::Endpoint*, void* base, std
     const std::uint64_t key = r.next_key++;
     const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
     r.regions.emplace(key, Regions::Region{addr, size, flags});
-    r.registrations.push_back(
-        Regions::Registration{PackedHandle{key, addr, size, flags, handle_magic}});
-    return reinterpret_cast<btl::RegistrationHandle*>(&r.registrations.back().packed);
+    Regions::Registration& reg = r.registrations.emplace_back();
+    const PackedHandle h{key, addr, size, flags, handle_magic};
+    std::memcpy(reg.packed.data(), &h, sizeof h);
+    register_native(reg, base, size);
+    return reinterpret_cast<btl::RegistrationHandle*>(reg.packed.data());
 }
 
 Status UctModule::deregister_mem(btl::RegistrationHandle* handle) {
     Regions& r = *regions_;
     for (auto it = r.registrations.begin(); it != r.registrations.end(); ++it) {
-        if (reinterpret_cast<btl::RegistrationHandle*>(&it->packed) != handle) continue;
-        r.regions.erase(it->packed.key);
+        if (reinterpret_cast<btl::RegistrationHandle*>(it->packed.data()) != handle) continue;
+        r.regions.erase(it->header().key);
         r.registrations.erase(it);
         return Status::success;
     }

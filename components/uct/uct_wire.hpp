@@ -8,14 +8,21 @@
 // alignment, lengths or indexes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <span>
+#include <string_view>
 
+#include "transit/btl/types.hpp"
 #include "transit/runtime.hpp"
 
 namespace transit::uct {
 
 inline constexpr std::uint8_t am_id = 0;
-inline constexpr std::uint8_t wire_version = 2;
+// 3: the address carries a second (RDMA) interface, handles may carry a UCT
+// remote key.
+inline constexpr std::uint8_t wire_version = 3;
 
 enum class Kind : std::uint8_t {
     message = 1,  // upper-layer active message: tag + payload
@@ -84,7 +91,9 @@ struct AtomicReply {
 static_assert(sizeof(AtomicReply) == 24);
 
 // The modex blob: {magic, version, device address length, interface address
-// length, process id} and the two addresses.  The process id lets a peer on
+// length, process id, RDMA device and interface address lengths} and the
+// addresses: device, interface, then those of the RDMA interface (cma beside
+// posix or sysv; both 0 when there is none).  The process id lets a peer on
 // the node notice this process has exited: shared-memory transports never
 // tell (UCX gives them no peer-failure detection).
 struct AddressHeader {
@@ -94,12 +103,18 @@ struct AddressHeader {
     std::uint16_t device_len;
     std::uint16_t iface_len;
     std::uint32_t pid;
+    std::uint16_t rdma_device_len;
+    std::uint16_t rdma_iface_len;
+    std::uint32_t reserved2;
 };
-static_assert(sizeof(AddressHeader) == 16);
+static_assert(sizeof(AddressHeader) == 24);
 inline constexpr std::uint32_t address_magic = 0x31544355;  // "UCT1"
 
 // The packed (remote) form of a registration: the target looks the key up and
-// checks bounds and access itself; the initiator checks them first.
+// checks bounds and access itself; the initiator checks them first.  With
+// native_handle_magic, a RemoteKeyHeader and the UCT remote key (as packed by
+// uct_md_mkey_pack) follow; with handle_magic nothing does, so a module
+// never reads past a handle packed by a module without a remote key.
 struct PackedHandle {
     std::uint64_t key;
     std::uint64_t base;
@@ -108,6 +123,62 @@ struct PackedHandle {
     std::uint32_t magic;
 };
 static_assert(sizeof(PackedHandle) == 32);
-inline constexpr std::uint32_t handle_magic = 0x48544355;  // "UCTH"
+inline constexpr std::uint32_t handle_magic = 0x48544355;         // "UCTH"
+inline constexpr std::uint32_t native_handle_magic = 0x4e544355;  // "UCTN"
+
+struct RemoteKeyHeader {
+    std::uint16_t rkey_len;
+    std::uint16_t reserved;
+    std::uint32_t md;  // md_tag() of the memory domain that packed the key
+};
+static_assert(sizeof(RemoteKeyHeader) == 8);
+inline constexpr std::size_t native_handle_header = sizeof(PackedHandle) + sizeof(RemoteKeyHeader);
+inline constexpr std::size_t max_rkey_len =
+    btl::max_registration_handle_size - native_handle_header;
+
+// A short fingerprint of a memory domain's name ("cma"): a key is unpacked
+// only by a module whose RDMA memory domain is the same kind (FNV-1a).
+constexpr std::uint32_t md_tag(std::string_view md_name) noexcept {
+    std::uint32_t h = 2166136261u;
+    for (char c : md_name) {
+        h ^= static_cast<std::uint8_t>(c);
+        h *= 16777619u;
+    }
+    return h;
+}
+
+// Writes the handle into `out`: plain (handle_magic) when `rkey` is null,
+// else with the remote key.  Returns the bytes written, or 0 when they do not
+// fit `out` or the key is longer than a handle can carry.
+inline std::size_t pack_handle(std::span<std::byte> out, PackedHandle h, std::uint32_t md,
+                               std::span<const std::byte> rkey, bool with_rkey) noexcept {
+    if (!with_rkey) {
+        if (out.size() < sizeof h) return 0;
+        h.magic = handle_magic;
+        std::memcpy(out.data(), &h, sizeof h);
+        return sizeof h;
+    }
+    if (rkey.size() > max_rkey_len || out.size() < native_handle_header + rkey.size()) return 0;
+    h.magic = native_handle_magic;
+    const RemoteKeyHeader k{static_cast<std::uint16_t>(rkey.size()), 0, md};
+    std::memcpy(out.data(), &h, sizeof h);
+    std::memcpy(out.data() + sizeof h, &k, sizeof k);
+    if (!rkey.empty()) std::memcpy(out.data() + native_handle_header, rkey.data(), rkey.size());
+    return native_handle_header + rkey.size();
+}
+
+// The remote key a handle carries, when it carries one packed by memory
+// domain `md` and of the expected length; nullptr otherwise (then the
+// active-message path serves it).  `handle` holds at least a PackedHandle.
+inline const std::byte* handle_rkey(const std::byte* handle, std::uint32_t md,
+                                    std::size_t rkey_len) noexcept {
+    PackedHandle h;
+    std::memcpy(&h, handle, sizeof h);
+    if (h.magic != native_handle_magic) return nullptr;
+    RemoteKeyHeader k;
+    std::memcpy(&k, handle + sizeof h, sizeof k);
+    if (k.md != md || k.rkey_len != rkey_len || rkey_len > max_rkey_len) return nullptr;
+    return handle + native_handle_header;
+}
 
 }  // namespace transit::uct

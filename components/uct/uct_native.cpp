@@ -1,0 +1,377 @@
+// Native RDMA of the uct module: put and get by UCT's put_zcopy/get_zcopy on a
+// memory domain that registers memory, with the remote key packed into the
+// registration handle.  Here posix and sysv cannot register memory, so cma (a
+// second interface on the same worker, connected to each peer's cma
+// interface published beside the module's address) carries them; a transport
+// whose own memory domain registers memory and offers zcopy put and get (rc,
+// dc on a cluster) carries them itself.  Anything native cannot serve (no cma,
+// a handle without a key, a small transfer, a failure of the transport) goes
+// by active messages (uct_rdma.cpp).
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "uct_module.hpp"
+
+namespace transit::uct {
+
+namespace {
+
+constexpr std::uint64_t zcopy_flags = UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
+
+}  // namespace
+
+// --- setup -----------------------------------------------------------------------
+
+void UctModule::open_native() {
+    if (config_.rdma == RdmaMode::am) {
+        out_.verbose(10, "{}: put/get by active messages (btl_uct_rdma=am)", name());
+        return;
+    }
+    // Asked for explicitly, a missing native path is said at level 1.
+    const int level = config_.rdma == RdmaMode::transport ? 1 : 10;
+    uct_md_attr_t md_attr{};
+    if (ucs_status_t s = uct_md_query(md_.get(), &md_attr); s != UCS_OK) {
+        out_.verbose(level, "{}: native put/get not used: uct_md_query failed: {}", name(),
+                     ucs_status_string(s));
+        return;
+    }
+    if ((md_attr.cap.flags & UCT_MD_FLAG_REG) &&
+        (iface_attr_.cap.flags & zcopy_flags) == zcopy_flags) {
+        // The transport's own memory domain registers memory (rc, dc).
+        rdma_md_ = md_.get();
+        rdma_iface_ = iface_.get();
+        rdma_component_ = resource_.component;
+        rdma_attr_ = iface_attr_;
+        rdma_name_ = resource_.name();
+    } else if (resource_.rdma_component != nullptr) {
+        if (!open_cma(level)) return;
+        if (uct_md_query(rdma_md_, &md_attr) != UCS_OK) return;
+    } else {
+        out_.verbose(level,
+                     "{}: native put/get not used: its memory domain {} cannot register memory "
+                     "or the transport has no zcopy put and get, and no cma transport is "
+                     "available beside it",
+                     name(), resource_.md_name);
+        return;
+    }
+    if (md_attr.rkey_packed_size > max_rkey_len) {
+        out_.verbose(level, "{}: native put/get not used: {}'s remote keys ({} bytes) do not fit",
+                     name(), rdma_name_, md_attr.rkey_packed_size);
+        rdma_md_ = nullptr;
+        rdma_iface_ = nullptr;
+        cma_iface_.reset();
+        cma_md_.reset();
+        return;
+    }
+    rkey_len_ = md_attr.rkey_packed_size;
+    rdma_need_memh_ = (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) != 0;
+    rdma_md_tag_ = md_tag(cma_iface_ ? resource_.rdma_md_name : resource_.md_name);
+    native_rw_ = true;
+    native_min_ = rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr);
+    out_.verbose(10, "{}: put/get of {} bytes and more by {} (zcopy, remote key {} bytes)", name(),
+                 native_min_, rdma_name_, rkey_len_);
+}
+
+// cma beside posix or sysv: its own memory domain and an interface on this
+// module's worker.  False (and nothing kept) when it cannot be opened.
+bool UctModule::open_cma(int level) {
+    auto decline = [&](const std::string& why) {
+        out_.verbose(level, "{}: native put/get not used: {}", name(), why);
+        cma_iface_.reset();
+        cma_md_.reset();
+        return false;
+    };
+    uct_md_config_t* md_config = nullptr;
+    ucs_status_t s = uct_md_config_read(resource_.rdma_component, nullptr, nullptr, &md_config);
+    if (s != UCS_OK)
+        return decline(fmt::format("reading cma's configuration: {}", ucs_status_string(s)));
+    uct_md_h md = nullptr;
+    s = uct_md_open(resource_.rdma_component, resource_.rdma_md_name.c_str(), md_config, &md);
+    uct_config_release(md_config);
+    if (s != UCS_OK) return decline(fmt::format("uct_md_open cma: {}", ucs_status_string(s)));
+    cma_md_.reset(md);
+    uct_md_attr_t md_attr{};
+    if (uct_md_query(md, &md_attr) != UCS_OK || !(md_attr.cap.flags & UCT_MD_FLAG_REG))
+        return decline("cma's memory domain cannot register memory");
+
+    uct_iface_config_t* iface_config = nullptr;
+    s = uct_md_iface_config_read(md, "cma", nullptr, nullptr, &iface_config);
+    if (s != UCS_OK)
+        return decline(
+            fmt::format("reading cma's interface configuration: {}", ucs_status_string(s)));
+    uct_iface_params_t params{};
+    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
+                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS | UCT_IFACE_PARAM_FIELD_FEATURES;
+    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
+    params.mode.device.tl_name = "cma";
+    params.mode.device.dev_name = resource_.rdma_dev_name.c_str();
+    params.err_handler = &UctModule::error_cb;
+    params.err_handler_arg = this;
+    params.err_handler_flags = 0;
+    params.features = UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
+    uct_iface_h iface = nullptr;
+    s = uct_iface_open(md, worker_.get(), &params, iface_config, &iface);
+    uct_config_release(iface_config);
+    if (s != UCS_OK) return decline(fmt::format("uct_iface_open cma: {}", ucs_status_string(s)));
+    cma_iface_.reset(iface);
+    if (uct_iface_query(iface, &rdma_attr_) != UCS_OK) return decline("uct_iface_query cma failed");
+    if ((rdma_attr_.cap.flags & zcopy_flags) != zcopy_flags ||
+        !(rdma_attr_.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE))
+        return decline("cma offers no zcopy put and get to an interface");
+    uct_iface_progress_enable(iface, UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+    rdma_md_ = md;
+    rdma_iface_ = iface;
+    rdma_component_ = resource_.rdma_component;
+    rdma_name_ = "cma/" + resource_.rdma_dev_name;
+    return true;
+}
+
+// The peer's RDMA endpoint: the module's own endpoint, or one on cma to the
+// cma interface in the peer's address.  A peer without one is served by
+// active messages.
+void UctModule::connect_native(UctEndpoint* e, const AddressHeader& h, const std::byte* addresses) {
+    if (rdma_iface_ == iface_.get()) {
+        e->rdma_ep = e->ep;
+        e->rkey_component = rdma_component_;
+        return;
+    }
+    if (h.rdma_iface_len == 0) {
+        out_.verbose(10, "{}: rank {} has no {}: its put/get go by active messages", name(),
+                     e->peer(), rdma_name_);
+        return;
+    }
+    if (h.rdma_iface_len != rdma_attr_.iface_addr_len ||
+        h.rdma_device_len != rdma_attr_.device_addr_len) {
+        out_.verbose(10, "{}: rank {}'s {} address is malformed: active messages for put/get",
+                     name(), e->peer(), rdma_name_);
+        return;
+    }
+    // UCT reads the addresses with their natural alignment.
+    std::uint64_t aligned[64] = {};
+    const std::size_t len = std::size_t{h.rdma_device_len} + h.rdma_iface_len;
+    if (len > sizeof aligned) return;
+    std::memcpy(aligned, addresses + h.device_len + h.iface_len, len);
+    const auto* base = reinterpret_cast<const std::byte*>(aligned);
+    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(base);
+    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(base + h.rdma_device_len);
+    if (!uct_iface_is_reachable(rdma_iface_, dev, ifa)) {
+        out_.verbose(10, "{}: rank {} not reachable by {}: active messages for put/get", name(),
+                     e->peer(), rdma_name_);
+        return;
+    }
+    uct_ep_params_t params{};
+    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
+                        UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_USER_DATA;
+    params.iface = rdma_iface_;
+    params.dev_addr = dev;
+    params.iface_addr = ifa;
+    params.user_data = this;
+    uct_ep_h ep = nullptr;
+    if (ucs_status_t s = uct_ep_create(&params, &ep); s != UCS_OK) {
+        out_.verbose(10, "{}: rank {}: {} uct_ep_create failed ({}): active messages for put/get",
+                     name(), e->peer(), rdma_name_, ucs_status_string(s));
+        return;
+    }
+    e->rdma_ep = ep;
+    e->rkey_component = rdma_component_;
+}
+
+// --- registration ----------------------------------------------------------------
+
+// Fills r.packed: with a remote key when the RDMA memory domain registers the
+// memory, else the plain handle (the active-message path needs no more).
+void UctModule::register_native(Regions::Registration& r, void* base, std::size_t size) noexcept {
+    const PackedHandle h = r.header();
+    std::array<std::byte, max_rkey_len> rkey{};
+    bool with_rkey = false;
+    if (rdma_md_ != nullptr && size > 0) {
+        uct_mem_h memh = nullptr;
+        ucs_status_t s = uct_md_mem_reg(rdma_md_, base, size, UCT_MD_MEM_ACCESS_ALL, &memh);
+        if (s == UCS_OK) {
+            r.md = rdma_md_;
+            r.memh = memh;
+            s = uct_md_mkey_pack(rdma_md_, memh, rkey.data());
+            if (s == UCS_OK)
+                with_rkey = true;
+            else
+                r.release();
+        }
+        if (s != UCS_OK)
+            out_.verbose(10, "{}: {} cannot register {} bytes ({}): active messages for them",
+                         name(), rdma_name_, size, ucs_status_string(s));
+    }
+    pack_handle(r.packed, h, rdma_md_tag_, std::span(rkey).first(with_rkey ? rkey_len_ : 0),
+                with_rkey);
+}
+
+// Before the memory domain closes: the handles stay (the active-message path
+// does not need the memory domain's registration).
+void UctModule::release_native_registrations() noexcept {
+    if (rdma_md_ == nullptr) return;
+    for (Regions::Registration& r : regions_->registrations)
+        if (r.md == rdma_md_) r.release();
+}
+
+// --- operations ------------------------------------------------------------------
+
+bool UctModule::rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
+                         uct_rkey_t& rkey) noexcept {
+    if (const uct_rkey_bundle_t* b = ep->rkeys.find(key)) {
+        rkey = b->rkey;
+        return true;
+    }
+    const std::byte* packed =
+        handle_rkey(reinterpret_cast<const std::byte*>(handle), rdma_md_tag_, rkey_len_);
+    if (packed == nullptr) return false;
+    uct_rkey_bundle_t b{};
+    if (uct_rkey_unpack(rdma_component_, packed, &b) != UCS_OK) return false;
+    ep->rkeys.insert(key, b,
+                     [this](uct_rkey_bundle_t& old) { uct_rkey_release(rdma_component_, &old); });
+    rkey = b.rkey;
+    return true;
+}
+
+bool UctModule::local_memh(const btl::RegistrationHandle* handle, uct_mem_h& memh) const noexcept {
+    memh = UCT_MEM_HANDLE_NULL;
+    if (!rdma_need_memh_) return true;
+    if (handle == nullptr) return false;
+    // The handle is the first member of a Registration (see register_mem).
+    const auto* r = reinterpret_cast<const Regions::Registration*>(handle);
+    if (r->md != rdma_md_ || r->memh == nullptr) return false;
+    memh = r->memh;
+    return true;
+}
+
+Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_address,
+                                  std::uint64_t remote_address,
+                                  btl::RegistrationHandle* local_handle,
+                                  const btl::RegistrationHandle* remote_handle, std::uint64_t key,
+                                  std::size_t size, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                  void* cbdata) noexcept {
+    if (ep->rdma_ep == nullptr || ep->rdma_broken) return Status::not_available;
+    const bool put = kind == OpKind::put;
+    const std::size_t max = put ? rdma_attr_.cap.put.max_zcopy : rdma_attr_.cap.get.max_zcopy;
+    if (size > max) return Status::not_available;
+    uct_mem_h memh = UCT_MEM_HANDLE_NULL;
+    uct_rkey_t rkey = UCT_INVALID_RKEY;
+    if (!local_memh(local_handle, memh) || !rkey_for(ep, remote_handle, key, rkey))
+        return Status::not_available;
+    if (ep->failed) [[unlikely]]
+        return Status::peer_failed;
+    RdmaOp* op = start_op(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return Status::out_of_resource;
+    op->native = true;
+    op->owner = this;
+    op->comp.func = &UctModule::native_done_cb;
+    op->comp.count = 1;
+    op->comp.status = UCS_OK;
+    op->remote_address = remote_address;
+    op->size = size;
+    uct_iov_t iov{local_address, size, memh, 0, 1};
+    // A put is complete for the upper layer when the data is at the target:
+    // the flush after it says so (at once for cma, whose put is a system call).
+    ucs_status_t s = put ? uct_ep_put_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, nullptr)
+                         : uct_ep_get_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, &op->comp);
+    if (put && (s == UCS_OK || s == UCS_INPROGRESS)) {
+        ++ops_pending_;
+        ++native_ops_;
+        const Status f = native_flush(op);
+        if (f == Status::completed) {
+            ++op->generation;
+            ops_.put(op);
+            --ops_pending_;
+        }
+        update_progress();
+        return f;
+    }
+    if (s == UCS_OK || s == UCS_INPROGRESS) ++native_ops_;
+    if (s == UCS_INPROGRESS) {
+        ++ops_pending_;
+        update_progress();
+        return Status::success;
+    }
+    ++op->generation;
+    ops_.put(op);
+    if (s == UCS_OK) return Status::completed;
+    if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
+    const Status e = from_ucs(s, ep);
+    if (e == Status::peer_failed) return e;
+    // The transport refused (cma: the kernel denied the peer's memory, as
+    // in a container without ptrace rights): this peer's put/get go by
+    // active messages from now on.
+    ep->rdma_broken = true;
+    ++native_fallbacks_;
+    out_.verbose(1, "{}: {} {} to rank {} failed ({}): active messages from now on", name(),
+                 rdma_name_, put ? "put" : "get", ep->peer(), ucs_status_string(s));
+    return Status::not_available;
+}
+
+// Flushes the put's endpoint: completed (nothing outstanding), success (the
+// callback comes), or queued for a retry from progress.  ops_pending_ counts
+// the operation already.
+Status UctModule::native_flush(RdmaOp* op) noexcept {
+    const ucs_status_t s = uct_ep_flush(op->endpoint->rdma_ep, 0, &op->comp);
+    if (s == UCS_OK) return Status::completed;
+    if (s == UCS_INPROGRESS) return Status::success;
+    if (s == UCS_ERR_NO_RESOURCE) {
+        op->next_queued = nullptr;
+        if (flush_tail_)
+            flush_tail_->next_queued = op;
+        else
+            flush_head_ = op;
+        flush_tail_ = op;
+        return Status::success;
+    }
+    // The put went out but cannot be confirmed: it ends with the error.
+    op->status = from_ucs(s, op->endpoint);
+    op->next_done = done_head_;
+    done_head_ = op;
+    return Status::success;
+}
+
+int UctModule::retry_flushes() noexcept {
+    int events = 0;
+    while (flush_head_ != nullptr) {
+        RdmaOp* op = flush_head_;
+        ucs_status_t s = UCS_ERR_CANCELED;
+        if (op->endpoint != nullptr && op->endpoint->rdma_ep != nullptr)
+            s = uct_ep_flush(op->endpoint->rdma_ep, 0, &op->comp);
+        if (s == UCS_ERR_NO_RESOURCE) break;
+        flush_head_ = op->next_queued;
+        if (flush_head_ == nullptr) flush_tail_ = nullptr;
+        op->next_queued = nullptr;
+        ++events;
+        if (s == UCS_INPROGRESS) continue;  // the callback comes
+        if (s != UCS_OK) op->status = op->endpoint ? from_ucs(s, op->endpoint) : Status::cancelled;
+        op->next_done = done_head_;
+        done_head_ = op;
+    }
+    return events;
+}
+
+// From UCT's progress: noted, and reported once it returns (a callback may
+// start operations or drive progress).
+void UctModule::native_done_cb(uct_completion_t* comp) noexcept {
+    auto* op = reinterpret_cast<RdmaOp*>(comp);  // comp is its first member
+    auto* m = static_cast<UctModule*>(op->owner);
+    if (comp->status != UCS_OK) op->status = m->from_ucs(comp->status, op->endpoint);
+    op->next_done = m->done_head_;
+    m->done_head_ = op;
+}
+
+int UctModule::finish_native() noexcept {
+    int events = 0;
+    while (done_head_ != nullptr) {
+        RdmaOp* op = done_head_;
+        done_head_ = op->next_done;
+        op->next_done = nullptr;
+        op->native = false;
+        complete_op(op);
+        ++events;
+    }
+    return events;
+}
+
+}  // namespace transit::uct

@@ -35,7 +35,7 @@ inline constexpr params::Decl rdma_params[] = {
      4, rdma_mode_choices},
     {"rdma_min_size", params::Type::size, "0",
      "Smallest put/get sent with UCT's own put/get; smaller ones go by active messages. 0: "
-     "automatic (128k over cma with btl_uct_rdma=auto, where smaller transfers are faster by "
+     "automatic (2k over cma with btl_uct_rdma=auto, where smaller transfers are faster by "
      "active messages; every size with btl_uct_rdma=transport or on a transport's own RDMA)",
      5},
 };
@@ -47,10 +47,10 @@ constexpr std::optional<RdmaMode> parse_rdma_mode(std::string_view text) noexcep
     return std::nullopt;
 }
 
-// Measured on a 2-core VM (see README.md): a cma get or put pays for its
-// system call and page pinning only from about 128 KiB on; below that the
-// active-message copy through posix is faster.
-inline constexpr std::size_t cma_auto_min_size = 128 * 1024;
+// Measured on a quiet 2-core VM (see README.md): a cma get or put costs one
+// system call, about 2 us; an active-message put/get through posix is cheaper
+// only up to about 1 KiB and then falls behind (5x at 64 KiB).
+inline constexpr std::size_t cma_auto_min_size = 2 * 1024;
 
 // The smallest put/get sent with UCT's own put/get.  `configured` is
 // btl_uct_rdma_min_size (0: automatic); `helper` says the RDMA interface is a

@@ -26,8 +26,8 @@ TEST(UctRdmaMode, ParsesTheThreeChoicesOnly) {
     EXPECT_EQ(parse_rdma_mode("native"), std::nullopt);
 }
 
-TEST(UctRdmaThreshold, AutomaticOverCmaStartsAt128k) {
-    EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 0, true), 128u * 1024);
+TEST(UctRdmaThreshold, AutomaticOverCmaStartsAt2k) {
+    EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 0, true), 2u * 1024);
     // The transport's own RDMA pays from the first byte.
     EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 0, false), 0u);
     // transport: every size unless a threshold is set.

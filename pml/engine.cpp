@@ -24,6 +24,11 @@ constexpr params::Decl pml_params[] = {
      "call then takes a lock",
      6},
     {"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)", 5},
+    {"rndv_split_min", params::Type::size, "8k",
+     "Smallest rendezvous message split between the two processes: over a transport with both "
+     "put and get, the receiver gets the first half while the sender puts the second, so both "
+     "copy at once (shared memory and CMA copy on the CPU). 0: the receiver moves it all",
+     5},
 };
 
 std::uint32_t fnv1a(std::string_view s) noexcept {
@@ -95,6 +100,10 @@ struct Handlers {
             e->on_barrier(b, n);
         else if constexpr (K == wire::throttle)
             e->on_throttle(b, n);
+        else if constexpr (K == wire::split)
+            e->on_split(b, n);
+        else if constexpr (K == wire::split_fin)
+            e->on_split_fin(b, n);
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {
@@ -128,6 +137,7 @@ void Engine::register_params() {
     settings_.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
     settings_.progress_thread = reg.get("pml_base_progress_thread").as_bool();
     settings_.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
+    settings_.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
     out_ = log::Stream("pml", settings_.verbose);
 }
 

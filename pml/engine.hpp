@@ -28,7 +28,7 @@ struct Peer;
 // Every request, send or receive, user or internal.
 struct Req : Request {
     enum class Kind : std::uint8_t { send, recv };
-    enum class Stage : std::uint8_t { none, eager, rndv_hdr, frags, gets, done };
+    enum class Stage : std::uint8_t { none, eager, rndv_hdr, frags, gets, puts, done };
 
     Req* next = nullptr;
     Req* prev = nullptr;
@@ -56,8 +56,14 @@ struct Req : Request {
     std::size_t total = 0;
     std::uint64_t remote_req = 0;  // the peer's request (sreq or rreq)
     std::uint64_t remote_addr = 0;
+    // Rdma in flight: gets (receiver) or the split puts (sender) of [get_offset, get_end).
     std::uint32_t gets_pending = 0;
     std::size_t get_offset = 0;
+    std::size_t get_end = 0;
+    // A split rendezvous: the receiver still waits for the sender's half
+    // (split_wait) and has its own half in (own_done).
+    bool split_wait = false;
+    bool own_done = false;
     bml::BtlRef rdma{};
     btl::RegistrationHandle* local_handle = nullptr;
     btl::Module* handle_module = nullptr;
@@ -86,6 +92,7 @@ struct Req : Request {
         internal = matched = posted = is_am = queued = issuing = false;
         received = total = 0;
         frags_out = gets_pending = 0;
+        split_wait = own_done = false;
         local_handle = nullptr;
         handle_module = nullptr;
         origin_counter = nullptr;
@@ -165,6 +172,7 @@ struct Settings {
     std::uint64_t wait_spin_count = 2000;
     bool progress_thread = false;
     std::size_t rdma_threshold = 0;
+    std::size_t rndv_split_min = 8u << 10;
     int verbose = 0;
 };
 
@@ -346,6 +354,13 @@ class Engine {
         }
     }
     void finish_get(Req* r) noexcept;
+    bool offer_split(Req* r, std::size_t handle_len) noexcept;
+    bool issue_puts(Req* r) noexcept;
+    void finish_puts(Req* r) noexcept;
+    static void put_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*,
+                         void* context, void* cbdata, Status s) noexcept;
+    void on_split(const std::byte* b, std::size_t n) noexcept;
+    void on_split_fin(const std::byte* b, std::size_t n) noexcept;
     void fall_back_to_frags(Req* r) noexcept;
     bool send_eager(Req* r) noexcept;
     bool send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_t len, Req*& out,

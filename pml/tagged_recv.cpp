@@ -326,9 +326,12 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             if (component_hash_[b.index] != h.rdma_component) continue;
             const auto& a = b.module->attributes();
             if (!(a.flags & btl::flags::get)) continue;
+            const bool split = !r->is_am && settings_.rndv_split_min > 0 &&
+                               st.length >= settings_.rndv_split_min && (a.flags & btl::flags::put);
             if (a.registration_handle_size > 0) {
-                r->local_handle = b.module->register_mem(b.endpoint, r->buf, st.length,
-                                                         btl::reg_flags::local_write);
+                const std::uint32_t access =
+                    btl::reg_flags::local_write | (split ? btl::reg_flags::remote_write : 0u);
+                r->local_handle = b.module->register_mem(b.endpoint, r->buf, st.length, access);
                 if (!r->local_handle) continue;
                 r->handle_module = b.module;
             }
@@ -337,7 +340,9 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             r->remote_addr = h.addr;
             r->rdma = b;
             r->get_offset = 0;
+            r->get_end = st.length;
             r->stage = Req::Stage::gets;
+            if (split) offer_split(r, a.registration_handle_size);
             if (!issue_gets(r)) {
                 r->queued = true;
                 pending_gets_.push_back(r);
@@ -355,8 +360,40 @@ void Engine::fall_back_to_frags(Req* r) noexcept {
     send_ctrl(peers_[r->peer->rank].get(), wire::ack, &a, sizeof a);
 }
 
+// Both processes copy: the sender is asked to put the second half of the
+// message while we get the first.  Copies on the CPU (shared memory, CMA) then
+// run on two cores at once.  Without the message the whole get stays ours.
+bool Engine::offer_split(Req* r, std::size_t handle_len) noexcept {
+    const std::size_t half = (r->get_end / 2) & ~std::size_t{63};
+    wire::SplitHdr h{};
+    h.sreq = r->remote_req;
+    h.rreq = reinterpret_cast<std::uint64_t>(r);
+    h.offset = half;
+    h.len = r->get_end - half;
+    h.addr = reinterpret_cast<std::uint64_t>(r->buf);
+    h.handle_len = static_cast<std::uint16_t>(handle_len);
+    iovec v{r->local_handle, r->local_handle ? handle_len : 0};
+    if (!ok(send_ctrlv(peers_[r->peer->rank].get(), wire::split, &h, sizeof h, &v, 1)))
+        return false;
+    r->get_end = half;
+    r->split_wait = true;
+    return true;
+}
+
+void Engine::on_split_fin(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::SplitFinHdr)) [[unlikely]]
+        return;
+    wire::SplitFinHdr f;
+    std::memcpy(&f, b, sizeof f);
+    auto* r = reinterpret_cast<Req*>(f.rreq);
+    const auto s = static_cast<Status>(f.status);
+    if (!ok(s) && ok(r->st().status)) r->st().status = s;
+    r->split_wait = false;
+    if (r->own_done) finish_get(r);
+}
+
 bool Engine::issue_gets(Req* r) noexcept {
-    const std::size_t want = r->st().length;
+    const std::size_t want = r->get_end;
     btl::Module* m = r->rdma.module;
     const std::size_t limit = m->attributes().get_limit ? m->attributes().get_limit : want;
     auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
@@ -380,8 +417,9 @@ bool Engine::issue_gets(Req* r) noexcept {
             r->issuing = false;
             return false;
         }
-        if (r->get_offset == 0 && r->gets_pending == 0) {
-            // The transport refused the get: stream the data instead.
+        if (r->get_offset == 0 && r->gets_pending == 0 && r->get_end == r->st().length) {
+            // The transport refused the get: stream the data instead (not once
+            // the sender was asked to put half: it is already doing so).
             r->issuing = false;
             if (r->local_handle) {
                 r->handle_module->deregister_mem(r->local_handle);
@@ -403,10 +441,14 @@ void Engine::get_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHand
     auto* e = static_cast<Engine*>(context);
     auto* r = static_cast<Req*>(cbdata);
     if (!ok(s)) r->st().status = s;
-    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->st().length) e->finish_get(r);
+    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->get_end) e->finish_get(r);
 }
 
 void Engine::finish_get(Req* r) noexcept {
+    if (r->split_wait) {
+        r->own_done = true;  // the FIN waits for the sender's half (on_split_fin)
+        return;
+    }
     wire::FinHdr f{r->remote_req};
     send_ctrl(peers_[r->peer->rank].get(), wire::fin, &f, sizeof f);
     complete(r);

@@ -106,6 +106,8 @@ bool Engine::advance_send(Req* r) noexcept {
         }
         case Req::Stage::frags:
             return pump_frags(r);
+        case Req::Stage::puts:
+            return issue_puts(r);
         default:
             return true;
     }
@@ -172,6 +174,7 @@ void Engine::prepare_rdma(Req* r, wire::RndvHdr&, std::byte*) noexcept {
         }
         r->local_handle = h;
         r->handle_module = b.module;
+        r->rdma = b;  // the receiver may ask for a split: we put with it
         r->remote_handle_len = static_cast<std::uint16_t>(hlen);
         r->remote_addr = reinterpret_cast<std::uint64_t>(addr);
         r->rdma_component = component_hash_[b.index];
@@ -281,6 +284,82 @@ void Engine::on_fin(const std::byte* b, std::size_t n) noexcept {
         return;
     }
     complete(r);
+}
+
+// The receiver asks us to put the tail of the message while it gets the head.
+void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::SplitHdr)) [[unlikely]]
+        return;
+    wire::SplitHdr h;
+    std::memcpy(&h, b, sizeof h);
+    auto* r = reinterpret_cast<Req*>(h.sreq);
+    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size()) [[unlikely]]
+        return;
+    // remote_addr still names our own buffer, as the rendezvous header sent it.
+    r->buf = reinterpret_cast<void*>(r->remote_addr);
+    r->remote_addr = h.addr;
+    std::memcpy(r->remote_handle.data(), b + sizeof h, h.handle_len);
+    r->remote_handle_len = h.handle_len;
+    r->remote_req = h.rreq;
+    r->get_offset = h.offset;
+    r->get_end = h.offset + h.len;
+    r->stage = Req::Stage::puts;
+    // Inside our own send of the header (a loopback btl): put from progress.
+    if (r->issuing || !issue_puts(r)) enqueue_send(r);
+}
+
+bool Engine::issue_puts(Req* r) noexcept {
+    btl::Module* m = r->rdma.module;
+    if (!m) [[unlikely]] {
+        r->st().status = Status::not_supported;
+        r->get_offset = r->get_end;
+    }
+    const std::size_t limit =
+        m && m->attributes().put_limit ? m->attributes().put_limit : r->get_end;
+    auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
+    r->issuing = true;
+    while (r->get_offset < r->get_end) {
+        std::size_t chunk = std::min(r->get_end - r->get_offset, limit);
+        ++r->gets_pending;
+        Status s = m->put(r->rdma.endpoint, static_cast<std::byte*>(r->buf) + r->get_offset,
+                          r->remote_addr + r->get_offset, r->local_handle, rh, chunk, 0,
+                          btl::no_order, &Engine::put_done, this, r);
+        if (s == Status::success || s == Status::completed) {
+            if (s == Status::completed) --r->gets_pending;
+            r->get_offset += chunk;
+            continue;
+        }
+        --r->gets_pending;
+        if (s == Status::out_of_resource) {
+            r->issuing = false;
+            return false;
+        }
+        r->st().status = s;  // the receiver hears it in split_fin
+        r->get_offset = r->get_end;
+    }
+    r->issuing = false;
+    if (r->gets_pending == 0) finish_puts(r);
+    return true;
+}
+
+void Engine::put_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
+                      void* cbdata, Status s) noexcept {
+    auto* e = static_cast<Engine*>(context);
+    auto* r = static_cast<Req*>(cbdata);
+    if (!ok(s)) r->st().status = s;
+    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->get_end) e->finish_puts(r);
+}
+
+// Our half is in place: tell the receiver, then wait for its FIN (it still reads
+// our buffer until then).
+void Engine::finish_puts(Req* r) noexcept {
+    r->stage = Req::Stage::none;
+    if (r->st().status == Status::peer_failed) {
+        complete(r);  // fail_req left it to us while puts were in flight
+        return;
+    }
+    wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};
+    send_ctrl(peers_[r->peer->rank].get(), wire::split_fin, &f, sizeof f);
 }
 
 }  // namespace transit::pml

@@ -25,7 +25,9 @@ enum Kind : int {
     osc_atomic,
     osc_atomic_reply,
     barrier,
-    throttle,  // receiver -> sender: unexpected budget exceeded (on) / recovered (off)
+    throttle,   // receiver -> sender: unexpected budget exceeded (on) / recovered (off)
+    split,      // receiver -> sender: put the tail of a rendezvous while I get the head
+    split_fin,  // sender -> receiver: the tail is in place (or failed)
     kind_count
 };
 
@@ -67,6 +69,24 @@ struct AckHdr {
 struct FragHdr {
     std::uint64_t rreq;
     std::uint64_t offset;
+};
+
+// Followed by handle_len bytes: the receive buffer's registration handle.
+struct SplitHdr {
+    std::uint64_t sreq;
+    std::uint64_t rreq;
+    std::uint64_t offset;  // the sender puts [offset, offset + len) of the message
+    std::uint64_t len;
+    std::uint64_t addr;  // the receive buffer (offset 0)
+    std::uint16_t handle_len;
+    std::uint16_t pad;
+    std::uint32_t pad2;
+};
+
+struct SplitFinHdr {
+    std::uint64_t rreq;
+    std::int32_t status;  // the sender's puts: Status::success or why they failed
+    std::uint32_t pad;
 };
 
 struct FinHdr {

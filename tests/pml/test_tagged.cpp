@@ -43,8 +43,8 @@ void ring_exchange(std::size_t size, std::uint32_t tag) {
 }
 
 TEST(Tagged, RingAllSizes) {
-    for (std::size_t size :
-         {0ul, 1ul, 7ul, 64ul, 4000ul, 4096ul, 4097ul, 65536ul, 100000ul, 1ul << 20, 4ul << 20})
+    for (std::size_t size : {0ul, 1ul, 7ul, 64ul, 4000ul, 4096ul, 4097ul, 8191ul, 8192ul, 8257ul,
+                             65536ul, 100000ul, (1ul << 20) + 63, 4ul << 20})
         ring_exchange(size, 10);
 }
 

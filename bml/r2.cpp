@@ -112,26 +112,38 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     if (reach.empty()) return;
     std::uint32_t top = 0;
     for (const BtlRef& r : reach) top = std::max(top, r.module->attributes().exclusivity);
+    // A module left out of the send list stays for one-sided work only if it
+    // can do something the send list cannot: otherwise it would never be
+    // chosen, yet its endpoint would keep it in every progress poll (tcp next
+    // to vader on one node).
+    constexpr std::uint32_t rdma_caps =
+        btl::flags::put | btl::flags::get | btl::flags::atomic_ops | btl::flags::atomic_fops;
+    std::uint32_t send_caps = 0;
     std::vector<BtlRef> unused;
     for (const BtlRef& r : reach) {
         const auto& a = r.module->attributes();
-        if (a.exclusivity == top && (a.flags & btl::flags::send))
+        if (a.exclusivity == top && (a.flags & btl::flags::send)) {
             ep.send.push_back(r);
-        else
+            send_caps |= a.flags & rdma_caps;
+            if (a.flags & (btl::flags::put | btl::flags::get)) ep.rdma.push_back(r);
+        } else {
             unused.push_back(r);
-        if (a.flags & (btl::flags::put | btl::flags::get)) ep.rdma.push_back(r);
+        }
     }
     for (const BtlRef& r : unused) {
-        bool rdma = std::any_of(ep.rdma.begin(), ep.rdma.end(),
-                                [&](const BtlRef& x) { return x.module == r.module; });
         const auto& a = r.module->attributes();
+        const bool adds = (a.flags & rdma_caps & ~send_caps) != 0;
+        const bool rdma = adds && (a.flags & (btl::flags::put | btl::flags::get));
+        if (rdma) ep.rdma.push_back(r);
+        const char* note = rdma                    ? " (kept for rdma)"
+                           : (a.flags & rdma_caps) ? " (its rdma adds nothing to the send list's)"
+                                                   : "";
         if (!(a.flags & btl::flags::send))
             why.push_back(fmt::format("{}: reaches rank {} but cannot send{}", r.module->name(),
-                                      peer, rdma ? " (rdma only)" : ""));
+                                      peer, rdma ? " (rdma only)" : note));
         else
             why.push_back(fmt::format("{}: left out of the send list, exclusivity {} < {}{}",
-                                      r.module->name(), a.exclusivity, top,
-                                      rdma ? " (kept for rdma)" : ""));
+                                      r.module->name(), a.exclusivity, top, note));
         if (!rdma) {
             btl::Endpoint* e = r.endpoint;
             r.module->del_procs({&peer, 1}, {&e, 1});

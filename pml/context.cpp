@@ -188,6 +188,8 @@ Status Context::probe(Rank src, std::uint32_t tag, RequestStatus& status) noexce
 
 Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
     auto guard = engine_->lock();
+    if (engine_->send_now(dst, tag, buf, len)) [[likely]]
+        return Status::success;
     Request* r;
     Status s = isend(dst, tag, buf, len, r);
     if (!r) return s;

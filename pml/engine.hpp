@@ -234,6 +234,12 @@ class Engine {
             if (send_inline(p, tag, buf, len, out, user)) return Status::completed;
         return isend_full(dst, tag, iov, count, buf, len, out, user);
     }
+    // A blocking send the transport takes at once needs no request at all.
+    bool send_now(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
+        Peer* p = dst < size_ ? peers_[dst].get() : nullptr;
+        return p && p->ep && !p->failed && !p->throttled &&
+               len + sizeof(wire::MatchHdr) <= p->ep->eager_limit && sendi_now(p, tag, buf, len);
+    }
     Status isend_full(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count,
                       const void* buf, std::size_t len, Req*& out, void* user) noexcept;
     // A receive from a known peer with nothing unexpected from it is posted
@@ -365,6 +371,7 @@ class Engine {
     bool send_eager(Req* r) noexcept;
     bool send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_t len, Req*& out,
                      void* user) noexcept;
+    bool sendi_now(Peer* p, std::uint32_t tag, const void* buf, std::size_t len) noexcept;
     bool send_rndv_header(Req* r) noexcept;
     bool pump_frags(Req* r) noexcept;
     void prepare_rdma(Req* r, wire::RndvHdr& h, std::byte* handle) noexcept;

@@ -40,6 +40,22 @@ bool Engine::send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_
     Req* r = reqs_.get();
     if (!r) [[unlikely]]
         return false;
+    if (!sendi_now(p, tag, buf, len)) [[unlikely]] {
+        reqs_.put(r);
+        return false;
+    }
+    r->kind = Req::Kind::send;
+    r->stage = Req::Stage::done;
+    r->internal = false;
+    r->user = user;
+    r->st() = RequestStatus{p->rank, tag, len, len, Status::success};
+    r->set_done();
+    out = r;
+    return true;
+}
+
+// The message handed to the transport at once (sendi), or nothing happened.
+bool Engine::sendi_now(Peer* p, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
     const bml::BtlRef& b = p->ep->pick_eager();
     btl::Convertor conv(buf, len);
     wire::MatchHdr h{rank_, tag, p->send_seq, 0};
@@ -48,17 +64,9 @@ bool Engine::send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_
                                wire::tag(wire::match), &d);
     if (s != Status::completed && s != Status::success) [[unlikely]] {
         if (d) b.module->free(d);  // the full path asks again and queues if it must
-        reqs_.put(r);
         return false;
     }
     ++p->send_seq;
-    r->kind = Req::Kind::send;
-    r->stage = Req::Stage::done;
-    r->internal = false;
-    r->user = user;
-    r->st() = RequestStatus{p->rank, tag, len, len, Status::success};
-    r->set_done();
-    out = r;
     return true;
 }
 

@@ -21,7 +21,7 @@ void Engine::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const 
         return;
     }
     if (!(flags & btl::error_flags::fatal)) {
-        e->out_.verbose(1, "pml: {} reported: {}", m->name(), info);
+        e->out_.verbose(1, "{} reported: {}", m->name(), info);
         return;
     }
     // The module is unusable: peers it alone carried are lost with it.
@@ -41,7 +41,7 @@ void Engine::mark_failed(Rank r, const char* info) noexcept {
     any_failed_ = true;
     failures_to_handle_ = true;
     has_pending_ = true;  // so progress() reaches handle_failures()
-    out_.verbose(1, "pml: rank {} is gone: {}", r, info);
+    out_.verbose(1, "rank {} is gone: {}", r, info);
 }
 
 void Engine::handle_failures() noexcept {

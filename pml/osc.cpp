@@ -88,8 +88,8 @@ Status Engine::register_memory(void* base, std::size_t size, RegionImpl*& out) {
         btl::RegistrationHandle* h =
             m->register_mem(nullptr, base, size, btl::reg_flags::access_any);
         if (!h) {
-            out_.verbose(10, "pml: {} cannot register {} bytes; that peer path is emulated",
-                         m->name(), size);
+            out_.verbose(10, "{} cannot register {} bytes; that peer path is emulated", m->name(),
+                         size);
             continue;
         }
         region->entries.push_back({m, component_hash_[i], h, a.registration_handle_size});

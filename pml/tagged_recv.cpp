@@ -226,7 +226,7 @@ void Engine::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, 
         p->throttling = true;
         any_throttling_ = true;
         ++throttles_sent_;
-        out_.verbose(10, "pml: unexpected queue over budget ({} bytes), throttling rank {}",
+        out_.verbose(10, "unexpected queue over budget ({} bytes), throttling rank {}",
                      unexpected_bytes_, p->rank);
         wire::ThrottleHdr th{rank_, 1};
         Peer* sp = send_peer(p->rank);
@@ -377,6 +377,8 @@ bool Engine::offer_split(Req* r, std::size_t handle_len) noexcept {
         return false;
     r->get_end = half;
     r->split_wait = true;
+    out_.verbose(10, "rendezvous of {} bytes from rank {} split over {}: we get {}, it puts {}",
+                 h.offset + h.len, r->peer->rank, r->rdma.module->name(), half, h.len);
     return true;
 }
 

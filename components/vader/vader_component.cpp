@@ -17,7 +17,7 @@ namespace {
 using params::Type;
 
 constexpr params::Decl vader_params[] = {
-    params::Decl{"eager_limit", Type::size, "4k",
+    params::Decl{"eager_limit", Type::size, "32k",
                  "Largest message the upper layer sends eagerly in one fragment to a process on "
                  "this node; larger ones use put/get (single copy) or several fragments",
                  4}

@@ -21,7 +21,7 @@ namespace transit::vader {
 enum class SingleCopy { none, cma };
 
 struct Config {
-    std::size_t eager_limit = 4096;
+    std::size_t eager_limit = 32768;
     std::size_t max_send_size = 32768;
     std::uint32_t fbox_size = 16384;
     std::uint32_t fbox_threshold = 16;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <system_error>
 
@@ -133,7 +134,13 @@ class VaderComponent final : public btl::Component {
         c.cma_probe_fail = r.get("btl_vader_cma_probe_fail").as_bool();
         const std::uint64_t excl = r.get("btl_vader_exclusivity").as_unsigned();
         // The declared ranges keep the sizes and counts within 32 bits.
-        params::require_at_most(r.get("btl_vader_eager_limit"), r.get("btl_vader_max_send_size"));
+        // The default eager limit follows a smaller max_send_size; one the user
+        // chose must fit it.
+        const params::Variable& eager = r.get("btl_vader_eager_limit");
+        if (eager.source().origin == params::Origin::default_value)
+            c.eager_limit = std::min(c.eager_limit, c.max_send_size);
+        else
+            params::require_at_most(eager, r.get("btl_vader_max_send_size"));
         if (c.backing_directory.empty())
             throw params::Error("btl_vader_backing_directory must not be empty");
         c.fbox_size = static_cast<std::uint32_t>(fbox);

@@ -56,10 +56,10 @@ struct Req : Request {
     std::size_t total = 0;
     std::uint64_t remote_req = 0;  // the peer's request (sreq or rreq)
     std::uint64_t remote_addr = 0;
-    // Rdma in flight: gets (receiver) or the split puts (sender) of [get_offset, get_end).
-    std::uint32_t gets_pending = 0;
-    std::size_t get_offset = 0;
-    std::size_t get_end = 0;
+    // Rdma in flight: gets (receiver) or the split puts (sender) of [rdma_offset, rdma_end).
+    std::uint32_t rdma_pending = 0;
+    std::size_t rdma_offset = 0;
+    std::size_t rdma_end = 0;
     // A split rendezvous: the receiver still waits for the sender's half
     // (split_wait) and has its own half in (own_done).
     bool split_wait = false;
@@ -91,7 +91,7 @@ struct Req : Request {
         user = user_data;
         internal = matched = posted = is_am = queued = issuing = false;
         received = total = 0;
-        frags_out = gets_pending = 0;
+        frags_out = rdma_pending = 0;
         split_wait = own_done = false;
         local_handle = nullptr;
         handle_module = nullptr;
@@ -228,17 +228,22 @@ class Engine {
     // through the full path.
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
                  std::size_t len, Req*& out, void* user) noexcept {
-        Peer* p = !iov && dst < size_ ? peers_[dst].get() : nullptr;
-        if (p && p->ep && !p->failed && !p->throttled &&
-            len + sizeof(wire::MatchHdr) <= p->ep->eager_limit) [[likely]]
+        if (Peer* p = iov ? nullptr : eager_peer(dst, len)) [[likely]]
             if (send_inline(p, tag, buf, len, out, user)) return Status::completed;
         return isend_full(dst, tag, iov, count, buf, len, out, user);
     }
     // A blocking send the transport takes at once needs no request at all.
     bool send_now(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
+        Peer* p = eager_peer(dst, len);
+        return p && sendi_now(p, tag, buf, len);
+    }
+    // The peer, when a message of len bytes can go to it eagerly right now.
+    Peer* eager_peer(Rank dst, std::size_t len) const noexcept {
         Peer* p = dst < size_ ? peers_[dst].get() : nullptr;
         return p && p->ep && !p->failed && !p->throttled &&
-               len + sizeof(wire::MatchHdr) <= p->ep->eager_limit && sendi_now(p, tag, buf, len);
+                       len + sizeof(wire::MatchHdr) <= p->ep->eager_limit
+                   ? p
+                   : nullptr;
     }
     Status isend_full(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count,
                       const void* buf, std::size_t len, Req*& out, void* user) noexcept;
@@ -249,15 +254,8 @@ class Engine {
         Peer* p = !iov && src < size_ ? peers_[src].get() : nullptr;
         if (p && p->unexpected.empty() && !p->failed) [[likely]] {
             if (Req* r = new_req(Req::Kind::recv, user)) [[likely]] {
-                r->src_filter = src;
-                r->tag_filter = tag;
-                r->buf = buf;
-                r->iov = nullptr;
-                r->iov_count = 0;
-                r->capacity = len;
-                r->post_seq = post_seq_++;
-                r->posted = true;
-                p->posted.push_back(r);
+                set_recv(r, src, tag, buf, nullptr, 0, len);
+                post(r, p->posted);
                 out = r;
                 return Status::success;
             }
@@ -266,6 +264,25 @@ class Engine {
     }
     Status irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
                       std::size_t len, Req*& out, void* user) noexcept;
+    // The receive's filters and destination (capacity: len, or the iovec's sum).
+    static void set_recv(Req* r, Rank src, std::uint32_t tag, void* buf, const iovec* iov,
+                         std::size_t count, std::size_t len) noexcept {
+        r->src_filter = src;
+        r->tag_filter = tag;
+        r->buf = buf;
+        r->iov = iov;
+        r->iov_count = count;
+        r->capacity = len;
+        if (iov) {
+            r->capacity = 0;
+            for (std::size_t i = 0; i < count; ++i) r->capacity += iov[i].iov_len;
+        }
+    }
+    void post(Req* r, List<Req>& list) noexcept {
+        r->post_seq = post_seq_++;
+        r->posted = true;
+        list.push_back(r);
+    }
     Status cancel(Req* r) noexcept;
     bool iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept;
     void release(Req* r) noexcept {
@@ -363,8 +380,10 @@ class Engine {
     bool offer_split(Req* r, std::size_t handle_len) noexcept;
     bool issue_puts(Req* r) noexcept;
     void finish_puts(Req* r) noexcept;
-    static void put_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*,
-                         void* context, void* cbdata, Status s) noexcept;
+    enum class RdmaIssue { issued, blocked, refused };
+    RdmaIssue issue_rdma(Req* r) noexcept;
+    static void rdma_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*,
+                          void* context, void* cbdata, Status s) noexcept;
     void on_split(const std::byte* b, std::size_t n) noexcept;
     void on_split_fin(const std::byte* b, std::size_t n) noexcept;
     void fall_back_to_frags(Req* r) noexcept;
@@ -423,8 +442,6 @@ class Engine {
     void am_finish(Req* r) noexcept;
     bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
     static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
-    static void get_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
-                         void*, Status) noexcept;
     static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
                          void*, Status) noexcept;
 

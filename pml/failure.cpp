@@ -117,14 +117,14 @@ void Engine::fail_req(Req* r) noexcept {
     if (r->kind == Req::Kind::send) {
         // Fragments still in the transport complete it from frag_done.
         r->conv.seek(r->total);
-        // Split puts still in the transport complete it from put_done.
-        r->get_offset = r->get_end;
-        if (r->frags_out == 0 && r->gets_pending == 0) complete(r);
+        // Split puts still in the transport complete it from rdma_done.
+        r->rdma_offset = r->rdma_end;
+        if (r->frags_out == 0 && r->rdma_pending == 0) complete(r);
         return;
     }
-    // Gets still in the transport complete it from get_done.
-    r->get_offset = r->get_end;
-    if (r->gets_pending == 0) complete(r);
+    // Gets still in the transport complete it from rdma_done.
+    r->rdma_offset = r->rdma_end;
+    if (r->rdma_pending == 0) complete(r);
 }
 
 }  // namespace transit::pml

@@ -24,16 +24,7 @@ Status Engine::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* i
     Req* r = new_req(Req::Kind::recv, user);
     if (!r) [[unlikely]]
         return Status::out_of_resource;
-    r->src_filter = src;
-    r->tag_filter = tag;
-    r->buf = buf;
-    r->iov = iov;
-    r->iov_count = count;
-    r->capacity = len;
-    if (iov) {
-        r->capacity = 0;
-        for (std::size_t i = 0; i < count; ++i) r->capacity += iov[i].iov_len;
-    }
+    set_recv(r, src, tag, buf, iov, count, len);
     out = r;
     Peer* from = nullptr;
     if (RawMsg* m = find_unexpected(src, tag, from)) {
@@ -49,19 +40,17 @@ Status Engine::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* i
         out = nullptr;
         return Status::peer_failed;
     }
-    r->post_seq = post_seq_++;
-    r->posted = true;
     if (src == any_rank) {
-        any_posted_.push_back(r);
-    } else {
-        Peer* p = peer(src);
-        if (!p) {
-            release(r);
-            out = nullptr;
-            return Status::out_of_resource;
-        }
-        p->posted.push_back(r);
+        post(r, any_posted_);
+        return Status::success;
     }
+    Peer* p = peer(src);
+    if (!p) {
+        release(r);
+        out = nullptr;
+        return Status::out_of_resource;
+    }
+    post(r, p->posted);
     return Status::success;
 }
 
@@ -339,8 +328,8 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             r->remote_handle_len = h.handle_len;
             r->remote_addr = h.addr;
             r->rdma = b;
-            r->get_offset = 0;
-            r->get_end = st.length;
+            r->rdma_offset = 0;
+            r->rdma_end = st.length;
             r->stage = Req::Stage::gets;
             if (split) offer_split(r, a.registration_handle_size);
             if (!issue_gets(r)) {
@@ -364,18 +353,18 @@ void Engine::fall_back_to_frags(Req* r) noexcept {
 // message while we get the first.  Copies on the CPU (shared memory, CMA) then
 // run on two cores at once.  Without the message the whole get stays ours.
 bool Engine::offer_split(Req* r, std::size_t handle_len) noexcept {
-    const std::size_t half = (r->get_end / 2) & ~std::size_t{63};
+    const std::size_t half = (r->rdma_end / 2) & ~std::size_t{63};
     wire::SplitHdr h{};
     h.sreq = r->remote_req;
     h.rreq = reinterpret_cast<std::uint64_t>(r);
     h.offset = half;
-    h.len = r->get_end - half;
+    h.len = r->rdma_end - half;
     h.addr = reinterpret_cast<std::uint64_t>(r->buf);
     h.handle_len = static_cast<std::uint16_t>(handle_len);
     iovec v{r->local_handle, r->local_handle ? handle_len : 0};
     if (!ok(send_ctrlv(peers_[r->peer->rank].get(), wire::split, &h, sizeof h, &v, 1)))
         return false;
-    r->get_end = half;
+    r->rdma_end = half;
     r->split_wait = true;
     out_.verbose(10, "rendezvous of {} bytes from rank {} split over {}: we get {}, it puts {}",
                  h.offset + h.len, r->peer->rank, r->rdma.module->name(), half, h.len);
@@ -394,56 +383,77 @@ void Engine::on_split_fin(const std::byte* b, std::size_t n) noexcept {
     if (r->own_done) finish_get(r);
 }
 
-bool Engine::issue_gets(Req* r) noexcept {
-    const std::size_t want = r->get_end;
+// Moves [rdma_offset, rdma_end) of r by gets (the receiver) or puts (the
+// sender's half of a split), in pieces of the module's limit.  An error ends
+// the transfer with that status, except a get the transport refuses before
+// anything moved: the caller then streams the data instead.
+Engine::RdmaIssue Engine::issue_rdma(Req* r) noexcept {
+    const bool put = r->kind == Req::Kind::send;
     btl::Module* m = r->rdma.module;
-    const std::size_t limit = m->attributes().get_limit ? m->attributes().get_limit : want;
+    const auto& a = m->attributes();
+    const std::size_t cap = put ? a.put_limit : a.get_limit;
+    const std::size_t limit = cap ? cap : r->rdma_end;
     auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
+    RdmaIssue result = RdmaIssue::issued;
     r->issuing = true;
-    while (r->get_offset < want) {
-        std::size_t chunk = std::min(want - r->get_offset, limit);
-        ++r->gets_pending;
-        Status s = m->get(r->rdma.endpoint, static_cast<std::byte*>(r->buf) + r->get_offset,
-                          r->remote_addr + r->get_offset, r->local_handle, rh, chunk, 0,
-                          btl::no_order, &Engine::get_done, this, r);
-        if (s == Status::success) {
-            r->get_offset += chunk;
-            continue;
-        }
-        --r->gets_pending;
-        if (s == Status::completed) {
-            r->get_offset += chunk;
+    while (r->rdma_offset < r->rdma_end) {
+        const std::size_t chunk = std::min(r->rdma_end - r->rdma_offset, limit);
+        void* local = static_cast<std::byte*>(r->buf) + r->rdma_offset;
+        const std::uint64_t remote = r->remote_addr + r->rdma_offset;
+        ++r->rdma_pending;
+        const Status s = put ? m->put(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
+                                      0, btl::no_order, &Engine::rdma_done, this, r)
+                             : m->get(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
+                                      0, btl::no_order, &Engine::rdma_done, this, r);
+        if (s != Status::success) --r->rdma_pending;  // no callback will come
+        if (s == Status::success || s == Status::completed) {
+            r->rdma_offset += chunk;
             continue;
         }
         if (s == Status::out_of_resource) {
-            r->issuing = false;
-            return false;
+            result = RdmaIssue::blocked;
+            break;
         }
-        if (r->get_offset == 0 && r->gets_pending == 0 && r->get_end == r->st().length) {
-            // The transport refused the get: stream the data instead (not once
-            // the sender was asked to put half: it is already doing so).
-            r->issuing = false;
+        // Not once the sender was asked to put half: it is already doing so.
+        if (!put && r->rdma_offset == 0 && r->rdma_pending == 0 && r->rdma_end == r->st().length) {
+            result = RdmaIssue::refused;
+            break;
+        }
+        r->st().status = s;  // a sender's failed put reaches the receiver in split_fin
+        r->rdma_offset = r->rdma_end;
+    }
+    r->issuing = false;
+    return result;
+}
+
+void Engine::rdma_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
+                       void* cbdata, Status s) noexcept {
+    auto* e = static_cast<Engine*>(context);
+    auto* r = static_cast<Req*>(cbdata);
+    if (!ok(s)) r->st().status = s;
+    if (--r->rdma_pending != 0 || r->issuing || r->rdma_offset < r->rdma_end) return;
+    if (r->kind == Req::Kind::send)
+        e->finish_puts(r);
+    else
+        e->finish_get(r);
+}
+
+bool Engine::issue_gets(Req* r) noexcept {
+    switch (issue_rdma(r)) {
+        case RdmaIssue::blocked:
+            return false;
+        case RdmaIssue::refused:
             if (r->local_handle) {
                 r->handle_module->deregister_mem(r->local_handle);
                 r->local_handle = nullptr;
             }
             fall_back_to_frags(r);
             return true;
-        }
-        r->st().status = s;
-        r->get_offset = want;
+        case RdmaIssue::issued:
+            break;
     }
-    r->issuing = false;
-    if (r->gets_pending == 0) finish_get(r);
+    if (r->rdma_pending == 0) finish_get(r);
     return true;
-}
-
-void Engine::get_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
-                      void* cbdata, Status s) noexcept {
-    auto* e = static_cast<Engine*>(context);
-    auto* r = static_cast<Req*>(cbdata);
-    if (!ok(s)) r->st().status = s;
-    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->get_end) e->finish_get(r);
 }
 
 void Engine::finish_get(Req* r) noexcept {

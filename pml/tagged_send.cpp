@@ -309,53 +309,22 @@ void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
     std::memcpy(r->remote_handle.data(), b + sizeof h, h.handle_len);
     r->remote_handle_len = h.handle_len;
     r->remote_req = h.rreq;
-    r->get_offset = h.offset;
-    r->get_end = h.offset + h.len;
+    r->rdma_offset = h.offset;
+    r->rdma_end = h.offset + h.len;
     r->stage = Req::Stage::puts;
     // Inside our own send of the header (a loopback btl): put from progress.
     if (r->issuing || !issue_puts(r)) enqueue_send(r);
 }
 
 bool Engine::issue_puts(Req* r) noexcept {
-    btl::Module* m = r->rdma.module;
-    if (!m) [[unlikely]] {
-        r->st().status = Status::not_supported;
-        r->get_offset = r->get_end;
+    if (r->rdma.module == nullptr) [[unlikely]] {
+        r->st().status = Status::not_supported;  // never registered: nothing to put with
+        r->rdma_offset = r->rdma_end;
+    } else if (issue_rdma(r) == RdmaIssue::blocked) {
+        return false;
     }
-    const std::size_t limit =
-        m && m->attributes().put_limit ? m->attributes().put_limit : r->get_end;
-    auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
-    r->issuing = true;
-    while (r->get_offset < r->get_end) {
-        std::size_t chunk = std::min(r->get_end - r->get_offset, limit);
-        ++r->gets_pending;
-        Status s = m->put(r->rdma.endpoint, static_cast<std::byte*>(r->buf) + r->get_offset,
-                          r->remote_addr + r->get_offset, r->local_handle, rh, chunk, 0,
-                          btl::no_order, &Engine::put_done, this, r);
-        if (s == Status::success || s == Status::completed) {
-            if (s == Status::completed) --r->gets_pending;
-            r->get_offset += chunk;
-            continue;
-        }
-        --r->gets_pending;
-        if (s == Status::out_of_resource) {
-            r->issuing = false;
-            return false;
-        }
-        r->st().status = s;  // the receiver hears it in split_fin
-        r->get_offset = r->get_end;
-    }
-    r->issuing = false;
-    if (r->gets_pending == 0) finish_puts(r);
+    if (r->rdma_pending == 0) finish_puts(r);
     return true;
-}
-
-void Engine::put_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
-                      void* cbdata, Status s) noexcept {
-    auto* e = static_cast<Engine*>(context);
-    auto* r = static_cast<Req*>(cbdata);
-    if (!ok(s)) r->st().status = s;
-    if (--r->gets_pending == 0 && !r->issuing && r->get_offset >= r->get_end) e->finish_puts(r);
 }
 
 // Our half is in place: tell the receiver, then wait for its FIN (it still reads

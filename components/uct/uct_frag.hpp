@@ -128,6 +128,34 @@ class Pool {
     std::size_t available_ = 0;
 };
 
+// First in, first out, threaded through T::next_queued (no allocation): work
+// that found the transport busy, retried in order from progress.
+template <typename T>
+class FifoQueue {
+  public:
+    bool empty() const noexcept { return head_ == nullptr; }
+    T* front() const noexcept { return head_; }
+    void push(T* item) noexcept {
+        item->next_queued = nullptr;
+        if (tail_ != nullptr)
+            tail_->next_queued = item;
+        else
+            head_ = item;
+        tail_ = item;
+    }
+    T* pop() noexcept {
+        T* item = head_;
+        head_ = item->next_queued;
+        if (head_ == nullptr) tail_ = nullptr;
+        item->next_queued = nullptr;
+        return item;
+    }
+
+  private:
+    T* head_ = nullptr;
+    T* tail_ = nullptr;
+};
+
 // Send fragments with their buffers in one block.
 class FragPool {
   public:

@@ -322,11 +322,11 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         const Rank peer = e->peer();
         // Operations still waiting to be sent to this peer end here; those
         // already sent keep only the peer's rank and complete on the reply.
-        for (RdmaOp* op = op_head_; op != nullptr; op = op->next_queued)
+        for (RdmaOp* op = waiting_ops_.front(); op != nullptr; op = op->next_queued)
             if (op->endpoint == e) op->status = Status::cancelled;
         for (std::size_t k = 0; k < ops_.size(); ++k)
             if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
-        for (PendingReply* r = reply_head_; r != nullptr; r = r->next_queued)
+        for (PendingReply* r = waiting_replies_.front(); r != nullptr; r = r->next_queued)
             if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
         if (by_rank_[peer]->added) --peer_count_;
         by_rank_[peer].reset();
@@ -575,7 +575,7 @@ void UctModule::check_local_peers() noexcept {
 
 void UctModule::update_progress() noexcept {
     const bool want =
-        peer_count_ > 0 || ops_pending_ > 0 || reply_head_ != nullptr || !ring_.empty();
+        peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() || !ring_.empty();
     if (want && !progress_handle_) {
         try {
             progress_handle_ = progress_.add(&UctModule::progress_cb, this);
@@ -597,13 +597,13 @@ int UctModule::progress_cb(void* self) noexcept {
 
 int UctModule::poll() noexcept {
     int events = 0;
-    if (reply_head_ != nullptr) [[unlikely]]
+    if (!waiting_replies_.empty()) [[unlikely]]
         events += retry_replies();
-    if (op_head_ != nullptr) [[unlikely]]
+    if (!waiting_ops_.empty()) [[unlikely]]
         events += retry_ops();
     events += static_cast<int>(uct_worker_progress(worker_.get()));
     if (done_head_ != nullptr) events += finish_native();
-    if (flush_head_ != nullptr) [[unlikely]]
+    if (!flushes_.empty()) [[unlikely]]
         events += retry_flushes();
     if ((++polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) [[unlikely]]
         check_local_peers();

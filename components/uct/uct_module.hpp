@@ -300,8 +300,7 @@ class UctModule final : public btl::Module {
     std::uint32_t rdma_md_tag_ = 0;  // md_tag() of the RDMA memory domain's name
     std::size_t native_min_ = 0;     // smaller transfers go by active messages
     RdmaOp* done_head_ = nullptr;    // completed by UCT, reported after its progress
-    RdmaOp* flush_head_ = nullptr;   // puts whose flush found no resources
-    RdmaOp* flush_tail_ = nullptr;
+    FifoQueue<RdmaOp> flushes_;      // puts whose flush found no resources
     std::uint64_t native_ops_ = 0;
     std::uint64_t native_fallbacks_ = 0;
 
@@ -316,10 +315,8 @@ class UctModule final : public btl::Module {
     Pool<RdmaOp> ops_;
     Pool<PendingReply> replies_;
     RecvRing ring_;
-    RdmaOp* op_head_ = nullptr;  // operations with pieces left to send
-    RdmaOp* op_tail_ = nullptr;
-    PendingReply* reply_head_ = nullptr;
-    PendingReply* reply_tail_ = nullptr;
+    FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
+    FifoQueue<PendingReply> waiting_replies_;
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;         // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;  // am_short payload gathered from pieces

@@ -316,12 +316,7 @@ Status UctModule::native_flush(RdmaOp* op) noexcept {
     if (s == UCS_OK) return Status::completed;
     if (s == UCS_INPROGRESS) return Status::success;
     if (s == UCS_ERR_NO_RESOURCE) {
-        op->next_queued = nullptr;
-        if (flush_tail_)
-            flush_tail_->next_queued = op;
-        else
-            flush_head_ = op;
-        flush_tail_ = op;
+        flushes_.push(op);
         return Status::success;
     }
     // The put went out but cannot be confirmed: it ends with the error.
@@ -333,15 +328,13 @@ Status UctModule::native_flush(RdmaOp* op) noexcept {
 
 int UctModule::retry_flushes() noexcept {
     int events = 0;
-    while (flush_head_ != nullptr) {
-        RdmaOp* op = flush_head_;
+    while (!flushes_.empty()) {
+        RdmaOp* op = flushes_.front();
         ucs_status_t s = UCS_ERR_CANCELED;
         if (op->endpoint != nullptr && op->endpoint->rdma_ep != nullptr)
             s = uct_ep_flush(op->endpoint->rdma_ep, 0, &op->comp);
         if (s == UCS_ERR_NO_RESOURCE) break;
-        flush_head_ = op->next_queued;
-        if (flush_head_ == nullptr) flush_tail_ = nullptr;
-        op->next_queued = nullptr;
+        flushes_.pop();
         ++events;
         if (s == UCS_INPROGRESS) continue;  // the callback comes
         if (s != UCS_OK) op->status = op->endpoint ? from_ucs(s, op->endpoint) : Status::cancelled;

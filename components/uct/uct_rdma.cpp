@@ -111,12 +111,7 @@ Status UctModule::launch(RdmaOp* op) noexcept {
     if (s == Status::out_of_resource) {
         // Part of it is out: the rest goes from progress, in order.
         op->queued = true;
-        op->next_queued = nullptr;
-        if (op_tail_)
-            op_tail_->next_queued = op;
-        else
-            op_head_ = op;
-        op_tail_ = op;
+        waiting_ops_.push(op);
     } else {
         op->status = s;
         op->pieces = op->issued;  // complete once the pieces already sent are answered
@@ -127,14 +122,12 @@ Status UctModule::launch(RdmaOp* op) noexcept {
 
 int UctModule::retry_ops() noexcept {
     int events = 0;
-    while (op_head_ != nullptr) {
-        RdmaOp* op = op_head_;
+    while (!waiting_ops_.empty()) {
+        RdmaOp* op = waiting_ops_.front();
         Status s = ok(op->status) ? advance(op) : op->status;
         if (s == Status::out_of_resource) break;
-        op_head_ = op->next_queued;
-        if (op_head_ == nullptr) op_tail_ = nullptr;
+        waiting_ops_.pop();
         op->queued = false;
-        op->next_queued = nullptr;
         ++events;
         if (s != Status::success) {
             if (ok(op->status)) op->status = s;
@@ -441,14 +434,9 @@ Status UctModule::send_reply(PendingReply& r) noexcept {
 
 void UctModule::reply(PendingReply& r) noexcept {
     // Behind earlier replies waiting for room, so the peer's queue is not overtaken.
-    const Status s = reply_head_ == nullptr ? send_reply(r) : Status::out_of_resource;
+    const Status s = waiting_replies_.empty() ? send_reply(r) : Status::out_of_resource;
     if (s == Status::out_of_resource) {
-        r.next_queued = nullptr;
-        if (reply_tail_)
-            reply_tail_->next_queued = &r;
-        else
-            reply_head_ = &r;
-        reply_tail_ = &r;
+        waiting_replies_.push(&r);
         update_progress();
         return;
     }
@@ -459,12 +447,11 @@ void UctModule::reply(PendingReply& r) noexcept {
 
 int UctModule::retry_replies() noexcept {
     int events = 0;
-    while (reply_head_ != nullptr) {
-        PendingReply* r = reply_head_;
+    while (!waiting_replies_.empty()) {
+        PendingReply* r = waiting_replies_.front();
         const Status s = send_reply(*r);
         if (s == Status::out_of_resource) break;
-        reply_head_ = r->next_queued;
-        if (reply_head_ == nullptr) reply_tail_ = nullptr;
+        waiting_replies_.pop();
         if (s != Status::completed)
             out_.verbose(10, "{}: a reply to rank {} was not sent: {}", name(), r->peer,
                          to_string(s));

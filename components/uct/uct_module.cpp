@@ -489,6 +489,22 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
         [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
+    if (header_size == 0 && payload_size != 0 && payload_size <= max_short_ && !ep->failed) {
+        // A short payload with no header in front (the raw btl, small active
+        // messages) goes from the caller's buffer when it is one piece.
+        if (const void* src = convertor->contiguous_at(payload_size)) [[likely]] {
+            std::uint64_t wire_header;
+            const WireHeader h = wire(Kind::message, tag);
+            std::memcpy(&wire_header, &h, sizeof wire_header);
+            const ucs_status_t s = uct_ep_am_short(ep->ep, am_id, wire_header, src,
+                                                   static_cast<unsigned>(payload_size));
+            if (s == UCS_OK) {
+                convertor->skip(payload_size);
+                return Status::completed;
+            }
+            if (s != UCS_ERR_NO_RESOURCE) return from_ucs(s, ep);
+        }
+    }
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
         Gather g{wire(Kind::message, tag), header, header_size};
@@ -512,6 +528,11 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
 
 ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigned) noexcept {
     auto* m = static_cast<UctModule*>(arg);
+    // A message with nothing queued before it is delivered from UCT's own
+    // buffer, saving a copy and a second pass.  Its handler cannot re-enter
+    // UCT's progress (poll() refuses while inside it), as with vader's boxes.
+    if (m->ring_.empty() && m->deliver_now(static_cast<const std::byte*>(data), length))
+        return UCS_OK;
     bool stored = false;
     try {
         stored = m->ring_.push(data, length);
@@ -601,7 +622,11 @@ int UctModule::poll() noexcept {
         events += retry_replies();
     if (!waiting_ops_.empty()) [[unlikely]]
         events += retry_ops();
-    events += static_cast<int>(uct_worker_progress(worker_.get()));
+    if (!in_uct_progress_) [[likely]] {
+        in_uct_progress_ = true;
+        events += static_cast<int>(uct_worker_progress(worker_.get()));
+        in_uct_progress_ = false;
+    }
     if (done_head_ != nullptr) events += finish_native();
     if (!flushes_.empty()) [[unlikely]]
         events += retry_flushes();
@@ -632,6 +657,28 @@ int UctModule::deliver() noexcept {
     return events;
 }
 
+// A plain message (not a one-sided request, which may need a reply slot)
+// straight to its callback; false for anything else.
+bool UctModule::deliver_now(const std::byte* data, std::size_t length) noexcept {
+    WireHeader h{};
+    if (length < sizeof h) [[unlikely]]
+        return false;
+    std::memcpy(&h, data, sizeof h);
+    if (static_cast<Kind>(h.kind) != Kind::message || h.version != wire_version) [[unlikely]]
+        return false;
+    dispatch(h, data + sizeof h, length - sizeof h);
+    return true;
+}
+
+void UctModule::dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept {
+    UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    const btl::Segment seg{const_cast<std::byte*>(body), len};
+    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
+    if (!am_table_.dispatch(this, d)) [[unlikely]]
+        report_error(btl::error_flags::nonfatal, h.source,
+                     "uct: a message for an unregistered tag was dropped");
+}
+
 // One received message.  Returns false, and leaves the message in the ring,
 // when it is a request that could need a reply slot and none is free.
 bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
@@ -653,12 +700,7 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
     switch (kind) {
         case Kind::message: {
             ring_.pop();  // before the callback: a nested delivery takes the next one
-            UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-            const btl::Segment seg{const_cast<std::byte*>(body), body_len};
-            const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-            if (!am_table_.dispatch(this, d)) [[unlikely]]
-                report_error(btl::error_flags::nonfatal, h.source,
-                             "uct: a message for an unregistered tag was dropped");
+            dispatch(h, body, body_len);
             return true;
         }
         case Kind::put:

@@ -207,6 +207,8 @@ class UctModule final : public btl::Module {
     static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
+    bool deliver_now(const std::byte* data, std::size_t length) noexcept;
+    void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
     int deliver() noexcept;
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;
@@ -307,8 +309,9 @@ class UctModule final : public btl::Module {
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     std::size_t peer_count_ = 0;
-    bool failures_ = false;    // an endpoint failed inside UCT's progress
-    std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
+    bool failures_ = false;         // an endpoint failed inside UCT's progress
+    bool in_uct_progress_ = false;  // inside uct_worker_progress: it must not be re-entered
+    std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
     std::chrono::steady_clock::time_point last_check_{};
 
     FragPool frags_;

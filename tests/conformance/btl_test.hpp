@@ -102,6 +102,10 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     using RdmaIssue = std::function<Status(btl::RdmaCompletionFn, void*, void*)>;
     Status run_rdma(const RdmaIssue& issue, const std::string& what);
 
+    // When set, every reply callback calls progress() again before returning,
+    // as an upper layer waiting inside a handler does.
+    void progress_inside_replies(bool on) { progress_in_reply_ = on; }
+
     // Failures seen inside callbacks (checked in TearDown too).
     int callback_errors() const { return callback_errors_; }
     int sends_pending() const { return sends_pending_; }
@@ -188,6 +192,7 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     std::set<std::uint64_t> acks_;
     std::vector<std::uint32_t> echo_seqs_;
     int chains_done_ = 0;
+    bool progress_in_reply_ = false;
     std::uint64_t next_msg_ = 1;
     std::deque<RdmaCompletion> completions_;
     std::vector<btl::RegistrationHandle*> local_handles_;

@@ -287,6 +287,7 @@ void BtlTest::on_reply(btl::Module*, const btl::ReceiveDescriptor& d, void* self
     }
     gather(d, 0, &h, wire_header_size);
     t->handle_reply(h, d);
+    if (t->progress_in_reply_) t->progress_.progress();
 }
 
 void BtlTest::on_chain(btl::Module*, const btl::ReceiveDescriptor& d, void* self) {

@@ -48,6 +48,14 @@ Status Module::deregister_mem(RegistrationHandle*) {
     return Status::success;
 }
 
+void* Module::mem_alloc(std::size_t) noexcept {
+    return nullptr;
+}
+
+bool Module::mem_free(void*) noexcept {
+    return false;
+}
+
 Status Module::flush(Endpoint*) {
     return Status::success;
 }

@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -176,8 +177,9 @@ Engine::~Engine() {
     }
     for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
     bml_.reset();
-    framework_.reset();
-    for (auto& [p, n] : allocations_) std::free(p);
+    framework_.reset();  // module memory goes with its module
+    for (const Allocation& a : allocations_)
+        if (!a.module) std::free(a.p);
 }
 
 void Engine::start_progress_thread() {
@@ -394,25 +396,40 @@ RawMsg* Engine::keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noex
     return m;
 }
 
+// Memory from the most exclusive transport that offers any (vader: its shared
+// segment, which local peers access directly), else page-aligned heap.
 void* Engine::mem_alloc(std::size_t size) noexcept {
-    void* p = nullptr;
-    if (posix_memalign(&p, 4096, size ? size : 1) != 0) return nullptr;
+    std::vector<btl::Module*> offering;
     try {
-        allocations_.emplace_back(p, size);
+        allocations_.reserve(allocations_.size() + 1);  // so recording it cannot fail
+        if (framework_) offering.assign(framework_->modules().begin(), framework_->modules().end());
     } catch (...) {
-        std::free(p);
         return nullptr;
     }
+    std::stable_sort(offering.begin(), offering.end(), [](btl::Module* a, btl::Module* b) {
+        return a->attributes().exclusivity > b->attributes().exclusivity;
+    });
+    for (btl::Module* m : offering) {
+        if (void* p = m->mem_alloc(size)) {
+            allocations_.push_back({p, m});
+            return p;
+        }
+    }
+    void* p = nullptr;
+    if (posix_memalign(&p, 4096, size ? size : 1) != 0) return nullptr;
+    allocations_.push_back({p, nullptr});
     return p;
 }
 
 void Engine::mem_free(void* p) noexcept {
     for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
-        if (it->first == p) {
+        if (it->p != p) continue;
+        if (!it->module)
             std::free(p);
-            allocations_.erase(it);
-            return;
-        }
+        else
+            it->module->mem_free(p);
+        allocations_.erase(it);
+        return;
     }
 }
 

@@ -483,7 +483,11 @@ class Engine {
     std::uint64_t osc_outstanding_total_ = 0;
     std::uint32_t barrier_epoch_ = 0;
     std::array<std::array<std::uint32_t, 32>, 2> barrier_arrivals_{};
-    std::vector<std::pair<void*, std::size_t>> allocations_;
+    struct Allocation {
+        void* p;
+        btl::Module* module;  // whose mem_alloc gave it; nullptr: the heap
+    };
+    std::vector<Allocation> allocations_;
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     bool warned_bad_am_ = false;

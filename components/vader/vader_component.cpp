@@ -20,7 +20,8 @@ using params::Type;
 constexpr params::Decl vader_params[] = {
     params::Decl{"eager_limit", Type::size, "32k",
                  "Largest message the upper layer sends eagerly in one fragment to a process on "
-                 "this node; larger ones use put/get (single copy) or several fragments",
+                 "this node; larger ones use put/get (single copy) or several fragments.  Left "
+                 "at its default it follows a smaller max_send_size; a value set must fit it",
                  4}
         .at_least(1),
     params::Decl{"max_send_size", Type::size, "32k",
@@ -48,6 +49,13 @@ constexpr params::Decl vader_params[] = {
      "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
      "fragments; the fragment count follows from it, at least 16)",
      5},
+    params::Decl{"heap_size", Type::size, "1G",
+                 "Address space reserved after each segment for mem_alloc: memory the local "
+                 "peers load, store and apply atomics to directly.  Pages are taken only when "
+                 "allocated; when the backing file system is full mem_alloc falls back to the "
+                 "heap (0: never)",
+                 5}
+        .range(0, std::int64_t{1} << 40),
     {"single_copy_mechanism", Type::enumeration, "auto",
      "Single copy for put/get and large messages: auto (CMA when a real cross-process read "
      "works), cma (the same, and say so when it does not), none (copy through shared "
@@ -87,11 +95,11 @@ class VaderComponent final : public btl::Component {
 
         const Layout layout = Layout::compute(static_cast<std::uint32_t>(rt.local_peers().size()),
                                               config.segment_size, config.max_send_size,
-                                              config.fbox_size, config.fifo_size);
+                                              config.fbox_size, config.fifo_size, config.heap_size);
         SharedFile segment;
         try {
             segment = SharedFile::create(config.backing_directory, rt.job_id(), rt.rank(),
-                                         layout.total, rt.numa_node());
+                                         layout.total, layout.heap_size, rt.numa_node());
         } catch (const std::system_error& e) {
             decline_reason_ = e.what();
             log::warn("{}; shared memory is not used", e.what());
@@ -105,8 +113,10 @@ class VaderComponent final : public btl::Component {
             decline_reason_ = fmt::format("cannot publish the segment name: {}", to_string(s));
             return modules;
         }
-        out.verbose(10, "segment {} ({} bytes, {} fragments, FIFO {}), single copy {}", path,
-                    layout.total, layout.frag_count, layout.fifo_capacity,
+        out.verbose(10,
+                    "segment {} ({} bytes, {} fragments, FIFO {}, {} bytes for mem_alloc), single "
+                    "copy {}",
+                    path, layout.total, layout.frag_count, layout.fifo_capacity, layout.heap_size,
                     config.single_copy == SingleCopy::cma ? "cma" : "none");
         modules.push_back(std::move(module));
         return modules;
@@ -129,6 +139,7 @@ class VaderComponent final : public btl::Component {
         const std::uint64_t threshold = r.get("btl_vader_fbox_threshold").as_unsigned();
         const std::uint64_t fifo = r.get("btl_vader_fifo_size").as_unsigned();
         c.segment_size = r.get("btl_vader_segment_size").as_unsigned();
+        c.heap_size = r.get("btl_vader_heap_size").as_unsigned();
         const std::string& mech = r.get("btl_vader_single_copy_mechanism").as_string();
         c.backing_directory = r.get("btl_vader_backing_directory").as_string();
         c.cma_probe_fail = r.get("btl_vader_cma_probe_fail").as_bool();

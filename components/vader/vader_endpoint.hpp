@@ -27,13 +27,14 @@ class VaderEndpoint final : public btl::Endpoint {
     FragHeader* frag(std::uint32_t index) const noexcept {
         return reinterpret_cast<FragHeader*>(segment.data() + frag_offset + index * frag_stride);
     }
-    // The peer's address `remote` seen through our mapping, or nullptr when it is
-    // not inside the peer's segment.
+    // The peer's address `remote` seen through our mapping, or nullptr when
+    // [remote, remote + size) is not inside the peer's mem_alloc pages (the
+    // rest of its segment is the transport's own: never a put/get target).
     char* translate(std::uint64_t remote, std::size_t size) const noexcept {
-        if (remote < owner_base || remote - owner_base > segment.size() ||
-            size > segment.size() - (remote - owner_base))
+        const std::uint64_t begin = owner_base + heap_offset;
+        if (remote < begin || remote - begin > heap_size || size > heap_size - (remote - begin))
             return nullptr;
-        return segment.data() + (remote - owner_base);
+        return segment.data() + heap_offset + (remote - begin);
     }
 
     const std::uint32_t local_index;
@@ -43,6 +44,8 @@ class VaderEndpoint final : public btl::Endpoint {
     pid_t pid = 0;
     ProcessWatch process;  // of pid, for check_peers
     std::uint64_t owner_base = 0;
+    std::uint64_t heap_offset = 0;
+    std::uint64_t heap_size = 0;
     std::size_t frag_offset = 0;
     std::size_t frag_stride = 0;
     std::uint32_t frag_count = 0;

@@ -15,7 +15,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 1;
+inline constexpr std::uint32_t segment_version = 2;
 inline constexpr std::size_t frag_header_size = 64;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {
@@ -44,6 +44,8 @@ struct alignas(cache_line) SegmentHeader {
     std::uint32_t frag_count;
     std::uint64_t frag_offset;
     std::uint64_t frag_stride;
+    std::uint64_t heap_offset;  // mem_alloc's pages: [heap_offset, heap_offset + heap_size)
+    std::uint64_t heap_size;
     std::uint64_t probe_cookie;  // read by peers through CMA to prove it works
     alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
 };
@@ -94,14 +96,16 @@ struct Layout {
     std::size_t fbox_offset;
     std::size_t fbox_stride;
     std::size_t frag_offset;
-    std::size_t total;
+    std::size_t total;        // the part allocated at creation
+    std::size_t heap_offset;  // == total: mem_alloc's pages follow, supplied on demand
+    std::size_t heap_size;
 
     // Fits as many fragments as `segment_size` allows (at least 16), and a FIFO
     // big enough for every fragment of every local process at once, so that
     // returning a fragment never finds the FIFO full.
     static Layout compute(std::uint32_t local_size, std::size_t segment_size,
                           std::size_t max_send_size, std::uint32_t fbox_size,
-                          std::uint32_t fifo_min) noexcept {
+                          std::uint32_t fifo_min, std::size_t heap_size = 0) noexcept {
         Layout l{};
         l.local_size = local_size;
         l.fbox_size = pow2_at_least(fbox_size < 256 ? 256 : fbox_size);
@@ -121,6 +125,8 @@ struct Layout {
         l.fbox_offset = round_up(l.fifo_offset + Fifo::bytes(l.fifo_capacity), cache_line);
         l.frag_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
         l.total = round_up(l.frag_offset + count * l.frag_stride, 4096);
+        l.heap_offset = l.total;
+        l.heap_size = heap_size / 4096 * 4096;
         return l;
     }
 };

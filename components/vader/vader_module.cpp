@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <optional>
 #include <system_error>
 
 #include "components/vader/vader_cma.hpp"
@@ -58,6 +59,9 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     h.frag_stride = layout_.frag_stride;
     std::uint64_t cookie = reinterpret_cast<std::uint64_t>(this) ^ 0x5a5aa5a5c3c33c3cull;
     h.probe_cookie = cookie;
+    h.heap_offset = layout_.heap_offset;
+    h.heap_size = layout_.heap_size;
+    heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
     readers_.reserve(layout_.local_size);
@@ -137,7 +141,8 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
         h->version != segment_version || h->local_index != local_index ||
         h->local_size != layout_.local_size || h->size != seg.size() ||
         h->frag_offset + std::uint64_t{h->frag_count} * h->frag_stride > seg.size() ||
-        h->fbox_offset + std::uint64_t{h->local_size} * h->fbox_stride > seg.size()) {
+        h->fbox_offset + std::uint64_t{h->local_size} * h->fbox_stride > seg.size() ||
+        h->heap_offset > seg.size() || h->heap_size > seg.size() - h->heap_offset) {
         out_.verbose(1, "peer {}: segment {} does not match this process's layout", peer, path);
         return nullptr;
     }
@@ -149,6 +154,8 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     ep->pid = static_cast<pid_t>(ph.pid);
     ep->process = ProcessWatch(ep->pid);
     ep->owner_base = ph.owner_base;
+    ep->heap_offset = ph.heap_offset;
+    ep->heap_size = ph.heap_size;
     ep->frag_offset = ph.frag_offset;
     ep->frag_stride = ph.frag_stride;
     ep->frag_count = ph.frag_count;
@@ -492,6 +499,38 @@ Status VaderModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
     return send_atomic(as_vader(endpoint), AtomicKind::cswap, local_address, remote_address,
                        local_handle, btl::AtomicOp::swap, value, compare, flags, cbfunc, cbcontext,
                        cbdata);
+}
+
+// --- mem_alloc -----------------------------------------------------------------
+
+void* VaderModule::mem_alloc(std::size_t size) noexcept {
+    try {
+        const std::optional<std::size_t> offset = heap_.take(size);
+        if (!offset) return nullptr;
+        if (!segment_.provide(*offset, SegmentHeap::rounded(size))) {
+            out_.verbose(5, "mem_alloc({}): {} cannot supply the pages", size,
+                         config_.backing_directory);
+            heap_.give(*offset);
+            return nullptr;
+        }
+        return segment_.data() + *offset;
+    } catch (const std::bad_alloc&) {
+        return nullptr;
+    }
+}
+
+bool VaderModule::mem_free(void* p) noexcept {
+    const auto* c = static_cast<const char*>(p);
+    if (c < segment_.data() || c >= segment_.data() + segment_.size()) return false;
+    const auto offset = static_cast<std::size_t>(c - segment_.data());
+    try {
+        const std::size_t size = heap_.give(offset);
+        if (size == 0) return false;
+        segment_.reclaim(offset, size);  // fresh (zero) pages on the next mem_alloc
+        return true;
+    } catch (const std::bad_alloc&) {
+        return true;  // ours, but merging the free list needed memory: the block stays taken
+    }
 }
 
 btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void*, std::size_t,

@@ -11,6 +11,7 @@
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
+#include "components/vader/vader_heap.hpp"
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "transit/btl/component.hpp"
@@ -27,6 +28,7 @@ struct Config {
     std::uint32_t fbox_threshold = 16;
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
+    std::size_t heap_size = std::size_t{1} << 30;
     SingleCopy single_copy = SingleCopy::cma;
     bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
     bool cma_probe_fail = false;  // testing only
@@ -102,6 +104,8 @@ class VaderModule final : public btl::Module {
                         std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept override;
 
+    void* mem_alloc(std::size_t size) noexcept override;
+    bool mem_free(void* p) noexcept override;
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;
     Status deregister_mem(btl::RegistrationHandle* handle) override;
@@ -150,6 +154,7 @@ class VaderModule final : public btl::Module {
     Config config_;
     Layout layout_;
     SharedFile segment_;
+    SegmentHeap heap_;  // mem_alloc's pages, after the fixed part of segment_
     SegmentHeader* header_;
     log::Stream out_;
     SingleCopy single_copy_;

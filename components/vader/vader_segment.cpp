@@ -74,25 +74,38 @@ void unlink_path(const std::string& path) noexcept {
 }
 
 SharedFile SharedFile::create(std::string_view dir, std::string_view job_id, Rank rank,
-                              std::size_t size, int numa_node) {
+                              std::size_t size, std::size_t reserve, int numa_node) {
     SharedFile f;
     f.path_ = fmt::format("{}/{}", dir, segment_file_name(job_id, rank, random64()));
-    Fd fd(::open(f.path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-    if (fd.get() < 0) fail("cannot create", f.path_);
+    f.fd_ = ::open(f.path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (f.fd_ < 0) fail("cannot create", f.path_);
     f.owner_ = true;
     f.linked_ = true;
-    if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) fail("cannot size", f.path_);
-    f.base_ = map(fd.get(), size, f.path_);
-    f.size_ = size;
-    prefer_numa_node(f.base_, size, numa_node);
+    const int fd = f.fd_;
+    const std::size_t total = size + reserve;
+    if (::ftruncate(fd, static_cast<off_t>(total)) != 0) fail("cannot size", f.path_);
+    f.base_ = map(fd, total, f.path_);
+    f.size_ = total;
+    prefer_numa_node(f.base_, total, numa_node);
     // Touch every page now: tmpfs pages are placed where first faulted, and a
     // full /dev/shm should fail here (SIGBUS-free) rather than mid-transfer.
-    if (::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)) != 0) {
+    if (::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
         errno = ENOSPC;
         fail("no space for", f.path_);
     }
     std::memset(f.base_, 0, size);
     return f;
+}
+
+bool SharedFile::provide(std::size_t offset, std::size_t len) noexcept {
+    if (fd_ < 0 || offset > size_ || len > size_ - offset) return false;
+    return ::posix_fallocate(fd_, static_cast<off_t>(offset), static_cast<off_t>(len)) == 0;
+}
+
+void SharedFile::reclaim(std::size_t offset, std::size_t len) noexcept {
+    if (fd_ < 0 || offset > size_ || len > size_ - offset) return;
+    (void)::fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(offset),
+                      static_cast<off_t>(len));
 }
 
 SharedFile SharedFile::attach(const std::string& path) {
@@ -119,8 +132,10 @@ void SharedFile::unlink() noexcept {
 void SharedFile::release() noexcept {
     unlink();
     if (base_ != nullptr) ::munmap(base_, size_);
+    if (fd_ >= 0) ::close(fd_);
     base_ = nullptr;
     size_ = 0;
+    fd_ = -1;
 }
 
 SharedFile::~SharedFile() {
@@ -130,6 +145,7 @@ SharedFile::~SharedFile() {
 SharedFile::SharedFile(SharedFile&& other) noexcept
     : base_(std::exchange(other.base_, nullptr)),
       size_(std::exchange(other.size_, 0)),
+      fd_(std::exchange(other.fd_, -1)),
       path_(std::move(other.path_)),
       owner_(std::exchange(other.owner_, false)),
       linked_(std::exchange(other.linked_, false)) {}
@@ -139,6 +155,7 @@ SharedFile& SharedFile::operator=(SharedFile&& other) noexcept {
         release();
         base_ = std::exchange(other.base_, nullptr);
         size_ = std::exchange(other.size_, 0);
+        fd_ = std::exchange(other.fd_, -1);
         path_ = std::move(other.path_);
         owner_ = std::exchange(other.owner_, false);
         linked_ = std::exchange(other.linked_, false);

@@ -21,10 +21,12 @@ class SharedFile {
     SharedFile& operator=(const SharedFile&) = delete;
 
     // Creates <dir>/transit-<job>-vader-<rank>-<random>, sized and mapped, its
-    // pages zeroed by this process (first touch) after asking for `numa_node`
-    // (-1: no preference).  Throws std::system_error naming the path.
+    // first `size` bytes allocated and zeroed by this process (first touch)
+    // after asking for `numa_node` (-1: no preference).  `reserve` more bytes
+    // follow, mapped but without pages until provide() asks for them.  Throws
+    // std::system_error naming the path.
     static SharedFile create(std::string_view dir, std::string_view job_id, Rank rank,
-                             std::size_t size, int numa_node);
+                             std::size_t size, std::size_t reserve, int numa_node);
     // Maps a peer's file.  Throws std::system_error naming the path.
     static SharedFile attach(const std::string& path);
 
@@ -37,11 +39,18 @@ class SharedFile {
     // Removes the name (the mapping stays valid).  Idempotent, never throws.
     void unlink() noexcept;
 
+    // The owner's page supply for the reserved part: provide() allocates
+    // [offset, offset + len) (false when the file system is full: touching
+    // pages it could not supply would be a SIGBUS), reclaim() gives them back.
+    bool provide(std::size_t offset, std::size_t len) noexcept;
+    void reclaim(std::size_t offset, std::size_t len) noexcept;
+
   private:
     void release() noexcept;
 
     void* base_ = nullptr;
     std::size_t size_ = 0;
+    int fd_ = -1;  // the owner keeps it, to supply the reserved pages
     std::string path_;
     bool owner_ = false;
     bool linked_ = false;

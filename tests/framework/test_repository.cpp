@@ -1,5 +1,6 @@
 // The loader: every broken fixture is refused with its own reason, good ones
 // load, and the search path comes from mca_base_component_path.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -68,7 +69,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Refusal{"badmagic", "bad magic 0x0badf00d"},
         Refusal{"otherabi", "built against Transit ABI 3.0, this is ABI 2.0"},
-        Refusal{"otheriface", "built against btl interface version 4, this is version 3"},
+        Refusal{"otheriface", fmt::format("built against btl interface version {}, this is "
+                                          "version {}",
+                                          btl_interface_version + 1, btl_interface_version)},
         Refusal{"fingerprint", std::string("built with othercc/otherlib/x86_64-sysv, this is ") +
                                    build_fingerprint},
         Refusal{"wrongname", "descriptor names component 'somebodyelse'"},

@@ -34,7 +34,7 @@ TEST(VaderSegment, NameCarriesJobRankAndRandomPart) {
 TEST(VaderSegment, CreatedPrivateZeroedAndUnlinkedOnDestruction) {
     std::string path;
     {
-        SharedFile f = SharedFile::create("/dev/shm", job(), 0, 1 << 20, -1);
+        SharedFile f = SharedFile::create("/dev/shm", job(), 0, 1 << 20, 0, -1);
         path = f.path();
         struct stat st {};
         ASSERT_EQ(::stat(path.c_str(), &st), 0);
@@ -48,13 +48,13 @@ TEST(VaderSegment, CreatedPrivateZeroedAndUnlinkedOnDestruction) {
 }
 
 TEST(VaderSegment, TwoCreatesGetDifferentNames) {
-    SharedFile a = SharedFile::create("/dev/shm", job(), 0, 4096, -1);
-    SharedFile b = SharedFile::create("/dev/shm", job(), 0, 4096, -1);
+    SharedFile a = SharedFile::create("/dev/shm", job(), 0, 4096, 0, -1);
+    SharedFile b = SharedFile::create("/dev/shm", job(), 0, 4096, 0, -1);
     EXPECT_NE(a.path(), b.path());
 }
 
 TEST(VaderSegment, PeerMapsSharesAndTheNameGoesAway) {
-    SharedFile owner = SharedFile::create("/dev/shm", job(), 0, 1 << 16, 0);
+    SharedFile owner = SharedFile::create("/dev/shm", job(), 0, 1 << 16, 0, 0);
     const std::string path = owner.path();
     const pid_t child = test::spawn([&] {
         SharedFile peer = SharedFile::attach(path);
@@ -77,7 +77,7 @@ TEST(VaderSegment, BadPathsGiveErrorsNamingThePath) {
     } catch (const std::system_error& e) {
         EXPECT_NE(std::string(e.what()).find("transit-no-such-segment"), std::string::npos);
     }
-    EXPECT_THROW((void)SharedFile::create("/nonexistent-dir", job(), 0, 4096, -1),
+    EXPECT_THROW((void)SharedFile::create("/nonexistent-dir", job(), 0, 4096, 0, -1),
                  std::system_error);
     EXPECT_EQ(leftovers(job()), 0u);
 }

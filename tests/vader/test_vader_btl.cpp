@@ -354,6 +354,98 @@ TEST(VaderBtl, SmallBoxesAndFifoStillCarryEverything) {
     EXPECT_EQ(leftovers(job), 0u);
 }
 
+// --- mem_alloc ---------------------------------------------------------------------
+
+// Rank 1 exposes memory from its module's mem_alloc; rank 0 reaches it with
+// single copy off, so only direct access through the shared mapping can
+// complete put, get and atomics, and they must complete at once.
+bool direct_access(Rank rank, JobArea* area, const std::string& job) {
+    Proc p(area, rank, 2, job, {{"single_copy_mechanism", "none"}, {"heap_size", "4M"}});
+    if (!check(p.has_module(), "init returned a module")) return false;
+    btl::Module& m = p.module();
+    constexpr std::size_t block = (1 << 20) + 100;
+    struct Ctl {
+        Exposed ex{};
+        int got = 0;
+    } ctl;
+    p.am().register_callback(
+        tag_ctl,
+        [](btl::Module*, const btl::ReceiveDescriptor& d, void* cb) {
+            auto* c = static_cast<Ctl*>(cb);
+            if (c->got++ == 0) std::memcpy(&c->ex, d.segments[0].addr, sizeof c->ex);
+        },
+        &ctl);
+    if (rank == 1) {
+        const bool refused = m.mem_alloc(8u << 20) == nullptr;
+        auto* mem = static_cast<char*>(m.mem_alloc(block));
+        auto* counter = static_cast<std::uint64_t*>(m.mem_alloc(8));
+        if (!check(refused, "more than heap_size is refused") ||
+            !check(mem != nullptr && counter != nullptr, "mem_alloc gave memory") ||
+            !check(reinterpret_cast<std::uintptr_t>(mem) % 4096 == 0, "page aligned")) {
+            const Exposed none{};
+            (void)p.send(0, tag_ctl, &none, sizeof none);  // so rank 0 stops too
+            return false;
+        }
+        fill(mem, block, 77);
+        *counter = 0;
+        const Exposed ex{reinterpret_cast<std::uint64_t>(mem),
+                         reinterpret_cast<std::uint64_t>(counter), 0};
+        if (!ok(p.send(0, tag_ctl, &ex, sizeof ex))) return false;
+        while (ctl.got == 0) p.progress();  // rank 0 is done
+        std::vector<char> want(block);
+        fill(want.data(), block, 99);
+        bool good = check(std::memcmp(mem, want.data(), block) == 0, "put landed") &&
+                    check(*counter == 1000, "fetch-adds applied", static_cast<long long>(*counter));
+        int foreign = 0;
+        good = good && check(!m.mem_free(&foreign), "a pointer it did not give is not freed") &&
+               check(m.mem_free(mem), "its own block is freed") &&
+               check(!m.mem_free(mem), "the same block is not freed twice") &&
+               check(m.mem_free(counter), "the counter is freed");
+        p.runtime().fence();
+        return good;
+    }
+    while (ctl.got == 0) p.progress();
+    if (!check(ctl.ex.buffer != 0, "rank 1 exposed its memory")) return false;
+    std::vector<char> got(block);
+    if (!check(m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, block, 0, btl::no_order,
+                     rdma_done, nullptr, nullptr) == Status::completed,
+               "get from mem_alloc memory completes at once"))
+        return false;
+    std::vector<char> want(block);
+    fill(want.data(), block, 77);
+    if (!check(got == want, "get read the peer's memory")) return false;
+    char outside[8];
+    if (!check(m.get(p.ep(1), outside, ctl.ex.buffer + block + 4096 * 4096, nullptr, nullptr, 8, 0,
+                     btl::no_order, rdma_done, nullptr, nullptr) == Status::not_supported,
+               "an address outside the peer's mem_alloc pages needs single copy"))
+        return false;
+    fill(got.data(), block, 99);
+    if (!check(m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, block, 0, btl::no_order,
+                     rdma_done, nullptr, nullptr) == Status::completed,
+               "put completes at once"))
+        return false;
+    for (std::uint64_t i = 0; i < 1000; ++i) {
+        std::uint64_t old = ~0ull;
+        const Status s =
+            m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, btl::AtomicOp::add, 1, 0,
+                         btl::no_order, rdma_done, nullptr, nullptr);
+        if (!check(s == Status::completed && old == i, "fetch-add completes at once, in order",
+                   static_cast<long long>(old)))
+            return false;
+    }
+    const std::uint32_t done = 1;
+    if (!ok(p.send(1, tag_ctl, &done, sizeof done))) return false;
+    p.runtime().fence();
+    return true;
+}
+
+TEST(VaderBtl, MemAllocMemoryIsReachedDirectly) {
+    const std::string job = job_name("mem");
+    const auto codes = run_job(2, job, direct_access);
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    EXPECT_EQ(leftovers(job), 0u);
+}
+
 // --- many to one ------------------------------------------------------------------
 
 constexpr std::uint32_t stress_messages = 100000;

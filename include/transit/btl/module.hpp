@@ -25,27 +25,27 @@ class Component;
 
 // Per-peer state of a module (a socket, a FIFO pointer, a queue pair).
 class Endpoint {
-public:
+  public:
     explicit Endpoint(Rank peer) : peer_(peer) {}
     virtual ~Endpoint() = default;
     Rank peer() const noexcept { return peer_; }
 
-private:
+  private:
     Rank peer_;
 };
 
 struct Attributes {
-    std::size_t eager_limit = 4096;        // largest first fragment sent eagerly
-    std::size_t rndv_eager_limit = 4096;   // data carried by a rendezvous first fragment
-    std::size_t max_send_size = 65536;     // largest fragment
+    std::size_t eager_limit = 4096;       // largest first fragment sent eagerly
+    std::size_t rndv_eager_limit = 4096;  // data carried by a rendezvous first fragment
+    std::size_t max_send_size = 65536;    // largest fragment
     std::size_t rdma_pipeline_send_length = 1 << 20;
     std::size_t rdma_pipeline_frag_size = 1 << 20;
     std::size_t min_rdma_pipeline_size = 0;
     std::uint32_t exclusivity = exclusivity_low;
-    std::uint32_t latency = 0;    // relative, lower is better
-    std::uint32_t bandwidth = 0;  // MB/s per endpoint
-    std::uint32_t flags = 0;           // btl::flags
-    std::uint32_t atomic_flags = 0;    // btl::atomic_support
+    std::uint32_t latency = 0;       // relative, lower is better
+    std::uint32_t bandwidth = 0;     // MB/s per endpoint
+    std::uint32_t flags = 0;         // btl::flags
+    std::uint32_t atomic_flags = 0;  // btl::atomic_support
     std::size_t registration_handle_size = 0;
     std::size_t get_limit = std::numeric_limits<std::size_t>::max();
     std::size_t get_alignment = 0;
@@ -56,7 +56,7 @@ struct Attributes {
 };
 
 class Module {
-public:
+  public:
     explicit Module(Component& component) : component_(&component) {}
     virtual ~Module() = default;
     Module(const Module&) = delete;
@@ -120,16 +120,16 @@ public:
                              const RegistrationHandle* remote_handle, AtomicOp op,
                              std::uint64_t operand, int flags, int order, RdmaCompletionFn cbfunc,
                              void* cbcontext, void* cbdata) noexcept;
-    virtual Status atomic_fop(Endpoint* endpoint, void* local_address,
-                              std::uint64_t remote_address, RegistrationHandle* local_handle,
+    virtual Status atomic_fop(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
+                              RegistrationHandle* local_handle,
                               const RegistrationHandle* remote_handle, AtomicOp op,
-                              std::uint64_t operand, int flags, int order,
-                              RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+                              std::uint64_t operand, int flags, int order, RdmaCompletionFn cbfunc,
+                              void* cbcontext, void* cbdata) noexcept;
     virtual Status atomic_cswap(Endpoint* endpoint, void* local_address,
                                 std::uint64_t remote_address, RegistrationHandle* local_handle,
                                 const RegistrationHandle* remote_handle, std::uint64_t compare,
-                                std::uint64_t value, int flags, int order,
-                                RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+                                std::uint64_t value, int flags, int order, RdmaCompletionFn cbfunc,
+                                void* cbcontext, void* cbdata) noexcept;
 
     // --- memory registration --------------------------------------------------
     // nullptr endpoint = usable with every peer.  Returns nullptr on failure.
@@ -137,6 +137,14 @@ public:
     virtual RegistrationHandle* register_mem(Endpoint* endpoint, void* base, std::size_t size,
                                              std::uint32_t flags);
     virtual Status deregister_mem(RegistrationHandle* handle);
+
+    // --- memory for the upper layer (optional) --------------------------------
+    // Memory the module's peers reach more directly than the heap (vader: inside
+    // its shared segment, so put/get are memcpy and atomics CPU atomics).
+    // nullptr when the module offers none or has no room left: use the heap.
+    virtual void* mem_alloc(std::size_t size) noexcept;
+    // True when p came from this module's mem_alloc (it is released now).
+    virtual bool mem_free(void* p) noexcept;
 
     // Returns once every put/get/atomic started before the call has completed
     // (to endpoint, or to all when null).  Drives progress while it waits.
@@ -147,7 +155,7 @@ public:
     // Releases everything; the module is destroyed afterwards.
     virtual Status finalize() { return Status::success; }
 
-protected:
+  protected:
     // Modules set their attributes in the constructor and from parameters.
     Attributes attr_;
 
@@ -156,7 +164,7 @@ protected:
         if (error_fn_) error_fn_(this, error_flags, peer, info, error_cbdata_);
     }
 
-private:
+  private:
     Component* component_;
     ErrorFn error_fn_ = nullptr;
     void* error_cbdata_ = nullptr;

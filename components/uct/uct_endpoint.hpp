@@ -19,6 +19,8 @@ class UctEndpoint final : public btl::Endpoint {
     ~UctEndpoint() override {
         if (rkey_component != nullptr)
             rkeys.clear([this](uct_rkey_bundle_t& b) { uct_rkey_release(rkey_component, &b); });
+        if (amo_component != nullptr)
+            amo_rkeys.clear([this](uct_rkey_bundle_t& b) { uct_rkey_release(amo_component, &b); });
         if (rdma_ep != nullptr && rdma_ep != ep) uct_ep_destroy(rdma_ep);
         if (ep != nullptr) uct_ep_destroy(ep);
     }
@@ -30,10 +32,14 @@ class UctEndpoint final : public btl::Endpoint {
     uct_component_h rkey_component = nullptr;  // unpacks (and releases) the remote keys
     RkeyCache<uct_rkey_bundle_t, rkey_cache_size> rkeys;
     bool rdma_broken = false;  // a native operation failed: active messages from now on
-    bool failed = false;       // UCT reported the peer lost; sends fail at once
-    bool reported = false;     // the error callback has been told
-    bool added = false;        // by add_procs (not only connected to answer a request)
-    ProcessWatch process;      // a peer on this node, watched for exit (or nothing)
+    // Native atomics (mem_alloc memory): the interface's own keys.
+    uct_component_h amo_component = nullptr;
+    RkeyCache<uct_rkey_bundle_t, rkey_cache_size> amo_rkeys;
+    bool amo_broken = false;
+    bool failed = false;    // UCT reported the peer lost; sends fail at once
+    bool reported = false;  // the error callback has been told
+    bool added = false;     // by add_procs (not only connected to answer a request)
+    ProcessWatch process;   // a peer on this node, watched for exit (or nothing)
 };
 
 }  // namespace transit::uct

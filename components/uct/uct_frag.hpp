@@ -65,6 +65,7 @@ struct RdmaOp {
     std::uint32_t issued = 0;
     std::uint64_t operand = 0;
     std::uint64_t compare = 0;
+    std::uint64_t result = 0;  // a native fetching atomic writes here (then local_address)
     RdmaOp* next_free = nullptr;
     RdmaOp* next_queued = nullptr;
 };

@@ -44,6 +44,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       regions_(std::move(regions)) {
     open_objects();
     open_native();
+    open_native_atomics();
     build_address();
     choose_attributes();
     setup_pools();
@@ -91,11 +92,13 @@ void UctModule::open_objects() {
     params.err_handler = &UctModule::error_cb;
     params.err_handler_arg = this;
     params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
-    // Put and get too when the transport may carry them natively (its own
-    // memory domain registering memory: rc, dc on a cluster).
+    // Put, get and atomics too when the transport may carry them natively
+    // (its own memory domain registering memory: rc, dc on a cluster; or
+    // allocating it: atomics over posix and sysv).
     params.features = UCT_IFACE_FEATURE_AM;
     if (config_.rdma != RdmaMode::am)
-        params.features |= UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
+        params.features |= UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET | UCT_IFACE_FEATURE_AMO32 |
+                           UCT_IFACE_FEATURE_AMO64;
     params.rx_headroom = 0;
     uct_iface_h iface = nullptr;
     s = uct_iface_open(md_.get(), worker_.get(), &params, iface_config, &iface);
@@ -199,8 +202,11 @@ void UctModule::choose_attributes() {
     using namespace btl::atomic_support;
     attr_.atomic_flags =
         add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;
+    // The plain handle, then the RDMA memory domain's key and the interface's
+    // own (native atomics) where each is used.
     attr_.registration_handle_size =
-        rdma_md_ != nullptr ? native_handle_header + rkey_len_ : sizeof(PackedHandle);
+        sizeof(PackedHandle) + (rdma_md_ != nullptr ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
+        (native_amo_ ? sizeof(RemoteKeyHeader) + amo_rkey_len_ : 0);
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;
 }
@@ -744,16 +750,16 @@ Status UctModule::flush(btl::Endpoint*) {
 }
 
 void UctModule::dump(btl::Endpoint*, int verbosity) {
-    log::write(
-        "btl:uct",
-        fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
-                    "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
-                    "{} registrations; native put/get {} ({} operations, {} fell back "
-                    "to active messages)",
-                    name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-                    replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
-                    ring_.grown(), regions_->registrations.size(),
-                    native_rw_ ? rdma_name_ : std::string("off"), native_ops_, native_fallbacks_));
+    log::write("btl:uct",
+               fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+                           "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+                           "{} registrations; native put/get {} ({} operations, {} fell back "
+                           "to active messages), native atomics {} ({} operations)",
+                           name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
+                           replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
+                           ring_.grown(), regions_->registrations.size(),
+                           native_rw_ ? rdma_name_ : std::string("off"), native_ops_,
+                           native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
     if (verbosity > 50)
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
@@ -766,6 +772,10 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
 Status UctModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
+    if (worker_)
+        out_.verbose(10,
+                     "{}: {} native put/get, {} native atomics, {} fell back to active messages",
+                     name(), native_ops_, native_amos_, native_fallbacks_);
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);
@@ -774,6 +784,7 @@ Status UctModule::finalize() {
     by_rank_.clear();
     peer_count_ = 0;
     release_native_registrations();
+    free_allocations();
     rdma_iface_ = nullptr;
     rdma_md_ = nullptr;
     cma_iface_.reset();

@@ -163,6 +163,8 @@ class UctModule final : public btl::Module {
                         std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept override;
 
+    void* mem_alloc(std::size_t size) noexcept override;
+    bool mem_free(void* p) noexcept override;
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;
     Status deregister_mem(btl::RegistrationHandle* handle) override;
@@ -207,6 +209,19 @@ class UctModule final : public btl::Module {
     static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
+
+    // Native atomics (uct_native.cpp): on memory this module's memory domain
+    // allocated (mem_alloc), through the interface's own UCT atomics.
+    void open_native_atomics();
+    Status native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* remote_handle,
+                         std::uint64_t key, void* local_address, std::uint64_t remote_address,
+                         btl::AtomicOp amo, std::uint64_t operand, std::uint64_t compare,
+                         bool bits32, AtomicMode mode, btl::RdmaCompletionFn cbfunc,
+                         void* cbcontext, void* cbdata) noexcept;
+    bool amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
+                      uct_rkey_t& rkey) noexcept;
+    const uct_allocated_memory_t* allocation_of(const void* base, std::size_t size) const noexcept;
+    void free_allocations() noexcept;
     bool deliver_now(const std::byte* data, std::size_t length) noexcept;
     void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
     int deliver() noexcept;
@@ -303,6 +318,11 @@ class UctModule final : public btl::Module {
     std::size_t native_min_ = 0;     // smaller transfers go by active messages
     RdmaOp* done_head_ = nullptr;    // completed by UCT, reported after its progress
     FifoQueue<RdmaOp> flushes_;      // puts whose flush found no resources
+    bool native_amo_ = false;        // UCT atomics on mem_alloc memory
+    std::uint32_t amo_md_tag_ = 0;   // md_tag() of the interface's memory domain
+    std::size_t amo_rkey_len_ = 0;   // its packed remote key
+    std::vector<uct_allocated_memory_t> allocations_;  // mem_alloc's, from md_
+    std::uint64_t native_amos_ = 0;
     std::uint64_t native_ops_ = 0;
     std::uint64_t native_fallbacks_ = 0;
 

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <optional>
 
 #include "uct_module.hpp"
 
@@ -204,6 +205,14 @@ void UctModule::register_native(Regions::Registration& r, void* base, std::size_
     }
     pack_handle(r.packed, h, rdma_md_tag_, std::span(rkey).first(with_rkey ? rkey_len_ : 0),
                 with_rkey);
+    // mem_alloc memory: the interface's own key too, for native atomics.
+    if (const uct_allocated_memory_t* m = native_amo_ ? allocation_of(base, size) : nullptr) {
+        std::array<std::byte, max_rkey_len> amo_key{};
+        if (uct_md_mkey_pack(md_.get(), m->memh, amo_key.data()) != UCS_OK ||
+            !append_rkey(r.packed, amo_md_tag_, std::span(amo_key).first(amo_rkey_len_)))
+            out_.verbose(10, "{}: no native atomics on {} bytes at {}: the key was not packed",
+                         name(), size, base);
+    }
 }
 
 // Before the memory domain closes: the handles stay (the active-message path
@@ -361,10 +370,229 @@ int UctModule::finish_native() noexcept {
         done_head_ = op->next_done;
         op->next_done = nullptr;
         op->native = false;
+        if (op->kind == OpKind::atomic && op->mode != AtomicMode::post && ok(op->status))
+            std::memcpy(op->local_address, &op->result, op->bits32 ? 4 : 8);
         complete_op(op);
         ++events;
     }
     return events;
+}
+
+}  // namespace transit::uct
+
+// --- native atomics --------------------------------------------------------------
+//
+// posix and sysv offer UCT atomics (CPU atomics on a peer's shared memory) but
+// only on memory their memory domain allocated.  mem_alloc hands such memory
+// out; its registrations carry the interface's own remote key beside the RDMA
+// one, and atomics on it use uct_ep_atomic*.  Other memory, and operations
+// UCT lacks (or gets wrong, below), keep going by active messages.
+
+namespace transit::uct {
+
+namespace {
+
+std::optional<uct_atomic_op_t> uct_op(btl::AtomicOp op) noexcept {
+    switch (op) {
+        case btl::AtomicOp::add:
+            return UCT_ATOMIC_OP_ADD;
+        case btl::AtomicOp::and_:
+            return UCT_ATOMIC_OP_AND;
+        case btl::AtomicOp::or_:
+            return UCT_ATOMIC_OP_OR;
+        case btl::AtomicOp::xor_:
+            return UCT_ATOMIC_OP_XOR;
+        case btl::AtomicOp::swap:
+            return UCT_ATOMIC_OP_SWAP;
+        default:
+            return std::nullopt;
+    }
+}
+
+// UCX 1.13's shared-memory fetching and/or/xor return the old value but leave
+// the target unchanged (seen here with posix and sysv); they stay with the
+// target's own CPU atomics.
+constexpr bool fetch_is_trusted(uct_atomic_op_t op) noexcept {
+    return op == UCT_ATOMIC_OP_ADD || op == UCT_ATOMIC_OP_SWAP;
+}
+
+}  // namespace
+
+void UctModule::open_native_atomics() {
+    if (config_.rdma == RdmaMode::am) return;
+    constexpr std::uint64_t atomic_kinds = UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE;
+    if (!(iface_attr_.cap.flags & atomic_kinds) || iface_attr_.cap.atomic64.op_flags == 0) return;
+    uct_md_attr_t md_attr{};
+    if (uct_md_query(md_.get(), &md_attr) != UCS_OK || !(md_attr.cap.flags & UCT_MD_FLAG_ALLOC))
+        return;
+    // Room in a handle for both keys (the RDMA one may be there already).
+    if (md_attr.rkey_packed_size + rkey_len_ + 2 * sizeof(RemoteKeyHeader) + sizeof(PackedHandle) >
+        btl::max_registration_handle_size) {
+        out_.verbose(10, "{}: no native atomics: the remote keys do not fit a handle", name());
+        return;
+    }
+    native_amo_ = true;
+    amo_md_tag_ = md_tag(resource_.md_name);
+    amo_rkey_len_ = md_attr.rkey_packed_size;
+    out_.verbose(10, "{}: atomics on mem_alloc memory by UCT's own (remote key {} bytes)", name(),
+                 amo_rkey_len_);
+}
+
+void* UctModule::mem_alloc(std::size_t size) noexcept {
+    if (!native_amo_ || size == 0) return nullptr;
+    try {
+        allocations_.reserve(allocations_.size() + 1);
+    } catch (const std::bad_alloc&) {
+        return nullptr;
+    }
+    const uct_alloc_method_t method = UCT_ALLOC_METHOD_MD;
+    uct_md_h md = md_.get();
+    uct_mem_alloc_params_t params{};
+    params.field_mask = UCT_MEM_ALLOC_PARAM_FIELD_FLAGS | UCT_MEM_ALLOC_PARAM_FIELD_MEM_TYPE |
+                        UCT_MEM_ALLOC_PARAM_FIELD_MDS | UCT_MEM_ALLOC_PARAM_FIELD_NAME;
+    params.flags = UCT_MD_MEM_ACCESS_ALL;
+    params.mem_type = UCS_MEMORY_TYPE_HOST;
+    params.mds.mds = &md;
+    params.mds.count = 1;
+    params.name = "transit mem_alloc";
+    uct_allocated_memory_t mem{};
+    if (ucs_status_t s = uct_mem_alloc(size, &method, 1, &params, &mem); s != UCS_OK) {
+        out_.verbose(5, "{}: mem_alloc({}) failed: {}", name(), size, ucs_status_string(s));
+        return nullptr;
+    }
+    allocations_.push_back(mem);
+    return mem.address;
+}
+
+bool UctModule::mem_free(void* p) noexcept {
+    for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
+        if (it->address != p) continue;
+        (void)uct_mem_free(&*it);
+        allocations_.erase(it);
+        return true;
+    }
+    return false;
+}
+
+void UctModule::free_allocations() noexcept {
+    for (const uct_allocated_memory_t& m : allocations_) (void)uct_mem_free(&m);
+    allocations_.clear();
+}
+
+const uct_allocated_memory_t* UctModule::allocation_of(const void* base,
+                                                       std::size_t size) const noexcept {
+    const auto b = reinterpret_cast<std::uintptr_t>(base);
+    for (const uct_allocated_memory_t& m : allocations_) {
+        const auto a = reinterpret_cast<std::uintptr_t>(m.address);
+        if (b >= a && size <= m.length && b - a <= m.length - size) return &m;
+    }
+    return nullptr;
+}
+
+bool UctModule::amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle,
+                             std::uint64_t key, uct_rkey_t& rkey) noexcept {
+    if (const uct_rkey_bundle_t* b = ep->amo_rkeys.find(key)) {
+        rkey = b->rkey;
+        return true;
+    }
+    const std::byte* packed =
+        handle_rkey(reinterpret_cast<const std::byte*>(handle), amo_md_tag_, amo_rkey_len_);
+    if (packed == nullptr) return false;
+    uct_rkey_bundle_t b{};
+    if (uct_rkey_unpack(resource_.component, packed, &b) != UCS_OK) return false;
+    ep->amo_component = resource_.component;
+    ep->amo_rkeys.insert(
+        key, b, [this](uct_rkey_bundle_t& old) { uct_rkey_release(resource_.component, &old); });
+    rkey = b.rkey;
+    return true;
+}
+
+Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* remote_handle,
+                                std::uint64_t key, void* local_address,
+                                std::uint64_t remote_address, btl::AtomicOp amo,
+                                std::uint64_t operand, std::uint64_t compare, bool bits32,
+                                AtomicMode mode, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                void* cbdata) noexcept {
+    if (ep->amo_broken || ep->failed) return Status::not_available;
+    const std::optional<uct_atomic_op_t> op =
+        mode == AtomicMode::cswap ? std::optional(UCT_ATOMIC_OP_CSWAP) : uct_op(amo);
+    if (!op) return Status::not_available;
+    const auto& caps = bits32 ? iface_attr_.cap.atomic32 : iface_attr_.cap.atomic64;
+    const std::uint64_t offered = mode == AtomicMode::post ? caps.op_flags : caps.fop_flags;
+    if (!(offered & UCS_BIT(*op))) return Status::not_available;
+    if (mode == AtomicMode::fetch && !fetch_is_trusted(*op)) return Status::not_available;
+    uct_rkey_t rkey = UCT_INVALID_RKEY;
+    if (!amo_rkey_for(ep, remote_handle, key, rkey)) return Status::not_available;
+
+    RdmaOp* o = start_op(OpKind::atomic, ep, local_address, nullptr, cbfunc, cbcontext, cbdata);
+    if (o == nullptr) return Status::out_of_resource;
+    o->native = true;
+    o->owner = this;
+    o->comp.func = &UctModule::native_done_cb;
+    o->comp.count = 1;
+    o->comp.status = UCS_OK;
+    o->mode = mode;
+    o->bits32 = bits32;
+    o->result = 0;
+    auto* r64 = &o->result;
+    auto* r32 = reinterpret_cast<std::uint32_t*>(&o->result);  // the low half, read by memcpy
+    const auto v32 = static_cast<std::uint32_t>(operand);
+    const auto c32 = static_cast<std::uint32_t>(compare);
+    ucs_status_t s;
+    switch (mode) {
+        case AtomicMode::post:
+            s = bits32 ? uct_ep_atomic32_post(ep->ep, *op, v32, remote_address, rkey)
+                       : uct_ep_atomic64_post(ep->ep, *op, operand, remote_address, rkey);
+            break;
+        case AtomicMode::fetch:
+            s = bits32
+                    ? uct_ep_atomic32_fetch(ep->ep, *op, v32, r32, remote_address, rkey, &o->comp)
+                    : uct_ep_atomic64_fetch(ep->ep, *op, operand, r64, remote_address, rkey,
+                                            &o->comp);
+            break;
+        case AtomicMode::cswap:
+        default:
+            s = bits32
+                    ? uct_ep_atomic_cswap32(ep->ep, c32, v32, remote_address, rkey, r32, &o->comp)
+                    : uct_ep_atomic_cswap64(ep->ep, compare, operand, remote_address, rkey, r64,
+                                            &o->comp);
+            break;
+    }
+    if (s == UCS_OK && mode == AtomicMode::post) {
+        // Performed at the target once the endpoint is flushed (at once over
+        // shared memory).
+        ++ops_pending_;
+        ++native_amos_;
+        const Status f = native_flush(o);
+        if (f == Status::completed) {
+            ++o->generation;
+            ops_.put(o);
+            --ops_pending_;
+        }
+        update_progress();
+        return f;
+    }
+    if (s == UCS_OK || s == UCS_INPROGRESS) ++native_amos_;
+    if (s == UCS_INPROGRESS) {
+        ++ops_pending_;
+        update_progress();
+        return Status::success;  // finish_native copies the result out
+    }
+    const std::uint64_t old = o->result;
+    ++o->generation;
+    ops_.put(o);
+    if (s == UCS_OK) {
+        std::memcpy(local_address, &old, bits32 ? 4 : 8);
+        return Status::completed;
+    }
+    if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
+    const Status e = from_ucs(s, ep);
+    if (e == Status::peer_failed) return e;
+    ep->amo_broken = true;
+    ++native_fallbacks_;
+    out_.verbose(1, "{}: a native atomic to rank {} failed ({}): active messages from now on",
+                 name(), ep->peer(), ucs_status_string(s));
+    return Status::not_available;
 }
 
 }  // namespace transit::uct

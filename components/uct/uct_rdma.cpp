@@ -228,6 +228,12 @@ Status UctModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
             check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
         s != Status::success) [[unlikely]]
         return s;
+    if (native_amo_ && p.magic == native_handle_magic) {
+        const Status s = native_atomic(static_cast<UctEndpoint*>(endpoint), remote_handle, p.key,
+                                       local_address, remote_address, amo, operand, compare, bits32,
+                                       mode, cbfunc, cbcontext, cbdata);
+        if (s != Status::not_available) return s;
+    }
     RdmaOp* op =
         start_op(OpKind::atomic, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
     if (op == nullptr) return Status::out_of_resource;

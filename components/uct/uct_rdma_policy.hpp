@@ -31,7 +31,8 @@ inline constexpr params::Decl rdma_params[] = {
      "register memory -- cma beside posix or sysv, the transport itself on rc/dc -- for "
      "transfers of btl_uct_rdma_min_size and more, active messages otherwise), am (always "
      "active messages performed by the target), transport (UCT's put/get for every size where "
-     "available). Atomics always go by active messages",
+     "available). Atomics on memory from mem_alloc use UCT's atomics where the transport "
+     "offers them (posix, sysv); other atomics, and every one with am, go by active messages",
      4, rdma_mode_choices},
     {"rdma_min_size", params::Type::size, "0",
      "Smallest put/get sent with UCT's own put/get; smaller ones go by active messages. 0: "

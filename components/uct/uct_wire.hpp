@@ -113,7 +113,9 @@ inline constexpr std::uint32_t address_magic = 0x31544355;  // "UCT1"
 // The packed (remote) form of a registration: the target looks the key up and
 // checks bounds and access itself; the initiator checks them first.  With
 // native_handle_magic, a RemoteKeyHeader and the UCT remote key (as packed by
-// uct_md_mkey_pack) follow; with handle_magic nothing does, so a module
+// uct_md_mkey_pack) follow, possibly more than one (`more` says another
+// header follows: the RDMA memory domain's key, then the interface's own for
+// atomics on mem_alloc memory); with handle_magic nothing does, so a module
 // never reads past a handle packed by a module without a remote key.
 struct PackedHandle {
     std::uint64_t key;
@@ -128,8 +130,8 @@ inline constexpr std::uint32_t native_handle_magic = 0x4e544355;  // "UCTN"
 
 struct RemoteKeyHeader {
     std::uint16_t rkey_len;
-    std::uint16_t reserved;
-    std::uint32_t md;  // md_tag() of the memory domain that packed the key
+    std::uint16_t more;  // 1: another RemoteKeyHeader and key follow this key
+    std::uint32_t md;    // md_tag() of the memory domain that packed the key
 };
 static_assert(sizeof(RemoteKeyHeader) == 8);
 inline constexpr std::size_t native_handle_header = sizeof(PackedHandle) + sizeof(RemoteKeyHeader);
@@ -175,10 +177,53 @@ inline const std::byte* handle_rkey(const std::byte* handle, std::uint32_t md,
     PackedHandle h;
     std::memcpy(&h, handle, sizeof h);
     if (h.magic != native_handle_magic) return nullptr;
-    RemoteKeyHeader k;
-    std::memcpy(&k, handle + sizeof h, sizeof k);
-    if (k.md != md || k.rkey_len != rkey_len || rkey_len > max_rkey_len) return nullptr;
-    return handle + native_handle_header;
+    constexpr std::size_t end = btl::max_registration_handle_size;
+    for (std::size_t at = sizeof h; at + sizeof(RemoteKeyHeader) <= end;) {
+        RemoteKeyHeader k;
+        std::memcpy(&k, handle + at, sizeof k);
+        at += sizeof k;
+        if (k.rkey_len > end - at) return nullptr;  // a key past the handle's end
+        if (k.md == md && k.rkey_len == rkey_len) return handle + at;
+        if (k.more == 0) return nullptr;
+        at += k.rkey_len;
+    }
+    return nullptr;
+}
+
+// Adds a key packed by memory domain `md` to the handle in `handle` (a plain
+// handle becomes a native one).  False, and the handle unchanged, when it
+// does not fit.
+inline bool append_rkey(std::span<std::byte, btl::max_registration_handle_size> handle,
+                        std::uint32_t md, std::span<const std::byte> rkey) noexcept {
+    PackedHandle h;
+    std::memcpy(&h, handle.data(), sizeof h);
+    std::size_t at = sizeof h;
+    std::size_t last = 0;  // offset of the last key's header, 0: none yet
+    if (h.magic == native_handle_magic) {
+        for (;;) {
+            RemoteKeyHeader k;
+            std::memcpy(&k, handle.data() + at, sizeof k);
+            last = at;
+            at += sizeof k + k.rkey_len;
+            if (k.more == 0) break;
+            if (at + sizeof k > handle.size()) return false;
+        }
+    } else if (h.magic != handle_magic) {
+        return false;
+    }
+    if (at > handle.size() || rkey.size() > handle.size() - at ||
+        sizeof(RemoteKeyHeader) > handle.size() - at - rkey.size())
+        return false;
+    const RemoteKeyHeader k{static_cast<std::uint16_t>(rkey.size()), 0, md};
+    std::memcpy(handle.data() + at, &k, sizeof k);
+    if (!rkey.empty()) std::memcpy(handle.data() + at + sizeof k, rkey.data(), rkey.size());
+    if (last != 0) {
+        const std::uint16_t more = 1;
+        std::memcpy(handle.data() + last + offsetof(RemoteKeyHeader, more), &more, sizeof more);
+    }
+    h.magic = native_handle_magic;
+    std::memcpy(handle.data(), &h, sizeof h);
+    return true;
 }
 
 }  // namespace transit::uct

@@ -164,6 +164,66 @@ TEST(UctHandle, StaysWithinTheSdkLimit) {
     EXPECT_NE(handle_rkey(buf.data(), 1, 0), nullptr);
 }
 
+std::vector<std::byte> key_bytes(std::size_t n, int seed) {
+    std::vector<std::byte> k(n);
+    for (std::size_t i = 0; i < n; ++i) k[i] = static_cast<std::byte>(i * 5 + seed);
+    return k;
+}
+
+TEST(UctHandle, SecondKeyRidesBesideTheFirst) {
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
+    const PackedHandle h{3, 0x4000, 8192, btl::reg_flags::access_any, 0};
+    const auto cma = key_bytes(0, 1), posix = key_bytes(24, 2);
+    ASSERT_EQ(pack_handle(buf, h, md_tag("cma"), cma, true), native_handle_header);
+    ASSERT_TRUE(append_rkey(buf, md_tag("posix"), posix));
+    EXPECT_NE(handle_rkey(buf.data(), md_tag("cma"), 0), nullptr) << "the first key stays";
+    const std::byte* got = handle_rkey(buf.data(), md_tag("posix"), posix.size());
+    ASSERT_NE(got, nullptr);
+    EXPECT_EQ(std::memcmp(got, posix.data(), posix.size()), 0);
+    EXPECT_EQ(handle_rkey(buf.data(), md_tag("sysv"), posix.size()), nullptr);
+    PackedHandle back;
+    std::memcpy(&back, buf.data(), sizeof back);
+    EXPECT_EQ(back.key, 3u) << "the plain part is untouched";
+}
+
+TEST(UctHandle, KeyAppendedToAPlainHandleMakesItNative) {
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
+    const PackedHandle h{4, 0x8000, 64, btl::reg_flags::remote_atomic, 0};
+    ASSERT_EQ(pack_handle(buf, h, md_tag("cma"), {}, false), sizeof(PackedHandle));
+    const auto posix = key_bytes(24, 3);
+    ASSERT_TRUE(append_rkey(buf, md_tag("posix"), posix));
+    PackedHandle back;
+    std::memcpy(&back, buf.data(), sizeof back);
+    EXPECT_EQ(back.magic, native_handle_magic);
+    EXPECT_NE(handle_rkey(buf.data(), md_tag("posix"), posix.size()), nullptr);
+    EXPECT_EQ(handle_rkey(buf.data(), md_tag("cma"), 0), nullptr) << "no RDMA key was packed";
+}
+
+TEST(UctHandle, AKeyThatDoesNotFitLeavesTheHandleAlone) {
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
+    const PackedHandle h{1, 0, 8, 0, 0};
+    const auto first = key_bytes(max_rkey_len - 16, 4);
+    ASSERT_NE(pack_handle(buf, h, md_tag("cma"), first, true), 0u);
+    const auto before = buf;
+    EXPECT_FALSE(append_rkey(buf, md_tag("posix"), key_bytes(24, 5)));
+    EXPECT_EQ(buf, before);
+    EXPECT_TRUE(append_rkey(buf, md_tag("posix"), key_bytes(8, 6))) << "exactly the room left";
+}
+
+TEST(UctHandle, AKeyLengthPastTheEndIsNotFollowed) {
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
+    const PackedHandle h{1, 0, 8, 0, 0};
+    ASSERT_NE(pack_handle(buf, h, md_tag("cma"), key_bytes(8, 7), true), 0u);
+    // A peer's garbage: the first key says "more" and a length beyond the handle.
+    RemoteKeyHeader k{};
+    std::memcpy(&k, buf.data() + sizeof(PackedHandle), sizeof k);
+    k.more = 1;
+    k.rkey_len = 0xffff;
+    std::memcpy(buf.data() + sizeof(PackedHandle), &k, sizeof k);
+    EXPECT_EQ(handle_rkey(buf.data(), md_tag("posix"), 24), nullptr);
+    EXPECT_FALSE(append_rkey(buf, md_tag("posix"), key_bytes(8, 8)));
+}
+
 TEST(UctHandle, MdTagsDiffer) {
     EXPECT_NE(md_tag("cma"), md_tag("posix"));
     EXPECT_NE(md_tag("cma"), md_tag(""));

@@ -212,7 +212,11 @@ class Context {
     Status barrier() noexcept;
 
     // --- memory -------------------------------------------------------------------
-    // Page-aligned memory the transports handle best; nullptr on failure.
+    // Page-aligned memory the transports handle best: from the most exclusive
+    // transport that offers any (vader: shared with the local peers, so their
+    // put/get/atomics on it are plain loads, stores and CPU atomics; uct over
+    // posix/sysv: reachable by UCT's atomics), else the heap.  nullptr on
+    // failure.  Valid until mem_free or the end of the context.
     void* mem_alloc(std::size_t size) noexcept;
     void mem_free(void* ptr) noexcept;
 

@@ -358,10 +358,9 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
     const std::size_t total = header_size + payload_size;
     if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold &&
         !ep->dead) [[likely]] {
-        if (char* p = ep->fastbox.reserve(static_cast<std::uint32_t>(total)); p != nullptr) {
-            if (header_size) std::memcpy(p, header, header_size);
-            if (payload_size != 0) convertor->pack(p + header_size, payload_size);
-            ep->fastbox.commit(tag, static_cast<std::uint32_t>(total));
+        if (ep->fastbox.write_parts(tag, header, static_cast<std::uint32_t>(header_size),
+                                    static_cast<std::uint32_t>(payload_size),
+                                    [&](char* dst) { convertor->pack(dst, payload_size); })) {
             if (descriptor != nullptr) *descriptor = nullptr;
             return Status::completed;
         }

@@ -16,6 +16,7 @@ struct Options {
     int iterations = 0;  // 0: depends on the size
     int warmup = 0;
     int window = 64;
+    int trials = 0;  // streaming tests: 0 = 3 timed trials, or 1 with --iterations
     bool csv = false;
     bool mem_alloc = false;  // message buffers from Context::mem_alloc, not the heap
 };
@@ -30,6 +31,16 @@ struct Row {
 std::vector<std::size_t> sizes(const Options& o);
 int iterations_for(const Options& o, std::size_t size, bool bandwidth);
 int warmup_for(const Options& o, std::size_t size);
+// Round trips per timed block of a latency test: 50 up to 4 KiB, 10 up to
+// 64 KiB, else 1 (the timer's own cost stays out of small messages' times).
+int latency_block(std::size_t size);
+// Timed trials of a streaming test, and the seconds one should last when the
+// window count is calibrated (no --iterations): 0.5 s for msgrate, 0.25 s for
+// bw and bibw, as ../shared/bench's mpi_pingpong does.
+int trials_for(const Options& o);
+double trial_seconds(const Options& o);
+// The median of the values (sorts them).
+double median(std::vector<double>& v);
 
 // Run over the pml; return the exit code.
 int run_pml(const Options& o, int argc, char** argv);

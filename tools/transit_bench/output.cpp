@@ -1,6 +1,8 @@
 // Sizes, iteration counts and the table / CSV output.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tools/transit_bench/bench.hpp"
 
 namespace transit::bench {
@@ -27,6 +29,26 @@ int iterations_for(const Options& o, std::size_t size, bool bandwidth) {
 int warmup_for(const Options& o, std::size_t size) {
     if (o.warmup > 0 || o.iterations > 0) return o.warmup;
     return size <= 8192 ? 1000 : 10;
+}
+
+int latency_block(std::size_t size) {
+    return size <= 4096 ? 50 : size <= 65536 ? 10 : 1;
+}
+
+int trials_for(const Options& o) {
+    if (o.trials > 0) return o.trials;
+    return o.iterations > 0 ? 1 : 3;
+}
+
+double trial_seconds(const Options& o) {
+    return o.test == "msgrate" ? 0.5 : 0.25;
+}
+
+double median(std::vector<double>& v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 namespace {

@@ -70,36 +70,82 @@ struct Bench {
     Buffer& sbuf;
     Buffer& rbuf;
 
+    // Half-round-trip latency in µs: round trips timed in blocks, the median
+    // of the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
+    // a descheduled block moves the mean, not the median).
     double latency(std::size_t size, int iters, int warm) {
-        clock::time_point t0{};
-        for (int i = 0; i < iters + warm; ++i) {
-            if (i == warm) t0 = clock::now();
-            if (peer == me) {  // one rank: loopback through self
-                Request* r;
-                Request* s;
-                check(ctx.irecv(me, data_tag, rbuf.data(), size, r), "irecv");
-                check(ctx.isend(me, data_tag, sbuf.data(), size, s), "isend");
-                check(ctx.wait(s), "wait");
-                check(ctx.wait(r), "wait");
-            } else if (me == 0) {
-                check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
-                check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
-            } else {
-                check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
-                check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
-            }
+        const int block = latency_block(size);
+        const int blocks = std::max(1, iters / block);
+        const int warm_blocks = (warm + block - 1) / block;
+        std::vector<double> samples;
+        samples.reserve(static_cast<std::size_t>(blocks));
+        for (int b = 0; b < warm_blocks + blocks; ++b) {
+            const clock::time_point t0 = clock::now();
+            for (int i = 0; i < block; ++i) round_trip(size);
+            if (b >= warm_blocks) samples.push_back(seconds_since(t0) * 1e6 / block);
         }
-        double t = seconds_since(t0);
-        return peer == me ? t * 1e6 / iters : t * 1e6 / (2.0 * iters);
+        const double m = median(samples);
+        return peer == me ? m : m / 2;
     }
 
-    // Streams `window` messages per iteration; returns seconds for the timed part.
-    double stream(std::size_t size, int iters, int warm, bool both) {
+    void round_trip(std::size_t size) {
+        if (peer == me) {  // one rank: loopback through self
+            Request* r;
+            Request* s;
+            check(ctx.irecv(me, data_tag, rbuf.data(), size, r), "irecv");
+            check(ctx.isend(me, data_tag, sbuf.data(), size, s), "isend");
+            check(ctx.wait(s), "wait");
+            check(ctx.wait(r), "wait");
+        } else if (me == 0) {
+            check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
+            check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
+        } else {
+            check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
+            check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
+        }
+    }
+
+    // Streaming: `trials` timed runs of the same number of windows, the median
+    // value (MB/s, or M msg/s for msgrate).  Without --iterations the window
+    // count is calibrated on rank 0 from the warm-up so that a trial lasts
+    // trial_seconds() (as mpi_pingpong does), and sent to rank 1: both must
+    // run the same count.
+    double streaming(std::size_t size, int iters, int warm, bool both) {
+        const double probe = warm > 0 ? stream(size, warm, both) : 0;
+        if (o.iterations == 0) iters = agree_on(calibrated(iters, warm, probe));
+        std::vector<double> values;
+        const double msgs = static_cast<double>(iters) * o.window * (both ? 2 : 1);
+        for (int t = 0; t < trials_for(o); ++t) {
+            const double sec = stream(size, iters, both);
+            values.push_back(o.test == "msgrate" ? msgs / sec / 1e6
+                                                 : static_cast<double>(size) * msgs / sec / 1e6);
+        }
+        return median(values);
+    }
+
+    int calibrated(int fallback, int warm, double probe_seconds) const {
+        if (warm <= 0 || probe_seconds <= 0) return fallback;
+        const double per_window = probe_seconds / warm;
+        const double n = trial_seconds(o) / per_window;
+        return static_cast<int>(std::clamp(n, 3.0, 1e6));
+    }
+
+    int agree_on(int iters) {
+        if (peer == me) return iters;
+        std::int32_t n = iters;
+        if (me == 0)
+            check(ctx.send(peer, key_tag, &n, sizeof n), "send the trial length");
+        else
+            check(ctx.recv(peer, key_tag, &n, sizeof n), "receive the trial length");
+        return n;
+    }
+
+    // Streams `window` messages per iteration; returns the seconds taken.
+    double stream(std::size_t size, int iters, bool both) {
         std::vector<Request*> reqs(2 * static_cast<std::size_t>(o.window));
         char ack = 0;
-        clock::time_point t0{};
-        for (int i = 0; i < iters + warm; ++i) {
-            if (i == warm) t0 = clock::now();
+        const clock::time_point t0 = clock::now();
+        for (int i = 0; i < iters; ++i) {
             std::size_t n = 0;
             const bool sender = me == 0 || both || peer == me;
             const bool receiver = me == 1 || both || peer == me;
@@ -196,10 +242,7 @@ int run_pml(const Options& o, int, char**) {
         if (o.test == "latency") {
             value = b.latency(size, iters, warm);
         } else if (bw) {
-            double t = b.stream(size, iters, warm, o.test == "bibw");
-            double msgs = static_cast<double>(iters) * o.window * (o.test == "bibw" ? 2 : 1);
-            value =
-                o.test == "msgrate" ? msgs / t / 1e6 : static_cast<double>(size) * msgs / t / 1e6;
+            value = b.streaming(size, iters, warm, o.test == "bibw");
         } else if (onesided) {
             if (me == 0) value = b.onesided(o.test, size, iters, warm, key);
         }

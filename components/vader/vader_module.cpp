@@ -103,8 +103,11 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
                   btl::flags::rdma_flush;
     if (single_copy_ == SingleCopy::cma) attr_.flags |= btl::flags::put | btl::flags::get;
     namespace as = btl::atomic_support;
+    // Global: every atomic is a CPU atomic instruction on the target memory,
+    // done here through the shared mapping (mem_alloc memory) or by the target
+    // process itself, so it is coherent with the target's own CPU atomics.
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
-                         as::swap | as::min | as::max | as::cswap | as::bits32;
+                         as::swap | as::min | as::max | as::cswap | as::bits32 | as::global;
     attr_.registration_handle_size = 0;
 }
 

@@ -363,6 +363,9 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
     Proc p(area, rank, 2, job, {{"single_copy_mechanism", "none"}, {"heap_size", "4M"}});
     if (!check(p.has_module(), "init returned a module")) return false;
     btl::Module& m = p.module();
+    if (!check(m.attributes().atomic_flags & btl::atomic_support::global,
+               "atomics are announced coherent with the target's CPU atomics"))
+        return false;
     constexpr std::size_t block = (1 << 20) + 100;
     struct Ctl {
         Exposed ex{};

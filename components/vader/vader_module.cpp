@@ -103,11 +103,11 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
                   btl::flags::rdma_flush;
     if (single_copy_ == SingleCopy::cma) attr_.flags |= btl::flags::put | btl::flags::get;
     namespace as = btl::atomic_support;
-    // Global: every atomic is a CPU atomic instruction on the target memory,
-    // done here through the shared mapping (mem_alloc memory) or by the target
-    // process itself, so it is coherent with the target's own CPU atomics.
+    // Not announced global, although every vader atomic is a CPU atomic (through
+    // the mapping or by the target): Open MPI's osc/rdma, seeing a global btl
+    // behind the adapter, issues atomics to its own rank with no endpoint.
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
-                         as::swap | as::min | as::max | as::cswap | as::bits32 | as::global;
+                         as::swap | as::min | as::max | as::cswap | as::bits32;
     attr_.registration_handle_size = 0;
 }
 
@@ -412,6 +412,8 @@ Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint6
                         btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
                         int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
+    if (ep == nullptr) [[unlikely]]
+        return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
     if (char* direct = ep->translate(remote_address, size); direct != nullptr) {
         if (size) std::memcpy(direct, local_address, size);
@@ -425,6 +427,8 @@ Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint6
                         btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
                         int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
+    if (ep == nullptr) [[unlikely]]
+        return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
     if (const char* direct = ep->translate(remote_address, size); direct != nullptr) {
         if (size) std::memcpy(local_address, direct, size);
@@ -439,6 +443,8 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
                                 btl::AtomicOp op, std::uint64_t operand, std::uint64_t compare,
                                 int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
                                 void* cbdata) noexcept {
+    if (ep == nullptr) [[unlikely]]
+        return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
     if (ep->dead) [[unlikely]]
         return Status::peer_failed;
     const std::size_t width = (flags & btl::atomic_flags::bits32) ? 4 : 8;

@@ -273,6 +273,13 @@ class UctModule final : public btl::Module {
                            std::size_t size, btl::RdmaCompletionFn cbfunc, void* cbcontext,
                            void* cbdata) noexcept;
     Status native_flush(RdmaOp* op) noexcept;
+    RdmaOp* start_native(OpKind kind, UctEndpoint* ep, void* local_address,
+                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                         void* cbcontext, void* cbdata) noexcept;
+    void release_op(RdmaOp* op) noexcept;
+    Status in_flight() noexcept;
+    Status complete_after_flush(RdmaOp* op) noexcept;
+    static uct_ep_h native_ep(const RdmaOp* op) noexcept;
     static void native_done_cb(uct_completion_t* comp) noexcept;
     int finish_native() noexcept;
     int retry_flushes() noexcept;

@@ -269,13 +269,8 @@ Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_addr
         return Status::not_available;
     if (ep->failed) [[unlikely]]
         return Status::peer_failed;
-    RdmaOp* op = start_op(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    RdmaOp* op = start_native(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
     if (op == nullptr) return Status::out_of_resource;
-    op->native = true;
-    op->owner = this;
-    op->comp.func = &UctModule::native_done_cb;
-    op->comp.count = 1;
-    op->comp.status = UCS_OK;
     op->remote_address = remote_address;
     op->size = size;
     uct_iov_t iov{local_address, size, memh, 0, 1};
@@ -283,26 +278,10 @@ Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_addr
     // the flush after it says so (at once for cma, whose put is a system call).
     ucs_status_t s = put ? uct_ep_put_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, nullptr)
                          : uct_ep_get_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, &op->comp);
-    if (put && (s == UCS_OK || s == UCS_INPROGRESS)) {
-        ++ops_pending_;
-        ++native_ops_;
-        const Status f = native_flush(op);
-        if (f == Status::completed) {
-            ++op->generation;
-            ops_.put(op);
-            --ops_pending_;
-        }
-        update_progress();
-        return f;
-    }
     if (s == UCS_OK || s == UCS_INPROGRESS) ++native_ops_;
-    if (s == UCS_INPROGRESS) {
-        ++ops_pending_;
-        update_progress();
-        return Status::success;
-    }
-    ++op->generation;
-    ops_.put(op);
+    if (put && (s == UCS_OK || s == UCS_INPROGRESS)) return complete_after_flush(op);
+    if (s == UCS_INPROGRESS) return in_flight();
+    release_op(op);
     if (s == UCS_OK) return Status::completed;
     if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
     const Status e = from_ucs(s, ep);
@@ -317,11 +296,59 @@ Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_addr
     return Status::not_available;
 }
 
-// Flushes the put's endpoint: completed (nothing outstanding), success (the
-// callback comes), or queued for a retry from progress.  ops_pending_ counts
-// the operation already.
+// A slot for an operation UCT carries itself: it completes through `comp`.
+RdmaOp* UctModule::start_native(OpKind kind, UctEndpoint* ep, void* local_address,
+                                btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
+                                void* cbcontext, void* cbdata) noexcept {
+    RdmaOp* op = start_op(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    if (op == nullptr) return nullptr;
+    op->native = true;
+    op->owner = this;
+    op->comp.func = &UctModule::native_done_cb;
+    op->comp.count = 1;
+    op->comp.status = UCS_OK;
+    return op;
+}
+
+void UctModule::release_op(RdmaOp* op) noexcept {
+    ++op->generation;  // late completions for this slot no longer match
+    ops_.put(op);
+}
+
+// An operation UCT reported in progress: its callback completes it
+// (finish_native).
+Status UctModule::in_flight() noexcept {
+    ++ops_pending_;
+    update_progress();
+    return Status::success;
+}
+
+// A remote write UCT accepted (a put, a posted atomic) is complete for the
+// upper layer once it is at the target: when the flush after it says so (at
+// once for cma, whose put is a system call, and for shared-memory atomics).
+Status UctModule::complete_after_flush(RdmaOp* op) noexcept {
+    ++ops_pending_;
+    const Status f = native_flush(op);
+    if (f == Status::completed) {
+        release_op(op);
+        --ops_pending_;
+    }
+    update_progress();
+    return f;
+}
+
+// The endpoint an operation went out on: atomics use the module's own
+// interface, put/get the RDMA one (cma beside posix or sysv).
+uct_ep_h UctModule::native_ep(const RdmaOp* op) noexcept {
+    if (op->endpoint == nullptr) return nullptr;
+    return op->kind == OpKind::atomic ? op->endpoint->ep : op->endpoint->rdma_ep;
+}
+
+// Flushes the operation's endpoint: completed (nothing outstanding), success
+// (the callback comes), or queued for a retry from progress.  ops_pending_
+// counts the operation already.
 Status UctModule::native_flush(RdmaOp* op) noexcept {
-    const ucs_status_t s = uct_ep_flush(op->endpoint->rdma_ep, 0, &op->comp);
+    const ucs_status_t s = uct_ep_flush(native_ep(op), 0, &op->comp);
     if (s == UCS_OK) return Status::completed;
     if (s == UCS_INPROGRESS) return Status::success;
     if (s == UCS_ERR_NO_RESOURCE) {
@@ -340,8 +367,7 @@ int UctModule::retry_flushes() noexcept {
     while (!flushes_.empty()) {
         RdmaOp* op = flushes_.front();
         ucs_status_t s = UCS_ERR_CANCELED;
-        if (op->endpoint != nullptr && op->endpoint->rdma_ep != nullptr)
-            s = uct_ep_flush(op->endpoint->rdma_ep, 0, &op->comp);
+        if (uct_ep_h ep = native_ep(op)) s = uct_ep_flush(ep, 0, &op->comp);
         if (s == UCS_ERR_NO_RESOURCE) break;
         flushes_.pop();
         ++events;
@@ -524,13 +550,8 @@ Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* 
     uct_rkey_t rkey = UCT_INVALID_RKEY;
     if (!amo_rkey_for(ep, remote_handle, key, rkey)) return Status::not_available;
 
-    RdmaOp* o = start_op(OpKind::atomic, ep, local_address, nullptr, cbfunc, cbcontext, cbdata);
+    RdmaOp* o = start_native(OpKind::atomic, ep, local_address, nullptr, cbfunc, cbcontext, cbdata);
     if (o == nullptr) return Status::out_of_resource;
-    o->native = true;
-    o->owner = this;
-    o->comp.func = &UctModule::native_done_cb;
-    o->comp.count = 1;
-    o->comp.status = UCS_OK;
     o->mode = mode;
     o->bits32 = bits32;
     o->result = 0;
@@ -558,29 +579,11 @@ Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* 
                                             &o->comp);
             break;
     }
-    if (s == UCS_OK && mode == AtomicMode::post) {
-        // Performed at the target once the endpoint is flushed (at once over
-        // shared memory).
-        ++ops_pending_;
-        ++native_amos_;
-        const Status f = native_flush(o);
-        if (f == Status::completed) {
-            ++o->generation;
-            ops_.put(o);
-            --ops_pending_;
-        }
-        update_progress();
-        return f;
-    }
     if (s == UCS_OK || s == UCS_INPROGRESS) ++native_amos_;
-    if (s == UCS_INPROGRESS) {
-        ++ops_pending_;
-        update_progress();
-        return Status::success;  // finish_native copies the result out
-    }
+    if (s == UCS_OK && mode == AtomicMode::post) return complete_after_flush(o);
+    if (s == UCS_INPROGRESS) return in_flight();  // finish_native copies the result out
     const std::uint64_t old = o->result;
-    ++o->generation;
-    ops_.put(o);
+    release_op(o);
     if (s == UCS_OK) {
         std::memcpy(local_address, &old, bits32 ? 4 : 8);
         return Status::completed;

@@ -103,8 +103,7 @@ Status UctModule::launch(RdmaOp* op) noexcept {
         return Status::success;
     }
     if (op->issued == 0) {
-        ++op->generation;
-        ops_.put(op);
+        release_op(op);
         return s;
     }
     ++ops_pending_;
@@ -147,8 +146,7 @@ void UctModule::answered(RdmaOp* op, Status s) noexcept {
 void UctModule::complete_op(RdmaOp* op) noexcept {
     // Copied out first: the callback may start another operation.
     const RdmaOp done = *op;
-    ++op->generation;  // late replies for this slot no longer match
-    ops_.put(op);
+    release_op(op);
     --ops_pending_;
     if (done.cbfunc != nullptr)
         done.cbfunc(this, done.endpoint, done.local_address, done.local_handle, done.cbcontext,

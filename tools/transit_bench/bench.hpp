@@ -1,6 +1,7 @@
 // transit_bench: OSU-style benchmarks over the pml, or over one raw btl.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -41,6 +42,27 @@ int trials_for(const Options& o);
 double trial_seconds(const Options& o);
 // The median of the values (sorts them).
 double median(std::vector<double>& v);
+
+// Microseconds per round trip: round_trip() timed in blocks of
+// latency_block(size) after `warm` untimed ones, the median of the blocks'
+// means (the statistic of ../shared/bench's mpi_pingpong: a descheduled block
+// moves the mean, not the median).
+template <typename RoundTrip>
+double median_round_trip_us(std::size_t size, int iters, int warm, RoundTrip&& round_trip) {
+    using clock = std::chrono::steady_clock;
+    const int block = latency_block(size);
+    const int blocks = iters / block > 1 ? iters / block : 1;
+    const int warm_blocks = (warm + block - 1) / block;
+    std::vector<double> samples;
+    samples.reserve(static_cast<std::size_t>(blocks));
+    for (int b = 0; b < warm_blocks + blocks; ++b) {
+        const clock::time_point t0 = clock::now();
+        for (int i = 0; i < block; ++i) round_trip();
+        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+        if (b >= warm_blocks) samples.push_back(us / block);
+    }
+    return median(samples);
+}
 
 // Run over the pml; return the exit code.
 int run_pml(const Options& o, int argc, char** argv);

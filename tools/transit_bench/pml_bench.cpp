@@ -70,21 +70,9 @@ struct Bench {
     Buffer& sbuf;
     Buffer& rbuf;
 
-    // Half-round-trip latency in µs: round trips timed in blocks, the median
-    // of the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
-    // a descheduled block moves the mean, not the median).
+    // Half-round-trip latency in µs (a whole round trip with one rank).
     double latency(std::size_t size, int iters, int warm) {
-        const int block = latency_block(size);
-        const int blocks = std::max(1, iters / block);
-        const int warm_blocks = (warm + block - 1) / block;
-        std::vector<double> samples;
-        samples.reserve(static_cast<std::size_t>(blocks));
-        for (int b = 0; b < warm_blocks + blocks; ++b) {
-            const clock::time_point t0 = clock::now();
-            for (int i = 0; i < block; ++i) round_trip(size);
-            if (b >= warm_blocks) samples.push_back(seconds_since(t0) * 1e6 / block);
-        }
-        const double m = median(samples);
+        const double m = median_round_trip_us(size, iters, warm, [&] { round_trip(size); });
         return peer == me ? m : m / 2;
     }
 

@@ -114,26 +114,15 @@ int run_raw(const Options& o) {
         int warm = warmup_for(o, size);
         if (me > 1) continue;
         if (!bw) {
-            // The median of blocks of round trips, as over the pml.
-            const int block = latency_block(size);
-            const int blocks = std::max(1, iters / block);
-            const int warm_blocks = (warm + block - 1) / block;
-            std::vector<double> samples;
-            for (int b = 0; b < warm_blocks + blocks; ++b) {
-                const clock::time_point t0 = clock::now();
-                for (int i = 0; i < block; ++i) {
-                    if (me == 0 || peer == me) {
-                        raw.send(size);
-                        raw.wait_for(++expect);
-                    } else {
-                        raw.wait_for(++expect);
-                        raw.send(size);
-                    }
+            const double m = median_round_trip_us(size, iters, warm, [&] {
+                if (me == 0 || peer == me) {
+                    raw.send(size);
+                    raw.wait_for(++expect);
+                } else {
+                    raw.wait_for(++expect);
+                    raw.send(size);
                 }
-                const double us = std::chrono::duration<double>(clock::now() - t0).count() * 1e6;
-                if (b >= warm_blocks) samples.push_back(us / block);
-            }
-            const double m = median(samples);
+            });
             if (me == 0) print_row(o, {size, peer == me ? m : m / 2});
             continue;
         }

@@ -338,6 +338,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         by_rank_[peer].reset();
         endpoints[i] = nullptr;
     }
+    attention_ = true;  // progress leaves the engine once the last work drains
     update_progress();
     return Status::success;
 }
@@ -375,6 +376,7 @@ Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
         if (ep != nullptr && !ep->failed) {
             ep->failed = true;
             failures_ = true;
+            attention_ = true;
         }
         return Status::peer_failed;
     }
@@ -547,6 +549,7 @@ ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigne
     }
     if (!stored) [[unlikely]]
         ++m->dropped_;
+    m->attention_ = true;
     return UCS_OK;
 }
 
@@ -558,6 +561,7 @@ ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) no
                             ucs_status_string(status));
             e->failed = true;
             m->failures_ = true;
+            m->attention_ = true;
         }
     }
     // Handled: the endpoint stays until del_procs or finalize destroys it.
@@ -597,6 +601,7 @@ void UctModule::check_local_peers() noexcept {
         out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->process.pid());
         e->failed = true;
         failures_ = true;
+        attention_ = true;
     }
 }
 
@@ -616,37 +621,49 @@ void UctModule::update_progress() noexcept {
 }
 
 int UctModule::progress_cb(void* self) noexcept {
-    auto* m = static_cast<UctModule*>(self);
-    const int n = m->poll();
-    if (m->peer_count_ == 0) m->update_progress();
-    return n;
+    return static_cast<UctModule*>(self)->poll();
 }
 
+// The hot path is UCT's own progress; everything else waits behind one flag
+// (and a tick every 1024 polls), so an idle poll costs little more than
+// uct_worker_progress and a message is noticed sooner.
 int UctModule::poll() noexcept {
     int events = 0;
-    if (!waiting_replies_.empty()) [[unlikely]]
-        events += retry_replies();
-    if (!waiting_ops_.empty()) [[unlikely]]
-        events += retry_ops();
     if (!in_uct_progress_) [[likely]] {
         in_uct_progress_ = true;
         events += static_cast<int>(uct_worker_progress(worker_.get()));
         in_uct_progress_ = false;
     }
+    ++polls_;
+    if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
+        events += attend();
+    return events;
+}
+
+int UctModule::attend() noexcept {
+    attention_ = false;
+    int events = 0;
+    if (!waiting_replies_.empty()) events += retry_replies();
+    if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
-    if (!flushes_.empty()) [[unlikely]]
-        events += retry_flushes();
-    if ((++polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) [[unlikely]]
-        check_local_peers();
-    if (failures_) [[unlikely]]
-        handle_failures();
-    if (dropped_ > 0) [[unlikely]] {
+    if (!flushes_.empty()) events += retry_flushes();
+    if ((polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) check_local_peers();
+    if (failures_) handle_failures();
+    if (dropped_ > 0) {
         dropped_ = 0;
         report_error(btl::error_flags::nonfatal, any_rank,
                      "uct: a message larger than the transport's limit was dropped");
     }
     if (!ring_.empty()) events += deliver();
+    if (peer_count_ == 0) update_progress();
+    // Callbacks above may have queued more; the flag follows the real state.
+    attention_ = attention_ || needs_attention();
     return events;
+}
+
+bool UctModule::needs_attention() const noexcept {
+    return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
+           !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0;
 }
 
 int UctModule::deliver() noexcept {

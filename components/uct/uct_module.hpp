@@ -209,6 +209,8 @@ class UctModule final : public btl::Module {
     static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
+    int attend() noexcept;
+    bool needs_attention() const noexcept;
 
     // Native atomics (uct_native.cpp): on memory this module's memory domain
     // allocated (mem_alloc), through the interface's own UCT atomics.
@@ -281,6 +283,7 @@ class UctModule final : public btl::Module {
     Status complete_after_flush(RdmaOp* op) noexcept;
     static uct_ep_h native_ep(const RdmaOp* op) noexcept;
     static void native_done_cb(uct_completion_t* comp) noexcept;
+    void mark_done(RdmaOp* op) noexcept;
     int finish_native() noexcept;
     int retry_flushes() noexcept;
 
@@ -336,7 +339,11 @@ class UctModule final : public btl::Module {
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     std::size_t peer_count_ = 0;
-    bool failures_ = false;         // an endpoint failed inside UCT's progress
+    bool failures_ = false;  // an endpoint failed inside UCT's progress
+    // The poll's hot state, together: whether anything besides UCT's own
+    // progress needs a look (set wherever such work appears, cleared only by
+    // attend() from the real state), the re-entry guard and the poll count.
+    bool attention_ = false;
     bool in_uct_progress_ = false;  // inside uct_worker_progress: it must not be re-entered
     std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
     std::chrono::steady_clock::time_point last_check_{};

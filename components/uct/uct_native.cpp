@@ -353,12 +353,12 @@ Status UctModule::native_flush(RdmaOp* op) noexcept {
     if (s == UCS_INPROGRESS) return Status::success;
     if (s == UCS_ERR_NO_RESOURCE) {
         flushes_.push(op);
+        attention_ = true;
         return Status::success;
     }
     // The put went out but cannot be confirmed: it ends with the error.
     op->status = from_ucs(s, op->endpoint);
-    op->next_done = done_head_;
-    done_head_ = op;
+    mark_done(op);
     return Status::success;
 }
 
@@ -373,8 +373,7 @@ int UctModule::retry_flushes() noexcept {
         ++events;
         if (s == UCS_INPROGRESS) continue;  // the callback comes
         if (s != UCS_OK) op->status = op->endpoint ? from_ucs(s, op->endpoint) : Status::cancelled;
-        op->next_done = done_head_;
-        done_head_ = op;
+        mark_done(op);
     }
     return events;
 }
@@ -385,8 +384,13 @@ void UctModule::native_done_cb(uct_completion_t* comp) noexcept {
     auto* op = reinterpret_cast<RdmaOp*>(comp);  // comp is its first member
     auto* m = static_cast<UctModule*>(op->owner);
     if (comp->status != UCS_OK) op->status = m->from_ucs(comp->status, op->endpoint);
-    op->next_done = m->done_head_;
-    m->done_head_ = op;
+    m->mark_done(op);
+}
+
+void UctModule::mark_done(RdmaOp* op) noexcept {
+    op->next_done = done_head_;
+    done_head_ = op;
+    attention_ = true;
 }
 
 int UctModule::finish_native() noexcept {

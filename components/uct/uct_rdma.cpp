@@ -111,6 +111,7 @@ Status UctModule::launch(RdmaOp* op) noexcept {
         // Part of it is out: the rest goes from progress, in order.
         op->queued = true;
         waiting_ops_.push(op);
+        attention_ = true;
     } else {
         op->status = s;
         op->pieces = op->issued;  // complete once the pieces already sent are answered
@@ -441,6 +442,7 @@ void UctModule::reply(PendingReply& r) noexcept {
     const Status s = waiting_replies_.empty() ? send_reply(r) : Status::out_of_resource;
     if (s == Status::out_of_resource) {
         waiting_replies_.push(&r);
+        attention_ = true;
         update_progress();
         return;
     }

@@ -488,31 +488,43 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     return Status::completed;
 }
 
+// The fast path, kept small: a short payload with no header in front (the
+// raw btl, small active messages) from the caller's buffer when it is one
+// piece.  Everything else, failures included, goes to sendi_gather().
 Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    auto* ep = static_cast<UctEndpoint*>(endpoint);
+    if (header_size == 0 && payload_size != 0 && payload_size <= max_short_ &&
+        convertor != nullptr && valid(endpoint) && !ep->failed) [[likely]] {
+        if (const void* src = convertor->contiguous_at(payload_size)) [[likely]] {
+            std::uint64_t wire_header;
+            const WireHeader h = wire(Kind::message, tag);
+            std::memcpy(&wire_header, &h, sizeof wire_header);
+            if (uct_ep_am_short(ep->ep, am_id, wire_header, src,
+                                static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]] {
+                convertor->skip(payload_size);
+                if (descriptor != nullptr) *descriptor = nullptr;
+                return Status::completed;
+            }
+        }
+    }
+    return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                        descriptor);
+}
+
+// sendi's general case: header and payload gathered into one message, or a
+// descriptor handed back when the transport has no room.
+Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                               const void* header, std::size_t header_size,
+                               std::size_t payload_size, std::uint8_t order, std::uint32_t flags,
+                               btl::Tag tag, btl::Descriptor** descriptor) noexcept {
     if (descriptor != nullptr) *descriptor = nullptr;
     if (!valid(endpoint) || (header_size > 0 && header == nullptr) ||
         (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
         [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
-    if (header_size == 0 && payload_size != 0 && payload_size <= max_short_ && !ep->failed) {
-        // A short payload with no header in front (the raw btl, small active
-        // messages) goes from the caller's buffer when it is one piece.
-        if (const void* src = convertor->contiguous_at(payload_size)) [[likely]] {
-            std::uint64_t wire_header;
-            const WireHeader h = wire(Kind::message, tag);
-            std::memcpy(&wire_header, &h, sizeof wire_header);
-            const ucs_status_t s = uct_ep_am_short(ep->ep, am_id, wire_header, src,
-                                                   static_cast<unsigned>(payload_size));
-            if (s == UCS_OK) {
-                convertor->skip(payload_size);
-                return Status::completed;
-            }
-            if (s != UCS_ERR_NO_RESOURCE) return from_ucs(s, ep);
-        }
-    }
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
         Gather g{wire(Kind::message, tag), header, header_size};
@@ -539,18 +551,23 @@ ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigne
     // A message with nothing queued before it is delivered from UCT's own
     // buffer, saving a copy and a second pass.  Its handler cannot re-enter
     // UCT's progress (poll() refuses while inside it), as with vader's boxes.
-    if (m->ring_.empty() && m->deliver_now(static_cast<const std::byte*>(data), length))
+    if (m->ring_.empty() && m->deliver_now(static_cast<const std::byte*>(data), length)) [[likely]]
         return UCS_OK;
+    m->queue_reception(data, length);
+    return UCS_OK;
+}
+
+// Kept out of am_cb, so the direct delivery above stays a short call.
+void UctModule::queue_reception(const void* data, std::size_t length) noexcept {
     bool stored = false;
     try {
-        stored = m->ring_.push(data, length);
+        stored = ring_.push(data, length);
     } catch (...) {
         stored = false;  // growing the ring failed: out of memory
     }
     if (!stored) [[unlikely]]
-        ++m->dropped_;
-    m->attention_ = true;
-    return UCS_OK;
+        ++dropped_;
+    attention_ = true;
 }
 
 ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {

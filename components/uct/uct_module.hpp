@@ -201,11 +201,15 @@ class UctModule final : public btl::Module {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
     bool valid(const btl::Endpoint* e) const noexcept;
+    Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                        std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                        std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
 
     // Receiving and progress.
     static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
+    [[gnu::noinline]] void queue_reception(const void* data, std::size_t length) noexcept;
     static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;

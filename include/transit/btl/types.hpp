@@ -218,19 +218,19 @@ class Convertor {
         return static_cast<const char*>(v.iov_base) + offset_;
     }
     // Consumes `len` bytes without copying (after contiguous_at succeeded).
-    void skip(std::size_t len) noexcept { advance(nullptr, len); }
+    void skip(std::size_t len) noexcept {
+        if (pieces_.size() == 1) [[likely]] {
+            move_within_single(len);
+            return;
+        }
+        advance(nullptr, len);
+    }
     // Copies up to `max` bytes into dst and advances; returns the bytes copied.
     std::size_t pack(void* dst, std::size_t max) noexcept {
         std::size_t n = max < remaining() ? max : remaining();
         if (pieces_.size() == 1 && n != 0) [[likely]] {
-            // One buffer (the common case): position and offset are the same.
             std::memcpy(dst, static_cast<const char*>(single_piece().iov_base) + position_, n);
-            position_ += n;
-            offset_ = position_;
-            if (position_ == total_) {
-                index_ = 1;
-                offset_ = 0;
-            }
+            move_within_single(n);
             return n;
         }
         advance(static_cast<char*>(dst), n);
@@ -246,6 +246,16 @@ class Convertor {
 
   private:
     const iovec& single_piece() const noexcept { return pieces_[0]; }
+    // One buffer (the common case): position and offset are the same, and
+    // the end is index 1.  n <= remaining().
+    void move_within_single(std::size_t n) noexcept {
+        position_ += n;
+        offset_ = position_;
+        if (position_ == total_) {
+            index_ = 1;
+            offset_ = 0;
+        }
+    }
     void advance(char* dst, std::size_t n) noexcept {
         position_ += n;
         while (n > 0 && index_ < pieces_.size()) {

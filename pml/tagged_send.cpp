@@ -58,7 +58,7 @@ bool Engine::send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_
 bool Engine::sendi_now(Peer* p, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
     const bml::BtlRef& b = p->ep->pick_eager();
     btl::Convertor conv(buf, len);
-    wire::MatchHdr h{rank_, tag, p->send_seq, 0};
+    wire::MatchHdr h{rank_, tag, p->send_seq};
     btl::Descriptor* d = nullptr;
     Status s = b.module->sendi(b.endpoint, &conv, &h, sizeof h, len, btl::no_order, 0,
                                wire::tag(wire::match), &d);
@@ -124,7 +124,7 @@ bool Engine::advance_send(Req* r) noexcept {
 bool Engine::send_eager(Req* r) noexcept {
     Peer* p = r->peer;
     const bml::BtlRef& b = p->ep->pick_eager();
-    wire::MatchHdr h{rank_, r->tag, r->seq, 0};
+    wire::MatchHdr h{rank_, r->tag, r->seq};
     btl::Descriptor* d = nullptr;
     Status s = b.module->sendi(b.endpoint, &r->conv, &h, sizeof h, r->total, btl::no_order, 0,
                                wire::tag(wire::match), &d);
@@ -192,7 +192,7 @@ void Engine::prepare_rdma(Req* r, wire::RndvHdr&, std::byte*) noexcept {
 
 bool Engine::send_rndv_header(Req* r) noexcept {
     wire::RndvHdr h{};
-    h.m = {rank_, r->is_am ? r->am_handler : r->tag, r->seq, 0};
+    h.m = {rank_, r->is_am ? r->am_handler : r->tag, r->seq};
     h.total = r->total;
     h.sreq = reinterpret_cast<std::uint64_t>(r);
     h.addr = r->remote_addr;

@@ -36,30 +36,32 @@ constexpr btl::Tag tag(Kind k) noexcept {
 }
 static_assert(kind_count <= btl::AmTable::range_size);
 
+// 12 bytes, no padding: with a transport's 4-byte record header an 8-byte
+// message fills 24 bytes of a shared-memory ring, not 32.
 struct MatchHdr {
     std::uint32_t src;
     std::uint32_t tag;
     std::uint32_t seq;
-    std::uint32_t pad;
 };
+static_assert(sizeof(MatchHdr) == 12);
 
 inline constexpr std::uint8_t kind_tagged = 0;
 inline constexpr std::uint8_t kind_am = 1;
 
 struct RndvHdr {
-    MatchHdr m;           // for AMs: tag = handler id, seq unused
-    std::uint64_t total;  // message length
-    std::uint64_t sreq;   // the sender's request
-    std::uint64_t addr;   // the sender's buffer, for an rdma get (0: none)
+    MatchHdr m;                    // for AMs: tag = handler id, seq unused
+    std::uint32_t rdma_component;  // hash of the component that registered addr
+    std::uint64_t total;           // message length
+    std::uint64_t sreq;            // the sender's request
+    std::uint64_t addr;            // the sender's buffer, for an rdma get (0: none)
     std::uint64_t am_target_counter;
     std::uint64_t am_completion_token;
-    std::uint32_t rdma_component;  // hash of the component that registered addr
-    std::uint16_t handle_len;      // registration handle bytes following
-    std::uint8_t kind;             // kind_tagged or kind_am
+    std::uint16_t handle_len;  // registration handle bytes following
+    std::uint8_t kind;         // kind_tagged or kind_am
     std::uint8_t pad;
     std::uint32_t am_header_len;  // user header bytes following the handle
-    std::uint32_t pad2;
 };
+static_assert(sizeof(RndvHdr) == 64);  // no holes: every byte sent is set
 
 struct AckHdr {
     std::uint64_t sreq;

@@ -4,10 +4,13 @@
 // acquire load; no fragment, no FIFO slot, no return trip.
 //
 // Layout of a box: a control line holding the receiver's read position, then
-// `size` bytes of messages.  Each message is an 8-byte header followed by its
-// payload rounded up to 8 bytes.  The sender always zeroes the header that
-// follows the message it publishes, so the receiver, reading at its position,
-// finds either zero (nothing yet) or a complete header, never stale payload.
+// `size` bytes of records.  A record is a 4-byte header and the payload, the
+// whole rounded up to 8 bytes; small, because the sender's cost is mostly
+// the cache lines it has to take from the receiver (an 8-byte message behind
+// the pml's 12-byte match header fills 24 bytes, not 32).  The sender always
+// zeroes the header that follows the record it publishes, so the receiver,
+// reading at its position, finds either zero (nothing yet) or a complete
+// header, never stale payload.
 #pragma once
 
 #include <atomic>
@@ -21,34 +24,48 @@ namespace transit::vader {
 
 class Fastbox {
   public:
-    static constexpr std::size_t header_size = 8;
+    static constexpr std::size_t header_size = 4;
 
-    // Shared bytes of one box with `size` bytes of messages (a power of two).
+    // Shared bytes of one box with `size` bytes of records (a power of two).
     static constexpr std::size_t bytes(std::uint32_t size) noexcept {
         return sizeof(Control) + size;
     }
     // The largest payload worth a box of `size` bytes: a quarter, so that a
-    // few messages are always in flight.
+    // few messages are always in flight.  (Boxes are at most 16 MiB, so it
+    // fits the header's 22-bit length.)
     static constexpr std::uint32_t max_payload(std::uint32_t size) noexcept {
         return size / 4 - header_size;
     }
 
-    static constexpr std::uint64_t magic = 0xfb0bull << 48;
-    static constexpr std::uint64_t type_message = 1;
-    static constexpr std::uint64_t type_skip = 2;
+    // A header: type in the top 2 bits (never 0, so a header is never 0), the
+    // btl tag, the payload length.
+    static constexpr std::uint32_t type_message = 1;
+    static constexpr std::uint32_t type_skip = 2;
+    static constexpr std::uint32_t length_bits = 22;
 
-    static std::uint64_t encode(std::uint64_t type, std::uint8_t tag, std::uint32_t size) noexcept {
-        return magic | (type << 40) | (std::uint64_t{tag} << 32) | size;
+    static constexpr std::uint32_t encode(std::uint32_t type, std::uint8_t tag,
+                                          std::uint32_t len) noexcept {
+        return (type << 30) | (std::uint32_t{tag} << length_bits) | len;
+    }
+    static constexpr std::uint32_t type_of(std::uint32_t h) noexcept { return h >> 30; }
+    static constexpr std::uint8_t tag_of(std::uint32_t h) noexcept {
+        return static_cast<std::uint8_t>(h >> length_bits);
+    }
+    static constexpr std::uint32_t length_of(std::uint32_t h) noexcept {
+        return h & ((1u << length_bits) - 1);
+    }
+    // Bytes of a record with `len` bytes of payload.
+    static constexpr std::uint32_t record(std::uint32_t len) noexcept {
+        return (header_size + len + 7u) & ~7u;
     }
 
   protected:
     struct alignas(cache_line) Control {
         std::atomic<std::uint32_t> read_pos{0};
     };
-    static std::atomic_ref<std::uint64_t> header_at(char* data, std::uint32_t offset) noexcept {
-        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(data + offset));
+    static std::atomic_ref<std::uint32_t> header_at(char* data, std::uint32_t offset) noexcept {
+        return std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(data + offset));
     }
-    static constexpr std::uint32_t round8(std::uint32_t n) noexcept { return (n + 7u) & ~7u; }
 };
 
 // The sender's side.  Its cursor is private; only the receiver's read position
@@ -66,7 +83,7 @@ class FastboxWriter : public Fastbox {
     // Room for a payload of `len` bytes (len <= max_payload(size)), or nullptr
     // when the box is full.  Must be followed by commit().
     char* reserve(std::uint32_t len) noexcept {
-        const std::uint32_t need = header_size + round8(len);
+        const std::uint32_t need = record(len);
         const std::uint32_t offset = claim(need);
         if (offset == full) return nullptr;
         pending_offset_ = offset;
@@ -80,19 +97,17 @@ class FastboxWriter : public Fastbox {
 
     // `header_len` bytes of header then `len` bytes that pack(dst) writes, as
     // one message.  The sender's fast path: the position stays in registers
-    // and a 16- or 24-byte header is copied inline, not by a call.
+    // and the pml's 12-byte match header is copied inline, not by a call.
     template <typename Pack>
     bool write_parts(std::uint8_t tag, const void* header, std::uint32_t header_len,
                      std::uint32_t len, Pack&& pack) noexcept {
         const std::uint32_t total = header_len + len;
-        const std::uint32_t need = header_size + round8(total);
+        const std::uint32_t need = record(total);
         const std::uint32_t offset = claim(need);
         if (offset == full) return false;
         char* p = data_ + offset + header_size;
-        if (header_len == 16)
-            std::memcpy(p, header, 16);
-        else if (header_len == 24)
-            std::memcpy(p, header, 24);
+        if (header_len == 12)
+            std::memcpy(p, header, 12);
         else if (header_len != 0)
             std::memcpy(p, header, header_len);
         if (len != 0) pack(p + header_len);
@@ -172,16 +187,15 @@ class FastboxReader : public Fastbox {
         const std::uint32_t start = read_pos_;
         while (count < max) {
             const std::uint32_t offset = read_pos_ & (size_ - 1);
-            const std::uint64_t h = header_at(data_, offset).load(std::memory_order_acquire);
+            const std::uint32_t h = header_at(data_, offset).load(std::memory_order_acquire);
             if (h == 0) break;
-            if (((h >> 40) & 0xff) == type_skip) {
+            if (type_of(h) == type_skip) {
                 read_pos_ += size_ - offset;
                 continue;
             }
-            const auto len = static_cast<std::uint32_t>(h);
-            deliver(static_cast<const char*>(data_ + offset + header_size), len,
-                    static_cast<std::uint8_t>(h >> 32));
-            read_pos_ += header_size + round8(len);
+            const std::uint32_t len = length_of(h);
+            deliver(static_cast<const char*>(data_ + offset + header_size), len, tag_of(h));
+            read_pos_ += record(len);
             ++count;
         }
         if (read_pos_ != start) control_->read_pos.store(read_pos_, std::memory_order_release);

@@ -15,7 +15,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 2;
+inline constexpr std::uint32_t segment_version = 3;  // 3: fast-box records with 4-byte headers
 inline constexpr std::size_t frag_header_size = 64;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {

@@ -18,9 +18,9 @@ constexpr std::uint32_t box_size = 4096;
 // Payload bytes that look like valid headers: a reader that trusted stale
 // payload as a header would deliver garbage.
 void fill(char* p, std::uint32_t len, std::uint32_t n) {
-    const std::uint64_t fake = Fastbox::encode(Fastbox::type_message, 7, 8);
+    const std::uint32_t fake = Fastbox::encode(Fastbox::type_message, 7, 8);
     for (std::uint32_t i = 0; i < len; ++i)
-        p[i] = (i / 8) % 2 ? static_cast<char>(fake >> (8 * (i % 8))) : static_cast<char>(n + i);
+        p[i] = (i / 4) % 2 ? static_cast<char>(fake >> (8 * (i % 4))) : static_cast<char>(n + i);
 }
 
 bool check(const char* p, std::uint32_t len, std::uint32_t n) {

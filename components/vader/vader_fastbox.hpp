@@ -150,6 +150,20 @@ class FastboxWriter : public Fastbox {
                  std::uint32_t len) noexcept {
         header_at(data_, offset).store(encode(type_message, tag, len), std::memory_order_release);
         write_pos_ += need;
+        // The line after the next header's, asked for now: the next claim()
+        // zeroes a header there, and x86 stores leave the store buffer in
+        // order, so a zeroing store that waits for its line from the receiver
+        // would hold up the publication behind it.  (+1.5-2% on latency and
+        // message rate in alternating runs.)
+        prefetch_for_write(data_ + ((offset + need + header_size + cache_line) & (size_ - 1)));
+    }
+
+    static void prefetch_for_write(const char* p) noexcept {
+#if defined(__x86_64__)
+        asm volatile("prefetchw %0" ::"m"(*p));  // a no-op on CPUs without it
+#else
+        __builtin_prefetch(p, 1);
+#endif
     }
 
     Control* control_ = nullptr;

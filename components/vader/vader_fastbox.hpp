@@ -13,6 +13,10 @@
 // header, never stale payload.
 #pragma once
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -76,7 +80,8 @@ class FastboxWriter : public Fastbox {
     FastboxWriter(void* box, std::uint32_t size) noexcept
         : control_(static_cast<Control*>(box)),
           data_(static_cast<char*>(box) + sizeof(Control)),
-          size_(size) {}
+          size_(size),
+          has_prefetchw_(cpu_has_prefetchw()) {}
 
     bool valid() const noexcept { return data_ != nullptr; }
 
@@ -158,11 +163,23 @@ class FastboxWriter : public Fastbox {
         prefetch_for_write(data_ + ((offset + need + header_size + cache_line) & (size_ - 1)));
     }
 
-    static void prefetch_for_write(const char* p) noexcept {
+    void prefetch_for_write(const char* p) const noexcept {
 #if defined(__x86_64__)
-        asm volatile("prefetchw %0" ::"m"(*p));  // a no-op on CPUs without it
+        if (has_prefetchw_) asm volatile("prefetchw %0" ::"m"(*p));
 #else
         __builtin_prefetch(p, 1);
+#endif
+    }
+    // PREFETCHW is not in the x86-64 baseline (CPUID 0x80000001, ECX bit 8).
+    static bool cpu_has_prefetchw() noexcept {
+#if defined(__x86_64__)
+        static const bool has = [] {
+            unsigned a = 0, b = 0, c = 0, d = 0;
+            return __get_cpuid(0x80000001u, &a, &b, &c, &d) != 0 && (c & (1u << 8)) != 0;
+        }();
+        return has;
+#else
+        return false;
 #endif
     }
 
@@ -173,6 +190,7 @@ class FastboxWriter : public Fastbox {
     std::uint32_t read_cache_ = 0;
     std::uint32_t pending_offset_ = 0;
     std::uint32_t pending_need_ = 0;
+    bool has_prefetchw_ = false;
 };
 
 // The receiver's side.

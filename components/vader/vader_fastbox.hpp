@@ -208,16 +208,20 @@ class FastboxReader : public Fastbox {
     bool valid() const noexcept { return data_ != nullptr; }
 
     bool ready() const noexcept {
-        return header_at(data_, read_pos_ & (size_ - 1)).load(std::memory_order_acquire) != 0;
+        return !broken_ &&
+               header_at(data_, read_pos_ & (size_ - 1)).load(std::memory_order_acquire) != 0;
     }
+    bool broken() const noexcept { return broken_; }
 
     // Delivers up to `max` messages to deliver(const char* payload, uint32_t len,
     // uint8_t tag); the payload is valid during the call only.  Returns the count.
+    // A record no writer could have made (unknown type, a length past the
+    // box's limit or end) stops the box for good: broken() says so.
     template <typename Deliver>
     int poll(Deliver&& deliver, int max) noexcept {
         int count = 0;
         const std::uint32_t start = read_pos_;
-        while (count < max) {
+        while (count < max && !broken_) {
             const std::uint32_t offset = read_pos_ & (size_ - 1);
             const std::uint32_t h = header_at(data_, offset).load(std::memory_order_acquire);
             if (h == 0) break;
@@ -226,6 +230,11 @@ class FastboxReader : public Fastbox {
                 continue;
             }
             const std::uint32_t len = length_of(h);
+            if (type_of(h) != type_message || len > max_payload(size_) ||
+                offset + record(len) > size_) [[unlikely]] {
+                broken_ = true;
+                break;
+            }
             deliver(static_cast<const char*>(data_ + offset + header_size), len, tag_of(h));
             read_pos_ += record(len);
             ++count;
@@ -239,6 +248,7 @@ class FastboxReader : public Fastbox {
     char* data_ = nullptr;
     std::uint32_t size_ = 0;
     std::uint32_t read_pos_ = 0;
+    bool broken_ = false;
 };
 
 }  // namespace transit::vader

@@ -619,9 +619,14 @@ void VaderModule::deliver(VaderEndpoint* ep, const char* data, std::size_t size,
 int VaderModule::poll_fastbox(std::uint32_t local_index, int max) noexcept {
     FastboxReader& box = readers_[local_index];
     VaderEndpoint* ep = endpoints_[local_index].get();
-    return box.poll(
+    const int n = box.poll(
         [&](const char* data, std::uint32_t len, std::uint8_t tag) { deliver(ep, data, len, tag); },
         max);
+    if (box.broken() && ep != nullptr && !ep->dead) [[unlikely]]
+        peer_lost(ep,
+                  "vader: a malformed fast-box record from a local peer; nothing more is read "
+                  "from it");
+    return n;
 }
 
 int VaderModule::poll_fifo(int max) noexcept {
@@ -726,11 +731,17 @@ int VaderModule::check_peers() noexcept {
 void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
     // Returns the peer pushed before it died are real: take them first.
     progress();
-    ep->dead = true;
     out_.verbose(1, "local peer {} (pid {}) exited", ep->peer(), ep->pid);
+    peer_lost(ep, "vader: local peer process exited");
+}
+
+// The peer is given up: its pending operations end with an error and the
+// upper layer hears of it once.
+void VaderModule::peer_lost(VaderEndpoint* ep, const char* why) noexcept {
+    ep->dead = true;
     for (Frag& f : frags_)
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
-    report_error(btl::error_flags::nonfatal, ep->peer(), "vader: local peer process exited");
+    report_error(btl::error_flags::nonfatal, ep->peer(), why);
 }
 
 }  // namespace transit::vader

@@ -107,5 +107,59 @@ TEST(VaderFastbox, WriterProcessToReaderProcess) {
     EXPECT_EQ(test::join(child), bad != 0 ? 128 + SIGKILL : 0);
 }
 
+// A record no writer makes (from a broken or hostile peer) must not make the
+// reader deliver bytes outside the box: the box stops, what came before stays
+// delivered.
+void expect_stops_at_bad_record(std::uint32_t bad_header) {
+    test::SharedArea area(Fastbox::bytes(box_size));
+    FastboxReader reader(area.get(), box_size);
+    FastboxWriter writer(area.get(), box_size);
+    const char good[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    ASSERT_TRUE(writer.write(3, good, sizeof good));
+    // The next record's header, where the writer zeroed it.
+    auto* data = static_cast<char*>(area.get()) + Fastbox::bytes(box_size) - box_size;
+    std::memcpy(data + Fastbox::record(sizeof good), &bad_header, sizeof bad_header);
+    int delivered = 0;
+    EXPECT_EQ(reader.poll(
+                  [&](const char*, std::uint32_t len, std::uint8_t tag) {
+                      EXPECT_EQ(len, sizeof good);
+                      EXPECT_EQ(tag, 3);
+                      ++delivered;
+                  },
+                  8),
+              1);
+    EXPECT_EQ(delivered, 1);
+    EXPECT_TRUE(reader.broken());
+    EXPECT_FALSE(reader.ready());
+    EXPECT_EQ(reader.poll([&](const char*, std::uint32_t, std::uint8_t) { ++delivered; }, 8), 0);
+    EXPECT_EQ(delivered, 1);
+}
+
+TEST(VaderFastbox, LengthPastTheLimitStopsTheBox) {
+    expect_stops_at_bad_record(Fastbox::encode(Fastbox::type_message, 1, box_size));
+}
+
+TEST(VaderFastbox, LengthPastTheEndStopsTheBox) {
+    // Within the limit, but running past the end of the box from where it sits.
+    const std::uint32_t len = Fastbox::max_payload(box_size);
+    test::SharedArea area(Fastbox::bytes(box_size));
+    FastboxReader reader(area.get(), box_size);
+    auto* data = static_cast<char*>(area.get()) + Fastbox::bytes(box_size) - box_size;
+    const std::uint32_t at = box_size - 64;  // a record of len bytes cannot fit here
+    // Walk the reader to `at` with records of zero length (8 bytes each).
+    const std::uint32_t empty = Fastbox::encode(Fastbox::type_message, 0, 0);
+    for (std::uint32_t o = 0; o < at; o += 8) std::memcpy(data + o, &empty, sizeof empty);
+    const std::uint32_t bad = Fastbox::encode(Fastbox::type_message, 0, len);
+    std::memcpy(data + at, &bad, sizeof bad);
+    int delivered = 0;
+    reader.poll([&](const char*, std::uint32_t, std::uint8_t) { ++delivered; }, 1 << 20);
+    EXPECT_EQ(delivered, static_cast<int>(at / 8));
+    EXPECT_TRUE(reader.broken());
+}
+
+TEST(VaderFastbox, UnknownTypeStopsTheBox) {
+    expect_stops_at_bad_record(Fastbox::encode(3, 0, 8));
+}
+
 }  // namespace
 }  // namespace transit::vader

@@ -14,7 +14,9 @@
 #                 (Transit's vader inside Open MPI)
 #
 # Ratios are Transit / peer: below 1 is better for latency, above 1 for
-# bandwidth and message rate.  Needs a build in build/ (or TRANSIT_BIN) and
+# bandwidth and message rate.  Each round's line on stderr starts with the
+# machine's cache-line round trip before and after it (cacheline_pingpong): a
+# round whose two values differ ran the two sides in different machine modes.  Needs a build in build/ (or TRANSIT_BIN) and
 # Debian's openmpi-bin + libopenmpi-dev.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -60,15 +62,20 @@ transit() {  # test size -> value (us, MB/s or M msg/s)
         cut -d, -f2
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else print a / b }'; }
+# The machine's cache-line half round trip now (us): which mode it is in.  Taken
+# before and after each round; a round whose two values differ mixed the modes.
+floor() { "$bin/cacheline_pingpong" 200000 2>/dev/null | awk '{print $5}'; }
 
 declare -A ratios
 for ((r = 1; r <= rounds; r++)); do
+    floor_before=$(floor)
     out=$(peer_run)
     if [ "$mode" = adapter ]; then
         mine=$(adapter_run)
         t_lat=$(col_lat "$mine" 8)
         for s in "${sizes[@]}"; do ratios[bw$s]+="$(ratio "$(col_bw "$mine" "$s")" "$(col_bw "$out" "$s")") "; done
         ratios[rate8]+="$(ratio "$(col_rate "$mine")" "$(col_rate "$out")") "
+        t_rate=$(awk -v a="$(col_rate "$mine")" 'BEGIN{print a/1e6}')
     else
         t_lat=$(transit latency 8)
         for s in "${sizes[@]}"; do ratios[bw$s]+="$(ratio "$(transit bw "$s")" "$(col_bw "$out" "$s")") "; done
@@ -76,7 +83,9 @@ for ((r = 1; r <= rounds; r++)); do
         ratios[rate8]+="$(ratio "$(awk -v a="$t_rate" 'BEGIN{print a*1e6}')" "$(col_rate "$out")") "
     fi
     ratios[lat8]+="$(ratio "$t_lat" "$(col_lat "$out" 8)") "
-    echo "round $r: peer lat8=$(col_lat "$out" 8)us transit lat8=${t_lat}us" >&2
+    p_rate=$(awk -v a="$(col_rate "$out")" 'BEGIN{print a/1e6}')
+    echo "round $r: cache line ${floor_before}->$(floor)us; peer lat8=$(col_lat "$out" 8)us" \
+        "rate=${p_rate}M; transit lat8=${t_lat}us rate=${t_rate}M" >&2
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END{print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }

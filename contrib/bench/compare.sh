@@ -16,8 +16,9 @@
 # Ratios are Transit / peer: below 1 is better for latency, above 1 for
 # bandwidth and message rate.  Each round's line on stderr starts with the
 # machine's cache-line round trip before and after it (cacheline_pingpong): a
-# round whose two values differ ran the two sides in different machine modes.  Needs a build in build/ (or TRANSIT_BIN) and
-# Debian's openmpi-bin + libopenmpi-dev.
+# round whose two values differ ran the two sides in different machine modes.
+# Needs a build in build/ (or TRANSIT_BIN) and Debian's openmpi-bin +
+# libopenmpi-dev.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)

@@ -488,21 +488,21 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     return Status::completed;
 }
 
-// The fast path, kept small: a short payload with no header in front (the
-// raw btl, small active messages) from the caller's buffer when it is one
-// piece.  Everything else, failures included, goes to sendi_gather().
+// The fast path, kept small: a short message from the caller's memory when the
+// payload is one piece.  Without a header (the raw btl, small active
+// messages) it is one am_short; with one (the pml's match header) an
+// am_short_iov of the wire header, the header and the payload, so nothing is
+// gathered into a staging buffer first.  Everything else, failures included,
+// goes to sendi_gather().
 Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
     auto* ep = static_cast<UctEndpoint*>(endpoint);
-    if (header_size == 0 && payload_size != 0 && payload_size <= max_short_ &&
-        convertor != nullptr && valid(endpoint) && !ep->failed) [[likely]] {
+    if (header_size + payload_size <= max_short_ && payload_size != 0 && convertor != nullptr &&
+        valid(endpoint) && !ep->failed) [[likely]] {
         if (const void* src = convertor->contiguous_at(payload_size)) [[likely]] {
-            std::uint64_t wire_header;
             const WireHeader h = wire(Kind::message, tag);
-            std::memcpy(&wire_header, &h, sizeof wire_header);
-            if (uct_ep_am_short(ep->ep, am_id, wire_header, src,
-                                static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]] {
+            if (send_short(ep, h, header, header_size, src, payload_size) == UCS_OK) [[likely]] {
                 convertor->skip(payload_size);
                 if (descriptor != nullptr) *descriptor = nullptr;
                 return Status::completed;
@@ -511,6 +511,26 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     }
     return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
                         descriptor);
+}
+
+ucs_status_t UctModule::send_short(UctEndpoint* ep, const WireHeader& h, const void* header,
+                                   std::size_t header_size, const void* payload,
+                                   std::size_t payload_size) noexcept {
+    if (header_size == 0) {
+        std::uint64_t wire_header;
+        std::memcpy(&wire_header, &h, sizeof wire_header);
+        return uct_ep_am_short(ep->ep, am_id, wire_header, payload,
+                               static_cast<unsigned>(payload_size));
+    }
+    if (header == nullptr || !short_iov_) [[unlikely]]
+        return UCS_ERR_UNSUPPORTED;  // sendi_gather() checks and gathers
+    uct_iov_t iov[3] = {{const_cast<WireHeader*>(&h), sizeof h, UCT_MEM_HANDLE_NULL, 0, 1},
+                        {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
+                        {const_cast<void*>(payload), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
+    const ucs_status_t s = uct_ep_am_short_iov(ep->ep, am_id, iov, 3);
+    if (s == UCS_ERR_UNSUPPORTED) [[unlikely]]
+        short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
+    return s;
 }
 
 // sendi's general case: header and payload gathered into one message, or a

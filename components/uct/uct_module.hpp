@@ -201,6 +201,9 @@ class UctModule final : public btl::Module {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
     bool valid(const btl::Endpoint* e) const noexcept;
+    ucs_status_t send_short(UctEndpoint* ep, const WireHeader& h, const void* header,
+                            std::size_t header_size, const void* payload,
+                            std::size_t payload_size) noexcept;
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
@@ -362,6 +365,7 @@ class UctModule final : public btl::Module {
     std::size_t dropped_ = 0;         // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;  // am_short payload gathered from pieces
     std::size_t max_short_ = 0;       // am_short payload (after the 64-bit header)
+    bool short_iov_ = true;           // am_short_iov works here (else sendi gathers)
     std::size_t max_message_ = 0;     // am_bcopy total, header included
     std::size_t chunk_ = 0;           // data bytes per put/get piece
     ProgressEngine::Handle progress_handle_;

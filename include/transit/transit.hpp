@@ -85,7 +85,10 @@ class Context;
 struct AmInfo {
     Rank source;
     std::uint32_t handler;
-    std::span<const std::byte> header;  // the user header, valid during the header handler
+    // The user header, valid during the header handler.  Bytes with no alignment
+    // promised (a shared-memory transport may hand them over in place): copy a
+    // struct out with memcpy rather than casting the pointer.
+    std::span<const std::byte> header;
     std::size_t data_length;
 };
 

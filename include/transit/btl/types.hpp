@@ -175,6 +175,9 @@ struct Descriptor {
 };
 
 // What a receive callback sees.  Valid only during the callback: copy what you keep.
+// Segments have no alignment promised (tcp hands frames over where they fall in its
+// stream buffer, vader's fast boxes at 4 bytes): read headers with memcpy, not
+// through a cast pointer.
 struct ReceiveDescriptor {
     Endpoint* endpoint;  // the sender's endpoint on this module (may be null)
     const Segment* segments;

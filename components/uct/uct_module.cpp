@@ -170,6 +170,8 @@ void UctModule::choose_attributes() {
     max_short_ = (iface_attr_.cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
                      ? am.max_short - 8
                      : 0;
+    // sendi's header + payload as three pieces of one am_short_iov.
+    short_iov_ = am.max_iov >= 3;
     // Upper-layer payload per message; every process must agree, which holds
     // when they run the same transport with the same UCX configuration.
     std::size_t max_send = max_message_ - sizeof(WireHeader);

@@ -662,9 +662,8 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
                         std::size_t header_size_in, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
     if (descriptor != nullptr) *descriptor = nullptr;
-    if (!valid(endpoint) || (header_size_in > 0 && header == nullptr) ||
-        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
-        [[unlikely]]
+    if (!valid(endpoint) ||
+        !btl::sendi_arguments_valid(convertor, header, header_size_in, payload_size)) [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<OfiEndpoint*>(endpoint);
     const std::size_t total = header_size_in + payload_size;

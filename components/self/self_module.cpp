@@ -196,9 +196,8 @@ Status SelfModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, con
                          std::uint32_t, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
     // Self never needs to hand back a descriptor: it delivers whenever it can.
     if (descriptor != nullptr) *descriptor = nullptr;
-    if (!valid_endpoint(endpoint) || (header_size > 0 && header == nullptr) ||
-        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
-        [[unlikely]]
+    if (!valid_endpoint(endpoint) ||
+        !btl::sendi_arguments_valid(convertor, header, header_size, payload_size)) [[unlikely]]
         return Status::bad_param;
     const void* payload = payload_size > 0 ? convertor->contiguous_at(payload_size) : nullptr;
     if (payload_size == 0 || payload != nullptr) {

@@ -225,21 +225,34 @@ void UctModule::release_native_registrations() noexcept {
 
 // --- operations ------------------------------------------------------------------
 
-bool UctModule::rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
-                         uct_rkey_t& rkey) noexcept {
-    if (const uct_rkey_bundle_t* b = ep->rkeys.find(key)) {
+namespace {
+
+using RkeyBundles = RkeyCache<uct_rkey_bundle_t, UctEndpoint::rkey_cache_size>;
+
+// The peer's remote key for registration `key`: from the endpoint's cache, or
+// unpacked from the handle's key for one memory domain (`md_tag`) and kept.
+bool cached_rkey(RkeyBundles& cache, uct_component_h component,
+                 const btl::RegistrationHandle* handle, std::uint32_t md_tag, std::size_t len,
+                 std::uint64_t key, uct_rkey_t& rkey) noexcept {
+    if (const uct_rkey_bundle_t* b = cache.find(key)) {
         rkey = b->rkey;
         return true;
     }
-    const std::byte* packed =
-        handle_rkey(reinterpret_cast<const std::byte*>(handle), rdma_md_tag_, rkey_len_);
+    const std::byte* packed = handle_rkey(reinterpret_cast<const std::byte*>(handle), md_tag, len);
     if (packed == nullptr) return false;
     uct_rkey_bundle_t b{};
-    if (uct_rkey_unpack(rdma_component_, packed, &b) != UCS_OK) return false;
-    ep->rkeys.insert(key, b,
-                     [this](uct_rkey_bundle_t& old) { uct_rkey_release(rdma_component_, &old); });
+    if (uct_rkey_unpack(component, packed, &b) != UCS_OK) return false;
+    cache.insert(key, b,
+                 [component](uct_rkey_bundle_t& old) { uct_rkey_release(component, &old); });
     rkey = b.rkey;
     return true;
+}
+
+}  // namespace
+
+bool UctModule::rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
+                         uct_rkey_t& rkey) noexcept {
+    return cached_rkey(ep->rkeys, rdma_component_, handle, rdma_md_tag_, rkey_len_, key, rkey);
 }
 
 bool UctModule::local_memh(const btl::RegistrationHandle* handle, uct_mem_h& memh) const noexcept {
@@ -521,20 +534,9 @@ const uct_allocated_memory_t* UctModule::allocation_of(const void* base,
 
 bool UctModule::amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle,
                              std::uint64_t key, uct_rkey_t& rkey) noexcept {
-    if (const uct_rkey_bundle_t* b = ep->amo_rkeys.find(key)) {
-        rkey = b->rkey;
-        return true;
-    }
-    const std::byte* packed =
-        handle_rkey(reinterpret_cast<const std::byte*>(handle), amo_md_tag_, amo_rkey_len_);
-    if (packed == nullptr) return false;
-    uct_rkey_bundle_t b{};
-    if (uct_rkey_unpack(resource_.component, packed, &b) != UCS_OK) return false;
-    ep->amo_component = resource_.component;
-    ep->amo_rkeys.insert(
-        key, b, [this](uct_rkey_bundle_t& old) { uct_rkey_release(resource_.component, &old); });
-    rkey = b.rkey;
-    return true;
+    ep->amo_component = resource_.component;  // releases the cached keys with the endpoint
+    return cached_rkey(ep->amo_rkeys, resource_.component, handle, amo_md_tag_, amo_rkey_len_, key,
+                       rkey);
 }
 
 Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* remote_handle,

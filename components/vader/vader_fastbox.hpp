@@ -85,21 +85,6 @@ class FastboxWriter : public Fastbox {
 
     bool valid() const noexcept { return data_ != nullptr; }
 
-    // Room for a payload of `len` bytes (len <= max_payload(size)), or nullptr
-    // when the box is full.  Must be followed by commit().
-    char* reserve(std::uint32_t len) noexcept {
-        const std::uint32_t need = record(len);
-        const std::uint32_t offset = claim(need);
-        if (offset == full) return nullptr;
-        pending_offset_ = offset;
-        pending_need_ = need;
-        return data_ + offset + header_size;
-    }
-
-    void commit(std::uint8_t tag, std::uint32_t len) noexcept {
-        publish(pending_offset_, pending_need_, tag, len);
-    }
-
     // `header_len` bytes of header then `len` bytes that pack(dst) writes, as
     // one message.  The sender's fast path: the position stays in registers
     // and the pml's 12-byte match header is copied inline, not by a call.
@@ -188,8 +173,6 @@ class FastboxWriter : public Fastbox {
     std::uint32_t size_ = 0;
     std::uint32_t write_pos_ = 0;
     std::uint32_t read_cache_ = 0;
-    std::uint32_t pending_offset_ = 0;
-    std::uint32_t pending_need_ = 0;
     bool has_prefetchw_ = false;
 };
 

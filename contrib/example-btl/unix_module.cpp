@@ -362,9 +362,7 @@ Status UnixModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, con
                          std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
     if (descriptor != nullptr) *descriptor = nullptr;
     UnixEndpoint* ep = usable(endpoint);
-    if ((header_bytes > 0 && header == nullptr) ||
-        (payload_size > 0 && (convertor == nullptr || payload_size > convertor->remaining())))
-        [[unlikely]]
+    if (!btl::sendi_arguments_valid(convertor, header, header_bytes, payload_size)) [[unlikely]]
         return Status::bad_param;
     if (ep == nullptr) return endpoint == nullptr ? Status::bad_param : Status::unreachable;
     const std::size_t total = header_bytes + payload_size;

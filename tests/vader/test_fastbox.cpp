@@ -79,13 +79,12 @@ TEST(VaderFastbox, WriterProcessToReaderProcess) {
     FastboxReader reader(area.get(), box_size);
     const pid_t child = test::spawn([&] {
         FastboxWriter writer(area.get(), box_size);
-        std::vector<char> buf(Fastbox::max_payload(box_size));
         for (std::uint32_t n = 0; n < total; ++n) {
             const std::uint32_t len = size_of(n);
-            char* p;
-            while ((p = writer.reserve(len)) == nullptr) sched_yield();
-            fill(p, len, n);
-            writer.commit(static_cast<std::uint8_t>(n), len);
+            // Filled in place, as sendi packs a convertor straight into the box.
+            while (!writer.write_parts(static_cast<std::uint8_t>(n), nullptr, 0, len,
+                                       [&](char* p) { fill(p, len, n); }))
+                sched_yield();
         }
         return true;
     });

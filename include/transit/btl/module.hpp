@@ -170,4 +170,13 @@ class Module {
     void* error_cbdata_ = nullptr;
 };
 
+// sendi's arguments as its contract allows them: a header pointer when there is
+// a header, a convertor with payload_size bytes left when there is a payload.
+// A module answers bad_param otherwise.
+inline bool sendi_arguments_valid(const Convertor* convertor, const void* header,
+                                  std::size_t header_size, std::size_t payload_size) noexcept {
+    return (header_size == 0 || header != nullptr) &&
+           (payload_size == 0 || (convertor != nullptr && payload_size <= convertor->remaining()));
+}
+
 }  // namespace transit::btl

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "process_util.hpp"
 #include "runtime/job_secret.hpp"
@@ -261,14 +263,20 @@ void Launcher::on_rank_exit(unsigned rank, int wait_status) {
               SIGTERM, std::chrono::seconds(1));
 }
 
-void Launcher::reap() {
+void Launcher::reap(PmixHost& host) {
+    std::vector<std::pair<pid_t, int>> exited;
     int status = 0;
     pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) exited.emplace_back(pid, status);
+    if (exited.empty()) return;
+    // A rank's "finalized" is queued before the rank is released to exit, so
+    // with its exit seen the event is there: take it now, not on the next
+    // poll (the event fd may have become readable after this poll returned).
+    handle_server_events(host);
+    for (const auto& [p, st] : exited)
         for (unsigned r = 0; r < ranks_.size(); ++r)
-            if (ranks_[r].pid == pid && ranks_[r].running) on_rank_exit(r, status);
-        // Anything else is an orphan we adopted as subreaper: reaped, ignored.
-    }
+            if (ranks_[r].pid == p && ranks_[r].running) on_rank_exit(r, st);
+    // Anything else is an orphan we adopted as subreaper: reaped, ignored.
 }
 
 void Launcher::handle_signal(int sig) {
@@ -308,7 +316,7 @@ void Launcher::loop(PmixHost& host) {
             while (::read(signal_fd_, &info, sizeof info) == sizeof info)
                 if (info.ssi_signo != SIGCHLD) handle_signal(static_cast<int>(info.ssi_signo));
         }
-        reap();
+        reap(host);
         for (std::size_t i = 2; i < fds.size(); ++i)
             if (fds[i].revents) output_->pump(fds[i].fd);
 

@@ -47,7 +47,7 @@ class Launcher {
     void loop(PmixHost& host);
     void handle_server_events(PmixHost& host);
     void handle_signal(int sig);
-    void reap();
+    void reap(PmixHost& host);
     void on_rank_exit(unsigned rank, int wait_status);
     void terminate(int status, const std::string& why, int sig, Clock::duration grace);
     void signal_ranks(int sig);

@@ -39,6 +39,7 @@ class UctEndpoint final : public btl::Endpoint {
     bool failed = false;    // UCT reported the peer lost; sends fail at once
     bool reported = false;  // the error callback has been told
     bool added = false;     // by add_procs (not only connected to answer a request)
+    bool goodbye = false;   // the peer said it is leaving: losing it is no error
     ProcessWatch process;   // a peer on this node, watched for exit (or nothing)
 };
 

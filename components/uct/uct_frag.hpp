@@ -119,6 +119,7 @@ class Pool {
         return !items_.empty() && t >= items_.data() && t < items_.data() + items_.size();
     }
     T& at(std::size_t i) noexcept { return items_[i]; }
+    const T& at(std::size_t i) const noexcept { return items_[i]; }
     std::size_t index(const T* t) const noexcept {
         return static_cast<std::size_t>(t - items_.data());
     }

@@ -337,6 +337,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         for (PendingReply* r = waiting_replies_.front(); r != nullptr; r = r->next_queued)
             if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
         if (by_rank_[peer]->added) --peer_count_;
+        say_goodbye(*by_rank_[peer]);
         by_rank_[peer].reset();
         endpoints[i] = nullptr;
     }
@@ -608,10 +609,23 @@ ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) no
 
 void UctModule::handle_failures() noexcept {
     failures_ = false;
+    // What a lost peer sent before it went is real, its goodbye among it:
+    // take that first (a bounded drain: other peers may keep sending).
+    if (!in_uct_progress_) {
+        in_uct_progress_ = true;
+        for (int i = 0; i < 64 && uct_worker_progress(worker_.get()) != 0; ++i) {
+        }
+        in_uct_progress_ = false;
+    }
+    if (!ring_.empty()) deliver();
     for (auto& e : by_rank_) {
         if (!e || !e->failed || e->reported) continue;
         e->reported = true;
         const Rank peer = e->peer();
+        if (left_quietly(*e)) {
+            out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
+            continue;
+        }
         // Operations to the lost peer end with its error.
         for (std::size_t k = 0; k < ops_.size(); ++k) {
             RdmaOp& op = ops_.at(k);
@@ -626,6 +640,35 @@ void UctModule::handle_failures() noexcept {
         }
         report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
     }
+}
+
+// A peer that said goodbye and has no operation of ours pending has left,
+// not failed: no error report (Open MPI's ob1 aborts the job on any, and the
+// first rank of a job to exit is seen by the others while they finalize).
+bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
+    if (!e.goodbye) return false;
+    for (std::size_t k = 0; k < ops_.size(); ++k)
+        if (ops_.at(k).in_use && ops_.at(k).peer == e.peer()) return false;
+    return true;
+}
+
+// Tells the peer we are leaving: one header-only message, pushed out with a
+// bounded wait (a peer that no longer listens must not hold up finalize).
+void UctModule::say_goodbye(UctEndpoint& e) noexcept {
+    if (e.failed || e.ep == nullptr || !worker_) return;
+    const WireHeader h{static_cast<std::uint8_t>(Kind::goodbye), 0, wire_version, 0, self_};
+    std::uint64_t word;
+    std::memcpy(&word, &h, sizeof word);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    ucs_status_t s;
+    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    if (s != UCS_OK) return;
+    while ((s = uct_ep_flush(e.ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) != UCS_OK &&
+           (s == UCS_INPROGRESS || s == UCS_ERR_NO_RESOURCE) &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
 }
 
 // A local peer whose process has exited is lost like one UCT reports (at
@@ -786,6 +829,11 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
             ring_.pop();
             on_atomic_reply(h.source, body, body_len);
             return true;
+        case Kind::goodbye:
+            ring_.pop();
+            if (h.source < by_rank_.size() && by_rank_[h.source])
+                by_rank_[h.source]->goodbye = true;
+            return true;
     }
     ring_.pop();
     report_error(btl::error_flags::nonfatal, h.source, "uct: a message of an unknown kind");
@@ -834,6 +882,8 @@ Status UctModule::finalize() {
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);
+    for (auto& e : by_rank_)
+        if (e) say_goodbye(*e);
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();

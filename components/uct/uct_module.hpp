@@ -237,6 +237,8 @@ class UctModule final : public btl::Module {
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;
     void handle_failures() noexcept;
+    bool left_quietly(const UctEndpoint& e) const noexcept;
+    void say_goodbye(UctEndpoint& e) noexcept;
     void check_local_peers() noexcept;
     UctEndpoint* connect(Rank peer, std::string* why);
     UctEndpoint* peer_endpoint(Rank peer) noexcept;

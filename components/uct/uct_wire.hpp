@@ -21,8 +21,8 @@ namespace transit::uct {
 
 inline constexpr std::uint8_t am_id = 0;
 // 3: the address carries a second (RDMA) interface, handles may carry a UCT
-// remote key.
-inline constexpr std::uint8_t wire_version = 3;
+// remote key.  4: goodbye.
+inline constexpr std::uint8_t wire_version = 4;
 
 enum class Kind : std::uint8_t {
     message = 1,  // upper-layer active message: tag + payload
@@ -32,6 +32,7 @@ enum class Kind : std::uint8_t {
     get_rep = 5,  // RdmaReply + data
     amo_req = 6,  // AtomicRequest
     amo_rep = 7,  // AtomicReply
+    goodbye = 8,  // no body: the sender is leaving; its exit is no failure
 };
 
 struct WireHeader {

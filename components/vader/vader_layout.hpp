@@ -15,7 +15,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 3;  // 3: fast-box records with 4-byte headers
+inline constexpr std::uint32_t segment_version = 4;                    // 4: the departed flag
 inline constexpr std::size_t frag_header_size = 64;
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {
@@ -48,6 +48,10 @@ struct alignas(cache_line) SegmentHeader {
     std::uint64_t heap_size;
     std::uint64_t probe_cookie;  // read by peers through CMA to prove it works
     alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
+    // Set by the owner as it finalizes: its exit after that is a departure,
+    // not a failure (Open MPI's ob1 aborts the job on any error report, and
+    // the last ranks of a job may still be polling when the first exit).
+    std::atomic<std::uint32_t> departed;
 };
 
 enum class FragKind : std::uint8_t { data = 1, atomic = 2 };

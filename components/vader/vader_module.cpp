@@ -116,6 +116,7 @@ VaderModule::~VaderModule() {
 }
 
 Status VaderModule::finalize() {
+    header_->departed.store(1, std::memory_order_release);
     stop_progress();
     for (auto& ep : endpoints_) ep.reset();
     active_.clear();
@@ -731,8 +732,20 @@ int VaderModule::check_peers() noexcept {
 void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
     // Returns the peer pushed before it died are real: take them first.
     progress();
+    if (departed_quietly(ep)) return;
     out_.verbose(1, "local peer {} (pid {}) exited", ep->peer(), ep->pid);
     peer_lost(ep, "vader: local peer process exited");
+}
+
+// A peer that finalized its module before exiting and holds none of our
+// fragments has left, not failed: no error report (as tcp after a goodbye).
+bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
+    if (ep->header().departed.load(std::memory_order_acquire) == 0) return false;
+    for (const Frag& f : frags_)
+        if (f.in_flight && f.endpoint == ep) return false;
+    ep->dead = true;
+    out_.verbose(10, "local peer {} (pid {}) finalized and exited", ep->peer(), ep->pid);
+    return true;
 }
 
 // The peer is given up: its pending operations end with an error and the

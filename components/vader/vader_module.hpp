@@ -147,6 +147,7 @@ class VaderModule final : public btl::Module {
     void complete(Frag* frag, Status status) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
     void peer_died(VaderEndpoint* ep) noexcept;
+    bool departed_quietly(VaderEndpoint* ep) noexcept;
     void peer_lost(VaderEndpoint* ep, const char* why) noexcept;
 
     rt::Runtime& runtime_;

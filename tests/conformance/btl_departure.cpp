@@ -1,0 +1,240 @@
+// transit_btl_departure: how a btl takes a peer's exit.
+//
+//   transit_run -n 2 transit_btl_departure --component NAME --mode finalize|abandon
+//
+// Rank 1 sends rank 0 a few messages, waits for rank 0's acknowledgement and
+// leaves, closing its runtime either way:
+//   finalize  after finalizing its btl modules, as every upper layer does at
+//             the end of a job.  Rank 0 must see no error at all: the first
+//             rank of a job to exit is seen by the others while they are still
+//             in their own finalize, and Open MPI's ob1 aborts the whole job on
+//             any error a btl reports (it did so, in CI, over uct).
+//   abandon   without finalizing them (_exit): rank 0 must hear of the lost
+//             peer through its error callback, once, within two seconds.
+// Rank 0 watches rank 1's process, so the verdict is given only after rank 1
+// has really gone and a full second of progress has passed.
+//
+// Exit status: 0 passed, 1 failed, 77 the component declined (ctest: skipped).
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "framework/btl_framework.hpp"
+#include "runtime/runtime.hpp"
+#include "transit/btl/am_table.hpp"
+#include "transit/process_watch.hpp"
+#include "transit/progress.hpp"
+
+namespace {
+
+using namespace transit;
+using Clock = std::chrono::steady_clock;
+
+constexpr int skipped = 77;
+constexpr int message_count = 20;
+constexpr btl::Tag tag_data = btl::AmTable::tag(btl::TagRange::user, 1);
+constexpr btl::Tag tag_ack = btl::AmTable::tag(btl::TagRange::user, 2);
+
+struct State {
+    int received = 0;
+    bool acked = false;
+    int errors = 0;
+    Rank error_peer = any_rank;
+    std::string error_info;
+};
+
+int failed(Rank me, const std::string& what) {
+    fmt::print("rank {}: FAILED: {}\n", me, what);
+    std::fflush(stdout);
+    return 1;
+}
+
+// Progresses until done() or the time is up; true when done() held.
+template <typename Pred>
+bool progress_until(ProgressEngine& engine, Pred done, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (!done()) {
+        if (Clock::now() > end) return false;
+        engine.progress();
+    }
+    return true;
+}
+
+// One message of `size` bytes by alloc + send, retried while the module has no
+// descriptor to give or no room to send it.
+Status send_message(btl::Module& m, ProgressEngine& engine, btl::Endpoint* ep, btl::Tag tag,
+                    std::size_t size) {
+    size = std::min(size, m.attributes().max_send_size);
+    const auto end = Clock::now() + std::chrono::seconds(30);
+    btl::Descriptor* d = nullptr;
+    for (;;) {
+        if (d == nullptr) d = m.alloc(ep, btl::no_order, size, btl::des_flags::btl_ownership);
+        if (d != nullptr) {
+            std::memset(d->segments[0].addr, 0x5a, d->segments[0].len);
+            const Status s = m.send(ep, d, tag);
+            if (s != Status::out_of_resource) return s == Status::completed ? Status::success : s;
+        }
+        if (Clock::now() > end) return Status::timeout;
+        engine.progress();
+    }
+}
+
+struct Options {
+    std::string component;
+    std::string mode;
+};
+
+bool parse(int argc, char** argv, Options& o) {
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const std::string_view a = argv[i];
+        if (a == "--component")
+            o.component = argv[i + 1];
+        else if (a == "--mode")
+            o.mode = argv[i + 1];
+        else
+            return false;
+    }
+    return argc % 2 == 1 && !o.component.empty() && (o.mode == "finalize" || o.mode == "abandon");
+}
+
+int run(const Options& opt) {
+    auto runtime = rt::open_runtime();
+    const Rank me = runtime->rank();
+    if (runtime->size() != 2) return failed(me, "needs exactly 2 ranks (transit_run -n 2)");
+
+    ProgressEngine engine;
+    btl::AmTable am;
+    auto fw = std::make_unique<btl::Framework>(*runtime, engine, am);
+    fw->open();
+    fw->init();
+    btl::Module* module = nullptr;
+    for (btl::Module* m : fw->modules()) {
+        if (m->component().name() != opt.component) continue;
+        module = m;  // the first (tcp: loopback before the other interfaces)
+        break;
+    }
+    // Publish our pid and whether we have a module; both ranks fence once
+    // whatever happened, so neither waits for the other in vain.
+    const std::uint64_t mine[2] = {static_cast<std::uint64_t>(::getpid()), module ? 1u : 0u};
+    if (!ok(runtime->modex_send("departure", std::as_bytes(std::span(mine)))) ||
+        !ok(runtime->fence()))
+        return failed(me, "exchanging pids");
+    std::vector<std::byte> blob;
+    std::uint64_t theirs[2] = {};
+    const Rank peer = 1 - me;
+    if (!ok(runtime->modex_recv(peer, "departure", blob)) || blob.size() != sizeof theirs)
+        return failed(me, "reading the peer's pid");
+    std::memcpy(theirs, blob.data(), sizeof theirs);
+    if (module == nullptr || theirs[1] == 0) {
+        for (const mca::ComponentRecord& r : fw->records())
+            if (r.name == opt.component) fmt::print("rank {}: skipped: {}\n", me, r.reason);
+        return skipped;
+    }
+
+    State st;
+    module->register_error(
+        [](btl::Module*, std::uint32_t, Rank from, const char* info, void* cb) {
+            auto* s = static_cast<State*>(cb);
+            ++s->errors;
+            s->error_peer = from;
+            s->error_info = info ? info : "";
+        },
+        &st);
+    am.register_callback(
+        tag_data,
+        [](btl::Module*, const btl::ReceiveDescriptor&, void* cb) {
+            ++static_cast<State*>(cb)->received;
+        },
+        &st);
+    am.register_callback(
+        tag_ack,
+        [](btl::Module*, const btl::ReceiveDescriptor&, void* cb) {
+            static_cast<State*>(cb)->acked = true;
+        },
+        &st);
+    const std::vector<Rank> peers = {0, 1};
+    std::vector<btl::Endpoint*> eps(2, nullptr);
+    btl::Reachability reachable(2);
+    if (!ok(module->add_procs(peers, eps, reachable)) || eps[peer] == nullptr)
+        return failed(me, fmt::format("{} does not reach rank {}", opt.component, peer));
+    if (!ok(runtime->fence())) return failed(me, "fence after add_procs");
+
+    if (me == 1) {
+        // Small and eager-sized messages: every receive path of the module.
+        for (int i = 0; i < message_count; ++i) {
+            const std::size_t size = i % 2 ? 64 : module->attributes().eager_limit;
+            if (Status s = send_message(*module, engine, eps[0], tag_data, size); !ok(s))
+                return failed(me, fmt::format("sending {} bytes: {}", size, to_string(s)));
+        }
+        if (!progress_until(
+                engine, [&] { return st.acked; }, std::chrono::seconds(30)))
+            return failed(me, "no acknowledgement from rank 0");
+        if (opt.mode == "abandon") {
+            runtime.reset();  // the launcher sees a clean end ...
+            std::_Exit(0);    // ... of a process whose transports never finalized
+        }
+        fw.reset();
+        return 0;
+    }
+
+    if (!progress_until(
+            engine, [&] { return st.received == message_count; }, std::chrono::seconds(30)))
+        return failed(me, fmt::format("{} of {} messages arrived", st.received, message_count));
+    if (Status s = send_message(*module, engine, eps[1], tag_ack, 8); !ok(s))
+        return failed(me, fmt::format("acknowledging: {}", to_string(s)));
+    const ProcessWatch rank1(static_cast<pid_t>(theirs[0]));
+    if (!progress_until(
+            engine, [&] { return rank1.exited(); }, std::chrono::seconds(30)))
+        return failed(me, "rank 1 did not exit");
+    // Every transport here looks for a lost local peer at least every 100 ms
+    // and promises to report it within a second.
+    const auto exited = Clock::now();
+    progress_until(
+        engine, [&] { return opt.mode == "abandon" && st.errors > 0; },
+        std::chrono::milliseconds(1500));
+    const auto took =
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - exited).count();
+    if (opt.mode == "finalize") {
+        if (st.errors != 0)
+            return failed(me, fmt::format("rank 1 finalized, yet {} error(s) were reported, "
+                                          "the first for rank {}: \"{}\"",
+                                          st.errors, st.error_peer, st.error_info));
+        fmt::print("rank 0: rank 1 finalized and left; no error reported\n");
+    } else {
+        if (st.errors != 1 || st.error_peer != 1)
+            return failed(me, fmt::format("rank 1 left without finalizing: {} error(s) reported "
+                                          "(expected one, for rank 1)",
+                                          st.errors));
+        fmt::print("rank 0: rank 1's loss reported after {} ms: \"{}\"\n", took, st.error_info);
+    }
+    std::fflush(stdout);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options opt;
+    if (!parse(argc, argv, opt)) {
+        std::fputs(
+            "usage: transit_run -n 2 transit_btl_departure --component NAME "
+            "--mode finalize|abandon\n",
+            stderr);
+        return 2;
+    }
+    try {
+        return run(opt);
+    } catch (const std::exception& e) {
+        fmt::print("FAILED: {}\n", e.what());
+        return 1;
+    }
+}

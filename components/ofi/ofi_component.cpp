@@ -4,6 +4,7 @@
 // and publishes each endpoint's address through the modex.
 #include <fmt/format.h>
 #include <rdma/fabric.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -125,6 +126,11 @@ class OfiComponent final : public btl::Component {
             return modules;
         }
         std::vector<std::string> failures;
+        // Peers on this node watch this process through its id (a peer that
+        // cannot read it only loses that watch).
+        const auto pid = static_cast<std::uint32_t>(::getpid());
+        if (!ok(ctx.runtime.modex_send(OfiModule::pid_key, std::as_bytes(std::span(&pid, 1)))))
+            out_.verbose(1, "publishing the process id failed: local peers will not watch it");
         for (const fi_info* info : chosen) {
             const std::string prov = info->fabric_attr->prov_name;
             std::unique_ptr<OfiModule> m;

@@ -28,14 +28,19 @@ struct OpContext {
 };
 
 // What travels in front of every active message.
+enum class WireKind : std::uint8_t {
+    message = 0,  // for the tag's callback
+    goodbye = 1,  // no payload: the sender is leaving; its exit is no failure
+};
 struct WireHeader {
     std::uint8_t tag;
     std::uint8_t version;
-    std::uint16_t reserved;
+    WireKind kind;
+    std::uint8_t reserved;
     Rank source;  // the sender's rank, to find its endpoint
 };
 static_assert(sizeof(WireHeader) == 8);
-inline constexpr std::uint8_t wire_version = 1;
+inline constexpr std::uint8_t wire_version = 2;  // 2: the kind (goodbye)
 
 // A send fragment: buffer = WireHeader + up to `capacity` bytes of payload.
 struct OfiFrag : OpContext, btl::Descriptor {
@@ -43,9 +48,13 @@ struct OfiFrag : OpContext, btl::Descriptor {
     std::byte* buffer = nullptr;
     std::size_t capacity = 0;
     OfiEndpoint* endpoint = nullptr;
-    void* desc = nullptr;   // local registration descriptor (FI_MR_LOCAL)
-    bool internal = false;  // sendi's own fragment: freed at completion, no callback
-    bool in_use = false;    // catches double frees
+    void* desc = nullptr;      // local registration descriptor (FI_MR_LOCAL)
+    bool internal = false;     // sendi's own fragment: freed at completion, no callback
+    bool posted = false;       // in the provider's hands until its completion
+    bool abandoned = false;    // its peer was lost: completed already, the provider's
+                               // completion only frees it
+    bool freed_early = false;  // freed by its owner while still posted
+    bool in_use = false;       // catches double frees
     OfiFrag* next_free = nullptr;
 };
 
@@ -67,6 +76,7 @@ struct OfiRdma : OpContext {
     std::uint64_t operand = 0;  // atomics read these until completion
     std::uint64_t compare = 0;
     void* temp_registration = nullptr;  // a CacheEntry held until completion
+    bool abandoned = false;             // its peer was lost: completed already
     bool in_use = false;
     OfiRdma* next_free = nullptr;
 };
@@ -137,6 +147,7 @@ class FragPool {
         for (OfiFrag& f : pool_.items()) f.desc = desc;
     }
     OfiFrag* get() noexcept { return pool_.get(); }
+    std::vector<OfiFrag>& items() noexcept { return pool_.items(); }
     bool put(OfiFrag* f) noexcept { return pool_.put(f); }
     bool owns(const OfiFrag* f) const noexcept {
         return !pool_items_empty() && f >= &first() && f <= &last();

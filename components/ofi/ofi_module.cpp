@@ -316,6 +316,7 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         if (!by_rank_[peer]) {
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
             ++peer_count_;
+            watch(*by_rank_[peer]);
         }
         endpoints[i] = by_rank_[peer].get();
         reachable.set(i);
@@ -378,6 +379,7 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     for (std::size_t i = 0; i < peers.size(); ++i) {
         btl::Endpoint* e = endpoints[i];
         if (e == nullptr || !valid(e)) continue;
+        say_goodbye(*by_rank_[e->peer()]);
         by_rank_[e->peer()].reset();
         --peer_count_;
         endpoints[i] = nullptr;
@@ -400,6 +402,17 @@ void OfiModule::update_progress() noexcept {
         progress_.remove(progress_handle_);
         progress_handle_ = {};
     }
+    const bool watching = peer_count_ > 0;
+    if (watching && !check_handle_) {
+        try {
+            check_handle_ = progress_.add(&OfiModule::check_peers_cb, this, ProgressPriority::low);
+        } catch (...) {
+            out_.verbose(1, "{}: local peers' exits are not watched (no memory)", name());
+        }
+    } else if (!watching && check_handle_) {
+        progress_.remove(check_handle_);
+        check_handle_ = {};
+    }
 }
 
 int OfiModule::progress_cb(void* self) noexcept {
@@ -407,6 +420,120 @@ int OfiModule::progress_cb(void* self) noexcept {
     const int n = m->poll();
     if (m->peer_count_ == 0) m->update_progress();
     return n;
+}
+
+// --- peers leaving ------------------------------------------------------------
+
+// libfabric tells of a lost peer only through an operation that fails (tcp) or
+// not at all (shm), so a peer on this node is watched like vader's: its
+// process id comes through the modex.
+void OfiModule::watch(OfiEndpoint& ep) noexcept {
+    if (ep.peer() == runtime_.rank() || !runtime_.on_this_node(ep.peer())) return;
+    std::vector<std::byte> blob;
+    std::uint32_t pid = 0;
+    try {
+        if (runtime_.modex_recv(ep.peer(), pid_key, blob) != Status::success ||
+            blob.size() != sizeof pid)
+            return;
+    } catch (...) {
+        return;
+    }
+    std::memcpy(&pid, blob.data(), sizeof pid);
+    ep.process = ProcessWatch(static_cast<pid_t>(pid));
+}
+
+int OfiModule::check_peers_cb(void* self) noexcept {
+    return static_cast<OfiModule*>(self)->check_peers();
+}
+
+// At most every 100 ms (the clock is read on every 16th low-priority pass
+// only: it can cost as much as a whole poll here).
+int OfiModule::check_peers() noexcept {
+    if (++check_calls_ % 16 != 0) return 0;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ < std::chrono::milliseconds(100)) return 0;
+    last_check_ = now;
+    int events = 0;
+    for (std::size_t r = 0; r < by_rank_.size(); ++r) {
+        OfiEndpoint* ep = by_rank_[r].get();
+        if (ep == nullptr || ep->failed || !ep->process.exited()) continue;
+        lose_peer(*ep);
+        ++events;
+    }
+    return events;
+}
+
+// What the peer sent before it went is real, its goodbye among it: that is
+// taken first.  A peer that said goodbye, with nothing of ours in flight, has
+// left; otherwise it is lost and the upper layer hears of it once.
+void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
+    for (int i = 0; i < 64 && poll() > 0; ++i) {
+    }
+    ep.failed = true;
+    if (ep.goodbye && sends_pending_ == 0 && rdma_pending_ == 0) {
+        out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
+        return;
+    }
+    out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep.peer(), ep.process.pid());
+    report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
+    abandon_operations(ep);
+}
+
+// The lost peer's sends and one-sided operations end now, with peer_failed:
+// shm never completes them.  Each stays out of its pool until the provider
+// gives it back (if ever), so a late completion cannot hit a reused one.
+void OfiModule::abandon_operations(OfiEndpoint& ep) noexcept {
+    for (FragPool* pool : {&eager_, &large_}) {
+        for (OfiFrag& f : pool->items()) {
+            if (!f.posted || f.abandoned || f.endpoint != &ep) continue;
+            f.abandoned = true;
+            if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, Status::peer_failed);
+        }
+    }
+    for (OfiRdma& op : rdma_.items()) {
+        if (!op.in_use || op.abandoned || op.endpoint != &ep) continue;
+        op.abandoned = true;
+        if (op.cbfunc != nullptr)
+            op.cbfunc(this, &ep, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
+                      Status::peer_failed);
+    }
+}
+
+// True when an abandoned send's completion came: it is only freed (if its
+// owner gave it up or never owned it).
+bool OfiModule::send_finished(OfiFrag* f) noexcept {
+    f->posted = false;
+    if (!f->abandoned) [[likely]]
+        return false;
+    f->abandoned = false;
+    const bool owned_here =
+        f->internal || f->freed_early || (f->flags & btl::des_flags::btl_ownership);
+    f->freed_early = false;
+    if (owned_here) release_frag(f);
+    return true;
+}
+
+// One header-only message, sent and waited for (at most half a second: a
+// peer that no longer listens must not hold up finalize).
+void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
+    if (ep.failed || ep.peer() == runtime_.rank() || !ep_) return;
+    OfiFrag* f = take(0);
+    if (f == nullptr) return;
+    f->seg = {f->buffer + header_size, 0};
+    f->segments = &f->seg;
+    f->segment_count = 1;
+    f->internal = true;  // freed at completion
+    const std::size_t before = sends_pending_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    Status s;
+    while ((s = post_send(f, &ep, 0, WireKind::goodbye)) == Status::out_of_resource &&
+           std::chrono::steady_clock::now() < deadline)
+        poll();
+    if (s != Status::success) {
+        release_frag(f);
+        return;
+    }
+    while (sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
 }
 
 int OfiModule::poll() noexcept {
@@ -442,6 +569,7 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
         case OpKind::send: {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
+            if (send_finished(f)) return;
             if (f->internal) {
                 release_frag(f);
                 return;
@@ -460,6 +588,7 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
             op->temp_registration = nullptr;
             rdma_.put(op);
             --rdma_pending_;
+            if (done.abandoned) return;  // its peer was lost: called back then
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
                             done.cbcontext, done.cbdata, Status::success);
@@ -488,6 +617,7 @@ void OfiModule::complete_error() noexcept {
         case OpKind::send: {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
+            if (send_finished(f)) return;
             const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
             report_error(btl::error_flags::nonfatal, peer, why);
             if (f->internal) {
@@ -507,6 +637,7 @@ void OfiModule::complete_error() noexcept {
             op->temp_registration = nullptr;
             rdma_.put(op);
             --rdma_pending_;
+            if (done.abandoned) return;  // its peer was lost: called back then
             out_.verbose(10, "{}: one-sided operation failed: {}", name(), why);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
@@ -526,6 +657,11 @@ void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
     WireHeader h;
     std::memcpy(&h, r->buffer, sizeof h);
     OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    if (h.kind == WireKind::goodbye && h.version == wire_version) [[unlikely]] {
+        if (from != nullptr) from->goodbye = true;
+        repost(r);
+        return;
+    }
     const btl::Segment seg{r->buffer + header_size, len - header_size};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (h.version != wire_version || !am_table_.dispatch(this, d)) [[unlikely]]
@@ -592,6 +728,10 @@ Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
     if (descriptor == nullptr) [[unlikely]]
         return Status::bad_param;
     auto* f = static_cast<OfiFrag*>(descriptor);
+    if (f->posted && f->in_use) {
+        f->freed_early = true;  // an abandoned send: the provider still has it
+        return Status::success;
+    }
     const bool done = eager_.owns(f) ? eager_.put(f) : large_.owns(f) && large_.put(f);
     return done ? Status::success : Status::bad_param;
 }
@@ -619,14 +759,15 @@ btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
     return f;
 }
 
-Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag) noexcept {
-    const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag, WireKind kind) noexcept {
+    const WireHeader h = wire(tag, kind);
     std::memcpy(f->buffer, &h, sizeof h);
     f->endpoint = ep;
     const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc, ep->address,
                                static_cast<OpContext*>(f));
     if (rc == 0) {
         ++sends_pending_;
+        f->posted = true;
         return Status::success;
     }
     return rc == -FI_EAGAIN ? Status::out_of_resource : from_fi_error(static_cast<int>(-rc));
@@ -638,6 +779,8 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return Status::bad_param;
     auto* f = static_cast<OfiFrag*>(descriptor);
     auto* ep = static_cast<OfiEndpoint*>(endpoint);
+    if (ep->failed) [[unlikely]]
+        return Status::peer_failed;
     f->seg.len = descriptor->segments[0].len;
     if (f->seg.len > f->capacity) [[unlikely]]
         return Status::bad_param;
@@ -647,7 +790,7 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return post_send(f, ep, tag);
     }
     // Small enough to inject: the provider copies it, so it completes here.
-    const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+    const WireHeader h = wire(tag);
     std::memcpy(f->buffer, &h, sizeof h);
     const ssize_t rc = fi_inject(ep_.get(), f->buffer, len, ep->address);
     if (rc != 0) return rc == -FI_EAGAIN ? Status::out_of_resource : Status::error;
@@ -666,11 +809,13 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
         !btl::sendi_arguments_valid(convertor, header, header_size_in, payload_size)) [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<OfiEndpoint*>(endpoint);
+    if (ep->failed) [[unlikely]]
+        return Status::peer_failed;
     const std::size_t total = header_size_in + payload_size;
     const std::size_t start = convertor ? convertor->position() : 0;
     if (header_size + total <= inject_limit_) {
         std::byte* buf = inject_scratch_.data();
-        const WireHeader h{tag, wire_version, 0, runtime_.rank()};
+        const WireHeader h = wire(tag);
         std::memcpy(buf, &h, sizeof h);
         if (header_size_in > 0) std::memcpy(buf + header_size, header, header_size_in);
         if (payload_size > 0) convertor->pack(buf + header_size + header_size_in, payload_size);
@@ -759,6 +904,7 @@ OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->temp_registration = nullptr;
+    op->abandoned = false;
     return op;
 }
 
@@ -780,6 +926,8 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
+    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+        return Status::peer_failed;
     PackedHandle p;
     if (Status s =
             check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write, p);
@@ -819,6 +967,8 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
+    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+        return Status::peer_failed;
     PackedHandle p;
     if (Status s =
             check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read, p);
@@ -861,6 +1011,8 @@ Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
     const int slot = op_slot(op);
     if (!valid(endpoint) || slot < 0 || (fetch && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
+    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+        return Status::peer_failed;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
     if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
@@ -914,6 +1066,8 @@ Status OfiModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
                                void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || local_address == nullptr) [[unlikely]]
         return Status::bad_param;
+    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+        return Status::peer_failed;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
         return Status::not_supported;
@@ -990,8 +1144,13 @@ void OfiModule::dump(btl::Endpoint*, int verbosity) {
 }
 
 Status OfiModule::finalize() {
+    if (ep_)
+        for (auto& e : by_rank_)
+            if (e) say_goodbye(*e);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
+    if (check_handle_) progress_.remove(check_handle_);
+    check_handle_ = {};
     if (sends_pending_ > 0 || rdma_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight", name(),
                      sends_pending_, rdma_pending_);

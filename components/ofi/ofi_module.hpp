@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -66,6 +67,8 @@ class OfiModule final : public btl::Module {
     // The endpoint's address, published through the modex.
     const std::vector<std::byte>& address() const noexcept { return address_; }
     std::string modex_key() const { return "btl.ofi." + provider_; }
+    // This process's id, for peers on the node to watch (one key per process).
+    static constexpr const char* pid_key = "btl.ofi.pid";
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -133,7 +136,14 @@ class OfiModule final : public btl::Module {
     void choose_attributes(const fi_info& info);
 
     static int progress_cb(void* self) noexcept;
+    static int check_peers_cb(void* self) noexcept;
     int poll() noexcept;
+    int check_peers() noexcept;
+    void lose_peer(OfiEndpoint& ep) noexcept;
+    void abandon_operations(OfiEndpoint& ep) noexcept;
+    bool send_finished(OfiFrag* f) noexcept;
+    void say_goodbye(OfiEndpoint& ep) noexcept;
+    void watch(OfiEndpoint& ep) noexcept;
     void complete(OpContext* ctx, std::size_t len) noexcept;
     void complete_error() noexcept;
     void on_receive(OfiRecv* r, std::size_t len) noexcept;
@@ -145,7 +155,11 @@ class OfiModule final : public btl::Module {
 
     OfiFrag* take(std::size_t bytes) noexcept;
     void release_frag(OfiFrag* f) noexcept;
-    Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag) noexcept;
+    Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag,
+                     WireKind kind = WireKind::message) noexcept;
+    WireHeader wire(btl::Tag tag, WireKind kind = WireKind::message) const noexcept {
+        return WireHeader{tag, wire_version, kind, 0, runtime_.rank()};
+    }
     void* local_desc(btl::RegistrationHandle* handle, const void* address,
                      std::size_t size) noexcept;
     Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
@@ -200,6 +214,9 @@ class OfiModule final : public btl::Module {
     std::size_t batch_pos_ = 0;
     std::size_t batch_len_ = 0;
     ProgressEngine::Handle progress_handle_;
+    ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
+    std::uint32_t check_calls_ = 0;
+    std::chrono::steady_clock::time_point last_check_{};
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;

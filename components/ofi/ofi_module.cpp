@@ -516,7 +516,8 @@ bool OfiModule::send_finished(OfiFrag* f) noexcept {
 // One header-only message, sent and waited for (at most half a second: a
 // peer that no longer listens must not hold up finalize).
 void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
-    if (ep.failed || ep.peer() == runtime_.rank() || !ep_) return;
+    // A peer that said goodbye itself may be gone already: nothing to tell.
+    if (ep.failed || ep.goodbye || ep.peer() == runtime_.rank() || !ep_) return;
     OfiFrag* f = take(0);
     if (f == nullptr) return;
     f->seg = {f->buffer + header_size, 0};
@@ -533,6 +534,9 @@ void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
         release_frag(f);
         return;
     }
+    // No endpoint: the endpoint may be deleted before the completion comes,
+    // and a goodbye that fails (the peer has gone) is no error to report.
+    f->endpoint = nullptr;
     while (sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
 }
 
@@ -618,6 +622,10 @@ void OfiModule::complete_error() noexcept {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
             if (send_finished(f)) return;
+            if (f->internal && f->endpoint == nullptr) {  // a goodbye
+                release_frag(f);
+                return;
+            }
             const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
             report_error(btl::error_flags::nonfatal, peer, why);
             if (f->internal) {

@@ -655,7 +655,8 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
 // Tells the peer we are leaving: one header-only message, pushed out with a
 // bounded wait (a peer that no longer listens must not hold up finalize).
 void UctModule::say_goodbye(UctEndpoint& e) noexcept {
-    if (e.failed || e.ep == nullptr || !worker_) return;
+    // A peer that said goodbye itself may be gone already: nothing to tell.
+    if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
     const WireHeader h{static_cast<std::uint8_t>(Kind::goodbye), 0, wire_version, 0, self_};
     std::uint64_t word;
     std::memcpy(&word, &h, sizeof word);

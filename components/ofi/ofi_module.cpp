@@ -514,10 +514,13 @@ bool OfiModule::send_finished(OfiFrag* f) noexcept {
 }
 
 // One header-only message, sent and waited for (at most half a second: a
-// peer that no longer listens must not hold up finalize).
+// peer that no longer listens must not hold up finalize).  Sent to the peers
+// this module watches: watching is mutual (every rank publishes its id).
 void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
-    // A peer that said goodbye itself may be gone already: nothing to tell.
-    if (ep.failed || ep.goodbye || ep.peer() == runtime_.rank() || !ep_) return;
+    // Only peers that watch us (on this node) take an exit for a failure; a
+    // peer that said goodbye itself may be gone already.  (A goodbye to every
+    // rank would make rxm connect to ranks never talked to, at finalize.)
+    if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_) return;
     OfiFrag* f = take(0);
     if (f == nullptr) return;
     f->seg = {f->buffer + header_size, 0};

@@ -470,13 +470,22 @@ void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
     for (int i = 0; i < 64 && poll() > 0; ++i) {
     }
     ep.failed = true;
-    if (ep.goodbye && sends_pending_ == 0 && rdma_pending_ == 0) {
+    if (ep.goodbye && !in_flight_to(ep)) {
         out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
         return;
     }
     out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep.peer(), ep.process.pid());
     report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
     abandon_operations(ep);
+}
+
+bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
+    for (FragPool* pool : {&eager_, &large_})
+        for (const OfiFrag& f : pool->items())
+            if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
+    for (const OfiRdma& op : rdma_.items())
+        if (op.in_use && !op.abandoned && op.endpoint == &ep) return true;
+    return false;
 }
 
 // The lost peer's sends and one-sided operations end now, with peer_failed:

@@ -141,6 +141,7 @@ class OfiModule final : public btl::Module {
     int check_peers() noexcept;
     void lose_peer(OfiEndpoint& ep) noexcept;
     void abandon_operations(OfiEndpoint& ep) noexcept;
+    bool in_flight_to(OfiEndpoint& ep) noexcept;
     bool send_finished(OfiFrag* f) noexcept;
     void say_goodbye(OfiEndpoint& ep) noexcept;
     void watch(OfiEndpoint& ep) noexcept;

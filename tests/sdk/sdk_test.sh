@@ -61,7 +61,8 @@ step_install() {
 
     local f
     for f in bin/transit_info bin/transit_run bin/transit_bench bin/transit_btl_conformance \
-        lib/libtransit.so lib/transit/transit_btl_self.so include/transit/version.hpp \
+        bin/transit_btl_departure lib/libtransit.so lib/transit/transit_btl_self.so \
+        include/transit/version.hpp \
         include/transit/btl/module.hpp lib/cmake/Transit/TransitConfig.cmake \
         lib/cmake/Transit/TransitConfigVersion.cmake lib/cmake/Transit/TransitTargets.cmake \
         lib/cmake/Transit/TransitComponent.cmake lib/pkgconfig/transit.pc \
@@ -205,6 +206,9 @@ step_conformance() {
     note "two processes: transit_run -n 2 transit_btl_conformance --component $name"
     quiet env TRANSIT_MCA_btl=self,$name transit_run -n 2 --timeout 600 \
         transit_btl_conformance --component "$name" --max-size "$size" --timeout 60
+    note "departure: transit_run -n 2 transit_btl_departure --component $name --mode finalize"
+    quiet env TRANSIT_MCA_btl=self,$name transit_run -n 2 --timeout 120 \
+        transit_btl_departure --component "$name" --mode finalize
     note "ok: the installed conformance suite passes on $name"
 }
 

@@ -446,13 +446,8 @@ int OfiModule::check_peers_cb(void* self) noexcept {
     return static_cast<OfiModule*>(self)->check_peers();
 }
 
-// At most every 100 ms (the clock is read on every 16th low-priority pass
-// only: it can cost as much as a whole poll here).
 int OfiModule::check_peers() noexcept {
-    if (++check_calls_ % 16 != 0) return 0;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ < std::chrono::milliseconds(100)) return 0;
-    last_check_ = now;
+    if (!check_pace_.due()) return 0;
     int events = 0;
     for (std::size_t r = 0; r < by_rank_.size(); ++r) {
         OfiEndpoint* ep = by_rank_[r].get();
@@ -748,8 +743,8 @@ Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
     if (descriptor == nullptr) [[unlikely]]
         return Status::bad_param;
     auto* f = static_cast<OfiFrag*>(descriptor);
-    if (f->posted && f->in_use) {
-        f->freed_early = true;  // an abandoned send: the provider still has it
+    if (f->posted && f->abandoned) {
+        f->freed_early = true;  // the provider still has it
         return Status::success;
     }
     const bool done = eager_.owns(f) ? eager_.put(f) : large_.owns(f) && large_.put(f);
@@ -946,7 +941,7 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+    if (lost(endpoint)) [[unlikely]]
         return Status::peer_failed;
     PackedHandle p;
     if (Status s =
@@ -987,7 +982,7 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+    if (lost(endpoint)) [[unlikely]]
         return Status::peer_failed;
     PackedHandle p;
     if (Status s =
@@ -1031,7 +1026,7 @@ Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
     const int slot = op_slot(op);
     if (!valid(endpoint) || slot < 0 || (fetch && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+    if (lost(endpoint)) [[unlikely]]
         return Status::peer_failed;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
@@ -1086,7 +1081,7 @@ Status OfiModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
                                void* cbcontext, void* cbdata) noexcept {
     if (!valid(endpoint) || local_address == nullptr) [[unlikely]]
         return Status::bad_param;
-    if (static_cast<OfiEndpoint*>(endpoint)->failed) [[unlikely]]
+    if (lost(endpoint)) [[unlikely]]
         return Status::peer_failed;
     const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]

@@ -15,7 +15,6 @@
 #include <rdma/fi_endpoint.h>
 
 #include <array>
-#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -179,6 +178,10 @@ class OfiModule final : public btl::Module {
                          std::uint64_t operand, int flags, bool fetch, btl::RdmaCompletionFn cbfunc,
                          void* cbcontext, void* cbdata) noexcept;
     bool valid(const btl::Endpoint* e) const noexcept;
+    // For a valid endpoint: its peer was lost, so nothing more is issued to it.
+    static bool lost(const btl::Endpoint* e) noexcept {
+        return static_cast<const OfiEndpoint*>(e)->failed;
+    }
 
     std::string provider_;
     OfiConfig config_;
@@ -216,8 +219,7 @@ class OfiModule final : public btl::Module {
     std::size_t batch_len_ = 0;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
-    std::uint32_t check_calls_ = 0;
-    std::chrono::steady_clock::time_point last_check_{};
+    WatchPace check_pace_;                 // every 16th low-priority pass, at most every 100 ms
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;

@@ -675,9 +675,7 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
 // A local peer whose process has exited is lost like one UCT reports (at
 // most every 100 ms: one poll() or kill() per peer).
 void UctModule::check_local_peers() noexcept {
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ < std::chrono::milliseconds(100)) return;
-    last_check_ = now;
+    if (!check_pace_.due()) return;
     for (auto& e : by_rank_) {
         if (!e || e->failed || !e->process.exited()) continue;
         out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->process.pid());

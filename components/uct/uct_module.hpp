@@ -355,7 +355,7 @@ class UctModule final : public btl::Module {
     bool attention_ = false;
     bool in_uct_progress_ = false;  // inside uct_worker_progress: it must not be re-entered
     std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
-    std::chrono::steady_clock::time_point last_check_{};
+    WatchPace check_pace_{std::chrono::milliseconds(100), 1};  // called every 1024th poll
 
     FragPool frags_;
     Pool<RdmaOp> ops_;

@@ -15,7 +15,6 @@ namespace transit::vader {
 namespace {
 
 constexpr char modex_key[] = "btl.vader.1";
-constexpr auto check_interval = std::chrono::milliseconds(100);
 
 VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
     return static_cast<VaderEndpoint*>(ep);
@@ -562,8 +561,7 @@ Status VaderModule::flush(btl::Endpoint* endpoint) {
     while (pending()) {
         progress_engine_.progress();
         if (!progress_handle_) progress();
-        last_check_ = {};  // a peer that died must not make flush hang
-        check_calls_ = 15;
+        check_pace_.hurry();  // a peer that died must not make flush hang
         check_peers();
     }
     return Status::success;
@@ -706,12 +704,7 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
-    // Reading the clock can cost as much as a whole idle poll (a paravirtual
-    // clock here): look at it only on every 16th low-priority pass.
-    if (++check_calls_ % 16 != 0) return 0;
-    const auto now = std::chrono::steady_clock::now();
-    if (now - last_check_ < check_interval) return 0;
-    last_check_ = now;
+    if (!check_pace_.due()) return 0;
     int events = 0;
     for (std::size_t i = 0; i < polled_.size(); ++i) {
         VaderEndpoint* ep = polled_[i];

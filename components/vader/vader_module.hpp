@@ -173,8 +173,7 @@ class VaderModule final : public btl::Module {
     std::vector<Frag*> free_frags_;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
-    std::chrono::steady_clock::time_point last_check_{};
-    std::uint32_t check_calls_ = 0;
+    WatchPace check_pace_;                // every 16th low-priority pass, at most every 100 ms
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

@@ -5,6 +5,9 @@
 
 #include <sys/types.h>
 
+#include <chrono>
+#include <cstdint>
+
 namespace transit {
 
 // Owns a pidfd for one process.  A pidfd (Linux 5.3 and later) names the
@@ -38,6 +41,35 @@ class ProcessWatch {
 
     pid_t pid_ = 0;
     int pidfd_ = -1;
+};
+
+// When a progress callback should look at its watched peers again: a look is
+// due once `interval` has passed since the last, and the clock is read on
+// every `every`-th call only (reading it can cost as much as an idle poll).
+class WatchPace {
+  public:
+    explicit WatchPace(std::chrono::milliseconds interval = std::chrono::milliseconds(100),
+                       std::uint32_t every = 16) noexcept
+        : interval_(interval), every_(every == 0 ? 1 : every) {}
+
+    bool due() noexcept {
+        if (++calls_ % every_ != 0) return false;
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_ < interval_) return false;
+        last_ = now;
+        return true;
+    }
+    // The next call looks (for a caller about to wait on a peer).
+    void hurry() noexcept {
+        calls_ = every_ - 1;
+        last_ = {};
+    }
+
+  private:
+    std::chrono::steady_clock::duration interval_;
+    std::uint32_t every_;
+    std::uint32_t calls_ = 0;
+    std::chrono::steady_clock::time_point last_{};
 };
 
 }  // namespace transit

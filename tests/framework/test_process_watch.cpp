@@ -138,5 +138,23 @@ TEST(ProcessWatch, MovedWatchKeepsWatching) {
     EXPECT_TRUE(becomes_exited(c));
 }
 
+// The pace a transport's peer watch keeps: every `every`-th call, and no
+// sooner than the interval after the last look; hurry() makes the next due.
+TEST(WatchPace, EveryNthCallAndNoSoonerThanTheInterval) {
+    WatchPace pace(std::chrono::milliseconds(200), 4);
+    int due = 0;
+    for (int i = 0; i < 3; ++i) due += pace.due();
+    EXPECT_EQ(due, 0) << "the clock is not read before the 4th call";
+    EXPECT_TRUE(pace.due()) << "the first look is due at once";
+    for (int i = 0; i < 40; ++i) due += pace.due();
+    EXPECT_EQ(due, 0) << "within the interval nothing more is due";
+    pace.hurry();
+    EXPECT_TRUE(pace.due()) << "hurry() makes the next call look";
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    for (int i = 0; i < 3; ++i) due += pace.due();
+    EXPECT_EQ(due, 0);
+    EXPECT_TRUE(pace.due()) << "after the interval, the next 4th call looks";
+}
+
 }  // namespace
 }  // namespace transit::test

@@ -491,6 +491,25 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     return Status::completed;
 }
 
+// Inlined into sendi (its one caller), so the fast path makes no call of its own
+// before UCT's.
+[[gnu::always_inline]] inline ucs_status_t UctModule::send_short(
+    UctEndpoint* ep, const WireHeader& h, const void* header, std::size_t header_size,
+    const void* payload, std::size_t payload_size) noexcept {
+    if (header_size == 0)
+        return uct_ep_am_short(ep->ep, am_id, wire_word(h), payload,
+                               static_cast<unsigned>(payload_size));
+    if (header == nullptr || !short_iov_) [[unlikely]]
+        return UCS_ERR_UNSUPPORTED;  // sendi_gather() checks and gathers
+    uct_iov_t iov[3] = {{const_cast<WireHeader*>(&h), sizeof h, UCT_MEM_HANDLE_NULL, 0, 1},
+                        {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
+                        {const_cast<void*>(payload), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
+    const ucs_status_t s = uct_ep_am_short_iov(ep->ep, am_id, iov, 3);
+    if (s == UCS_ERR_UNSUPPORTED) [[unlikely]]
+        short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
+    return s;
+}
+
 // The fast path, kept small: a short message from the caller's memory when the
 // payload is one piece.  Without a header (the raw btl, small active
 // messages) it is one am_short; with one (the pml's match header) an
@@ -514,26 +533,6 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     }
     return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
                         descriptor);
-}
-
-ucs_status_t UctModule::send_short(UctEndpoint* ep, const WireHeader& h, const void* header,
-                                   std::size_t header_size, const void* payload,
-                                   std::size_t payload_size) noexcept {
-    if (header_size == 0) {
-        std::uint64_t wire_header;
-        std::memcpy(&wire_header, &h, sizeof wire_header);
-        return uct_ep_am_short(ep->ep, am_id, wire_header, payload,
-                               static_cast<unsigned>(payload_size));
-    }
-    if (header == nullptr || !short_iov_) [[unlikely]]
-        return UCS_ERR_UNSUPPORTED;  // sendi_gather() checks and gathers
-    uct_iov_t iov[3] = {{const_cast<WireHeader*>(&h), sizeof h, UCT_MEM_HANDLE_NULL, 0, 1},
-                        {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
-                        {const_cast<void*>(payload), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
-    const ucs_status_t s = uct_ep_am_short_iov(ep->ep, am_id, iov, 3);
-    if (s == UCS_ERR_UNSUPPORTED) [[unlikely]]
-        short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
-    return s;
 }
 
 // sendi's general case: header and payload gathered into one message, or a
@@ -567,6 +566,35 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
 }
 
 // --- receiving and progress --------------------------------------------------
+
+// Inlined into am_cb: the header stays in registers on the way to the callback.
+[[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
+                                                       std::size_t len) noexcept {
+    UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    const btl::Segment seg{const_cast<std::byte*>(body), len};
+    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
+    if (!am_table_.dispatch(this, d)) [[unlikely]]
+        drop_unregistered(h.source);
+}
+
+void UctModule::drop_unregistered(Rank source) noexcept {
+    report_error(btl::error_flags::nonfatal, source,
+                 "uct: a message for an unregistered tag was dropped");
+}
+
+// A plain message (not a one-sided request, which may need a reply slot)
+// straight to its callback; false for anything else.
+[[gnu::always_inline]] inline bool UctModule::deliver_now(const std::byte* data,
+                                                          std::size_t length) noexcept {
+    WireHeader h{};
+    if (length < sizeof h) [[unlikely]]
+        return false;
+    std::memcpy(&h, data, sizeof h);
+    if (static_cast<Kind>(h.kind) != Kind::message || h.version != wire_version) [[unlikely]]
+        return false;
+    dispatch(h, data + sizeof h, length - sizeof h);
+    return true;
+}
 
 ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigned) noexcept {
     auto* m = static_cast<UctModule*>(arg);
@@ -657,9 +685,7 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
 void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
-    const WireHeader h{static_cast<std::uint8_t>(Kind::goodbye), 0, wire_version, 0, self_};
-    std::uint64_t word;
-    std::memcpy(&word, &h, sizeof word);
+    const std::uint64_t word = wire_word(wire(Kind::goodbye));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     ucs_status_t s;
     while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
@@ -758,28 +784,6 @@ int UctModule::deliver() noexcept {
         ++events;
     }
     return events;
-}
-
-// A plain message (not a one-sided request, which may need a reply slot)
-// straight to its callback; false for anything else.
-bool UctModule::deliver_now(const std::byte* data, std::size_t length) noexcept {
-    WireHeader h{};
-    if (length < sizeof h) [[unlikely]]
-        return false;
-    std::memcpy(&h, data, sizeof h);
-    if (static_cast<Kind>(h.kind) != Kind::message || h.version != wire_version) [[unlikely]]
-        return false;
-    dispatch(h, data + sizeof h, length - sizeof h);
-    return true;
-}
-
-void UctModule::dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept {
-    UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-    const btl::Segment seg{const_cast<std::byte*>(body), len};
-    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (!am_table_.dispatch(this, d)) [[unlikely]]
-        report_error(btl::error_flags::nonfatal, h.source,
-                     "uct: a message for an unregistered tag was dropped");
 }
 
 // One received message.  Returns false, and leaves the message in the ring,

@@ -233,6 +233,7 @@ class UctModule final : public btl::Module {
     void free_allocations() noexcept;
     bool deliver_now(const std::byte* data, std::size_t length) noexcept;
     void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
+    void drop_unregistered(Rank source) noexcept;
     int deliver() noexcept;
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;

@@ -8,6 +8,7 @@
 // alignment, lengths or indexes.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -43,6 +44,20 @@ struct WireHeader {
     Rank source;
 };
 static_assert(sizeof(WireHeader) == 8);
+
+// The header as the one 64-bit word am_short takes, composed in a register: a
+// struct built byte by byte on the stack and read back as one word makes the
+// load wait for the stores (no store forwarding across four of them).
+constexpr std::uint64_t wire_word(const WireHeader& h) noexcept {
+    if constexpr (std::endian::native == std::endian::little) {
+        return std::uint64_t{h.kind} | std::uint64_t{h.tag} << 8 | std::uint64_t{h.version} << 16 |
+               std::uint64_t{h.reserved} << 24 | std::uint64_t{h.source} << 32;
+    } else {
+        return std::bit_cast<std::uint64_t>(h);
+    }
+}
+static_assert(wire_word(WireHeader{1, 2, 3, 4, 0x05060708}) ==
+              std::bit_cast<std::uint64_t>(WireHeader{1, 2, 3, 4, 0x05060708}));
 
 // put and get_req: one piece of an operation, at `offset` inside it.
 struct RdmaRequest {

@@ -491,45 +491,68 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     return Status::completed;
 }
 
-// Inlined into sendi (its one caller), so the fast path makes no call of its own
-// before UCT's.
-[[gnu::always_inline]] inline ucs_status_t UctModule::send_short(
-    UctEndpoint* ep, const WireHeader& h, const void* header, std::size_t header_size,
-    const void* payload, std::size_t payload_size) noexcept {
-    if (header_size == 0)
-        return uct_ep_am_short(ep->ep, am_id, wire_word(h), payload,
-                               static_cast<unsigned>(payload_size));
-    if (header == nullptr || !short_iov_) [[unlikely]]
-        return UCS_ERR_UNSUPPORTED;  // sendi_gather() checks and gathers
-    uct_iov_t iov[3] = {{const_cast<WireHeader*>(&h), sizeof h, UCT_MEM_HANDLE_NULL, 0, 1},
-                        {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
-                        {const_cast<void*>(payload), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
-    const ucs_status_t s = uct_ep_am_short_iov(ep->ep, am_id, iov, 3);
-    if (s == UCS_ERR_UNSUPPORTED) [[unlikely]]
-        short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
-    return s;
+// What the short paths share: the source of a payload that fits one am_short
+// (with `total` bytes after the wire header), or nullptr.
+[[gnu::always_inline]] inline const void* UctModule::short_source(btl::Endpoint* endpoint,
+                                                                  btl::Convertor* convertor,
+                                                                  std::size_t total,
+                                                                  std::size_t payload) noexcept {
+    if (total > max_short_ || payload == 0 || convertor == nullptr || !valid(endpoint) ||
+        static_cast<UctEndpoint*>(endpoint)->failed) [[unlikely]]
+        return nullptr;
+    return convertor->contiguous_at(payload);
+}
+
+[[gnu::always_inline]] inline Status UctModule::short_sent(btl::Convertor* convertor,
+                                                           std::size_t payload,
+                                                           btl::Descriptor** descriptor) noexcept {
+    convertor->skip(payload);
+    if (descriptor != nullptr) *descriptor = nullptr;
+    return Status::completed;
 }
 
 // The fast path, kept small: a short message from the caller's memory when the
-// payload is one piece.  Without a header (the raw btl, small active
-// messages) it is one am_short; with one (the pml's match header) an
-// am_short_iov of the wire header, the header and the payload, so nothing is
-// gathered into a staging buffer first.  Everything else, failures included,
-// goes to sendi_gather().
+// payload is one piece and there is no header (the raw btl, small active
+// messages): one am_short, its header composed in a register.  A header (the
+// pml's match header) goes to sendi_iov(), everything else, failures included,
+// to sendi_gather(); both are tail calls, so this frame stays small.
 Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
-    auto* ep = static_cast<UctEndpoint*>(endpoint);
-    if (header_size + payload_size <= max_short_ && payload_size != 0 && convertor != nullptr &&
-        valid(endpoint) && !ep->failed) [[likely]] {
-        if (const void* src = convertor->contiguous_at(payload_size)) [[likely]] {
-            const WireHeader h = wire(Kind::message, tag);
-            if (send_short(ep, h, header, header_size, src, payload_size) == UCS_OK) [[likely]] {
-                convertor->skip(payload_size);
-                if (descriptor != nullptr) *descriptor = nullptr;
-                return Status::completed;
-            }
-        }
+    if (header_size != 0)
+        return sendi_iov(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                         descriptor);
+    if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
+        [[likely]] {
+        auto* ep = static_cast<UctEndpoint*>(endpoint);
+        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag)), src,
+                            static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]]
+            return short_sent(convertor, payload_size, descriptor);
+    }
+    return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+                        descriptor);
+}
+
+// With a header: one am_short_iov of the wire header, the header and the
+// payload, so nothing is gathered into a staging buffer first.
+Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                            std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                            std::uint32_t flags, btl::Tag tag,
+                            btl::Descriptor** descriptor) noexcept {
+    const void* src = short_source(endpoint, convertor, header_size + payload_size, payload_size);
+    if (src != nullptr && header != nullptr && short_iov_) [[likely]] {
+        // One 8-byte store, read back whole by UCT's copy (forwarded).
+        const std::uint64_t word = wire_word(wire(Kind::message, tag));
+        uct_iov_t iov[3] = {
+            {const_cast<std::uint64_t*>(&word), sizeof word, UCT_MEM_HANDLE_NULL, 0, 1},
+            {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
+            {const_cast<void*>(src), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
+        const ucs_status_t s =
+            uct_ep_am_short_iov(static_cast<UctEndpoint*>(endpoint)->ep, am_id, iov, 3);
+        if (s == UCS_OK) [[likely]]
+            return short_sent(convertor, payload_size, descriptor);
+        if (s == UCS_ERR_UNSUPPORTED)
+            short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
     }
     return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
                         descriptor);

@@ -201,9 +201,13 @@ class UctModule final : public btl::Module {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
     bool valid(const btl::Endpoint* e) const noexcept;
-    ucs_status_t send_short(UctEndpoint* ep, const WireHeader& h, const void* header,
-                            std::size_t header_size, const void* payload,
-                            std::size_t payload_size) noexcept;
+    const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
+                             std::size_t payload) noexcept;
+    Status short_sent(btl::Convertor* convertor, std::size_t payload,
+                      btl::Descriptor** descriptor) noexcept;
+    Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                     std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                     std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;

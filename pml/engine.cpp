@@ -163,6 +163,8 @@ void Engine::setup() {
     // only listens to (and watches for the death of) peers it was given, and a
     // rank may well only ever receive from some peer.
     for (Rank r = 0; r < size_; ++r) send_peer(r);
+    if (size_ > 1 && !runtime_->is_singleton())
+        launcher_watch_ = progress_.add(&Engine::check_launcher, this, ProgressPriority::low);
     out_.verbose(10, "pml ready: rank {} of {}, {} btl module(s)", rank_, size_,
                  framework_->modules().size());
     if (settings_.progress_thread) start_progress_thread();
@@ -170,6 +172,7 @@ void Engine::setup() {
 
 Engine::~Engine() {
     shutdown();
+    if (launcher_watch_) progress_.remove(launcher_watch_);
     for (RegionImpl* r : regions_) {
         std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
         for (auto& e : owned->entries)

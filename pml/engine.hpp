@@ -326,6 +326,7 @@ class Engine {
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;
+    static int check_launcher(void* self) noexcept;
     bool peer_failed(Rank r) const noexcept { return r < size_ && peers_[r] && peers_[r]->failed; }
     void handle_failures() noexcept;
     void fail_peer_requests(Peer* p) noexcept;
@@ -473,6 +474,8 @@ class Engine {
     bool has_pending_ = false;
     bool failures_to_handle_ = false;  // a peer was marked failed; progress cleans up
     bool any_failed_ = false;
+    std::size_t lost_seen_ = 0;              // of the runtime's lost_ranks()
+    ProgressEngine::Handle launcher_watch_;  // check_launcher, low priority
     std::vector<PendingDesc> pending_desc_;
     List<RawMsg> pending_ctrl_;
     List<Req> pending_sends_;

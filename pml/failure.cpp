@@ -33,6 +33,26 @@ void Engine::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const 
     }
 }
 
+// The launcher's word that a rank is gone (Runtime::lost_count): it covers a
+// peer no transport knows of, one never talked to or one on another node with
+// nothing in flight, which would otherwise leave a receive from it waiting
+// for good.  One atomic read per call; low priority, so every 8th progress.
+int Engine::check_launcher(void* self) noexcept {
+    auto* e = static_cast<Engine*>(self);
+    if (e->runtime_->lost_count() == e->lost_seen_) [[likely]]
+        return 0;
+    std::vector<Rank> lost;
+    try {
+        lost = e->runtime_->lost_ranks();
+    } catch (...) {
+        return 0;  // out of memory: asked again on the next pass
+    }
+    for (std::size_t i = e->lost_seen_; i < lost.size(); ++i)
+        e->mark_failed(lost[i], "the launcher reported its process gone");
+    e->lost_seen_ = lost.size();
+    return 1;
+}
+
 void Engine::mark_failed(Rank r, const char* info) noexcept {
     if (r == rank_) return;  // our own loopback cannot lose us
     Peer* p = peer(r);

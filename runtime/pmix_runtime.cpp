@@ -12,11 +12,13 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "runtime/job_secret.hpp"
+#include "runtime/lost_peers.hpp"
 #include "runtime/node_identity.hpp"
 #include "runtime/pmix_util.hpp"
 #include "runtime/runtime.hpp"
@@ -129,6 +131,8 @@ class PmixRuntime final : public RuntimeBase {
         read_job_info();
         choose_secret();
         publish_own_identity();
+        // Under a host (Open MPI) the host hears of lost processes itself.
+        if (mode_ == FenceMode::self_driven) lost_.emplace(id_.job_id, id_.rank);
         if (mode_ == FenceMode::self_driven) {
             if (Status s = fence(); !ok(s))
                 throw std::runtime_error(
@@ -140,6 +144,11 @@ class PmixRuntime final : public RuntimeBase {
     }
 
     bool is_singleton() const noexcept override { return false; }
+
+    std::uint32_t lost_count() const noexcept override { return lost_ ? lost_->count() : 0; }
+    std::vector<Rank> lost_ranks() const override {
+        return lost_ ? lost_->ranks() : std::vector<Rank>{};
+    }
 
     Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
         if (!valid_key(key)) return Status::bad_param;
@@ -383,6 +392,7 @@ class PmixRuntime final : public RuntimeBase {
     }
 
     Session session_;
+    std::optional<LostPeers> lost_;  // before session_ goes: its handler is PMIx's
     FenceMode mode_;
     int fence_timeout_ = 0;
     bool dirty_ = false;

@@ -23,7 +23,7 @@ namespace rt {
 using Secret = std::array<std::byte, 16>;
 
 class Runtime {
-public:
+  public:
     virtual ~Runtime() = default;
 
     virtual Rank rank() const noexcept = 0;
@@ -60,6 +60,15 @@ public:
     virtual int numa_node() const noexcept = 0;
     virtual std::string binding() const = 0;
     virtual int distance_to_device(std::string_view pci_bus_id) const = 0;
+
+    // Peers the launcher reported lost: their process ended without closing
+    // its runtime (a PMIx event, under `transit_run --keep-going` or another
+    // PMIx launcher that sends one).  lost_count() is one atomic read, cheap
+    // enough to poll; lost_ranks() lists them in the order reported.  This
+    // covers peers no transport could notice: one never talked to, or one on
+    // another node with nothing in flight.
+    virtual std::uint32_t lost_count() const noexcept { return 0; }
+    virtual std::vector<Rank> lost_ranks() const { return {}; }
 };
 
 }  // namespace rt

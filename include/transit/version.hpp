@@ -8,7 +8,7 @@
 namespace transit {
 
 inline constexpr std::uint32_t abi_major = 2;
-inline constexpr std::uint32_t abi_minor = 0;
+inline constexpr std::uint32_t abi_minor = 1;  // 1: Runtime::lost_count, lost_ranks
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to

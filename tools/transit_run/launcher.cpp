@@ -234,10 +234,20 @@ void Launcher::handle_server_events(PmixHost& host) {
     }
 }
 
-void Launcher::on_rank_exit(unsigned rank, int wait_status) {
+void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
     RankState& r = ranks_[rank];
     r.running = false;
     if (terminating_) return;
+    // The survivors run on: those that never talked to this rank have no
+    // transport that could notice it is gone, so tell them all.
+    if (opt_.keep_going && !r.finalized && any_running()) {
+        try {
+            host.notify_lost(rank, WIFSIGNALED(wait_status));
+        } catch (const std::exception& e) {
+            say(fmt::format("cannot tell the other ranks that rank {} is gone: {}", rank,
+                            e.what()));
+        }
+    }
     int status = 0;
     std::string what;
     if (WIFSIGNALED(wait_status)) {
@@ -275,7 +285,7 @@ void Launcher::reap(PmixHost& host) {
     handle_server_events(host);
     for (const auto& [p, st] : exited)
         for (unsigned r = 0; r < ranks_.size(); ++r)
-            if (ranks_[r].pid == p && ranks_[r].running) on_rank_exit(r, st);
+            if (ranks_[r].pid == p && ranks_[r].running) on_rank_exit(host, r, st);
     // Anything else is an orphan we adopted as subreaper: reaped, ignored.
 }
 

@@ -48,7 +48,7 @@ class Launcher {
     void handle_server_events(PmixHost& host);
     void handle_signal(int sig);
     void reap(PmixHost& host);
-    void on_rank_exit(unsigned rank, int wait_status);
+    void on_rank_exit(PmixHost& host, unsigned rank, int wait_status);
     void terminate(int status, const std::string& why, int sig, Clock::duration grace);
     void signal_ranks(int sig);
     bool any_running() const;

@@ -222,6 +222,23 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
     return out;
 }
 
+void PmixHost::notify_lost(unsigned rank, bool by_signal) {
+    pmix_proc_t lost = rt::pmix::make_proc(nspace_, rank);
+    rt::pmix::InfoList info;
+    info.add(PMIX_EVENT_AFFECTED_PROC, &lost, PMIX_PROC);
+    std::span<pmix_info_t> arr = info.finish();
+    const pmix_status_t code =
+        by_signal ? PMIX_ERR_PROC_ABORTED_BY_SIG : PMIX_ERR_PROC_TERM_WO_SYNC;
+    // Sourced from the lost rank, so the namespace range is its job's.
+    Latch latch;
+    pmix_status_t rc = PMIx_Notify_event(code, &lost, PMIX_RANGE_NAMESPACE, arr.data(), arr.size(),
+                                         Latch::release, &latch);
+    if (rc == PMIX_SUCCESS) rc = latch.wait();
+    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
+        throw std::runtime_error(fmt::format("PMIx_Notify_event (rank {} lost) failed: {}", rank,
+                                             PMIx_Error_string(rc)));
+}
+
 std::vector<ServerEvent> PmixHost::take_events() {
     std::uint64_t count = 0;
     [[maybe_unused]] ssize_t n = ::read(event_fd_, &count, sizeof count);

@@ -48,6 +48,12 @@ class PmixHost {
     // thread is then left behind and the process must _exit).
     bool shutdown(std::chrono::milliseconds limit);
 
+    // Tells the other ranks (a PMIx event, PMIX_ERR_PROC_TERM_WO_SYNC or
+    // PMIX_ERR_PROC_ABORTED_BY_SIG, affecting `rank`) that a rank ended without
+    // closing its runtime, so their requests to and from it fail instead of
+    // waiting: a peer they never talked to is known to no transport.
+    void notify_lost(unsigned rank, bool by_signal);
+
     // Becomes readable (an eventfd) whenever take_events() has something.
     int event_fd() const noexcept { return event_fd_; }
     std::vector<ServerEvent> take_events();

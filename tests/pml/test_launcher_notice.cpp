@@ -1,0 +1,80 @@
+// A peer that dies without ever having talked to us: no transport holds a
+// connection, a mapping or a watch for it, so only the launcher can tell.
+// Rank 1 raises SIGKILL right after start-up; rank 0 has a receive from it
+// posted and must see it complete with peer_failed within seconds (the
+// launcher's PMIx event), a new send to it fail at once, and finalize.
+//
+// Run with 2 ranks under `transit_run --keep-going` over a transport that
+// connects on first use (tcp); rank 0 prints "launcher_notice: PASS" last.
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "transit/transit.hpp"
+
+namespace {
+
+using namespace transit;
+using Clock = std::chrono::steady_clock;
+
+int failures = 0;
+
+void check(bool cond, const std::string& what) {
+    if (cond) return;
+    std::printf("launcher_notice: FAIL: %s\n", what.c_str());
+    std::fflush(stdout);
+    ++failures;
+}
+
+void rank0(Context& ctx) {
+    char in = 0;
+    Request* recv = nullptr;
+    Status s = ctx.irecv(1, 7, &in, 1, recv);
+    // The event may already have come: then the receive fails at once.
+    if (s == Status::peer_failed) {
+        check(recv == nullptr, "a failed irecv returns no request");
+    } else {
+        check(ok(s) && recv != nullptr, "irecv from rank 1 is posted");
+        const auto until = Clock::now() + std::chrono::seconds(10);
+        bool done = false;
+        while (recv && !done && Clock::now() < until) s = ctx.test(recv, done);
+        check(done, "the receive from the dead rank completes within 10 s");
+        check(!done || s == Status::peer_failed,
+              "the receive completes with peer_failed, got " + std::string(to_string(s)));
+    }
+    const char out = 1;
+    Request* send = nullptr;
+    s = ctx.isend(1, 7, &out, 1, send);
+    check(s == Status::peer_failed && send == nullptr,
+          "a new send to rank 1 fails with peer_failed, got " + std::string(to_string(s)));
+}
+
+}  // namespace
+
+int main() {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    try {
+        auto ctx = std::make_unique<Context>(init());
+        if (ctx->size() != 2) {
+            std::printf("launcher_notice: FAIL: needs 2 ranks, got %u\n", ctx->size());
+            return 1;
+        }
+        if (ctx->rank() == 1) {
+            std::raise(SIGKILL);
+            return 1;  // not reached
+        }
+        rank0(*ctx);
+        const auto start = Clock::now();
+        ctx.reset();
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+        check(ms < 10000, "finalize returns within 10 s (took " + std::to_string(ms) + " ms)");
+    } catch (const std::exception& e) {
+        std::printf("launcher_notice: FAIL: %s\n", e.what());
+        return 1;
+    }
+    std::printf(failures ? "launcher_notice: FAILED\n" : "launcher_notice: PASS\n");
+    return failures ? 1 : 0;
+}

@@ -623,9 +623,17 @@ ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigne
     auto* m = static_cast<UctModule*>(arg);
     // A message with nothing queued before it is delivered from UCT's own
     // buffer, saving a copy and a second pass.  Its handler cannot re-enter
-    // UCT's progress (poll() refuses while inside it), as with vader's boxes.
-    if (m->ring_.empty() && m->deliver_now(static_cast<const std::byte*>(data), length)) [[likely]]
-        return UCS_OK;
+    // UCT's progress (poll() refuses while the flag is up), as with vader's
+    // boxes.  This is the one place UCT's progress runs code of ours that may
+    // call back in (completions and errors are only noted, for attend()), so
+    // the flag is raised here rather than around every poll of UCT.
+    if (m->ring_.empty()) [[likely]] {
+        m->in_uct_callback_ = true;
+        const bool delivered = m->deliver_now(static_cast<const std::byte*>(data), length);
+        m->in_uct_callback_ = false;
+        if (delivered) [[likely]]
+            return UCS_OK;
+    }
     m->queue_reception(data, length);
     return UCS_OK;
 }
@@ -662,12 +670,9 @@ void UctModule::handle_failures() noexcept {
     failures_ = false;
     // What a lost peer sent before it went is real, its goodbye among it:
     // take that first (a bounded drain: other peers may keep sending).
-    if (!in_uct_progress_) {
-        in_uct_progress_ = true;
+    if (!in_uct_callback_)
         for (int i = 0; i < 64 && uct_worker_progress(worker_.get()) != 0; ++i) {
         }
-        in_uct_progress_ = false;
-    }
     if (!ring_.empty()) deliver();
     for (auto& e : by_rank_) {
         if (!e || !e->failed || e->reported) continue;
@@ -755,14 +760,12 @@ int UctModule::progress_cb(void* self) noexcept {
 
 // The hot path is UCT's own progress; everything else waits behind one flag
 // (and a tick every 1024 polls), so an idle poll costs little more than
-// uct_worker_progress and a message is noticed sooner.
+// uct_worker_progress and a message is noticed sooner.  No store before UCT's
+// progress: the re-entry guard is raised by am_cb only around a delivery.
 int UctModule::poll() noexcept {
     int events = 0;
-    if (!in_uct_progress_) [[likely]] {
-        in_uct_progress_ = true;
+    if (!in_uct_callback_) [[likely]]
         events += static_cast<int>(uct_worker_progress(worker_.get()));
-        in_uct_progress_ = false;
-    }
     ++polls_;
     if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
         events += attend();

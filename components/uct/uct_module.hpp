@@ -358,7 +358,7 @@ class UctModule final : public btl::Module {
     // progress needs a look (set wherever such work appears, cleared only by
     // attend() from the real state), the re-entry guard and the poll count.
     bool attention_ = false;
-    bool in_uct_progress_ = false;  // inside uct_worker_progress: it must not be re-entered
+    bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
     std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
     WatchPace check_pace_{std::chrono::milliseconds(100), 1};  // called every 1024th poll
 

@@ -50,6 +50,25 @@ TEST(Progress, RemovedCallbackIsNotCalledAgain) {
     EXPECT_EQ(e.size(), 1u);  // compacted by the pass
 }
 
+// Adding a second callback, or removing one of two, takes effect on the next
+// pass.
+TEST(Progress, OneCallbackThenTwoThenOneAgain) {
+    ProgressEngine e;
+    Counter a{0, 1}, b{0, 10};
+    ProgressEngine::Handle ha = e.add(&count, &a);
+    EXPECT_EQ(e.progress(), 1);
+    ProgressEngine::Handle hb = e.add(&count, &b);
+    EXPECT_EQ(e.progress(), 11);
+    e.remove(ha);
+    EXPECT_EQ(e.progress(), 10);
+    EXPECT_EQ(e.progress(), 10);
+    EXPECT_EQ(a.calls, 2);
+    EXPECT_EQ(b.calls, 3);
+    e.remove(hb);
+    EXPECT_EQ(e.progress(), 0);
+    EXPECT_EQ(b.calls, 3);
+}
+
 TEST(Progress, RemovingAnInvalidOrStaleHandleIsHarmless) {
     ProgressEngine e;
     Counter a;
@@ -90,6 +109,16 @@ TEST(Progress, CallbackMayRemoveItself) {
     EXPECT_EQ(s.calls, 1);
     EXPECT_EQ(before.calls, 2);
     EXPECT_EQ(after.calls, 2);  // not skipped by the removal
+}
+
+TEST(Progress, TheOnlyCallbackRemovingItselfRunsOnce) {
+    ProgressEngine e;
+    SelfRemover r{&e, {}};
+    r.handle = e.add(&remove_self, &r);
+    EXPECT_EQ(e.progress(), 1);
+    EXPECT_EQ(e.progress(), 0);
+    EXPECT_EQ(r.calls, 1);
+    EXPECT_EQ(e.size(), 0u);
 }
 
 // Removes another callback, one that comes later in the same pass.

@@ -31,8 +31,10 @@ struct Registry {
 };
 
 Registry& registry() {
-    static Registry r;
-    return r;
+    // Never destroyed: PMIx's thread may deliver an event while the process
+    // exits with a runtime still open.
+    static Registry* const r = std::make_unique<Registry>().release();
+    return *r;
 }
 
 // One PMIx callback, waited for with a limit: a PMIx thread that no longer

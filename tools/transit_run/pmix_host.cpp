@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -223,17 +224,39 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
 }
 
 void PmixHost::notify_lost(unsigned rank, bool by_signal) {
-    pmix_proc_t lost = rt::pmix::make_proc(nspace_, rank);
-    rt::pmix::InfoList info;
-    info.add(PMIX_EVENT_AFFECTED_PROC, &lost, PMIX_PROC);
-    std::span<pmix_info_t> arr = info.finish();
+    // PMIx reads the source and the info until its callback: they live with
+    // the latch, owned by whoever finishes last (the callback may come after
+    // we stopped waiting for it).
+    struct Notice {
+        pmix_proc_t lost;
+        rt::pmix::InfoList info;
+        Latch latch;
+    };
+    auto n = std::make_shared<Notice>();
+    n->lost = rt::pmix::make_proc(nspace_, rank);
+    n->info.add(PMIX_EVENT_AFFECTED_PROC, &n->lost, PMIX_PROC);
+    std::span<pmix_info_t> arr = n->info.finish();
     const pmix_status_t code =
         by_signal ? PMIX_ERR_PROC_ABORTED_BY_SIG : PMIX_ERR_PROC_TERM_WO_SYNC;
+    auto done = [](pmix_status_t status, void* cbdata) {
+        const std::unique_ptr<std::shared_ptr<Notice>> owner(
+            static_cast<std::shared_ptr<Notice>*>(cbdata));
+        Latch::release(status, &(*owner)->latch);
+    };
+    void* cbdata = std::make_unique<std::shared_ptr<Notice>>(n).release();
     // Sourced from the lost rank, so the namespace range is its job's.
-    Latch latch;
-    pmix_status_t rc = PMIx_Notify_event(code, &lost, PMIX_RANGE_NAMESPACE, arr.data(), arr.size(),
-                                         Latch::release, &latch);
-    if (rc == PMIX_SUCCESS) rc = latch.wait();
+    pmix_status_t rc = PMIx_Notify_event(code, &n->lost, PMIX_RANGE_NAMESPACE, arr.data(),
+                                         arr.size(), done, cbdata);
+    if (rc != PMIX_SUCCESS) {
+        done(rc, cbdata);  // refused at once: the callback never comes
+    } else {
+        // A PMIx thread that hangs (see shutdown) must not hold the launcher.
+        std::unique_lock lock(n->latch.m);
+        if (!n->latch.cv.wait_for(lock, std::chrono::seconds(2), [&] { return n->latch.done; }))
+            throw std::runtime_error(
+                fmt::format("PMIx did not confirm the event (rank {} lost) within 2 s", rank));
+        rc = n->latch.status;
+    }
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
         throw std::runtime_error(fmt::format("PMIx_Notify_event (rank {} lost) failed: {}", rank,
                                              PMIx_Error_string(rc)));

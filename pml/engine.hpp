@@ -4,9 +4,11 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -474,7 +476,9 @@ class Engine {
     bool has_pending_ = false;
     bool failures_to_handle_ = false;  // a peer was marked failed; progress cleans up
     bool any_failed_ = false;
-    std::size_t lost_seen_ = 0;              // of the runtime's lost_ranks()
+    std::size_t lost_seen_ = 0;  // of the runtime's lost_ranks()
+    static constexpr std::chrono::milliseconds launcher_grace{1000};
+    std::optional<std::chrono::steady_clock::time_point> launcher_grace_end_;
     ProgressEngine::Handle launcher_watch_;  // check_launcher, low priority
     std::vector<PendingDesc> pending_desc_;
     List<RawMsg> pending_ctrl_;

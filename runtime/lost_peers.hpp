@@ -39,7 +39,6 @@ class LostPeers {
     LostPeers(const LostPeers&) = delete;
     LostPeers& operator=(const LostPeers&) = delete;
 
-    bool listening() const noexcept { return registered_; }
     std::uint32_t count() const noexcept { return state_->count.load(std::memory_order_acquire); }
     std::vector<Rank> ranks() const;
 

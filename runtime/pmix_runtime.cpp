@@ -131,9 +131,9 @@ class PmixRuntime final : public RuntimeBase {
         read_job_info();
         choose_secret();
         publish_own_identity();
-        // Under a host (Open MPI) the host hears of lost processes itself.
-        if (mode_ == FenceMode::self_driven) lost_.emplace(id_.job_id, id_.rank);
         if (mode_ == FenceMode::self_driven) {
+            // Under a host (Open MPI) the host hears of lost processes itself.
+            lost_.emplace(id_.job_id, id_.rank);
             if (Status s = fence(); !ok(s))
                 throw std::runtime_error(
                     fmt::format("the first fence of job {} failed ({}): a rank died while starting",

@@ -75,6 +75,8 @@ struct Handlers {
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
+        if (e->any_failed_ && d.endpoint && e->written_off(d.endpoint->peer())) [[unlikely]]
+            return;
         std::size_t n;
         const std::byte* b = view(e, d, n);
         if (!b) return;
@@ -284,17 +286,28 @@ bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_le
     d->segment_count = 1;
     d->flags |= btl::des_flags::btl_ownership;
     d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    s = b.module->send(b.endpoint, d, tag);
-    if (s == Status::out_of_resource) {
-        try {
-            pending_desc_.push_back({p->rank, b.module, b.endpoint, d, tag});
-        } catch (...) {
-            return false;
-        }
-        has_pending_ = true;
-        return true;
+    return ok(post_desc({p->rank, b.module, b.endpoint, d, tag}));
+}
+
+Status Engine::post_desc(const PendingDesc& pd) noexcept {
+    const Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
+    if (s != Status::out_of_resource) [[likely]] {
+        if (!ok(s)) end_desc(pd, s);
+        return s;
     }
-    return ok(s);
+    try {
+        pending_desc_.push_back(pd);
+    } catch (...) {
+        end_desc(pd, Status::out_of_resource);  // no memory to queue it: it fails, nothing leaks
+        return Status::out_of_resource;
+    }
+    has_pending_ = true;
+    return Status::success;
+}
+
+void Engine::end_desc(const PendingDesc& pd, Status s) noexcept {
+    if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);
+    pd.module->free(pd.desc);
 }
 
 Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
@@ -336,10 +349,14 @@ int Engine::drain_pending() noexcept {
         ++events;
     }
     while (!pending_desc_.empty()) {
-        PendingDesc& pd = pending_desc_.front();
-        Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
+        const PendingDesc pd = pending_desc_.front();
+        const Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
         if (s == Status::out_of_resource) break;
         pending_desc_.erase(pending_desc_.begin());
+        // Refused for good (the btl lost the peer first): the descriptor never
+        // went, so its callback must still come, or its request waits forever.
+        if (!ok(s)) [[unlikely]]
+            end_desc(pd, s);
         ++events;
     }
     while (RawMsg* m = pending_ctrl_.front()) {

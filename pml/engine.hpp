@@ -319,6 +319,10 @@ class Engine {
     void register_params();
     void yield() noexcept;
     int drain_pending() noexcept;
+    // Sends a descriptor, or queues it when the btl is out of resources; one
+    // refused otherwise ends with its callback (end_desc), never silently.
+    Status post_desc(const PendingDesc& pd) noexcept;
+    void end_desc(const PendingDesc& pd, Status s) noexcept;
     void update_pending() noexcept {
         has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
                        !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;
@@ -330,6 +334,11 @@ class Engine {
     void mark_failed(Rank r, const char* info) noexcept;
     static int check_launcher(void* self) noexcept;
     bool peer_failed(Rank r) const noexcept { return r < size_ && peers_[r] && peers_[r]->failed; }
+    // Its requests were failed: what it still sends refers to requests that
+    // are complete (maybe reused), and to replies already written off.
+    bool written_off(Rank r) const noexcept {
+        return r < size_ && peers_[r] && peers_[r]->failure_handled;
+    }
     void handle_failures() noexcept;
     void fail_peer_requests(Peer* p) noexcept;
     void fail_req(Req* r) noexcept;

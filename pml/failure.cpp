@@ -103,10 +103,9 @@ void Engine::drop_queued_to(Peer* p) noexcept {
             ++it;
             continue;
         }
-        PendingDesc pd = *it;
+        const PendingDesc pd = *it;
         it = pending_desc_.erase(it);
-        if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, Status::peer_failed);
-        pd.module->free(pd.desc);
+        end_desc(pd, Status::peer_failed);
     }
     for (RawMsg* m = p->out_of_order.front(); m; m = p->out_of_order.front()) {
         p->out_of_order.erase(m);  // waits for an earlier message that will never come

@@ -142,18 +142,8 @@ bool Engine::send_eager(Req* r) noexcept {
     d->segment_count = 1;
     d->flags |= btl::des_flags::btl_ownership;
     d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    s = b.module->send(b.endpoint, d, wire::tag(wire::match));
-    if (s == Status::out_of_resource) {
-        try {
-            pending_desc_.push_back({p->rank, b.module, b.endpoint, d, wire::tag(wire::match)});
-        } catch (...) {
-            b.module->free(d);
-            return false;
-        }
-        has_pending_ = true;
-    } else if (!ok(s)) {
-        r->st().status = s;
-    }
+    s = post_desc({p->rank, b.module, b.endpoint, d, wire::tag(wire::match)});
+    if (!ok(s)) r->st().status = s;
     // The data is copied: the user's buffer is free again.
     complete(r);
     return true;
@@ -234,24 +224,10 @@ bool Engine::pump_frags(Req* r) noexcept {
         d->cbdata = r;
         d->context = this;
         ++r->frags_out;
-        Status s = b.module->send(b.endpoint, d, wire::tag(wire::frag));
-        if (s == Status::out_of_resource) {
-            try {
-                pending_desc_.push_back(
-                    {r->peer->rank, b.module, b.endpoint, d, wire::tag(wire::frag)});
-            } catch (...) {
-                --r->frags_out;
-                r->conv.seek(offset);
-                b.module->free(d);
-                r->issuing = false;
-                return false;
-            }
-            has_pending_ = true;
-        } else if (!ok(s)) {
-            --r->frags_out;
-            r->st().status = s;
+        // A refused fragment was counted back and its status kept by frag_done.
+        if (!ok(post_desc({r->peer->rank, b.module, b.endpoint, d, wire::tag(wire::frag)})))
+            [[unlikely]]
             r->conv.seek(r->total);
-        }
     }
     r->issuing = false;
     if (r->frags_out == 0) complete(r);

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <iterator>
+
+#include "runtime/pmix_util.hpp"
 
 namespace transit::rt {
 namespace {
@@ -37,39 +38,12 @@ Registry& registry() {
     return *r;
 }
 
-// One PMIx callback, waited for with a limit: a PMIx thread that no longer
-// answers must not hold up the caller (finalize above all).
-struct Wait {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    pmix_status_t status = PMIX_SUCCESS;
-    std::size_t ref = 0;
-
-    void finish(pmix_status_t s, std::size_t r) {
-        std::lock_guard lock(m);
-        status = s;
-        ref = r;
-        done = true;
-        cv.notify_all();
-    }
-    bool wait(std::chrono::milliseconds limit) {
-        std::unique_lock lock(m);
-        return cv.wait_for(lock, limit, [this] { return done; });
-    }
-};
+// PMIx's answer to (de)registering the handler, waited for with a limit:
+// finalize above all must not hang on a PMIx thread that no longer answers.
+// The payload receives the handler's reference.
+using Registration = pmix::Completion<std::size_t>;
 
 constexpr std::chrono::seconds pmix_answer_limit{5};
-
-// A Wait handed through PMIx's void* cbdata: the callback takes ownership
-// back, so the Wait outlives a caller that stopped waiting.
-void* to_cbdata(const std::shared_ptr<Wait>& w) {
-    return std::make_unique<std::shared_ptr<Wait>>(w).release();
-}
-std::shared_ptr<Wait> from_cbdata(void* cbdata) {
-    const std::unique_ptr<std::shared_ptr<Wait>> h(static_cast<std::shared_ptr<Wait>*>(cbdata));
-    return *h;
-}
 
 // Runs on PMIx's thread.
 void on_event(std::size_t, pmix_status_t, const pmix_proc_t* source, pmix_info_t info[],
@@ -133,22 +107,22 @@ LostPeers::LostPeers(std::string nspace, Rank self) : state_(std::make_unique<St
     }
     pmix_status_t codes[std::size(lost_process_events)];
     std::copy(std::begin(lost_process_events), std::end(lost_process_events), codes);
-    auto w = std::make_shared<Wait>();
-    void* cbdata = to_cbdata(w);
+    auto reg = std::make_shared<Registration>();
+    void* cbdata = Registration::to_cbdata(reg);
     const pmix_status_t rc = PMIx_Register_event_handler(
         codes, std::size(codes), nullptr, 0, on_event,
         [](pmix_status_t status, std::size_t ref, void* cb) {
-            from_cbdata(cb)->finish(status, ref);
+            Registration::complete(cb, status, [ref](std::size_t& out) noexcept { out = ref; });
         },
         cbdata);
     if (rc != PMIX_SUCCESS) {
-        from_cbdata(cbdata);  // refused at once: the callback never comes
+        Registration::complete(cbdata, rc);  // refused at once: the callback never comes
         return;
     }
-    if (!w->wait(pmix_answer_limit)) return;  // registered late or never: events still land
-    std::lock_guard lock(w->m);
-    registered_ = w->status == PMIX_SUCCESS;
-    ref_ = w->ref;
+    const auto status = reg->wait_for(pmix_answer_limit);
+    if (!status) return;  // registered late or never: events still land
+    registered_ = *status == PMIX_SUCCESS;
+    ref_ = reg->payload;
 }
 
 LostPeers::~LostPeers() {
@@ -158,14 +132,14 @@ LostPeers::~LostPeers() {
         std::erase(reg.states, state_.get());
     }
     if (!registered_) return;
-    auto w = std::make_shared<Wait>();
-    void* cbdata = to_cbdata(w);
+    auto dereg = std::make_shared<Registration>();
+    void* cbdata = Registration::to_cbdata(dereg);
     const pmix_status_t rc = PMIx_Deregister_event_handler(
-        ref_, [](pmix_status_t status, void* cb) { from_cbdata(cb)->finish(status, 0); }, cbdata);
+        ref_, [](pmix_status_t status, void* cb) { Registration::complete(cb, status); }, cbdata);
     if (rc != PMIX_SUCCESS)
-        from_cbdata(cbdata);
+        Registration::complete(cbdata, rc);  // refused at once: the callback never comes
     else
-        w->wait(pmix_answer_limit);
+        dereg->wait_for(pmix_answer_limit);
 }
 
 }  // namespace transit::rt

@@ -4,13 +4,19 @@
 
 #include <pmix.h>
 
+#include <chrono>
+#include <concepts>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 
 namespace transit::rt::pmix {
 
@@ -95,6 +101,60 @@ class InfoList {
     void* list_;
     pmix_data_array_t array_{};
     bool converted_ = false;
+};
+
+// One PMIx callback waited for with a limit: a PMIx thread that stops answering
+// must not hold the caller.  The callback may then come after the caller gave
+// up, so this state, and the payload PMIx may read until it calls back, are
+// owned jointly by the caller and by the cbdata handed to PMIx.
+template <class Payload = std::monostate>
+class Completion {
+  public:
+    // Owned with the state: what PMIx reads until its callback, or what the
+    // callback fills for the caller.  The caller's alone again once wait_for()
+    // returned a status.
+    Payload payload{};
+
+    // The cbdata for one PMIx call: one more owner, given up by complete().
+    // A C void* carries only a plain pointer, so that owner is a shared_ptr
+    // copy on the heap, held raw only while PMIx holds it: complete() takes
+    // it back at once.
+    static void* to_cbdata(const std::shared_ptr<Completion>& self) {
+        return std::make_unique<std::shared_ptr<Completion>>(self).release();
+    }
+
+    // From PMIx's callback, or at once when PMIx refused the call (no callback
+    // comes then): records `status`, lets `fill` store the callback's results
+    // in the payload, wakes the waiter and gives up the cbdata's ownership.
+    template <std::invocable<Payload&> Fill>
+    static void complete(void* cbdata, pmix_status_t status, Fill&& fill) noexcept {
+        // Declared before the lock, so the last owner unlocks before it destroys.
+        const std::unique_ptr<std::shared_ptr<Completion>> owner(
+            static_cast<std::shared_ptr<Completion>*>(cbdata));
+        Completion& self = **owner;
+        std::lock_guard lock(self.mutex_);
+        std::forward<Fill>(fill)(self.payload);
+        self.status_ = status;
+        self.done_ = true;
+        self.cv_.notify_all();
+    }
+    static void complete(void* cbdata, pmix_status_t status) noexcept {
+        complete(cbdata, status, [](Payload&) noexcept {});
+    }
+
+    // The callback's status, or nothing when it did not come within `limit`.
+    template <class Rep, class Period>
+    std::optional<pmix_status_t> wait_for(std::chrono::duration<Rep, Period> limit) {
+        std::unique_lock lock(mutex_);
+        if (!cv_.wait_for(lock, limit, [this] { return done_; })) return std::nullopt;
+        return status_;
+    }
+
+  private:
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    pmix_status_t status_ = PMIX_SUCCESS;
 };
 
 }  // namespace transit::rt::pmix

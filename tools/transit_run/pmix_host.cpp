@@ -224,38 +224,34 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
 }
 
 void PmixHost::notify_lost(unsigned rank, bool by_signal) {
-    // PMIx reads the source and the info until its callback: they live with
-    // the latch, owned by whoever finishes last (the callback may come after
-    // we stopped waiting for it).
+    // PMIx reads the source and the info until its callback, which may come
+    // after we stopped waiting for it: they live with the completion.
     struct Notice {
         pmix_proc_t lost;
         rt::pmix::InfoList info;
-        Latch latch;
     };
-    auto n = std::make_shared<Notice>();
-    n->lost = rt::pmix::make_proc(nspace_, rank);
-    n->info.add(PMIX_EVENT_AFFECTED_PROC, &n->lost, PMIX_PROC);
-    std::span<pmix_info_t> arr = n->info.finish();
+    using Sent = rt::pmix::Completion<Notice>;
+    auto sent = std::make_shared<Sent>();
+    Notice& n = sent->payload;
+    n.lost = rt::pmix::make_proc(nspace_, rank);
+    n.info.add(PMIX_EVENT_AFFECTED_PROC, &n.lost, PMIX_PROC);
+    std::span<pmix_info_t> arr = n.info.finish();
     const pmix_status_t code =
         by_signal ? PMIX_ERR_PROC_ABORTED_BY_SIG : PMIX_ERR_PROC_TERM_WO_SYNC;
-    auto done = [](pmix_status_t status, void* cbdata) {
-        const std::unique_ptr<std::shared_ptr<Notice>> owner(
-            static_cast<std::shared_ptr<Notice>*>(cbdata));
-        Latch::release(status, &(*owner)->latch);
-    };
-    void* cbdata = std::make_unique<std::shared_ptr<Notice>>(n).release();
+    void* cbdata = Sent::to_cbdata(sent);
     // Sourced from the lost rank, so the namespace range is its job's.
-    pmix_status_t rc = PMIx_Notify_event(code, &n->lost, PMIX_RANGE_NAMESPACE, arr.data(),
-                                         arr.size(), done, cbdata);
+    pmix_status_t rc = PMIx_Notify_event(
+        code, &n.lost, PMIX_RANGE_NAMESPACE, arr.data(), arr.size(),
+        [](pmix_status_t status, void* cb) { Sent::complete(cb, status); }, cbdata);
     if (rc != PMIX_SUCCESS) {
-        done(rc, cbdata);  // refused at once: the callback never comes
+        Sent::complete(cbdata, rc);  // refused at once: the callback never comes
     } else {
         // A PMIx thread that hangs (see shutdown) must not hold the launcher.
-        std::unique_lock lock(n->latch.m);
-        if (!n->latch.cv.wait_for(lock, std::chrono::seconds(2), [&] { return n->latch.done; }))
+        const auto status = sent->wait_for(std::chrono::seconds(2));
+        if (!status)
             throw std::runtime_error(
                 fmt::format("PMIx did not confirm the event (rank {} lost) within 2 s", rank));
-        rc = n->latch.status;
+        rc = *status;
     }
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
         throw std::runtime_error(fmt::format("PMIx_Notify_event (rank {} lost) failed: {}", rank,

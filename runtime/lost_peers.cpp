@@ -100,15 +100,20 @@ std::vector<Rank> LostPeers::ranks() const {
 LostPeers::LostPeers(std::string nspace, Rank self) : state_(std::make_unique<State>()) {
     state_->nspace = std::move(nspace);
     state_->self = self;
-    {
-        Registry& reg = registry();
-        std::lock_guard lock(reg.mutex);
-        reg.states.push_back(state_.get());
-    }
     pmix_status_t codes[std::size(lost_process_events)];
     std::copy(std::begin(lost_process_events), std::end(lost_process_events), codes);
+    // Allocated before the state is listed: a throw past the listing would
+    // leave the list naming a state this failed constructor frees.
     auto reg = std::make_shared<Registration>();
     void* cbdata = Registration::to_cbdata(reg);
+    try {
+        Registry& list = registry();
+        std::lock_guard lock(list.mutex);
+        list.states.push_back(state_.get());
+    } catch (...) {
+        Registration::complete(cbdata, PMIX_ERR_NOMEM);
+        throw;
+    }
     const pmix_status_t rc = PMIx_Register_event_handler(
         codes, std::size(codes), nullptr, 0, on_event,
         [](pmix_status_t status, std::size_t ref, void* cb) {

@@ -306,6 +306,12 @@ Status Engine::post_desc(const PendingDesc& pd) noexcept {
 }
 
 void Engine::end_desc(const PendingDesc& pd, Status s) noexcept {
+    // An eager send completed when its data was copied, so its user saw
+    // success: the log is the only word that the message never left.  (A lost
+    // peer's messages are accounted for by the failure report.)
+    if (s != Status::peer_failed)
+        log::error("pml: a message to rank {} over {} was refused: '{}'", pd.rank,
+                   pd.module->name(), to_string(s));
     if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);
     pd.module->free(pd.desc);
 }

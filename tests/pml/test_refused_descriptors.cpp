@@ -1,0 +1,255 @@
+// A descriptor the btl refuses for good must end with its completion callback
+// and go back to the btl (pml/engine.cpp post_desc, end_desc, drain_pending),
+// whether the refusal comes at once or on the retry of a descriptor first
+// refused with out_of_resource.  Before that, a refused rendezvous fragment
+// left its send waiting for good, and every refused descriptor leaked.
+//
+// One process (a job of one) sends to itself over the faulty fixture btl
+// (tests/fixtures/faulty.cpp): a loopback that refuses the send() the test
+// picks through its btl_faulty_* parameters and, when its module is finalized
+// with the Context, prints how many descriptors it handed out and got back.
+// ctest selects it (TRANSIT_MCA_btl=faulty) and finds it
+// (TRANSIT_MCA_mca_base_component_path); each case opens its own Context with
+// its own fault plan.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "pml/wire.hpp"
+#include "transit/params.hpp"
+#include "transit/transit.hpp"
+
+namespace {
+
+using namespace transit;
+using namespace std::chrono_literals;
+
+// Long enough for a loaded machine; a send that waits for good fails here
+// instead of hanging the test.
+constexpr auto deadline = 10s;
+constexpr std::uint32_t user_tag = 7;
+// Above the fixture's 4 KiB eager limit, and five of its 16 KiB fragments.
+constexpr std::size_t rndv_size = 64 * 1024;
+constexpr std::size_t eager_size = 100;
+
+struct FaultPlan {
+    btl::Tag tag;
+    unsigned nth;
+    bool busy_first;
+    const char* status;
+};
+
+void set_param(const char* name, const std::string& value) {
+    params::registry().set(name, value, params::Source{params::Origin::api, "", 0});
+}
+
+// Everything written to fd 2 while it lives goes to a temporary file; text()
+// restores stderr, echoes what was captured (so ctest's log still has it) and
+// returns it.  The fixture's accounting is written there when the Context
+// closes.
+class StderrCapture {
+  public:
+    StderrCapture() : file_(std::tmpfile()), saved_(::dup(STDERR_FILENO)) {
+        if (file_ && saved_ >= 0) ::dup2(::fileno(file_.get()), STDERR_FILENO);
+    }
+    StderrCapture(const StderrCapture&) = delete;
+    StderrCapture& operator=(const StderrCapture&) = delete;
+    ~StderrCapture() { restore(); }
+
+    std::string text() {
+        restore();
+        std::string out;
+        if (!file_) return out;
+        std::rewind(file_.get());
+        char buf[4096];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_.get())) > 0;)
+            out.append(buf, n);
+        std::fputs(out.c_str(), stderr);
+        return out;
+    }
+
+  private:
+    void restore() {
+        if (saved_ < 0) return;
+        std::fflush(stderr);
+        ::dup2(saved_, STDERR_FILENO);
+        ::close(saved_);
+        saved_ = -1;
+    }
+
+    struct Close {
+        void operator()(std::FILE* f) const { std::fclose(f); }
+    };
+    std::unique_ptr<std::FILE, Close> file_;
+    int saved_;
+};
+
+struct Accounting {
+    bool found = false;
+    unsigned long handed_out = 0;
+    unsigned long given_back = 0;
+    unsigned long refused = 0;
+};
+
+Accounting parse_accounting(const std::string& text) {
+    static const std::regex line(
+        R"(btl faulty: (\d+) descriptor\(s\) handed out, (\d+) given back, (\d+) send\(s\) refused)");
+    Accounting a;
+    std::smatch m;
+    if (!std::regex_search(text, m, line)) return a;
+    a.found = true;
+    a.handed_out = std::stoul(m[1]);
+    a.given_back = std::stoul(m[2]);
+    a.refused = std::stoul(m[3]);
+    return a;
+}
+
+// Drives progress (through test, never wait) until req completes or the
+// deadline passes.  True when it completed; st then has its status.
+bool finish_in_time(Context& ctx, Request*& req, RequestStatus& st) {
+    const auto end = std::chrono::steady_clock::now() + deadline;
+    bool done = false;
+    while (!done && std::chrono::steady_clock::now() < end) ctx.test(req, done, &st);
+    return done;
+}
+
+class RefusedDescriptors : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        // Run by hand, the default transports would run the cases: say why they fail.
+        ASSERT_STREQ(std::getenv("TRANSIT_MCA_btl"), "faulty")
+            << "run by ctest, which selects the faulty fixture btl and names its folder";
+        // ctest may run under a launcher: this process must be a job of one.
+        std::vector<std::string> names;
+        for (char** e = environ; *e; ++e)
+            if (std::strncmp(*e, "PMIX_", 5) == 0)
+                names.emplace_back(*e, std::strchr(*e, '=') - *e);
+        for (const std::string& n : names) ::unsetenv(n.c_str());
+    }
+
+    // Opens a Context whose faulty module refuses as `plan` says, runs body,
+    // closes the Context and checks the fixture's accounting: the injected
+    // refusal happened (else the case tested nothing) and every descriptor
+    // came back.
+    template <typename Body>
+    void run(const FaultPlan& plan, Body&& body) {
+        set_param("btl_faulty_refuse_tag", std::to_string(plan.tag));
+        set_param("btl_faulty_refuse_nth", std::to_string(plan.nth));
+        set_param("btl_faulty_busy_first", plan.busy_first ? "true" : "false");
+        set_param("btl_faulty_refuse_status", plan.status);
+        StderrCapture capture;
+        {
+            Context ctx = init();
+            ASSERT_EQ(ctx.size(), 1u);
+            body(ctx);
+        }  // the module is finalized here and reports
+        const std::string text = capture.text();
+        const Accounting a = parse_accounting(text);
+        ASSERT_TRUE(a.found) << "no accounting line from the faulty btl in:\n" << text;
+        EXPECT_EQ(a.refused, 1u) << "the fault was not injected; the case tested nothing";
+        EXPECT_EQ(a.handed_out, a.given_back)
+            << a.handed_out - a.given_back << " descriptor(s) never given back to the btl";
+        EXPECT_EQ(text.find("leaked"), std::string::npos);  // the fixture's loud report
+        // Never silent: an eager send already reported success to its user.
+        EXPECT_NE(text.find("pml: a message to rank 0 over faulty was refused"), std::string::npos)
+            << "the pml said nothing of the refused message";
+    }
+};
+
+// The pml may not say the message arrived when a fragment never went; nor can
+// it say more: no wire message tells the receiver that the sender gave up, so
+// the receive stays matched (and cannot be cancelled) until the Context closes.
+void expect_receive_not_successful(Context& ctx, Request* recv) {
+    for (int i = 0; i < 100; ++i) ctx.progress();
+    if (recv->done()) {
+        EXPECT_NE(recv->status().status, Status::success)
+            << "the receive reported success with a fragment missing";
+    }
+}
+
+// (a) A rendezvous streamed in fragments whose second fragment is refused with
+// out_of_resource, then, on the retry from progress, with a hard error: the
+// send completes with that error.  Before the fix the queued fragment was
+// dropped with no callback, so frags_out never reached 0.
+TEST_F(RefusedDescriptors, FragmentRefusedOnRetryFailsTheSend) {
+    run({pml::wire::tag(pml::wire::frag), 2, true, "error"}, [](Context& ctx) {
+        std::vector<std::byte> out(rndv_size, std::byte{0x5a}), in(rndv_size);
+        Request* recv = nullptr;
+        Request* send = nullptr;
+        ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+        ASSERT_EQ(ctx.isend(0, user_tag, out.data(), out.size(), send), Status::success);
+        RequestStatus st;
+        ASSERT_TRUE(finish_in_time(ctx, send, st))
+            << "the send waits for good after its fragment was refused";
+        EXPECT_EQ(st.status, Status::error);
+        expect_receive_not_successful(ctx, recv);
+    });
+}
+
+// The same fragment refused at once (pump_frags' own send): the send fails
+// with the btl's error and the fragment goes back.
+TEST_F(RefusedDescriptors, FragmentRefusedAtOnceFailsTheSend) {
+    run({pml::wire::tag(pml::wire::frag), 2, false, "unreachable"}, [](Context& ctx) {
+        std::vector<std::byte> out(rndv_size, std::byte{0x5a}), in(rndv_size);
+        Request* recv = nullptr;
+        Request* send = nullptr;
+        ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+        ASSERT_EQ(ctx.isend(0, user_tag, out.data(), out.size(), send), Status::success);
+        RequestStatus st;
+        ASSERT_TRUE(finish_in_time(ctx, send, st))
+            << "the send waits for good after its fragment was refused";
+        EXPECT_EQ(st.status, Status::unreachable);
+        expect_receive_not_successful(ctx, recv);
+    });
+}
+
+// (b) An eager message whose send() is refused with a hard error at once: the
+// send completes with that error, and nothing arrives, so the receive is
+// still unmatched and can be cancelled.
+TEST_F(RefusedDescriptors, EagerRefusedAtOnceFailsTheSend) {
+    run({pml::wire::tag(pml::wire::match), 1, false, "unreachable"}, [](Context& ctx) {
+        std::vector<std::byte> out(eager_size, std::byte{0x33}), in(eager_size);
+        Request* recv = nullptr;
+        Request* send = nullptr;
+        ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+        const Status posted = ctx.isend(0, user_tag, out.data(), out.size(), send);
+        ASSERT_TRUE(posted == Status::completed || posted == Status::success) << to_string(posted);
+        RequestStatus st;
+        ASSERT_TRUE(finish_in_time(ctx, send, st));
+        EXPECT_EQ(st.status, Status::unreachable);
+        EXPECT_EQ(ctx.cancel(recv), Status::success) << "the refused message was delivered";
+        ASSERT_TRUE(finish_in_time(ctx, recv, st));
+        EXPECT_EQ(st.status, Status::cancelled);
+    });
+}
+
+// An eager message queued on out_of_resource and refused on the retry.  Its
+// send completed when the data was copied, before the btl refused it, so its
+// status says nothing about the refusal; what counts is that the queued
+// descriptor goes back to the btl (checked by run) and nothing arrives.
+TEST_F(RefusedDescriptors, EagerRefusedOnRetryGivesTheDescriptorBack) {
+    run({pml::wire::tag(pml::wire::match), 1, true, "error"}, [](Context& ctx) {
+        std::vector<std::byte> out(eager_size, std::byte{0x33}), in(eager_size);
+        Request* recv = nullptr;
+        Request* send = nullptr;
+        ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+        const Status posted = ctx.isend(0, user_tag, out.data(), out.size(), send);
+        ASSERT_TRUE(posted == Status::completed || posted == Status::success) << to_string(posted);
+        RequestStatus st;
+        ASSERT_TRUE(finish_in_time(ctx, send, st));
+        for (int i = 0; i < 100; ++i) ctx.progress();  // the retry, refused for good
+        EXPECT_EQ(ctx.cancel(recv), Status::success) << "the refused message was delivered";
+        ASSERT_TRUE(finish_in_time(ctx, recv, st));
+        EXPECT_EQ(st.status, Status::cancelled);
+    });
+}
+
+}  // namespace

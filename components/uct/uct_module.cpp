@@ -533,14 +533,27 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
                         descriptor);
 }
 
-// With a header: one am_short_iov of the wire header, the header and the
-// payload, so nothing is gathered into a staging buffer first.
+// With a header: a small message is gathered on the stack and sent with
+// am_short (UCT's iov variant costs more than the copy); a larger one goes as
+// one am_short_iov of the wire header, the header and the payload, so nothing
+// is gathered into a staging buffer first.
+constexpr std::size_t stack_gather_limit = 64;
+
 Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                             std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                             std::uint32_t flags, btl::Tag tag,
                             btl::Descriptor** descriptor) noexcept {
-    const void* src = short_source(endpoint, convertor, header_size + payload_size, payload_size);
-    if (src != nullptr && header != nullptr && short_iov_) [[likely]] {
+    const std::size_t total = header_size + payload_size;
+    const void* src = short_source(endpoint, convertor, total, payload_size);
+    if (src != nullptr && header != nullptr && total <= stack_gather_limit) [[likely]] {
+        alignas(8) std::byte buf[stack_gather_limit];
+        std::memcpy(buf, header, header_size);
+        std::memcpy(buf + header_size, src, payload_size);
+        if (uct_ep_am_short(static_cast<UctEndpoint*>(endpoint)->ep, am_id,
+                            wire_word(wire(Kind::message, tag)), buf,
+                            static_cast<unsigned>(total)) == UCS_OK) [[likely]]
+            return short_sent(convertor, payload_size, descriptor);
+    } else if (src != nullptr && header != nullptr && short_iov_) {
         // One 8-byte store, read back whole by UCT's copy (forwarded).
         const std::uint64_t word = wire_word(wire(Kind::message, tag));
         uct_iov_t iov[3] = {

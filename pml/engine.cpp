@@ -286,13 +286,14 @@ bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_le
     d->segment_count = 1;
     d->flags |= btl::des_flags::btl_ownership;
     d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    return ok(post_desc({p->rank, b.module, b.endpoint, d, tag}));
+    // Refused at once: send_ctrlv keeps a copy and retries, so nothing is lost.
+    return ok(post_desc({p->rank, b.module, b.endpoint, d, tag}, Refusal::retried));
 }
 
-Status Engine::post_desc(const PendingDesc& pd) noexcept {
+Status Engine::post_desc(const PendingDesc& pd, Refusal refusal) noexcept {
     const Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
     if (s != Status::out_of_resource) [[likely]] {
-        if (!ok(s)) end_desc(pd, s);
+        if (!ok(s)) end_desc(pd, s, refusal);
         return s;
     }
     try {
@@ -305,11 +306,11 @@ Status Engine::post_desc(const PendingDesc& pd) noexcept {
     return Status::success;
 }
 
-void Engine::end_desc(const PendingDesc& pd, Status s) noexcept {
+void Engine::end_desc(const PendingDesc& pd, Status s, Refusal refusal) noexcept {
     // An eager send completed when its data was copied, so its user saw
     // success: the log is the only word that the message never left.  (A lost
     // peer's messages are accounted for by the failure report.)
-    if (s != Status::peer_failed)
+    if (s != Status::peer_failed && refusal == Refusal::lost)
         log::error("pml: a message to rank {} over {} was refused: '{}'", pd.rank,
                    pd.module->name(), to_string(s));
     if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);

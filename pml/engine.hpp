@@ -320,9 +320,11 @@ class Engine {
     void yield() noexcept;
     int drain_pending() noexcept;
     // Sends a descriptor, or queues it when the btl is out of resources; one
-    // refused otherwise ends with its callback (end_desc), never silently.
-    Status post_desc(const PendingDesc& pd) noexcept;
-    void end_desc(const PendingDesc& pd, Status s) noexcept;
+    // refused otherwise ends with its callback (end_desc), and its loss is
+    // logged unless the caller sends the message again itself.
+    enum class Refusal : std::uint8_t { lost, retried };
+    Status post_desc(const PendingDesc& pd, Refusal refusal = Refusal::lost) noexcept;
+    void end_desc(const PendingDesc& pd, Status s, Refusal refusal = Refusal::lost) noexcept;
     void update_pending() noexcept {
         has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
                        !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;

@@ -31,6 +31,7 @@ struct OpContext {
 enum class WireKind : std::uint8_t {
     message = 0,  // for the tag's callback
     goodbye = 1,  // no payload: the sender is leaving; its exit is no failure
+    hello = 2,    // no payload: the sender added us again; its goodbye is taken back
 };
 struct WireHeader {
     std::uint8_t tag;
@@ -40,7 +41,9 @@ struct WireHeader {
     Rank source;  // the sender's rank, to find its endpoint
 };
 static_assert(sizeof(WireHeader) == 8);
-inline constexpr std::uint8_t wire_version = 2;  // 2: the kind (goodbye)
+// 2: the kind (goodbye).  3: hello.  Both travel in order with the messages
+// (FI_ORDER_SAS), so a hello is never taken before the goodbye it takes back.
+inline constexpr std::uint8_t wire_version = 3;
 
 // A send fragment: buffer = WireHeader + up to `capacity` bytes of payload.
 struct OfiFrag : OpContext, btl::Descriptor {

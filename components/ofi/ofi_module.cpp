@@ -107,6 +107,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
+    owe_hello_.assign(runtime_.size(), false);
     av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
 }
 
@@ -318,6 +319,8 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             ++peer_count_;
             watch(*by_rank_[peer]);
         }
+        // Added again after a goodbye: take it back, so losing us is an error again.
+        if (owe_hello_[peer]) say_hello(*by_rank_[peer]);
         endpoints[i] = by_rank_[peer].get();
         reachable.set(i);
     }
@@ -525,8 +528,25 @@ void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
     // peer that said goodbye itself may be gone already.  (A goodbye to every
     // rank would make rxm connect to ranks never talked to, at finalize.)
     if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_) return;
+    if (post_control(ep, WireKind::goodbye, true) == Status::success) owe_hello_[ep.peer()] = true;
+}
+
+// Tells a peer we said goodbye to that we added it again: it takes the
+// goodbye back, so our exit from now on is a loss again.  Posted before
+// anything else to it, so it arrives after the goodbye and before the rest.
+void OfiModule::say_hello(OfiEndpoint& ep) noexcept {
+    if (ep.failed || !ep_) return;
+    if (post_control(ep, WireKind::hello, false) == Status::success)
+        owe_hello_[ep.peer()] = false;
+    else
+        out_.verbose(1, "{}: could not tell rank {} it was added again", name(), ep.peer());
+}
+
+// A header-only message of `kind`, posted with a bounded wait for room and,
+// when `wait`, for its completion.
+Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait) noexcept {
     OfiFrag* f = take(0);
-    if (f == nullptr) return;
+    if (f == nullptr) return Status::out_of_resource;
     f->seg = {f->buffer + header_size, 0};
     f->segments = &f->seg;
     f->segment_count = 1;
@@ -534,17 +554,18 @@ void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
     const std::size_t before = sends_pending_;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     Status s;
-    while ((s = post_send(f, &ep, 0, WireKind::goodbye)) == Status::out_of_resource &&
+    while ((s = post_send(f, &ep, 0, kind)) == Status::out_of_resource &&
            std::chrono::steady_clock::now() < deadline)
         poll();
     if (s != Status::success) {
         release_frag(f);
-        return;
+        return s;
     }
     // No endpoint: the endpoint may be deleted before the completion comes,
     // and a goodbye that fails (the peer has gone) is no error to report.
     f->endpoint = nullptr;
-    while (sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
+    while (wait && sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
+    return Status::success;
 }
 
 int OfiModule::poll() noexcept {
@@ -629,7 +650,7 @@ void OfiModule::complete_error() noexcept {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
             if (send_finished(f)) return;
-            if (f->internal && f->endpoint == nullptr) {  // a goodbye
+            if (f->internal && f->endpoint == nullptr) {  // a goodbye or hello
                 release_frag(f);
                 return;
             }
@@ -672,17 +693,38 @@ void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
     WireHeader h;
     std::memcpy(&h, r->buffer, sizeof h);
     OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-    if (h.kind == WireKind::goodbye && h.version == wire_version) [[unlikely]] {
-        if (from != nullptr) from->goodbye = true;
+    if (h.kind != WireKind::message || h.version != wire_version) [[unlikely]] {
+        on_control(h, from);
         repost(r);
         return;
     }
     const btl::Segment seg{r->buffer + header_size, len - header_size};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (h.version != wire_version || !am_table_.dispatch(this, d)) [[unlikely]]
+    if (!am_table_.dispatch(this, d)) [[unlikely]]
         report_error(btl::error_flags::nonfatal, h.source,
-                     "ofi: a message with an unknown version or an unregistered tag was dropped");
+                     "ofi: a message for an unregistered tag was dropped");
     repost(r);
+}
+
+// Anything but a message of this version: goodbye, hello, or dropped.
+void OfiModule::on_control(const WireHeader& h, OfiEndpoint* from) noexcept {
+    if (h.version != wire_version) {
+        report_error(btl::error_flags::nonfatal, h.source,
+                     "ofi: a message of another wire version was dropped");
+        return;
+    }
+    switch (h.kind) {
+        case WireKind::goodbye:
+            if (from != nullptr) from->goodbye = true;
+            return;
+        case WireKind::hello:
+            if (from != nullptr) from->goodbye = false;
+            return;
+        case WireKind::message:
+            break;
+    }
+    report_error(btl::error_flags::nonfatal, h.source,
+                 "ofi: a message of an unknown kind was dropped");
 }
 
 void OfiModule::repost(OfiRecv* r) noexcept {

@@ -143,6 +143,9 @@ class OfiModule final : public btl::Module {
     bool in_flight_to(OfiEndpoint& ep) noexcept;
     bool send_finished(OfiFrag* f) noexcept;
     void say_goodbye(OfiEndpoint& ep) noexcept;
+    void say_hello(OfiEndpoint& ep) noexcept;
+    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait) noexcept;
+    void on_control(const WireHeader& h, OfiEndpoint* from) noexcept;
     void watch(OfiEndpoint& ep) noexcept;
     void complete(OpContext* ctx, std::size_t len) noexcept;
     void complete_error() noexcept;
@@ -209,7 +212,10 @@ class OfiModule final : public btl::Module {
 
     std::vector<std::byte> address_;
     std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank
-    std::vector<fi_addr_t> av_addr_;                     // FI_ADDR_NOTAVAIL until inserted
+    // Per rank, outliving its endpoint: we said goodbye to it and, should it
+    // be added again, owe it a hello.
+    std::vector<bool> owe_hello_;
+    std::vector<fi_addr_t> av_addr_;  // FI_ADDR_NOTAVAIL until inserted
     std::size_t peer_count_ = 0;
     std::size_t sends_pending_ = 0;
     std::size_t rdma_pending_ = 0;

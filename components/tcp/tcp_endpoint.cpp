@@ -263,6 +263,12 @@ void TcpModule::handle_answer(Link& l, const wire::Handshake& h) noexcept {
 void TcpModule::become_connected(Link& l) noexcept {
     set_state(l, LinkState::connected);
     l.deadline_ns = 0;
+    // A peer that said goodbye and now connects, or accepts our connection,
+    // has added us again (deleted or finalized, it refuses and never
+    // connects): its goodbye no longer holds.  Its goodbye came on the old
+    // link, closed before this one was taken (a link still connected makes
+    // the peer's new connection lose), so it cannot come after this.
+    l.endpoint->goodbye = false;
     if (!l.rbuf) {
         l.rbuf.reset(new (std::nothrow) std::byte[rbuf_size_]);
         if (!l.rbuf) return fail_link(l, "out of memory for the receive buffer");

@@ -127,7 +127,10 @@ class TcpEndpoint : public btl::Endpoint {
     // Where to connect (from the modex); empty for a peer that only connected to us.
     std::optional<AddressPair> pair;
     bool failed = false;
-    bool goodbye = false;         // the peer announced an orderly close
+    bool deleted = false;  // by del_procs (failed quietly): add_procs revives it
+    // The peer announced an orderly close; a link connected since takes it
+    // back (the peer only connects or accepts while it holds us again).
+    bool goodbye = false;
     std::size_t outstanding = 0;  // put/get/atomics waiting for their reply
 
   private:

@@ -178,6 +178,7 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                         pair->local.address.to_string(), pair->remote.address.to_string(),
                         pair->remote.port, pair->reason);
             TcpEndpoint* ep = endpoint_for(rank);
+            if (ep->deleted) revive(*ep);
             ep->pair = std::move(pair);
             endpoints[i] = ep;
             reachable.set(i);
@@ -195,6 +196,7 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         if (ep == nullptr || &ep->module() != this) continue;
         say_goodbye(*ep);
         ep->failed = true;  // quietly: nobody is interested in this peer any more
+        ep->deleted = true;
         for (std::size_t k = 0; k < ep->link_count(); ++k) {
             Link& l = ep->link(k);
             close_socket(l);
@@ -207,6 +209,19 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         endpoints[i] = nullptr;
     }
     return Status::success;
+}
+
+// A peer deleted and now added again: its links start over (idle, connected
+// again by the first send or by the peer).
+void TcpModule::revive(TcpEndpoint& ep) noexcept {
+    ep.deleted = false;
+    ep.failed = false;
+    for (std::size_t k = 0; k < ep.link_count(); ++k) {
+        Link& l = ep.link(k);
+        close_socket(l);
+        set_state(l, LinkState::idle);
+        l.deadline_ns = 0;
+    }
 }
 
 // --- descriptors -----------------------------------------------------------------------

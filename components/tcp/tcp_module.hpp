@@ -105,6 +105,7 @@ class TcpModule final : public btl::Module {
     };
 
     TcpEndpoint* endpoint_for(Rank rank);
+    void revive(TcpEndpoint& ep) noexcept;
     // Starts connecting link `l`; returns "" or why it cannot.
     std::string start_connect(Link& l) noexcept;
     void set_state(Link& l, LinkState s) noexcept;

@@ -9,6 +9,8 @@
 //   atomic   AtomicRequest                 -> target applies, answers reply
 //   reply    Reply [+ data for a get]
 //   goodbye  nothing: the peer closes on purpose, EOF after it is no failure
+//            (until a link with it connects again: only a peer that added us
+//            again connects or accepts, so that takes the goodbye back)
 // Integers are little-endian on the wire.
 #pragma once
 

@@ -49,6 +49,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
     choose_attributes();
     setup_pools();
     by_rank_.resize(runtime_.size());
+    farewells_.resize(runtime_.size());
 }
 
 UctModule::~UctModule() {
@@ -315,6 +316,9 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             e->added = true;
             ++peer_count_;
         }
+        // Added again after a goodbye: take it back, so losing us is an error again.
+        if (farewells_[peer].owe_hello) [[unlikely]]
+            say_hello(*e);
         endpoints[i] = e;
         reachable.set(i);
     }
@@ -726,17 +730,39 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
 void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
-    const std::uint64_t word = wire_word(wire(Kind::goodbye));
+    Farewells& f = farewells_[e.peer()];
+    const std::uint64_t word = wire_word(wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1)));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     ucs_status_t s;
     while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
            std::chrono::steady_clock::now() < deadline)
         uct_worker_progress(worker_.get());
     if (s != UCS_OK) return;
+    ++f.said;
+    f.owe_hello = true;
     while ((s = uct_ep_flush(e.ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) != UCS_OK &&
            (s == UCS_INPROGRESS || s == UCS_ERR_NO_RESOURCE) &&
            std::chrono::steady_clock::now() < deadline)
         uct_worker_progress(worker_.get());
+}
+
+// Tells a peer we said goodbye to that we added it again: its endpoint for
+// us takes the goodbye back, so our exit from now on is a loss again.  Sent
+// before anything else on the new endpoint; a bounded wait, as a goodbye's.
+void UctModule::say_hello(UctEndpoint& e) noexcept {
+    Farewells& f = farewells_[e.peer()];
+    if (e.failed || e.ep == nullptr || !worker_) return;
+    const std::uint64_t word = wire_word(wire(Kind::hello, static_cast<btl::Tag>(f.said)));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    ucs_status_t s;
+    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    if (s == UCS_OK)
+        f.owe_hello = false;
+    else
+        out_.verbose(1, "{}: could not tell rank {} it was added again: {}", name(), e.peer(),
+                     ucs_status_string(s));
 }
 
 // A local peer whose process has exited is lost like one UCT reports (at
@@ -873,8 +899,17 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
             return true;
         case Kind::goodbye:
             ring_.pop();
-            if (h.source < by_rank_.size() && by_rank_[h.source])
+            // Unless its hello came first (over another connection).
+            if (h.source < by_rank_.size() && by_rank_[h.source] &&
+                farewells_[h.source].heard != h.tag)
                 by_rank_[h.source]->goodbye = true;
+            return true;
+        case Kind::hello:
+            ring_.pop();
+            if (h.source < by_rank_.size()) {
+                farewells_[h.source].heard = h.tag;
+                if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
+            }
             return true;
     }
     ring_.pop();

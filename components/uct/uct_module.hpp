@@ -244,6 +244,7 @@ class UctModule final : public btl::Module {
     void handle_failures() noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void say_goodbye(UctEndpoint& e) noexcept;
+    void say_hello(UctEndpoint& e) noexcept;
     void check_local_peers() noexcept;
     UctEndpoint* connect(Rank peer, std::string* why);
     UctEndpoint* peer_endpoint(Rank peer) noexcept;
@@ -352,6 +353,14 @@ class UctModule final : public btl::Module {
 
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
+    // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
+    // added again is told hello) and the last hello heard from it.
+    struct Farewells {
+        std::uint8_t said = 0;    // goodbyes said to it (the count they carry)
+        bool owe_hello = false;   // said goodbye, not yet taken back
+        std::int16_t heard = -1;  // count of its last hello, -1: none
+    };
+    std::vector<Farewells> farewells_;
     std::size_t peer_count_ = 0;
     bool failures_ = false;  // an endpoint failed inside UCT's progress
     // The poll's hot state, together: whether anything besides UCT's own

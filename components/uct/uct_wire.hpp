@@ -22,8 +22,8 @@ namespace transit::uct {
 
 inline constexpr std::uint8_t am_id = 0;
 // 3: the address carries a second (RDMA) interface, handles may carry a UCT
-// remote key.  4: goodbye.
-inline constexpr std::uint8_t wire_version = 4;
+// remote key.  4: goodbye.  5: hello; goodbye and hello carry a count.
+inline constexpr std::uint8_t wire_version = 5;
 
 enum class Kind : std::uint8_t {
     message = 1,  // upper-layer active message: tag + payload
@@ -34,7 +34,11 @@ enum class Kind : std::uint8_t {
     amo_req = 6,  // AtomicRequest
     amo_rep = 7,  // AtomicReply
     goodbye = 8,  // no body: the sender is leaving; its exit is no failure
+    hello = 9,    // no body: the sender added us again; its goodbye is taken back
 };
+// goodbye and hello carry, in the tag byte, how many goodbyes the sender has
+// said to the receiver (modulo 256): a hello takes back the goodbye of the
+// same count, which a hello overtaking it (another connection) then voids.
 
 struct WireHeader {
     std::uint8_t kind;

@@ -1,6 +1,6 @@
 // transit_btl_departure: how a btl takes a peer's exit.
 //
-//   transit_run -n 2 transit_btl_departure --component NAME --mode finalize|abandon
+//   transit_run -n 2 transit_btl_departure --component NAME --mode finalize|abandon|rejoin
 //
 // Rank 1 sends rank 0 a few messages, waits for rank 0's acknowledgement and
 // leaves, closing its runtime either way:
@@ -11,6 +11,11 @@
 //             any error a btl reports (it did so, in CI, over uct).
 //   abandon   without finalizing them (_exit): rank 0 must hear of the lost
 //             peer through its error callback, once, within two seconds.
+//   rejoin    as abandon, but first rank 1 deletes rank 0 (del_procs: the
+//             module says goodbye), adds it again (add_procs), sends it more
+//             messages and waits for a second acknowledgement over the new
+//             endpoint.  The goodbye was taken back: rank 1's exit is a loss
+//             again, reported once, like abandon's.
 // Rank 0 watches rank 1's process, so the verdict is given only after rank 1
 // has really gone, a full second of progress has passed and rank 0 has
 // finalized its own modules (they must not report the peer that left either).
@@ -42,12 +47,13 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int skipped = 77;
 constexpr int message_count = 20;
+constexpr int rejoin_count = 4;  // sent again after rejoining (rejoin mode)
 constexpr btl::Tag tag_data = btl::AmTable::tag(btl::TagRange::user, 1);
 constexpr btl::Tag tag_ack = btl::AmTable::tag(btl::TagRange::user, 2);
 
 struct State {
     int received = 0;
-    bool acked = false;
+    int acks = 0;
     int errors = 0;
     Rank error_peer = any_rank;
     std::string error_info;
@@ -104,7 +110,8 @@ bool parse(int argc, char** argv, Options& o) {
         else
             return false;
     }
-    return argc % 2 == 1 && !o.component.empty() && (o.mode == "finalize" || o.mode == "abandon");
+    return argc % 2 == 1 && !o.component.empty() &&
+           (o.mode == "finalize" || o.mode == "abandon" || o.mode == "rejoin");
 }
 
 int run(const Options& opt) {
@@ -159,7 +166,7 @@ int run(const Options& opt) {
     am.register_callback(
         tag_ack,
         [](btl::Module*, const btl::ReceiveDescriptor&, void* cb) {
-            static_cast<State*>(cb)->acked = true;
+            ++static_cast<State*>(cb)->acks;
         },
         &st);
     const std::vector<Rank> peers = {0, 1};
@@ -177,9 +184,27 @@ int run(const Options& opt) {
                 return failed(me, fmt::format("sending {} bytes: {}", size, to_string(s)));
         }
         if (!progress_until(
-                engine, [&] { return st.acked; }, std::chrono::seconds(30)))
+                engine, [&] { return st.acks == 1; }, std::chrono::seconds(30)))
             return failed(me, "no acknowledgement from rank 0");
-        if (opt.mode == "abandon") {
+        if (opt.mode == "rejoin") {
+            // Delete rank 0 (the module says goodbye), add it again and prove
+            // the new endpoint works both ways.
+            const Rank zero = 0;
+            if (Status s = module->del_procs(std::span(&zero, 1), std::span(&eps[0], 1)); !ok(s))
+                return failed(me, fmt::format("del_procs: {}", to_string(s)));
+            btl::Endpoint* again = nullptr;
+            btl::Reachability reach_again(1);
+            if (!ok(module->add_procs(std::span(&zero, 1), std::span(&again, 1), reach_again)) ||
+                again == nullptr)
+                return failed(me, "add_procs of rank 0 again did not reach it");
+            for (int i = 0; i < rejoin_count; ++i)
+                if (Status s = send_message(*module, engine, again, tag_data, 64); !ok(s))
+                    return failed(me, fmt::format("sending after rejoining: {}", to_string(s)));
+            if (!progress_until(
+                    engine, [&] { return st.acks == 2; }, std::chrono::seconds(30)))
+                return failed(me, "no acknowledgement from rank 0 after rejoining");
+        }
+        if (opt.mode == "abandon" || opt.mode == "rejoin") {
             runtime.reset();  // the launcher sees a clean end ...
             std::_Exit(0);    // ... of a process whose transports never finalized
         }
@@ -192,6 +217,19 @@ int run(const Options& opt) {
         return failed(me, fmt::format("{} of {} messages arrived", st.received, message_count));
     if (Status s = send_message(*module, engine, eps[1], tag_ack, 8); !ok(s))
         return failed(me, fmt::format("acknowledging: {}", to_string(s)));
+    const bool lost_expected = opt.mode != "finalize";
+    if (opt.mode == "rejoin") {
+        const int total = message_count + rejoin_count;
+        if (!progress_until(
+                engine, [&] { return st.received == total; }, std::chrono::seconds(30)))
+            return failed(
+                me, fmt::format("{} of {} messages arrived (rank 1 rejoined)", st.received, total));
+        if (st.errors != 0)
+            return failed(me, fmt::format("rank 1 rejoined, yet {} error(s) were reported: \"{}\"",
+                                          st.errors, st.error_info));
+        if (Status s = send_message(*module, engine, eps[1], tag_ack, 8); !ok(s))
+            return failed(me, fmt::format("acknowledging after rank 1 rejoined: {}", to_string(s)));
+    }
     const ProcessWatch rank1(static_cast<pid_t>(theirs[0]));
     if (!progress_until(
             engine, [&] { return rank1.exited(); }, std::chrono::seconds(30)))
@@ -200,8 +238,7 @@ int run(const Options& opt) {
     // and promises to report it within a second.
     const auto exited = Clock::now();
     progress_until(
-        engine, [&] { return opt.mode == "abandon" && st.errors > 0; },
-        std::chrono::milliseconds(1500));
+        engine, [&] { return lost_expected && st.errors > 0; }, std::chrono::milliseconds(1500));
     const auto took =
         std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - exited).count();
     // Our own finalize, toward a peer that has gone, must not report either.
@@ -215,8 +252,11 @@ int run(const Options& opt) {
     } else {
         if (st.errors != 1 || st.error_peer != 1)
             return failed(me, fmt::format("rank 1 left without finalizing: {} error(s) reported "
-                                          "(expected one, for rank 1)",
-                                          st.errors));
+                                          "(expected one, for rank 1){}",
+                                          st.errors,
+                                          opt.mode == "rejoin" ? "; it had said goodbye, then "
+                                                                 "rejoined before it left"
+                                                               : ""));
         fmt::print("rank 0: rank 1's loss reported after {} ms: \"{}\"\n", took, st.error_info);
     }
     std::fflush(stdout);
@@ -230,7 +270,7 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, opt)) {
         std::fputs(
             "usage: transit_run -n 2 transit_btl_departure --component NAME "
-            "--mode finalize|abandon\n",
+            "--mode finalize|abandon|rejoin\n",
             stderr);
         return 2;
     }

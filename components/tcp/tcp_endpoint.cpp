@@ -213,8 +213,14 @@ void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
     } catch (...) {
         return drop_incoming(in, "out of memory");
     }
-    if (ep->failed) return drop_incoming(in, "rank " + std::to_string(h.rank) + " already failed");
     Link& l = ep->link(h.link);
+    // A link we still hold as connected may be one the peer has closed (it
+    // said goodbye, deleted us and now adds us again): what it still holds,
+    // the goodbye and the end, is read first, or the new connection would be
+    // taken for a simultaneous connect and refused while the peer waits for
+    // ours until its timeout.
+    for (int i = 0; i < 16 && !ep->failed && l.state == LinkState::connected; ++i) on_readable(l);
+    if (ep->failed) return drop_incoming(in, "rank " + std::to_string(h.rank) + " already failed");
     const bool ours_pending = l.state == LinkState::connecting || l.state == LinkState::hello_sent;
     // Simultaneous connects: the connection opened by the lower rank is kept.
     if (l.state == LinkState::connected || (ours_pending && h.rank > rt.rank())) {

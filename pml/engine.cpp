@@ -30,6 +30,13 @@ constexpr params::Decl pml_params[] = {
      "put and get, the receiver gets the first half while the sender puts the second, so both "
      "copy at once (shared memory and CMA copy on the CPU). 0: the receiver moves it all",
      5},
+    params::Decl{"launcher_grace", params::Type::unsigned_integer, "1000",
+                 "Milliseconds between the launcher's report that a rank's process ended and "
+                 "failing that peer here, so a transport that holds operations with it reports "
+                 "the loss first, in its own order. A peer no transport knows of is failed only "
+                 "after it",
+                 6}
+        .range(0, 600000),
 };
 
 std::uint32_t fnv1a(std::string_view s) noexcept {
@@ -141,6 +148,8 @@ void Engine::register_params() {
     settings_.progress_thread = reg.get("pml_base_progress_thread").as_bool();
     settings_.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
     settings_.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
+    settings_.launcher_grace =
+        std::chrono::milliseconds(reg.get("pml_base_launcher_grace").as_unsigned());
     out_ = log::Stream("pml", settings_.verbose);
 }
 

@@ -175,6 +175,7 @@ struct Settings {
     bool progress_thread = false;
     std::size_t rdma_threshold = 0;
     std::size_t rndv_split_min = 8u << 10;
+    std::chrono::milliseconds launcher_grace{1000};
     int verbose = 0;
 };
 
@@ -488,7 +489,6 @@ class Engine {
     bool failures_to_handle_ = false;  // a peer was marked failed; progress cleans up
     bool any_failed_ = false;
     std::size_t lost_seen_ = 0;  // of the runtime's lost_ranks()
-    static constexpr std::chrono::milliseconds launcher_grace{1000};
     std::optional<std::chrono::steady_clock::time_point> launcher_grace_end_;
     ProgressEngine::Handle launcher_watch_;  // check_launcher, low priority
     std::vector<PendingDesc> pending_desc_;

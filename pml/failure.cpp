@@ -48,7 +48,7 @@ int Engine::check_launcher(void* self) noexcept {
         return 0;
     const auto now = std::chrono::steady_clock::now();
     if (!e->launcher_grace_end_) {
-        e->launcher_grace_end_ = now + launcher_grace;
+        e->launcher_grace_end_ = now + e->settings_.launcher_grace;
         return 0;
     }
     if (now < *e->launcher_grace_end_) return 0;

@@ -537,12 +537,12 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
                         descriptor);
 }
 
+constexpr std::size_t stack_gather_limit = 64;
+
 // With a header: a small message is gathered on the stack and sent with
 // am_short (UCT's iov variant costs more than the copy); a larger one goes as
 // one am_short_iov of the wire header, the header and the payload, so nothing
 // is gathered into a staging buffer first.
-constexpr std::size_t stack_gather_limit = 64;
-
 Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                             std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                             std::uint32_t flags, btl::Tag tag,
@@ -731,12 +731,9 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
     Farewells& f = farewells_[e.peer()];
-    const std::uint64_t word = wire_word(wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1)));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    ucs_status_t s;
-    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+    ucs_status_t s =
+        send_header(e, wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1)), deadline);
     if (s != UCS_OK) return;
     ++f.said;
     f.owe_hello = true;
@@ -746,18 +743,27 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
         uct_worker_progress(worker_.get());
 }
 
+// A header-only message (goodbye, hello), retried while UCT has no room until
+// `deadline`: these are sent from add_procs/del_procs, never on a hot path.
+ucs_status_t UctModule::send_header(UctEndpoint& e, const WireHeader& h,
+                                    std::chrono::steady_clock::time_point deadline) noexcept {
+    const std::uint64_t word = wire_word(h);
+    ucs_status_t s;
+    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    return s;
+}
+
 // Tells a peer we said goodbye to that we added it again: its endpoint for
 // us takes the goodbye back, so our exit from now on is a loss again.  Sent
 // before anything else on the new endpoint; a bounded wait, as a goodbye's.
 void UctModule::say_hello(UctEndpoint& e) noexcept {
     Farewells& f = farewells_[e.peer()];
     if (e.failed || e.ep == nullptr || !worker_) return;
-    const std::uint64_t word = wire_word(wire(Kind::hello, static_cast<btl::Tag>(f.said)));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    ucs_status_t s;
-    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+    const ucs_status_t s =
+        send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said)), deadline);
     if (s == UCS_OK)
         f.owe_hello = false;
     else

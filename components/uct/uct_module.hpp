@@ -245,6 +245,8 @@ class UctModule final : public btl::Module {
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void say_goodbye(UctEndpoint& e) noexcept;
     void say_hello(UctEndpoint& e) noexcept;
+    ucs_status_t send_header(UctEndpoint& e, const WireHeader& h,
+                             std::chrono::steady_clock::time_point deadline) noexcept;
     void check_local_peers() noexcept;
     UctEndpoint* connect(Rank peer, std::string* why);
     UctEndpoint* peer_endpoint(Rank peer) noexcept;

@@ -100,7 +100,8 @@ class Module {
     // Immediate send of header + payload_size bytes from the convertor.  Returns
     // completed when sent (never a callback); otherwise out_of_resource and, if
     // it can, a descriptor of header_size + payload_size bytes in *descriptor
-    // for the caller to fill and send later.
+    // for the caller to fill and send later.  A caller that would rather
+    // allocate one itself passes a null `descriptor`.
     virtual Status sendi(Endpoint* endpoint, Convertor* convertor, const void* header,
                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                          std::uint32_t flags, Tag tag, Descriptor** descriptor) noexcept = 0;

@@ -129,6 +129,15 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
 
 // Runs when an internal (active message) receive has all its data.
 void Engine::am_finish(Req* r) noexcept {
+    // The completion handler runs once all data is in place: not for a message
+    // whose sender died or gave up part way.  Its counters do not move either.
+    if (!ok(r->st().status)) [[unlikely]] {
+        log::error(
+            "pml: an active message of {} bytes from rank {} was lost ({}); its "
+            "completion handler does not run",
+            r->st().sent_length, r->st().source, to_string(r->st().status));
+        return;
+    }
     if (r->am_done) r->am_done(*ctx_, r->st().source, r->buf, r->st().length, r->am_user);
     if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add(1);
     if (r->am_completion_token) {

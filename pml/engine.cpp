@@ -114,6 +114,8 @@ struct Handlers {
             e->on_split(b, n);
         else if constexpr (K == wire::split_fin)
             e->on_split_fin(b, n);
+        else if constexpr (K == wire::frag_abort)
+            e->on_frag_abort(b, n);
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {

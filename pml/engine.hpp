@@ -55,6 +55,8 @@ struct Req : Request {
     std::size_t iov_count = 0;
     std::size_t capacity = 0;
     std::size_t received = 0;  // bytes of the message accounted for (placed or dropped)
+    // The message's length; for a receive, the bytes it completes at (fewer
+    // when the sender gave up: frag_abort).
     std::size_t total = 0;
     std::uint64_t remote_req = 0;  // the peer's request (sreq or rreq)
     std::uint64_t remote_addr = 0;
@@ -85,6 +87,7 @@ struct Req : Request {
     // send side
     btl::Convertor conv;
     std::uint32_t frags_out = 0;
+    std::size_t frag_bytes_sent = 0;  // payload of the fragments the btls took
 
     // A recycled request, as new.
     void reset(Kind k, void* user_data) noexcept {
@@ -94,6 +97,7 @@ struct Req : Request {
         internal = matched = posted = is_am = queued = issuing = false;
         received = total = 0;
         frags_out = rdma_pending = 0;
+        frag_bytes_sent = 0;
         split_wait = own_done = false;
         local_handle = nullptr;
         handle_module = nullptr;
@@ -401,6 +405,7 @@ class Engine {
                           void* context, void* cbdata, Status s) noexcept;
     void on_split(const std::byte* b, std::size_t n) noexcept;
     void on_split_fin(const std::byte* b, std::size_t n) noexcept;
+    void on_frag_abort(const std::byte* b, std::size_t n) noexcept;
     void fall_back_to_frags(Req* r) noexcept;
     bool send_eager(Req* r) noexcept;
     bool send_inline(Peer* p, std::uint32_t tag, const void* buf, std::size_t len, Req*& out,
@@ -408,6 +413,7 @@ class Engine {
     bool sendi_now(Peer* p, std::uint32_t tag, const void* buf, std::size_t len) noexcept;
     bool send_rndv_header(Req* r) noexcept;
     bool pump_frags(Req* r) noexcept;
+    void end_frags(Req* r) noexcept;
     void prepare_rdma(Req* r, wire::RndvHdr& h, std::byte* handle) noexcept;
     // Sends a small control message; queues it when the btl is out of resources.
     Status send_ctrl(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,

@@ -475,6 +475,22 @@ void Engine::on_frag(const std::byte* b, std::size_t n) noexcept {
     if (r->received >= r->total) complete(r);
 }
 
+// The sender gave up part way: the fragments it did send may still be on their
+// way (another module), so the receive completes, failed, once they are in.
+void Engine::on_frag_abort(const std::byte* b, std::size_t n) noexcept {
+    if (n < sizeof(wire::FragAbortHdr)) [[unlikely]]
+        return;
+    wire::FragAbortHdr h;
+    std::memcpy(&h, b, sizeof h);
+    auto* r = reinterpret_cast<Req*>(h.rreq);
+    const auto s = static_cast<Status>(h.status);
+    r->st().status = ok(s) ? Status::error : s;
+    out_.verbose(1, "rank {} stopped sending a message of {} bytes after {}: {}", r->peer->rank,
+                 r->total, h.delivered, to_string(r->st().status));
+    r->total = std::min<std::size_t>(r->total, h.delivered);
+    if (r->received >= r->total) complete(r);
+}
+
 void Engine::on_rndv(const std::byte* b, std::size_t n) noexcept {
     if (n < sizeof(wire::RndvHdr)) [[unlikely]]
         return;

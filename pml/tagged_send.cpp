@@ -230,15 +230,34 @@ bool Engine::pump_frags(Req* r) noexcept {
             r->conv.seek(r->total);
     }
     r->issuing = false;
-    if (r->frags_out == 0) complete(r);
+    if (r->frags_out == 0) end_frags(r);
     return true;
 }
 
 void Engine::frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor* d, Status s) noexcept {
     auto* r = static_cast<Req*>(d->cbdata);
     auto* e = static_cast<Engine*>(d->context);
-    if (!ok(s)) r->st().status = s;
-    if (--r->frags_out == 0 && !r->issuing && r->conv.remaining() == 0) e->complete(r);
+    if (ok(s)) [[likely]] {
+        for (std::uint32_t i = 0; i < d->segment_count; ++i)
+            r->frag_bytes_sent += d->segments[i].len;
+        r->frag_bytes_sent -= sizeof(wire::FragHdr);
+    } else {
+        r->st().status = s;
+    }
+    if (--r->frags_out == 0 && !r->issuing && r->conv.remaining() == 0) e->end_frags(r);
+}
+
+// Every fragment is accounted for.  When one never went and the receiver is
+// alive, it would wait for those bytes for good: it is told what will arrive.
+void Engine::end_frags(Req* r) noexcept {
+    const Status s = r->st().status;
+    if (!ok(s) && s != Status::peer_failed && !r->peer->failed) [[unlikely]] {
+        wire::FragAbortHdr h{r->remote_req, r->frag_bytes_sent, static_cast<std::int32_t>(s), 0};
+        send_ctrl(r->peer, wire::frag_abort, &h, sizeof h);
+        out_.verbose(1, "a message of {} bytes to rank {} stopped after {} bytes: {}", r->total,
+                     r->peer->rank, r->frag_bytes_sent, to_string(s));
+    }
+    complete(r);
 }
 
 void Engine::on_ack(const std::byte* b, std::size_t n) noexcept {

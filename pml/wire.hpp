@@ -25,9 +25,10 @@ enum Kind : int {
     osc_atomic,
     osc_atomic_reply,
     barrier,
-    throttle,   // receiver -> sender: unexpected budget exceeded (on) / recovered (off)
-    split,      // receiver -> sender: put the tail of a rendezvous while I get the head
-    split_fin,  // sender -> receiver: the tail is in place (or failed)
+    throttle,    // receiver -> sender: unexpected budget exceeded (on) / recovered (off)
+    split,       // receiver -> sender: put the tail of a rendezvous while I get the head
+    split_fin,   // sender -> receiver: the tail is in place (or failed)
+    frag_abort,  // sender -> receiver: the fragments stopped; only `delivered` bytes come
     kind_count
 };
 
@@ -88,6 +89,16 @@ struct SplitHdr {
 struct SplitFinHdr {
     std::uint64_t rreq;
     std::int32_t status;  // the sender's puts: Status::success or why they failed
+    std::uint32_t pad;
+};
+
+// A streamed send that failed with its receiver alive (a fragment refused for
+// good): the fragments that did go still arrive, perhaps after this message
+// over another module, so the receiver completes once it has `delivered` bytes.
+struct FragAbortHdr {
+    std::uint64_t rreq;
+    std::uint64_t delivered;
+    std::int32_t status;  // why the sender stopped
     std::uint32_t pad;
 };
 

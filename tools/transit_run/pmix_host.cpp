@@ -7,44 +7,51 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <utility>
+#include <variant>
 
 namespace transit::run {
 namespace {
 
 PmixHost* the_host = nullptr;
 
-// Waits for one PMIx operation callback.
-struct Latch {
-    std::mutex m;
-    std::condition_variable cv;
-    bool done = false;
-    pmix_status_t status = PMIX_SUCCESS;
-
-    static void release(pmix_status_t status, void* cbdata) {
-        auto* self = static_cast<Latch*>(cbdata);
-        std::lock_guard lock(self->m);
-        self->status = status;
-        self->done = true;
-        self->cv.notify_all();
-    }
-    pmix_status_t wait() {
-        std::unique_lock lock(m);
-        cv.wait(lock, [this] { return done; });
-        return status;
-    }
-};
-
-void check(pmix_status_t rc, const char* what) {
+void check(pmix_status_t rc, std::string_view what) {
     if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
         throw std::runtime_error(fmt::format("{} failed: {}", what, PMIx_Error_string(rc)));
 }
+
+// One PMIx call answered through an operation callback, waited for at most
+// `limit`: a PMIx thread that hangs (see shutdown) must not hold the launcher.
+// `done`'s payload is what PMIx may read until its callback, so it lives with
+// the completion, past a timeout too.  `call(callback, cbdata)` starts it.
+template <class Payload, class Call>
+void call_and_wait(std::string_view what,
+                   const std::shared_ptr<rt::pmix::Completion<Payload>>& done,
+                   std::chrono::seconds limit, Call&& call) {
+    using Done = rt::pmix::Completion<Payload>;
+    void* cbdata = Done::to_cbdata(done);
+    pmix_status_t rc =
+        std::forward<Call>(call)([](pmix_status_t s, void* cb) { Done::complete(cb, s); }, cbdata);
+    if (rc != PMIX_SUCCESS) {
+        Done::complete(cbdata, rc);  // answered at once, or refused: no callback comes
+    } else if (const std::optional<pmix_status_t> answer = done->wait_for(limit)) {
+        rc = *answer;
+    } else {
+        throw std::runtime_error(
+            fmt::format("{}: no answer from PMIx within {} s", what, limit.count()));
+    }
+    check(rc, what);
+}
+
+// Registering the job and its clients is local to the server: seconds at most.
+constexpr std::chrono::seconds registration_limit{30};
 
 unsigned rank_of(const pmix_proc_t* proc) {
     return proc ? proc->rank : 0;
@@ -140,17 +147,16 @@ bool PmixHost::shutdown(std::chrono::milliseconds limit) {
     shut_down_ = true;
     // OpenPMIx 4.2.2 can deadlock its progress thread while tearing down a job
     // whose ranks died inside a fence; never let that hold the launcher.
-    auto done = std::make_shared<Latch>();
-    std::thread teardown([done] {
+    using Done = rt::pmix::Completion<std::monostate>;
+    auto done = std::make_shared<Done>();
+    std::thread teardown([cbdata = Done::to_cbdata(done)] {
         PMIx_server_finalize();
-        Latch::release(PMIX_SUCCESS, done.get());
+        Done::complete(cbdata, PMIX_SUCCESS);
     });
-    std::unique_lock lock(done->m);
-    if (!done->cv.wait_for(lock, limit, [&] { return done->done; })) {
+    if (!done->wait_for(limit)) {
         teardown.detach();
         return false;
     }
-    lock.unlock();
     teardown.join();
     the_host = nullptr;
     return true;
@@ -166,7 +172,9 @@ void PmixHost::register_job(const JobDescription& job) {
     const std::string node_map = regex_of(job.hostname, false);
     const std::string proc_map = regex_of(ranks, true);
 
-    rt::pmix::InfoList info;
+    // PMIx may read the list until its callback.
+    auto done = std::make_shared<rt::pmix::Completion<rt::pmix::InfoList>>();
+    rt::pmix::InfoList& info = done->payload;
     info.add_u32(PMIX_UNIV_SIZE, job.np)
         .add_u32(PMIX_JOB_SIZE, job.np)
         .add_u32(PMIX_MAX_PROCS, job.np)
@@ -193,27 +201,25 @@ void PmixHost::register_job(const JobDescription& job) {
             .add_string(PMIX_HOSTNAME, job.hostname);
         info.add_array(PMIX_PROC_DATA, proc);
     }
-    std::span<pmix_info_t> arr = info.finish();
-    Latch latch;
-    const pmix_status_t rc =
-        PMIx_server_register_nspace(job.nspace.c_str(), static_cast<int>(job.np), arr.data(),
-                                    arr.size(), Latch::release, &latch);
-    if (rc == PMIX_SUCCESS)
-        check(latch.wait(), "PMIx_server_register_nspace");
-    else
-        check(rc, "PMIx_server_register_nspace");
+    const std::span<pmix_info_t> arr = info.finish();
+    call_and_wait("PMIx_server_register_nspace", done, registration_limit,
+                  [&](pmix_op_cbfunc_t cb, void* cbdata) {
+                      return PMIx_server_register_nspace(job.nspace.c_str(),
+                                                         static_cast<int>(job.np), arr.data(),
+                                                         arr.size(), cb, cbdata);
+                  });
     nspace_ = job.nspace;
 }
 
 std::vector<std::string> PmixHost::client_env(unsigned rank) {
-    pmix_proc_t proc = rt::pmix::make_proc(nspace_, rank);
-    Latch latch;
-    const pmix_status_t rc =
-        PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, Latch::release, &latch);
-    if (rc == PMIX_SUCCESS)
-        check(latch.wait(), "PMIx_server_register_client");
-    else
-        check(rc, "PMIx_server_register_client");
+    auto done = std::make_shared<rt::pmix::Completion<pmix_proc_t>>();
+    done->payload = rt::pmix::make_proc(nspace_, rank);
+    pmix_proc_t& proc = done->payload;
+    call_and_wait("PMIx_server_register_client", done, registration_limit,
+                  [&](pmix_op_cbfunc_t cb, void* cbdata) {
+                      return PMIx_server_register_client(&proc, ::getuid(), ::getgid(), nullptr, cb,
+                                                         cbdata);
+                  });
 
     char** env = nullptr;
     check(PMIx_server_setup_fork(&proc, &env), "PMIx_server_setup_fork");
@@ -238,24 +244,12 @@ void PmixHost::notify_lost(unsigned rank, bool by_signal) {
     std::span<pmix_info_t> arr = n.info.finish();
     const pmix_status_t code =
         by_signal ? PMIX_ERR_PROC_ABORTED_BY_SIG : PMIX_ERR_PROC_TERM_WO_SYNC;
-    void* cbdata = Sent::to_cbdata(sent);
     // Sourced from the lost rank, so the namespace range is its job's.
-    pmix_status_t rc = PMIx_Notify_event(
-        code, &n.lost, PMIX_RANGE_NAMESPACE, arr.data(), arr.size(),
-        [](pmix_status_t status, void* cb) { Sent::complete(cb, status); }, cbdata);
-    if (rc != PMIX_SUCCESS) {
-        Sent::complete(cbdata, rc);  // refused at once: the callback never comes
-    } else {
-        // A PMIx thread that hangs (see shutdown) must not hold the launcher.
-        const auto status = sent->wait_for(std::chrono::seconds(2));
-        if (!status)
-            throw std::runtime_error(
-                fmt::format("PMIx did not confirm the event (rank {} lost) within 2 s", rank));
-        rc = *status;
-    }
-    if (rc != PMIX_SUCCESS && rc != PMIX_OPERATION_SUCCEEDED)
-        throw std::runtime_error(fmt::format("PMIx_Notify_event (rank {} lost) failed: {}", rank,
-                                             PMIx_Error_string(rc)));
+    call_and_wait(fmt::format("PMIx_Notify_event (rank {} lost)", rank), sent,
+                  std::chrono::seconds(2), [&](pmix_op_cbfunc_t cb, void* cbdata) {
+                      return PMIx_Notify_event(code, &n.lost, PMIX_RANGE_NAMESPACE, arr.data(),
+                                               arr.size(), cb, cbdata);
+                  });
 }
 
 std::vector<ServerEvent> PmixHost::take_events() {

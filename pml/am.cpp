@@ -31,6 +31,7 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
         Status s = send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
         if (!ok(s)) return s;
         if (c.origin) c.origin->add(1);  // copied: the buffer is free again
+        if (c.completion) owe_completion(p, c.completion);
         return Status::completed;
     }
     Req* r = new_req(Req::Kind::send, nullptr);
@@ -47,6 +48,7 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
     std::destroy_at(&r->conv);
     std::construct_at(&r->conv, data, len);
     r->total = len;
+    if (c.completion) owe_completion(p, c.completion);
     Status s = start_send(r, true);
     return s == Status::completed ? Status::completed : Status::success;
 }
@@ -84,9 +86,29 @@ void Engine::on_am(const std::byte* b, std::size_t n) noexcept {
     AmCompletionFn fn = d.completion ? d.completion : (hd ? hd->completion : nullptr);
     if (fn) fn(*ctx_, h.src, d.buffer, len, d.user_data);
     if (h.target_counter) reinterpret_cast<Counter*>(h.target_counter)->add(1);
-    if (h.completion_token) {
-        wire::TokenHdr t{h.completion_token};
-        if (Peer* p = send_peer(h.src)) send_ctrl(p, wire::am_done, &t, sizeof t);
+    if (h.completion_token) answer_completion(h.src, h.completion_token, false);
+}
+
+// Tells the origin that its active message completed here, or never will.
+void Engine::answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept {
+    const wire::AmDoneHdr a{token, rank_, lost ? 1u : 0u};
+    if (Peer* p = send_peer(origin); p && !p->failed) send_ctrl(p, wire::am_done, &a, sizeof a);
+}
+
+// A completion the origin's counter waits for from `p`, so that it can be
+// written off if p fails.  A counter is usually shared by all messages to a
+// peer: the list stays short and grows (allocates) only for a new counter.
+void Engine::owe_completion(Peer* p, Counter* c) noexcept {
+    for (auto& [counter, count] : p->owed_completions)
+        if (counter == c) {
+            ++count;
+            return;
+        }
+    try {
+        p->owed_completions.emplace_back(c, 1);
+    } catch (...) {
+        // Untracked: if p fails, this completion is not written off.
+        log::error("pml: out of memory tracking an active message's completion counter");
     }
 }
 
@@ -136,21 +158,52 @@ void Engine::am_finish(Req* r) noexcept {
             "pml: an active message of {} bytes from rank {} was lost ({}); its "
             "completion handler does not run",
             r->st().sent_length, r->st().source, to_string(r->st().status));
+        // What waits for it is told that it never comes.
+        if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add_lost(1);
+        if (r->am_completion_token) answer_completion(r->st().source, r->am_completion_token, true);
         return;
     }
     if (r->am_done) r->am_done(*ctx_, r->st().source, r->buf, r->st().length, r->am_user);
     if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add(1);
-    if (r->am_completion_token) {
-        wire::TokenHdr t{r->am_completion_token};
-        if (Peer* p = send_peer(r->st().source)) send_ctrl(p, wire::am_done, &t, sizeof t);
-    }
+    if (r->am_completion_token) answer_completion(r->st().source, r->am_completion_token, false);
 }
 
 void Engine::on_am_done(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::TokenHdr)) return;
-    wire::TokenHdr t;
-    std::memcpy(&t, b, sizeof t);
-    reinterpret_cast<Counter*>(t.token)->add(1);
+    if (n < sizeof(wire::AmDoneHdr)) [[unlikely]]
+        return;
+    wire::AmDoneHdr a;
+    std::memcpy(&a, b, sizeof a);
+    auto* c = reinterpret_cast<Counter*>(a.token);
+    if (Peer* p = peer(a.src)) {
+        auto& owed = p->owed_completions;
+        for (auto it = owed.begin(); it != owed.end(); ++it) {
+            if (it->first != c) continue;
+            if (--it->second == 0) {
+                *it = owed.back();
+                owed.pop_back();
+            }
+            break;
+        }
+    }
+    if (a.lost) [[unlikely]]
+        c->add_lost(1);
+    else
+        c->add(1);
+}
+
+// The peer failed: the completions it owed will never come.
+void Engine::write_off_completions(Peer* p) noexcept {
+    std::uint64_t n = 0;
+    for (auto& [counter, count] : p->owed_completions) {
+        counter->add_lost(count);
+        n += count;
+    }
+    p->owed_completions.clear();
+    if (n > 0)
+        log::error(
+            "pml: rank {} failed before {} active message(s) sent to it completed; "
+            "their completion counters count them as lost",
+            p->rank, n);
 }
 
 }  // namespace transit::pml

@@ -239,8 +239,12 @@ uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c) {
     return ctx->ctx.counter_get(c->c);
 }
 
-void transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value) {
-    ctx->ctx.counter_wait(c->c, value);
+uint64_t transit_counter_lost(transit_context*, const transit_counter* c) {
+    return c->c.lost();
+}
+
+int transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value) {
+    return code(ctx->ctx.counter_wait(c->c, value));
 }
 
 int transit_register_am_handler(transit_context* ctx, uint32_t id, transit_am_header_fn header,

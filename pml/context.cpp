@@ -221,9 +221,10 @@ CounterRef Context::counter_ref(Counter& c) const noexcept {
     return reinterpret_cast<CounterRef>(&c);
 }
 
-void Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
+Status Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
     auto guard = engine_->lock();
-    engine_->wait_until([&] { return c.value() >= value; });
+    engine_->wait_until([&] { return c.value() + c.lost() >= value; });
+    return c.value() >= value ? Status::success : Status::error;
 }
 
 Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& region) {

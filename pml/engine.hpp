@@ -148,6 +148,9 @@ struct Peer {
     bool failed = false;             // a transport reported it gone
     bool failure_handled = false;    // its requests were failed
     bool osc_lost = false;           // one-sided operations to it were lost
+    // Completion counters of active messages sent to it, with how many
+    // completions each still waits for: lost if the peer fails.
+    std::vector<std::pair<Counter*, std::uint64_t>> owed_completions;
 };
 
 // One-sided operation in flight over a btl.
@@ -461,6 +464,9 @@ class Engine {
     void on_barrier(const std::byte* b, std::size_t n) noexcept;
     void on_throttle(const std::byte* b, std::size_t n) noexcept;
     void am_finish(Req* r) noexcept;
+    void answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept;
+    void owe_completion(Peer* p, Counter* c) noexcept;
+    void write_off_completions(Peer* p) noexcept;
     bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
     static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
     static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,

@@ -83,6 +83,7 @@ void Engine::handle_failures() noexcept {
         p->failure_handled = true;
         drop_queued_to(p.get());
         fail_peer_requests(p.get());
+        write_off_completions(p.get());
     }
     update_pending();
 }

@@ -17,7 +17,7 @@ enum Kind : int {
     frag,     // sender -> receiver: FragHdr + data at an offset
     fin,      // receiver -> sender: the rdma get is done
     am,       // eager active message: AmHdr + user header + data
-    am_done,  // target -> origin: completion handler ran
+    am_done,  // target -> origin: completion handler ran (or the message was lost)
     osc_put,  // emulated put: OscHdr + data
     osc_ack,  // emulated put applied
     osc_get,  // emulated get request
@@ -115,8 +115,10 @@ struct AmHdr {
     std::uint64_t completion_token;
 };
 
-struct TokenHdr {
-    std::uint64_t token;
+struct AmDoneHdr {
+    std::uint64_t token;  // the origin's completion counter
+    std::uint32_t src;
+    std::uint32_t lost;  // 1: the message never completed at the target
 };
 
 struct OscHdr {

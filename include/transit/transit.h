@@ -110,7 +110,12 @@ transit_counter* transit_counter_create(void);
 void transit_counter_destroy(transit_counter* c);
 transit_counter_ref transit_counter_ref_of(transit_context* ctx, transit_counter* c);
 uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c);
-void transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value);
+/* Events the counter waits for that will never come (their peer failed, or the
+   active message did not all arrive). */
+uint64_t transit_counter_lost(transit_context* ctx, const transit_counter* c);
+/* TRANSIT_SUCCESS once the counter reaches value; TRANSIT_ERROR when it never
+   will (get + lost reached value first). */
+int transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_t value);
 
 int transit_register_am_handler(transit_context* ctx, uint32_t id, transit_am_header_fn header,
                                 transit_am_completion_fn completion, void* handler_arg);

@@ -62,17 +62,25 @@ class Request {
 };
 
 // LAPI-style counter: incremented by the library when an event completes.
+// lost() counts the events it waits for that will never come: an active
+// message whose peer failed, or whose data did not all arrive.
 class Counter {
   public:
     Counter() = default;
     Counter(const Counter&) = delete;
     Counter& operator=(const Counter&) = delete;
     std::uint64_t value() const noexcept { return value_.load(std::memory_order_acquire); }
+    std::uint64_t lost() const noexcept { return lost_.load(std::memory_order_acquire); }
     void add(std::uint64_t n) noexcept { value_.fetch_add(n, std::memory_order_acq_rel); }
-    void reset() noexcept { value_.store(0, std::memory_order_release); }
+    void add_lost(std::uint64_t n) noexcept { lost_.fetch_add(n, std::memory_order_acq_rel); }
+    void reset() noexcept {
+        value_.store(0, std::memory_order_release);
+        lost_.store(0, std::memory_order_release);
+    }
 
   private:
     std::atomic<std::uint64_t> value_{0};
+    std::atomic<std::uint64_t> lost_{0};
 };
 
 // Names a counter in another process (obtained there with Context::counter_ref
@@ -183,8 +191,9 @@ class Context {
                    std::size_t len, const AmCounters& counters = {}) noexcept;
     CounterRef counter_ref(Counter& c) const noexcept;
     std::uint64_t counter_get(const Counter& c) const noexcept { return c.value(); }
-    // Drives progress until the counter reaches `value`.
-    void counter_wait(const Counter& c, std::uint64_t value) noexcept;
+    // Drives progress until the counter reaches `value`: success.  error when
+    // it never will (value() + lost() reached `value` first; the log says why).
+    Status counter_wait(const Counter& c, std::uint64_t value) noexcept;
 
     // --- one-sided --------------------------------------------------------------
     // Registers [base, base+size) with every transport that needs it.  Emulated

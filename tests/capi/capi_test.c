@@ -99,9 +99,10 @@ int main(int argc, char** argv) {
     const char text[] = "hello from C";
     CHECK(transit_am_send(ctx, next, 1, &offset, sizeof offset, text, sizeof text, origin, 0,
                           done) >= 0);
-    transit_counter_wait(ctx, origin, 1);
-    transit_counter_wait(ctx, done, 1);
+    CHECK(transit_counter_wait(ctx, origin, 1) == TRANSIT_SUCCESS);
+    CHECK(transit_counter_wait(ctx, done, 1) == TRANSIT_SUCCESS);
     CHECK(transit_counter_get(ctx, done) == 1);
+    CHECK(transit_counter_lost(ctx, done) == 0);
     CHECK(transit_barrier(ctx) == TRANSIT_SUCCESS);
     CHECK(am_completions == 1);
     CHECK(strcmp(landing + offset, text) == 0);

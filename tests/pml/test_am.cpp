@@ -96,9 +96,9 @@ TEST(ActiveMessages, HeaderHandlerPlacesDataWithAllCounters) {
             ok(ctx().am_send(to, handler_id, {reinterpret_cast<const std::byte*>(&off), sizeof off},
                              data[i].data(), sizes[i], {&origin, next_ref, &completion})));
     }
-    ctx().counter_wait(origin, std::size(sizes));
-    ctx().counter_wait(completion, std::size(sizes));
-    ctx().counter_wait(target_counter, std::size(sizes));
+    EXPECT_EQ(ctx().counter_wait(origin, std::size(sizes)), Status::success);
+    EXPECT_EQ(ctx().counter_wait(completion, std::size(sizes)), Status::success);
+    EXPECT_EQ(ctx().counter_wait(target_counter, std::size(sizes)), Status::success);
     EXPECT_EQ(ctx().counter_get(origin), std::size(sizes));
     EXPECT_EQ(ctx().counter_get(completion), std::size(sizes));
     EXPECT_EQ(ctx().counter_get(target_counter), std::size(sizes));
@@ -130,7 +130,7 @@ TEST(ActiveMessages, HeaderHandlerMayDiscard) {
     ASSERT_TRUE(
         ok(ctx().am_send(ctx().rank(), 4, {}, data.data(), data.size(), {nullptr, 0, &done})));
     ASSERT_TRUE(ok(ctx().am_send(ctx().rank(), 4, {}, data.data(), 10, {nullptr, 0, &done})));
-    ctx().counter_wait(done, 2);
+    EXPECT_EQ(ctx().counter_wait(done, 2), Status::success);
     EXPECT_EQ(seen - before, 2u);
 }
 
@@ -166,7 +166,7 @@ TEST(ActiveMessages, ProgressThreadServesAComputingRank) {
         Counter done;
         auto t0 = std::chrono::steady_clock::now();
         ASSERT_TRUE(ok(ctx().am_send(1, 5, {}, data.data(), data.size(), {nullptr, 0, &done})));
-        ctx().counter_wait(done, 1);
+        EXPECT_EQ(ctx().counter_wait(done, 1), Status::success);
         EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(450))
             << "the target's progress thread did not serve the message";
     }

@@ -3,7 +3,9 @@
 // wildcard receive pending.  Rank 0 must see its requests to and from rank 1
 // complete with peer_failed within seconds, the wildcard receive stay posted,
 // new operations to rank 1 fail at once, the barrier return peer_failed, and
-// the Context close without hanging.
+// the Context close without hanging.  An active message whose header handler
+// kills rank 1 never completes there: its completion counter at rank 0 must
+// count it as lost, so a wait on it ends.
 //
 // Run with 2 ranks under `transit_run --keep-going` (so the launcher lets rank
 // 0 run on); rank 0 prints "peer_failure: PASS" as its last line on success.
@@ -27,6 +29,7 @@ constexpr std::uint32_t tag_streamed = 2;   // rank 1 receives it while dying
 constexpr std::uint32_t tag_never = 3;      // rank 1 never sends it
 constexpr std::uint32_t tag_wild = 4;
 constexpr std::uint32_t tag_go = 5;
+constexpr std::uint32_t am_fatal = 6;  // rank 1's handler for it raises SIGKILL
 constexpr std::size_t large = 32u << 20;
 constexpr auto deadline = std::chrono::seconds(10);
 
@@ -55,6 +58,11 @@ Status finish(Context& ctx, Request*& req, Clock::time_point until, bool& done) 
 }
 
 void rank1(Context& ctx) {
+    auto die = [](Context&, const AmInfo&, void*) -> AmDestination {
+        std::raise(SIGKILL);
+        return {};
+    };
+    check(ok(ctx.register_am_handler(am_fatal, die, nullptr, nullptr)), "rank 1 registers");
     std::vector<std::byte> in(large);
     Request* streamed = nullptr;
     check(ok(ctx.irecv(0, tag_streamed, in.data(), in.size(), streamed)), "rank 1 irecv");
@@ -75,6 +83,9 @@ void rank0(Context& ctx) {
     check(ok(ctx.irecv(any_rank, tag_wild, &wild, 1, any)), "wildcard irecv");
     const char go = 'g';
     check(ok(ctx.send(1, tag_go, &go, 1)), "send go");
+    Counter am_completion;
+    check(ok(ctx.am_send(1, am_fatal, {}, &go, 1, {nullptr, 0, &am_completion})),
+          "am_send to the handler that kills rank 1");
 
     const auto start = Clock::now();
     const auto until = start + deadline;
@@ -92,6 +103,15 @@ void rank0(Context& ctx) {
         "peer_failure: pending requests completed after %lld ms\n",
         static_cast<long long>(
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
+
+    // The active message never completed at rank 1: lost, and a wait ends.
+    while (am_completion.value() + am_completion.lost() < 1 && Clock::now() < until) ctx.progress();
+    check(am_completion.value() == 0 && am_completion.lost() == 1,
+          "the active message's completion is counted as lost, got value " +
+              std::to_string(am_completion.value()) + ", lost " +
+              std::to_string(am_completion.lost()));
+    check(ctx.counter_wait(am_completion, 1) == Status::error,
+          "a wait on the lost completion ends with error");
 
     // The wildcard receive is still posted: cancel succeeds.
     bool any_done = true;

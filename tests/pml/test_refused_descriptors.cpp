@@ -250,9 +250,11 @@ TEST_F(RefusedDescriptors, EagerRefusedOnRetryGivesTheDescriptorBack) {
 
 // An active message above the eager limit goes as a rendezvous; one of its
 // fragments is refused for good.  Its completion handler runs "once all data
-// is in place" (transit.hpp): never here, and its counters do not move; the
-// loss is logged.  Before frag_abort the target waited for good; before the
-// check in am_finish a lost message's handler ran on a partial buffer.
+// is in place" (transit.hpp): never here; its target and completion counters
+// count it as lost, so waits on them end with an error; the loss is logged.
+// Before frag_abort the target waited for good; before the check in am_finish
+// a lost message's handler ran on a partial buffer; before Counter::lost a
+// wait on its completion counter never ended.
 struct AmLanding {
     std::vector<std::byte> buffer = std::vector<std::byte>(rndv_size);
     bool completed = false;
@@ -278,10 +280,14 @@ TEST_F(RefusedDescriptors, ActiveMessageWithARefusedFragmentIsNotCompleted) {
         while (ctx.counter_get(origin) < 1 && std::chrono::steady_clock::now() < end)
             ctx.progress();
         ASSERT_EQ(ctx.counter_get(origin), 1u) << "the refused am's send never ended";
-        for (int i = 0; i < 1000; ++i) ctx.progress();
+        // Counted as lost where it was awaited, so a wait on it ends.
+        EXPECT_EQ(ctx.counter_wait(completion, 1), Status::error);
+        EXPECT_EQ(ctx.counter_wait(target, 1), Status::error);
         EXPECT_FALSE(landing.completed) << "the completion handler ran on a partial message";
         EXPECT_EQ(ctx.counter_get(target), 0u);
         EXPECT_EQ(ctx.counter_get(completion), 0u);
+        EXPECT_EQ(target.lost(), 1u);
+        EXPECT_EQ(completion.lost(), 1u);
     });
     EXPECT_NE(log_.find("pml: an active message of 65536 bytes from rank 0 was lost (error)"),
               std::string::npos)

@@ -116,6 +116,8 @@ struct Handlers {
             e->on_split_fin(b, n);
         else if constexpr (K == wire::frag_abort)
             e->on_frag_abort(b, n);
+        else if constexpr (K == wire::lost)
+            e->on_match(b, n, d.tag);  // in sequence, like the message it stands for
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {
@@ -319,13 +321,33 @@ Status Engine::post_desc(const PendingDesc& pd, Refusal refusal) noexcept {
 
 void Engine::end_desc(const PendingDesc& pd, Status s, Refusal refusal) noexcept {
     // An eager send completed when its data was copied, so its user saw
-    // success: the log is the only word that the message never left.  (A lost
-    // peer's messages are accounted for by the failure report.)
-    if (s != Status::peer_failed && refusal == Refusal::lost)
+    // success: the log and the receiver's failed receive (wire::lost) are the
+    // word that the message never left.  (A lost peer's messages are
+    // accounted for by the failure report.)
+    if (s != Status::peer_failed && refusal == Refusal::lost) {
         log::error("pml: a message to rank {} over {} was refused: '{}'", pd.rank,
                    pd.module->name(), to_string(s));
+        if (pd.tag == wire::tag(wire::match)) report_lost_message(pd, s);
+    }
     if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);
     pd.module->free(pd.desc);
+}
+
+// An eager tagged message that never left: without a word its receiver would
+// hold every later message from us for good, waiting for its sequence number.
+// The stand-in (wire::lost) takes its place and fails the receive it matches.
+void Engine::report_lost_message(const PendingDesc& pd, Status s) noexcept {
+    Peer* p = send_peer(pd.rank);
+    const btl::Descriptor& d = *pd.desc;
+    if (!p || p->failed || d.segment_count == 0 || d.segments[0].len < sizeof(wire::MatchHdr))
+        return;
+    std::size_t len = 0;
+    for (std::uint32_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+    wire::LostHdr h{};
+    std::memcpy(&h.m, d.segments[0].addr, sizeof h.m);
+    h.status = static_cast<std::int32_t>(s);
+    h.total = len - sizeof(wire::MatchHdr);
+    send_ctrl(p, wire::lost, &h, sizeof h);
 }
 
 Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,

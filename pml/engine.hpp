@@ -333,6 +333,7 @@ class Engine {
     enum class Refusal : std::uint8_t { lost, retried };
     Status post_desc(const PendingDesc& pd, Refusal refusal = Refusal::lost) noexcept;
     void end_desc(const PendingDesc& pd, Status s, Refusal refusal = Refusal::lost) noexcept;
+    void report_lost_message(const PendingDesc& pd, Status s) noexcept;
     void update_pending() noexcept {
         has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
                        !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;

@@ -14,6 +14,21 @@ bool tag_matches(std::uint32_t filter, std::uint32_t tag) noexcept {
     return filter == any_tag || filter == tag;
 }
 
+// A stand-in for a lost message, read whole (a short one is zero-filled past
+// its match header, which on_match checked: an error of no kind).
+wire::LostHdr lost_header(const std::byte* bytes, std::size_t len) noexcept {
+    wire::LostHdr h{};
+    std::memcpy(&h, bytes, std::min(len, sizeof h));
+    if (len < sizeof h) h.status = static_cast<std::int32_t>(Status::protocol_error);
+    return h;
+}
+
+// What the receive of a lost message completes with: the sender's refusal.
+Status lost_status(const wire::LostHdr& h) noexcept {
+    const auto s = static_cast<Status>(h.status);
+    return ok(s) ? Status::error : s;
+}
+
 }  // namespace
 
 Status Engine::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* iov,
@@ -74,6 +89,10 @@ bool Engine::iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept {
     st.tag = m->tag;
     st.length = st.sent_length = m->total;
     st.status = Status::success;
+    if (m->btl_tag == wire::tag(wire::lost)) [[unlikely]] {
+        st.length = 0;  // what a receive of it would say: nothing arrives
+        st.status = lost_status(lost_header(m->data, m->len));
+    }
     return true;
 }
 
@@ -140,6 +159,8 @@ void Engine::deliver_unexpected(Peer* p, const std::byte* bytes, std::size_t len
         wire::RndvHdr rh;
         std::memcpy(&rh, bytes, sizeof rh);
         total = rh.total;
+    } else if (tag == wire::tag(wire::lost)) [[unlikely]] {
+        total = lost_header(bytes, len).total;
     }
     store_unexpected(p, bytes, len, tag, h.tag, h.seq, total);
 }
@@ -257,6 +278,15 @@ void Engine::start_matched(Req* r, Peer* p, const std::byte* bytes, std::size_t 
         st.length = n < r->capacity ? n : r->capacity;
         if (n > r->capacity) st.status = Status::truncated;
         recv_data(r, 0, bytes + sizeof h, n);
+        complete(r);
+        return;
+    }
+    if (tag == wire::tag(wire::lost)) [[unlikely]] {
+        // The message this stands for never left its sender: nothing arrives.
+        const wire::LostHdr lh = lost_header(bytes, len);
+        st.sent_length = lh.total;
+        st.length = 0;
+        st.status = lost_status(lh);
         complete(r);
         return;
     }

@@ -29,6 +29,7 @@ enum Kind : int {
     split,       // receiver -> sender: put the tail of a rendezvous while I get the head
     split_fin,   // sender -> receiver: the tail is in place (or failed)
     frag_abort,  // sender -> receiver: the fragments stopped; only `delivered` bytes come
+    lost,        // sender -> receiver: stands in for an eager message that never left
     kind_count
 };
 
@@ -45,6 +46,16 @@ struct MatchHdr {
     std::uint32_t seq;
 };
 static_assert(sizeof(MatchHdr) == 12);
+
+// An eager tagged message refused for good by the btl: the stand-in takes its
+// place in the peer's sequence, so the messages behind it are not held for
+// good, and completes the receive it matches with `status`.
+struct LostHdr {
+    MatchHdr m;
+    std::int32_t status;
+    std::uint64_t total;  // the lost message's length
+};
+static_assert(sizeof(LostHdr) == 24);
 
 inline constexpr std::uint8_t kind_tagged = 0;
 inline constexpr std::uint8_t kind_am = 1;

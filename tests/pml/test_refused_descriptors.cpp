@@ -210,10 +210,15 @@ TEST_F(RefusedDescriptors, FragmentRefusedAtOnceFailsTheSend) {
         [](Context& ctx) { streamed_send_fails_with(ctx, Status::unreachable); });
 }
 
-// An eager message to ourselves, refused by the plan: nothing arrives, so the
-// receive is still unmatched and can be cancelled.  `expected`: the send's
-// status, when the refusal came before the send completed.
-void eager_message_is_not_delivered(Context& ctx, std::optional<Status> expected) {
+// An eager message to ourselves, refused by the plan: nothing arrives, but the
+// receive it would have matched completes with the refusal's status (the
+// sender's stand-in, wire::lost, takes its place in the sequence), and the
+// next message is delivered.  `expected`: the send's status, when the refusal
+// came before the send completed.  Before the stand-in the receive stayed
+// posted, and every later message from the sender was held, out of order, for
+// good.
+void eager_message_fails_at_the_receiver(Context& ctx, std::optional<Status> expected,
+                                         Status receive_status) {
     std::vector<std::byte> out(eager_size, std::byte{0x33}), in(eager_size);
     Request* recv = nullptr;
     Request* send = nullptr;
@@ -225,27 +230,40 @@ void eager_message_is_not_delivered(Context& ctx, std::optional<Status> expected
     if (expected) {
         EXPECT_EQ(st.status, *expected);
     }
-    for (int i = 0; i < 100; ++i) ctx.progress();  // a queued copy's retry, refused for good
-    EXPECT_EQ(ctx.cancel(recv), Status::success) << "the refused message was delivered";
-    ASSERT_TRUE(finish_in_time(ctx, recv, st));
-    EXPECT_EQ(st.status, Status::cancelled);
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the receive of the lost message never ended";
+    EXPECT_EQ(st.status, receive_status);
+    EXPECT_EQ(st.length, 0u);
+    EXPECT_EQ(st.sent_length, eager_size);
+    // The sequence goes on: the next message is not held behind the lost one.
+    const std::uint32_t next_tag = user_tag + 1;
+    std::byte next{0x44}, got{0};
+    ASSERT_EQ(ctx.irecv(0, next_tag, &got, 1, recv), Status::success);
+    ASSERT_TRUE(ok(ctx.isend(0, next_tag, &next, 1, send)));
+    if (send) {
+        ASSERT_TRUE(finish_in_time(ctx, send, st));
+    }
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the next message is held behind the lost one";
+    EXPECT_EQ(st.status, Status::success);
+    EXPECT_EQ(got, next);
 }
 
 // (b) An eager message whose send() is refused with a hard error at once: the
-// send completes with that error.
+// send completes with that error, and so does the receive.
 TEST_F(RefusedDescriptors, EagerRefusedAtOnceFailsTheSend) {
-    run({pml::wire::tag(pml::wire::match), 1, false, "unreachable"},
-        [](Context& ctx) { eager_message_is_not_delivered(ctx, Status::unreachable); });
+    run({pml::wire::tag(pml::wire::match), 1, false, "unreachable"}, [](Context& ctx) {
+        eager_message_fails_at_the_receiver(ctx, Status::unreachable, Status::unreachable);
+    });
 }
 
 // An eager message queued on out_of_resource and refused on the retry.  Its
 // send completed when the data was copied, before the btl refused it, so its
 // status says nothing about the refusal; what counts is that the queued
-// descriptor goes back to the btl (checked by run), nothing arrives and the
-// loss is logged (checked by run too).
+// descriptor goes back to the btl (checked by run), the receive fails with
+// the refusal and the loss is logged (checked by run too).
 TEST_F(RefusedDescriptors, EagerRefusedOnRetryGivesTheDescriptorBack) {
-    run({pml::wire::tag(pml::wire::match), 1, true, "error"},
-        [](Context& ctx) { eager_message_is_not_delivered(ctx, std::nullopt); });
+    run({pml::wire::tag(pml::wire::match), 1, true, "error"}, [](Context& ctx) {
+        eager_message_fails_at_the_receiver(ctx, std::nullopt, Status::error);
+    });
 }
 
 // An active message above the eager limit goes as a rendezvous; one of its

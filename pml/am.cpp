@@ -2,6 +2,7 @@
 // lands; a completion handler runs once it is there; origin, target and
 // completion counters report progress.  Small messages go in one fragment,
 // large ones reuse the tagged rendezvous (rdma get or fragments).
+#include <algorithm>
 #include <cstring>
 
 #include "pml/engine.hpp"
@@ -173,19 +174,21 @@ void Engine::on_am_done(const std::byte* b, std::size_t n) noexcept {
         return;
     wire::AmDoneHdr a;
     std::memcpy(&a, b, sizeof a);
-    auto* c = reinterpret_cast<Counter*>(a.token);
-    if (Peer* p = peer(a.src)) {
+    settle_completion(peer(a.src), reinterpret_cast<Counter*>(a.token), a.lost);
+}
+
+// One completion `p` owed to counter c came, or never will.
+void Engine::settle_completion(Peer* p, Counter* c, bool lost) noexcept {
+    if (p) {
         auto& owed = p->owed_completions;
-        for (auto it = owed.begin(); it != owed.end(); ++it) {
-            if (it->first != c) continue;
-            if (--it->second == 0) {
-                *it = owed.back();
-                owed.pop_back();
-            }
-            break;
+        const auto it =
+            std::find_if(owed.begin(), owed.end(), [c](const auto& e) { return e.first == c; });
+        if (it != owed.end() && --it->second == 0) {
+            *it = owed.back();
+            owed.pop_back();
         }
     }
-    if (a.lost) [[unlikely]]
+    if (lost) [[unlikely]]
         c->add_lost(1);
     else
         c->add(1);

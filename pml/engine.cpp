@@ -280,17 +280,17 @@ std::size_t Engine::ctrl_payload_limit(Peer* p) const noexcept {
     return a.eager_limit > sizeof(wire::OscHdr) ? a.eager_limit - sizeof(wire::OscHdr) : 0;
 }
 
-bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
-                      const iovec* pieces, std::size_t count) noexcept {
+Status Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
+                        const iovec* pieces, std::size_t count, Refusal refusal) noexcept {
     const bml::BtlRef& b = p->ep->pick_eager();
     btl::Convertor conv(std::span<const iovec>(pieces, count));
     std::size_t data_len = conv.total();
     btl::Descriptor* d = nullptr;
     Status s =
         b.module->sendi(b.endpoint, &conv, hdr, hdr_len, data_len, btl::no_order, 0, tag, &d);
-    if (s == Status::completed || s == Status::success) return true;
+    if (s == Status::completed || s == Status::success) return Status::success;
     if (!d) d = b.module->alloc(b.endpoint, btl::no_order, hdr_len + data_len, 0);
-    if (!d) return false;
+    if (!d) return Status::out_of_resource;
     auto* at = static_cast<std::byte*>(d->segments[0].addr);
     std::memcpy(at, hdr, hdr_len);
     conv.seek(0);
@@ -299,8 +299,8 @@ bool Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_le
     d->segment_count = 1;
     d->flags |= btl::des_flags::btl_ownership;
     d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    // Refused at once: send_ctrlv keeps a copy and retries, so nothing is lost.
-    return ok(post_desc({p->rank, b.module, b.endpoint, d, tag}, Refusal::retried));
+    const Status posted = post_desc({p->rank, b.module, b.endpoint, d, tag}, refusal);
+    return ok(posted) ? Status::success : posted;
 }
 
 Status Engine::post_desc(const PendingDesc& pd, Refusal refusal) noexcept {
@@ -327,7 +327,10 @@ void Engine::end_desc(const PendingDesc& pd, Status s, Refusal refusal) noexcept
     if (s != Status::peer_failed && refusal == Refusal::lost) {
         log::error("pml: a message to rank {} over {} was refused: '{}'", pd.rank,
                    pd.module->name(), to_string(s));
-        if (pd.tag == wire::tag(wire::match)) report_lost_message(pd, s);
+        if (pd.tag == wire::tag(wire::match))
+            report_lost_message(pd, s);
+        else if (pd.tag == wire::tag(wire::rndv))
+            fail_unsent_rndv(pd, s);
     }
     if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);
     pd.module->free(pd.desc);
@@ -350,12 +353,35 @@ void Engine::report_lost_message(const PendingDesc& pd, Status s) noexcept {
     send_ctrl(p, wire::lost, &h, sizeof h);
 }
 
+// A rendezvous header that never left: its send would wait for an answer for
+// good.  It fails with the refusal; a tagged one's receiver gets the stand-in
+// for its sequence number, an active message's completion counter the loss.
+void Engine::fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept {
+    const btl::Descriptor& d = *pd.desc;
+    if (d.segment_count == 0 || d.segments[0].len < sizeof(wire::RndvHdr)) [[unlikely]]
+        return;
+    wire::RndvHdr h;
+    std::memcpy(&h, d.segments[0].addr, sizeof h);
+    auto* r = reinterpret_cast<Req*>(h.sreq);
+    Peer* p = send_peer(pd.rank);
+    if (h.kind == wire::kind_tagged && p && !p->failed) {
+        const wire::LostHdr lost{h.m, static_cast<std::int32_t>(s), h.total};
+        send_ctrl(p, wire::lost, &lost, sizeof lost);
+    } else if (h.kind == wire::kind_am && r->am_completion_token && p) {
+        settle_completion(p, reinterpret_cast<Counter*>(r->am_completion_token), true);
+    }
+    r->st().status = s;
+    r->stage = Req::Stage::done;
+    if (!r->issuing) complete(r);  // else the sender completes it when it returns
+}
+
 Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
                           const iovec* pieces, std::size_t count) noexcept {
     if (p->failed) [[unlikely]]
         return Status::peer_failed;  // nobody would ever answer
-    if (pending_ctrl_.empty() && try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count))
-        [[likely]]
+    // Refused at once, it is kept and retried like a message with no room.
+    if (pending_ctrl_.empty() &&
+        ok(try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count, Refusal::retried))) [[likely]]
         return Status::success;
     // Keep a copy and retry from progress: control messages are never dropped.
     std::size_t data_len = 0;
@@ -407,7 +433,7 @@ int Engine::drain_pending() noexcept {
             continue;
         }
         iovec v{m->data + m->tag, m->len - m->tag};
-        if (!try_send(p, m->btl_tag, m->data, m->tag, &v, 1)) break;
+        if (!ok(try_send(p, m->btl_tag, m->data, m->tag, &v, 1, Refusal::retried))) break;
         pending_ctrl_.erase(m);
         drop(m);
         ++events;

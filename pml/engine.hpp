@@ -334,6 +334,8 @@ class Engine {
     Status post_desc(const PendingDesc& pd, Refusal refusal = Refusal::lost) noexcept;
     void end_desc(const PendingDesc& pd, Status s, Refusal refusal = Refusal::lost) noexcept;
     void report_lost_message(const PendingDesc& pd, Status s) noexcept;
+    void fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept;
+    void settle_completion(Peer* p, Counter* c, bool lost) noexcept;
     void update_pending() noexcept {
         has_pending_ = !pending_desc_.empty() || !pending_ctrl_.empty() ||
                        !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;
@@ -427,8 +429,12 @@ class Engine {
     }
     Status send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
                       const iovec* pieces, std::size_t count) noexcept;
-    bool try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len, const iovec* pieces,
-                  std::size_t count) noexcept;
+    // One message now: success when the btl took it (or queued its descriptor
+    // on out_of_resource), out_of_resource when nothing happened, another
+    // status when the btl refused it for good (its descriptor ended, end_desc).
+    // `refusal`: retried when the caller keeps a copy to send again.
+    Status try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
+                    const iovec* pieces, std::size_t count, Refusal refusal) noexcept;
     std::size_t ctrl_payload_limit(Peer* p) const noexcept;
 
     // receiving

@@ -194,7 +194,9 @@ bool Engine::send_rndv_header(Req* r) noexcept {
     h.am_completion_token = r->am_completion_token;
     iovec v{r->remote_handle.data(), std::size_t{r->remote_handle_len} + r->am_header_len};
     r->stage = Req::Stage::none;  // now waiting for an ack or a fin
-    if (!try_send(r->peer, wire::tag(wire::rndv), &h, sizeof h, &v, 1)) {
+    // Refused for good, it is not sent again: end_desc failed the request.
+    if (try_send(r->peer, wire::tag(wire::rndv), &h, sizeof h, &v, 1, Refusal::lost) ==
+        Status::out_of_resource) {
         r->stage = Req::Stage::rndv_hdr;
         return false;
     }

@@ -266,6 +266,48 @@ TEST_F(RefusedDescriptors, EagerRefusedOnRetryGivesTheDescriptorBack) {
     });
 }
 
+// A rendezvous whose header the plan refuses for good: the send fails with
+// the refusal instead of waiting for an answer, the receive it would have
+// matched fails the same way (the stand-in takes the header's sequence
+// number), and the next message is delivered.  Before, a header refused at
+// once was sent again from progress for good, and one refused on its retry
+// left the send waiting.
+void rendezvous_header_refused(Context& ctx, Status expected) {
+    std::vector<std::byte> out(rndv_size, std::byte{0x5a}), in(rndv_size);
+    Request* recv = nullptr;
+    Request* send = nullptr;
+    ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+    const Status posted = ctx.isend(0, user_tag, out.data(), out.size(), send);
+    ASSERT_TRUE(posted == Status::completed || posted == Status::success) << to_string(posted);
+    RequestStatus st;
+    if (send) {
+        ASSERT_TRUE(finish_in_time(ctx, send, st)) << "the send waits for an answer for good";
+        EXPECT_EQ(st.status, expected);
+    }
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the receive waits for the lost header";
+    EXPECT_EQ(st.status, expected);
+    EXPECT_EQ(st.sent_length, rndv_size);
+    const std::uint32_t next_tag = user_tag + 1;
+    std::byte next{0x44}, got{0};
+    ASSERT_EQ(ctx.irecv(0, next_tag, &got, 1, recv), Status::success);
+    ASSERT_TRUE(ok(ctx.isend(0, next_tag, &next, 1, send)));
+    if (send) {
+        ASSERT_TRUE(finish_in_time(ctx, send, st));
+    }
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the next message is held behind the lost one";
+    EXPECT_EQ(got, next);
+}
+
+TEST_F(RefusedDescriptors, RendezvousHeaderRefusedAtOnceFailsBothSides) {
+    run({pml::wire::tag(pml::wire::rndv), 1, false, "unreachable"},
+        [](Context& ctx) { rendezvous_header_refused(ctx, Status::unreachable); });
+}
+
+TEST_F(RefusedDescriptors, RendezvousHeaderRefusedOnRetryFailsBothSides) {
+    run({pml::wire::tag(pml::wire::rndv), 1, true, "error"},
+        [](Context& ctx) { rendezvous_header_refused(ctx, Status::error); });
+}
+
 // An active message above the eager limit goes as a rendezvous; one of its
 // fragments is refused for good.  Its completion handler runs "once all data
 // is in place" (transit.hpp): never here; its target and completion counters

@@ -210,6 +210,24 @@ TEST_F(RefusedDescriptors, FragmentRefusedAtOnceFailsTheSend) {
         [](Context& ctx) { streamed_send_fails_with(ctx, Status::unreachable); });
 }
 
+// The sequence goes on after a lost message: the next one is not held
+// behind it (the stand-in took its sequence number).
+void next_message_is_delivered(Context& ctx) {
+    const std::uint32_t next_tag = user_tag + 1;
+    std::byte next{0x44}, got{0};
+    Request* recv = nullptr;
+    Request* send = nullptr;
+    RequestStatus st;
+    ASSERT_EQ(ctx.irecv(0, next_tag, &got, 1, recv), Status::success);
+    ASSERT_TRUE(ok(ctx.isend(0, next_tag, &next, 1, send)));
+    if (send) {
+        ASSERT_TRUE(finish_in_time(ctx, send, st));
+    }
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the next message is held behind the lost one";
+    EXPECT_EQ(st.status, Status::success);
+    EXPECT_EQ(got, next);
+}
+
 // An eager message to ourselves, refused by the plan: nothing arrives, but the
 // receive it would have matched completes with the refusal's status (the
 // sender's stand-in, wire::lost, takes its place in the sequence), and the
@@ -234,17 +252,7 @@ void eager_message_fails_at_the_receiver(Context& ctx, std::optional<Status> exp
     EXPECT_EQ(st.status, receive_status);
     EXPECT_EQ(st.length, 0u);
     EXPECT_EQ(st.sent_length, eager_size);
-    // The sequence goes on: the next message is not held behind the lost one.
-    const std::uint32_t next_tag = user_tag + 1;
-    std::byte next{0x44}, got{0};
-    ASSERT_EQ(ctx.irecv(0, next_tag, &got, 1, recv), Status::success);
-    ASSERT_TRUE(ok(ctx.isend(0, next_tag, &next, 1, send)));
-    if (send) {
-        ASSERT_TRUE(finish_in_time(ctx, send, st));
-    }
-    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the next message is held behind the lost one";
-    EXPECT_EQ(st.status, Status::success);
-    EXPECT_EQ(got, next);
+    next_message_is_delivered(ctx);
 }
 
 // (b) An eager message whose send() is refused with a hard error at once: the
@@ -287,15 +295,7 @@ void rendezvous_header_refused(Context& ctx, Status expected) {
     ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the receive waits for the lost header";
     EXPECT_EQ(st.status, expected);
     EXPECT_EQ(st.sent_length, rndv_size);
-    const std::uint32_t next_tag = user_tag + 1;
-    std::byte next{0x44}, got{0};
-    ASSERT_EQ(ctx.irecv(0, next_tag, &got, 1, recv), Status::success);
-    ASSERT_TRUE(ok(ctx.isend(0, next_tag, &next, 1, send)));
-    if (send) {
-        ASSERT_TRUE(finish_in_time(ctx, send, st));
-    }
-    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the next message is held behind the lost one";
-    EXPECT_EQ(got, next);
+    next_message_is_delivered(ctx);
 }
 
 TEST_F(RefusedDescriptors, RendezvousHeaderRefusedAtOnceFailsBothSides) {

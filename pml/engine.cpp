@@ -299,7 +299,8 @@ Status Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_
     d->segment_count = 1;
     d->flags |= btl::des_flags::btl_ownership;
     d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    const Status posted = post_desc({p->rank, b.module, b.endpoint, d, tag}, refusal);
+    const Status posted =
+        post_desc({p->rank, b.module, b.endpoint, d, tag, refusal == Refusal::retried}, refusal);
     return ok(posted) ? Status::success : posted;
 }
 
@@ -375,6 +376,35 @@ void Engine::fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept {
     if (!r->issuing) complete(r);  // else the sender completes it when it returns
 }
 
+// Copies a refused control message's bytes back into pending_ctrl_ (the
+// peer's failure, when it comes, drops it there).  False when out of memory.
+bool Engine::requeue_control(const PendingDesc& pd) noexcept {
+    Peer* p = send_peer(pd.rank);
+    const btl::Descriptor& d = *pd.desc;
+    std::size_t len = 0;
+    for (std::uint32_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+    if (!p || p->failed) return false;
+    RawMsg* m = raws_.get();
+    if (!m) return false;
+    m->data = buffers_.get(len, m->cls);
+    if (!m->data) {
+        raws_.put(m);
+        return false;
+    }
+    std::size_t at = 0;
+    for (std::uint32_t i = 0; i < d.segment_count; ++i) {
+        std::memcpy(m->data + at, d.segments[i].addr, d.segments[i].len);
+        at += d.segments[i].len;
+    }
+    m->len = len;
+    m->tag = static_cast<std::uint32_t>(len);  // all of it goes as the header
+    m->btl_tag = pd.tag;
+    m->src = p->rank;
+    pending_ctrl_.push_back(m);
+    has_pending_ = true;
+    return true;
+}
+
 Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
                           const iovec* pieces, std::size_t count) noexcept {
     if (p->failed) [[unlikely]]
@@ -421,8 +451,9 @@ int Engine::drain_pending() noexcept {
         pending_desc_.erase(pending_desc_.begin());
         // Refused for good (the btl lost the peer first): the descriptor never
         // went, so its callback must still come, or its request waits forever.
+        // A control message goes back to the queue it would have been kept in.
         if (!ok(s)) [[unlikely]]
-            end_desc(pd, s);
+            end_desc(pd, s, pd.control && requeue_control(pd) ? Refusal::retried : Refusal::lost);
         ++events;
     }
     while (RawMsg* m = pending_ctrl_.front()) {

@@ -174,6 +174,10 @@ struct PendingDesc {
     btl::Endpoint* endpoint;
     btl::Descriptor* desc;
     btl::Tag tag;
+    // A control message whose sender kept no copy (it was queued here, so
+    // send_ctrlv counted it sent): refused for good, it is copied back to
+    // pending_ctrl_ and sent again, like one refused at once.
+    bool control = false;
 };
 
 struct Settings {
@@ -334,6 +338,7 @@ class Engine {
     Status post_desc(const PendingDesc& pd, Refusal refusal = Refusal::lost) noexcept;
     void end_desc(const PendingDesc& pd, Status s, Refusal refusal = Refusal::lost) noexcept;
     void report_lost_message(const PendingDesc& pd, Status s) noexcept;
+    bool requeue_control(const PendingDesc& pd) noexcept;
     void fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept;
     void settle_completion(Peer* p, Counter* c, bool lost) noexcept;
     void update_pending() noexcept {

@@ -29,10 +29,14 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
                       0,     c.target, reinterpret_cast<std::uint64_t>(c.completion)};
         iovec v[2] = {{const_cast<std::byte*>(header.data()), header.size()},
                       {const_cast<void*>(data), len}};
-        Status s = send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
-        if (!ok(s)) return s;
-        if (c.origin) c.origin->add(1);  // copied: the buffer is free again
+        // Owed before it goes: over a loopback the answer comes back inside the send.
         if (c.completion) owe_completion(p, c.completion);
+        Status s = send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
+        if (!ok(s)) {
+            if (c.completion) forget_owed(p, c.completion);
+            return s;
+        }
+        if (c.origin) c.origin->add(1);  // copied: the buffer is free again
         return Status::completed;
     }
     Req* r = new_req(Req::Kind::send, nullptr);
@@ -55,6 +59,10 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
 }
 
 namespace {
+
+auto owed_entry(std::vector<std::pair<Counter*, std::uint64_t>>& owed, const Counter* c) {
+    return std::find_if(owed.begin(), owed.end(), [c](const auto& e) { return e.first == c; });
+}
 
 void report_bad_handler(bool& warned, Rank src, std::uint32_t id) {
     if (warned) return;
@@ -100,11 +108,12 @@ void Engine::answer_completion(Rank origin, std::uint64_t token, bool lost) noex
 // written off if p fails.  A counter is usually shared by all messages to a
 // peer: the list stays short and grows (allocates) only for a new counter.
 void Engine::owe_completion(Peer* p, Counter* c) noexcept {
-    for (auto& [counter, count] : p->owed_completions)
-        if (counter == c) {
-            ++count;
-            return;
-        }
+    auto& owed = p->owed_completions;
+    const auto it = owed_entry(owed, c);
+    if (it != owed.end()) {
+        ++it->second;
+        return;
+    }
     try {
         p->owed_completions.emplace_back(c, 1);
     } catch (...) {
@@ -153,7 +162,7 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
 // Runs when an internal (active message) receive has all its data.
 void Engine::am_finish(Req* r) noexcept {
     // The completion handler runs once all data is in place: not for a message
-    // whose sender died or gave up part way.  Its counters do not move either.
+    // whose sender died or gave up part way.  Its counters count it as lost.
     if (!ok(r->st().status)) [[unlikely]] {
         log::error(
             "pml: an active message of {} bytes from rank {} was lost ({}); its "
@@ -179,19 +188,21 @@ void Engine::on_am_done(const std::byte* b, std::size_t n) noexcept {
 
 // One completion `p` owed to counter c came, or never will.
 void Engine::settle_completion(Peer* p, Counter* c, bool lost) noexcept {
-    if (p) {
-        auto& owed = p->owed_completions;
-        const auto it =
-            std::find_if(owed.begin(), owed.end(), [c](const auto& e) { return e.first == c; });
-        if (it != owed.end() && --it->second == 0) {
-            *it = owed.back();
-            owed.pop_back();
-        }
-    }
+    if (p) forget_owed(p, c);
     if (lost) [[unlikely]]
         c->add_lost(1);
     else
         c->add(1);
+}
+
+// One completion p owed to c is no longer waited for from p.
+void Engine::forget_owed(Peer* p, Counter* c) noexcept {
+    auto& owed = p->owed_completions;
+    const auto it = owed_entry(owed, c);
+    if (it != owed.end() && --it->second == 0) {
+        *it = owed.back();
+        owed.pop_back();
+    }
 }
 
 // The peer failed: the completions it owed will never come.

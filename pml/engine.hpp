@@ -479,6 +479,7 @@ class Engine {
     void answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept;
     void owe_completion(Peer* p, Counter* c) noexcept;
     void write_off_completions(Peer* p) noexcept;
+    void forget_owed(Peer* p, Counter* c) noexcept;
     bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
     static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
     static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,

@@ -64,19 +64,14 @@ struct Handlers {
     [[gnu::noinline]] static const std::byte* gather(std::vector<std::byte>& scratch,
                                                      const btl::ReceiveDescriptor& d,
                                                      std::size_t& len) noexcept {
-        len = 0;
-        for (std::size_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+        len = btl::total_length(btl::segments_of(d));
         try {
             if (scratch.size() < len) scratch.resize(len);
         } catch (...) {
             len = 0;
             return nullptr;
         }
-        std::size_t at = 0;
-        for (std::size_t i = 0; i < d.segment_count; ++i) {
-            std::memcpy(scratch.data() + at, d.segments[i].addr, d.segments[i].len);
-            at += d.segments[i].len;
-        }
+        btl::gather_segments(btl::segments_of(d), scratch.data());
         return scratch.data();
     }
     template <wire::Kind K>
@@ -345,8 +340,7 @@ void Engine::report_lost_message(const PendingDesc& pd, Status s) noexcept {
     const btl::Descriptor& d = *pd.desc;
     if (!p || p->failed || d.segment_count == 0 || d.segments[0].len < sizeof(wire::MatchHdr))
         return;
-    std::size_t len = 0;
-    for (std::uint32_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+    const std::size_t len = btl::total_length(btl::segments_of(d));
     wire::LostHdr h{};
     std::memcpy(&h.m, d.segments[0].addr, sizeof h.m);
     h.status = static_cast<std::int32_t>(s);
@@ -381,8 +375,7 @@ void Engine::fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept {
 bool Engine::requeue_control(const PendingDesc& pd) noexcept {
     Peer* p = send_peer(pd.rank);
     const btl::Descriptor& d = *pd.desc;
-    std::size_t len = 0;
-    for (std::uint32_t i = 0; i < d.segment_count; ++i) len += d.segments[i].len;
+    const std::size_t len = btl::total_length(btl::segments_of(d));
     if (!p || p->failed) return false;
     RawMsg* m = raws_.get();
     if (!m) return false;
@@ -391,11 +384,7 @@ bool Engine::requeue_control(const PendingDesc& pd) noexcept {
         raws_.put(m);
         return false;
     }
-    std::size_t at = 0;
-    for (std::uint32_t i = 0; i < d.segment_count; ++i) {
-        std::memcpy(m->data + at, d.segments[i].addr, d.segments[i].len);
-        at += d.segments[i].len;
-    }
+    btl::gather_segments(btl::segments_of(d), m->data);
     m->len = len;
     m->tag = static_cast<std::uint32_t>(len);  // all of it goes as the header
     m->btl_tag = pd.tag;

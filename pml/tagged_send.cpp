@@ -240,9 +240,7 @@ void Engine::frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor* d, Status 
     auto* r = static_cast<Req*>(d->cbdata);
     auto* e = static_cast<Engine*>(d->context);
     if (ok(s)) [[likely]] {
-        for (std::uint32_t i = 0; i < d->segment_count; ++i)
-            r->frag_bytes_sent += d->segments[i].len;
-        r->frag_bytes_sent -= sizeof(wire::FragHdr);
+        r->frag_bytes_sent += btl::total_length(btl::segments_of(*d)) - sizeof(wire::FragHdr);
     } else {
         r->st().status = s;
     }

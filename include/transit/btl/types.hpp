@@ -188,6 +188,28 @@ struct ReceiveDescriptor {
 
 using ReceiveFn = void (*)(Module* module, const ReceiveDescriptor& descriptor, void* cbdata);
 
+// A descriptor's segments as a span, and what the upper layers do with them
+// when a message is split: its length and a copy into one block.
+inline std::span<const Segment> segments_of(const Descriptor& d) noexcept {
+    return {d.segments, d.segment_count};
+}
+inline std::span<const Segment> segments_of(const ReceiveDescriptor& d) noexcept {
+    return {d.segments, d.segment_count};
+}
+inline std::uint64_t total_length(std::span<const Segment> segments) noexcept {
+    std::uint64_t len = 0;
+    for (const Segment& s : segments) len += s.len;
+    return len;
+}
+// `out` holds total_length(segments) bytes.
+inline void gather_segments(std::span<const Segment> segments, std::byte* out) noexcept {
+    for (const Segment& s : segments) {
+        if (s.len == 0) continue;  // its address may be null
+        std::memcpy(out, s.addr, s.len);
+        out += s.len;
+    }
+}
+
 // Error report from a module about a peer.  `peer` is any_rank when the error
 // is not tied to one peer.
 using ErrorFn = void (*)(Module* module, std::uint32_t error_flags, Rank peer, const char* info,

@@ -37,6 +37,12 @@ constexpr params::Decl pml_params[] = {
                  "after it",
                  6}
         .range(0, 600000),
+    params::Decl{"control_refusal_grace", params::Type::unsigned_integer, "2000",
+                 "Milliseconds a peer's transport may refuse our control messages (acks, fins, "
+                 "one-sided replies) for good, with none going through, before that peer is "
+                 "failed here. A transport that lost the peer normally reports it sooner",
+                 6}
+        .range(0, 600000),
 };
 
 std::uint32_t fnv1a(std::string_view s) noexcept {
@@ -149,6 +155,8 @@ void Engine::register_params() {
     settings_.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
     settings_.launcher_grace =
         std::chrono::milliseconds(reg.get("pml_base_launcher_grace").as_unsigned());
+    settings_.control_refusal_grace =
+        std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
     out_ = log::Stream("pml", settings_.verbose);
 }
 
@@ -283,7 +291,10 @@ Status Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_
     btl::Descriptor* d = nullptr;
     Status s =
         b.module->sendi(b.endpoint, &conv, hdr, hdr_len, data_len, btl::no_order, 0, tag, &d);
-    if (s == Status::completed || s == Status::success) return Status::success;
+    if (s == Status::completed || s == Status::success) {
+        if (refusal == Refusal::retried) control_sent(p);
+        return Status::success;
+    }
     if (!d) d = b.module->alloc(b.endpoint, btl::no_order, hdr_len + data_len, 0);
     if (!d) return Status::out_of_resource;
     auto* at = static_cast<std::byte*>(d->segments[0].addr);
@@ -302,7 +313,10 @@ Status Engine::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_
 Status Engine::post_desc(const PendingDesc& pd, Refusal refusal) noexcept {
     const Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
     if (s != Status::out_of_resource) [[likely]] {
-        if (!ok(s)) end_desc(pd, s, refusal);
+        if (!ok(s))
+            end_desc(pd, s, refusal);
+        else if (pd.control)
+            control_sent(send_peer(pd.rank));
         return s;
     }
     try {
@@ -399,9 +413,13 @@ Status Engine::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t
     if (p->failed) [[unlikely]]
         return Status::peer_failed;  // nobody would ever answer
     // Refused at once, it is kept and retried like a message with no room.
-    if (pending_ctrl_.empty() &&
-        ok(try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count, Refusal::retried))) [[likely]]
-        return Status::success;
+    if (pending_ctrl_.empty()) [[likely]] {
+        const Status s =
+            try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count, Refusal::retried);
+        if (ok(s)) [[likely]]
+            return Status::success;
+        if (s != Status::out_of_resource) control_refused(p, s);
+    }
     // Keep a copy and retry from progress: control messages are never dropped.
     std::size_t data_len = 0;
     for (std::size_t i = 0; i < count; ++i) data_len += pieces[i].iov_len;
@@ -441,8 +459,13 @@ int Engine::drain_pending() noexcept {
         // Refused for good (the btl lost the peer first): the descriptor never
         // went, so its callback must still come, or its request waits forever.
         // A control message goes back to the queue it would have been kept in.
-        if (!ok(s)) [[unlikely]]
-            end_desc(pd, s, pd.control && requeue_control(pd) ? Refusal::retried : Refusal::lost);
+        if (!ok(s)) [[unlikely]] {
+            const bool requeued = pd.control && requeue_control(pd);
+            end_desc(pd, s, requeued ? Refusal::retried : Refusal::lost);
+            if (requeued) control_refused(send_peer(pd.rank), s);
+        } else if (pd.control) {
+            control_sent(send_peer(pd.rank));
+        }
         ++events;
     }
     while (RawMsg* m = pending_ctrl_.front()) {
@@ -453,7 +476,11 @@ int Engine::drain_pending() noexcept {
             continue;
         }
         iovec v{m->data + m->tag, m->len - m->tag};
-        if (!ok(try_send(p, m->btl_tag, m->data, m->tag, &v, 1, Refusal::retried))) break;
+        const Status s = try_send(p, m->btl_tag, m->data, m->tag, &v, 1, Refusal::retried);
+        if (!ok(s)) {
+            if (s != Status::out_of_resource) control_refused(p, s);
+            break;
+        }
         pending_ctrl_.erase(m);
         drop(m);
         ++events;

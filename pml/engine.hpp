@@ -151,6 +151,9 @@ struct Peer {
     // Completion counters of active messages sent to it, with how many
     // completions each still waits for: lost if the peer fails.
     std::vector<std::pair<Counter*, std::uint64_t>> owed_completions;
+    // Since when its transport has refused our control messages for good with
+    // none sent in between: past settings' grace, the peer is failed.
+    std::optional<std::chrono::steady_clock::time_point> control_refused_since;
 };
 
 // One-sided operation in flight over a btl.
@@ -187,6 +190,7 @@ struct Settings {
     std::size_t rdma_threshold = 0;
     std::size_t rndv_split_min = 8u << 10;
     std::chrono::milliseconds launcher_grace{1000};
+    std::chrono::milliseconds control_refusal_grace{2000};
     int verbose = 0;
 };
 
@@ -350,6 +354,11 @@ class Engine {
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;
+    void declare_failed(Peer* p, const char* info) noexcept;
+    void control_refused(Peer* p, Status s) noexcept;
+    void control_sent(Peer* p) noexcept {
+        if (p) p->control_refused_since.reset();
+    }
     static int check_launcher(void* self) noexcept;
     bool peer_failed(Rank r) const noexcept { return r < size_ && peers_[r] && peers_[r]->failed; }
     // Its requests were failed: what it still sends refers to requests that

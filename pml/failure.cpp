@@ -67,13 +67,38 @@ int Engine::check_launcher(void* self) noexcept {
 
 void Engine::mark_failed(Rank r, const char* info) noexcept {
     if (r == rank_) return;  // our own loopback cannot lose us
-    Peer* p = peer(r);
-    if (!p || p->failed) return;
+    if (Peer* p = peer(r)) declare_failed(p, info);
+}
+
+void Engine::declare_failed(Peer* p, const char* info) noexcept {
+    if (p->failed) return;
     p->failed = true;
     any_failed_ = true;
     failures_to_handle_ = true;
     has_pending_ = true;  // so progress() reaches handle_failures()
-    out_.verbose(1, "rank {} is gone: {}", r, info);
+    out_.verbose(1, "rank {} is gone: {}", p->rank, info);
+}
+
+// A control message is never dropped while its peer lives, so one the
+// transport refuses for good is sent again; a transport that refuses them
+// all, and never reports the peer lost, would have us retry for good while
+// both sides wait on the messages.  Past the grace, the peer is failed here
+// (even our own rank: a loopback that refuses everything is as good as gone).
+void Engine::control_refused(Peer* p, Status s) noexcept {
+    if (!p || p->failed) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (!p->control_refused_since) {
+        p->control_refused_since = now;
+        return;
+    }
+    const auto refused_for = now - *p->control_refused_since;
+    if (refused_for < settings_.control_refusal_grace) return;
+    log::error(
+        "pml: the transport to rank {} has refused every control message for {} ms "
+        "(last: '{}'); the peer is taken as failed",
+        p->rank, std::chrono::duration_cast<std::chrono::milliseconds>(refused_for).count(),
+        to_string(s));
+    declare_failed(p, "its transport refused our control messages");
 }
 
 void Engine::handle_failures() noexcept {

@@ -46,7 +46,8 @@ struct FaultPlan {
     unsigned nth;
     bool busy_first;
     const char* status;
-    bool lost = true;  // a message is lost (and logged); false: it is sent again
+    bool lost = true;    // a message is lost (and logged); false: it is sent again
+    unsigned count = 1;  // refusals from the nth call on; 0: every one after it
 };
 
 void set_param(const char* name, const std::string& value) {
@@ -147,6 +148,7 @@ class RefusedDescriptors : public ::testing::Test {
         set_param("btl_faulty_refuse_nth", std::to_string(plan.nth));
         set_param("btl_faulty_busy_first", plan.busy_first ? "true" : "false");
         set_param("btl_faulty_refuse_status", plan.status);
+        set_param("btl_faulty_refuse_count", std::to_string(plan.count));
         StderrCapture capture;
         {
             Context ctx = init();
@@ -157,7 +159,11 @@ class RefusedDescriptors : public ::testing::Test {
         log_ = text;
         const Accounting a = parse_accounting(text);
         ASSERT_TRUE(a.found) << "no accounting line from the faulty btl in:\n" << text;
-        EXPECT_EQ(a.refused, 1u) << "the fault was not injected; the case tested nothing";
+        if (plan.count == 1) {
+            EXPECT_EQ(a.refused, 1u) << "the fault was not injected; the case tested nothing";
+        } else {
+            EXPECT_GE(a.refused, 1u) << "the fault was not injected; the case tested nothing";
+        }
         EXPECT_EQ(a.handed_out, a.given_back)
             << a.handed_out - a.given_back << " descriptor(s) never given back to the btl";
         EXPECT_EQ(text.find("leaked"), std::string::npos);  // the fixture's loud report
@@ -330,6 +336,45 @@ TEST_F(RefusedDescriptors, ControlMessageRefusedOnRetryIsSentAgain) {
         EXPECT_EQ(in, out);
     });
 }
+
+// The receiver's ack refused for good every time it is sent (a transport that
+// refuses the peer and never reports it lost), at once or after a busy
+// answer each time: after pml_base_control_refusal_grace the peer is taken as
+// failed, so the rendezvous ends on both sides with peer_failed.  Before, the
+// ack was retried from progress for good and both sides waited.  (The peer is
+// our own rank here: the fixture is a loopback.)
+void rendezvous_ends_when_every_ack_is_refused(Context& ctx) {
+    std::vector<std::byte> out(rndv_size, std::byte{0x5a}), in(rndv_size);
+    Request* recv = nullptr;
+    Request* send = nullptr;
+    ASSERT_EQ(ctx.irecv(0, user_tag, in.data(), in.size(), recv), Status::success);
+    ASSERT_EQ(ctx.isend(0, user_tag, out.data(), out.size(), send), Status::success);
+    RequestStatus st;
+    ASSERT_TRUE(finish_in_time(ctx, send, st)) << "the send waits for good for the refused ack";
+    EXPECT_EQ(st.status, Status::peer_failed);
+    ASSERT_TRUE(finish_in_time(ctx, recv, st)) << "the receive waits for good";
+    EXPECT_EQ(st.status, Status::peer_failed);
+    // The failure holds: a new send to the peer fails at once.
+    Request* again = nullptr;
+    EXPECT_EQ(ctx.isend(0, user_tag, out.data(), eager_size, again), Status::peer_failed);
+}
+
+class ControlRefusedForGood : public RefusedDescriptors,
+                              public ::testing::WithParamInterface<bool> {};
+
+TEST_P(ControlRefusedForGood, FailsThePeerAfterTheGrace) {
+    set_param("pml_base_control_refusal_grace", "200");
+    const bool busy_first = GetParam();
+    run({pml::wire::tag(pml::wire::ack), 1, busy_first, "error", false, 0},
+        [](Context& ctx) { rendezvous_ends_when_every_ack_is_refused(ctx); });
+    set_param("pml_base_control_refusal_grace", "2000");
+    EXPECT_NE(log_.find("pml: the transport to rank 0 has refused every control message for"),
+              std::string::npos)
+        << "the pml did not say why it failed the peer";
+}
+
+INSTANTIATE_TEST_SUITE_P(RefusedAtOnceOrOnRetry, ControlRefusedForGood, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "OnRetry" : "AtOnce"; });
 
 // An active message above the eager limit goes as a rendezvous; one of its
 // fragments is refused for good.  Its completion handler runs "once all data

@@ -130,6 +130,12 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
     const std::byte* uhdr = handle + h.handle_len;
     Peer* p = peer(h.m.src);
     if (!p) return;
+    // Before the header handler: a message declined here never reaches it.
+    Req* r = new_req(Req::Kind::recv, nullptr);
+    if (!r) [[unlikely]] {
+        decline_am_rndv(p, h);
+        return;
+    }
     std::uint32_t id = h.m.tag;
     AmHandler* hd = id < am_handlers_.size() ? &am_handlers_[id] : nullptr;
     AmDestination d{};
@@ -138,11 +144,6 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
         d = hd->header(*ctx_, info, hd->arg);
     } else {
         report_bad_handler(warned_bad_am_, h.m.src, id);
-    }
-    Req* r = new_req(Req::Kind::recv, nullptr);
-    if (!r) {
-        log::error("pml: out of requests for an active message from rank {}", h.m.src);
-        return;
     }
     r->internal = true;
     r->is_am = true;
@@ -157,6 +158,21 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
     r->st().source = h.m.src;
     r->st().tag = id;
     start_rndv(r, p, h, handle);
+}
+
+// No request to receive a large active message into (out of memory, or
+// pml_base_max_requests): it is not fetched.  The sender's request ends (fin:
+// its buffer is free again) and the counters waiting for the message count it
+// lost, as for one lost on the way; before, the origin waited for good.
+void Engine::decline_am_rndv(Peer* p, const wire::RndvHdr& h) noexcept {
+    log::error("pml: out of requests: an active message of {} bytes from rank {} is declined",
+               h.total, p->rank);
+    if (h.am_target_counter) reinterpret_cast<Counter*>(h.am_target_counter)->add_lost(1);
+    if (Peer* sp = send_peer(p->rank); sp && !sp->failed) {
+        const wire::FinHdr f{h.sreq};
+        send_ctrl(sp, wire::fin, &f, sizeof f);
+    }
+    if (h.am_completion_token) answer_completion(p->rank, h.am_completion_token, true);
 }
 
 // Runs when an internal (active message) receive has all its data.

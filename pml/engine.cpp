@@ -37,6 +37,12 @@ constexpr params::Decl pml_params[] = {
                  "after it",
                  6}
         .range(0, 600000),
+    params::Decl{"max_requests", params::Type::unsigned_integer, "0",
+                 "Most requests, the user's and the pml's own, that may exist at once (rounded "
+                 "up to a multiple of 64); past it a new send or receive returns "
+                 "out_of_resource and a large incoming active message is declined (its "
+                 "counters count it lost). 0: no limit",
+                 6},
     params::Decl{"control_refusal_grace", params::Type::unsigned_integer, "2000",
                  "Milliseconds a peer's transport may refuse our control messages (acks, fins, "
                  "one-sided replies) for good, with none going through, before that peer is "
@@ -155,6 +161,7 @@ void Engine::register_params() {
     settings_.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
     settings_.launcher_grace =
         std::chrono::milliseconds(reg.get("pml_base_launcher_grace").as_unsigned());
+    reqs_.set_limit(reg.get("pml_base_max_requests").as_unsigned());
     settings_.control_refusal_grace =
         std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
     out_ = log::Stream("pml", settings_.verbose);

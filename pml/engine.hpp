@@ -479,6 +479,7 @@ class Engine {
     void on_fin(const std::byte* b, std::size_t n) noexcept;
     void on_am(const std::byte* b, std::size_t n) noexcept;
     void on_am_rndv(const std::byte* b, std::size_t n) noexcept;
+    void decline_am_rndv(Peer* p, const wire::RndvHdr& h) noexcept;
     void on_am_done(const std::byte* b, std::size_t n) noexcept;
     void on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
     void on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept;

@@ -33,9 +33,15 @@ class FreeList {
         for (std::size_t b = 0; b < blocks_.size(); ++b)
             for (T& t : *blocks_[b]) f(&t);
     }
+    // At most about `objects` (rounded up to whole blocks) ever exist; past
+    // that get() returns null as when memory runs out.  0: no limit.
+    void set_limit(std::size_t objects) noexcept {
+        max_blocks_ = objects == 0 ? 0 : (objects + Block - 1) / Block;
+    }
 
   private:
     bool grow() noexcept {
+        if (max_blocks_ != 0 && blocks_.size() >= max_blocks_) return false;
         try {
             auto block = std::make_unique<std::array<T, Block>>();
             for (T& t : *block) put(&t);
@@ -47,6 +53,7 @@ class FreeList {
     }
     T* head_ = nullptr;
     std::vector<std::unique_ptr<std::array<T, Block>>> blocks_;
+    std::size_t max_blocks_ = 0;
 };
 
 // Doubly linked list threading through T::prev / T::next.

@@ -30,7 +30,8 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
         iovec v[2] = {{const_cast<std::byte*>(header.data()), header.size()},
                       {const_cast<void*>(data), len}};
         // Owed before it goes: over a loopback the answer comes back inside the send.
-        if (c.completion) owe_completion(p, c.completion);
+        if (c.completion && !owe_completion(p, c.completion)) [[unlikely]]
+            return Status::out_of_resource;
         Status s = send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
         if (!ok(s)) {
             if (c.completion) forget_owed(p, c.completion);
@@ -39,8 +40,13 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
         if (c.origin) c.origin->add(1);  // copied: the buffer is free again
         return Status::completed;
     }
+    if (c.completion && !owe_completion(p, c.completion)) [[unlikely]]
+        return Status::out_of_resource;
     Req* r = new_req(Req::Kind::send, nullptr);
-    if (!r) return Status::out_of_resource;
+    if (!r) {
+        if (c.completion) forget_owed(p, c.completion);
+        return Status::out_of_resource;
+    }
     r->internal = true;
     r->is_am = true;
     r->peer = p;
@@ -53,7 +59,6 @@ Status Engine::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> he
     std::destroy_at(&r->conv);
     std::construct_at(&r->conv, data, len);
     r->total = len;
-    if (c.completion) owe_completion(p, c.completion);
     Status s = start_send(r, true);
     return s == Status::completed ? Status::completed : Status::success;
 }
@@ -107,18 +112,20 @@ void Engine::answer_completion(Rank origin, std::uint64_t token, bool lost) noex
 // A completion the origin's counter waits for from `p`, so that it can be
 // written off if p fails.  A counter is usually shared by all messages to a
 // peer: the list stays short and grows (allocates) only for a new counter.
-void Engine::owe_completion(Peer* p, Counter* c) noexcept {
+// False when out of memory: the message is not sent, since a completion that
+// could not be written off would leave its counter waiting for good.
+bool Engine::owe_completion(Peer* p, Counter* c) noexcept {
     auto& owed = p->owed_completions;
     const auto it = owed_entry(owed, c);
     if (it != owed.end()) {
         ++it->second;
-        return;
+        return true;
     }
     try {
         p->owed_completions.emplace_back(c, 1);
+        return true;
     } catch (...) {
-        // Untracked: if p fails, this completion is not written off.
-        log::error("pml: out of memory tracking an active message's completion counter");
+        return false;
     }
 }
 

@@ -487,7 +487,7 @@ class Engine {
     void on_throttle(const std::byte* b, std::size_t n) noexcept;
     void am_finish(Req* r) noexcept;
     void answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept;
-    void owe_completion(Peer* p, Counter* c) noexcept;
+    bool owe_completion(Peer* p, Counter* c) noexcept;
     void write_off_completions(Peer* p) noexcept;
     void forget_owed(Peer* p, Counter* c) noexcept;
     bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;

@@ -90,11 +90,19 @@ TEST_F(RequestLimit, ALargeActiveMessageWithNoRequestLeftIsDeclined) {
     Request* one_more = nullptr;
     ASSERT_EQ(ctx.irecv(0, idle_tag, sink, sizeof sink, one_more), Status::out_of_resource)
         << "the limit does not hold";
+    // None free: a large active message is refused at once, and nothing
+    // waits for it.
+    std::vector<std::byte> data(am_size, std::byte{0x42});
+    Counter refused_completion;
+    EXPECT_EQ(
+        ctx.am_send(0, handler, {}, data.data(), data.size(), {nullptr, 0, &refused_completion}),
+        Status::out_of_resource);
+    ctx.progress();
+    EXPECT_EQ(refused_completion.value() + refused_completion.lost(), 0u);
     // One request free: the active message's send takes it.
     release(ctx, idle.back());
     idle.pop_back();
 
-    std::vector<std::byte> data(am_size, std::byte{0x42});
     Counter origin, target, completion;
     const AmCounters counters{&origin, ctx.counter_ref(target), &completion};
     const Status sent = ctx.am_send(0, handler, {}, data.data(), data.size(), counters);

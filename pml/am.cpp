@@ -81,10 +81,10 @@ void report_bad_handler(bool& warned, Rank src, std::uint32_t id) {
 }  // namespace
 
 void Engine::on_am(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::AmHdr)) return;
     wire::AmHdr h;
     std::memcpy(&h, b, sizeof h);
-    if (n < sizeof h + h.header_len) return;
+    if (n < sizeof h + h.header_len) [[unlikely]]
+        return malformed(wire::am, n, h.src);
     const std::byte* uhdr = b + sizeof h;
     const std::byte* data = uhdr + h.header_len;
     std::size_t len = n - sizeof h - h.header_len;
@@ -132,7 +132,8 @@ bool Engine::owe_completion(Peer* p, Counter* c) noexcept {
 void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
     wire::RndvHdr h;
     std::memcpy(&h, b, sizeof h);
-    if (n < sizeof h + h.handle_len + h.am_header_len) return;
+    if (n < sizeof h + h.handle_len + h.am_header_len) [[unlikely]]
+        return malformed(wire::rndv, n, h.m.src);
     const std::byte* handle = b + sizeof h;
     const std::byte* uhdr = handle + h.handle_len;
     Peer* p = peer(h.m.src);
@@ -201,9 +202,7 @@ void Engine::am_finish(Req* r) noexcept {
     if (r->am_completion_token) answer_completion(r->st().source, r->am_completion_token, false);
 }
 
-void Engine::on_am_done(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::AmDoneHdr)) [[unlikely]]
-        return;
+void Engine::on_am_done(const std::byte* b, std::size_t) noexcept {
     wire::AmDoneHdr a;
     std::memcpy(&a, b, sizeof a);
     settle_completion(peer(a.src), reinterpret_cast<Counter*>(a.token), a.lost);

@@ -93,7 +93,14 @@ struct Handlers {
             return;
         std::size_t n;
         const std::byte* b = view(e, d, n);
-        if (!b) return;
+        if (!b) [[unlikely]] {
+            e->drop_received(K, d, "out of memory gathering its segments");
+            return;
+        }
+        if (n < wire::header_size(K)) [[unlikely]] {
+            e->drop_received(K, d, "shorter than its header");
+            return;
+        }
         if constexpr (K == wire::match)
             e->on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv)
@@ -283,6 +290,21 @@ void Engine::complete_internal(Req* r) noexcept {
     else if (r->origin_counter)
         r->origin_counter->add(1);
     release(r);
+}
+
+void Engine::drop_received(wire::Kind k, const btl::ReceiveDescriptor& d,
+                           const char* why) noexcept {
+    // -1: a transport that does not say which endpoint a message came over.
+    const long long from = d.endpoint ? static_cast<long long>(d.endpoint->peer()) : -1;
+    log::error("pml: a {} message of {} bytes from rank {} was dropped: {}", wire::name(k),
+               btl::total_length(btl::segments_of(d)), from, why);
+}
+
+// A peer's message whose lengths do not add up: the sender is not a Transit
+// pml of this version, or memory was corrupted on the way.
+void Engine::malformed(wire::Kind k, std::size_t n, Rank from) noexcept {
+    log::error("pml: a malformed {} message of {} bytes from rank {} was dropped", wire::name(k), n,
+               from);
 }
 
 std::size_t Engine::ctrl_payload_limit(Peer* p) const noexcept {

@@ -351,6 +351,9 @@ class Engine {
     }
 
     // peer failures (failure.cpp)
+    // A received message that cannot be handled: logged, never silently lost.
+    void drop_received(wire::Kind k, const btl::ReceiveDescriptor& d, const char* why) noexcept;
+    void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;

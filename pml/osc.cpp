@@ -313,7 +313,6 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
 }
 
 void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::OscHdr)) return;
     wire::OscHdr h;
     std::memcpy(&h, b, sizeof h);
     Peer* p = send_peer(h.src);
@@ -347,7 +346,6 @@ void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
 }
 
 void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::OscReplyHdr)) return;
     wire::OscReplyHdr h;
     std::memcpy(&h, b, sizeof h);
     Peer* p = peer(h.src);
@@ -404,8 +402,7 @@ Status Engine::barrier() noexcept {
     return Status::success;
 }
 
-void Engine::on_barrier(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::BarrierHdr)) return;
+void Engine::on_barrier(const std::byte* b, std::size_t) noexcept {
     wire::BarrierHdr h;
     std::memcpy(&h, b, sizeof h);
     if (h.round < barrier_arrivals_[0].size()) ++barrier_arrivals_[h.epoch & 1][h.round];

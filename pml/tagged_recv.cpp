@@ -255,8 +255,7 @@ void Engine::check_throttle() noexcept {
     }
 }
 
-void Engine::on_throttle(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::ThrottleHdr)) return;
+void Engine::on_throttle(const std::byte* b, std::size_t) noexcept {
     wire::ThrottleHdr h;
     std::memcpy(&h, b, sizeof h);
     if (Peer* p = peer(h.src)) p->throttled = h.on != 0;
@@ -401,9 +400,7 @@ bool Engine::offer_split(Req* r, std::size_t handle_len) noexcept {
     return true;
 }
 
-void Engine::on_split_fin(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::SplitFinHdr)) [[unlikely]]
-        return;
+void Engine::on_split_fin(const std::byte* b, std::size_t) noexcept {
     wire::SplitFinHdr f;
     std::memcpy(&f, b, sizeof f);
     auto* r = reinterpret_cast<Req*>(f.rreq);
@@ -497,7 +494,6 @@ void Engine::finish_get(Req* r) noexcept {
 }
 
 void Engine::on_frag(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::FragHdr)) return;
     wire::FragHdr f;
     std::memcpy(&f, b, sizeof f);
     auto* r = reinterpret_cast<Req*>(f.rreq);
@@ -507,9 +503,7 @@ void Engine::on_frag(const std::byte* b, std::size_t n) noexcept {
 
 // The sender gave up part way: the fragments it did send may still be on their
 // way (another module), so the receive completes, failed, once they are in.
-void Engine::on_frag_abort(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::FragAbortHdr)) [[unlikely]]
-        return;
+void Engine::on_frag_abort(const std::byte* b, std::size_t) noexcept {
     wire::FragAbortHdr h;
     std::memcpy(&h, b, sizeof h);
     auto* r = reinterpret_cast<Req*>(h.rreq);
@@ -522,15 +516,14 @@ void Engine::on_frag_abort(const std::byte* b, std::size_t n) noexcept {
 }
 
 void Engine::on_rndv(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::RndvHdr)) [[unlikely]]
-        return;
     wire::RndvHdr h;
     std::memcpy(&h, b, sizeof h);
     if (h.kind == wire::kind_am) {
         on_am_rndv(b, n);  // an active message too large to go eagerly
         return;
     }
-    if (n < sizeof h + h.handle_len) return;
+    if (n < sizeof h + h.handle_len) [[unlikely]]
+        return malformed(wire::rndv, n, h.m.src);
     on_match(b, n, wire::tag(wire::rndv));
 }
 

@@ -260,8 +260,7 @@ void Engine::end_frags(Req* r) noexcept {
     complete(r);
 }
 
-void Engine::on_ack(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::AckHdr)) return;
+void Engine::on_ack(const std::byte* b, std::size_t) noexcept {
     wire::AckHdr a;
     std::memcpy(&a, b, sizeof a);
     auto* r = reinterpret_cast<Req*>(a.sreq);
@@ -277,8 +276,7 @@ void Engine::on_ack(const std::byte* b, std::size_t n) noexcept {
     if (r->issuing || !pump_frags(r)) enqueue_send(r);
 }
 
-void Engine::on_fin(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::FinHdr)) return;
+void Engine::on_fin(const std::byte* b, std::size_t) noexcept {
     wire::FinHdr f;
     std::memcpy(&f, b, sizeof f);
     auto* r = reinterpret_cast<Req*>(f.sreq);
@@ -291,13 +289,11 @@ void Engine::on_fin(const std::byte* b, std::size_t n) noexcept {
 
 // The receiver asks us to put the tail of the message while it gets the head.
 void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
-    if (n < sizeof(wire::SplitHdr)) [[unlikely]]
-        return;
     wire::SplitHdr h;
     std::memcpy(&h, b, sizeof h);
     auto* r = reinterpret_cast<Req*>(h.sreq);
     if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size()) [[unlikely]]
-        return;
+        return malformed(wire::split, n, r->peer->rank);
     // remote_addr still names our own buffer, as the rendezvous header sent it.
     r->buf = reinterpret_cast<void*>(r->remote_addr);
     r->remote_addr = h.addr;

@@ -4,7 +4,9 @@
 // homogeneous cluster).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 
 #include "transit/btl/am_table.hpp"
 
@@ -165,5 +167,73 @@ struct ThrottleHdr {
 };
 
 inline constexpr std::uint8_t cswap_op = 0xff;
+
+// The fixed header every message of a kind starts with: anything shorter is
+// malformed and dropped (with a log) before its handler runs.
+constexpr std::size_t header_size(Kind k) noexcept {
+    switch (k) {
+        case match:
+            return sizeof(MatchHdr);
+        case rndv:
+            return sizeof(RndvHdr);
+        case ack:
+            return sizeof(AckHdr);
+        case frag:
+            return sizeof(FragHdr);
+        case fin:
+            return sizeof(FinHdr);
+        case am:
+            return sizeof(AmHdr);
+        case am_done:
+            return sizeof(AmDoneHdr);
+        case osc_put:
+        case osc_get:
+        case osc_atomic:
+            return sizeof(OscHdr);
+        case osc_ack:
+        case osc_get_reply:
+        case osc_atomic_reply:
+            return sizeof(OscReplyHdr);
+        case barrier:
+            return sizeof(BarrierHdr);
+        case throttle:
+            return sizeof(ThrottleHdr);
+        case split:
+            return sizeof(SplitHdr);
+        case split_fin:
+            return sizeof(SplitFinHdr);
+        case frag_abort:
+            return sizeof(FragAbortHdr);
+        case lost:
+            return sizeof(LostHdr);
+        case kind_count:
+            break;
+    }
+    return 0;
+}
+
+constexpr const char* name(Kind k) noexcept {
+    constexpr const char* names[] = {"match",
+                                     "rndv",
+                                     "ack",
+                                     "frag",
+                                     "fin",
+                                     "am",
+                                     "am_done",
+                                     "osc_put",
+                                     "osc_ack",
+                                     "osc_get",
+                                     "osc_get_reply",
+                                     "osc_atomic",
+                                     "osc_atomic_reply",
+                                     "barrier",
+                                     "throttle",
+                                     "split",
+                                     "split_fin",
+                                     "frag_abort",
+                                     "lost"};
+    static_assert(std::size(names) == kind_count);
+    return k < kind_count ? names[k] : "unknown";
+}
 
 }  // namespace transit::pml::wire

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "pml/wire.hpp"
+#include "tests/pml/stderr_capture.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
 
@@ -32,6 +33,7 @@ namespace {
 
 using namespace transit;
 using namespace std::chrono_literals;
+using transit::test::StderrCapture;
 
 // Long enough for a loaded machine; a send that waits for good fails here
 // instead of hanging the test.
@@ -53,47 +55,6 @@ struct FaultPlan {
 void set_param(const char* name, const std::string& value) {
     params::registry().set(name, value, params::Source{params::Origin::api, "", 0});
 }
-
-// Everything written to fd 2 while it lives goes to a temporary file; text()
-// restores stderr, echoes what was captured (so ctest's log still has it) and
-// returns it.  The fixture's accounting is written there when the Context
-// closes.
-class StderrCapture {
-  public:
-    StderrCapture() : file_(std::tmpfile()), saved_(::dup(STDERR_FILENO)) {
-        if (file_ && saved_ >= 0) ::dup2(::fileno(file_.get()), STDERR_FILENO);
-    }
-    StderrCapture(const StderrCapture&) = delete;
-    StderrCapture& operator=(const StderrCapture&) = delete;
-    ~StderrCapture() { restore(); }
-
-    std::string text() {
-        restore();
-        std::string out;
-        if (!file_) return out;
-        std::rewind(file_.get());
-        char buf[4096];
-        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, file_.get())) > 0;)
-            out.append(buf, n);
-        std::fputs(out.c_str(), stderr);
-        return out;
-    }
-
-  private:
-    void restore() {
-        if (saved_ < 0) return;
-        std::fflush(stderr);
-        ::dup2(saved_, STDERR_FILENO);
-        ::close(saved_);
-        saved_ = -1;
-    }
-
-    struct Close {
-        void operator()(std::FILE* f) const { std::fclose(f); }
-    };
-    std::unique_ptr<std::FILE, Close> file_;
-    int saved_;
-};
 
 struct Accounting {
     bool found = false;

@@ -68,6 +68,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
         readers_.emplace_back(segment_.data() + layout_.fbox_offset + i * layout_.fbox_stride,
                               layout_.fbox_size);
     endpoints_.resize(layout_.local_size);
+    retired_.resize(layout_.local_size);
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
 
@@ -118,6 +119,7 @@ Status VaderModule::finalize() {
     header_->departed.store(1, std::memory_order_release);
     stop_progress();
     for (auto& ep : endpoints_) ep.reset();
+    for (auto& ep : retired_) ep.reset();
     active_.clear();
     segment_.unlink();
     return Status::success;
@@ -126,6 +128,7 @@ Status VaderModule::finalize() {
 // --- peers --------------------------------------------------------------------
 
 VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
+    if (retired_[local_index]) return revive(local_index);
     std::vector<std::byte> blob;
     if (Status s = runtime_.modex_recv(peer, modex_key, blob); s != Status::success) {
         out_.verbose(10, "peer {}: no vader address ({})", peer, to_string(s));
@@ -233,11 +236,22 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         for (Frag& f : frags_)
             if (f.in_flight && f.endpoint == ep) complete(&f, Status::cancelled);
         std::erase(active_, ep->local_index);
-        endpoints_[ep->local_index].reset();
+        retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
     }
     rebuild_pollfds();
     if (active_.empty()) stop_progress();
     return Status::success;
+}
+
+// A deleted peer added again (or sending to us again): its old mapping and
+// fast-box position, not a new mapping (its segment may have lost its name).
+VaderEndpoint* VaderModule::revive(std::uint32_t local_index) {
+    VaderEndpoint* ep = retired_[local_index].get();
+    out_.verbose(10, "peer {} (local {}): added again", ep->peer(), local_index);
+    endpoints_[local_index] = std::move(retired_[local_index]);
+    active_.push_back(local_index);
+    rebuild_pollfds();
+    return ep;
 }
 
 VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {

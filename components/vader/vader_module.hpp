@@ -123,6 +123,7 @@ class VaderModule final : public btl::Module {
     static int check_peers_cb(void* self) noexcept;
 
     VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
+    VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void start_progress();
     void stop_progress();
@@ -167,8 +168,12 @@ class VaderModule final : public btl::Module {
     std::uint64_t fifo_head_ = 0;
     std::vector<FastboxReader> readers_;                     // by sender's local index
     std::vector<std::unique_ptr<VaderEndpoint>> endpoints_;  // by local index
-    std::vector<std::uint32_t> active_;                      // local indexes with an endpoint
-    std::vector<bool> counted_;  // peers whose segment we counted as mapped
+    // Deleted peers' endpoints, by local index, kept mapped and revived if the
+    // peer is added again: its segment loses its name once every local peer
+    // mapped it, and our fast-box position in it must carry on where it was.
+    std::vector<std::unique_ptr<VaderEndpoint>> retired_;
+    std::vector<std::uint32_t> active_;  // local indexes with an endpoint
+    std::vector<bool> counted_;          // peers whose segment we counted as mapped
     std::vector<Frag> frags_;
     std::vector<Frag*> free_frags_;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;

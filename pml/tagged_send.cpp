@@ -292,8 +292,14 @@ void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
     wire::SplitHdr h;
     std::memcpy(&h, b, sizeof h);
     auto* r = reinterpret_cast<Req*>(h.sreq);
-    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size()) [[unlikely]]
-        return malformed(wire::split, n, r->peer->rank);
+    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size()) [[unlikely]] {
+        // Nothing to put with: the receiver is told our half failed (split_fin)
+        // and still sends its fin, so neither side waits for good.
+        malformed(wire::split, n, r->peer->rank);
+        r->remote_req = h.rreq;
+        r->st().status = Status::protocol_error;
+        return finish_puts(r);
+    }
     // remote_addr still names our own buffer, as the rendezvous header sent it.
     r->buf = reinterpret_cast<void*>(r->remote_addr);
     r->remote_addr = h.addr;

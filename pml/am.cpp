@@ -137,7 +137,8 @@ void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
     const std::byte* handle = b + sizeof h;
     const std::byte* uhdr = handle + h.handle_len;
     Peer* p = peer(h.m.src);
-    if (!p) return;
+    if (!p) [[unlikely]]
+        return malformed(wire::rndv, n, h.m.src);  // a sender outside the job
     // Before the header handler: a message declined here never reaches it.
     Req* r = new_req(Req::Kind::recv, nullptr);
     if (!r) [[unlikely]] {

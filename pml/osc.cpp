@@ -316,7 +316,14 @@ void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
     wire::OscHdr h;
     std::memcpy(&h, b, sizeof h);
     Peer* p = send_peer(h.src);
-    if (!p) return;
+    if (!p) [[unlikely]] {
+        if (h.src >= size_) return malformed(k, n, h.src);  // a sender outside the job
+        log::error(
+            "pml: a one-sided request from rank {} cannot be answered: no transport "
+            "reaches it",
+            h.src);
+        return;
+    }
     const bool valid = address_registered(h.addr, h.len);
     if (!valid)
         log::error(

@@ -104,4 +104,27 @@ TEST_F(MalformedFrames, LengthsPastTheEndAreDroppedWithALog) {
     a_message_still_goes_through(ctx);
 }
 
+// A sender rank outside the job (a job of one here).
+TEST_F(MalformedFrames, ASenderOutsideTheJobIsDroppedWithALog) {
+    Context ctx = init();
+    wire::RndvHdr rndv{};
+    rndv.m.src = 5;
+    rndv.kind = wire::kind_am;
+    std::vector<std::byte> bytes(sizeof rndv);
+    std::memcpy(bytes.data(), &rndv, sizeof rndv);
+    EXPECT_NE(deliver(wire::rndv, bytes)
+                  .find("pml: a malformed rndv message of 64 bytes from rank 5 was dropped"),
+              std::string::npos);
+
+    wire::OscHdr osc{};
+    osc.src = 5;
+    bytes.assign(sizeof osc, std::byte{0});
+    std::memcpy(bytes.data(), &osc, sizeof osc);
+    EXPECT_NE(deliver(wire::osc_get, bytes)
+                  .find("pml: a malformed osc_get message of " + std::to_string(sizeof osc) +
+                        " bytes from rank 5 was dropped"),
+              std::string::npos);
+    a_message_still_goes_through(ctx);
+}
+
 }  // namespace

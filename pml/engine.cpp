@@ -292,19 +292,33 @@ void Engine::complete_internal(Req* r) noexcept {
     release(r);
 }
 
+// The first few drops of each kind are logged, the last of them saying so: a
+// peer sending garbage must not flood the log.
+constexpr std::uint32_t drops_logged = 10;
+
+bool Engine::log_drop(wire::Kind k) noexcept {
+    return ++drops_[k] <= drops_logged;
+}
+
+const char* Engine::drop_note(wire::Kind k) const noexcept {
+    return drops_[k] == drops_logged ? " (further drops of this kind are not logged)" : "";
+}
+
 void Engine::drop_received(wire::Kind k, const btl::ReceiveDescriptor& d,
                            const char* why) noexcept {
+    if (!log_drop(k)) return;
     // -1: a transport that does not say which endpoint a message came over.
     const long long from = d.endpoint ? static_cast<long long>(d.endpoint->peer()) : -1;
-    log::error("pml: a {} message of {} bytes from rank {} was dropped: {}", wire::name(k),
-               btl::total_length(btl::segments_of(d)), from, why);
+    log::error("pml: a message of kind {} ({} bytes) from rank {} was dropped: {}{}", wire::name(k),
+               btl::total_length(btl::segments_of(d)), from, why, drop_note(k));
 }
 
 // A peer's message whose lengths do not add up: the sender is not a Transit
 // pml of this version, or memory was corrupted on the way.
 void Engine::malformed(wire::Kind k, std::size_t n, Rank from) noexcept {
-    log::error("pml: a malformed {} message of {} bytes from rank {} was dropped", wire::name(k), n,
-               from);
+    if (!log_drop(k)) return;
+    log::error("pml: a malformed message of kind {} ({} bytes) from rank {} was dropped{}",
+               wire::name(k), n, from, drop_note(k));
 }
 
 std::size_t Engine::ctrl_payload_limit(Peer* p) const noexcept {

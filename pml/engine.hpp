@@ -354,6 +354,8 @@ class Engine {
     // A received message that cannot be handled: logged, never silently lost.
     void drop_received(wire::Kind k, const btl::ReceiveDescriptor& d, const char* why) noexcept;
     void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
+    bool log_drop(wire::Kind k) noexcept;
+    const char* drop_note(wire::Kind k) const noexcept;
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;
@@ -547,6 +549,7 @@ class Engine {
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     bool warned_bad_am_ = false;
+    std::array<std::uint32_t, wire::kind_count> drops_{};  // received messages dropped, by kind
     void start_progress_thread();
     void stop_progress_thread() noexcept;
     bool threaded_ = false;

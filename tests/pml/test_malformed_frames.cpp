@@ -69,9 +69,9 @@ TEST_F(MalformedFrames, EveryKindShorterThanItsHeaderIsDroppedWithALog) {
         SCOPED_TRACE(wire::name(k));
         const std::size_t n = wire::header_size(k) - 1;
         const std::string log = deliver(k, std::vector<std::byte>(n));
-        const std::string expected = "pml: a " + std::string(wire::name(k)) + " message of " +
+        const std::string expected = "pml: a message of kind " + std::string(wire::name(k)) + " (" +
                                      std::to_string(n) +
-                                     " bytes from rank -1 was dropped: shorter than its header";
+                                     " bytes) from rank -1 was dropped: shorter than its header";
         EXPECT_NE(log.find(expected), std::string::npos) << "logged: " << log;
     }
     a_message_still_goes_through(ctx);
@@ -86,8 +86,8 @@ TEST_F(MalformedFrames, LengthsPastTheEndAreDroppedWithALog) {
     std::vector<std::byte> bytes(sizeof am);
     std::memcpy(bytes.data(), &am, sizeof am);
     EXPECT_NE(deliver(wire::am, bytes)
-                  .find("pml: a malformed am message of " + std::to_string(sizeof am) +
-                        " bytes from rank 0 was dropped"),
+                  .find("pml: a malformed message of kind am (" + std::to_string(sizeof am) +
+                        " bytes) from rank 0 was dropped"),
               std::string::npos);
 
     for (std::uint8_t kind : {wire::kind_tagged, wire::kind_am}) {
@@ -96,11 +96,35 @@ TEST_F(MalformedFrames, LengthsPastTheEndAreDroppedWithALog) {
         rndv.handle_len = 200;
         bytes.assign(sizeof rndv, std::byte{0});
         std::memcpy(bytes.data(), &rndv, sizeof rndv);
-        EXPECT_NE(deliver(wire::rndv, bytes)
-                      .find("pml: a malformed rndv message of 64 bytes from rank 0 was dropped"),
-                  std::string::npos)
+        EXPECT_NE(
+            deliver(wire::rndv, bytes)
+                .find("pml: a malformed message of kind rndv (64 bytes) from rank 0 was dropped"),
+            std::string::npos)
             << "rendezvous kind " << int{kind};
     }
+    a_message_still_goes_through(ctx);
+}
+
+// A peer sending garbage does not flood the log: the first ten drops of a
+// kind are logged, the tenth saying the rest are not.
+TEST_F(MalformedFrames, OnlyTheFirstTenDropsOfAKindAreLogged) {
+    Context ctx = init();
+    std::string log;
+    for (int i = 0; i < 25; ++i) log += deliver(wire::ack, std::vector<std::byte>(3));
+    std::size_t lines = 0;
+    for (std::size_t at = 0;
+         (at = log.find("pml: a message of kind ack (3 bytes)", at)) != std::string::npos; ++at)
+        ++lines;
+    EXPECT_EQ(lines, 10u) << log;
+    const std::string last =
+        "pml: a message of kind ack (3 bytes) from rank -1 was dropped: shorter than its header "
+        "(further drops of this kind are not logged)";
+    EXPECT_EQ(log.find(last), log.rfind("pml: a message of kind ack (3 bytes)"))
+        << "the tenth, and only it, says the rest are not logged";
+    // Another kind still has its own ten.
+    EXPECT_NE(
+        deliver(wire::fin, std::vector<std::byte>(3)).find("pml: a message of kind fin (3 bytes)"),
+        std::string::npos);
     a_message_still_goes_through(ctx);
 }
 
@@ -113,7 +137,7 @@ TEST_F(MalformedFrames, ASenderOutsideTheJobIsDroppedWithALog) {
     std::vector<std::byte> bytes(sizeof rndv);
     std::memcpy(bytes.data(), &rndv, sizeof rndv);
     EXPECT_NE(deliver(wire::rndv, bytes)
-                  .find("pml: a malformed rndv message of 64 bytes from rank 5 was dropped"),
+                  .find("pml: a malformed message of kind rndv (64 bytes) from rank 5 was dropped"),
               std::string::npos);
 
     wire::OscHdr osc{};
@@ -121,8 +145,8 @@ TEST_F(MalformedFrames, ASenderOutsideTheJobIsDroppedWithALog) {
     bytes.assign(sizeof osc, std::byte{0});
     std::memcpy(bytes.data(), &osc, sizeof osc);
     EXPECT_NE(deliver(wire::osc_get, bytes)
-                  .find("pml: a malformed osc_get message of " + std::to_string(sizeof osc) +
-                        " bytes from rank 5 was dropped"),
+                  .find("pml: a malformed message of kind osc_get (" + std::to_string(sizeof osc) +
+                        " bytes) from rank 5 was dropped"),
               std::string::npos);
     a_message_still_goes_through(ctx);
 }

@@ -296,6 +296,7 @@ class UctModule final : public btl::Module {
                          btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                          void* cbcontext, void* cbdata) noexcept;
     void release_op(RdmaOp* op) noexcept;
+    void set_cma_progress(bool on) noexcept;
     Status in_flight() noexcept;
     Status complete_after_flush(RdmaOp* op) noexcept;
     static uct_ep_h native_ep(const RdmaOp* op) noexcept;
@@ -333,6 +334,7 @@ class UctModule final : public btl::Module {
     // here, or the module's own; rdma_md_/rdma_iface_ point at whichever.
     std::unique_ptr<uct_md, MdDeleter> cma_md_;
     std::unique_ptr<uct_iface, IfaceDeleter> cma_iface_;
+    bool cma_progress_ = false;  // cma's progress is on the worker (operations in flight)
     uct_md_h rdma_md_ = nullptr;
     uct_iface_h rdma_iface_ = nullptr;
     uct_component_h rdma_component_ = nullptr;

@@ -148,7 +148,7 @@ void UctModule::complete_op(RdmaOp* op) noexcept {
     // Copied out first: the callback may start another operation.
     const RdmaOp done = *op;
     release_op(op);
-    --ops_pending_;
+    if (--ops_pending_ == 0) set_cma_progress(false);
     if (done.cbfunc != nullptr)
         done.cbfunc(this, done.endpoint, done.local_address, done.local_handle, done.cbcontext,
                     done.cbdata, ok(done.status) ? Status::success : done.status);

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "pml/wire.hpp"
-#include "tests/pml/stderr_capture.hpp"
+#include "tests/pml/single_process.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
@@ -51,12 +51,7 @@ void a_message_still_goes_through(Context& ctx) {
 class MalformedFrames : public ::testing::Test {
   protected:
     static void SetUpTestSuite() {
-        // ctest may run under a launcher: this process must be a job of one.
-        std::vector<std::string> names;
-        for (char** e = environ; *e; ++e)
-            if (std::strncmp(*e, "PMIX_", 5) == 0)
-                names.emplace_back(*e, std::strchr(*e, '=') - *e);
-        for (const std::string& n : names) ::unsetenv(n.c_str());
+        transit::test::become_job_of_one();
         params::registry().set("btl", "self", params::Source{params::Origin::api, "", 0});
     }
 };

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "pml/wire.hpp"
-#include "tests/pml/stderr_capture.hpp"
+#include "tests/pml/single_process.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
 
@@ -91,12 +91,7 @@ class RefusedDescriptors : public ::testing::Test {
         // Run by hand, the default transports would run the cases: say why they fail.
         ASSERT_STREQ(std::getenv("TRANSIT_MCA_btl"), "faulty")
             << "run by ctest, which selects the faulty fixture btl and names its folder";
-        // ctest may run under a launcher: this process must be a job of one.
-        std::vector<std::string> names;
-        for (char** e = environ; *e; ++e)
-            if (std::strncmp(*e, "PMIX_", 5) == 0)
-                names.emplace_back(*e, std::strchr(*e, '=') - *e);
-        for (const std::string& n : names) ::unsetenv(n.c_str());
+        transit::test::become_job_of_one();
     }
 
     // Opens a Context whose faulty module refuses as `plan` says, runs body,

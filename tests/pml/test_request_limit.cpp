@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/pml/single_process.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
 
@@ -65,12 +66,7 @@ void release(Context& ctx, Request*& r) {
 class RequestLimit : public ::testing::Test {
   protected:
     void SetUp() override {
-        // ctest may run under a launcher: this process must be a job of one.
-        std::vector<std::string> names;
-        for (char** e = environ; *e; ++e)
-            if (std::strncmp(*e, "PMIX_", 5) == 0)
-                names.emplace_back(*e, std::strchr(*e, '=') - *e);
-        for (const std::string& n : names) ::unsetenv(n.c_str());
+        transit::test::become_job_of_one();
         const params::Source api{params::Origin::api, "", 0};
         params::registry().set("btl", "self", api);
         params::registry().set("pml_base_max_requests", std::to_string(limit), api);

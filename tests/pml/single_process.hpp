@@ -1,14 +1,27 @@
-// StderrCapture: what a test's code writes to stderr (the log), captured so
-// the test can assert what was said.
+// Helpers of the pml tests that run as one process (a job of one, no
+// launcher): leaving a launcher's job, and capturing the log to assert what
+// was said.
 #pragma once
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace transit::test {
+
+// ctest may run under a launcher: its PMIx variables would make this process
+// a rank of that job.  Call before opening a Context.
+inline void become_job_of_one() {
+    std::vector<std::string> names;
+    for (char** e = environ; *e; ++e)
+        if (std::strncmp(*e, "PMIX_", 5) == 0) names.emplace_back(*e, std::strchr(*e, '=') - *e);
+    for (const std::string& n : names) ::unsetenv(n.c_str());
+}
 
 // Everything written to fd 2 while it lives goes to a temporary file; text()
 // restores stderr, echoes what was captured (so ctest's log still has it) and

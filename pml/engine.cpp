@@ -204,6 +204,7 @@ void Engine::setup() {
 
 Engine::~Engine() {
     shutdown();
+    report_drops();
     if (launcher_watch_) progress_.remove(launcher_watch_);
     for (RegionImpl* r : regions_) {
         std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
@@ -302,6 +303,15 @@ bool Engine::log_drop(wire::Kind k) noexcept {
 
 const char* Engine::drop_note(wire::Kind k) const noexcept {
     return drops_[k] == drops_logged ? " (further drops of this kind are not logged)" : "";
+}
+
+// At the end, the drops that went unlogged are counted (after the barrier:
+// a late one is in the count too).
+void Engine::report_drops() const noexcept {
+    for (int k = 0; k < wire::kind_count; ++k)
+        if (drops_[k] > drops_logged)
+            log::error("pml: {} messages of kind {} were dropped in all ({} not logged)", drops_[k],
+                       wire::name(static_cast<wire::Kind>(k)), drops_[k] - drops_logged);
 }
 
 void Engine::drop_received(wire::Kind k, const btl::ReceiveDescriptor& d,

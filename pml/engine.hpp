@@ -356,6 +356,7 @@ class Engine {
     void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
     bool log_drop(wire::Kind k) noexcept;
     const char* drop_note(wire::Kind k) const noexcept;
+    void report_drops() const noexcept;
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;

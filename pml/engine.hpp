@@ -350,13 +350,15 @@ class Engine {
                        !pending_sends_.empty() || !pending_gets_.empty() || failures_to_handle_;
     }
 
-    // peer failures (failure.cpp)
-    // A received message that cannot be handled: logged, never silently lost.
+    // A received message that cannot be handled: logged, never silently lost
+    // (engine.cpp).
     void drop_received(wire::Kind k, const btl::ReceiveDescriptor& d, const char* why) noexcept;
     void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
     bool log_drop(wire::Kind k) noexcept;
     const char* drop_note(wire::Kind k) const noexcept;
     void report_drops() const noexcept;
+
+    // peer failures (failure.cpp)
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
                              void* cbdata) noexcept;
     void mark_failed(Rank r, const char* info) noexcept;

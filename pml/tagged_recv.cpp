@@ -165,11 +165,9 @@ void Engine::deliver_unexpected(Peer* p, const std::byte* bytes, std::size_t len
     store_unexpected(p, bytes, len, tag, h.tag, h.seq, total);
 }
 
+// Every caller passes at least a MatchHdr (Handlers::recv checks each kind's
+// header; held messages were checked when they arrived).
 void Engine::on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
-    if (len < sizeof(wire::MatchHdr)) [[unlikely]] {
-        log::error("pml: short message ({} bytes) on tag {:#x}", len, tag);
-        return;
-    }
     wire::MatchHdr h;
     std::memcpy(&h, bytes, sizeof h);
     Peer* p = peer(h.src);

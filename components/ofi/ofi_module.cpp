@@ -136,13 +136,7 @@ void OfiModule::open_objects(const fi_info& info) {
     av_attr.count = runtime_.size();
     if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr); rc != 0)
         fail("fi_av_open", rc);
-    if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
-        fail("fi_endpoint", rc);
-    if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0)
-        fail("binding the address vector", rc);
-    if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
-        fail("binding the completion queue", rc);
-    if (int rc = fi_enable(ep_.get()); rc != 0) fail("fi_enable", rc);
+    open_endpoint();
     std::size_t len = 256;
     address_.resize(len);
     int rc = fi_getname(&ep_->fid, address_.data(), &len);
@@ -153,6 +147,30 @@ void OfiModule::open_objects(const fi_info& info) {
     if (rc != 0) fail("fi_getname", rc);
     address_.resize(len);
     rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size);
+}
+
+// shm names its region after the process id (and an endpoint count).  A
+// region left by a killed process whose pid has come round to us looks owned
+// by a live process (us): shm removes it and fails fi_enable with EBUSY.  The
+// next endpoint gets the next name, so trying again is enough.
+void OfiModule::open_endpoint() {
+    constexpr int attempts = 4;
+    for (int attempt = 1;; ++attempt) {
+        if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
+            fail("fi_endpoint", rc);
+        if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0)
+            fail("binding the address vector", rc);
+        if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
+            fail("binding the completion queue", rc);
+        const int rc = fi_enable(ep_.get());
+        if (rc == 0) return;
+        if (rc != -FI_EBUSY || attempt == attempts) fail("fi_enable", rc);
+        out_.verbose(1,
+                     "{}: fi_enable found its name in use (a dead process's region?); "
+                     "opening another endpoint",
+                     provider_);
+        ep_.reset();
+    }
 }
 
 void OfiModule::query_atomics() {

@@ -130,6 +130,7 @@ class OfiModule final : public btl::Module {
     };
 
     void open_objects(const fi_info& info);
+    void open_endpoint();
     void setup_buffers();
     void query_atomics();
     void choose_attributes(const fi_info& info);

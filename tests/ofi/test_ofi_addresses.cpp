@@ -4,11 +4,15 @@
 // fi_addr_t, and rank 0's messages went to rank 1 itself).  The job of two is
 // a runtime whose modex is a map this test fills; the closed endpoint is a
 // forked child's, as it was another process's in the real job.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -112,6 +116,88 @@ std::vector<std::byte> closed_endpoint_address() {
     ::waitpid(child, &status, 0);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
     return address;
+}
+
+// A child that opens ofi's shm module, writes whether it has one (and the
+// framework's reason when not) to `out`, and then ends as `ending` says.
+enum class Ending { normally, killed };
+
+[[noreturn]] void open_shm_and_report(int out, Ending ending) {
+    TwoRankRuntime runtime;
+    bool written = false;
+    {
+        Opened opened(runtime);
+        std::string report = opened.shm != nullptr ? "opened" : "declined";
+        if (opened.shm == nullptr)
+            for (const mca::ComponentRecord& r : opened.fw->records())
+                if (r.name == "ofi") report += ": " + r.reason;
+        written = ::write(out, report.data(), report.size()) == ssize_t(report.size());
+        ::close(out);
+        if (ending == Ending::killed) ::kill(::getpid(), SIGKILL);
+    }  // closes the endpoint, which removes its region
+    ::_exit(written ? 0 : 1);
+}
+
+struct ChildReport {
+    pid_t pid = -1;
+    std::string text;
+};
+
+// Forks a child running open_shm_and_report and waits for it.  With `want_pid`
+// the child is forked through ns_last_pid to get that process id (a reused
+// pid, as a long job sees them); pid stays -1 when that failed.
+ChildReport run_child(Ending ending, pid_t want_pid = 0) {
+    ChildReport r;
+    for (int attempt = 0; attempt < 50 && r.pid < 0; ++attempt) {
+        int fds[2];
+        if (::pipe(fds) != 0) return r;
+        if (want_pid > 0) {
+            std::FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
+            if (f == nullptr) return r;  // not root, or /proc/sys read-only
+            std::fprintf(f, "%d", want_pid - 1);
+            if (std::fclose(f) != 0) return r;
+        }
+        const pid_t child = ::fork();
+        if (child == 0) {
+            ::close(fds[0]);
+            if (want_pid > 0 && ::getpid() != want_pid) ::_exit(3);  // another fork won the pid
+            open_shm_and_report(fds[1], ending);
+        }
+        ::close(fds[1]);
+        char buf[512];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.text.append(buf, n);
+        ::close(fds[0]);
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 3) continue;
+        r.pid = child;
+    }
+    return r;
+}
+
+bool shm_region_exists(pid_t pid) {
+    return std::filesystem::exists(fmt::format("/dev/shm/{}:{}:0", pid, ::getuid()));
+}
+
+// A process killed with its shm endpoint open leaves its region in /dev/shm;
+// libfabric overwrites a dead process's region, but when the pid has come
+// round to a new process, shm finds the region's owner "alive" (itself) and
+// fi_enable fails with EBUSY.  A long job (or a test suite) starts enough
+// processes for pids to wrap: that process then lost shm altogether.
+TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
+    const ChildReport killed = run_child(Ending::killed);
+    if (killed.text != "opened") GTEST_SKIP() << "no shm module here: " << killed.text;
+    ASSERT_TRUE(shm_region_exists(killed.pid))
+        << "the killed child (pid " << killed.pid << ") left no region behind";
+    const ChildReport reborn = run_child(Ending::normally, killed.pid);
+    if (reborn.pid < 0) {
+        std::filesystem::remove(fmt::format("/dev/shm/{}:{}:0", killed.pid, ::getuid()));
+        GTEST_SKIP() << "could not start a process with pid " << killed.pid
+                     << " (needs root and a writable ns_last_pid)";
+    }
+    EXPECT_EQ(reborn.text, "opened") << "a process with the pid of a killed one lost shm";
+    EXPECT_FALSE(shm_region_exists(killed.pid))
+        << "the stale region of pid " << killed.pid << " was left in /dev/shm";
 }
 
 TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {

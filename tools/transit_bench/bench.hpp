@@ -1,13 +1,21 @@
 // transit_bench: OSU-style benchmarks over the pml, or over one raw btl.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
 namespace transit::bench {
+
+// How a latency test sums up its round trips (see round_trip_us).
+enum class LatencyStat { block, median, mean };
 
 struct Options {
     std::string test;
@@ -20,6 +28,7 @@ struct Options {
     int trials = 0;  // streaming tests: 0 = 3 timed trials, or 1 with --iterations
     bool csv = false;
     bool mem_alloc = false;  // message buffers from Context::mem_alloc, not the heap
+    LatencyStat stat = LatencyStat::block;
 };
 
 // One row of output.
@@ -43,23 +52,58 @@ double trial_seconds(const Options& o);
 // The median of the values (sorts them).
 double median(std::vector<double>& v);
 
-// Microseconds per round trip: round_trip() timed in blocks of
-// latency_block(size) after `warm` untimed ones, the median of the blocks'
-// means (the statistic of ../shared/bench's mpi_pingpong: a descheduled block
-// moves the mean, not the median).
+// Cycles of a cheap counter: timing every round trip with steady_clock would
+// add its own cost to each (~40 ns a read on a VM, against ~10 for rdtsc: a
+// fifth of a shared-memory half round trip).  ucx_perftest times with rdtsc too.
+inline std::uint64_t cycles() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+
+// Microseconds per round trip after `warm` untimed ones, by o.stat:
+//  block   round_trip() timed in blocks of latency_block(size), the median of
+//          the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
+//          a descheduled block moves the mean, not the median);
+//  median  every round trip timed, their median (ucx_perftest's 50.0%ile);
+//  mean    all of them timed together (fi_pingpong's usec/xfer, osu_latency).
 template <typename RoundTrip>
-double median_round_trip_us(std::size_t size, int iters, int warm, RoundTrip&& round_trip) {
+double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
+                     RoundTrip&& round_trip) {
     using clock = std::chrono::steady_clock;
+    for (int i = 0; i < warm; ++i) round_trip();
+    if (o.stat == LatencyStat::mean) {
+        const clock::time_point t0 = clock::now();
+        for (int i = 0; i < iters; ++i) round_trip();
+        return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+    }
+    if (o.stat == LatencyStat::median) {
+        std::vector<std::uint64_t> ticks(static_cast<std::size_t>(iters));
+        const clock::time_point t0 = clock::now();
+        std::uint64_t last = cycles();
+        for (std::uint64_t& t : ticks) {
+            round_trip();
+            const std::uint64_t now = cycles();
+            t = now - last;
+            last = now;
+        }
+        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+        std::uint64_t total = 0;
+        for (std::uint64_t t : ticks) total += t;
+        std::nth_element(ticks.begin(), ticks.begin() + iters / 2, ticks.end());
+        return total == 0 ? 0 : us * static_cast<double>(ticks[iters / 2]) / total;
+    }
     const int block = latency_block(size);
     const int blocks = iters / block > 1 ? iters / block : 1;
-    const int warm_blocks = (warm + block - 1) / block;
     std::vector<double> samples;
     samples.reserve(static_cast<std::size_t>(blocks));
-    for (int b = 0; b < warm_blocks + blocks; ++b) {
+    for (int b = 0; b < blocks; ++b) {
         const clock::time_point t0 = clock::now();
         for (int i = 0; i < block; ++i) round_trip();
-        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
-        if (b >= warm_blocks) samples.push_back(us / block);
+        samples.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count() /
+                          block);
     }
     return median(samples);
 }

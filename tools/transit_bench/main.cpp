@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "tools/transit_bench/bench.hpp"
 #include "transit/params.hpp"
@@ -54,10 +55,20 @@ int main(int argc, char** argv) {
     app.add_flag("--mem-alloc", o.mem_alloc,
                  "Message buffers from the transports' own memory (mem_alloc: shared and "
                  "pre-registered where possible) instead of the heap");
+    std::string stat = "block";
+    app.add_option("--stat", stat,
+                   "What a latency row is: block (default), the median of the means of "
+                   "blocks of round trips (as ../shared/bench); median, of every round trip "
+                   "timed alone (ucx_perftest's 50.0%ile); mean, of all of them "
+                   "(fi_pingpong, osu_latency)")
+        ->check(CLI::IsMember({"block", "median", "mean"}));
     app.add_option("--raw-btl", o.raw_btl,
                    "Time one transport (self, vader, tcp, ...) directly, without the pml");
     app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
     CLI11_PARSE(app, argc, argv);
+    o.stat = stat == "median" ? tb::LatencyStat::median
+             : stat == "mean" ? tb::LatencyStat::mean
+                              : tb::LatencyStat::block;
     try {
         o.min_size = size_arg(min_s, "--min");
         o.max_size = size_arg(max_s, "--max");

@@ -72,7 +72,7 @@ struct Bench {
 
     // Half-round-trip latency in µs (a whole round trip with one rank).
     double latency(std::size_t size, int iters, int warm) {
-        const double m = median_round_trip_us(size, iters, warm, [&] { round_trip(size); });
+        const double m = round_trip_us(o, size, iters, warm, [&] { round_trip(size); });
         return peer == me ? m : m / 2;
     }
 

@@ -122,7 +122,7 @@ int run_raw(const Options& o) {
         int warm = warmup_for(o, size);
         if (me > 1) continue;
         if (!bw) {
-            const double m = median_round_trip_us(size, iters, warm, [&] {
+            const double m = round_trip_us(o, size, iters, warm, [&] {
                 if (me == 0 || peer == me) {
                     raw.send(size);
                     raw.wait_for(++expect);

@@ -103,6 +103,35 @@ int files(const Args&) {
     return 0;
 }
 
+// shm-debris: rank 0 leaves a region named as libfabric's shm names them
+// (/dev/shm/<pid>:<uid>:0) and is killed; rank 1 waits until rank 0 is gone
+// and makes one more under rank 0's pid, as a process given that pid again
+// would.  Run with --keep-going: the launcher must remove the first only.
+int shm_debris(const Args&) {
+    const char* dir = std::getenv("TRANSIT_JOB_TMPDIR");
+    if (!dir) return 10;
+    const std::string pid_file = fmt::format("{}/rank0.pid", dir);
+    if (env_rank() == 0) {
+        const std::string region = fmt::format("/dev/shm/{}:{}:0", ::getpid(), ::getuid());
+        std::ofstream(region) << "left behind\n";
+        say(fmt::format("region {}", region));
+        write_pid(dir, "rank0.pid", ::getpid());
+        ::raise(SIGKILL);
+    }
+    pid_t pid = 0;
+    for (int i = 0; i < 1000 && pid == 0; ++i) {
+        std::ifstream(pid_file) >> pid;
+        if (pid == 0) sleep_for(0.01);
+    }
+    if (pid == 0) return 11;
+    for (int i = 0; i < 1000 && ::kill(pid, 0) == 0; ++i) sleep_for(0.01);
+    sleep_for(0.05);  // past the launcher's coarse clock tick
+    const std::string later = fmt::format("/dev/shm/{}:{}:9", pid, ::getuid());
+    std::ofstream(later) << "made after rank 0 ended\n";
+    say(fmt::format("later {}", later));
+    return 0;
+}
+
 // secret [no-launcher-random]: prints the job secret; with the argument, first
 // hides the per-job random value Open MPI gives, so that rank 0's seed is used.
 int secret(const Args& a) {
@@ -226,21 +255,14 @@ int host_driven(const Args&) {
 
 int main(int argc, char** argv) {
     const std::map<std::string, std::function<int(const Args&)>> modes = {
-        {"sleep-on", sleep_on},
-        {"ignore-term", ignore_term},
-        {"kill-self", kill_self},
-        {"orphan", orphan},
-        {"files", files},
-        {"secret", secret},
-        {"binding", binding},
-        {"env", environment},
-        {"args", args},
-        {"partial", partial},
-        {"no-finalize", no_finalize},
-        {"abort", abort_job},
-        {"fence-after-death", fence_after_death},
-        {"slow-fence", slow_fence},
-        {"host-driven", host_driven},
+        {"sleep-on", sleep_on},     {"ignore-term", ignore_term},
+        {"kill-self", kill_self},   {"orphan", orphan},
+        {"files", files},           {"shm-debris", shm_debris},
+        {"secret", secret},         {"binding", binding},
+        {"env", environment},       {"args", args},
+        {"partial", partial},       {"no-finalize", no_finalize},
+        {"abort", abort_job},       {"fence-after-death", fence_after_death},
+        {"slow-fence", slow_fence}, {"host-driven", host_driven},
     };
     if (argc < 2 || !modes.contains(argv[1])) {
         std::fprintf(stderr, "rank_behaviour: unknown mode\n");

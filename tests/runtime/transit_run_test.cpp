@@ -308,6 +308,25 @@ TEST(TransitRun, RemovesTheJobsFiles) {
     EXPECT_FALSE(fs::exists(*tmpdirs.begin())) << *tmpdirs.begin();
 }
 
+// libfabric's shm regions of a rank killed with its endpoint open, not those
+// made under its pid after it ended (by a process that got the pid again).
+TEST(TransitRun, RemovesTheShmRegionsOfAKilledRankOnly) {
+    const Result r = run({"--keep-going", "-n", "2", behaviour, "shm-debris"});
+    EXPECT_EQ(r.status, 128 + SIGKILL) << r.err;
+    std::string region, later;
+    for (const std::string& l : lines_of(r.out)) {
+        if (l.starts_with("region ")) region = l.substr(7);
+        if (l.starts_with("later ")) later = l.substr(6);
+    }
+    ASSERT_FALSE(region.empty()) << r.out;
+    ASSERT_FALSE(later.empty()) << r.out << r.err;
+    EXPECT_FALSE(fs::exists(region)) << region << " was left behind";
+    EXPECT_TRUE(fs::exists(later)) << later << ", made after the rank ended, was removed";
+    std::error_code ec;
+    fs::remove(region, ec);
+    fs::remove(later, ec);
+}
+
 TEST(TransitRun, LeavesNoOrphanBehind) {
     PidDir dir;
     const Result r = run({"-n", "2", behaviour, "orphan", dir.path()});

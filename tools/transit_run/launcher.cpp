@@ -273,11 +273,21 @@ void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
               SIGTERM, std::chrono::seconds(1));
 }
 
+// The moment a rank was reaped, on the clock file times use: what it left in
+// /dev/shm is older, what a process given its pid later makes is not.
+void Launcher::note_end(pid_t pid) {
+    for (RankState& r : ranks_)
+        if (r.pid == pid && r.ended.tv_sec == 0) ::clock_gettime(CLOCK_REALTIME_COARSE, &r.ended);
+}
+
 void Launcher::reap(PmixHost& host) {
     std::vector<std::pair<pid_t, int>> exited;
     int status = 0;
     pid_t pid;
-    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) exited.emplace_back(pid, status);
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        exited.emplace_back(pid, status);
+        note_end(pid);
+    }
     if (exited.empty()) return;
     // A rank's "finalized" is queued before the rank is released to exit, so
     // with its exit seen the event is there: take it now, not on the next
@@ -349,7 +359,11 @@ void Launcher::cleanup() {
     if (any_running()) {
         signal_ranks(SIGKILL);
         for (RankState& r : ranks_)
-            if (r.running) ::waitpid(r.pid, nullptr, 0), r.running = false;
+            if (r.running) {
+                ::waitpid(r.pid, nullptr, 0);
+                r.running = false;
+                note_end(r.pid);
+            }
     }
     // Whatever the ranks left running in their group or handed to us.
     if (pgid_ > 0) ::kill(-pgid_, SIGKILL);
@@ -368,6 +382,8 @@ void Launcher::cleanup() {
     }
     if (!tmpdir_.empty()) remove_tree(tmpdir_);
     remove_job_shm(job_id_);
+    for (const RankState& r : ranks_)
+        if (r.pid > 0 && r.ended.tv_sec != 0) remove_dead_rank_regions(r.pid, r.ended);
     if (signal_fd_ >= 0) ::close(signal_fd_);
     signal_fd_ = -1;
 }

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,9 +38,11 @@ class Launcher {
         bool running = false;
         bool connected = false;
         bool finalized = false;
+        timespec ended{};  // when it was reaped (CLOCK_REALTIME_COARSE)
     };
 
     void prepare_files();
+    void note_end(pid_t pid);
     void start_ranks(PmixHost& host);
     pid_t spawn(unsigned rank, const std::vector<std::string>& env,
                 const std::optional<cpu_set_t>& cpus, const TaggedOutput::Ends* ends);

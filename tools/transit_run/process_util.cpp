@@ -126,4 +126,27 @@ std::vector<std::string> remove_job_shm(const std::string& job_id) {
     return removed;
 }
 
+std::vector<std::string> remove_dead_rank_regions(pid_t pid, const timespec& ended) {
+    std::vector<std::string> removed;
+    const uid_t uid = ::getuid();
+    const std::string prefix = std::to_string(pid) + ":" + std::to_string(uid) + ":";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with(prefix) || name.size() == prefix.size()) continue;
+        if (name.find_first_not_of("0123456789", prefix.size()) != std::string::npos) continue;
+        struct stat st {};
+        if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid)
+            continue;
+        // Not after: a rank killed right after making its region shares the
+        // clock tick with its end; a new process would need that pid to come
+        // round and libfabric to start within the same few milliseconds.
+        const bool not_after =
+            st.st_ctim.tv_sec < ended.tv_sec ||
+            (st.st_ctim.tv_sec == ended.tv_sec && st.st_ctim.tv_nsec <= ended.tv_nsec);
+        if (not_after && ::unlink(entry.path().c_str()) == 0) removed.push_back(name);
+    }
+    return removed;
+}
+
 }  // namespace transit::run

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <sys/types.h>
 
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,5 +29,13 @@ void remove_tree(const std::string& path);
 // Removes /dev/shm/transit-<job_id>-* (what the job's ranks left); returns
 // the names removed.
 std::vector<std::string> remove_job_shm(const std::string& job_id);
+
+// libfabric's shm provider names a region /dev/shm/<pid>:<uid>:<n> and removes
+// it when its endpoint closes: a rank killed with one open leaves it behind
+// (and a later process given the same pid finds it in the way).  Removes
+// those of `pid` changed no later than `ended` (the rank's end, CLOCK_REALTIME_COARSE,
+// the clock file times come from): a newer one belongs to another process that
+// got the pid since.  Returns the names removed.
+std::vector<std::string> remove_dead_rank_regions(pid_t pid, const timespec& ended);
 
 }  // namespace transit::run

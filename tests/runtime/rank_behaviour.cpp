@@ -254,6 +254,7 @@ int host_driven(const Args&) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // clang-format off: one mode a line
     const std::map<std::string, std::function<int(const Args&)>> modes = {
         {"sleep-on", sleep_on},     {"ignore-term", ignore_term},
         {"kill-self", kill_self},   {"orphan", orphan},
@@ -264,6 +265,7 @@ int main(int argc, char** argv) {
         {"abort", abort_job},       {"fence-after-death", fence_after_death},
         {"slow-fence", slow_fence}, {"host-driven", host_driven},
     };
+    // clang-format on
     if (argc < 2 || !modes.contains(argv[1])) {
         std::fprintf(stderr, "rank_behaviour: unknown mode\n");
         return 64;

@@ -254,16 +254,25 @@ int host_driven(const Args&) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    // clang-format off: one mode a line
+    // One mode a line.
+    // clang-format off
     const std::map<std::string, std::function<int(const Args&)>> modes = {
-        {"sleep-on", sleep_on},     {"ignore-term", ignore_term},
-        {"kill-self", kill_self},   {"orphan", orphan},
-        {"files", files},           {"shm-debris", shm_debris},
-        {"secret", secret},         {"binding", binding},
-        {"env", environment},       {"args", args},
-        {"partial", partial},       {"no-finalize", no_finalize},
-        {"abort", abort_job},       {"fence-after-death", fence_after_death},
-        {"slow-fence", slow_fence}, {"host-driven", host_driven},
+        {"sleep-on", sleep_on},
+        {"ignore-term", ignore_term},
+        {"kill-self", kill_self},
+        {"orphan", orphan},
+        {"files", files},
+        {"shm-debris", shm_debris},
+        {"secret", secret},
+        {"binding", binding},
+        {"env", environment},
+        {"args", args},
+        {"partial", partial},
+        {"no-finalize", no_finalize},
+        {"abort", abort_job},
+        {"fence-after-death", fence_after_death},
+        {"slow-fence", slow_fence},
+        {"host-driven", host_driven},
     };
     // clang-format on
     if (argc < 2 || !modes.contains(argv[1])) {

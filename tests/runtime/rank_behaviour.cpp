@@ -125,7 +125,7 @@ int shm_debris(const Args&) {
     }
     if (pid == 0) return 11;
     for (int i = 0; i < 1000 && ::kill(pid, 0) == 0; ++i) sleep_for(0.01);
-    sleep_for(0.05);  // past the launcher's coarse clock tick
+    sleep_for(0.5);  // well past the launcher's reading of the clock, even on a loaded machine
     const std::string later = fmt::format("/dev/shm/{}:{}:9", pid, ::getuid());
     std::ofstream(later) << "made after rank 0 ended\n";
     say(fmt::format("later {}", later));

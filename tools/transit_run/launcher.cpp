@@ -274,7 +274,10 @@ void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
 }
 
 // The moment a rank was reaped, on the clock file times use: what it left in
-// /dev/shm is older, what a process given its pid later makes is not.
+// /dev/shm is no newer (made before it died), what a process given its pid
+// later makes is newer, unless that process got the pid and started libfabric
+// while this launcher stood between the reap and this line.  (Read before
+// the waitpid instead, a rank that died between the two left its region.)
 void Launcher::note_end(pid_t pid) {
     for (RankState& r : ranks_)
         if (r.pid == pid && r.ended.tv_sec == 0) ::clock_gettime(CLOCK_REALTIME_COARSE, &r.ended);

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "contrib/bench/bind_to.hpp"
+
 namespace {
 
 struct alignas(64) Flag {
@@ -42,13 +44,6 @@ class SharedFlags {
   private:
     Flag* flags_ = nullptr;
 };
-
-void bind_to(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
-}
 
 void wait_for(const Flag& f, std::uint64_t v) {
     while (f.value.load(std::memory_order_acquire) != v) {

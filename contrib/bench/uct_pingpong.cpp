@@ -11,17 +11,16 @@
 //
 //   uct_pingpong [round trips] [transport] [device]   (default 200000 posix memory)
 //
-// Prints the median of the means of blocks of 50 round trips, halved, after
-// 1000 untimed ones: transit_bench latency's default statistic.
-#include <sched.h>
+// Timed by transit_bench's own code (tools/transit_bench/bench.hpp) as
+// `transit_bench latency --min 8 --max 8 -i <round trips>` times, so the two
+// figures differ only in what moves the message.
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <uct/api/uct.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <array>
-#include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,21 +30,15 @@
 #include <string>
 #include <vector>
 
+#include "contrib/bench/bind_to.hpp"
+#include "tools/transit_bench/bench.hpp"
+
 namespace {
 
 constexpr std::uint8_t am_id = 5;
-constexpr int block = 50;
-constexpr int warmup = 1000;
 
 void check(ucs_status_t s, const char* what) {
     if (s != UCS_OK) throw std::runtime_error(std::string(what) + ": " + ucs_status_string(s));
-}
-
-void bind_to(int cpu) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
-    if (sched_setaffinity(0, sizeof set, &set) != 0) std::perror("sched_setaffinity");
 }
 
 void write_all(int fd, const void* data, std::size_t n) {
@@ -177,7 +170,8 @@ class Side {
     std::uint64_t received_ = 0;  // re-read after every uct_worker_progress call
 };
 
-// Half round trips in microseconds, median of the blocks' means (rank 0 only).
+// Half round trips in microseconds, by transit_bench's own timing code and
+// its default statistic (meaningful on rank 0).
 double run(int rank, int sock, long trips, const std::string& tl, const std::string& dev) {
     bind_to(rank);
     Side side(tl, dev, sock);
@@ -194,21 +188,15 @@ double run(int rank, int sock, long trips, const std::string& tl, const std::str
             side.send();
         }
     };
-    for (int i = 0; i < warmup; ++i) round_trip();
-    const long blocks = std::max(1L, trips / block);
-    std::vector<double> means;
-    means.reserve(static_cast<std::size_t>(blocks));
-    for (long b = 0; b < blocks; ++b) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < block; ++i) round_trip();
-        const std::chrono::duration<double, std::micro> took =
-            std::chrono::steady_clock::now() - t0;
-        means.push_back(took.count() / block);
-    }
+    namespace tb = transit::bench;
+    tb::Options o;  // as transit_bench latency --min 8 --max 8 -i trips
+    o.iterations = static_cast<int>(trips);
+    constexpr std::size_t size = 8;
+    const double us = tb::round_trip_us(o, size, tb::iterations_for(o, size, false),
+                                        tb::warmup_for(o, size), round_trip);
     write_all(sock, &go, 1);  // neither side closes while the other still sends
     read_all(sock, &go, 1);
-    std::nth_element(means.begin(), means.begin() + blocks / 2, means.end());
-    return means[static_cast<std::size_t>(blocks / 2)] / 2;
+    return us / 2;
 }
 
 }  // namespace
@@ -217,7 +205,7 @@ int main(int argc, char** argv) {
     const long trips = argc > 1 ? std::atol(argv[1]) : 200000;
     const std::string tl = argc > 2 ? argv[2] : "posix";
     const std::string dev = argc > 3 ? argv[3] : "memory";
-    if (trips <= 0) {
+    if (trips <= 0 || trips > INT_MAX) {
         std::fprintf(stderr, "usage: %s [round trips > 0] [transport] [device]\n", argv[0]);
         return 2;
     }

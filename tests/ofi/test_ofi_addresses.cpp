@@ -88,14 +88,54 @@ struct Opened {
     }
 };
 
+// What a forked child wrote to its pipe, its pid and how it ended.
+struct ChildReport {
+    pid_t pid = -1;  // -1: no child ran (see fork_child)
+    int status = 0;  // waitpid's
+    std::string text;
+    bool exited_zero() const { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+};
+
+// Forks a child that runs body(pipe's write end) and must end itself, and
+// waits for it.  With `want_pid` the child is forked through ns_last_pid to
+// get that process id (a reused pid, as a long job sees them); pid stays -1
+// when that failed (not root, /proc/sys read-only, or other forks won it).
+template <typename Body>
+ChildReport fork_child(Body body, pid_t want_pid = 0) {
+    constexpr int lost_the_pid = 3;
+    ChildReport r;
+    for (int attempt = 0; attempt < 50 && r.pid < 0; ++attempt) {
+        int fds[2];
+        if (::pipe(fds) != 0) return r;
+        if (want_pid > 0) {
+            std::FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
+            if (f == nullptr) return r;
+            std::fprintf(f, "%d", want_pid - 1);
+            if (std::fclose(f) != 0) return r;
+        }
+        const pid_t child = ::fork();
+        if (child == 0) {
+            ::close(fds[0]);
+            if (want_pid > 0 && ::getpid() != want_pid) ::_exit(lost_the_pid);
+            body(fds[1]);
+            ::_exit(1);
+        }
+        ::close(fds[1]);
+        r.text.clear();
+        char buf[512];
+        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.text.append(buf, n);
+        ::close(fds[0]);
+        ::waitpid(child, &r.status, 0);
+        if (want_pid > 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == lost_the_pid) continue;
+        r.pid = child;
+    }
+    return r;
+}
+
 // The address of an shm endpoint a child process opened and closed before it
 // exited; empty when the child had no shm module.
 std::vector<std::byte> closed_endpoint_address() {
-    int fds[2];
-    if (::pipe(fds) != 0) return {};
-    const pid_t child = ::fork();
-    if (child == 0) {
-        ::close(fds[0]);
+    const ChildReport r = fork_child([](int out) {
         TwoRankRuntime runtime;
         std::vector<std::byte> address;
         {
@@ -103,19 +143,12 @@ std::vector<std::byte> closed_endpoint_address() {
             if (opened.shm != nullptr) address = runtime.modex_.at({0, "btl.ofi.shm"});
         }
         const bool written =
-            ::write(fds[1], address.data(), address.size()) == ssize_t(address.size());
+            ::write(out, address.data(), address.size()) == ssize_t(address.size());
         ::_exit(written ? 0 : 1);
-    }
-    ::close(fds[1]);
-    std::vector<std::byte> address;
-    std::byte buf[512];
-    for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;)
-        address.insert(address.end(), buf, buf + n);
-    ::close(fds[0]);
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
-    return address;
+    });
+    if (!r.exited_zero()) return {};
+    const auto* bytes = reinterpret_cast<const std::byte*>(r.text.data());
+    return {bytes, bytes + r.text.size()};
 }
 
 // A child that opens ofi's shm module, writes whether it has one (and the
@@ -138,41 +171,8 @@ enum class Ending { normally, killed };
     ::_exit(written ? 0 : 1);
 }
 
-struct ChildReport {
-    pid_t pid = -1;
-    std::string text;
-};
-
-// Forks a child running open_shm_and_report and waits for it.  With `want_pid`
-// the child is forked through ns_last_pid to get that process id (a reused
-// pid, as a long job sees them); pid stays -1 when that failed.
 ChildReport run_child(Ending ending, pid_t want_pid = 0) {
-    ChildReport r;
-    for (int attempt = 0; attempt < 50 && r.pid < 0; ++attempt) {
-        int fds[2];
-        if (::pipe(fds) != 0) return r;
-        if (want_pid > 0) {
-            std::FILE* f = std::fopen("/proc/sys/kernel/ns_last_pid", "w");
-            if (f == nullptr) return r;  // not root, or /proc/sys read-only
-            std::fprintf(f, "%d", want_pid - 1);
-            if (std::fclose(f) != 0) return r;
-        }
-        const pid_t child = ::fork();
-        if (child == 0) {
-            ::close(fds[0]);
-            if (want_pid > 0 && ::getpid() != want_pid) ::_exit(3);  // another fork won the pid
-            open_shm_and_report(fds[1], ending);
-        }
-        ::close(fds[1]);
-        char buf[512];
-        for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) r.text.append(buf, n);
-        ::close(fds[0]);
-        int status = 0;
-        ::waitpid(child, &status, 0);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 3) continue;
-        r.pid = child;
-    }
-    return r;
+    return fork_child([ending](int out) { open_shm_and_report(out, ending); }, want_pid);
 }
 
 bool shm_region_exists(pid_t pid) {

@@ -63,38 +63,37 @@ inline std::uint64_t cycles() noexcept {
 #endif
 }
 
-// Microseconds per round trip after `warm` untimed ones, by o.stat:
-//  block   round_trip() timed in blocks of latency_block(size), the median of
-//          the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
-//          a descheduled block moves the mean, not the median);
-//  median  every round trip timed, their median (ucx_perftest's 50.0%ile);
-//  mean    all of them timed together (fi_pingpong's usec/xfer, osu_latency).
+// The three statistics of round_trip_us, in microseconds per round trip.
 template <typename RoundTrip>
-double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
-                     RoundTrip&& round_trip) {
+double mean_round_trip_us(int iters, RoundTrip& round_trip) {
     using clock = std::chrono::steady_clock;
-    for (int i = 0; i < warm; ++i) round_trip();
-    if (o.stat == LatencyStat::mean) {
-        const clock::time_point t0 = clock::now();
-        for (int i = 0; i < iters; ++i) round_trip();
-        return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+    const clock::time_point t0 = clock::now();
+    for (int i = 0; i < iters; ++i) round_trip();
+    return std::chrono::duration<double, std::micro>(clock::now() - t0).count() / iters;
+}
+
+template <typename RoundTrip>
+double median_single_round_trip_us(int iters, RoundTrip& round_trip) {
+    using clock = std::chrono::steady_clock;
+    std::vector<std::uint64_t> ticks(static_cast<std::size_t>(iters));
+    const clock::time_point t0 = clock::now();
+    std::uint64_t last = cycles();
+    for (std::uint64_t& t : ticks) {
+        round_trip();
+        const std::uint64_t now = cycles();
+        t = now - last;
+        last = now;
     }
-    if (o.stat == LatencyStat::median) {
-        std::vector<std::uint64_t> ticks(static_cast<std::size_t>(iters));
-        const clock::time_point t0 = clock::now();
-        std::uint64_t last = cycles();
-        for (std::uint64_t& t : ticks) {
-            round_trip();
-            const std::uint64_t now = cycles();
-            t = now - last;
-            last = now;
-        }
-        const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
-        std::uint64_t total = 0;
-        for (std::uint64_t t : ticks) total += t;
-        std::nth_element(ticks.begin(), ticks.begin() + iters / 2, ticks.end());
-        return total == 0 ? 0 : us * static_cast<double>(ticks[iters / 2]) / total;
-    }
+    const double us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    std::uint64_t total = 0;
+    for (std::uint64_t t : ticks) total += t;
+    std::nth_element(ticks.begin(), ticks.begin() + iters / 2, ticks.end());
+    return total == 0 ? 0 : us * static_cast<double>(ticks[iters / 2]) / total;
+}
+
+template <typename RoundTrip>
+double median_block_round_trip_us(std::size_t size, int iters, RoundTrip& round_trip) {
+    using clock = std::chrono::steady_clock;
     const int block = latency_block(size);
     const int blocks = iters / block > 1 ? iters / block : 1;
     std::vector<double> samples;
@@ -106,6 +105,27 @@ double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
                           block);
     }
     return median(samples);
+}
+
+// Microseconds per round trip after `warm` untimed ones, by o.stat:
+//  block   round_trip() timed in blocks of latency_block(size), the median of
+//          the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
+//          a descheduled block moves the mean, not the median);
+//  median  every round trip timed, their median (ucx_perftest's 50.0%ile);
+//  mean    all of them timed together (fi_pingpong's usec/xfer, osu_latency).
+template <typename RoundTrip>
+double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
+                     RoundTrip&& round_trip) {
+    for (int i = 0; i < warm; ++i) round_trip();
+    switch (o.stat) {
+        case LatencyStat::mean:
+            return mean_round_trip_us(iters, round_trip);
+        case LatencyStat::median:
+            return median_single_round_trip_us(iters, round_trip);
+        case LatencyStat::block:
+            break;
+    }
+    return median_block_round_trip_us(size, iters, round_trip);
 }
 
 // Run over the pml; return the exit code.

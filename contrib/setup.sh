@@ -2,7 +2,8 @@
 # Installs what Transit needs (Debian 12 packages), configures and builds it.
 #   contrib/setup.sh                     -> build/ (RelWithDebInfo)
 #   TRANSIT_BUILD_DIR=b TRANSIT_CMAKE_ARGS="-DTRANSIT_SANITIZE=ON" contrib/setup.sh
-# Set TRANSIT_SKIP_APT=1 to skip the package step.
+# Set TRANSIT_SKIP_APT=1 to skip the package step.  Warnings are errors here
+# (a developer's build); TRANSIT_WERROR=OFF turns that off.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${TRANSIT_BUILD_DIR:-$src/build}
@@ -32,5 +33,6 @@ if [ "${TRANSIT_SKIP_APT:-0}" != 1 ]; then
 fi
 
 # shellcheck disable=SC2086
-cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=${TRANSIT_BUILD_TYPE:-RelWithDebInfo} ${TRANSIT_CMAKE_ARGS:-} >/dev/null
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=${TRANSIT_BUILD_TYPE:-RelWithDebInfo} \
+  -DTRANSIT_WERROR=${TRANSIT_WERROR:-ON} ${TRANSIT_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"

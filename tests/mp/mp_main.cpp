@@ -91,7 +91,10 @@ bool job_verdict(bool mine_passed) {
         if (all_passed) std::printf("[mp] all %u ranks passed\n", rt.size());
         for (const auto& [test, ranks] : where) {
             std::string list;
-            for (Rank r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+            for (Rank r : ranks) {
+                if (!list.empty()) list += ',';
+                list += std::to_string(r);
+            }
             std::printf("[mp] FAILED %s on rank%s %s\n", test.c_str(), ranks.size() > 1 ? "s" : "",
                         list.c_str());
         }

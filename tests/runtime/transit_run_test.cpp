@@ -244,6 +244,44 @@ TEST(TransitRun, BadArgumentsExitTwo) {
     }
 }
 
+TEST(TransitRun, TakesMpirunsSpellings) {
+    const Result np = run({"-np", "2", behaviour, "env"});
+    ASSERT_EQ(np.status, 0) << np.err;
+    EXPECT_NE(np.out.find("TRANSIT_SIZE=2\n"), std::string::npos) << np.out;
+    // -np after the program belongs to the program.
+    const Result after = run({"-n", "1", behaviour, "args", "-np", "3"});
+    EXPECT_EQ(after.out, "arg -np\narg 3\n") << after.err;
+}
+
+TEST(TransitRun, DashXSetsOrForwardsAVariable) {
+    ::setenv("TRANSIT_RUN_TEST_FORWARDED", "kept", 1);
+    const Result r = run({"-np", "1", "-x", "TRANSIT_RUN_TEST_SET=a=b", "-x",
+                          "TRANSIT_RUN_TEST_FORWARDED", behaviour, "env"});
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("TRANSIT_RUN_TEST_SET=a=b\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("TRANSIT_RUN_TEST_FORWARDED=kept\n"), std::string::npos) << r.out;
+    const Result unset = run({"-n", "1", "-x", "TRANSIT_RUN_TEST_NOT_SET_ANYWHERE", behaviour});
+    EXPECT_EQ(unset.status, 2);
+    EXPECT_NE(unset.err.find("TRANSIT_RUN_TEST_NOT_SET_ANYWHERE is not set"), std::string::npos)
+        << unset.err;
+}
+
+TEST(TransitRun, ABadTimeoutSaysWhatIsExpectedInOneShortLine) {
+    const Result r = run({"-n", "1", "--timeout", "0", "true"});
+    EXPECT_EQ(r.status, 2);
+    EXPECT_NE(r.err.find("above 0"), std::string::npos) << r.err;
+    EXPECT_LT(r.err.size(), 200u) << r.err;
+}
+
+// "transit_run ... 2>&1 | head": the job ends when its reader is gone, with
+// SIGPIPE's status, and the launcher does not crash writing its own message.
+TEST(TransitRun, AClosedOutputPipeEndsTheJobQuietly) {
+    const std::string script = std::string("\"$0\" -n 2 yes 2>&1 | head -3 >/dev/null; ") +
+                               "echo \"launcher status ${PIPESTATUS[0]}\"";
+    const Result r = Process({"/bin/bash", "-c", script, TRANSIT_RUN_PATH}).wait();
+    EXPECT_EQ(r.out, "launcher status 141\n") << r.err;
+}
+
 TEST(TransitRun, HelpExitsZero) {
     const Result r = run({"--help"});
     EXPECT_EQ(r.status, 0);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,23 @@ struct Options {
     int trials = 0;  // streaming tests: 0 = 3 timed trials, or 1 with --iterations
     bool csv = false;
     bool mem_alloc = false;  // message buffers from Context::mem_alloc, not the heap
+    bool loopback = false;   // one rank timing itself through self, asked for
     LatencyStat stat = LatencyStat::block;
 };
+
+// A command line or a job the benchmarks cannot use (exit status 2).
+struct UsageError : std::runtime_error {
+    using std::runtime_error::runtime_error;
+};
+
+// A benchmark of one rank times the process against itself: a believable
+// table of nothing, so it runs only when asked for (--loopback).
+inline void require_two_ranks(const Options& o, unsigned ranks) {
+    if (ranks == 1 && !o.loopback)
+        throw UsageError(
+            "needs two ranks: transit_run -n 2 transit_bench ... (or --loopback to time "
+            "one rank against itself)");
+}
 
 // One row of output.
 struct Row {

@@ -62,10 +62,17 @@ int main(int argc, char** argv) {
                    "timed alone (ucx_perftest's 50.0%ile); mean, of all of them "
                    "(fi_pingpong, osu_latency)")
         ->check(CLI::IsMember({"block", "median", "mean"}));
+    app.add_flag("--loopback", o.loopback,
+                 "Allow a single rank, timing itself through self (no peer: not a "
+                 "measurement of any transport between processes)");
     app.add_option("--raw-btl", o.raw_btl,
                    "Time one transport (self, vader, tcp, ...) directly, without the pml");
     app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
-    CLI11_PARSE(app, argc, argv);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;  // 2 for a bad command line, as every tool here
+    }
     o.stat = stat == "median" ? tb::LatencyStat::median
              : stat == "mean" ? tb::LatencyStat::mean
                               : tb::LatencyStat::block;
@@ -84,6 +91,9 @@ int main(int argc, char** argv) {
         }
         if (!o.raw_btl.empty()) return tb::run_raw(o);
         return tb::run_pml(o, argc, argv);
+    } catch (const tb::UsageError& e) {
+        std::fprintf(stderr, "transit_bench: %s\n", e.what());
+        return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "transit_bench: %s\n", e.what());
         return 1;

@@ -181,6 +181,7 @@ std::string transports() {
 int run_pml(const Options& o, int, char**) {
     Context ctx = init();
     Rank me = ctx.rank();
+    require_two_ranks(o, ctx.size());
     if (ctx.size() > 2 && me == 0)
         fmt::print(stderr, "transit_bench: {} ranks; ranks 0 and 1 run, the others wait\n",
                    ctx.size());

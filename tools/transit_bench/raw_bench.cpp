@@ -73,6 +73,7 @@ int run_raw(const Options& o) {
         throw std::runtime_error(
             fmt::format("--raw-btl supports latency, bw, bibw and msgrate, not {}", o.test));
     auto runtime = rt::open_runtime();
+    require_two_ranks(o, runtime->size());
     btl::Framework fw(*runtime, progress_engine(), btl::am_table());
     std::string sel = o.raw_btl == "self" ? "self" : "self," + o.raw_btl;
     params::registry().set("btl", sel, params::Source{params::Origin::api, {}, 0});

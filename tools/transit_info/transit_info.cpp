@@ -1,6 +1,7 @@
 // transit_info: what Transit has loaded, what it refused and why, and every
 // parameter with its value and where that value came from.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -73,6 +74,11 @@ int run(int argc, char** argv) {
                  "line per field");
     app.add_flag("--json", o.json, "JSON output");
     app.footer("Any tool also takes --mca NAME VALUE to set a parameter.");
+    app.set_version_flag(
+        "--version", fmt::format("transit_info {} (SDK ABI {}.{}, btl interface {})\nplugins: {}",
+                                 transit::version_string, transit::abi_major, transit::abi_minor,
+                                 transit::btl_interface_version,
+                                 fmt::join(transit::mca::component_path(), ":")));
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {

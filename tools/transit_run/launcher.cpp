@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
@@ -52,8 +53,10 @@ std::string signal_name(int sig) {
     return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
 }
 
+// Never throws: stderr may be a pipe whose reader is gone ("2>&1 | head"),
+// and a launcher that cannot report must still end its job cleanly.
 void say(const std::string& text) {
-    fmt::print(stderr, "transit_run: {}\n", text);
+    std::fputs(fmt::format("transit_run: {}\n", text).c_str(), stderr);
 }
 
 // Replaces or appends NAME=value.
@@ -120,6 +123,7 @@ std::vector<std::string> Launcher::base_environment() const {
         if (var.starts_with("PMIX_") && !var.starts_with("PMIX_MCA_")) continue;
         env.emplace_back(var);
     }
+    for (const std::string& entry : opt_.env) set_var(env, entry);
     for (const auto& [name, value] : opt_.mca) set_var(env, "TRANSIT_MCA_" + name + "=" + value);
     set_var(env, "TRANSIT_JOB_ID=" + job_id_);
     set_var(env, "TRANSIT_JOB_TMPDIR=" + tmpdir_);
@@ -205,7 +209,7 @@ void Launcher::terminate(int status, const std::string& why, int sig, Clock::dur
     if (terminating_) return;
     terminating_ = true;
     exit_status_ = status;
-    say(why);
+    if (!why.empty()) say(why);
     signal_ranks(sig);
     kill_at_ = Clock::now() + grace;
 }
@@ -250,6 +254,12 @@ void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
     }
     int status = 0;
     std::string what;
+    if (WIFSIGNALED(wait_status) && WTERMSIG(wait_status) == SIGPIPE && !opt_.keep_going) {
+        // Its output was closed ("| head"): the job ends quietly, as a pipeline
+        // of Unix tools does, with the status a shell expects of SIGPIPE.
+        terminate(128 + SIGPIPE, "", SIGTERM, std::chrono::seconds(1));
+        return;
+    }
     if (WIFSIGNALED(wait_status)) {
         status = 128 + WTERMSIG(wait_status);
         what = fmt::format("was killed by {}", signal_name(WTERMSIG(wait_status)));

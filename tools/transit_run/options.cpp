@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 
 #include "transit/version.hpp"
 
@@ -18,8 +20,44 @@ bool valid_param_name(const std::string& name) {
     return true;
 }
 
+// mpirun's spellings, "-np N", with one dash.  CLI11 reads "-np" as "-n p",
+// so it becomes "--np" here, before the program name only: what follows the
+// program belongs to the program.
+std::vector<std::string> mpirun_spellings(int argc, char** argv) {
+    std::vector<std::string> args(argv, argv + argc);
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        std::string& a = args[i];
+        if (a == "-np") a = "--np";
+        if (a == "--") break;
+        if (a == "-n" || a == "--np" || a == "--bind-to" || a == "--timeout" || a == "-x")
+            ++i;
+        else if (a == "--mca")
+            i += 2;
+        else if (!a.starts_with("-"))
+            break;
+    }
+    return args;
+}
+
+// "-x NAME=VALUE" sets NAME in every rank; "-x NAME" forwards this
+// environment's NAME, which the ranks inherit anyway: it must only exist.
+std::optional<std::string> env_entry_error(const std::string& entry) {
+    const std::size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    if (!valid_param_name(name) || std::isdigit(static_cast<unsigned char>(name.front())))
+        return fmt::format("-x: '{}' is not a variable name (NAME or NAME=VALUE)", entry);
+    if (eq == std::string::npos && std::getenv(name.c_str()) == nullptr)
+        return fmt::format(
+            "-x: {} is not set here (the ranks inherit this environment; "
+            "use -x {}=VALUE to set it)",
+            name, name);
+    return std::nullopt;
+}
+
 void usage_error(const std::string& why) {
-    fmt::print(stderr, "transit_run: {}\nRun 'transit_run --help' for the usage.\n", why);
+    std::fputs(
+        fmt::format("transit_run: {}\nRun 'transit_run --help' for the usage.\n", why).c_str(),
+        stderr);
 }
 
 }  // namespace
@@ -36,9 +74,15 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
         "128+signal when transit_run itself is signalled, 2 for a bad command line.");
     // Everything from the program name on belongs to the program.
     app.prefix_command();
-    app.add_option("-n,--np", opt.np, "Number of processes (ranks) to start")
+    app.add_option("-n,--np", opt.np, "Number of processes (ranks) to start (also -np N)")
         ->required()
         ->check(CLI::Range(1u, 4096u));
+    std::vector<std::string> env;
+    app.add_option("-x", env,
+                   "Set NAME to VALUE in every rank; '-x NAME' is accepted as mpirun's (the "
+                   "ranks inherit this environment); repeatable")
+        ->allow_extra_args(false)
+        ->type_name("NAME[=VALUE]");
     std::vector<std::string> mca_flat;
     app.add_option("--mca", mca_flat,
                    "Set parameter NAME to VALUE in every rank (as TRANSIT_MCA_NAME); repeatable")
@@ -55,7 +99,14 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
         ->type_name("core|none");
     app.add_option("--timeout", opt.timeout_seconds,
                    "Kill the job if it runs longer than SECONDS (exit status 124)")
-        ->check(CLI::PositiveNumber)
+        ->check(CLI::Validator(
+            [](const std::string& v) -> std::string {
+                double d = 0;
+                if (!CLI::detail::lexical_cast(v, d) || !(d > 0))
+                    return "must be a number of seconds above 0, not '" + v + "'";
+                return {};
+            },
+            "SECONDS>0"))
         ->type_name("SECONDS");
     app.add_flag("--keep-going", opt.keep_going,
                  "A rank that fails does not end the job: the others run on (for fault "
@@ -66,8 +117,11 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
                  "for compatibility with mpirun)");
     app.set_version_flag("--version", std::string("transit_run ") + transit::version_string);
 
+    std::vector<std::string> args = mpirun_spellings(argc, argv);
+    std::reverse(args.begin() + 1, args.end());  // CLI11 takes them last first
+    args.erase(args.begin());
     try {
-        app.parse(argc, argv);
+        app.parse(args);
     } catch (const CLI::CallForHelp& e) {
         exit_status = app.exit(e);
         return opt;
@@ -101,6 +155,14 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
             return opt;
         }
         opt.mca.emplace_back(mca_flat[i], mca_flat[i + 1]);
+    }
+    for (const std::string& entry : env) {
+        if (auto why = env_entry_error(entry)) {
+            usage_error(*why);
+            exit_status = bad_usage_status;
+            return opt;
+        }
+        if (entry.find('=') != std::string::npos) opt.env.push_back(entry);
     }
     opt.bind_to = bind == "core" ? BindTo::core : bind == "none" ? BindTo::none : BindTo::automatic;
     return opt;

@@ -13,6 +13,7 @@ enum class BindTo { automatic, core, none };
 struct Options {
     unsigned np = 0;
     std::vector<std::pair<std::string, std::string>> mca;  // --mca NAME VALUE
+    std::vector<std::string> env;                          // -x NAME=VALUE
     bool tag_output = false;
     BindTo bind_to = BindTo::automatic;
     double timeout_seconds = 0;        // 0: none

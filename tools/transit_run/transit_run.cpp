@@ -2,6 +2,7 @@
 // for its ranks, so a rank uses the same PMIx client path as under mpirun or srun.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 
@@ -17,10 +18,10 @@ int main(int argc, char** argv) {
         Launcher launcher(std::move(opt));
         return launcher.run();
     } catch (const std::invalid_argument& e) {
-        fmt::print(stderr, "transit_run: {}\n", e.what());
+        std::fputs(fmt::format("transit_run: {}\n", e.what()).c_str(), stderr);
         return bad_usage_status;
     } catch (const std::exception& e) {
-        fmt::print(stderr, "transit_run: {}\n", e.what());
+        std::fputs(fmt::format("transit_run: {}\n", e.what()).c_str(), stderr);
         return 1;
     }
 }

@@ -9,10 +9,11 @@ namespace transit::bml {
 namespace {
 
 constexpr params::Decl bml_params[] = {
-    {"verbose", params::Type::integer, "0",
-     "Verbosity of the bml: 10 prints each peer's endpoint table and why each module was "
-     "taken or left",
-     5},
+    params::Decl{"verbose", params::Type::integer, "0",
+                 "Verbosity of the bml: 10 prints each peer's endpoint table and why each "
+                 "module was taken or left",
+                 5}
+        .range(0, 100),
 };
 
 }  // namespace

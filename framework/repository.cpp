@@ -15,13 +15,13 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <system_error>
 
+#include "framework/plugin_file.hpp"
 #include "framework/static_components.hpp"
 #include "transit/params.hpp"
 #include "transit/version.hpp"
@@ -105,13 +105,6 @@ std::string system_loader_error(const std::string& path) {
     return e ? e : "";
 }
 
-bool has_elf_header(const std::string& path) {
-    static constexpr char elf_magic[4] = {0x7f, 'E', 'L', 'F'};
-    std::ifstream in(path, std::ios::binary);
-    char magic[4] = {};
-    return in.read(magic, sizeof magic) && std::memcmp(magic, elf_magic, sizeof magic) == 0;
-}
-
 // A plugin's dependencies run their constructors inside dlopen, and some
 // network libraries install handlers there (libpsm's call exit() on SIGTERM,
 // which turns a launcher's orderly kill into a teardown from inside the handler).
@@ -150,7 +143,7 @@ struct Opened {
 };
 
 Opened open_library(const std::string& path) {
-    if (!has_elf_header(path)) return {nullptr, "not a shared object (no ELF header)"};
+    if (std::string refusal = check_plugin_file(path); !refusal.empty()) return {nullptr, refusal};
     std::shared_ptr<void> session = ltdl_session();
     if (!session) return {nullptr, "cannot initialise libltdl"};
     SignalDispositionGuard keep_signals;
@@ -216,7 +209,9 @@ struct Candidate {
     std::string name;  // component name taken from the file name
 };
 
-// transit_<framework>_<name>.so files of one directory, sorted by name.
+// transit_<framework>_<name>.so entries of one directory, sorted by name.  Every
+// entry with such a name is a candidate, whatever its type, so one that cannot be
+// a plugin (a directory, a FIFO) is listed with the reason rather than skipped.
 std::vector<Candidate> scan_directory(const std::string& dir, std::string_view framework) {
     const std::string prefix = fmt::format("transit_{}_", framework);
     const std::string suffix = ".so";
@@ -227,8 +222,6 @@ std::vector<Candidate> scan_directory(const std::string& dir, std::string_view f
         if (file.size() <= prefix.size() + suffix.size() || !file.starts_with(prefix) ||
             !file.ends_with(suffix))
             continue;
-        std::error_code type_ec;
-        if (it->is_directory(type_ec)) continue;
         out.push_back({it->path().string(),
                        file.substr(prefix.size(), file.size() - prefix.size() - suffix.size())});
     }

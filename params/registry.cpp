@@ -247,17 +247,32 @@ std::vector<Variable*> RegistryImpl::all() {
     return out;
 }
 
+// What a warning about an unknown setting names: the variable or --mca pair
+// itself, or for a file its place and the name as written there.
+std::string unknown_subject(const std::string& name, const Setting& setting) {
+    switch (setting.source.origin) {
+        case Origin::system_file:
+        case Origin::user_file:
+        case Origin::param_file:
+            return fmt::format("{}: {}", setting.source.describe(), name);
+        default:
+            return printable(setting.source.where);
+    }
+}
+
 std::vector<std::string> RegistryImpl::warn_unknown() {
     std::lock_guard lock(mutex_);
     std::vector<std::string> known;
     known.reserve(names_.size());
     for (const auto& [n, v] : names_) known.push_back(n);
     std::vector<std::string> warnings;
-    for (Origin o : {Origin::environment, Origin::command_line}) {
+    for (Origin o : {Origin::system_file, Origin::user_file, Origin::param_file,
+                     Origin::environment, Origin::command_line}) {
         for (const auto& [name, setting] : layer(layers_, o)) {
             if (lookup(name) != nullptr) continue;
-            if (!warned_unknown_.insert(setting.source.where).second) continue;
-            std::string msg = fmt::format("{} names no known parameter", setting.source.where);
+            std::string subject = unknown_subject(name, setting);
+            if (!warned_unknown_.insert(subject).second) continue;
+            std::string msg = fmt::format("{} names no known parameter", subject);
             std::string near = nearest_name(name, known);
             if (!near.empty()) msg += fmt::format(" (did you mean {}?)", lookup(near)->full_name());
             log::warn("{}", msg);
@@ -314,14 +329,14 @@ void parse_command_line(int& argc, char** argv) {
             continue;
         }
         if (i + 2 >= argc)
-            throw Error(
-                fmt::format("--mca needs a parameter name and a value, e.g. --mca btl "
-                            "self,tcp{}",
-                            i + 1 < argc ? fmt::format(" (got only \"{}\")", argv[i + 1]) : ""));
+            throw Error(fmt::format(
+                "--mca needs a parameter name and a value, e.g. --mca btl "
+                "self,tcp{}",
+                i + 1 < argc ? fmt::format(" (got only {})", quoted(argv[i + 1])) : ""));
         std::string name = argv[i + 1];
         if (!valid_name(name))
-            throw Error(
-                fmt::format("--mca {}: not a parameter name (letters, digits and _ only)", name));
+            throw Error(fmt::format("--mca {}: not a parameter name (letters, digits and _ only)",
+                                    printable(name)));
         pairs.emplace_back(std::move(name), argv[i + 2]);
         i += 2;
     }

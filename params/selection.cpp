@@ -35,14 +35,14 @@ Selection parse_selection(std::string_view text, const std::vector<std::string>&
     for (std::string& name : split_trimmed(body, ',')) {
         if (name.find('^') != std::string::npos)
             throw Error(fmt::format(
-                "parameter {}: value \"{}\" has '^' inside the list; '^' may only come first, "
+                "parameter {}: value {} has '^' inside the list; '^' may only come first, "
                 "and then excludes every name of the list (e.g. ^a,b)",
-                param_name, text));
+                param_name, quoted(text)));
         if (name.empty())
             throw Error(
-                fmt::format("parameter {}: value \"{}\" has an empty name; expected "
+                fmt::format("parameter {}: value {} has an empty name; expected "
                             "comma-separated names, e.g. a,b or ^a,b",
-                            param_name, text));
+                            param_name, quoted(text)));
         sel.names.push_back(std::move(name));
     }
     if (known.empty()) return sel;
@@ -50,11 +50,11 @@ Selection parse_selection(std::string_view text, const std::vector<std::string>&
         if (contains(known, name)) continue;
         if (!sel.exclude)
             throw Error(
-                fmt::format("parameter {}: value \"{}\" names {}, which is not known; "
+                fmt::format("parameter {}: value {} names {}, which is not known; "
                             "known: {}",
-                            param_name, text, name, fmt::join(known, ", ")));
-        log::warn("parameter {}: value \"{}\" excludes {}, which is not known (known: {})",
-                  param_name, text, name, fmt::join(known, ", "));
+                            param_name, quoted(text), printable(name), fmt::join(known, ", ")));
+        log::warn("parameter {}: value {} excludes {}, which is not known (known: {})", param_name,
+                  quoted(text), printable(name), fmt::join(known, ", "));
     }
     return sel;
 }

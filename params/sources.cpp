@@ -25,7 +25,7 @@ std::mutex override_mutex;
 std::string system_file_override;
 
 [[noreturn]] void malformed(const std::string& path, int line, std::string_view why) {
-    throw Error(fmt::format("file {}:{}: {}", path, line, why));
+    throw Error(fmt::format("file {}:{}: {}", printable(path), line, why));
 }
 
 // Cuts a '#' comment, honouring double quotes so a value may contain '#'.
@@ -53,11 +53,12 @@ void parse_line(std::string_view raw, const std::string& path, int lineno, Origi
     if (line.empty()) return;
     std::size_t eq = line.find('=');
     if (eq == std::string_view::npos)
-        malformed(path, lineno, fmt::format("expected \"name = value\", got \"{}\"", line));
+        malformed(path, lineno, fmt::format("expected \"name = value\", got {}", quoted(line)));
     std::string_view name = trim(line.substr(0, eq));
     if (name.empty() || !valid_name(name))
-        malformed(path, lineno,
-                  fmt::format("\"{}\" is not a parameter name (letters, digits and _ only)", name));
+        malformed(
+            path, lineno,
+            fmt::format("{} is not a parameter name (letters, digits and _ only)", quoted(name)));
     std::string value;
     try {
         value = unquote(trim(line.substr(eq + 1)));
@@ -122,14 +123,15 @@ std::string Source::describe() const {
         case Origin::system_file:
         case Origin::user_file:
         case Origin::param_file:
-            return line > 0 ? fmt::format("file {}:{}", where, line)
-                            : fmt::format("file {}", where);
+            return line > 0 ? fmt::format("file {}:{}", printable(where), line)
+                            : fmt::format("file {}", printable(where));
         case Origin::environment:
-            return fmt::format("environment {}", where);
+            return fmt::format("environment {}", printable(where));
         case Origin::command_line:
-            return where.empty() ? "command line" : fmt::format("command line {}", where);
+            return where.empty() ? "command line"
+                                 : fmt::format("command line {}", printable(where));
         case Origin::api:
-            return where.empty() ? "api" : fmt::format("api ({})", where);
+            return where.empty() ? "api" : fmt::format("api ({})", printable(where));
     }
     return "unknown";
 }
@@ -145,16 +147,18 @@ void read_file(const std::string& path, Origin origin, bool must_exist, Layer& o
     auto status = std::filesystem::status(path, ec);
     if (!std::filesystem::exists(status)) {
         if (!must_exist) return;
-        throw Error(fmt::format("file {}: cannot read it: no such file", path));
+        throw Error(fmt::format("file {}: cannot read it: no such file", printable(path)));
     }
     if (!std::filesystem::is_regular_file(status))
-        throw Error(fmt::format("file {}: cannot read it: not a regular file", path));
+        throw Error(fmt::format("file {}: cannot read it: not a regular file", printable(path)));
     std::ifstream in(path);
-    if (!in) throw Error(fmt::format("file {}: cannot read it: {}", path, std::strerror(errno)));
+    if (!in)
+        throw Error(
+            fmt::format("file {}: cannot read it: {}", printable(path), std::strerror(errno)));
     std::string line;
     for (int lineno = 1; std::getline(in, line); ++lineno)
         parse_line(line, path, lineno, origin, out);
-    if (in.bad()) throw Error(fmt::format("file {}: read error", path));
+    if (in.bad()) throw Error(fmt::format("file {}: read error", printable(path)));
 }
 
 Layer read_environment() {

@@ -28,9 +28,9 @@ T parse_number(std::string_view text, std::string_view what) {
     T value{};
     auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
     if (ec == std::errc::result_out_of_range)
-        throw RangeError(fmt::format("\"{}\" is out of range for {}", text, what));
+        throw RangeError(fmt::format("{} is out of range for {}", quoted(text), what));
     if (t.empty() || ec != std::errc{} || end != t.data() + t.size())
-        throw std::invalid_argument(fmt::format("\"{}\" is not {}", text, what));
+        throw std::invalid_argument(fmt::format("{} is not {}", quoted(text), what));
     return value;
 }
 
@@ -68,6 +68,43 @@ std::string_view trim(std::string_view text) noexcept {
     return text;
 }
 
+namespace {
+
+void append_escaped(std::string& out, std::string_view text, bool in_quotes) {
+    for (char c : text) {
+        const auto byte = static_cast<unsigned char>(c);
+        if (in_quotes && (c == '"' || c == '\\')) {
+            out += '\\';
+            out += c;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (byte < 0x20 || byte == 0x7f) {
+            out += fmt::format("\\x{:02x}", byte);
+        } else {
+            out += c;
+        }
+    }
+}
+
+}  // namespace
+
+std::string quoted(std::string_view text) {
+    std::string out = "\"";
+    append_escaped(out, text, true);
+    out += '"';
+    return out;
+}
+
+std::string printable(std::string_view text) {
+    std::string out;
+    append_escaped(out, text, false);
+    return out;
+}
+
 std::vector<std::string> split_trimmed(std::string_view text, char sep) {
     std::vector<std::string> out;
     for (;;) {
@@ -83,17 +120,18 @@ std::uint64_t parse_size(std::string_view text) {
     std::size_t digits = 0;
     while (digits < t.size() && std::isdigit(static_cast<unsigned char>(t[digits]))) ++digits;
     if (digits == 0)
-        throw std::invalid_argument(fmt::format("\"{}\" is not a size (no digits first)", text));
+        throw std::invalid_argument(
+            fmt::format("{} is not a size (no digits first)", quoted(text)));
     std::uint64_t number = 0;
     auto [end, ec] = std::from_chars(t.data(), t.data() + digits, number);
     if (ec == std::errc::result_out_of_range)
-        throw RangeError(fmt::format("\"{}\" is too large for a size", text));
+        throw RangeError(fmt::format("{} is too large for a size", quoted(text)));
     std::uint64_t mult = size_multiplier(t.substr(digits));
     if (mult == 0)
-        throw std::invalid_argument(
-            fmt::format("\"{}\" is not a size (unknown suffix \"{}\")", text, t.substr(digits)));
+        throw std::invalid_argument(fmt::format("{} is not a size (unknown suffix {})",
+                                                quoted(text), quoted(t.substr(digits))));
     if (number > std::numeric_limits<std::uint64_t>::max() / mult)
-        throw RangeError(fmt::format("\"{}\" is too large for a size", text));
+        throw RangeError(fmt::format("{} is too large for a size", quoted(text)));
     return number * mult;
 }
 
@@ -103,7 +141,7 @@ bool parse_bool(std::string_view text) {
         if (iequals(t, yes)) return true;
     for (std::string_view no : {"false", "no", "off", "0"})
         if (iequals(t, no)) return false;
-    throw std::invalid_argument(fmt::format("\"{}\" is not a boolean", text));
+    throw std::invalid_argument(fmt::format("{} is not a boolean", quoted(text)));
 }
 
 std::int64_t parse_int(std::string_view text) {
@@ -113,13 +151,14 @@ std::int64_t parse_int(std::string_view text) {
 std::uint64_t parse_unsigned(std::string_view text) {
     // from_chars would reject "-1" anyway; say why in words.
     if (!trim(text).empty() && trim(text).front() == '-')
-        throw RangeError(fmt::format("\"{}\" is negative", text));
+        throw RangeError(fmt::format("{} is negative", quoted(text)));
     return parse_number<std::uint64_t>(text, "an unsigned 64-bit integer");
 }
 
 double parse_real(std::string_view text) {
     double v = parse_number<double>(text, "a number");
-    if (!std::isfinite(v)) throw std::invalid_argument(fmt::format("\"{}\" is not finite", text));
+    if (!std::isfinite(v))
+        throw std::invalid_argument(fmt::format("{} is not finite", quoted(text)));
     return v;
 }
 
@@ -127,7 +166,7 @@ std::vector<std::string> parse_list(std::string_view text) {
     if (trim(text).empty()) return {};
     std::vector<std::string> items = split_trimmed(text, ',');
     if (std::any_of(items.begin(), items.end(), [](const std::string& s) { return s.empty(); }))
-        throw std::invalid_argument(fmt::format("\"{}\" has an empty item", text));
+        throw std::invalid_argument(fmt::format("{} has an empty item", quoted(text)));
     return items;
 }
 
@@ -171,7 +210,7 @@ Value parse_value(Type type, std::string_view text, const std::vector<std::strin
         case Type::enumeration: {
             std::string_view t = trim(text);
             if (std::find(choices.begin(), choices.end(), t) == choices.end())
-                throw std::invalid_argument(fmt::format("\"{}\" is not a choice", text));
+                throw std::invalid_argument(fmt::format("{} is not a choice", quoted(text)));
             return std::string(t);
         }
         case Type::list:

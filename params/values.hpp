@@ -40,4 +40,11 @@ std::vector<std::string> parse_list(std::string_view text);
 std::vector<std::string> split_trimmed(std::string_view text, char sep);
 std::string_view trim(std::string_view text) noexcept;
 
+// `text` in double quotes, its quotes, backslashes and control characters (NUL,
+// escape, newline...) written as escapes: a message that shows a value shows
+// all of it, and a NUL in it cannot cut off what the message says next.
+std::string quoted(std::string_view text);
+// The same escapes of control characters, without quotes, for paths and names.
+std::string printable(std::string_view text);
+
 }  // namespace transit::params

@@ -19,7 +19,8 @@ std::vector<std::string> name_list(std::string_view text, std::string_view what,
     if (trim(text).empty()) return out;
     for (std::string& n : split_trimmed(text, ',')) {
         if (!valid_name(n))
-            throw std::invalid_argument(fmt::format("parameter {}: bad {} \"{}\"", owner, what, n));
+            throw std::invalid_argument(
+                fmt::format("parameter {}: bad {} {}", owner, what, quoted(n)));
         out.push_back(std::move(n));
     }
     return out;
@@ -51,7 +52,9 @@ VariableImpl::VariableImpl(std::string_view framework, std::string_view componen
       help_(decl.help),
       default_(decl.default_value),
       min_(decl.min),
-      max_(decl.max) {
+      max_(decl.max),
+      real_min_(decl.real_min),
+      real_max_(decl.real_max) {
     if (framework.empty())
         throw std::invalid_argument(fmt::format("parameter \"{}\" has no framework", decl.name));
     check_part(framework, "framework");
@@ -69,8 +72,8 @@ VariableImpl::VariableImpl(std::string_view framework, std::string_view componen
     try {
         value_ = parse_value(type_, default_, choices_);
     } catch (const std::invalid_argument&) {
-        throw std::invalid_argument(fmt::format("parameter {}: default value \"{}\" {}", full_name_,
-                                                default_, expected_form(type_, choices_)));
+        throw std::invalid_argument(fmt::format("parameter {}: default value {} {}", full_name_,
+                                                quoted(default_), expected_form(type_, choices_)));
     }
     check_range_decl();
     text_ = default_;
@@ -79,18 +82,26 @@ VariableImpl::VariableImpl(std::string_view framework, std::string_view componen
 // A range on a type without numbers, an empty one or a default outside it is
 // a mistake in the component, not in the user's settings.
 void VariableImpl::check_range_decl() const {
-    if (!min_ && !max_) return;
-    if (type_ != Type::integer && type_ != Type::unsigned_integer && type_ != Type::size)
+    const bool integer_range = min_ || max_;
+    const bool real_range = real_min_ || real_max_;
+    if (!integer_range && !real_range) return;
+    const bool integer_type =
+        type_ == Type::integer || type_ == Type::unsigned_integer || type_ == Type::size;
+    if (integer_range && !integer_type)
         throw std::invalid_argument(
             fmt::format("parameter {}: a range needs an integer, "
                         "unsigned or size type, not {}",
                         full_name_, to_string(type_)));
-    if (min_ && max_ && *min_ > *max_)
+    if (real_range && type_ != Type::real)
         throw std::invalid_argument(
-            fmt::format("parameter {}: the range {} is empty", full_name_, range_text(min_, max_)));
+            fmt::format("parameter {}: a real range needs a double type, not {}", full_name_,
+                        to_string(type_)));
+    if ((min_ && max_ && *min_ > *max_) || (real_min_ && real_max_ && !(*real_min_ <= *real_max_)))
+        throw std::invalid_argument(
+            fmt::format("parameter {}: the range {} is empty", full_name_, range_text(*this)));
     if (!within_range(value_))
-        throw std::invalid_argument(fmt::format("parameter {}: default value \"{}\" is outside {}",
-                                                full_name_, default_, range_text(min_, max_)));
+        throw std::invalid_argument(fmt::format("parameter {}: default value {} is outside {}",
+                                                full_name_, quoted(default_), range_text(*this)));
 }
 
 bool VariableImpl::within_range(const Value& value) const {
@@ -99,6 +110,8 @@ bool VariableImpl::within_range(const Value& value) const {
             using T = std::decay_t<decltype(v)>;
             if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::uint64_t>)
                 return !(min_ && std::cmp_less(v, *min_)) && !(max_ && std::cmp_greater(v, *max_));
+            else if constexpr (std::is_same_v<T, double>)
+                return !(real_min_ && v < *real_min_) && !(real_max_ && v > *real_max_);
             else
                 return true;
         },
@@ -109,6 +122,16 @@ std::string range_text(std::optional<std::int64_t> min, std::optional<std::int64
     if (min && max) return fmt::format("{}..{}", *min, *max);
     if (min) return fmt::format("at least {}", *min);
     if (max) return fmt::format("at most {}", *max);
+    return "";
+}
+
+std::string range_text(const Variable& v) {
+    if (v.min() || v.max()) return range_text(v.min(), v.max());
+    const std::optional<double> lo = v.real_min();
+    const std::optional<double> hi = v.real_max();
+    if (lo && hi) return fmt::format("{}..{}", *lo, *hi);
+    if (lo) return fmt::format("at least {}", *lo);
+    if (hi) return fmt::format("at most {}", *hi);
     return "";
 }
 
@@ -126,8 +149,8 @@ bool VariableImpl::is_deprecated_name(std::string_view n) const {
 Value VariableImpl::parse(const std::string& text, const Source& source) const {
     Value value = parse_form(text, source);
     if (!within_range(value))
-        throw Error(fmt::format("parameter {}: value \"{}\" (from {}) is out of range; expected {}",
-                                full_name_, text, source.describe(), range_text(min_, max_)));
+        throw Error(fmt::format("parameter {}: value {} (from {}) is out of range; expected {}",
+                                full_name_, quoted(text), source.describe(), range_text(*this)));
     return value;
 }
 
@@ -140,7 +163,7 @@ Value VariableImpl::parse_form(const std::string& text, const Source& source) co
         detail = fmt::format(" ({})", e.what());
     } catch (const std::invalid_argument&) {
     }
-    throw Error(fmt::format("parameter {}: value \"{}\" (from {}) {}{}", full_name_, text,
+    throw Error(fmt::format("parameter {}: value {} (from {}) {}{}", full_name_, quoted(text),
                             source.describe(), expected_form(type_, choices_), detail));
 }
 
@@ -152,10 +175,9 @@ void VariableImpl::assign(std::string text, Source source, Value value) {
 
 void require_at_most(const Variable& lower, const Variable& upper) {
     if (lower.as_unsigned() <= upper.as_unsigned()) return;
-    throw Error(
-        fmt::format("parameter {}: value \"{}\" (from {}) must be at most {} (\"{}\", from {})",
-                    lower.full_name(), lower.text(), lower.source().describe(), upper.full_name(),
-                    upper.text(), upper.source().describe()));
+    throw Error(fmt::format("parameter {}: value {} (from {}) must be at most {} ({}, from {})",
+                            lower.full_name(), quoted(lower.text()), lower.source().describe(),
+                            upper.full_name(), quoted(upper.text()), upper.source().describe()));
 }
 
 void VariableImpl::wrong_view(std::string_view wanted) const {

@@ -35,6 +35,8 @@ class VariableImpl final : public Variable {
     const std::vector<std::string>& deprecated_names() const override { return deprecated_; }
     std::optional<std::int64_t> min() const override { return min_; }
     std::optional<std::int64_t> max() const override { return max_; }
+    std::optional<double> real_min() const override { return real_min_; }
+    std::optional<double> real_max() const override { return real_max_; }
     const std::string& text() const override { return text_; }
     const Source& source() const override { return source_; }
 
@@ -67,6 +69,7 @@ class VariableImpl final : public Variable {
     std::string help_, default_;
     std::vector<std::string> choices_, synonyms_, deprecated_;
     std::optional<std::int64_t> min_, max_;
+    std::optional<double> real_min_, real_max_;
     std::string text_;
     Source source_;
     Value value_;

@@ -24,7 +24,9 @@ constexpr params::Decl pml_params[] = {
      "Run a progress thread that drives transfers while the program computes; every API "
      "call then takes a lock",
      6},
-    {"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)", 5},
+    params::Decl{"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)",
+                 5}
+        .range(0, 100),
     {"rndv_split_min", params::Type::size, "8k",
      "Smallest rendezvous message split between the two processes: over a transport with both "
      "put and get, the receiver gets the first half while the sender puts the second, so both "

@@ -55,11 +55,12 @@ constexpr params::Decl ofi_params[] = {
                  "out-of-resource",
                  6}
         .range(1, 1 << 20),
-    {"rcache_size", Type::unsigned_integer, "16",
-     "Memory registrations kept after their last user released them, for reuse (0: close "
-     "at once). Keep it 0 if the program frees and reuses registered memory while a "
-     "hardware provider is in use",
-     6},
+    params::Decl{"rcache_size", Type::unsigned_integer, "16",
+                 "Memory registrations kept after their last user released them, for reuse (0: "
+                 "close at once). Keep it 0 if the program frees and reuses registered memory "
+                 "while a hardware provider is in use",
+                 6}
+        .range(0, 1 << 20),
     params::Decl{"exclusivity", Type::integer, "-1",
                  "Priority against other transports; -1: from the provider (shm 32768, below "
                  "vader; tcp/sockets 256, above the tcp btl; other providers 1024)",

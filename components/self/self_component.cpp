@@ -20,10 +20,11 @@ constexpr params::Decl self_params[] = {
                  "above it, it uses put/get (single memcpy)",
                  4}
         .at_least(1),
-    {"max_send_size", Type::size, "64k",
-     "Largest fragment alloc and prepare_src hand out (contiguous data above the eager "
-     "limit is passed in place, without a copy)",
-     4},
+    params::Decl{"max_send_size", Type::size, "64k",
+                 "Largest fragment alloc and prepare_src hand out (contiguous data above the "
+                 "eager limit is passed in place, without a copy)",
+                 4}
+        .range(1, 1 << 30),
     params::Decl{"free_list_max", Type::unsigned_integer, "32",
                  "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
                  "created at init; alloc reports out-of-resource when a pool is empty",

@@ -32,14 +32,18 @@ constexpr params::Decl param_table[] = {
     params::Decl{"port_min", Type::unsigned_integer, "0",
                  "First port tried for the listening sockets (0: any port the kernel chooses)", 2}
         .range(0, 65535),
-    {"port_range", Type::unsigned_integer, "64511",
-     "Number of ports tried from btl_tcp_port_min upwards", 2},
+    params::Decl{"port_range", Type::unsigned_integer, "64511",
+                 "Number of ports tried from btl_tcp_port_min upwards", 2}
+        .range(0, 65536),
     params::Decl{"links", Type::unsigned_integer, "1",
                  "Sockets per peer and interface; one-sided transfers are spread over them", 4}
         .range(1, 64),
-    {"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4},
-    {"rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4},
-    {"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4},
+    params::Decl{"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4}
+        .range(0, INT32_MAX),
+    params::Decl{"rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4}
+        .range(0, INT32_MAX),
+    params::Decl{"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4}.range(
+        1, 1 << 30),
     params::Decl{"max_send_size", Type::size, "128k", "Largest fragment of a send", 4}.range(
         64, 1 << 30),
     params::Decl{"max_rdma_size", Type::size, "4M",
@@ -49,17 +53,23 @@ constexpr params::Decl param_table[] = {
      "Write a burst of small messages (sent with no progress call between them) in one "
      "system call at the next progress call; the first message of a burst leaves at once",
      5},
-    {"free_list_max", Type::unsigned_integer, "4096",
-     "Send fragments per size class before sends report out-of-resource", 6},
+    params::Decl{"free_list_max", Type::unsigned_integer, "4096",
+                 "Send fragments per size class before sends report out-of-resource", 6}
+        .range(1, 1 << 20),
     params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
                  "One-sided operations in flight per interface", 6}
         .range(1, 65535),
-    {"connect_timeout", Type::real, "10",
-     "Seconds a connection attempt and its handshake may take before it fails", 3},
-    {"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7},
-    {"latency", Type::unsigned_integer, "100", "Relative latency, lower is preferred", 7},
-    {"bandwidth", Type::unsigned_integer, "0",
-     "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7},
+    params::Decl{"connect_timeout", Type::real, "10",
+                 "Seconds a connection attempt and its handshake may take before it fails", 3}
+        .real_range(0.001, 1e6),
+    params::Decl{"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7}
+        .range(0, UINT32_MAX),
+    params::Decl{"latency", Type::unsigned_integer, "100", "Relative latency, lower is preferred",
+                 7}
+        .range(0, UINT32_MAX),
+    params::Decl{"bandwidth", Type::unsigned_integer, "0",
+                 "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7}
+        .range(0, UINT32_MAX),
 };
 
 std::vector<std::string> drop_empty(std::vector<std::string> v) {

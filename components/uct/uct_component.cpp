@@ -33,10 +33,12 @@ constexpr params::Decl uct_params[] = {
     params::Decl{"eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly",
                  4}
         .at_least(1),
-    {"max_send_size", Type::size, "0",
-     "Largest fragment; 0: what one buffered active message of the transport carries "
-     "(about 8 KiB for posix, sysv and tcp). Must be the same in every process",
-     4},
+    params::Decl{"max_send_size", Type::size, "0",
+                 "Largest fragment; 0: what one buffered active message of the transport "
+                 "carries (about 8 KiB for posix, sysv and tcp). Must be the same in every "
+                 "process",
+                 4}
+        .range(0, 1 << 30),
     params::Decl{"free_list_max", Type::unsigned_integer, "128",
                  "Send fragments per module; an empty pool makes alloc report out-of-resource", 6}
         .range(1, 1 << 20),

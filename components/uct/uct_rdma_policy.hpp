@@ -34,11 +34,13 @@ inline constexpr params::Decl rdma_params[] = {
      "available). Atomics on memory from mem_alloc use UCT's atomics where the transport "
      "offers them (posix, sysv); other atomics, and every one with am, go by active messages",
      4, rdma_mode_choices},
-    {"rdma_min_size", params::Type::size, "0",
-     "Smallest put/get sent with UCT's own put/get; smaller ones go by active messages. 0: "
-     "automatic (2k over cma with btl_uct_rdma=auto, where smaller transfers are faster by "
-     "active messages; every size with btl_uct_rdma=transport or on a transport's own RDMA)",
-     5},
+    params::Decl{"rdma_min_size", params::Type::size, "0",
+                 "Smallest put/get sent with UCT's own put/get; smaller ones go by active "
+                 "messages. 0: automatic (2k over cma with btl_uct_rdma=auto, where smaller "
+                 "transfers are faster by active messages; every size with "
+                 "btl_uct_rdma=transport or on a transport's own RDMA)",
+                 5}
+        .range(0, std::int64_t{1} << 40),
 };
 
 constexpr std::optional<RdmaMode> parse_rdma_mode(std::string_view text) noexcept {

@@ -45,10 +45,11 @@ constexpr params::Decl vader_params[] = {
                  "power of two and raised to hold every fragment of every local process)",
                  6}
         .range(0, 16 << 20),
-    {"segment_size", Type::size, "8M",
-     "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
-     "fragments; the fragment count follows from it, at least 16)",
-     5},
+    params::Decl{"segment_size", Type::size, "8M",
+                 "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
+                 "fragments; the fragment count follows from it, at least 16)",
+                 5}
+        .range(0, std::int64_t{1} << 40),
     params::Decl{"heap_size", Type::size, "1G",
                  "Address space reserved after each segment for mem_alloc: memory the local "
                  "peers load, store and apply atomics to directly.  Pages are taken only when "

@@ -49,7 +49,7 @@ constexpr transit::params::Decl unix_params[] = {
                           "is 65535)",
                           7}
         .range(0, UINT32_MAX),
-    {"verbose", Type::integer, "0", "Verbosity of btl/unix (0..100)", 9},
+    transit::params::Decl{"verbose", Type::integer, "0", "Verbosity of btl/unix", 9}.range(0, 100),
 };
 
 // The socket the peers connect to.  Binding with no name asks Linux for a

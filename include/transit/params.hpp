@@ -73,10 +73,26 @@ struct Decl {
         d.min = lo;
         return d;
     }
+
+    // Real parameters: the smallest and largest value accepted (inclusive),
+    // refused like min and max.
+    std::optional<double> real_min = {};
+    std::optional<double> real_max = {};
+
+    constexpr Decl real_range(double lo, double hi) const {
+        Decl d = *this;
+        d.real_min = lo;
+        d.real_max = hi;
+        return d;
+    }
 };
 
 // "1..1048576", "at least 1", "at most 64", or "" without bounds.
 std::string range_text(std::optional<std::int64_t> min, std::optional<std::int64_t> max);
+
+class Variable;
+// The declared range of `v`, integer or real, in the same words; "" without one.
+std::string range_text(const Variable& v);
 
 // The error for any value that does not parse, naming the parameter, the value,
 // where it was set and the form that was expected.
@@ -103,6 +119,9 @@ class Variable {
     // The declared bounds (Decl::min, Decl::max); empty when unbounded.
     virtual std::optional<std::int64_t> min() const = 0;
     virtual std::optional<std::int64_t> max() const = 0;
+    // The declared bounds of a real parameter (Decl::real_min, Decl::real_max).
+    virtual std::optional<double> real_min() const = 0;
+    virtual std::optional<double> real_max() const = 0;
 
     // The value as set (text), and where it came from.
     virtual const std::string& text() const = 0;
@@ -143,8 +162,9 @@ class Registry {
 
     virtual std::vector<Variable*> all() = 0;
 
-    // Warns (once per name) about TRANSIT_MCA_* variables and --mca names that
-    // match no registered parameter, suggesting the nearest known name.
+    // Warns (once per name and place) about settings in the parameter files,
+    // TRANSIT_MCA_* variables and --mca names that match no registered
+    // parameter, naming the file and line and suggesting the nearest known name.
     // Returns the warnings it printed.
     virtual std::vector<std::string> warn_unknown() = 0;
 };

@@ -6,10 +6,14 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
 
+#include "framework/plugin_file.hpp"
 #include "framework/repository.hpp"
 #include "framework/static_components.hpp"
+#include "tests/fixtures/bad_plugin_files.hpp"
 #include "tests/framework/plugin_env.hpp"
 #include "transit/version.hpp"
 
@@ -238,6 +242,100 @@ TEST_F(Repository, StaticComponentsAreMarkedAndNeedNoFile) {
 
 TEST_F(Repository, UnknownFrameworkIsAProgrammingError) {
     EXPECT_THROW(load_components("nosuchframework"), std::invalid_argument);
+}
+
+// Files that took the process down (a FIFO hung it in open, a truncated library
+// raised SIGBUS inside dlopen) or were refused without a word.
+class BadFiles : public Repository {
+  protected:
+    void SetUp() override {
+        Repository::SetUp();
+        test::set_param("mca_base_component_path", bad_.dir() + ":" + fixture_dir);
+    }
+    std::string reason_for(const LoadResult& r, const std::string& name) {
+        const ComponentRecord* f = find_failure(r, name);
+        if (f == nullptr) return "(not listed)";
+        EXPECT_EQ(f->path, bad_.path(name));
+        EXPECT_EQ(f->state, ComponentState::failed);
+        return f->reason;
+    }
+    test::BadPluginFiles bad_{fixture("fixturegood")};
+};
+
+TEST_F(BadFiles, AFifoIsListedAndNeverOpened) {
+    LoadResult r = load_components("btl");
+    EXPECT_EQ(reason_for(r, "fifo"), "a FIFO (named pipe), not a regular file: not opened");
+    EXPECT_NE(find_loaded(r, "fixturegood"), nullptr) << "the good plugins still load";
+}
+
+TEST_F(BadFiles, ADirectoryIsListedWithItsReason) {
+    LoadResult r = load_components("btl");
+    EXPECT_EQ(reason_for(r, "adir"), "a directory, not a regular file: not opened");
+}
+
+TEST_F(BadFiles, ATruncatedLibraryIsRefusedBeforeDlopen) {
+    LoadResult r = load_components("btl");
+    std::string reason = reason_for(r, "trunc");
+    EXPECT_TRUE(reason.starts_with("truncated: segment ")) << reason;
+    EXPECT_TRUE(reason.ends_with(", the file has 4096 bytes")) << reason;
+    EXPECT_FALSE(test::is_mapped(bad_.path("trunc")));
+}
+
+TEST_F(BadFiles, ALibraryForAnotherMachineSaysWhichMachine) {
+    LoadResult r = load_components("btl");
+    EXPECT_EQ(reason_for(r, "foreign"),
+              fmt::format("built for {}, this is {}", test::BadPluginFiles::foreign_machine(),
+                          test::uname_machine()));
+}
+
+TEST(PluginFile, AcceptsARealPlugin) {
+    EXPECT_EQ(check_plugin_file(fixture("fixturegood")), "");
+}
+
+TEST(PluginFile, NamesTheClassWhenItDiffers) {
+    test::BadPluginFiles bad(fixture("fixturegood"));
+    const std::string path = bad.path("fixturegood");
+    std::filesystem::copy_file(fixture("fixturegood"), path);
+    {
+        std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(EI_CLASS);
+        f.put(static_cast<char>(ELFCLASS32));
+    }
+    const std::string here = test::uname_machine();
+    EXPECT_EQ(check_plugin_file(path),
+              fmt::format("built for {} (32-bit, little-endian), this is {} (64-bit, "
+                          "little-endian)",
+                          here, here));
+}
+
+TEST(PluginFile, RefusesAFileShorterThanAnElfHeader) {
+    test::BadPluginFiles bad(fixture("fixturegood"));
+    const std::string path = bad.path("short");
+    std::filesystem::copy_file(fixture("fixturegood"), path);
+    std::filesystem::resize_file(path, 40);
+    EXPECT_EQ(check_plugin_file(path), "truncated: 40 bytes, an ELF header alone needs 64");
+    std::filesystem::resize_file(path, 10);
+    EXPECT_EQ(check_plugin_file(path), "not a shared object (no ELF header)");
+}
+
+TEST(PluginFile, RefusesProgramHeadersPastTheEnd) {
+    test::BadPluginFiles bad(fixture("fixturegood"));
+    const std::string path = bad.path("short");
+    std::filesystem::copy_file(fixture("fixturegood"), path);
+    std::filesystem::resize_file(path, 100);
+    EXPECT_TRUE(check_plugin_file(path).starts_with("truncated: its program headers end at byte "))
+        << check_plugin_file(path);
+}
+
+TEST(PluginFile, SaysWhyAMissingFileCannotBeExamined) {
+    EXPECT_EQ(check_plugin_file("/nonexistent/transit_btl_x.so"),
+              "cannot examine it: No such file or directory");
+}
+
+TEST(PluginFile, MachineNames) {
+    EXPECT_EQ(machine_name(EM_X86_64), "x86_64");
+    EXPECT_EQ(machine_name(EM_AARCH64), "aarch64");
+    EXPECT_EQ(machine_name(0x7777), "machine 30583");
 }
 
 // check_descriptor on its own, for the fields no fixture spoils.

@@ -123,6 +123,42 @@ TEST_F(Ranges, RangeText) {
     EXPECT_EQ(range_text(std::nullopt, std::nullopt), "");
 }
 
+constexpr Decl timeout = Decl{"timeout", Type::real, "10", "Seconds", 3}.real_range(0.001, 1e6);
+
+TEST_F(Ranges, RealRangeRefusesANegativeTimeoutWithItsSource) {
+    set_env("t_c_timeout", "-5");
+    const std::string err = error_text([] { registry().add("t", "c", timeout); });
+    expect_contains(err, {"parameter t_c_timeout", "\"-5\"", "environment TRANSIT_MCA_t_c_timeout",
+                          "out of range", "0.001..1000000"});
+}
+
+TEST_F(Ranges, RealRangeKeepsItsBoundsAndRefusesAboveTheTop) {
+    Registry& r = registry();
+    Variable& v = r.add("t", "c", timeout);
+    EXPECT_EQ(v.real_min(), 0.001);
+    EXPECT_EQ(v.real_max(), 1e6);
+    EXPECT_FALSE(v.min());
+    EXPECT_EQ(range_text(v), "0.001..1000000");
+    r.set("t_c_timeout", "0.001", {Origin::api});
+    EXPECT_EQ(v.as_real(), 0.001);
+    expect_contains(error_text([&] { r.set("t_c_timeout", "1e7", {Origin::api}); }),
+                    {"\"1e7\"", "out of range"});
+    EXPECT_EQ(v.as_real(), 0.001) << "a refused value changes nothing";
+}
+
+TEST_F(Ranges, RealRangeDeclarationErrors) {
+    Registry& r = registry();
+    EXPECT_THROW(r.add("t", "c", Decl{"i", Type::integer, "1", "h", 5}.real_range(0, 1)),
+                 std::invalid_argument);
+    EXPECT_THROW(r.add("t", "c", Decl{"d", Type::real, "1", "h", 5}.range(0, 1)),
+                 std::invalid_argument);
+    EXPECT_THROW(r.add("t", "c", Decl{"o", Type::real, "0", "h", 5}.real_range(0.5, 1)),
+                 std::invalid_argument)
+        << "the default is outside";
+    EXPECT_THROW(r.add("t", "c", Decl{"e", Type::real, "1", "h", 5}.real_range(2, 1)),
+                 std::invalid_argument);
+}
+
 TEST_F(Ranges, RequireAtMostNamesBothParametersAndSources) {
     Registry& r = registry();
     Variable& eager = r.add("t", "c", {"eager", Type::size, "4k", "h", 4});

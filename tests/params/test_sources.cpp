@@ -262,6 +262,54 @@ TEST_F(Sources, WarnUnknownSuggestsTheCurrentNameForAMisspeltDeprecatedOne) {
     EXPECT_EQ(w[0], "TRANSIT_MCA_t_c_olde names no known parameter (did you mean t_c_new_name?)");
 }
 
+TEST_F(Sources, WarnUnknownNamesTheFileAndLineOfAMisspeltName) {
+    const std::string sys = write_system_file("btl_tcp_links = 1\nzzzzzz_qqqq = 1\n");
+    const std::string user = write_user_file("# mine\nbtl_tcp_linkz = 2\n");
+    const std::string extra = write_file("extra.conf", "\n\nbtl_tcp_lnks = 3\n");
+    set_env("mca_base_param_files", extra);
+    reset_for_testing();
+    registry().add("btl", "tcp", {"links", Type::unsigned_integer, "1", "h", 4});
+    testing::internal::CaptureStderr();
+    std::vector<std::string> w = registry().warn_unknown();
+    std::vector<std::string> again = registry().warn_unknown();
+    std::string err = testing::internal::GetCapturedStderr();
+    ASSERT_EQ(w.size(), 3u) << err;
+    EXPECT_EQ(w[0], "file " + sys + ":2: zzzzzz_qqqq names no known parameter");
+    EXPECT_EQ(w[1], "file " + user +
+                        ":2: btl_tcp_linkz names no known parameter (did you mean btl_tcp_links?)");
+    EXPECT_EQ(w[2], "file " + extra +
+                        ":3: btl_tcp_lnks names no known parameter (did you mean btl_tcp_links?)");
+    EXPECT_TRUE(again.empty()) << "each file setting warns once";
+    EXPECT_NE(err.find("warning: file " + user + ":2: btl_tcp_linkz"), std::string::npos) << err;
+}
+
+TEST_F(Sources, ANulInAFileValueDoesNotCutTheMessageShort) {
+    const std::string path = write_user_file(std::string("t_c_n = 1\0x\n", 12));
+    reset_for_testing();
+    const std::string e = error_text([] {
+        registry().add("t", "c", {"n", Type::integer, "0", "h", 5});
+    });
+    expect_contains(e, {"value \"1\\x00x\"", "(from file " + path + ":1)", "is not an integer"});
+}
+
+TEST_F(Sources, ControlCharactersInAValueAreShownAsEscapes) {
+    set_env("t_c_n", "\x1b[2J7\t\"\n");
+    reset_for_testing();
+    const std::string e = error_text([] {
+        registry().add("t", "c", {"n", Type::integer, "0", "h", 5});
+    });
+    expect_contains(e, {"value \"\\x1b[2J7\\t\\\"\\n\"", "(from environment TRANSIT_MCA_t_c_n)"});
+    EXPECT_EQ(e.find('\x1b'), std::string::npos) << "no raw escape reaches a terminal";
+}
+
+TEST_F(Sources, ANulInAnApiValueStillNamesTheSource) {
+    registry().add("t", "c", {"n", Type::integer, "0", "h", 5});
+    const std::string e = error_text([] {
+        registry().set("t_c_n", std::string_view("5\0", 2), {Origin::api, "tool", 0});
+    });
+    expect_contains(e, {"value \"5\\x00\"", "(from api (tool))"});
+}
+
 TEST_F(Sources, ResetReReadsTheEnvironment) {
     set_env("t_c_x", "first");
     reset_for_testing();

@@ -48,8 +48,8 @@ std::string format_table(const Report& r) {
                            params::to_string(v->type()), v->level(), v->source().describe());
         if (!v->choices().empty())
             out += fmt::format("      one of: {}\n", fmt::join(v->choices(), ", "));
-        if (v->min() || v->max())
-            out += fmt::format("      range: {}\n", params::range_text(v->min(), v->max()));
+        if (std::string range = params::range_text(*v); !range.empty())
+            out += fmt::format("      range: {}\n", range);
         if (!v->deprecated_names().empty())
             out +=
                 fmt::format("      deprecated names: {}\n", fmt::join(v->deprecated_names(), ", "));
@@ -85,6 +85,8 @@ std::string format_parsable(const Report& r) {
         for (const std::string& c : v->choices()) out += fmt::format("{}:choice:{}\n", key, c);
         if (v->min()) out += fmt::format("{}:min:{}\n", key, *v->min());
         if (v->max()) out += fmt::format("{}:max:{}\n", key, *v->max());
+        if (v->real_min()) out += fmt::format("{}:min:{}\n", key, *v->real_min());
+        if (v->real_max()) out += fmt::format("{}:max:{}\n", key, *v->real_max());
         for (const std::string& d : v->deprecated_names())
             out += fmt::format("{}:deprecated:{}\n", key, d);
         for (const std::string& s : v->synonyms()) out += fmt::format("{}:synonym:{}\n", key, s);
@@ -124,8 +126,12 @@ std::string format_json(const Report& r) {
                         {"line", s.line},
                         {"text", s.describe()}}},
                       {"choices", v->choices()},
-                      {"min", v->min() ? json(*v->min()) : json(nullptr)},
-                      {"max", v->max() ? json(*v->max()) : json(nullptr)},
+                      {"min", v->min()        ? json(*v->min())
+                              : v->real_min() ? json(*v->real_min())
+                                              : json(nullptr)},
+                      {"max", v->max()        ? json(*v->max())
+                              : v->real_max() ? json(*v->real_max())
+                                              : json(nullptr)},
                       {"synonyms", v->synonyms()},
                       {"deprecated", v->deprecated_names()}});
     }

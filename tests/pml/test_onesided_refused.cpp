@@ -123,6 +123,7 @@ void run(bool shared) {
         << "a refusal outlived the flush that returned it";
     ASSERT_EQ(ctx().barrier(), Status::success);
     expect_untouched(mem, 0, total, "by operations outside the region");
+    ASSERT_EQ(ctx().barrier(), Status::success);  // every rank looked before the next puts
 
     // The job goes on: a valid put, then a fence.
     const std::uint64_t word = 0x1122334455667788ull;

@@ -299,8 +299,10 @@ Status Context::flush_all() noexcept {
 }
 Status Context::fence() noexcept {
     auto guard = engine_->lock();
-    engine_->flush_all();
-    return engine_->barrier();
+    // The barrier runs even after a refusal, so every rank leaves the fence together.
+    const Status flushed = engine_->flush_all();
+    const Status s = engine_->barrier();
+    return ok(s) ? flushed : s;
 }
 Status Context::barrier() noexcept {
     auto guard = engine_->lock();

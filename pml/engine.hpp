@@ -148,6 +148,9 @@ struct Peer {
     bool failed = false;             // a transport reported it gone
     bool failure_handled = false;    // its requests were failed
     bool osc_lost = false;           // one-sided operations to it were lost
+    // The first one-sided operation to it that its target refused since the
+    // last flush of it (returned, then cleared, by flush and flush_all).
+    Status osc_refused = Status::success;
     // Completion counters of active messages sent to it, with how many
     // completions each still waits for: lost if the peer fails.
     std::vector<std::pair<Counter*, std::uint64_t>> owed_completions;
@@ -162,6 +165,11 @@ struct OscOp {
     Peer* peer = nullptr;
     btl::Module* module = nullptr;
     btl::RegistrationHandle* local_handle = nullptr;
+    // A fetching atomic's old value lands here first: the caller's is written
+    // only once the target applied the operation.
+    std::uint64_t result = 0;
+    std::uint64_t* fetched = nullptr;
+    bool bits32 = false;
 };
 
 struct AmHandler {
@@ -499,6 +507,8 @@ class Engine {
     void write_off_completions(Peer* p) noexcept;
     void forget_owed(Peer* p, Counter* c) noexcept;
     bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
+    void note_refused(Peer* p, Status s) noexcept;
+    Status take_refused(Peer* p) noexcept;
     static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
     static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
                          void*, Status) noexcept;
@@ -542,6 +552,7 @@ class Engine {
     std::array<AmHandler, Context::am_max_handlers> am_handlers_{};
     std::vector<RegionImpl*> regions_;
     std::uint64_t osc_outstanding_total_ = 0;
+    bool any_osc_refused_ = false;  // some peer's osc_refused is set
     std::uint32_t barrier_epoch_ = 0;
     std::array<std::array<std::uint32_t, 32>, 2> barrier_arrivals_{};
     struct Allocation {

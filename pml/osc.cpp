@@ -159,13 +159,40 @@ bool Engine::address_registered(std::uint64_t addr, std::size_t len) const noexc
     return false;
 }
 
+namespace {
+
+// A refusal (outside the target's live registrations, or a key it does not
+// know) is the caller's error, kept for its next flush; any other failure
+// means the operation was lost.
+bool is_refusal(Status s) noexcept {
+    return s == Status::access_denied || s == Status::bad_param || s == Status::not_found;
+}
+
+}  // namespace
+
+void Engine::note_refused(Peer* p, Status s) noexcept {
+    out_.verbose(5, "pml: rank {} refused a one-sided operation: {}", p->rank, to_string(s));
+    if (ok(p->osc_refused)) p->osc_refused = s;
+    any_osc_refused_ = true;
+}
+
+Status Engine::take_refused(Peer* p) noexcept {
+    const Status s = p->osc_refused;
+    p->osc_refused = Status::success;
+    return s;
+}
+
 void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
                       void* cbdata, Status s) noexcept {
     auto* e = static_cast<Engine*>(context);
     auto* op = static_cast<OscOp*>(cbdata);
-    if (!ok(s)) {
+    if (is_refusal(s)) {
+        e->note_refused(op->peer, s);
+    } else if (!ok(s)) {
         log::error("pml: one-sided operation to rank {} failed: {}", op->peer->rank, to_string(s));
         op->peer->osc_lost = true;
+    } else if (op->fetched) {
+        *op->fetched = op->bits32 ? static_cast<std::uint32_t>(op->result) : op->result;
     }
     if (op->local_handle) op->module->deregister_mem(op->local_handle);
     --op->peer->osc_outstanding;
@@ -196,7 +223,11 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         op->peer = p;
         op->module = b.module;
         op->local_handle = nullptr;
-        if (a.registration_handle_size > 0) {
+        op->fetched = nullptr;
+        // Below its threshold a module moves the data without a local registration.
+        const std::size_t local_threshold =
+            is_put ? a.put_local_registration_threshold : a.get_local_registration_threshold;
+        if (a.registration_handle_size > 0 && len >= local_threshold) {
             op->local_handle = b.module->register_mem(
                 b.endpoint, local, len,
                 is_put ? btl::reg_flags::remote_read : btl::reg_flags::local_write);
@@ -220,7 +251,9 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         --osc_outstanding_total_;
         if (op->local_handle) b.module->deregister_mem(op->local_handle);
         osc_ops_.put(op);
-        // out_of_resource or refused: the emulation below never drops it.
+        // Outside the target's registrations: no other path may do it either.
+        if (is_refusal(s)) return s;
+        // out_of_resource or not possible here: the emulation below never drops it.
     }
     // Emulation: the target copies; chunks fit one eager fragment each.
     const std::size_t chunk = ctrl_payload_limit(p);
@@ -259,7 +292,6 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
     const int aflags = w == 4 ? btl::atomic_flags::bits32 : 0;
-    if (fetched) *fetched = 0;  // a 32-bit result fills the low half only
     const bool fetch = fetched != nullptr || op == wire::cswap_op;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
@@ -276,26 +308,30 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
         o->peer = p;
         o->module = b.module;
         o->local_handle = nullptr;
+        o->fetched = fetched;
+        o->bits32 = w == 4;
+        o->result = 0;
         ++p->osc_outstanding;
         ++osc_outstanding_total_;
         Status s;
         if (op == wire::cswap_op)
-            s = b.module->atomic_cswap(b.endpoint, fetched, raddr, nullptr, rh, compare, operand,
+            s = b.module->atomic_cswap(b.endpoint, &o->result, raddr, nullptr, rh, compare, operand,
                                        aflags, btl::no_order, &Engine::osc_done, this, o);
         else if (fetched)
-            s = b.module->atomic_fop(b.endpoint, fetched, raddr, nullptr, rh, to_btl(op), operand,
-                                     aflags, btl::no_order, &Engine::osc_done, this, o);
+            s = b.module->atomic_fop(b.endpoint, &o->result, raddr, nullptr, rh, to_btl(op),
+                                     operand, aflags, btl::no_order, &Engine::osc_done, this, o);
         else
             s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags,
                                     btl::no_order, &Engine::osc_done, this, o);
         if (s == Status::success) return Status::success;
         if (s == Status::completed) {
-            osc_done(b.module, b.endpoint, fetched, nullptr, this, o, Status::success);
+            osc_done(b.module, b.endpoint, &o->result, nullptr, this, o, Status::success);
             return Status::success;
         }
         --p->osc_outstanding;
         --osc_outstanding_total_;
         osc_ops_.put(o);
+        if (is_refusal(s)) return s;
     }
     wire::OscHdr h{rank_,   op,      static_cast<std::uint8_t>(w),
                    0,       raddr,   w,
@@ -324,27 +360,33 @@ void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
             h.src);
         return;
     }
-    const bool valid = address_registered(h.addr, h.len);
+    const bool atomic_ok =
+        k != wire::osc_atomic ||
+        ((h.width == 4 || h.width == 8) && h.len == h.width && h.addr % h.width == 0 &&
+         (h.op == wire::cswap_op || h.op <= static_cast<std::uint8_t>(AtomicOp::max)));
+    const bool valid = atomic_ok && address_registered(h.addr, h.len);
     if (!valid)
         log::error(
             "pml: rank {} addressed {} bytes at {:#x}, outside any registered region; "
-            "ignored",
+            "refused",
             h.src, h.len, h.addr);
     auto* target = reinterpret_cast<std::byte*>(h.addr);
-    wire::OscReplyHdr r{rank_, 0, h.token, 1, 0};
+    const Status refused = atomic_ok ? Status::access_denied : Status::bad_param;
+    wire::OscReplyHdr r{rank_, static_cast<std::int32_t>(valid ? Status::success : refused),
+                        h.token, 1, 0};
     if (k == wire::osc_put) {
         std::size_t len = n - sizeof h < h.len ? n - sizeof h : h.len;
         if (valid) std::memcpy(target, b + sizeof h, len);
         send_ctrl(p, wire::osc_ack, &r, sizeof r);
     } else if (k == wire::osc_get) {
-        r.len = h.len;
-        // An invalid request is still answered for its full length, so the
+        // A refused request is still answered for its full length, so the
         // origin's flush returns.
+        r.len = h.len;
         send_ctrl(p, wire::osc_get_reply, &r, sizeof r, valid ? target : nullptr,
                   valid ? h.len : 0);
     } else {
         const int aflags = h.width == 4 ? btl::atomic_flags::bits32 : 0;
-        if (valid && (h.width == 4 || h.width == 8))
+        if (valid)
             r.value = h.op == wire::cswap_op
                           ? btl::apply_cswap(target, h.compare, h.operand, aflags)
                           : btl::apply_atomic(target, to_btl(h.op), h.operand, aflags);
@@ -357,11 +399,13 @@ void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexc
     std::memcpy(&h, b, sizeof h);
     Peer* p = peer(h.src);
     if (!p || p->failed) return;  // its outstanding count was (or will be) written off
-    std::uint64_t units = 1;
-    if (k == wire::osc_get_reply) {
+    const auto status = static_cast<Status>(h.status);
+    const std::uint64_t units = k == wire::osc_get_reply ? h.len : 1;
+    if (!ok(status)) {
+        note_refused(p, is_refusal(status) ? status : Status::access_denied);
+    } else if (k == wire::osc_get_reply) {
         std::size_t len = n - sizeof h;
         if (len) std::memcpy(reinterpret_cast<void*>(h.token), b + sizeof h, len);
-        units = h.len;
     } else if (k == wire::osc_atomic_reply && h.token) {
         *reinterpret_cast<std::uint64_t*>(h.token) = h.value;
     }
@@ -375,15 +419,25 @@ Status Engine::flush(Rank dst) noexcept {
     Peer* p = peers_[dst].get();
     if (!p) return Status::success;
     wait_until([p] { return p->osc_outstanding == 0; });
-    return p->failed ? Status::peer_failed : Status::success;
+    if (p->failed) return Status::peer_failed;
+    return take_refused(p);
 }
 
 Status Engine::flush_all() noexcept {
     wait_until([this] { return osc_outstanding_total_ == 0; });
+    Status s = Status::success;
+    if (any_osc_refused_) {
+        any_osc_refused_ = false;
+        for (const auto& p : peers_) {
+            if (!p) continue;
+            const Status refused = take_refused(p.get());
+            if (ok(s)) s = refused;
+        }
+    }
     if (any_failed_)
         for (const auto& p : peers_)
             if (p && p->failed && p->osc_lost) return Status::peer_failed;
-    return Status::success;
+    return s;
 }
 
 // Dissemination barrier: log2(n) rounds; in round k each rank signals rank+2^k

@@ -148,7 +148,7 @@ struct OscHdr {
 
 struct OscReplyHdr {
     std::uint32_t src;
-    std::uint32_t pad;
+    std::int32_t status;  // Status: not success when the target refused the operation
     std::uint64_t token;
     std::uint64_t len;
     std::uint64_t value;

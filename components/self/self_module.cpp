@@ -14,33 +14,25 @@ namespace transit::self {
 namespace {
 
 // Checks [address, address + size) against a (possibly copied, so possibly
-// unaligned) handle: a put or get outside a registration is refused here instead
-// of corrupting or reading memory the owner never exposed.
-Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address, std::size_t size,
-                    std::uint32_t access) noexcept {
+// unaligned) handle: a put or get outside a live registration is refused here
+// instead of corrupting or reading memory the owner never exposed.
+Status check_remote(std::span<const btl::RegionSlot> table, const btl::RegistrationHandle* handle,
+                    std::uint64_t address, std::size_t size, std::uint32_t access) noexcept {
     if (handle == nullptr) [[unlikely]]
         return Status::bad_param;
-    SelfRegistration r;
-    std::memcpy(&r, handle, sizeof r);
-    if (r.magic != registration_magic) [[unlikely]]
-        return Status::bad_param;
-    if ((r.access & access) != access) [[unlikely]]
-        return Status::access_denied;
-    if (address < r.base || size > r.size || address - r.base > r.size - size) [[unlikely]]
-        return Status::bad_param;
-    return Status::success;
+    return btl::region_permits(table, handle, address, size, access);
 }
 
 std::size_t atomic_width(int flags) noexcept {
     return (flags & btl::atomic_flags::bits32) ? 4 : 8;
 }
 
-Status check_atomic(const btl::RegistrationHandle* handle, std::uint64_t address,
-                    int flags) noexcept {
+Status check_atomic(std::span<const btl::RegionSlot> table, const btl::RegistrationHandle* handle,
+                    std::uint64_t address, int flags) noexcept {
     const std::size_t width = atomic_width(flags);
     if (address % width != 0) [[unlikely]]
         return Status::bad_param;  // a misaligned atomic is not atomic
-    return check_remote(handle, address, width, btl::reg_flags::remote_atomic);
+    return check_remote(table, handle, address, width, btl::reg_flags::remote_atomic);
 }
 
 void store_result(void* local_address, std::uint64_t value, int flags) noexcept {
@@ -72,7 +64,9 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
                          as::swap | as::min | as::max | as::bits32 | as::cswap | as::global;
-    attr_.registration_handle_size = sizeof(SelfRegistration);
+    attr_.registration_handle_size = sizeof(btl::RegionKey);
+    slots_ = std::make_unique<btl::RegionSlot[]>(registration_slots);
+    registrations_ = btl::RegionTable(slots_.get(), registration_slots);
     eager_.setup(config.free_list_max, config.eager_limit, config.multi_threaded);
     large_.setup(config.free_list_max, config.max_send_size, config.multi_threaded);
 }
@@ -232,7 +226,7 @@ Status SelfModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64
     if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
     const Status s =
-        check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write);
+        check_remote(table(), remote_handle, remote_address, size, btl::reg_flags::remote_write);
     if (s != Status::success) [[unlikely]]
         return s;
     if (size > 0) std::memmove(to_pointer(remote_address), local_address, size);
@@ -244,7 +238,8 @@ Status SelfModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64
                        std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
     if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
         return Status::bad_param;
-    const Status s = check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read);
+    const Status s =
+        check_remote(table(), remote_handle, remote_address, size, btl::reg_flags::remote_read);
     if (s != Status::success) [[unlikely]]
         return s;
     if (size > 0) std::memmove(local_address, to_pointer(remote_address), size);
@@ -257,7 +252,7 @@ Status SelfModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_addre
                              void*) noexcept {
     if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op)) [[unlikely]]
         return Status::bad_param;
-    const Status s = check_atomic(remote_handle, remote_address, flags);
+    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
     if (s != Status::success) [[unlikely]]
         return s;
     btl::apply_atomic(to_pointer(remote_address), op, operand, flags);
@@ -272,7 +267,7 @@ Status SelfModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
     if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op) || local_address == nullptr)
         [[unlikely]]
         return Status::bad_param;
-    const Status s = check_atomic(remote_handle, remote_address, flags);
+    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
     if (s != Status::success) [[unlikely]]
         return s;
     store_result(local_address, btl::apply_atomic(to_pointer(remote_address), op, operand, flags),
@@ -287,7 +282,7 @@ Status SelfModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
                                 void*) noexcept {
     if (!valid_endpoint(endpoint) || local_address == nullptr) [[unlikely]]
         return Status::bad_param;
-    const Status s = check_atomic(remote_handle, remote_address, flags);
+    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
     if (s != Status::success) [[unlikely]]
         return s;
     store_result(local_address, btl::apply_cswap(to_pointer(remote_address), compare, value, flags),
@@ -298,22 +293,17 @@ Status SelfModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
 btl::RegistrationHandle* SelfModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
                                                   std::uint32_t flags) {
     if (base == nullptr && size > 0) return nullptr;
-    auto r = std::make_unique<SelfRegistration>(
-        SelfRegistration{reinterpret_cast<std::uintptr_t>(base), size, flags, registration_magic});
-    auto* handle = reinterpret_cast<btl::RegistrationHandle*>(r.get());
     std::lock_guard guard(registrations_mutex_);
-    registrations_.push_back(std::move(r));
-    return handle;
+    btl::RegistrationHandle* h = registrations_.add(base, size, flags);
+    if (h != nullptr) ++registered_;
+    return h;
 }
 
 Status SelfModule::deregister_mem(btl::RegistrationHandle* handle) {
     std::lock_guard guard(registrations_mutex_);
-    auto it = std::find_if(registrations_.begin(), registrations_.end(), [&](const auto& r) {
-        return reinterpret_cast<btl::RegistrationHandle*>(r.get()) == handle;
-    });
-    if (it == registrations_.end()) return Status::not_found;
-    registrations_.erase(it);
-    return Status::success;
+    const Status s = registrations_.remove(handle);
+    if (ok(s)) --registered_;
+    return s;
 }
 
 // Every operation completed before it returned; there is nothing to wait for.
@@ -323,17 +313,12 @@ Status SelfModule::flush(btl::Endpoint*) {
 
 void SelfModule::dump(btl::Endpoint*, int verbosity) {
     std::lock_guard guard(registrations_mutex_);
-    log::write(
-        "btl:self",
-        fmt::format("rank {}: eager fragments {}/{} free ({} B), large {}/{} free ({} B), "
-                    "{} registrations",
-                    endpoint_.peer(), eager_.available(), eager_.size(), eager_.capacity(),
-                    large_.available(), large_.size(), large_.capacity(), registrations_.size()));
-    if (verbosity > 50) {
-        for (const auto& r : registrations_)
-            log::write("btl:self", fmt::format("  registration [{:#x}, +{}) access {:#x}", r->base,
-                                               r->size, r->access));
-    }
+    log::write("btl:self",
+               fmt::format("rank {}: eager fragments {}/{} free ({} B), large {}/{} free ({} B), "
+                           "{} registrations",
+                           endpoint_.peer(), eager_.available(), eager_.size(), eager_.capacity(),
+                           large_.available(), large_.size(), large_.capacity(), registered_));
+    (void)verbosity;
 }
 
 Status SelfModule::finalize() {
@@ -341,8 +326,6 @@ Status SelfModule::finalize() {
     if (eager_.available() != eager_.size() || large_.available() != large_.size())
         log::warn("btl self: {} eager and {} large fragments not returned at finalize",
                   eager_.size() - eager_.available(), large_.size() - large_.available());
-    std::lock_guard guard(registrations_mutex_);
-    registrations_.clear();
     return Status::success;
 }
 

@@ -10,18 +10,13 @@
 #include "self_frag.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/region_table.hpp"
 
 namespace transit::self {
 
-// What register_mem hands out; its bytes are also its packed (remote) form, so a
-// handle that went through a copy still carries the bounds to check against.
-struct SelfRegistration {
-    std::uint64_t base;
-    std::uint64_t size;
-    std::uint32_t access;  // btl::reg_flags
-    std::uint32_t magic;
-};
-inline constexpr std::uint32_t registration_magic = 0x53454c46;  // "SELF"
+// Registrations live in a table (transit/btl/region_table.hpp): a handle, even
+// one that went through a copy, grants access only while its registration lives.
+inline constexpr std::uint32_t registration_slots = 1024;
 
 struct SelfConfig {
     std::size_t eager_limit = 4096;
@@ -92,6 +87,9 @@ class SelfModule final : public btl::Module {
                                      std::uint32_t flags) noexcept;
     Status deliver(btl::Endpoint* endpoint, const btl::Segment* segments, std::size_t count,
                    btl::Tag tag) noexcept;
+    std::span<const btl::RegionSlot> table() const noexcept {
+        return {slots_.get(), registration_slots};
+    }
     bool valid_endpoint(const btl::Endpoint* endpoint) const noexcept {
         return endpoint == &endpoint_;
     }
@@ -101,7 +99,9 @@ class SelfModule final : public btl::Module {
     FragPool eager_;                  // fragments of eager_limit bytes
     FragPool large_;                  // fragments of max_send_size bytes
     std::mutex registrations_mutex_;  // registration is not on the hot path: always locked
-    std::vector<std::unique_ptr<SelfRegistration>> registrations_;
+    std::unique_ptr<btl::RegionSlot[]> slots_;
+    btl::RegionTable registrations_;
+    std::uint32_t registered_ = 0;
 };
 
 }  // namespace transit::self

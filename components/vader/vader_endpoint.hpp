@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <span>
 
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
@@ -46,6 +47,7 @@ class VaderEndpoint final : public btl::Endpoint {
     std::uint64_t owner_base = 0;
     std::uint64_t heap_offset = 0;
     std::uint64_t heap_size = 0;
+    std::span<const btl::RegionSlot> regions;  // the peer's registrations, through our mapping
     std::size_t frag_offset = 0;
     std::size_t frag_stride = 0;
     std::uint32_t frag_count = 0;

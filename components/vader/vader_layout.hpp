@@ -11,12 +11,14 @@
 
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
+#include "transit/btl/region_table.hpp"
 
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 4;                    // 4: the departed flag
+inline constexpr std::uint32_t segment_version = 5;                    // 5: the region table
 inline constexpr std::size_t frag_header_size = 64;
+inline constexpr std::uint32_t region_slot_count = 1024;  // registrations at once
 
 constexpr std::size_t round_up(std::size_t n, std::size_t to) noexcept {
     return (n + to - 1) / to * to;
@@ -46,7 +48,9 @@ struct alignas(cache_line) SegmentHeader {
     std::uint64_t frag_stride;
     std::uint64_t heap_offset;  // mem_alloc's pages: [heap_offset, heap_offset + heap_size)
     std::uint64_t heap_size;
-    std::uint64_t probe_cookie;  // read by peers through CMA to prove it works
+    std::uint64_t probe_cookie;   // read by peers through CMA to prove it works
+    std::uint64_t region_offset;  // the registrations peers may address (btl::RegionSlot[])
+    std::uint32_t region_count;
     alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
     // Set by the owner as it finalizes: its exit after that is a departure,
     // not a failure (Open MPI's ob1 aborts the job on any error report, and
@@ -100,6 +104,7 @@ struct Layout {
     std::size_t fbox_offset;
     std::size_t fbox_stride;
     std::size_t frag_offset;
+    std::size_t region_offset;
     std::size_t total;        // the part allocated at creation
     std::size_t heap_offset;  // == total: mem_alloc's pages follow, supplied on demand
     std::size_t heap_size;
@@ -128,7 +133,8 @@ struct Layout {
         l.fifo_offset = round_up(sizeof(SegmentHeader), cache_line);
         l.fbox_offset = round_up(l.fifo_offset + Fifo::bytes(l.fifo_capacity), cache_line);
         l.frag_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
-        l.total = round_up(l.frag_offset + count * l.frag_stride, 4096);
+        l.region_offset = round_up(l.frag_offset + count * l.frag_stride, cache_line);
+        l.total = round_up(l.region_offset + region_slot_count * sizeof(btl::RegionSlot), 4096);
         l.heap_offset = l.total;
         l.heap_size = heap_size / 4096 * 4096;
         return l;

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
+#include <new>
 #include <optional>
 #include <system_error>
 
@@ -60,7 +62,12 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     h.probe_cookie = cookie;
     h.heap_offset = layout_.heap_offset;
     h.heap_size = layout_.heap_size;
+    h.region_offset = layout_.region_offset;
+    h.region_count = region_slot_count;
     heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
+    auto* slots = reinterpret_cast<btl::RegionSlot*>(segment_.data() + layout_.region_offset);
+    for (std::uint32_t i = 0; i < region_slot_count; ++i) new (&slots[i]) btl::RegionSlot{};
+    regions_ = btl::RegionTable(slots, region_slot_count);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
     readers_.reserve(layout_.local_size);
@@ -108,7 +115,10 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // behind the adapter, issues atomics to its own rank with no endpoint.
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
                          as::swap | as::min | as::max | as::cswap | as::bits32;
-    attr_.registration_handle_size = 0;
+    attr_.registration_handle_size = sizeof(btl::RegionKey);
+    // The origin moves the data itself: its own memory needs no registration.
+    attr_.put_local_registration_threshold = std::numeric_limits<std::size_t>::max();
+    attr_.get_local_registration_threshold = std::numeric_limits<std::size_t>::max();
 }
 
 VaderModule::~VaderModule() {
@@ -148,7 +158,9 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
         h->local_size != layout_.local_size || h->size != seg.size() ||
         h->frag_offset + std::uint64_t{h->frag_count} * h->frag_stride > seg.size() ||
         h->fbox_offset + std::uint64_t{h->local_size} * h->fbox_stride > seg.size() ||
-        h->heap_offset > seg.size() || h->heap_size > seg.size() - h->heap_offset) {
+        h->heap_offset > seg.size() || h->heap_size > seg.size() - h->heap_offset ||
+        h->region_offset % alignof(btl::RegionSlot) != 0 || h->region_offset > seg.size() ||
+        std::uint64_t{h->region_count} * sizeof(btl::RegionSlot) > seg.size() - h->region_offset) {
         out_.verbose(1, "peer {}: segment {} does not match this process's layout", peer, path);
         return nullptr;
     }
@@ -162,6 +174,8 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     ep->owner_base = ph.owner_base;
     ep->heap_offset = ph.heap_offset;
     ep->heap_size = ph.heap_size;
+    ep->regions = {reinterpret_cast<const btl::RegionSlot*>(ep->segment.data() + ph.region_offset),
+                   ph.region_count};
     ep->frag_offset = ph.frag_offset;
     ep->frag_stride = ph.frag_stride;
     ep->frag_count = ph.frag_count;
@@ -423,12 +437,16 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
 // --- one-sided ----------------------------------------------------------------
 
 Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
-                        int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+                        btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
+                        std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
+    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, size,
+                                             btl::reg_flags::remote_write);
+        !ok(s)) [[unlikely]]
+        return s;
     if (char* direct = ep->translate(remote_address, size); direct != nullptr) {
         if (size) std::memcpy(direct, local_address, size);
         return Status::completed;
@@ -438,12 +456,16 @@ Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint6
 }
 
 Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle*, const btl::RegistrationHandle*, std::size_t size,
-                        int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
+                        btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
+                        std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
+    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, size,
+                                             btl::reg_flags::remote_read);
+        !ok(s)) [[unlikely]]
+        return s;
     if (const char* direct = ep->translate(remote_address, size); direct != nullptr) {
         if (size) std::memcpy(local_address, direct, size);
         return Status::completed;
@@ -454,8 +476,9 @@ Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint6
 
 Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
                                 std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                                btl::AtomicOp op, std::uint64_t operand, std::uint64_t compare,
-                                int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                                std::uint64_t operand, std::uint64_t compare, int flags,
+                                btl::RdmaCompletionFn cbfunc, void* cbcontext,
                                 void* cbdata) noexcept {
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
@@ -463,6 +486,10 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
         return Status::peer_failed;
     const std::size_t width = (flags & btl::atomic_flags::bits32) ? 4 : 8;
     if (remote_address % width != 0) return Status::bad_param;
+    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, width,
+                                             btl::reg_flags::remote_atomic);
+        !ok(s)) [[unlikely]]
+        return s;
     // Memory inside the peer's segment is ours too: a CPU atomic is coherent.
     if (char* direct = ep->translate(remote_address, width); direct != nullptr) {
         const std::uint64_t old = kind == AtomicKind::cswap
@@ -496,31 +523,33 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
 }
 
 Status VaderModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                              const btl::RegistrationHandle*, btl::AtomicOp op,
+                              const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
                               std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
                               void* cbcontext, void* cbdata) noexcept {
-    return send_atomic(as_vader(endpoint), AtomicKind::op, nullptr, remote_address, nullptr, op,
-                       operand, 0, flags, cbfunc, cbcontext, cbdata);
+    return send_atomic(as_vader(endpoint), AtomicKind::op, nullptr, remote_address, nullptr,
+                       remote_handle, op, operand, 0, flags, cbfunc, cbcontext, cbdata);
 }
 
 Status VaderModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                               const btl::RegistrationHandle*, btl::AtomicOp op,
+                               const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
                                std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
                                void* cbcontext, void* cbdata) noexcept {
     return send_atomic(as_vader(endpoint), AtomicKind::fop, local_address, remote_address,
-                       local_handle, op, operand, 0, flags, cbfunc, cbcontext, cbdata);
+                       local_handle, remote_handle, op, operand, 0, flags, cbfunc, cbcontext,
+                       cbdata);
 }
 
 Status VaderModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
                                  std::uint64_t remote_address,
                                  btl::RegistrationHandle* local_handle,
-                                 const btl::RegistrationHandle*, std::uint64_t compare,
-                                 std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
-                                 void* cbcontext, void* cbdata) noexcept {
+                                 const btl::RegistrationHandle* remote_handle,
+                                 std::uint64_t compare, std::uint64_t value, int flags, int,
+                                 btl::RdmaCompletionFn cbfunc, void* cbcontext,
+                                 void* cbdata) noexcept {
     return send_atomic(as_vader(endpoint), AtomicKind::cswap, local_address, remote_address,
-                       local_handle, btl::AtomicOp::swap, value, compare, flags, cbfunc, cbcontext,
-                       cbdata);
+                       local_handle, remote_handle, btl::AtomicOp::swap, value, compare, flags,
+                       cbfunc, cbcontext, cbdata);
 }
 
 // --- mem_alloc -----------------------------------------------------------------
@@ -555,13 +584,19 @@ bool VaderModule::mem_free(void* p) noexcept {
     }
 }
 
-btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void*, std::size_t,
-                                                   std::uint32_t) {
-    return nullptr;  // CMA and the target need no registration
+// Peers check the region table before every put, get and atomic: what is not
+// registered here is out of their reach.
+btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
+                                                   std::uint32_t flags) {
+    if (base == nullptr && size != 0) return nullptr;
+    btl::RegistrationHandle* h = regions_.add(base, size, flags);
+    if (h == nullptr)
+        out_.verbose(5, "register_mem: all {} region slots are taken", region_slot_count);
+    return h;
 }
 
-Status VaderModule::deregister_mem(btl::RegistrationHandle*) {
-    return Status::success;
+Status VaderModule::deregister_mem(btl::RegistrationHandle* handle) {
+    return regions_.remove(handle);
 }
 
 Status VaderModule::flush(btl::Endpoint* endpoint) {

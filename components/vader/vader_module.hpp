@@ -1,5 +1,6 @@
 // The vader module: sends through fast boxes and the receiver's FIFO, put/get
-// through CMA, atomics performed by the target.
+// through CMA, atomics performed by the target; every one-sided operation
+// inside a live registration of the target (transit/btl/region_table.hpp).
 #pragma once
 
 #include <chrono>
@@ -138,7 +139,8 @@ class VaderModule final : public btl::Module {
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
     Status send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
                        std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                       btl::AtomicOp op, std::uint64_t operand, std::uint64_t compare, int flags,
+                       const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
+                       std::uint64_t operand, std::uint64_t compare, int flags,
                        btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
 
     int poll_fastbox(std::uint32_t local_index, int max) noexcept;
@@ -157,7 +159,8 @@ class VaderModule final : public btl::Module {
     Config config_;
     Layout layout_;
     SharedFile segment_;
-    SegmentHeap heap_;  // mem_alloc's pages, after the fixed part of segment_
+    SegmentHeap heap_;          // mem_alloc's pages, after the fixed part of segment_
+    btl::RegionTable regions_;  // registrations, in segment_ for peers to check
     SegmentHeader* header_;
     log::Stream out_;
     SingleCopy single_copy_;

@@ -196,8 +196,9 @@ class Context {
     Status counter_wait(const Counter& c, std::uint64_t value) noexcept;
 
     // --- one-sided --------------------------------------------------------------
-    // Registers [base, base+size) with every transport that needs it.  Emulated
-    // operations from peers are refused outside registered regions.
+    // Registers [base, base+size) with every transport that needs it.  Peers'
+    // operations are refused outside the live registered regions: after
+    // deregister_memory the keys packed for the region grant nothing.
     Status register_memory(void* base, std::size_t size, MemoryRegion*& region);
     Status deregister_memory(MemoryRegion*& region);
     // The bytes to send to peers so they can address the region.
@@ -206,6 +207,8 @@ class Context {
     void release_key(RemoteKey*& key);
 
     // Non-blocking; complete (and `fetched` valid) after flush(peer)/flush_all.
+    // An error returned here (access_denied, bad_param: the key does not cover
+    // the target memory) means nothing happened.
     Status put(Rank dst, const void* src, std::size_t len, const RemoteKey* key,
                std::uint64_t offset) noexcept;
     Status get(Rank dst, void* dst_buf, std::size_t len, const RemoteKey* key,
@@ -216,9 +219,14 @@ class Context {
                   std::uint64_t* fetched = nullptr) noexcept;
     Status cswap(Rank dst, AtomicWidth width, const RemoteKey* key, std::uint64_t offset,
                  std::uint64_t compare, std::uint64_t value, std::uint64_t* fetched) noexcept;
+    // An operation the target refused (outside its live registrations: a forged
+    // key, or a region deregistered since) is returned by the next flush that
+    // covers it (access_denied, bad_param or not_found), once; it changed nothing:
+    // a refused get leaves its buffer and a refused atomic its `fetched` as they were.
     Status flush(Rank dst) noexcept;
     Status flush_all() noexcept;
-    // flush_all, then a barrier: every rank's earlier one-sided operations are visible.
+    // flush_all, then a barrier: every rank's earlier one-sided operations are
+    // visible.  Returns flush_all's error, if any, once the barrier is passed.
     Status fence() noexcept;
     // No rank returns before every rank has entered.
     Status barrier() noexcept;

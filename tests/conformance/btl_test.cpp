@@ -9,11 +9,7 @@
 #include "transit/params.hpp"
 
 namespace transit::conformance {
-namespace {
-
-constexpr std::size_t guard_bytes = 4096;  // after the region: catches writes past its end
-
-}  // namespace
+namespace {}  // namespace
 
 std::string component_param_name(const ::testing::TestParamInfo<std::string>& info) {
     std::string s = info.param;
@@ -154,10 +150,13 @@ void BtlTest::restore_overrides() {
 
 void BtlTest::setup_service() {
     region_bytes_ = suite_env().max_size + (64 << 10);
-    region_memory_.assign((region_bytes_ + guard_bytes) / sizeof(std::uint64_t), 0);
-    void* base = region_memory_.data();
+    region_memory_.assign((guard_bytes + region_bytes_ + guard_bytes) / sizeof(std::uint64_t), 0);
     region_handle_ =
-        module_->register_mem(nullptr, base, region_bytes_, btl::reg_flags::access_any);
+        module_->register_mem(nullptr, region_start(), region_bytes_, btl::reg_flags::access_any);
+    send_hello();
+}
+
+void BtlTest::send_hello() {
     const std::size_t hs = attr().registration_handle_size;
     if (hs > btl::max_registration_handle_size) {
         ADD_FAILURE() << "registration_handle_size " << hs << " exceeds the SDK maximum";
@@ -168,7 +167,7 @@ void BtlTest::setup_service() {
         return;
     }
     std::vector<std::byte> hello(sizeof(RegionInfo) + hs);
-    const RegionInfo info{reinterpret_cast<std::uintptr_t>(base), region_bytes_, hs};
+    const RegionInfo info{reinterpret_cast<std::uintptr_t>(region_start()), region_bytes_, hs};
     std::memcpy(hello.data(), &info, sizeof info);
     if (hs > 0) std::memcpy(hello.data() + sizeof info, region_handle_, hs);
     post(tag_reply, WireHeader{Kind::hello, 0, 0, 0, hello.size(), 0}, hello);
@@ -195,11 +194,12 @@ void BtlTest::finish() {
         EXPECT_TRUE(ok(module_->del_procs(peers_, endpoints_)));
         connected_ = false;
     }
-    // The region must be intact past its registered end.
-    for (std::size_t i = region_bytes_ / 8; i < region_memory_.size(); ++i) {
-        if (region_memory_[i] != 0) {
-            ADD_FAILURE() << "memory after the registered region was written (offset " << i * 8
-                          << ")";
+    // The memory around the region must be intact.
+    const std::size_t first = guard_bytes / 8, end = (guard_bytes + region_bytes_) / 8;
+    for (std::size_t i = 0; i < region_memory_.size(); ++i) {
+        if ((i < first || i >= end) && region_memory_[i] != 0) {
+            ADD_FAILURE() << "memory " << (i < first ? "before" : "after")
+                          << " the registered region was written (word " << i << ")";
             break;
         }
     }
@@ -274,6 +274,12 @@ std::vector<std::byte> BtlTest::remote_read(std::uint64_t base, std::uint64_t le
     if (const auto* data = wait_reply(msg)) out = *data;
     replies_.erase(msg);
     return out;
+}
+
+bool BtlTest::remote_reregister() {
+    hello_ = false;
+    post(tag_request, WireHeader{Kind::reregister, 0, new_msg(), 0, 0, 0}, {});
+    return wait_for([this] { return hello_; }, "the service's hello after reregistering");
 }
 
 void BtlTest::start_chain(std::uint64_t hops) {

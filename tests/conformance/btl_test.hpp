@@ -85,6 +85,9 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     bool remote_fill(std::uint64_t base, std::uint64_t length, std::uint32_t seed);
     bool remote_write(std::uint64_t base, std::span<const std::byte> bytes);
     std::vector<std::byte> remote_read(std::uint64_t base, std::uint64_t length);
+    // Has the service deregister its region and register it again: the handle
+    // held before names a dead registration, remote_handle() the new one.
+    bool remote_reregister();
     // Sends a chain message that bounces hops times between the two sides.
     void start_chain(std::uint64_t hops);
     int chains_done() const { return chains_done_; }
@@ -132,6 +135,10 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     void apply_overrides();
     void restore_overrides();
     void setup_service();
+    void send_hello();
+    std::byte* region_start() {
+        return reinterpret_cast<std::byte*>(region_memory_.data()) + guard_bytes;
+    }
     void finish();
 
     // Sending: the driver's methods, and the frame queue used by replies and
@@ -177,7 +184,8 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     int sends_pending_ = 0;
     int callback_errors_ = 0;
 
-    // Service side.
+    // Service side: the region, between two guard areas that must stay zero.
+    static constexpr std::size_t guard_bytes = 4096;
     std::vector<std::uint64_t> region_memory_;
     std::size_t region_bytes_ = 0;
     btl::RegistrationHandle* region_handle_ = nullptr;

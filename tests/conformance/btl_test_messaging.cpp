@@ -305,7 +305,7 @@ void BtlTest::on_chain(btl::Module*, const btl::ReceiveDescriptor& d, void* self
 
 void BtlTest::handle_request(const WireHeader& h, const btl::ReceiveDescriptor& d) {
     const std::size_t n = total_length(d) - wire_header_size;
-    auto* region = reinterpret_cast<std::byte*>(region_memory_.data());
+    std::byte* region = region_start();
     auto inside = [&](std::uint64_t base, std::uint64_t len) {
         if (base <= region_bytes_ && len <= region_bytes_ - base) return true;
         ++callback_errors_;
@@ -342,6 +342,16 @@ void BtlTest::handle_request(const WireHeader& h, const btl::ReceiveDescriptor& 
             }
             return;
         }
+        case Kind::reregister:
+            if (region_handle_ != nullptr &&
+                module_->deregister_mem(region_handle_) != Status::success) {
+                ++callback_errors_;
+                ADD_FAILURE() << "deregister_mem of the region failed";
+            }
+            region_handle_ = module_->register_mem(nullptr, region_start(), region_bytes_,
+                                                   btl::reg_flags::access_any);
+            send_hello();
+            return;
         case Kind::bye:
             bye_ = true;
             post(tag_reply, ack, {});

@@ -1,6 +1,6 @@
 // One-sided operations: registration, put and get over sizes 0..4 MiB (checked
-// through the service, not through the module), flush, and refusal of an
-// access outside a registration.
+// through the service, not through the module), flush, and refusal of every
+// access outside a live registration.
 #include <fmt/format.h>
 
 #include "tests/conformance/btl_test.hpp"
@@ -177,6 +177,114 @@ TEST_P(Rdma, access_outside_registration_fails) {
                             << "succeeded";
     }
 }
+
+// A registration bounds what a peer can do, as an RDMA NIC's memory key does:
+// outside every live registration of the target each put, get and atomic is
+// an error at the origin, the get's buffer and the atomic's result are left as
+// they were, and the target's memory is unchanged (the guards around the
+// region are checked at the end of the case).  Then a valid put still works.
+class RdmaRefusal : public Rdma {
+  protected:
+    static constexpr std::size_t len = 16;
+    static constexpr std::byte sentinel{0xa5};
+    static constexpr std::uint64_t sentinel_word = 0xa5a5a5a5a5a5a5a5ull;
+
+    // "" when the module offers one-sided operations, else why to skip; a
+    // module offering them without handles fails: nothing would bound a peer.
+    std::string skip_reason() {
+        constexpr std::uint32_t one_sided =
+            btl::flags::put | btl::flags::get | btl::flags::atomic_ops | btl::flags::atomic_fops;
+        if ((attr().flags & one_sided) == 0) return component_ + " offers no one-sided operation";
+        EXPECT_GT(attr().registration_handle_size, 0u)
+            << component_ << " offers one-sided operations without registration handles: "
+            << "nothing bounds what a peer can do";
+        return attr().registration_handle_size == 0 ? "no handles" : "";
+    }
+
+    // Every one-sided operation the module offers, at addr through rh: each
+    // must fail and leave the local buffers as they were.
+    void expect_refused(const std::string& what, std::uint64_t addr,
+                        const btl::RegistrationHandle* rh) {
+        std::vector<std::byte> local(64, sentinel);
+        btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+        auto expect_failed = [&](const std::string& op, const RdmaIssue& issue) {
+            EXPECT_FALSE(ok(run_rdma(issue, op + " " + what)))
+                << "a " << op << " " << what << " succeeded";
+        };
+        if (has_flags(btl::flags::put))
+            expect_failed("put", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                return module().put(target(), local.data(), addr, lh, rh, len, 0, btl::no_order, cb,
+                                    ctx, data);
+            });
+        if (has_flags(btl::flags::get)) {
+            expect_failed("get", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                return module().get(target(), local.data(), addr, lh, rh, len, 0, btl::no_order, cb,
+                                    ctx, data);
+            });
+            for (std::size_t i = 0; i < local.size(); ++i)
+                ASSERT_EQ(local[i], sentinel) << "a refused get " << what << " wrote byte " << i;
+        }
+        if (has_flags(btl::flags::atomic_fops) && has_atomics(btl::atomic_support::add)) {
+            alignas(8) std::uint64_t fetched = sentinel_word;
+            expect_failed("fetch-add", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                return module().atomic_fop(target(), &fetched, addr, lh, rh, btl::AtomicOp::add, 1,
+                                           0, btl::no_order, cb, ctx, data);
+            });
+            EXPECT_EQ(fetched, sentinel_word)
+                << "a refused fetch-add " << what << " wrote its result";
+        }
+        if (has_flags(btl::flags::atomic_ops) && has_atomics(btl::atomic_support::or_))
+            expect_failed("atomic or", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                return module().atomic_op(target(), addr, rh, btl::AtomicOp::or_, ~0ull, 0,
+                                          btl::no_order, cb, ctx, data);
+            });
+    }
+
+    // The region is untouched, and a put through the live handle works.
+    void expect_region_intact_and_usable() {
+        EXPECT_EQ(difference(std::vector<std::byte>(64), remote_read(0, 64)), "")
+            << "the region after the refused operations";
+        if (!has_flags(btl::flags::put)) return;
+        std::vector<std::byte> local(len);
+        for (std::size_t i = 0; i < len; ++i) local[i] = pattern(7, i);
+        btl::RegistrationHandle* lh = register_local(local.data(), local.size());
+        const Status s = run_rdma(
+            [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
+                return module().put(target(), local.data(), remote_address(0), lh, remote_handle(),
+                                    len, 0, btl::no_order, cb, ctx, data);
+            },
+            "put through the live registration");
+        ASSERT_TRUE(ok(s)) << "a valid put after the refusals: " << to_string(s);
+        EXPECT_EQ(difference(local, remote_read(0, len)), "");
+    }
+};
+
+TEST_P(RdmaRefusal, outside_registration_bounds) {
+    if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+    const std::size_t hs = attr().registration_handle_size;
+    const auto* real = reinterpret_cast<const std::byte*>(remote_handle());
+    expect_refused("64 bytes below the region", remote_address(0) - 64, remote_handle());
+    expect_refused("just above the region", remote_address(remote_size()), remote_handle());
+    alignas(16) std::array<std::byte, btl::max_registration_handle_size> forged{};
+    for (std::size_t i = 0; i < hs; ++i) forged[i] = real[i] ^ std::byte{0x5a};
+    expect_refused("through a forged handle", remote_address(0),
+                   reinterpret_cast<const btl::RegistrationHandle*>(forged.data()));
+    expect_region_intact_and_usable();
+}
+
+TEST_P(RdmaRefusal, through_stale_handle) {
+    if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
+    alignas(16) std::array<std::byte, btl::max_registration_handle_size> stale{};
+    std::copy_n(reinterpret_cast<const std::byte*>(remote_handle()),
+                attr().registration_handle_size, stale.begin());
+    ASSERT_TRUE(remote_reregister());
+    expect_refused("through the handle of a deregistered region", remote_address(0),
+                   reinterpret_cast<const btl::RegistrationHandle*>(stale.data()));
+    expect_region_intact_and_usable();
+}
+
+INSTANTIATE_TEST_SUITE_P(btl, RdmaRefusal, ::testing::ValuesIn(components_under_test()),
+                         component_param_name);
 
 INSTANTIATE_TEST_SUITE_P(btl, Rdma, ::testing::ValuesIn(components_under_test()),
                          component_param_name);

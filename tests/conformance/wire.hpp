@@ -17,15 +17,16 @@ inline constexpr btl::Tag tag_reply = btl::AmTable::tag(btl::TagRange::user, 1);
 inline constexpr btl::Tag tag_chain = btl::AmTable::tag(btl::TagRange::user, 2);
 
 enum class Kind : std::uint32_t {
-    echo = 1,   // request and reply: the fragment is sent back unchanged
-    read,       // request: send region[base, base + length) back as read_data
-    fill,       // request: fill region[base, base + length) with pattern(seq), then ack
-    write,      // request: payload goes to region[base + offset]; ack once all arrived
-    bye,        // request: the case is over; ack and stop servicing
-    hello,      // reply: where the service's registered region is (RegionInfo)
-    read_data,  // reply: one fragment of a read
-    ack,        // reply: request `msg` is done
-    chain,      // on tag_chain: bounce back to the sender with length - 1 hops
+    echo = 1,    // request and reply: the fragment is sent back unchanged
+    read,        // request: send region[base, base + length) back as read_data
+    fill,        // request: fill region[base, base + length) with pattern(seq), then ack
+    write,       // request: payload goes to region[base + offset]; ack once all arrived
+    bye,         // request: the case is over; ack and stop servicing
+    hello,       // reply: where the service's registered region is (RegionInfo)
+    read_data,   // reply: one fragment of a read
+    ack,         // reply: request `msg` is done
+    chain,       // on tag_chain: bounce back to the sender with length - 1 hops
+    reregister,  // request: deregister the region, register it again, answer a new hello
 };
 
 // In front of every fragment.  Both sides run on one machine (or the same

@@ -17,6 +17,7 @@
 #include "components/vader/vader_cma.hpp"
 #include "tests/vader/fork_util.hpp"
 #include "tests/vader/vader_job.hpp"
+#include "transit/btl/region_table.hpp"
 
 namespace transit::vader::test {
 namespace {
@@ -132,7 +133,23 @@ struct Exposed {
     std::uint64_t buffer;
     std::uint64_t counter;
     std::uint64_t counter32;
+    // Their registrations: without one a peer can do nothing.
+    btl::RegionKey buffer_key;
+    btl::RegionKey counter_key;
+    btl::RegionKey counter32_key;
 };
+
+btl::RegionKey expose(btl::Module& m, void* base, std::size_t size) {
+    btl::RegionKey key{btl::no_slot, 0, 0};
+    if (btl::RegistrationHandle* h =
+            m.register_mem(nullptr, base, size, btl::reg_flags::access_any))
+        std::memcpy(&key, static_cast<const void*>(h), sizeof key);
+    return key;
+}
+
+const btl::RegistrationHandle* handle(const btl::RegionKey& key) {
+    return reinterpret_cast<const btl::RegistrationHandle*>(&key);
+}
 
 struct RdmaWait {
     int done = 0;
@@ -196,7 +213,10 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
         p.am().register_callback(tag_ctl, on_ctl, &r);
         const Exposed ex{reinterpret_cast<std::uint64_t>(exposed.data()),
                          reinterpret_cast<std::uint64_t>(&counter),
-                         reinterpret_cast<std::uint64_t>(&counter32)};
+                         reinterpret_cast<std::uint64_t>(&counter32),
+                         expose(p.module(), exposed.data(), rdma_size),
+                         expose(p.module(), &counter, sizeof counter),
+                         expose(p.module(), &counter32, sizeof counter32)};
         if (!ok(p.send(0, tag_ctl, &ex, sizeof ex))) return false;
         while (!r.done) p.progress();
         bool good = check(r.bad == 0, "messages arrived intact and in order", r.bad) &&
@@ -243,8 +263,8 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
         Status s = wait_rdma(
             p,
             [&] {
-                return m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size, 0,
-                             btl::no_order, rdma_done, nullptr, &w);
+                return m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key),
+                             rdma_size, 0, btl::no_order, rdma_done, nullptr, &w);
             },
             w);
         if (!check(ok(s), "get", static_cast<int>(s))) return false;
@@ -255,15 +275,15 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
         s = wait_rdma(
             p,
             [&] {
-                return m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, rdma_size, 0,
-                             btl::no_order, rdma_done, nullptr, &w);
+                return m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key),
+                             rdma_size, 0, btl::no_order, rdma_done, nullptr, &w);
             },
             w);
         if (!check(ok(s), "put", static_cast<int>(s))) return false;
     } else {
         char c[8];
-        if (!check(m.get(p.ep(1), c, ctl.ex.buffer, nullptr, nullptr, 8, 0, btl::no_order,
-                         rdma_done, nullptr, &w) == Status::not_supported,
+        if (!check(m.get(p.ep(1), c, ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), 8, 0,
+                         btl::no_order, rdma_done, nullptr, &w) == Status::not_supported,
                    "get without single copy says not supported"))
             return false;
     }
@@ -272,9 +292,9 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
         Status s = wait_rdma(
             p,
             [&] {
-                return m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr,
-                                    btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr,
-                                    &w);
+                return m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr,
+                                    handle(ctl.ex.counter_key), btl::AtomicOp::add, 1, 0,
+                                    btl::no_order, rdma_done, nullptr, &w);
             },
             w);
         if (!check(ok(s) && old == i, "fetch-add returns the old value",
@@ -285,23 +305,25 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
     Status s = wait_rdma(
         p,
         [&] {
-            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 100, 105, 0,
-                                  btl::no_order, rdma_done, nullptr, &w);
+            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr,
+                                  handle(ctl.ex.counter_key), 100, 105, 0, btl::no_order, rdma_done,
+                                  nullptr, &w);
         },
         w);
     if (!check(ok(s) && old == 100, "cswap", static_cast<long long>(old))) return false;
     s = wait_rdma(
         p,
         [&] {
-            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, 1, 7, 0,
-                                  btl::no_order, rdma_done, nullptr, &w);
+            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr,
+                                  handle(ctl.ex.counter_key), 1, 7, 0, btl::no_order, rdma_done,
+                                  nullptr, &w);
         },
         w);
     if (!check(ok(s) && old == 105, "failed cswap leaves the value", static_cast<long long>(old)))
         return false;
-    while ((s = m.atomic_op(p.ep(1), ctl.ex.counter32, nullptr, btl::AtomicOp::or_, 0xffffffffu,
-                            btl::atomic_flags::bits32, btl::no_order, nullptr, nullptr, nullptr)) ==
-           Status::out_of_resource)
+    while ((s = m.atomic_op(p.ep(1), ctl.ex.counter32, handle(ctl.ex.counter32_key),
+                            btl::AtomicOp::or_, 0xffffffffu, btl::atomic_flags::bits32,
+                            btl::no_order, nullptr, nullptr, nullptr)) == Status::out_of_resource)
         p.progress();  // the queue to the peer is full: retry, as the contract asks
     if (!check(ok(s), "32-bit atomic posted", static_cast<int>(s))) return false;
     if (!check(m.flush(p.ep(1)) == Status::success, "flush")) return false;
@@ -389,8 +411,11 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
         }
         fill(mem, block, 77);
         *counter = 0;
-        const Exposed ex{reinterpret_cast<std::uint64_t>(mem),
-                         reinterpret_cast<std::uint64_t>(counter), 0};
+        alignas(8) std::uint64_t outside = 0;  // registered, but not in mem_alloc's pages
+        const Exposed ex{
+            reinterpret_cast<std::uint64_t>(mem),      reinterpret_cast<std::uint64_t>(counter),
+            reinterpret_cast<std::uint64_t>(&outside), expose(m, mem, block),
+            expose(m, counter, sizeof *counter),       expose(m, &outside, sizeof outside)};
         if (!ok(p.send(0, tag_ctl, &ex, sizeof ex))) return false;
         while (ctl.got == 0) p.progress();  // rank 0 is done
         std::vector<char> want(block);
@@ -409,35 +434,47 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
     if (!check(ctl.ex.buffer != 0, "rank 1 exposed its memory")) return false;
     // No endpoint (a peer vader does not reach): an error, not a crash.
     std::uint64_t none = 0;
-    if (!check(m.atomic_fop(nullptr, &none, ctl.ex.counter, nullptr, nullptr, btl::AtomicOp::add, 1,
-                            0, btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param &&
-                   m.get(nullptr, &none, ctl.ex.buffer, nullptr, nullptr, 8, 0, btl::no_order,
-                         rdma_done, nullptr, nullptr) == Status::bad_param,
+    if (!check(m.atomic_fop(nullptr, &none, ctl.ex.counter, nullptr, handle(ctl.ex.counter_key),
+                            btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr,
+                            nullptr) == Status::bad_param &&
+                   m.get(nullptr, &none, ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), 8, 0,
+                         btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param,
                "one-sided operations without an endpoint are refused"))
         return false;
     std::vector<char> got(block);
-    if (!check(m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, block, 0, btl::no_order,
-                     rdma_done, nullptr, nullptr) == Status::completed,
+    if (!check(m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), block,
+                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::completed,
                "get from mem_alloc memory completes at once"))
         return false;
     std::vector<char> want(block);
     fill(want.data(), block, 77);
     if (!check(got == want, "get read the peer's memory")) return false;
     char outside[8];
-    if (!check(m.get(p.ep(1), outside, ctl.ex.buffer + block + 4096 * 4096, nullptr, nullptr, 8, 0,
-                     btl::no_order, rdma_done, nullptr, nullptr) == Status::not_supported,
+    if (!check(m.get(p.ep(1), outside, ctl.ex.counter32, nullptr, handle(ctl.ex.counter32_key), 8,
+                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::not_supported,
                "an address outside the peer's mem_alloc pages needs single copy"))
         return false;
+    // Through the mapping too, the registration bounds what a peer can do.
+    if (!check(
+            m.get(p.ep(1), outside, ctl.ex.buffer - 8, nullptr, handle(ctl.ex.buffer_key), 8, 0,
+                  btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param &&
+                m.put(p.ep(1), outside, ctl.ex.buffer + block, nullptr, handle(ctl.ex.buffer_key),
+                      8, 0, btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param &&
+                m.atomic_op(p.ep(1), ctl.ex.counter + 8, handle(ctl.ex.counter_key),
+                            btl::AtomicOp::add, 1, 0, btl::no_order, nullptr, nullptr,
+                            nullptr) == Status::bad_param,
+            "operations outside the peer's registrations are refused"))
+        return false;
     fill(got.data(), block, 99);
-    if (!check(m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, nullptr, block, 0, btl::no_order,
-                     rdma_done, nullptr, nullptr) == Status::completed,
+    if (!check(m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), block,
+                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::completed,
                "put completes at once"))
         return false;
     for (std::uint64_t i = 0; i < 1000; ++i) {
         std::uint64_t old = ~0ull;
         const Status s =
-            m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, nullptr, btl::AtomicOp::add, 1, 0,
-                         btl::no_order, rdma_done, nullptr, nullptr);
+            m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, handle(ctl.ex.counter_key),
+                         btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, nullptr);
         if (!check(s == Status::completed && old == i, "fetch-add completes at once, in order",
                    static_cast<long long>(old)))
             return false;
@@ -534,7 +571,10 @@ bool survivor_or_victim(Rank rank, JobArea* area, const std::string& job) {
             },
             &received);
         while (received < 1000) p.progress();
-        const std::uint32_t ack = 1;
+        // The ack names a word for rank 0's atomic, which we never serve.
+        alignas(8) std::uint64_t word = 0;
+        const Exposed ack{reinterpret_cast<std::uint64_t>(&word), 0,  0,
+                          expose(p.module(), &word, sizeof word), {}, {}};
         if (!ok(p.send(0, tag_ctl, &ack, sizeof ack))) return false;
         // Stop serving (an atomic will be pending at rank 0), then die hard.
         std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -554,22 +594,26 @@ bool survivor_or_victim(Rank rank, JobArea* area, const std::string& job) {
         },
         &seen);
     std::vector<char> buf(64, 'x');
-    bool acked = false;
+    struct Ack {
+        bool got = false;
+        Exposed ex{};
+    } acked;
     p.am().register_callback(
         tag_ctl,
-        [](btl::Module*, const btl::ReceiveDescriptor&, void* cb) {
-            *static_cast<bool*>(cb) = true;
+        [](btl::Module*, const btl::ReceiveDescriptor& d, void* cb) {
+            auto* a = static_cast<Ack*>(cb);
+            std::memcpy(&a->ex, d.segments[0].addr, sizeof a->ex);
+            a->got = true;
         },
         &acked);
     for (int i = 0; i < 1000; ++i)
         if (!ok(p.send(1, tag_data, buf.data(), buf.size()))) return false;
-    while (!acked) p.progress();
+    while (!acked.got) p.progress();
     RdmaWait w;
     std::uint64_t old = 0;
-    std::uint64_t bogus = 0;
-    const Status posted = p.module().atomic_fop(
-        p.ep(1), &old, reinterpret_cast<std::uint64_t>(&bogus), nullptr, nullptr,
-        btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, &w);
+    const Status posted =
+        p.module().atomic_fop(p.ep(1), &old, acked.ex.buffer, nullptr, handle(acked.ex.buffer_key),
+                              btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, &w);
     if (!check(posted == Status::success, "atomic queued", static_cast<int>(posted))) return false;
     const auto start = std::chrono::steady_clock::now();
     while (seen.errors == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))

@@ -15,6 +15,7 @@
 #include "framework/btl_framework.hpp"
 #include "runtime/runtime.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/region_table.hpp"
 #include "transit/params.hpp"
 
 namespace {
@@ -35,6 +36,7 @@ struct Bench {
     std::uint64_t acks = 0;
     std::uint64_t acks_expected = 0;  // cumulative: the acker may run a trial ahead
     std::uint64_t remote_buffer = 0;
+    btl::RegionKey remote_key{};  // remote_buffer's registration
 
     void send(btl::Tag tag, const void* data, std::size_t len) {
         for (;;) {
@@ -105,8 +107,9 @@ double get_bandwidth(Bench& b, std::vector<char>& local, std::size_t size, int w
     const auto t0 = Clock::now();
     for (int i = 0; i < iters; ++i)
         for (int w = 0; w < window; ++w) {
-            Status s = b.m.get(b.ep, local.data(), b.remote_buffer, nullptr, nullptr, size, 0,
-                               btl::no_order, nullptr, nullptr, nullptr);
+            Status s = b.m.get(b.ep, local.data(), b.remote_buffer, nullptr,
+                               reinterpret_cast<const btl::RegistrationHandle*>(&b.remote_key),
+                               size, 0, btl::no_order, nullptr, nullptr, nullptr);
             if (!ok(s)) std::exit(2);
         }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -173,7 +176,11 @@ int run(int argc, char** argv) {
         tag_ack,
         [](btl::Module*, const btl::ReceiveDescriptor& d, void* cb) {
             auto* bb = static_cast<Bench*>(cb);
-            if (d.segments[0].len == 8) std::memcpy(&bb->remote_buffer, d.segments[0].addr, 8);
+            if (d.segments[0].len == 8 + sizeof bb->remote_key) {
+                std::memcpy(&bb->remote_buffer, d.segments[0].addr, 8);
+                std::memcpy(&bb->remote_key, static_cast<const char*>(d.segments[0].addr) + 8,
+                            sizeof bb->remote_key);
+            }
             ++bb->acks;
         },
         &b);
@@ -201,10 +208,15 @@ int run(int argc, char** argv) {
     constexpr std::size_t max_size = 4 << 20;
     const std::size_t bw_sizes[] = {65536, std::size_t{1} << 20, max_size};
     std::vector<char> buffer(max_size, 'c');
-    // Rank 0 reads rank 1's buffer: rank 1 sends its address, then waits.
+    // Rank 0 reads rank 1's buffer: rank 1 sends its address and registration, then waits.
     if (me == 1) {
+        char exposed[8 + sizeof(btl::RegionKey)] = {};
         const std::uint64_t addr = reinterpret_cast<std::uint64_t>(buffer.data());
-        b.send(tag_ack, &addr, 8);
+        std::memcpy(exposed, &addr, 8);
+        if (btl::RegistrationHandle* h = vader->register_mem(nullptr, buffer.data(), buffer.size(),
+                                                             btl::reg_flags::remote_read))
+            std::memcpy(exposed + 8, static_cast<const void*>(h), sizeof(btl::RegionKey));
+        b.send(tag_ack, exposed, sizeof exposed);
     } else {
         b.wait_acks(b.acks + 1);
     }

@@ -297,23 +297,22 @@ void Engine::complete_internal(Req* r) noexcept {
 
 // The first few drops of each kind are logged, the last of them saying so: a
 // peer sending garbage must not flood the log.
-constexpr std::uint32_t drops_logged = 10;
-
 bool Engine::log_drop(wire::Kind k) noexcept {
-    return ++drops_[k] <= drops_logged;
+    return drops_[k].admit();
 }
 
 const char* Engine::drop_note(wire::Kind k) const noexcept {
-    return drops_[k] == drops_logged ? " (further drops of this kind are not logged)" : "";
+    return drops_[k].at_limit() ? " (further drops of this kind are not logged)" : "";
 }
 
 // At the end, the drops that went unlogged are counted (after the barrier:
 // a late one is in the count too).
 void Engine::report_drops() const noexcept {
     for (int k = 0; k < wire::kind_count; ++k)
-        if (drops_[k] > drops_logged)
-            log::error("pml: {} messages of kind {} were dropped in all ({} not logged)", drops_[k],
-                       wire::name(static_cast<wire::Kind>(k)), drops_[k] - drops_logged);
+        if (drops_[k].unlogged() != 0)
+            log::error("pml: {} messages of kind {} were dropped in all ({} not logged)",
+                       drops_[k].total(), wire::name(static_cast<wire::Kind>(k)),
+                       drops_[k].unlogged());
 }
 
 void Engine::drop_received(wire::Kind k, const btl::ReceiveDescriptor& d,

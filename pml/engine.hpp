@@ -18,6 +18,7 @@
 #include "pml/pools.hpp"
 #include "pml/wire.hpp"
 #include "transit/btl/types.hpp"
+#include "transit/log_limiter.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::pml {
@@ -326,6 +327,7 @@ class Engine {
     Status deregister_memory(RegionImpl* region);
     std::vector<std::byte> pack_key(const RegionImpl* region) const;
     Status unpack_key(std::span<const std::byte> bytes, RemoteKeyImpl*& out);
+    bool handle_size_fits(std::uint32_t component, std::size_t len) const noexcept;
     Status rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
                std::uint64_t offset) noexcept;
     Status atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
@@ -563,7 +565,7 @@ class Engine {
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     bool warned_bad_am_ = false;
-    std::array<std::uint32_t, wire::kind_count> drops_{};  // received messages dropped, by kind
+    std::array<log::Limiter, wire::kind_count> drops_{};  // received messages dropped, by kind
     void start_progress_thread();
     void stop_progress_thread() noexcept;
     bool threaded_ = false;
@@ -595,9 +597,12 @@ struct RemoteKeyImpl {
         std::vector<std::byte> handle;
     };
     std::vector<Entry> entries;
-    const btl::RegistrationHandle* handle_for(std::uint32_t component) const noexcept {
+    // The handle for `component`, if the key has one of exactly the size that
+    // component's modules read (a shorter one would be read past its end).
+    const btl::RegistrationHandle* handle_for(std::uint32_t component,
+                                              std::size_t size) const noexcept {
         for (const Entry& e : entries)
-            if (e.component == component)
+            if (e.component == component && e.handle.size() == size)
                 return reinterpret_cast<const btl::RegistrationHandle*>(e.handle.data());
         return nullptr;
     }

@@ -142,6 +142,7 @@ Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
         if (!get_bytes(in, e.component) || !get_bytes(in, len) || len > in.size() ||
             len > btl::max_registration_handle_size)
             return Status::bad_param;
+        if (!handle_size_fits(e.component, len)) return Status::bad_param;
         e.handle.assign(in.begin(), in.begin() + len);
         in = in.subspan(len);
         key->entries.push_back(std::move(e));
@@ -149,6 +150,20 @@ Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
     if (!in.empty()) return Status::bad_param;
     out = key.release();  // the caller's, until release_key
     return Status::success;
+}
+
+// A handle for a transport loaded here must have the size one of its modules
+// reads (a shorter one would be read past its end and the bytes behind it
+// sent to the peer); one for a transport not loaded here is never used.
+bool Engine::handle_size_fits(std::uint32_t component, std::size_t len) const noexcept {
+    auto mods = framework_->modules();
+    bool loaded = false;
+    for (std::size_t i = 0; i < mods.size(); ++i) {
+        if (component_hash_[i] != component) continue;
+        if (mods[i]->attributes().registration_handle_size == len) return true;
+        loaded = true;
+    }
+    return !loaded;
 }
 
 bool Engine::address_registered(std::uint64_t addr, std::size_t len) const noexcept {
@@ -215,7 +230,7 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         if (len > (is_put ? a.put_limit : a.get_limit)) continue;
         const btl::RegistrationHandle* rh = nullptr;
         if (a.registration_handle_size > 0) {
-            rh = key->handle_for(component_hash_[b.index]);
+            rh = key->handle_for(component_hash_[b.index], a.registration_handle_size);
             if (!rh) continue;
         }
         OscOp* op = osc_ops_.get();
@@ -300,7 +315,7 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
         if (w == 4 && !(a.atomic_flags & btl::atomic_support::bits32)) continue;
         const btl::RegistrationHandle* rh = nullptr;
         if (a.registration_handle_size > 0) {
-            rh = key->handle_for(component_hash_[b.index]);
+            rh = key->handle_for(component_hash_[b.index], a.registration_handle_size);
             if (!rh) continue;
         }
         OscOp* o = osc_ops_.get();

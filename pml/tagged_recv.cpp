@@ -342,6 +342,7 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             if (component_hash_[b.index] != h.rdma_component) continue;
             const auto& a = b.module->attributes();
             if (!(a.flags & btl::flags::get)) continue;
+            if (h.handle_len != a.registration_handle_size) continue;  // not one it can read
             const bool split = !r->is_am && settings_.rndv_split_min > 0 &&
                                st.length >= settings_.rndv_split_min && (a.flags & btl::flags::put);
             if (a.registration_handle_size > 0) {

@@ -292,7 +292,10 @@ void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
     wire::SplitHdr h;
     std::memcpy(&h, b, sizeof h);
     auto* r = reinterpret_cast<Req*>(h.sreq);
-    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size()) [[unlikely]] {
+    const std::size_t expected =
+        r->rdma.module ? r->rdma.module->attributes().registration_handle_size : h.handle_len;
+    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size() ||
+        h.handle_len != expected) [[unlikely]] {
         // Nothing to put with: the receiver is told our half failed (split_fin)
         // and still sends its fin, so neither side waits for good.
         malformed(wire::split, n, r->peer->rank);

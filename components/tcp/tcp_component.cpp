@@ -3,6 +3,7 @@
 #include "tcp_component.hpp"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -10,6 +11,7 @@
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include "tcp_module.hpp"
@@ -62,6 +64,15 @@ constexpr params::Decl param_table[] = {
     params::Decl{"connect_timeout", Type::real, "10",
                  "Seconds a connection attempt and its handshake may take before it fails", 3}
         .real_range(0.001, 1e6),
+    params::Decl{"refusals_logged", Type::unsigned_integer, "5",
+                 "Refused connections (strangers, garbage, timeouts) logged one by one per "
+                 "btl_tcp_refusal_log_interval; the others are counted (btl_base_verbose=1 "
+                 "logs each)",
+                 5}
+        .range(0, 1 << 20),
+    params::Decl{"refusal_log_interval", Type::real, "60",
+                 "Seconds of the window in which btl_tcp_refusals_logged refusals are logged", 5}
+        .real_range(0.001, 1e6),
     params::Decl{"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7}
         .range(0, UINT32_MAX),
     params::Decl{"latency", Type::unsigned_integer, "100", "Relative latency, lower is preferred",
@@ -110,6 +121,7 @@ mca::OpenResult TcpComponent::open() {
     params_.exclusivity = static_cast<unsigned>(u("exclusivity"));
     params_.latency = static_cast<unsigned>(u("latency"));
     params_.bandwidth = static_cast<unsigned>(u("bandwidth"));
+    params_.refusals_logged = u("refusals_logged");
     int verbosity = 0;
     if (params::Variable* v = r.find("btl_base_verbose")) verbosity = static_cast<int>(v->as_int());
     out_ = log::Stream("btl:tcp", verbosity);
@@ -120,6 +132,13 @@ mca::OpenResult TcpComponent::open() {
         throw params::Error("btl_tcp_port_min + btl_tcp_port_range must be at most 131071");
     params::require_at_most(r.get("btl_tcp_eager_limit"), r.get("btl_tcp_max_send_size"));
     if (!(params_.connect_timeout > 0)) throw params::Error("btl_tcp_connect_timeout must be > 0");
+    const double interval = r.get("btl_tcp_refusal_log_interval").as_real();
+    if (!(interval > 0 && interval < 1e9))
+        throw params::Error("btl_tcp_refusal_log_interval must be > 0 and < 1e9");
+    // Both declared in range: the count fits, the interval is finite.
+    refusals_ = log::Limiter(static_cast<std::uint32_t>(params_.refusals_logged),
+                             std::chrono::duration_cast<log::Limiter::Clock::duration>(
+                                 std::chrono::duration<double>(interval)));
 
     std::vector<std::string> notes;
     // InterfaceError (both lists, a list matching nothing) propagates: a setting
@@ -192,6 +211,7 @@ std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& c
 
 void TcpComponent::close() {
     stop_listener();
+    report_unlogged_refusals(log::Limiter::Clock::time_point::max());
     if (progress_) {
         if (active_handle_) progress_->remove(active_handle_);
         if (idle_handle_) progress_->remove(idle_handle_);
@@ -314,6 +334,38 @@ int TcpComponent::poll() noexcept {
 
 void TcpComponent::check_timeouts(std::uint64_t now) noexcept {
     for (TcpModule* m : modules_) m->check_timeouts(now);
+    report_unlogged_refusals(log::Limiter::Clock::now());
+}
+
+// --- refusals ----------------------------------------------------------------------
+
+// A stranger may connect thousands of times: the first few refusals of each
+// window are logged with the address and the reason, the rest are counted.
+void TcpComponent::refused(std::string_view where, std::string_view peer,
+                           std::string_view reason) noexcept {
+    const auto now = log::Limiter::Clock::now();
+    report_unlogged_refusals(now);
+    try {
+        if (refusals_.admit(now))
+            log::warn("{}: refused a connection from {}: {}{}", where, peer, reason,
+                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+        else
+            out_.verbose(1, "{}: refused a connection from {}: {}", where, peer, reason);
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
+}
+
+void TcpComponent::report_unlogged_refusals(log::Limiter::Clock::time_point now) noexcept {
+    const std::uint64_t n = refusals_.take_unreported(now);
+    if (n == 0) return;
+    try {
+        log::warn("tcp: {} more connections refused (at most {} logged every {:g} s)", n,
+                  params_.refusals_logged,
+                  std::chrono::duration<double>(refusals_.interval()).count());
+    } catch (...) {
+        // As above.
+    }
 }
 
 void TcpComponent::hold(int delta) noexcept {
@@ -388,28 +440,92 @@ void TcpComponent::forget_module(TcpModule* module) {
 void TcpComponent::listener_main() {
     epoll_event events[16];
     for (;;) {
-        const int n = ::epoll_wait(listen_epoll_.get(), events, 16, -1);
+        const int timeout_ms = accept_paused_ ? accept_retry_ms : -1;
+        const int n = ::epoll_wait(listen_epoll_.get(), events, 16, timeout_ms);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return;
+        if (n == 0) {  // the pause is over: try again
+            std::lock_guard lock(accepted_lock_);
+            arm_listeners(true);
+            continue;
+        }
         for (int i = 0; i < n; ++i) {
             if (events[i].data.ptr == nullptr) return;  // woken to stop
-            auto* module = static_cast<TcpModule*>(events[i].data.ptr);
-            std::lock_guard lock(accepted_lock_);
-            for (const auto& [fd, m] : listen_fds_) {
-                if (m != module) continue;
-                for (;;) {
-                    sockaddr_storage ss{};
-                    socklen_t len = sizeof ss;
-                    const int c = ::accept4(fd, reinterpret_cast<sockaddr*>(&ss), &len,
-                                            SOCK_NONBLOCK | SOCK_CLOEXEC);
-                    if (c < 0) break;
-                    accepted_.push_back(
-                        {c, m,
-                         IpAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss)).to_string()});
-                    accepted_pending_.store(true, std::memory_order_release);
-                }
-            }
+            accept_from(static_cast<TcpModule*>(events[i].data.ptr));
         }
+    }
+}
+
+void TcpComponent::accept_from(TcpModule* module) {
+    std::lock_guard lock(accepted_lock_);
+    for (const auto& [fd, m] : listen_fds_) {
+        if (m != module) continue;
+        for (;;) {
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            const int c =
+                ::accept4(fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (c < 0) {
+                const int e = errno;
+                if (e == EAGAIN || e == EWOULDBLOCK) {
+                    accepting_again();
+                    break;
+                }
+                // A connection reset before it was accepted: take the next one.
+                if (e == ECONNABORTED || e == EINTR || e == EPROTO || e == EPERM) continue;
+                cannot_accept(e);
+                return;
+            }
+            accepted_.push_back(
+                {c, m, IpAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss)).to_string()});
+            accepted_pending_.store(true, std::memory_order_release);
+        }
+    }
+}
+
+// Out of descriptors (or kernel memory), the listening sockets stay readable
+// and accept fails at once: waiting in epoll_wait for them would spin.  They
+// are taken out of the wait for a while; the connections wait in the backlog
+// and are accepted once descriptors are free again.
+void TcpComponent::cannot_accept(int error) {
+    if (!accept_paused_) arm_listeners(false);
+    if (exhausted_since_ != std::chrono::steady_clock::time_point{}) return;
+    exhausted_since_ = std::chrono::steady_clock::now();
+    exhaustion_logged_ = exhaustion_log_.admit(exhausted_since_);
+    if (!exhaustion_logged_) return;
+    rlimit lim{};
+    ::getrlimit(RLIMIT_NOFILE, &lim);
+    try {
+        log::warn(
+            "tcp: cannot accept connections: {} (descriptor limit {}, ulimit -n); retrying "
+            "every {} ms, waiting connections are accepted when descriptors are free",
+            std::strerror(error), lim.rlim_cur, accept_retry_ms);
+    } catch (...) {
+        // Out of memory too: the pause matters, not the line.
+    }
+}
+
+void TcpComponent::accepting_again() {
+    if (exhausted_since_ == std::chrono::steady_clock::time_point{}) return;
+    const std::chrono::duration<double> paused =
+        std::chrono::steady_clock::now() - exhausted_since_;
+    exhausted_since_ = {};
+    if (!exhaustion_logged_) return;
+    try {
+        log::warn("tcp: accepting connections again after {:.1f} s", paused.count());
+    } catch (...) {
+        // As above.
+    }
+}
+
+// With accepted_lock_ held: it guards listen_fds_.
+void TcpComponent::arm_listeners(bool armed) {
+    accept_paused_ = !armed;
+    for (const auto& [fd, m] : listen_fds_) {
+        epoll_event ev{};
+        ev.events = armed ? std::uint32_t{EPOLLIN} : 0u;
+        ev.data.ptr = m;
+        ::epoll_ctl(listen_epoll_.get(), EPOLL_CTL_MOD, fd, &ev);
     }
 }
 

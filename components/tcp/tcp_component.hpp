@@ -3,9 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "tcp_interfaces.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/log.hpp"
+#include "transit/log_limiter.hpp"
 
 namespace transit::tcp {
 
@@ -50,6 +53,7 @@ struct TcpParams {
     unsigned exclusivity = btl::exclusivity_low;
     unsigned latency = 100;
     unsigned bandwidth = 0;
+    std::uint64_t refusals_logged = 5;
 };
 
 class TcpComponent : public btl::Component {
@@ -79,6 +83,8 @@ class TcpComponent : public btl::Component {
     void watch_listener(int fd, TcpModule* module);
     void forget_module(TcpModule* module);
     void defer_free(std::unique_ptr<Link> link);
+    // Logs an incoming connection refused (rate-limited, see btl_tcp_refusals_logged).
+    void refused(std::string_view where, std::string_view peer, std::string_view reason) noexcept;
     // A link waiting for the peer's connection holds the component active too,
     // so its deadline is checked.
     void hold(int delta) noexcept;
@@ -110,7 +116,12 @@ class TcpComponent : public btl::Component {
     void adopt_accepted() noexcept;
     void check_timeouts(std::uint64_t now) noexcept;
     void set_active(bool active) noexcept;
+    void report_unlogged_refusals(log::Limiter::Clock::time_point now) noexcept;
     void listener_main();
+    void accept_from(TcpModule* module);
+    void cannot_accept(int error);
+    void accepting_again();
+    void arm_listeners(bool armed);
     void stop_listener() noexcept;
 
     params::Registry* registry_ = nullptr;
@@ -139,6 +150,7 @@ class TcpComponent : public btl::Component {
     ProgressEngine::Handle idle_handle_{};
     std::uint64_t next_timeout_check_ = 0;
     std::vector<std::unique_ptr<Link>> graveyard_;
+    log::Limiter refusals_;
 
     // Accepting runs on a thread that sleeps in epoll_wait, so an idle tcp costs
     // the progress loop one atomic load.  Accepted sockets are handed over here.
@@ -154,6 +166,12 @@ class TcpComponent : public btl::Component {
     std::vector<Accepted> accepted_;
     std::vector<std::pair<int, TcpModule*>> listen_fds_;  // guarded by accepted_lock_
     std::atomic<bool> accepted_pending_{false};
+    // The listener thread's own: a pause in accepting when descriptors run out.
+    static constexpr int accept_retry_ms = 100;
+    bool accept_paused_ = false;
+    std::chrono::steady_clock::time_point exhausted_since_{};
+    bool exhaustion_logged_ = false;
+    log::Limiter exhaustion_log_{1, std::chrono::minutes(1)};
 };
 
 }  // namespace transit::tcp

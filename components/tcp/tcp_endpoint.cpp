@@ -341,7 +341,7 @@ void TcpModule::retire_incoming(Link& l) noexcept {
 }
 
 void TcpModule::drop_incoming(Link& l, const std::string& reason) noexcept {
-    tcp_.out().verbose(1, "{}: refused connection from {}: {}", name(), l.peer_text, reason);
+    tcp_.refused(name(), l.peer_text, reason);
     close_socket(l);
     set_state(l, LinkState::closed);
     retire_incoming(l);

@@ -66,6 +66,47 @@ TEST(OneSided, KeyRejectsGarbage) {
     EXPECT_EQ(k, nullptr);
 }
 
+// A key whose handle for a transport loaded here is shorter or longer than that
+// transport reads: refused, not read past its end (the bytes behind a short
+// handle would go to the peer).  Every transport in the key is tried.
+TEST(OneSided, KeyWithAHandleOfAnotherSizeIsRefused) {
+    void* mem = ctx().mem_alloc(64);
+    ASSERT_NE(mem, nullptr);
+    MemoryRegion* region = nullptr;
+    ASSERT_EQ(ctx().register_memory(mem, 64, region), Status::success);
+    const std::vector<std::byte> packed = ctx().pack_key(region);
+    // magic, base, size, count; then per transport: component, length, handle.
+    constexpr std::size_t head = 4 + 8 + 8 + 4;
+    std::uint32_t count = 0;
+    ASSERT_GE(packed.size(), head);
+    std::memcpy(&count, packed.data() + head - 4, 4);
+    std::size_t at = head;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        std::uint32_t len = 0;
+        std::memcpy(&len, packed.data() + at + 4, 4);
+        for (const std::uint32_t wrong : {len > 4 ? 4u : 0u, len + 8}) {
+            if (wrong == len) continue;
+            std::vector<std::byte> bad(packed.begin(), packed.begin() + at + 8);
+            std::memcpy(bad.data() + at + 4, &wrong, 4);
+            bad.resize(bad.size() + wrong);
+            std::copy_n(packed.begin() + at + 8, std::min(len, wrong), bad.begin() + at + 8);
+            bad.insert(bad.end(), packed.begin() + at + 8 + len, packed.end());
+            RemoteKey* k = nullptr;
+            EXPECT_EQ(ctx().unpack_key(bad, k), Status::bad_param)
+                << "handle " << i << " of " << len << " bytes given as " << wrong;
+            EXPECT_EQ(k, nullptr);
+            if (k) ctx().release_key(k);
+        }
+        at += 8 + len;
+    }
+    EXPECT_EQ(at, packed.size());
+    RemoteKey* good = nullptr;
+    EXPECT_EQ(ctx().unpack_key(packed, good), Status::success);
+    ctx().release_key(good);
+    ctx().deregister_memory(region);
+    ctx().mem_free(mem);
+}
+
 TEST(OneSided, PutAndGetEverySizeToEveryRank) {
     const std::uint32_t n = ctx().size();
     const Rank me = ctx().rank();

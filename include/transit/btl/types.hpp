@@ -20,7 +20,9 @@ struct Descriptor;
 
 // Opaque registration handle.  Its first Module::attributes().registration_handle_size
 // bytes are its packed form: copied as-is to a peer, which passes them back as
-// the remote handle of put/get/atomics.
+// the remote handle of put/get/atomics.  A module is given a remote handle only
+// when it has exactly its own registration_handle_size bytes: the pml refuses a
+// key or rendezvous whose handle for a transport loaded here has another size.
 struct RegistrationHandle;
 
 using Tag = std::uint8_t;

@@ -387,6 +387,13 @@ class Engine {
     void handle_failures() noexcept;
     void fail_peer_requests(Peer* p) noexcept;
     void fail_req(Req* r) noexcept;
+    // A transfer of r (fragment, get, put) ended with error s: once r's peer
+    // is known gone, that is the cause whatever the transport said, and a
+    // request already failed keeps peer_failed.
+    void transfer_failed(Req* r, Status s) noexcept {
+        if (r->st().status == Status::peer_failed) return;
+        r->st().status = r->peer && r->peer->failed ? Status::peer_failed : s;
+    }
     void drop_queued_to(Peer* p) noexcept;
 
     // The per-message helpers are inline: every send and receive runs them,

@@ -456,7 +456,8 @@ void Engine::rdma_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHan
                        void* cbdata, Status s) noexcept {
     auto* e = static_cast<Engine*>(context);
     auto* r = static_cast<Req*>(cbdata);
-    if (!ok(s)) r->st().status = s;
+    if (!ok(s)) [[unlikely]]
+        e->transfer_failed(r, s);
     if (--r->rdma_pending != 0 || r->issuing || r->rdma_offset < r->rdma_end) return;
     if (r->kind == Req::Kind::send)
         e->finish_puts(r);
@@ -483,6 +484,13 @@ bool Engine::issue_gets(Req* r) noexcept {
 }
 
 void Engine::finish_get(Req* r) noexcept {
+    if (r->peer->failed) [[unlikely]] {
+        // No split_fin will come and no fin is wanted; the failure sweep may
+        // have passed this request already while its gets were in flight.
+        r->st().status = Status::peer_failed;
+        complete(r);
+        return;
+    }
     if (r->split_wait) {
         r->own_done = true;  // the FIN waits for the sender's half (on_split_fin)
         return;

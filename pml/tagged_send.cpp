@@ -242,7 +242,7 @@ void Engine::frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor* d, Status 
     if (ok(s)) [[likely]] {
         r->frag_bytes_sent += btl::total_length(btl::segments_of(*d)) - sizeof(wire::FragHdr);
     } else {
-        r->st().status = s;
+        e->transfer_failed(r, s);
     }
     if (--r->frags_out == 0 && !r->issuing && r->conv.remaining() == 0) e->end_frags(r);
 }
@@ -331,8 +331,11 @@ bool Engine::issue_puts(Req* r) noexcept {
 // our buffer until then).
 void Engine::finish_puts(Req* r) noexcept {
     r->stage = Req::Stage::none;
-    if (r->st().status == Status::peer_failed) {
-        complete(r);  // fail_req left it to us while puts were in flight
+    if (r->peer->failed) [[unlikely]] {
+        // fail_req may have left it to us while puts were in flight; no fin
+        // will come.
+        r->st().status = Status::peer_failed;
+        complete(r);
         return;
     }
     wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "transit/keep_loaded.hpp"
 #include "transit/version.hpp"
 #include "uct_module.hpp"
+#include "ucx_log.hpp"
 
 namespace transit::uct {
 namespace {
@@ -109,6 +111,15 @@ class UctComponent final : public btl::Component {
         selection_ = params::parse_selection(reg().get("btl_uct_transports").as_string(), {},
                                              "btl_uct_transports");
         const UctConfig config = read_config();
+        // Before any interface opens: UCX logs as soon as a peer is lost.
+        if (!quiet_log_) {
+            quiet_log_.emplace();
+            if (!quiet_log_->replaced().empty())
+                out_.verbose(10,
+                             "UCX's log level lowered from '{}' to 'fatal' (UCX_LOG_LEVEL "
+                             "keeps the user's)",
+                             quiet_log_->replaced());
+        }
         std::vector<Resource> all;
         std::string why;
         if (!discover(all, why)) {
@@ -315,6 +326,7 @@ class UctComponent final : public btl::Component {
 
     params::Registry* registry_ = nullptr;
     log::Stream out_;
+    std::optional<QuietUcxLog> quiet_log_;
     params::Selection selection_;
 };
 

@@ -197,6 +197,7 @@ class UctModule final : public btl::Module {
     static std::size_t pack_cb(void* dest, void* arg) noexcept;
     Status transmit(UctEndpoint* ep, Gather& g) noexcept;
     Status from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept;
+    Status native_error(ucs_status_t s, UctEndpoint* ep) noexcept;
     WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "uct_module.hpp"
 
@@ -300,7 +301,7 @@ Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_addr
     if (ops_pending_ == 0) set_cma_progress(false);
     if (s == UCS_OK) return Status::completed;
     if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
-    const Status e = from_ucs(s, ep);
+    const Status e = native_error(s, ep);
     if (e == Status::peer_failed) return e;
     // The transport refused (cma: the kernel denied the peer's memory, as
     // in a container without ptrace rights): this peer's put/get go by
@@ -407,12 +408,35 @@ int UctModule::retry_flushes() noexcept {
     return events;
 }
 
+// cma reports a copy from or to a process that is dying as an I/O error, not
+// as a lost peer, and does so once the process has dropped its memory, a
+// moment before its exit can be seen (the process watch looks every 100 ms).
+// So on such an error the exit is waited for, briefly (an error path: a copy
+// the kernel denies costs it once, then that peer goes by active messages),
+// and the loss, when it comes, is the operation's status.
+Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
+    const Status e = from_ucs(s, ep);
+    if (e == Status::peer_failed || ep == nullptr || !ep->process.watching()) return e;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (!ep->process.exited()) {
+        if (std::chrono::steady_clock::now() >= until) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!ep->failed) {
+        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep->peer(), ep->process.pid());
+        ep->failed = true;
+        failures_ = true;
+        attention_ = true;
+    }
+    return Status::peer_failed;
+}
+
 // From UCT's progress: noted, and reported once it returns (a callback may
 // start operations or drive progress).
 void UctModule::native_done_cb(uct_completion_t* comp) noexcept {
     auto* op = reinterpret_cast<RdmaOp*>(comp);  // comp is its first member
     auto* m = static_cast<UctModule*>(op->owner);
-    if (comp->status != UCS_OK) op->status = m->from_ucs(comp->status, op->endpoint);
+    if (comp->status != UCS_OK) op->status = m->native_error(comp->status, op->endpoint);
     m->mark_done(op);
 }
 

@@ -225,6 +225,14 @@ class Engine {
         return p ? p->ep->eager_equal : 0;
     }
 
+    // Largest tagged message that goes to `peer` eagerly (for tests and tools).
+    std::size_t eager_message_limit(Rank peer) noexcept {
+        Peer* p = send_peer(peer);
+        return p && p->ep->eager_limit > sizeof(wire::MatchHdr)
+                   ? p->ep->eager_limit - sizeof(wire::MatchHdr)
+                   : 0;
+    }
+
     int progress() noexcept {
         int n = progress_.progress();
         if (has_pending_) n += drain_pending();

@@ -390,10 +390,16 @@ bool Engine::offer_split(Req* r, std::size_t handle_len) noexcept {
     h.addr = reinterpret_cast<std::uint64_t>(r->buf);
     h.handle_len = static_cast<std::uint16_t>(handle_len);
     iovec v{r->local_handle, r->local_handle ? handle_len : 0};
-    if (!ok(send_ctrlv(peers_[r->peer->rank].get(), wire::split, &h, sizeof h, &v, 1)))
-        return false;
+    // Waiting before the send: over a loopback btl the sender's puts and its
+    // split_fin can all happen inside send_ctrlv.
+    const std::size_t whole = r->rdma_end;
     r->rdma_end = half;
     r->split_wait = true;
+    if (!ok(send_ctrlv(peers_[r->peer->rank].get(), wire::split, &h, sizeof h, &v, 1))) {
+        r->rdma_end = whole;
+        r->split_wait = false;
+        return false;
+    }
     out_.verbose(10, "rendezvous of {} bytes from rank {} split over {}: we get {}, it puts {}",
                  h.offset + h.len, r->peer->rank, r->rdma.module->name(), half, h.len);
     return true;

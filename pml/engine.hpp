@@ -16,6 +16,7 @@
 #include "bml/r2.hpp"
 #include "framework/btl_framework.hpp"
 #include "pml/pools.hpp"
+#include "pml/remote_key.hpp"
 #include "pml/wire.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/transit.hpp"
@@ -573,23 +574,6 @@ struct RegionImpl {
         std::size_t handle_len;
     };
     std::vector<Entry> entries;
-};
-
-// A peer's region.
-struct RemoteKeyImpl {
-    std::uint64_t base = 0;
-    std::uint64_t size = 0;
-    struct Entry {
-        std::uint32_t component;
-        std::vector<std::byte> handle;
-    };
-    std::vector<Entry> entries;
-    const btl::RegistrationHandle* handle_for(std::uint32_t component) const noexcept {
-        for (const Entry& e : entries)
-            if (e.component == component)
-                return reinterpret_cast<const btl::RegistrationHandle*>(e.handle.data());
-        return nullptr;
-    }
 };
 
 }  // namespace transit::pml

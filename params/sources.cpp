@@ -152,9 +152,11 @@ void read_file(const std::string& path, Origin origin, bool must_exist, Layer& o
     if (!std::filesystem::is_regular_file(status))
         throw Error(fmt::format("file {}: cannot read it: not a regular file", printable(path)));
     std::ifstream in(path);
-    if (!in)
-        throw Error(
-            fmt::format("file {}: cannot read it: {}", printable(path), std::strerror(errno)));
+    if (!in) throw Error(fmt::format("file {}: cannot read it: {}", printable(path), std::strerror(errno)));
+    read_lines(in, path, origin, out);
+}
+
+void read_lines(std::istream& in, const std::string& path, Origin origin, Layer& out) {
     std::string line;
     for (int lineno = 1; std::getline(in, line); ++lineno)
         parse_line(line, path, lineno, origin, out);

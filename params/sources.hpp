@@ -5,6 +5,7 @@
 
 #include <array>
 #include <functional>
+#include <istream>
 #include <map>
 #include <string>
 #include <string_view>
@@ -42,6 +43,8 @@ bool valid_name(std::string_view name) noexcept;
 // missing file is fine when `must_exist` is false; a malformed line or an
 // unreadable file throws Error naming the file (and line).
 void read_file(const std::string& path, Origin origin, bool must_exist, Layer& out);
+// The lines of a parameter file already open, `path` naming it in errors.
+void read_lines(std::istream& in, const std::string& path, Origin origin, Layer& out);
 
 // Every TRANSIT_MCA_<name> of the process environment.
 Layer read_environment();

@@ -16,6 +16,7 @@
 #include "bml/r2.hpp"
 #include "framework/btl_framework.hpp"
 #include "pml/pools.hpp"
+#include "pml/remote_key.hpp"
 #include "pml/wire.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/log_limiter.hpp"
@@ -601,26 +602,6 @@ struct RegionImpl {
         std::size_t handle_len;
     };
     std::vector<Entry> entries;
-};
-
-// A peer's region.
-struct RemoteKeyImpl {
-    std::uint64_t base = 0;
-    std::uint64_t size = 0;
-    struct Entry {
-        std::uint32_t component;
-        std::vector<std::byte> handle;
-    };
-    std::vector<Entry> entries;
-    // The handle for `component`, if the key has one of exactly the size that
-    // component's modules read (a shorter one would be read past its end).
-    const btl::RegistrationHandle* handle_for(std::uint32_t component,
-                                              std::size_t size) const noexcept {
-        for (const Entry& e : entries)
-            if (e.component == component && e.handle.size() == size)
-                return reinterpret_cast<const btl::RegistrationHandle*>(e.handle.data());
-        return nullptr;
-    }
 };
 
 }  // namespace transit::pml

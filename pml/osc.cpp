@@ -9,8 +9,6 @@ namespace transit::pml {
 
 namespace {
 
-constexpr std::uint32_t key_magic = 0x4b455931;  // "KEY1"
-
 btl::AtomicOp to_btl(std::uint8_t op) noexcept {
     switch (static_cast<AtomicOp>(op)) {
         case AtomicOp::add:
@@ -60,14 +58,6 @@ void put_bytes(std::vector<std::byte>& out, const T& v) {
     const std::size_t at = out.size();
     out.resize(at + sizeof v);
     std::memcpy(out.data() + at, &v, sizeof v);
-}
-
-template <typename T>
-bool get_bytes(std::span<const std::byte>& in, T& v) {
-    if (in.size() < sizeof v) return false;
-    std::memcpy(&v, in.data(), sizeof v);
-    in = in.subspan(sizeof v);
-    return true;
 }
 
 }  // namespace
@@ -132,22 +122,9 @@ std::vector<std::byte> Engine::pack_key(const RegionImpl* region) const {
 Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
     out = nullptr;
     auto key = std::make_unique<RemoteKeyImpl>();
-    std::uint32_t magic = 0, count = 0;
-    if (!get_bytes(in, magic) || magic != key_magic || !get_bytes(in, key->base) ||
-        !get_bytes(in, key->size) || !get_bytes(in, count) || count > 64)
-        return Status::bad_param;
-    for (std::uint32_t i = 0; i < count; ++i) {
-        RemoteKeyImpl::Entry e;
-        std::uint32_t len = 0;
-        if (!get_bytes(in, e.component) || !get_bytes(in, len) || len > in.size() ||
-            len > btl::max_registration_handle_size)
-            return Status::bad_param;
-        if (!handle_size_fits(e.component, len)) return Status::bad_param;
-        e.handle.assign(in.begin(), in.begin() + len);
-        in = in.subspan(len);
-        key->entries.push_back(std::move(e));
-    }
-    if (!in.empty()) return Status::bad_param;
+    if (Status s = decode_key(in, *key); !ok(s)) return s;
+    for (const RemoteKeyImpl::Entry& e : key->entries)
+        if (!handle_size_fits(e.component, e.handle.size())) return Status::bad_param;
     out = key.release();  // the caller's, until release_key
     return Status::success;
 }

@@ -93,25 +93,14 @@ void TcpModule::finish_direct(Link& l) noexcept {
 
 void TcpModule::parse(Link& l) noexcept {
     while (l.state == LinkState::connected && l.direct_left == 0) {
-        const std::size_t avail = l.rtail - l.rhead;
         wire::FrameHeader h;
-        const wire::ScanResult r = wire::scan_header({l.rbuf.get() + l.rhead, avail}, limits_, h);
+        const wire::ScanResult r =
+            wire::next_frame({l.rbuf.get(), l.rhead, l.rtail, l.rcap}, limits_, h);
         if (r == wire::ScanResult::need_more) break;
         if (r != wire::ScanResult::ok)
             return fail_link(l, "malformed frame from rank " + std::to_string(l.endpoint->peer()) +
                                     ": " + std::string(wire::to_string(r)));
-        // put and reply data may stream past the buffer; every other frame is whole.
-        const bool streams = h.type == wire::FrameType::put || h.type == wire::FrameType::reply;
-        const std::size_t needed =
-            wire::header_size + (streams ? wire::body_size(h.type) : h.length);
-        if (avail < needed) {
-            if (l.rhead + needed > l.rcap) {
-                std::memmove(l.rbuf.get(), l.rbuf.get() + l.rhead, avail);
-                l.rhead = 0;
-                l.rtail = avail;
-            }
-            break;
-        }
+        const std::size_t avail = l.rtail - l.rhead;
         if (!handle_frame(l, h, avail)) return;
     }
     if (l.rhead == l.rtail) l.rhead = l.rtail = 0;

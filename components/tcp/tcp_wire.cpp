@@ -1,5 +1,6 @@
 #include "tcp_wire.hpp"
 
+#include <cstring>
 #include <type_traits>
 
 namespace transit::tcp::wire {
@@ -92,6 +93,21 @@ std::size_t body_size(FrameType type) noexcept {
             return 0;
     }
     return 0;
+}
+
+ScanResult next_frame(ReceiveBuffer b, const Limits& limits, FrameHeader& header) noexcept {
+    const std::size_t avail = b.tail - b.head;
+    const ScanResult r = scan_header({b.data + b.head, avail}, limits, header);
+    if (r != ScanResult::ok) return r;
+    const bool streams = header.type == FrameType::put || header.type == FrameType::reply;
+    const std::size_t needed = header_size + (streams ? body_size(header.type) : header.length);
+    if (avail >= needed) return ScanResult::ok;
+    if (b.head + needed > b.capacity) {
+        std::memmove(b.data, b.data + b.head, avail);
+        b.head = 0;
+        b.tail = avail;
+    }
+    return ScanResult::need_more;
 }
 
 void encode(const FrameHeader& h, std::byte* out) noexcept {

@@ -108,6 +108,22 @@ ScanResult scan_header(std::span<const std::byte> bytes, const Limits& limits,
 // Bytes of fixed body that follow the header of a frame of this type (before any data).
 std::size_t body_size(FrameType type) noexcept;
 
+// A link's receive buffer: bytes [head, tail) of `capacity` are received and
+// not yet handled.
+struct ReceiveBuffer {
+    std::byte* data;
+    std::size_t& head;
+    std::size_t& tail;
+    std::size_t capacity;
+};
+
+// The frame at the front of `b`: ok when it is buffered, header and all (only
+// the header and fixed body of put and reply, whose data may stream past the
+// buffer); need_more when it is not yet, having moved the partial frame to
+// the front when it would not fit where it starts; any other result when the
+// header is malformed.
+ScanResult next_frame(ReceiveBuffer b, const Limits& limits, FrameHeader& header) noexcept;
+
 void encode(const FrameHeader& h, std::byte* out) noexcept;
 void encode(const RdmaRequest& r, std::byte* out) noexcept;
 void encode(const AtomicRequest& r, std::byte* out) noexcept;

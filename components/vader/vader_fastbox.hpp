@@ -209,6 +209,11 @@ class FastboxReader : public Fastbox {
             const std::uint32_t h = header_at(data_, offset).load(std::memory_order_acquire);
             if (h == 0) break;
             if (type_of(h) == type_skip) {
+                // A writer skips only to wrap: a skip at the start would never end.
+                if (offset == 0) [[unlikely]] {
+                    broken_ = true;
+                    break;
+                }
                 read_pos_ += size_ - offset;
                 continue;
             }

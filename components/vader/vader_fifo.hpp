@@ -42,6 +42,10 @@ class Fifo {
     static Fifo attach(void* memory) noexcept { return Fifo(memory); }
 
     std::uint32_t capacity() const noexcept { return mask_ + 1; }
+    // The capacity a FIFO formatted at `memory` gives itself (what attach() uses).
+    static std::uint32_t capacity_at(const void* memory) noexcept {
+        return static_cast<const Control*>(memory)->capacity;
+    }
 
     // Producer side (any process).  False when full.
     bool push(std::uint64_t value) noexcept {
@@ -59,7 +63,12 @@ class Fifo {
             } else if (diff < 0) {
                 return false;
             } else {
-                pos = control_->tail.load(std::memory_order_relaxed);
+                // Another producer took `pos`, so the tail has moved past it;
+                // a tail that has not is a corrupt queue: full, not a spin.
+                const std::uint64_t now = control_->tail.load(std::memory_order_relaxed);
+                if (now == pos) [[unlikely]]
+                    return false;
+                pos = now;
             }
         }
     }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
@@ -91,6 +92,46 @@ constexpr std::uint32_t ref_owner(std::uint64_t ref) noexcept {
 }
 constexpr std::uint32_t ref_index(std::uint64_t ref) noexcept {
     return static_cast<std::uint32_t>(ref);
+}
+
+// Whether the `mapped` bytes of a peer's segment, whose header claims to be
+// local process `local_index` of `local_size`, are a segment this process can
+// use: the regions the header names follow each other in the owner's order
+// (header, FIFO, fast boxes, fragments, region table, heap) inside the mapping, aligned as
+// the owner lays them out, and the FIFO there has the capacity the header gives.
+inline bool segment_usable(std::span<const std::byte> mapped, std::uint32_t local_index,
+                           std::uint32_t local_size) noexcept {
+    if (mapped.size() < sizeof(SegmentHeader)) return false;
+    const auto& h = *reinterpret_cast<const SegmentHeader*>(mapped.data());
+    const std::uint64_t size = mapped.size();
+    // [offset, offset + count * stride) lies in [from, size): its end, or 0 when not.
+    const auto region = [size](std::uint64_t from, std::uint64_t offset, std::uint64_t count,
+                               std::uint64_t stride) -> std::uint64_t {
+        if (offset < from || offset > size || offset % cache_line != 0) return 0;
+        if (count != 0 && stride > (size - offset) / count) return 0;
+        return offset + count * stride;
+    };
+    const auto pow2 = [](std::uint32_t n) { return n != 0 && (n & (n - 1)) == 0; };
+    if (h.magic != segment_magic || h.version != segment_version || h.local_index != local_index ||
+        h.local_size != local_size || h.size != size || h.local_index >= h.local_size ||
+        !pow2(h.fifo_capacity) || !pow2(h.fbox_size) || h.fbox_size < 256 ||
+        h.fbox_stride < Fastbox::bytes(h.fbox_size) || h.fbox_stride % cache_line != 0 ||
+        h.frag_stride < frag_header_size || h.frag_stride % cache_line != 0)
+        return false;
+    const std::uint64_t fifo_end =
+        region(sizeof(SegmentHeader), h.fifo_offset, 1, Fifo::bytes(h.fifo_capacity));
+    const std::uint64_t fbox_end =
+        fifo_end == 0 ? 0 : region(fifo_end, h.fbox_offset, h.local_size, h.fbox_stride);
+    const std::uint64_t frag_end =
+        fbox_end == 0 ? 0 : region(fbox_end, h.frag_offset, h.frag_count, h.frag_stride);
+    const std::uint64_t region_end =
+        frag_end == 0 ? 0
+                      : region(frag_end, h.region_offset, h.region_count, sizeof(btl::RegionSlot));
+    if (region_end == 0 || h.heap_offset < region_end || h.heap_offset > size ||
+        h.heap_size > size - h.heap_offset)
+        return false;
+    // The FIFO's own copy is the one its users read.
+    return Fifo::capacity_at(mapped.data() + h.fifo_offset) == h.fifo_capacity;
 }
 
 // Sizes computed by the owner from its parameters.

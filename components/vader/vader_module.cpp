@@ -152,15 +152,8 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
         out_.verbose(1, "peer {}: {}", peer, e.what());
         return nullptr;
     }
-    const auto* h = reinterpret_cast<const SegmentHeader*>(seg.data());
-    if (seg.size() < sizeof(SegmentHeader) || h->magic != segment_magic ||
-        h->version != segment_version || h->local_index != local_index ||
-        h->local_size != layout_.local_size || h->size != seg.size() ||
-        h->frag_offset + std::uint64_t{h->frag_count} * h->frag_stride > seg.size() ||
-        h->fbox_offset + std::uint64_t{h->local_size} * h->fbox_stride > seg.size() ||
-        h->heap_offset > seg.size() || h->heap_size > seg.size() - h->heap_offset ||
-        h->region_offset % alignof(btl::RegionSlot) != 0 || h->region_offset > seg.size() ||
-        std::uint64_t{h->region_count} * sizeof(btl::RegionSlot) > seg.size() - h->region_offset) {
+    if (!segment_usable({reinterpret_cast<const std::byte*>(seg.data()), seg.size()}, local_index,
+                        layout_.local_size)) {
         out_.verbose(1, "peer {}: segment {} does not match this process's layout", peer, path);
         return nullptr;
     }

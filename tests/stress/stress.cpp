@@ -13,6 +13,8 @@
 #include <random>
 #include <string>
 
+#include <unistd.h>
+
 #include "tests/stress/traffic.hpp"
 
 namespace {
@@ -21,13 +23,16 @@ using namespace stress;
 
 void usage() {
     std::puts(
-        "usage: transit_stress [--messages N] [--seed S] [--fault] [--max-size BYTES]\n"
+        "usage: transit_stress [--messages N] [--seed S] [--fault] [--failure-limit S]\n"
+        "                      [--max-size BYTES]\n"
         "                      [--tags N] [--window N] [--small-self-sends]\n"
         "  --messages N        tagged messages in the whole job (default 2000)\n"
         "  --seed S            draw the traffic from S (default: random, printed)\n"
         "  --fault             one rank (drawn from the seed) raises SIGKILL midway;\n"
         "                      the others check that their requests with it end with\n"
         "                      peer_failed within 1 s and that their own traffic completes\n"
+        "  --failure-limit S   with --fault: the longest a request with the killed rank\n"
+        "                      may take to end after its death (default 1 s)\n"
         "  --max-size BYTES    largest tagged message (default 4194304)\n"
         "  --tags N            distinct tags (default 4)\n"
         "  --window N          outstanding sends, and pre-posted receives (default 16)\n"
@@ -56,6 +61,8 @@ bool parse(int argc, char** argv, Options& o) {
             good = number(o.tags) && o.tags > 0;
         else if (a == "--window")
             good = number(o.window) && o.window > 0;
+        else if (a == "--failure-limit")
+            good = i + 1 < argc && (o.failure_limit = std::atof(argv[++i])) > 0;
         else if (a == "--fault")
             o.fault = true;
         else if (a == "--small-self-sends")
@@ -76,12 +83,20 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
     Options opt;
     try {
-        auto ctx = transit::init(argc, argv);
-        if (!parse(argc, argv, opt)) return 2;
-        if (!opt.seed_given)
-            opt.seed = std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
-        Traffic t(ctx, opt);
-        return t.run() ? 0 : 1;
+        bool passed = false;
+        std::string death_file;
+        {
+            auto ctx = transit::init(argc, argv);
+            if (!parse(argc, argv, opt)) return 2;
+            if (!opt.seed_given)
+                opt.seed = std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32);
+            Traffic t(ctx, opt);
+            passed = t.run();
+            death_file = t.death_file();
+        }
+        // Past the Context's final barrier every survivor has read it.
+        if (opt.fault) ::unlink(death_file.c_str());
+        return passed ? 0 : 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "transit_stress: %s\n", e.what());
         return 2;

@@ -29,6 +29,8 @@ class Traffic {
     Traffic(transit::Context& ctx, const Options& opt);
     // True when every check held.
     bool run();
+    // Where the victim of --fault writes its time of death (read by every survivor).
+    const std::string& death_file() const { return death_file_; }
 
   private:
     struct Cell {                        // messages from one sender with one tag

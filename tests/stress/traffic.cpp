@@ -21,7 +21,7 @@ namespace {
 
 constexpr std::uint32_t seed_tag = 0x7fff0000u;
 constexpr std::uint32_t am_hello = 1, am_stress = 2, am_report = 3;
-constexpr std::uint32_t am_window = 16;
+constexpr std::uint32_t am_window = 64;
 constexpr std::size_t am_max_size = 1u << 20;
 constexpr std::size_t am_offsets = 4096;  // an active message's data starts at one of these words
 constexpr auto stall_limit = std::chrono::seconds(20);
@@ -588,7 +588,10 @@ void Traffic::step() {
     post_ams();
     post_atomics();
     const auto now = Clock::now();
-    if (now - last_progress_ > stall_limit) give_up("no request finished for 20 s");
+    const std::uint64_t moved = am_completion_.value() + am_target_.value() + next_atomic_;
+    if (moved != last_moved_) last_moved_ = moved, last_progress_ = now;
+    if (now - last_progress_ > stall_limit)
+        give_up("nothing (request, active message, atomic) finished for 20 s");
     if (victim_failed_ && victim_pending_ > 0 && now - first_failure_ > pending_limit)
         give_up(std::to_string(victim_pending_) +
                 " request(s) with the killed rank still pending 5 s after the first ended");

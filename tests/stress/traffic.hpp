@@ -163,6 +163,7 @@ class Traffic {
 
     // figures and verdict
     Clock::time_point start_{}, last_progress_{};
+    std::uint64_t last_moved_ = 0;
     std::uint64_t bytes_sent_ = 0, bytes_received_ = 0, received_ = 0, truncated_ = 0;
     std::uint64_t wildcard_hits_ = 0, probed_ = 0, peer_failed_ = 0;
     std::uint32_t failures_ = 0;

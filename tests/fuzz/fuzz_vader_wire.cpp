@@ -99,6 +99,8 @@ void fuzz_segment(std::span<const std::uint8_t> in) {
     h.frag_stride = l.frag_stride;
     h.heap_offset = l.heap_offset;
     h.heap_size = l.heap_size;
+    h.region_offset = l.region_offset;
+    h.region_count = vader::region_slot_count;
     (void)vader::Fifo::create(seg.bytes.get() + l.fifo_offset, l.fifo_capacity);
 
     constexpr std::size_t header_bytes = offsetof(vader::SegmentHeader, attached);

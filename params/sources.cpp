@@ -152,7 +152,9 @@ void read_file(const std::string& path, Origin origin, bool must_exist, Layer& o
     if (!std::filesystem::is_regular_file(status))
         throw Error(fmt::format("file {}: cannot read it: not a regular file", printable(path)));
     std::ifstream in(path);
-    if (!in) throw Error(fmt::format("file {}: cannot read it: {}", printable(path), std::strerror(errno)));
+    if (!in)
+        throw Error(
+            fmt::format("file {}: cannot read it: {}", printable(path), std::strerror(errno)));
     read_lines(in, path, origin, out);
 }
 

@@ -24,13 +24,15 @@ void BtlTest::SetUp() {
     component_ = GetParam();
     log_watch_.start();
     const std::string skip = start();
-    if (HasFailure()) return;
+    // Fatal, so the case's body never runs on a half-built fixture (no module).
+    if (HasFailure()) GTEST_FAIL() << "the case could not start on " << component_;
     if (!skip.empty()) GTEST_SKIP() << skip;
     if (!driver_) {
         // Rank 1 runs no case of its own: it answers rank 0 until rank 0 says bye.
         wait_for([this] { return bye_; }, "rank 0 to finish the case", suite_env().timeout * 10);
         GTEST_SKIP() << "rank 1 serviced rank 0's requests; the case's result is on rank 0";
     }
+    if (module_ == nullptr) GTEST_FAIL() << component_ << ": no module and no reason given";
 }
 
 void BtlTest::TearDown() {

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "runtime/runtime.hpp"
+#include "tests/conformance/component_check.hpp"
 #include "tests/conformance/suite_env.hpp"
 #include "transit/params.hpp"
 
@@ -32,6 +33,13 @@ Options (besides GoogleTest's --gtest_* options):
   --timeout SECONDS  longest wait for one event before the case fails (default 120)
   --max-size SIZE    largest message and transfer, e.g. 1M (default 4M)
   --mca NAME VALUE   set a parameter (as in every Transit tool)
+  --allow-all-skipped
+                     exit 0 even when no case ran (every case skipped, or the component
+                     declined on this machine)
+
+Exit status: 0 when every case that ran passed and at least one ran; 1 when a case
+failed; 2 when the component is unknown, failed to load or is not selected; 77 when
+nothing was tested (the component declined, e.g. no device, or every case was skipped).
 
 Run under a launcher with two processes to test a component between processes:
   transit_run -n 2 transit_btl_conformance --component tcp
@@ -59,6 +67,51 @@ bool take_option(int& argc, char** argv, std::string_view opt, std::string& valu
     return false;
 }
 
+// Takes "--flag" out of argv; true when found.
+bool take_flag(int& argc, char** argv, std::string_view flag) {
+    for (int i = 1; i < argc; ++i) {
+        if (argv[i] != flag) continue;
+        for (int j = i; j < argc; ++j) argv[j] = argv[j + 1];
+        --argc;
+        return true;
+    }
+    return false;
+}
+
+// GoogleTest's help options: it prints its help and runs nothing.
+bool asks_for_help(int argc, char** argv) {
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view a = argv[i];
+        if (a == "--help" || a == "-h" || a == "-?" || a == "/?") return true;
+    }
+    return false;
+}
+
+// The first skip message of the run, to say why nothing ran.
+std::string first_skip_reason() {
+    const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
+    for (int i = 0; i < u.total_test_suite_count(); ++i) {
+        const ::testing::TestSuite& suite = *u.GetTestSuite(i);
+        for (int j = 0; j < suite.total_test_count(); ++j) {
+            const ::testing::TestResult& r = *suite.GetTestInfo(j)->result();
+            for (int k = 0; k < r.total_part_count(); ++k)
+                if (r.GetTestPartResult(k).skipped()) return r.GetTestPartResult(k).message();
+        }
+    }
+    return "";
+}
+
+// A run in which no case passed is not a pass: a plugin author's CI must not go
+// green on a transport that never ran.
+int nothing_ran(bool allowed) {
+    const ::testing::UnitTest& u = *::testing::UnitTest::GetInstance();
+    const std::string reason = first_skip_reason();
+    fmt::print(stderr, "transit_btl_conformance: no case ran ({} skipped{}{}){}\n",
+               u.skipped_test_count(), reason.empty() ? "" : "; the first because: ", reason,
+               allowed ? "" : "; exit status 77 (--allow-all-skipped makes it 0)");
+    return allowed ? 0 : transit::conformance::exit_skipped;
+}
+
 class FailurePrinter : public ::testing::EmptyTestEventListener {
     void OnTestPartResult(const ::testing::TestPartResult& r) override {
         if (!r.failed()) return;
@@ -73,13 +126,31 @@ bool launched_by_pmix() {
     return std::getenv("PMIX_NAMESPACE") != nullptr || std::getenv("PMIX_RANK") != nullptr;
 }
 
+// Checks the component named with --component before any case: the exit
+// status to end with, or -1 to run the cases.  Listing the cases (ctest's
+// discovery) works for a component that declines here.
+int check(SuiteEnv& env, bool listing, bool allow_all_skipped) {
+    using namespace transit::conformance;
+    const ComponentCheck mine = check_component(*env.runtime, env.component);
+    // ctest's discovery lists the cases of a declined component without a word.
+    const bool quiet = listing && mine.status == exit_skipped;
+    const char* skip_note =
+        allow_all_skipped ? "; nothing to test"
+                          : "; nothing to test: exit status 77 (--allow-all-skipped makes it 0)";
+    if (mine.status != 0 && !quiet)
+        fmt::print(stderr, "transit_btl_conformance: {}{}\n", mine.message,
+                   mine.status == exit_skipped ? skip_note : "");
+    const ComponentCheck c = env.two_process ? agree(*env.runtime, mine) : mine;
+    if (c.status != mine.status) fmt::print(stderr, "transit_btl_conformance: {}\n", c.message);
+    if (c.status == 0 || (c.status == exit_skipped && listing)) return -1;
+    if (c.status == exit_skipped && allow_all_skipped) return 0;
+    return c.status;
+}
+
 int run(int argc, char** argv) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
-            std::fputs(usage, stdout);
-            break;  // GoogleTest prints its own options after ours
-        }
-    }
+    const bool help = asks_for_help(argc, argv);
+    if (help) std::fputs(usage, stdout);  // GoogleTest prints its own options after ours
+    const bool allow_all_skipped = take_flag(argc, argv, "--allow-all-skipped");
     SuiteEnv& env = transit::conformance::suite_env();
     std::string value;
     if (const char* c = std::getenv("TRANSIT_CONFORMANCE_COMPONENT")) env.component = c;
@@ -115,6 +186,13 @@ int run(int argc, char** argv) {
     env.two_process = size == 2;
     // Discovery and instantiation happen inside InitGoogleTest (the generators).
     ::testing::InitGoogleTest(&argc, argv);
+    const bool listing = GTEST_FLAG_GET(list_tests);
+    if (!env.component.empty() && !help) {
+        if (const int status = check(env, listing, allow_all_skipped); status >= 0) {
+            env.runtime.reset();
+            return status;
+        }
+    }
     if (env.two_process && env.runtime->rank() != 0) {
         // Rank 1 only services: its per-case lines would double the output, so
         // it prints just its failures.
@@ -123,7 +201,13 @@ int run(int argc, char** argv) {
             l.Release(l.default_result_printer()));
         l.Append(std::make_unique<FailurePrinter>().release());  // gtest owns listeners
     }
-    const int rc = RUN_ALL_TESTS();
+    int rc = RUN_ALL_TESTS();
+    // Rank 1 of two only services rank 0's cases and passes none itself: the
+    // verdict is rank 0's.
+    const bool driver = !env.two_process || env.runtime->rank() == 0;
+    if (rc == 0 && driver && !listing && !help &&
+        ::testing::UnitTest::GetInstance()->successful_test_count() == 0)
+        rc = nothing_ran(allow_all_skipped);
     env.runtime.reset();
     return rc;
 }

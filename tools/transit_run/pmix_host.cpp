@@ -188,8 +188,7 @@ void PmixHost::register_job(const JobDescription& job) {
         .add_string(PMIX_HOSTNAME, job.hostname)
         .add_u32(PMIX_NODEID, 0)
         .add_string(PMIX_TMPDIR, job.tmpdir)
-        .add_string(PMIX_NSDIR, job.tmpdir)
-        .add_bytes(rt::secret_job_key, job.secret);
+        .add_string(PMIX_NSDIR, job.tmpdir);
     for (unsigned r = 0; r < job.np; ++r) {
         rt::pmix::InfoList proc;
         pmix_rank_t rank = r;

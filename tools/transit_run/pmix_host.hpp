@@ -1,6 +1,7 @@
 // transit_run's side of PMIx: the server library serves the ranks; this host
 // module answers its few upcalls on one node (connect, finalize, abort, fence)
-// and queues what the launcher must act on.
+// and queues what the launcher must act on.  Nothing secret goes through it:
+// OpenPMIx 4 serves over TCP and believes the user id a client claims.
 #pragma once
 
 #include <chrono>
@@ -19,7 +20,6 @@ struct JobDescription {
     unsigned np = 0;
     std::string hostname;
     std::string tmpdir;
-    rt::Secret secret{};
 };
 
 struct ServerEvent {

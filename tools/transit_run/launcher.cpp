@@ -229,6 +229,12 @@ void Launcher::handle_server_events(PmixHost& host) {
             case ServerEvent::Kind::finalized:
                 ranks_[ev.rank].finalized = true;
                 break;
+            case ServerEvent::Kind::refused:
+                say(
+                    fmt::format("refused a PMIx connection claiming to be rank {}: another user "
+                                "is connected to the job's PMIx server",
+                                ev.rank));
+                break;
             case ServerEvent::Kind::aborted: {
                 // An exit status is 8 bits; an abort must never look like success.
                 const int status = (ev.status & 0xff) != 0 ? (ev.status & 0xff) : 1;

@@ -1,5 +1,7 @@
 #include "pmix_host.hpp"
 
+#include "peer_check.hpp"
+
 #include <pmix_server.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -58,6 +60,10 @@ unsigned rank_of(const pmix_proc_t* proc) {
 }
 
 pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    if (the_host && !the_host->admits_clients()) {
+        the_host->post({ServerEvent::Kind::refused, rank_of(proc), 0, {}});
+        return PMIX_ERR_NO_PERMISSIONS;
+    }
     if (the_host) the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
     if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
     return PMIX_SUCCESS;
@@ -224,8 +230,16 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
     check(PMIx_server_setup_fork(&proc, &env), "PMIx_server_setup_fork");
     std::vector<std::string> out;
     for (char** p = env; p && *p; ++p) out.emplace_back(*p);
+    for (const std::string& e : out)
+        if (e.starts_with("PMIX_SERVER_URI") && e.find("://") != std::string::npos)
+            server_port_ = static_cast<std::uint16_t>(std::stoul(e.substr(e.rfind(':') + 1)));
     pmix_argv_free(env);
     return out;
+}
+
+bool PmixHost::admits_clients() const {
+    const std::uint16_t port = server_port_;
+    return port == 0 || !stranger_connected_to(port);
 }
 
 void PmixHost::notify_lost(unsigned rank, bool by_signal) {

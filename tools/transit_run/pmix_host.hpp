@@ -4,7 +4,9 @@
 // OpenPMIx 4 serves over TCP and believes the user id a client claims.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,7 +25,7 @@ struct JobDescription {
 };
 
 struct ServerEvent {
-    enum class Kind { connected, finalized, aborted };
+    enum class Kind { connected, finalized, aborted, refused };
     Kind kind;
     unsigned rank;
     int status = 0;       // aborted: the status the rank asked to exit with
@@ -60,10 +62,14 @@ class PmixHost {
 
     // Called from PMIx's progress thread.
     void post(ServerEvent ev);
+    // False while another user holds a connection to the server: the client
+    // connecting now may be that user's, whatever user id it claims.
+    bool admits_clients() const;
 
   private:
     std::string nspace_;
     int event_fd_ = -1;
+    std::atomic<std::uint16_t> server_port_{0};
     bool shut_down_ = false;
     std::mutex mutex_;
     std::vector<ServerEvent> events_;

@@ -1,0 +1,43 @@
+#include "peer_check.hpp"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace transit::run {
+namespace {
+
+constexpr const char* established = "01";
+
+// The port of an address column, "<hex address>:<hex port>".
+long port_of(const std::string& address) {
+    const std::size_t colon = address.rfind(':');
+    if (colon == std::string::npos) return -1;
+    return std::stol(address.substr(colon + 1), nullptr, 16);
+}
+
+// Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...".
+bool stranger_in(const char* table, std::uint16_t port) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+        std::istringstream f(line);
+        std::string sl, local, remote, state, queues, timer, retransmits;
+        unsigned long uid = 0;
+        if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> uid))
+            continue;
+        if (state == established && port_of(remote) == port && uid != ::getuid()) return true;
+    }
+    return false;
+}
+
+}  // namespace
+
+bool stranger_connected_to(std::uint16_t port) {
+    return stranger_in("/proc/net/tcp", port) || stranger_in("/proc/net/tcp6", port);
+}
+
+}  // namespace transit::run

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -11,15 +12,19 @@ namespace {
 
 constexpr const char* established = "01";
 
-// The port of an address column, "<hex address>:<hex port>".
+// The port of an address column, "<hex address>:<hex port>"; -1 if malformed
+// (this runs on PMIx's thread: nothing may throw).
 long port_of(const std::string& address) {
     const std::size_t colon = address.rfind(':');
     if (colon == std::string::npos) return -1;
-    return std::stol(address.substr(colon + 1), nullptr, 16);
+    long port = -1;
+    const char* end = address.data() + address.size();
+    const auto [at, ec] = std::from_chars(address.data() + colon + 1, end, port, 16);
+    return ec == std::errc() && at == end ? port : -1;
 }
 
 // Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...".
-bool stranger_in(const char* table, std::uint16_t port) {
+bool stranger_in(const char* table, std::uint16_t port) noexcept try {
     std::ifstream in(table);
     std::string line;
     std::getline(in, line);  // the header
@@ -32,6 +37,8 @@ bool stranger_in(const char* table, std::uint16_t port) {
         if (state == established && port_of(remote) == port && uid != ::getuid()) return true;
     }
     return false;
+} catch (...) {
+    return true;  // cannot tell: refuse rather than admit a stranger
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 // Run with a rank's PMIx and Transit variables in its environment and, for
 // the PMIx attempt, fake_uid.so preloaded.  It tries every way it has and
 // prints one line per way: "<way> <hex of what it read>" or "<way> refused: <why>".
+// A PMIx attempt that gets no answer within pmix_patience prints
+// "pmix unanswered ..." and ends the program with exit status 3.
 #include <fcntl.h>
 #include <pmix.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -45,8 +48,24 @@ std::string read_all(const std::string& path) {
     return hex(buf.data(), static_cast<std::size_t>(n));
 }
 
-// The launcher's PMIx server, with a claimed user id.
+// PMIx_Init has no time limit of its own: a server that drops a client at the
+// wrong moment leaves it waiting for good.
+constexpr unsigned pmix_patience = 5;  // seconds
+constexpr int unanswered_status = 3;
+
+extern "C" void unanswered(int) {
+    constexpr char line[] = "pmix unanswered: no reply from the launcher's PMIx server\n";
+    [[maybe_unused]] const ssize_t n = ::write(1, line, sizeof line - 1);
+    ::_exit(unanswered_status);
+}
+
+// The launcher's PMIx server, with a claimed user id.  The watchdog stays
+// armed until the program ends.
 void through_pmix() {
+    struct sigaction on_alarm {};
+    on_alarm.sa_handler = unanswered;
+    ::sigaction(SIGALRM, &on_alarm, nullptr);
+    ::alarm(pmix_patience);
     pmix_proc_t me;
     PMIX_PROC_CONSTRUCT(&me);
     const pmix_status_t rc = PMIx_Init(&me, nullptr, 0);

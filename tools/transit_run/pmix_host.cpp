@@ -59,12 +59,16 @@ unsigned rank_of(const pmix_proc_t* proc) {
     return proc ? proc->rank : 0;
 }
 
+// A client refused here must still be admitted to the library, its
+// connection shut down by us (see turn_away_admitting_client); the error
+// return is the last resort, when its socket cannot be told apart.
 pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
     if (the_host && !the_host->admits_clients()) {
         the_host->post({ServerEvent::Kind::refused, rank_of(proc), 0, {}});
-        return PMIX_ERR_NO_PERMISSIONS;
+        if (!the_host->turn_away_client()) return PMIX_ERR_NO_PERMISSIONS;
+    } else if (the_host) {
+        the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
     }
-    if (the_host) the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
     if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
     return PMIX_SUCCESS;
 }
@@ -240,6 +244,12 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
 bool PmixHost::admits_clients() const {
     const std::uint16_t port = server_port_;
     return port == 0 || !stranger_connected_to(port);
+}
+
+bool PmixHost::turn_away_client() const {
+    // A client sends its first request as soon as it is admitted.
+    constexpr std::chrono::milliseconds patience{2000};
+    return turn_away_admitting_client(server_port_, patience);
 }
 
 void PmixHost::notify_lost(unsigned rank, bool by_signal) {

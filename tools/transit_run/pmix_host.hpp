@@ -65,6 +65,9 @@ class PmixHost {
     // False while another user holds a connection to the server: the client
     // connecting now may be that user's, whatever user id it claims.
     bool admits_clients() const;
+    // Shuts down the connection of the client being admitted (the connect
+    // upcall then admits it to the library); false if it cannot be found.
+    bool turn_away_client() const;
 
   private:
     std::string nspace_;

@@ -1,8 +1,13 @@
 #include "runtime/job_secret.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
@@ -55,6 +60,41 @@ Secret derive_secret(std::string_view a, std::string_view b) {
     Secret s{};
     const std::uint64_t lanes[2] = {lane(1, a, b), lane(2, a, b)};
     std::memcpy(s.data(), lanes, s.size());
+    return s;
+}
+
+int secret_file(const Secret& secret) {
+    const int fd = ::memfd_create("transit-job-secret", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) throw std::runtime_error(std::string("memfd_create: ") + std::strerror(errno));
+    // Sealed: a rank can read the secret, not change it for the others.
+    constexpr int seals = F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL;
+    if (::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size()) ||
+        ::fcntl(fd, F_ADD_SEALS, seals) != 0) {
+        const std::string why = std::strerror(errno);
+        ::close(fd);
+        throw std::runtime_error("cannot write the job secret file: " + why);
+    }
+    return fd;
+}
+
+Secret read_secret_file(std::string_view fd_text) {
+    int fd = -1;
+    const auto [end, ec] = std::from_chars(fd_text.data(), fd_text.data() + fd_text.size(), fd);
+    auto fail = [&](const std::string& why) {
+        return std::runtime_error(std::string("cannot read the job secret from ") + secret_fd_var +
+                                  "=" + std::string(fd_text) + ": " + why);
+    };
+    if (ec != std::errc() || end != fd_text.data() + fd_text.size() || fd < 0)
+        throw fail("not a descriptor number");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) throw fail(std::strerror(errno));
+    Secret s{};
+    if (!S_ISREG(st.st_mode) || st.st_size != static_cast<off_t>(s.size()))
+        throw fail("not the launcher's 16-byte secret file");
+    errno = 0;
+    if (::pread(fd, s.data(), s.size(), 0) != static_cast<ssize_t>(s.size()))
+        throw fail(errno ? std::strerror(errno) : "short read");
+    ::fcntl(fd, F_SETFD, FD_CLOEXEC);
     return s;
 }
 

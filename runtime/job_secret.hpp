@@ -1,6 +1,7 @@
 // The job secret: 128 bits every rank of a job shares and no other job knows.
-// transit_run makes it and hands it to its ranks as the job-level PMIx key
-// "transit.secret"; other launchers get one derived as described in README.md.
+// transit_run makes it and hands it to its ranks through an inherited
+// descriptor (never through PMIx, whose TCP server believes the user id a
+// client claims); other launchers get one derived as described in README.md.
 #pragma once
 
 #include <optional>
@@ -12,8 +13,9 @@
 
 namespace transit::rt {
 
-// The job-level PMIx key transit_run registers (a 16-byte PMIX_BYTE_OBJECT).
-inline constexpr const char* secret_job_key = "transit.secret";
+// Names the descriptor number, inherited from transit_run, of a sealed
+// in-memory file holding the 16 bytes.
+inline constexpr const char* secret_fd_var = "TRANSIT_JOB_SECRET_FD";
 // The modex key under which rank 0 publishes a random seed when the launcher
 // gave no secret and no per-job random value either.
 inline constexpr const char* secret_seed_key = "transit.secret.seed";
@@ -25,6 +27,16 @@ Secret random_secret();
 // launcher's per-job random value).  Not a cryptographic hash: its inputs are
 // what must stay private, this only folds them to 128 well-mixed bits.
 Secret derive_secret(std::string_view a, std::string_view b);
+
+// A sealed, close-on-exec in-memory file holding `secret`, for the launcher
+// to pass to its ranks; throws std::runtime_error on failure.  Other users
+// cannot open it: /proc/<pid>/fd of a process is its owner's only.
+int secret_file(const Secret& secret);
+
+// The secret in the inherited descriptor `fd_text` names (secret_fd_var's
+// value); marks it close-on-exec, so the rank's own children do not inherit
+// it.  Throws std::runtime_error, naming the reason, when it cannot be read.
+Secret read_secret_file(std::string_view fd_text);
 
 std::string to_hex(std::span<const std::byte> bytes);
 std::optional<Secret> secret_from_bytes(std::span<const std::byte> bytes);

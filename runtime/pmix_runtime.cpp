@@ -328,14 +328,9 @@ class PmixRuntime final : public RuntimeBase {
     }
 
     void choose_secret() {
-        pmix::ValuePtr v;
-        if (ok(get(PMIX_RANK_WILDCARD, secret_job_key, v)) && v->type == PMIX_BYTE_OBJECT) {
-            auto bytes =
-                std::span(reinterpret_cast<const std::byte*>(v->data.bo.bytes), v->data.bo.size);
-            if (auto s = secret_from_bytes(bytes)) {
-                id_.secret = *s;
-                return;
-            }
+        if (const char* fd_text = std::getenv(secret_fd_var)) {
+            id_.secret = read_secret_file(fd_text);
+            return;
         }
         for (const char* var : launcher_random_vars) {
             if (const char* value = std::getenv(var); value && std::strlen(value) >= 16) {

@@ -146,6 +146,43 @@ int secret(const Args& a) {
     return 0;
 }
 
+// hold-secret DIR: prints the job secret as `secret` does, leaves its PMIx and
+// Transit variables in DIR/.env.<rank> (what a stranger could learn from ps,
+// ss and /tmp) and its pid in DIR/rank.<rank>, then waits until DIR/release
+// exists (60 s at most).
+int hold_secret(const Args& a) {
+    auto rt = rt::open_runtime();
+    {
+        std::ofstream env(fmt::format("{}/.env.{}", a.at(0), rt->rank()));
+        for (char** e = environ; *e; ++e)
+            if (std::string_view(*e).starts_with("PMIX_") ||
+                std::string_view(*e).starts_with("TRANSIT_"))
+                env << *e << "\n";
+    }
+    say(fmt::format("rank {} size {} singleton {} job {} secret {}", rt->rank(), rt->size(),
+                    rt->is_singleton() ? 1 : 0, rt->job_id(), rt::to_hex(rt->job_secret())));
+    write_pid(a.at(0), fmt::format("rank.{}", rt->rank()), ::getpid());
+    const std::string release = a.at(0) + "/release";
+    struct stat st {};
+    for (int i = 0; i < 6000 && ::stat(release.c_str(), &st) != 0; ++i) sleep_for(0.01);
+    return 0;
+}
+
+// shm-hold DIR: makes a region named as libfabric's shm provider names them,
+// notes it in DIR/.region.<rank> and the job directory in DIR/.tmpdir, records
+// its pid in DIR/rank.<rank>, then sleeps (60 s).
+int shm_hold(const Args& a) {
+    const char* dir = std::getenv("TRANSIT_JOB_TMPDIR");
+    if (!dir) return 10;
+    const std::string region = fmt::format("/dev/shm/{}:{}:0", ::getpid(), ::getuid());
+    std::ofstream(region) << "in use\n";
+    std::ofstream(fmt::format("{}/.region.{}", a.at(0), env_rank())) << region << "\n";
+    std::ofstream(fmt::format("{}/.tmpdir", a.at(0))) << dir << "\n";
+    write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
+    sleep_for(60);
+    return 0;
+}
+
 int binding(const Args&) {
     auto rt = rt::open_runtime();
     say(fmt::format("rank {} binding {} numa {}", rt->rank(), rt->binding(), rt->numa_node()));
@@ -264,6 +301,8 @@ int main(int argc, char** argv) {
         {"files", files},
         {"shm-debris", shm_debris},
         {"secret", secret},
+        {"hold-secret", hold_secret},
+        {"shm-hold", shm_hold},
         {"binding", binding},
         {"env", environment},
         {"args", args},

@@ -1,6 +1,8 @@
 // transit_run from the outside: real processes, real signals, real exit codes.
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -11,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <regex>
 #include <set>
@@ -29,13 +32,16 @@ struct Result {
     std::string out;
     std::string err;
     double seconds = 0;
+    bool overran = false;  // killed for running past wait()'s limit
 };
 
 // A started transit_run (or any program), with its stdout and stderr captured.
 class Process {
   public:
+    // `in_child` runs in the child just before exec (e.g. to change user).
     explicit Process(const std::vector<std::string>& argv,
-                     const std::vector<std::string>& unset_env = {}) {
+                     const std::vector<std::string>& unset_env = {},
+                     const std::function<void()>& in_child = {}) {
         int out[2], err[2];
         if (::pipe(out) != 0 || ::pipe(err) != 0) throw std::runtime_error("pipe");
         start_ = Clock::now();
@@ -45,6 +51,7 @@ class Process {
             ::dup2(err[1], 2);
             ::close(out[0]), ::close(out[1]), ::close(err[0]), ::close(err[1]);
             for (const std::string& name : unset_env) ::unsetenv(name.c_str());
+            if (in_child) in_child();
             std::vector<char*> args;
             for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
             args.push_back(nullptr);
@@ -64,13 +71,30 @@ class Process {
     }
     pid_t pid() const { return pid_; }
 
-    Result wait() {
+    // Waits for the end of the program, or kills it once it has run `limit`
+    // seconds (0: no limit).
+    Result wait(double limit = 0) {
         Result r;
         std::vector<pollfd> fds{{out_, POLLIN, 0}, {err_, POLLIN, 0}};
         std::string* sinks[] = {&r.out, &r.err};
+        const auto until = start_ + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(limit));
         int open = 2;
         while (open > 0) {
-            if (::poll(fds.data(), fds.size(), -1) < 0) break;
+            int timeout = -1;
+            if (limit > 0 && !r.overran) {
+                const auto left =
+                    std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
+                if (left <= 0) {
+                    ::kill(pid_, SIGKILL);
+                    r.overran = true;
+                } else {
+                    timeout = static_cast<int>(left);
+                }
+            }
+            const int ready = ::poll(fds.data(), fds.size(), timeout);
+            if (ready < 0) break;
+            if (ready == 0) continue;
             for (int i = 0; i < 2; ++i) {
                 if (fds[i].fd < 0 || !fds[i].revents) continue;
                 char buf[4096];
@@ -414,6 +438,161 @@ TEST(TransitRun, JobSecretIsSharedWithinAJobAndNotAcrossJobs) {
     for (const auto& [rank, s] : sb) EXPECT_EQ(s, sb.at("0")) << "rank " << rank;
     EXPECT_NE(sa.at("0"), sb.at("0"));
     EXPECT_NE(job_a, job_b);
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+std::vector<std::string> lines_of_file(const std::string& path) {
+    return lines_of(read_file(path));
+}
+
+// A second local user for the test's lifetime (created with useradd, removed
+// with userdel).
+class OtherUser {
+  public:
+    OtherUser() : name_("transit-x" + std::to_string(::getpid())) {
+        const std::string add = "useradd -M -N -s /usr/sbin/nologin " + name_ + " 2>&1";
+        if (std::system(add.c_str()) != 0) return;
+        if (const passwd* pw = ::getpwnam(name_.c_str())) {
+            uid_ = pw->pw_uid;
+            gid_ = pw->pw_gid;
+        }
+    }
+    ~OtherUser() {
+        if (uid_ != 0) [[maybe_unused]]
+            int rc = std::system(("userdel " + name_ + " 2>/dev/null").c_str());
+    }
+    bool made() const { return uid_ != 0; }
+    // In a forked child: becomes this user for good.
+    void become() const {
+        if (::setgroups(0, nullptr) != 0 || ::setgid(gid_) != 0 || ::setuid(uid_) != 0)
+            ::_exit(126);
+    }
+
+  private:
+    std::string name_;
+    uid_t uid_ = 0;
+    gid_t gid_ = 0;
+};
+
+// Another local user, who can see the job (ps, ss, /tmp) and whose PMIx
+// client claims to be the job's owner, gets neither the secret nor anything
+// that holds it: the launcher's PMIx server refuses it (it could otherwise
+// read the job's data and publish some as a rank), the ranks' /proc entries
+// (inherited descriptor, environment, memory) and the job directory are
+// closed to it.  The job runs on undisturbed.
+TEST(TransitRun, AnotherUserCannotObtainTheSecret) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    OtherUser stranger;
+    ASSERT_TRUE(stranger.made()) << "useradd failed";
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "-n", "2", behaviour, "hold-secret", dir.path()});
+    ASSERT_TRUE(dir.wait_for(2)) << "the ranks did not start";
+    std::vector<std::string> args{JOB_INTRUDER_PATH};
+    for (pid_t pid : dir.pids()) args.push_back(std::to_string(pid));
+    const std::vector<std::string> env = lines_of_file(dir.path() + "/.env.1");
+    ASSERT_FALSE(env.empty());
+    // Under AddressSanitizer the preloaded library comes before its runtime,
+    // and a stranger that drops its PMIx connection leaks by design.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const std::string asan_options =
+        std::string(asan ? asan : "") + ":verify_asan_link_order=0:detect_leaks=0";
+    auto intrude = [&] {
+        Process intruder(args, {}, [&] {
+            for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+            ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
+            ::setenv("TRANSIT_FAKE_UID", std::to_string(::getuid()).c_str(), 1);
+            ::setenv("TRANSIT_FAKE_GID", std::to_string(::getgid()).c_str(), 1);
+            ::setenv("LD_PRELOAD", FAKE_UID_PATH, 1);
+            stranger.become();
+        });
+        // The intruder gives up on PMIx after 5 s (exit status 3) by itself.
+        return intruder.wait(10);
+    };
+    // Three times: each refusal must leave the server as it was.
+    std::vector<Result> tries;
+    for (int i = 0; i < 3; ++i) tries.push_back(intrude());
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    for (std::size_t i = 0; i < tries.size(); ++i) {
+        const Result& tried = tries[i];
+        ASSERT_FALSE(tried.overran)
+            << "attempt " << i + 1 << ": the stranger was killed after 10 s:\n"
+            << tried.out << tried.err;
+        ASSERT_NE(tried.status, 3)
+            << "attempt " << i + 1 << ": the launcher left a refused PMIx client waiting:\n"
+            << tried.out << tried.err;
+        ASSERT_EQ(tried.status, 0) << "attempt " << i + 1 << ":\n" << tried.out << tried.err;
+    }
+    ASSERT_FALSE(r.overran) << "the job did not end within 30 s:\n" << r.err;
+    ASSERT_EQ(r.status, 0) << r.err;
+    const auto secrets = secrets_of(r);
+    ASSERT_EQ(secrets.size(), 2u) << r.out;
+    const std::string secret = secrets.at("0");
+    // The attempts were made; the launcher saw through the claimed user id.
+    std::size_t refusals = 0;
+    for (std::size_t at = 0; (at = r.err.find("refused a PMIx connection claiming to be rank 1",
+                                              at)) != std::string::npos;
+         ++at)
+        ++refusals;
+    EXPECT_EQ(refusals, tries.size()) << r.err;
+    for (const Result& tried : tries) {
+        EXPECT_NE(tried.out.find("pmix refused"), std::string::npos) << tried.out << tried.err;
+        EXPECT_NE(tried.out.find("fd refused"), std::string::npos) << tried.out;
+        EXPECT_EQ(tried.out.find(secret), std::string::npos) << "the stranger read the secret:\n"
+                                                             << tried.out;
+    }
+}
+
+// kill -9 of the launcher: its ranks end at once, and the next launcher of the
+// user removes the job directory and the ranks' shm regions it left, but
+// nothing of a job whose launcher still runs.
+TEST(TransitRun, KilledLaunchersDebrisIsRemovedByTheNext) {
+    PidDir live_dir, dead_dir;
+    Process live({TRANSIT_RUN_PATH, "-n", "1", behaviour, "shm-hold", live_dir.path()});
+    Process dead({TRANSIT_RUN_PATH, "-n", "2", behaviour, "shm-hold", dead_dir.path()});
+    ASSERT_TRUE(live_dir.wait_for(1)) << "the live job did not start";
+    ASSERT_TRUE(dead_dir.wait_for(2)) << "the killed job did not start";
+    const std::vector<pid_t> ranks = dead_dir.pids();
+    ::kill(dead.pid(), SIGKILL);
+    dead.wait();
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    auto any_alive = [&] {
+        for (pid_t pid : ranks)
+            if (alive(pid)) return true;
+        return false;
+    };
+    while (any_alive() && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    expect_all_gone(ranks);
+
+    const std::string dead_tmp = lines_of_file(dead_dir.path() + "/.tmpdir").at(0);
+    const std::string live_tmp = lines_of_file(live_dir.path() + "/.tmpdir").at(0);
+    const std::string live_region = lines_of_file(live_dir.path() + "/.region.0").at(0);
+    std::vector<std::string> dead_regions;
+    for (int r = 0; r < 2; ++r)
+        dead_regions.push_back(
+            lines_of_file(dead_dir.path() + "/.region." + std::to_string(r)).at(0));
+    ASSERT_TRUE(fs::exists(dead_tmp));  // what the fix is for: nobody removed it
+    for (const std::string& f : dead_regions) ASSERT_TRUE(fs::exists(f)) << f;
+
+    const Result next = run({"-n", "1", behaviour, "args"});
+    ASSERT_EQ(next.status, 0) << next.err;
+    EXPECT_FALSE(fs::exists(dead_tmp)) << dead_tmp << " was left behind";
+    for (const std::string& f : dead_regions)
+        EXPECT_FALSE(fs::exists(f)) << f << " was left behind";
+    EXPECT_TRUE(fs::exists(live_tmp)) << "the live job's directory was removed";
+    EXPECT_TRUE(fs::exists(live_region)) << "the live job's region was removed";
+    EXPECT_TRUE(alive(live_dir.pids().at(0)));
+    ::kill(live.pid(), SIGTERM);  // it cleans up after itself
+    EXPECT_EQ(live.wait().status, 128 + SIGTERM);
+    EXPECT_FALSE(fs::exists(live_region));
+    std::error_code ec;
+    for (const std::string& f : dead_regions) fs::remove(f, ec);
+    fs::remove_all(dead_tmp, ec);
 }
 
 TEST(TransitRun, ProgramWithoutLauncherIsASingleton) {

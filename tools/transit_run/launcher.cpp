@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "debris.hpp"
 #include "process_util.hpp"
 #include "runtime/job_secret.hpp"
 
@@ -105,13 +106,17 @@ Launcher::~Launcher() {
 }
 
 void Launcher::prepare_files() {
-    const char* base = std::getenv("TMPDIR");
-    tmpdir_ = fmt::format("{}/transit-{}", base && *base ? base : "/tmp", job_id_);
+    const char* env_base = std::getenv("TMPDIR");
+    const std::string base = env_base && *env_base ? env_base : "/tmp";
+    remove_dead_jobs(base);
+    tmpdir_ = fmt::format("{}/transit-{}", base, job_id_);
     if (::mkdir(tmpdir_.c_str(), 0700) != 0) {
         const std::string why = std::strerror(errno);
         tmpdir_.clear();
         throw std::runtime_error(fmt::format("cannot create the job directory: {}", why));
     }
+    mark_job_dir(tmpdir_);
+    secret_fd_ = rt::secret_file(rt::random_secret());
 }
 
 std::vector<std::string> Launcher::base_environment() const {
@@ -128,6 +133,7 @@ std::vector<std::string> Launcher::base_environment() const {
     set_var(env, "TRANSIT_JOB_ID=" + job_id_);
     set_var(env, "TRANSIT_JOB_TMPDIR=" + tmpdir_);
     set_var(env, fmt::format("TRANSIT_SIZE={}", opt_.np));
+    set_var(env, fmt::format("{}={}", rt::secret_fd_var, secret_fd_));
     return env;
 }
 
@@ -144,6 +150,7 @@ pid_t Launcher::spawn(unsigned rank, const std::vector<std::string>& env,
     const bool keep_stdin = rank == 0 && !::isatty(0);
     const pid_t parent = ::getpid();
     const pid_t group = pgid_;
+    const int secret_fd = secret_fd_;
 
     const pid_t pid = ::fork();
     if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
@@ -155,6 +162,7 @@ pid_t Launcher::spawn(unsigned rank, const std::vector<std::string>& env,
         sigemptyset(&none);
         ::sigprocmask(SIG_SETMASK, &none, nullptr);
         ::signal(SIGPIPE, SIG_DFL);
+        if (::fcntl(secret_fd, F_SETFD, 0) != 0) child_fail("cannot pass the job secret");
         if (!keep_stdin) {
             const int null = ::open("/dev/null", O_RDONLY);
             if (null < 0 || ::dup2(null, 0) < 0) child_fail("cannot open /dev/null");
@@ -185,6 +193,7 @@ void Launcher::start_ranks(PmixHost& host) {
         std::optional<TaggedOutput::Ends> ends;
         if (output_) ends = output_->add_rank(r);
         const pid_t pid = spawn(r, env, cpus, ends ? &*ends : nullptr);
+        record_rank(tmpdir_, pid);
         if (pgid_ == 0) pgid_ = pid;
         ranks_[r].pid = pid;
         ranks_[r].running = true;
@@ -223,6 +232,12 @@ void Launcher::handle_server_events(PmixHost& host) {
                 break;
             case ServerEvent::Kind::finalized:
                 ranks_[ev.rank].finalized = true;
+                break;
+            case ServerEvent::Kind::refused:
+                say(
+                    fmt::format("refused a PMIx connection claiming to be rank {}: another user "
+                                "is connected to the job's PMIx server",
+                                ev.rank));
                 break;
             case ServerEvent::Kind::aborted: {
                 // An exit status is 8 bits; an abort must never look like success.
@@ -399,6 +414,8 @@ void Launcher::cleanup() {
         if (r.pid > 0 && r.ended.tv_sec != 0) remove_dead_rank_regions(r.pid, r.ended);
     if (signal_fd_ >= 0) ::close(signal_fd_);
     signal_fd_ = -1;
+    if (secret_fd_ >= 0) ::close(secret_fd_);
+    secret_fd_ = -1;
 }
 
 int Launcher::run() {
@@ -415,7 +432,7 @@ int Launcher::run() {
     prepare_files();
     {
         PmixHost host(tmpdir_);
-        JobDescription job{job_id_, opt_.np, hostname_, tmpdir_, rt::random_secret()};
+        JobDescription job{job_id_, opt_.np, hostname_, tmpdir_};
         host.register_job(job);
         if (opt_.timeout_seconds > 0)
             timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(

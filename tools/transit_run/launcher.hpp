@@ -63,6 +63,7 @@ class Launcher {
     std::string hostname_;
     std::string tmpdir_;
     int signal_fd_ = -1;
+    int secret_fd_ = -1;  // the job secret, inherited by the ranks (rt::secret_file)
     pid_t pgid_ = 0;
     std::vector<RankState> ranks_;
     std::optional<TaggedOutput> output_;

@@ -1,5 +1,7 @@
 #include "pmix_host.hpp"
 
+#include "peer_check.hpp"
+
 #include <pmix_server.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -57,8 +59,16 @@ unsigned rank_of(const pmix_proc_t* proc) {
     return proc ? proc->rank : 0;
 }
 
+// A client refused here must still be admitted to the library, its
+// connection shut down by us (see turn_away_admitting_client); the error
+// return is the last resort, when its socket cannot be told apart.
 pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-    if (the_host) the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
+    if (the_host && !the_host->admits_clients()) {
+        the_host->post({ServerEvent::Kind::refused, rank_of(proc), 0, {}});
+        if (!the_host->turn_away_client()) return PMIX_ERR_NO_PERMISSIONS;
+    } else if (the_host) {
+        the_host->post({ServerEvent::Kind::connected, rank_of(proc), 0, {}});
+    }
     if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
     return PMIX_SUCCESS;
 }
@@ -188,8 +198,7 @@ void PmixHost::register_job(const JobDescription& job) {
         .add_string(PMIX_HOSTNAME, job.hostname)
         .add_u32(PMIX_NODEID, 0)
         .add_string(PMIX_TMPDIR, job.tmpdir)
-        .add_string(PMIX_NSDIR, job.tmpdir)
-        .add_bytes(rt::secret_job_key, job.secret);
+        .add_string(PMIX_NSDIR, job.tmpdir);
     for (unsigned r = 0; r < job.np; ++r) {
         rt::pmix::InfoList proc;
         pmix_rank_t rank = r;
@@ -225,8 +234,22 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
     check(PMIx_server_setup_fork(&proc, &env), "PMIx_server_setup_fork");
     std::vector<std::string> out;
     for (char** p = env; p && *p; ++p) out.emplace_back(*p);
+    for (const std::string& e : out)
+        if (e.starts_with("PMIX_SERVER_URI") && e.find("://") != std::string::npos)
+            server_port_ = static_cast<std::uint16_t>(std::stoul(e.substr(e.rfind(':') + 1)));
     pmix_argv_free(env);
     return out;
+}
+
+bool PmixHost::admits_clients() const {
+    const std::uint16_t port = server_port_;
+    return port == 0 || !stranger_connected_to(port);
+}
+
+bool PmixHost::turn_away_client() const {
+    // A client sends its first request as soon as it is admitted.
+    constexpr std::chrono::milliseconds patience{2000};
+    return turn_away_admitting_client(server_port_, patience);
 }
 
 void PmixHost::notify_lost(unsigned rank, bool by_signal) {

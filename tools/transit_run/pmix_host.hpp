@@ -1,9 +1,12 @@
 // transit_run's side of PMIx: the server library serves the ranks; this host
 // module answers its few upcalls on one node (connect, finalize, abort, fence)
-// and queues what the launcher must act on.
+// and queues what the launcher must act on.  Nothing secret goes through it:
+// OpenPMIx 4 serves over TCP and believes the user id a client claims.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,11 +22,10 @@ struct JobDescription {
     unsigned np = 0;
     std::string hostname;
     std::string tmpdir;
-    rt::Secret secret{};
 };
 
 struct ServerEvent {
-    enum class Kind { connected, finalized, aborted };
+    enum class Kind { connected, finalized, aborted, refused };
     Kind kind;
     unsigned rank;
     int status = 0;       // aborted: the status the rank asked to exit with
@@ -60,10 +62,17 @@ class PmixHost {
 
     // Called from PMIx's progress thread.
     void post(ServerEvent ev);
+    // False while another user holds a connection to the server: the client
+    // connecting now may be that user's, whatever user id it claims.
+    bool admits_clients() const;
+    // Shuts down the connection of the client being admitted (the connect
+    // upcall then admits it to the library); false if it cannot be found.
+    bool turn_away_client() const;
 
   private:
     std::string nspace_;
     int event_fd_ = -1;
+    std::atomic<std::uint16_t> server_port_{0};
     bool shut_down_ = false;
     std::mutex mutex_;
     std::vector<ServerEvent> events_;

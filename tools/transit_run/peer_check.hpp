@@ -1,0 +1,31 @@
+// Who is connected to the launcher's PMIx server.  OpenPMIx 4 serves over TCP
+// and takes the user id a client sends as true; the kernel knows better: every
+// TCP socket's owner is listed in /proc/net/tcp and /proc/net/tcp6.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace transit::run {
+
+// True when a socket connected to local port `port` (the client's end of a
+// connection to our server) belongs to another user.
+bool stranger_connected_to(std::uint16_t port);
+
+// Ends the connection of the client OpenPMIx 4.2.2 is admitting on local port
+// `port` (called from its connect upcall), so that the client's PMIx_Init fails
+// at once instead of waiting forever.  Refusing through the upcall's return
+// code is unusable: on that path the library releases the rank's record twice
+// (the second refusal frees it while the job still uses it) and closes the
+// socket twice; and it closes the connection as soon as the client has its
+// handshake answer, when the client may not yet wait for anything: a client
+// that sees the connection gone before it sends its first request drops that
+// request and waits for its answer for good.  So the connection is shut down
+// here, once the client's first request has arrived (or after `patience`), and
+// the upcall admits it: the library then sees an ordinary lost connection, of
+// the rank the client claimed to be, whose next fence therefore fails.
+// The admitting socket is the one connected to `port` that the library has not
+// yet made non-blocking.  False, touching nothing, unless exactly one is.
+bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds patience);
+
+}  // namespace transit::run

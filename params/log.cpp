@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -13,34 +14,35 @@ namespace transit::log {
 
 namespace {
 
-std::string host_name() {
-    char buf[HOST_NAME_MAX + 1] = {};
-    if (gethostname(buf, sizeof buf - 1) != 0) return "?";
-    return buf;
-}
-
 // Cached per process: the hostname never changes, a fork gets a new pid and
-// a launcher sets PMIX_RANK before we start.
-const std::string& identity() {
+// a launcher sets PMIX_RANK before we start.  Kept in plain arrays, which have
+// no destructor: a component closed from a static object's destructor at exit
+// still logs after the thread's and the program's strings are gone.
+std::string_view identity() {
     static thread_local pid_t cached_pid = -1;
-    static thread_local std::string cached;
+    static thread_local char cached[HOST_NAME_MAX + 64];
+    static thread_local std::size_t cached_len = 0;
     pid_t pid = getpid();
     if (pid != cached_pid) {
-        static const std::string host = host_name();
+        char host[HOST_NAME_MAX + 1] = {};
+        if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
         const char* rank = std::getenv("PMIX_RANK");
-        cached = rank != nullptr && *rank != '\0'
-                     ? fmt::format("[transit {}:{} r{}] ", host, pid, rank)
-                     : fmt::format("[transit {}:{}] ", host, pid);
+        const auto r = rank != nullptr && *rank != '\0'
+                           ? fmt::format_to_n(cached, sizeof cached, "[transit {}:{} r{}] ",
+                                              std::string_view(host), pid, rank)
+                           : fmt::format_to_n(cached, sizeof cached, "[transit {}:{}] ",
+                                              std::string_view(host), pid);
+        cached_len = std::min(r.size, sizeof cached);
         cached_pid = pid;
     }
-    return cached;
+    return {cached, cached_len};
 }
 
 }  // namespace
 
 void write(std::string_view prefix, std::string_view line) {
     while (!line.empty() && line.back() == '\n') line.remove_suffix(1);
-    std::string out = identity();
+    std::string out(identity());
     out.append(prefix).append(": ").append(line).push_back('\n');
     // One write(2) per line keeps the lines of concurrent processes whole.
     std::string_view rest(out);

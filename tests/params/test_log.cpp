@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "transit/log.hpp"
@@ -56,6 +57,28 @@ TEST(Log, RankFromPmixRankInAChild) {
     ASSERT_TRUE(WIFEXITED(status));
     EXPECT_NE(out.find(":" + std::to_string(child) + " r3] pml: from the child\n"),
               std::string::npos)
+        << out;
+}
+
+// A component closed by a static object's destructor logs as the program
+// exits, after the main thread's thread_local objects are destroyed.
+struct LogsWhenDestroyed {
+    ~LogsWhenDestroyed() { write("btl", "closing at exit"); }
+};
+
+TEST(Log, WritesFromAStaticDestructorAtExit) {
+    testing::internal::CaptureStderr();
+    pid_t child = fork();
+    if (child == 0) {
+        write("pml", "first");  // fills the cache the destructor then reads
+        static LogsWhenDestroyed closes_at_exit;
+        std::exit(0);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    std::string out = testing::internal::GetCapturedStderr();
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+    EXPECT_NE(out.find(":" + std::to_string(child) + "] btl: closing at exit\n"), std::string::npos)
         << out;
 }
 

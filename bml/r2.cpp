@@ -96,9 +96,34 @@ Endpoint* R2::create(Rank peer) noexcept {
 }
 
 void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
+    // A module left out of the send list stays for one-sided work only if it
+    // can do something the send list cannot: otherwise it would never be
+    // chosen, yet its endpoint would keep it in every progress poll (tcp next
+    // to vader on one node).
+    constexpr std::uint32_t rdma_caps =
+        btl::flags::put | btl::flags::get | btl::flags::atomic_ops | btl::flags::atomic_fops;
+    // Modules are asked from the highest exclusivity down, so one that could
+    // only be left out (lower exclusivity, nothing to add) is never asked:
+    // its add_procs may connect (a UCX endpoint per peer) for nothing.
+    std::vector<std::uint32_t> order(modules_.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) {
+        return modules_[a]->attributes().exclusivity > modules_[b]->attributes().exclusivity;
+    });
     std::vector<BtlRef> reach;
-    for (std::uint32_t i = 0; i < modules_.size(); ++i) {
+    std::uint32_t top = 0;
+    bool top_sends = false;
+    std::uint32_t top_caps = 0;
+    for (std::uint32_t i : order) {
         btl::Module* m = modules_[i];
+        const auto& a = m->attributes();
+        if (top_sends && a.exclusivity < top && (a.flags & rdma_caps & ~top_caps) == 0) {
+            why.push_back(
+                fmt::format("{}: left out of the send list, exclusivity {} < {} (its rdma "
+                            "adds nothing to the send list's; not asked)",
+                            m->name(), a.exclusivity, top));
+            continue;
+        }
         btl::Endpoint* e = nullptr;
         btl::Reachability bits(1);
         Status s = m->add_procs({&peer, 1}, {&e, 1}, bits);
@@ -108,17 +133,21 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
             why.push_back(fmt::format("{}: does not reach rank {}", m->name(), peer));
         } else {
             reach.push_back({m, e, 1.0, i});
+            if (!top_sends || a.exclusivity == top) {
+                if (a.flags & btl::flags::send) {
+                    top = a.exclusivity;
+                    top_sends = true;
+                    top_caps |= a.flags & rdma_caps;
+                }
+            }
         }
     }
     if (reach.empty()) return;
-    std::uint32_t top = 0;
+    // The lists below are built in the framework's module order, as before.
+    std::sort(reach.begin(), reach.end(),
+              [](const BtlRef& a, const BtlRef& b) { return a.index < b.index; });
+    top = 0;
     for (const BtlRef& r : reach) top = std::max(top, r.module->attributes().exclusivity);
-    // A module left out of the send list stays for one-sided work only if it
-    // can do something the send list cannot: otherwise it would never be
-    // chosen, yet its endpoint would keep it in every progress poll (tcp next
-    // to vader on one node).
-    constexpr std::uint32_t rdma_caps =
-        btl::flags::put | btl::flags::get | btl::flags::atomic_ops | btl::flags::atomic_fops;
     std::uint32_t send_caps = 0;
     std::vector<BtlRef> unused;
     for (const BtlRef& r : reach) {

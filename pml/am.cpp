@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "pml/engine.hpp"
+#include "pml/wire_parts.hpp"
 
 namespace transit::pml {
 
@@ -81,13 +82,13 @@ void report_bad_handler(bool& warned, Rank src, std::uint32_t id) {
 }  // namespace
 
 void Engine::on_am(const std::byte* b, std::size_t n) noexcept {
-    wire::AmHdr h;
-    std::memcpy(&h, b, sizeof h);
-    if (n < sizeof h + h.header_len) [[unlikely]]
+    const auto h = wire::header_of<wire::AmHdr>({b, n});
+    const auto parts = wire::am_parts({b, n});
+    if (!parts) [[unlikely]]
         return malformed(wire::am, n, h.src);
-    const std::byte* uhdr = b + sizeof h;
-    const std::byte* data = uhdr + h.header_len;
-    std::size_t len = n - sizeof h - h.header_len;
+    const std::byte* uhdr = parts->user_header.data();
+    const std::byte* data = parts->data.data();
+    std::size_t len = parts->data.size();
     AmHandler* hd = h.handler < am_handlers_.size() ? &am_handlers_[h.handler] : nullptr;
     AmDestination d{};
     if (hd && hd->header) {
@@ -130,12 +131,12 @@ bool Engine::owe_completion(Peer* p, Counter* c) noexcept {
 }
 
 void Engine::on_am_rndv(const std::byte* b, std::size_t n) noexcept {
-    wire::RndvHdr h;
-    std::memcpy(&h, b, sizeof h);
-    if (n < sizeof h + h.handle_len + h.am_header_len) [[unlikely]]
+    const auto h = wire::header_of<wire::RndvHdr>({b, n});
+    const auto parts = wire::rndv_parts({b, n});
+    if (!parts) [[unlikely]]
         return malformed(wire::rndv, n, h.m.src);
-    const std::byte* handle = b + sizeof h;
-    const std::byte* uhdr = handle + h.handle_len;
+    const std::byte* handle = parts->handle.data();
+    const std::byte* uhdr = parts->user_header.data();
     Peer* p = peer(h.m.src);
     if (!p) [[unlikely]]
         return malformed(wire::rndv, n, h.m.src);  // a sender outside the job

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "pml/engine.hpp"
+#include "pml/wire_parts.hpp"
 
 namespace transit::pml {
 
@@ -535,7 +536,7 @@ void Engine::on_rndv(const std::byte* b, std::size_t n) noexcept {
         on_am_rndv(b, n);  // an active message too large to go eagerly
         return;
     }
-    if (n < sizeof h + h.handle_len) [[unlikely]]
+    if (!wire::rndv_parts({b, n})) [[unlikely]]
         return malformed(wire::rndv, n, h.m.src);
     on_match(b, n, wire::tag(wire::rndv));
 }

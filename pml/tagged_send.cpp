@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "pml/engine.hpp"
+#include "pml/wire_parts.hpp"
 
 namespace transit::pml {
 
@@ -294,7 +295,7 @@ void Engine::on_split(const std::byte* b, std::size_t n) noexcept {
     auto* r = reinterpret_cast<Req*>(h.sreq);
     const std::size_t expected =
         r->rdma.module ? r->rdma.module->attributes().registration_handle_size : h.handle_len;
-    if (n < sizeof h + h.handle_len || h.handle_len > r->remote_handle.size() ||
+    if (!wire::split_parts({b, n}) || h.handle_len > r->remote_handle.size() ||
         h.handle_len != expected) [[unlikely]] {
         // Nothing to put with: the receiver is told our half failed (split_fin)
         // and still sends its fin, so neither side waits for good.

@@ -318,8 +318,12 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             out_.verbose(10, "{}: rank {} published no address ({})", name(), peer, to_string(s));
             continue;
         }
+        // The provider reads as many bytes as its own addresses have (or up to a
+        // NUL): a peer's shorter blob is handed over padded with zeros.
+        std::vector<std::byte> padded(std::max(blob.size() + 1, address_.size()));
+        std::copy(blob.begin(), blob.end(), padded.begin());
         fi_addr_t a = FI_ADDR_NOTAVAIL;
-        if (fi_av_insert(av_.get(), blob.data(), 1, &a, 0, nullptr) != 1) {
+        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
             out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
             continue;
         }

@@ -222,4 +222,18 @@ TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {
     EXPECT_TRUE(ok(opened.shm->del_procs(peers, endpoints)));
 }
 
+TEST(OfiAddresses, AnAddressShorterThanTheProvidersIsRefused) {
+    TwoRankRuntime runtime;
+    const std::string key = "btl.ofi.shm";
+    runtime.modex_[{1, key}] = {std::byte{'f'}, std::byte{'i'}, std::byte{'x'}};
+    Opened opened(runtime);
+    if (opened.shm == nullptr) GTEST_SKIP() << "libfabric's shm provider is not available here";
+    const std::vector<Rank> peers{1};
+    std::vector<btl::Endpoint*> endpoints(peers.size(), nullptr);
+    btl::Reachability reachable(peers.size());
+    ASSERT_EQ(opened.shm->add_procs(peers, endpoints, reachable), Status::success);
+    EXPECT_FALSE(reachable.test(0)) << "a 3-byte address was handed to libfabric";
+    EXPECT_EQ(endpoints[0], nullptr);
+}
+
 }  // namespace

@@ -14,7 +14,7 @@
 #           perftest reads the cycle counter after every round trip and prints
 #           the median of those single round trips, a different measurement:
 #           that clock read costs a loop from 0 to 12 % depending on its shape
-#           (eleventh session, docs/performance.md), so perftest is a sanity
+#           (see docs/performance.md), so perftest is a sanity
 #           check beside uct_pingpong, not the ruler.
 #   ofi   transit_bench --raw-btl ofi --stat mean, btl_ofi_provider_include=shm,
 #         against fi_pingpong -p shm -e rdm (usec/xfer: the mean of a loop it

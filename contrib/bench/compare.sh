@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Transit against its peers on the same machine, alternating the two programs
-# (A B A B ...) and printing the median of the per-round ratios, as
-# ../shared/bench/README.md asks: these machines are too noisy for absolute times.
+# (A B A B ...) and printing the median of the per-round ratios:
+# these machines are too noisy for absolute times.
 #
 #   contrib/bench/compare.sh MODE [rounds]
 #
@@ -23,7 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bin=${TRANSIT_BIN:-$top/build/bin}
-peer=${PEER_BENCH:-$top/../shared/bench/run_ompi.sh}
+peer=${PEER_BENCH:?set PEER_BENCH to the runner of an MPI ping-pong (docs/performance.md)}
 mode=${1:-vader}
 rounds=${2:-5}
 sizes=(65536 1048576 4194304)

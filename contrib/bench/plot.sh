@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bin=${TRANSIT_BIN:-$top/build/bin}
-peer=${PEER_BENCH:-$top/../shared/bench/run_ompi.sh}
+peer=${PEER_BENCH:?set PEER_BENCH to the runner of an MPI ping-pong (docs/performance.md)}
 mode=${1:-vader}
 png=${2:-$top/docs/perf-$mode.png}
 case $mode in vader | tcp) ;; *) echo "usage: $0 vader|tcp [out.png]" >&2; exit 2 ;; esac

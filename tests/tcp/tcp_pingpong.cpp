@@ -1,5 +1,5 @@
 // A raw tcp ping-pong that reports the median half round trip over blocks of
-// iterations (the way ../shared/bench/mpi_pingpong.c does), so a noisy shared
+// iterations (the way an OSU-style MPI ping-pong does), so a noisy shared
 // machine can still be compared with Open MPI.  Not a test:
 //   transit_run -n 2 --bind-to core tcp_pingpong [size] [blocks]
 #include <algorithm>

@@ -62,7 +62,7 @@ int warmup_for(const Options& o, std::size_t size);
 int latency_block(std::size_t size);
 // Timed trials of a streaming test, and the seconds one should last when the
 // window count is calibrated (no --iterations): 0.5 s for msgrate, 0.25 s for
-// bw and bibw, as ../shared/bench's mpi_pingpong does.
+// bw and bibw, as an OSU-style MPI ping-pong does.
 int trials_for(const Options& o);
 double trial_seconds(const Options& o);
 // The median of the values (sorts them).
@@ -125,7 +125,7 @@ double median_block_round_trip_us(std::size_t size, int iters, RoundTrip& round_
 
 // Microseconds per round trip after `warm` untimed ones, by o.stat:
 //  block   round_trip() timed in blocks of latency_block(size), the median of
-//          the blocks' means (the statistic of ../shared/bench's mpi_pingpong:
+//          the blocks' means (the statistic of the MPI ping-pong compare.sh runs:
 //          a descheduled block moves the mean, not the median);
 //  median  every round trip timed, their median (ucx_perftest's 50.0%ile);
 //  mean    all of them timed together (fi_pingpong's usec/xfer, osu_latency).

@@ -56,11 +56,12 @@ int main(int argc, char** argv) {
                  "Message buffers from the transports' own memory (mem_alloc: shared and "
                  "pre-registered where possible) instead of the heap");
     std::string stat = "block";
-    app.add_option("--stat", stat,
-                   "What a latency row is: block (default), the median of the means of "
-                   "blocks of round trips (as ../shared/bench); median, of every round trip "
-                   "timed alone (ucx_perftest's 50.0%ile); mean, of all of them "
-                   "(fi_pingpong, osu_latency)")
+    app.add_option(
+           "--stat", stat,
+           "What a latency row is: block (default), the median of the means of "
+           "blocks of round trips (as an OSU-style MPI ping-pong); median, of every round trip "
+           "timed alone (ucx_perftest's 50.0%ile); mean, of all of them "
+           "(fi_pingpong, osu_latency)")
         ->check(CLI::IsMember({"block", "median", "mean"}));
     app.add_flag("--loopback", o.loopback,
                  "Allow a single rank, timing itself through self (no peer: not a "

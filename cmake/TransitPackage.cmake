@@ -27,6 +27,8 @@ install(FILES ${PROJECT_BINARY_DIR}/TransitConfig.cmake
   ${PROJECT_BINARY_DIR}/TransitConfigVersion.cmake
   ${PROJECT_SOURCE_DIR}/cmake/TransitComponent.cmake
   DESTINATION lib/cmake/Transit)
-configure_file(${PROJECT_SOURCE_DIR}/cmake/transit.pc.in ${PROJECT_BINARY_DIR}/transit.pc @ONLY)
-install(FILES ${PROJECT_BINARY_DIR}/transit.pc DESTINATION lib/pkgconfig)
+foreach(pc transit transit-cxx)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${PROJECT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/${pc}.pc DESTINATION lib/pkgconfig)
+endforeach()
 install(FILES ${PROJECT_SOURCE_DIR}/contrib/transit-mca-params.conf DESTINATION etc)

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 namespace transit::log {
@@ -38,10 +39,51 @@ std::string_view identity() {
     return {cached, cached_len};
 }
 
+struct SinkSlot {
+    std::mutex lock;
+    Sink sink = nullptr;
+    void* arg = nullptr;
+};
+
+// Constant-initialised and trivially destroyed, so it works before main and
+// during exit like identity()'s arrays.
+constinit SinkSlot the_sink_slot;
+
+SinkSlot& sink_slot() {
+    return the_sink_slot;
+}
+
+// A sink that itself logs through Transit gets its line on stderr instead of
+// deadlocking on the slot's lock.
+thread_local bool inside_sink = false;
+
+// Hands the line to the sink if one is set.  The lock is held while the sink
+// runs, so once set_sink(nullptr) returns the old sink is no longer called.
+bool to_sink(const Line& line) {
+    if (inside_sink) return false;
+    SinkSlot& slot = sink_slot();
+    std::lock_guard guard(slot.lock);
+    if (slot.sink == nullptr) return false;
+    struct Inside {
+        Inside() noexcept { inside_sink = true; }
+        ~Inside() { inside_sink = false; }
+    } inside;
+    slot.sink(line, slot.arg);
+    return true;
+}
+
 }  // namespace
 
-void write(std::string_view prefix, std::string_view line) {
+void set_sink(Sink sink, void* arg) noexcept {
+    SinkSlot& slot = sink_slot();
+    std::lock_guard guard(slot.lock);
+    slot.sink = sink;
+    slot.arg = arg;
+}
+
+void write(Severity severity, int verbosity, std::string_view prefix, std::string_view line) {
     while (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    if (to_sink(Line{severity, verbosity, prefix, line})) return;
     std::string out(identity());
     out.append(prefix).append(": ").append(line).push_back('\n');
     // One write(2) per line keeps the lines of concurrent processes whole.

@@ -9,6 +9,9 @@
 
 #include "pml/pools.hpp"
 
+#include "transit/log.hpp"
+#include "transit/params.hpp"
+
 #include "transit/transit.hpp"
 
 struct transit_context {
@@ -35,14 +38,33 @@ int code(Status s) noexcept {
     return static_cast<int>(s);
 }
 
+// The reason behind this thread's last failed call, for transit_last_error.
+thread_local std::string last_error;
+
+// A C caller sees the status; the reason goes to the log (stderr unless a
+// sink is set), as the C++ tools print it, and stays for transit_last_error.
+int failed(int status, std::string_view reason) noexcept {
+    try {
+        last_error.assign(reason);
+        transit::log::error("{}", reason);
+    } catch (...) {
+        // Out of memory while reporting: the status still says what failed.
+    }
+    return status;
+}
+
 template <typename F>
 int guarded(F&& f) noexcept {
     try {
         return f();
     } catch (const std::bad_alloc&) {
-        return TRANSIT_OUT_OF_RESOURCE;
+        return failed(TRANSIT_OUT_OF_RESOURCE, "out of memory");
+    } catch (const transit::params::Error& e) {
+        return failed(TRANSIT_BAD_PARAM, e.what());
+    } catch (const std::exception& e) {
+        return failed(TRANSIT_ERROR, e.what());
     } catch (...) {
-        return TRANSIT_ERROR;
+        return failed(TRANSIT_ERROR, "unknown error");
     }
 }
 
@@ -96,12 +118,56 @@ void c_complete(transit::Context&, transit::Rank source, void* buffer, std::size
     if (fn) fn(self, source, buffer, length, u);
 }
 
+// The C sink receives NUL-terminated copies of the source and the text.
+struct CSink {
+    transit_log_fn fn = nullptr;
+    void* arg = nullptr;
+};
+
+CSink& c_sink() {
+    static CSink sink;
+    return sink;
+}
+
+transit_log_severity to_c(transit::log::Severity s) noexcept {
+    switch (s) {
+        case transit::log::Severity::error:
+            return TRANSIT_LOG_ERROR;
+        case transit::log::Severity::warning:
+            return TRANSIT_LOG_WARNING;
+        case transit::log::Severity::info:
+            return TRANSIT_LOG_INFO;
+        case transit::log::Severity::verbose:
+            return TRANSIT_LOG_VERBOSE;
+    }
+    return TRANSIT_LOG_INFO;
+}
+
+void to_c_sink(const transit::log::Line& line, void* arg) {
+    const auto* sink = static_cast<const CSink*>(arg);
+    const std::string source(line.source);
+    const std::string text(line.text);
+    sink->fn(to_c(line.severity), line.verbosity, source.c_str(), text.c_str(), sink->arg);
+}
+
 }  // namespace
 
 extern "C" {
 
 const char* transit_status_string(int status) {
     return transit::to_string(static_cast<Status>(status)).data();
+}
+
+const char* transit_last_error(void) {
+    return last_error.c_str();
+}
+
+void transit_set_log_sink(transit_log_fn fn, void* arg) {
+    // Detached first, so no thread reads the C sink while it changes.
+    transit::log::set_sink(nullptr, nullptr);
+    if (fn == nullptr) return;
+    c_sink() = CSink{fn, arg};
+    transit::log::set_sink(to_c_sink, &c_sink());
 }
 
 int transit_init(int* argc, char*** argv, transit_context** ctx) {

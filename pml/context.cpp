@@ -308,6 +308,22 @@ Status Context::barrier() noexcept {
     auto guard = engine_->lock();
     return engine_->barrier();
 }
+PeerTransports Context::transports(Rank peer) {
+    auto guard = engine_->lock();
+    PeerTransports t;
+    const bml::Endpoint* ep = engine_->peer_endpoint(peer);
+    if (!ep) return t;
+    auto names = [](const std::vector<bml::BtlRef>& refs) {
+        std::vector<std::string> out;
+        for (const bml::BtlRef& r : refs) out.push_back(r.module->name());
+        return out;
+    };
+    t.eager = names(ep->eager);
+    t.send = names(ep->send);
+    t.rdma = names(ep->rdma);
+    return t;
+}
+
 void* Context::mem_alloc(std::size_t size) noexcept {
     auto guard = engine_->lock();
     return engine_->mem_alloc(size);

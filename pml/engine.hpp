@@ -226,6 +226,12 @@ class Engine {
         return p ? p->ep->eager_equal : 0;
     }
 
+    // The bml's endpoint for `peer`, built if needed (for tests and tools).
+    const bml::Endpoint* peer_endpoint(Rank peer) noexcept {
+        Peer* p = send_peer(peer);
+        return p ? p->ep : nullptr;
+    }
+
     // Largest tagged message that goes to `peer` eagerly (for tests and tools).
     std::size_t eager_message_limit(Rank peer) noexcept {
         Peer* p = send_peer(peer);

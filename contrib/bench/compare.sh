@@ -23,7 +23,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bin=${TRANSIT_BIN:-$top/build/bin}
-peer=${PEER_BENCH:?set PEER_BENCH to the runner of an MPI ping-pong (docs/performance.md)}
+peer=${PEER_BENCH:-$here/run_mpi_peer.sh}
 mode=${1:-vader}
 rounds=${2:-5}
 sizes=(65536 1048576 4194304)
@@ -41,7 +41,7 @@ csv_sizes=8,$(IFS=,; echo "${sizes[*]}")
 
 peer_run() { PP_SIZES=$csv_sizes PP_TRIALS=3 "$peer" "$peer_mode" 2>/dev/null; }
 
-# mpi_pingpong (built by run_ompi.sh) over Transit's adapter, Transit's vader.
+# mpi_pingpong (built by run_mpi_peer.sh) over Transit's adapter, Transit's vader.
 adapter_run() {
     local exe=${BENCH_BUILD:-${TMPDIR:-/tmp}/transit-peer-bench}/mpi_pingpong
     local default
@@ -59,7 +59,7 @@ col_rate() { sed -n 's/^msgrate_8B.*median \([0-9]*\) msg.*/\1/p' <<<"$1"; }
 
 transit() {  # test size -> value (us, MB/s or M msg/s)
     TRANSIT_MCA_btl=$btl "$bin/transit_run" -n 2 --bind-to core "$bin/transit_bench" "$1" \
-        --min "$2" --max "$2" --csv "${bench_args[@]}" 2>/dev/null | grep -v '^#' | tail -1 |
+        --min "$2" --max "$2" --csv "${bench_args[@]}" 2>/dev/null | grep '^[0-9]' | tail -1 |
         cut -d, -f2
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else print a / b }'; }

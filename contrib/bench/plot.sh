@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
 bin=${TRANSIT_BIN:-$top/build/bin}
-peer=${PEER_BENCH:?set PEER_BENCH to the runner of an MPI ping-pong (docs/performance.md)}
+peer=${PEER_BENCH:-$here/run_mpi_peer.sh}
 mode=${1:-vader}
 png=${2:-$top/docs/perf-$mode.png}
 case $mode in vader | tcp) ;; *) echo "usage: $0 vader|tcp [out.png]" >&2; exit 2 ;; esac
@@ -21,7 +21,7 @@ PP_SIZES=$sizes PP_TRIALS=3 "$peer" "$mode" 2>/dev/null |
     awk '$1 ~ /^[0-9]+$/ {print $1, $2, $5}' >"$work/peer"
 for t in latency bw; do
     TRANSIT_MCA_btl=self,$mode "$bin/transit_run" -n 2 --bind-to core "$bin/transit_bench" $t \
-        --min 1 --max 4M --csv 2>/dev/null | grep -v '^#' | tr , ' ' >"$work/transit_$t"
+        --min 1 --max 4M --csv 2>/dev/null | grep '^[0-9]' | tr , ' ' >"$work/transit_$t"
 done
 
 gnuplot <<GP

@@ -18,6 +18,7 @@
 #include "btl_transit_module.hpp"
 #include "framework/btl_framework.hpp"
 #include "runtime/runtime.hpp"
+#include "transit/log.hpp"
 #include "transit/params.hpp"
 #include "transit/progress.hpp"
 
@@ -57,6 +58,15 @@ void say(int level, fmt::format_string<Args...> f, Args&&... args) {
     if (verbose_param < level || output < 0) return;
     const std::string text = fmt::format(f, std::forward<Args>(args)...);
     opal_output(output, "btl:transit: %s", text.c_str());
+}
+
+// Transit's own log lines join Open MPI's output (the adapter's stream when
+// it is verbose, else stream 0, which Open MPI always shows), so they reach
+// wherever the job sends its diagnostics.
+void to_opal_output(const log::Line& line, void*) {
+    const std::string source(line.source);
+    const std::string text(line.text);
+    opal_output(output >= 0 ? output : 0, "transit %s: %s", source.c_str(), text.c_str());
 }
 
 Adapter* adapter_of(btl::Module* m) noexcept {
@@ -204,11 +214,13 @@ int component_open() {
         output = opal_output_open(nullptr);
         opal_output_set_verbosity(output, verbose_param);
     }
+    log::set_sink(to_opal_output, nullptr);
     return OPAL_SUCCESS;
 }
 
 int component_close() {
     session.reset();
+    log::set_sink(nullptr, nullptr);
     if (output >= 0) opal_output_close(output);
     output = -1;
     return OPAL_SUCCESS;

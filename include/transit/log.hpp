@@ -9,11 +9,32 @@
 
 namespace transit::log {
 
-// Prints one line to stderr with the process's identity in front.
-void write(std::string_view prefix, std::string_view line);
+enum class Severity { error, warning, info, verbose };
+
+// One line as a sink receives it.  `verbosity` is the level a verbose line was
+// written at (1..100); 0 for errors, warnings and informational lines.
+struct Line {
+    Severity severity;
+    int verbosity;
+    std::string_view source;  // "warning", "error", "pml", "btl:tcp", ...
+    std::string_view text;    // without the identity prefix and the newline
+};
+
+// A library that embeds Transit takes its lines into its own log instead of
+// stderr.  The sink may be called from any thread Transit runs; nullptr
+// restores stderr.
+using Sink = void (*)(const Line& line, void* arg);
+void set_sink(Sink sink, void* arg) noexcept;
+
+// Prints one line to stderr with the process's identity in front, or hands
+// it to the sink.
+void write(Severity severity, int verbosity, std::string_view prefix, std::string_view line);
+inline void write(std::string_view prefix, std::string_view line) {
+    write(Severity::info, 0, prefix, line);
+}
 
 class Stream {
-public:
+  public:
     Stream() = default;
     Stream(std::string prefix, int verbosity) : prefix_(std::move(prefix)), level_(verbosity) {}
 
@@ -23,10 +44,11 @@ public:
 
     template <typename... Args>
     void verbose(int level, fmt::format_string<Args...> f, Args&&... args) const {
-        if (level_ >= level) write(prefix_, fmt::format(f, std::forward<Args>(args)...));
+        if (level_ >= level)
+            write(Severity::verbose, level, prefix_, fmt::format(f, std::forward<Args>(args)...));
     }
 
-private:
+  private:
     std::string prefix_;
     int level_ = 0;
 };
@@ -34,12 +56,12 @@ private:
 // Always shown (errors and the few warnings a user must see).
 template <typename... Args>
 void warn(fmt::format_string<Args...> f, Args&&... args) {
-    write("warning", fmt::format(f, std::forward<Args>(args)...));
+    write(Severity::warning, 0, "warning", fmt::format(f, std::forward<Args>(args)...));
 }
 
 template <typename... Args>
 void error(fmt::format_string<Args...> f, Args&&... args) {
-    write("error", fmt::format(f, std::forward<Args>(args)...));
+    write(Severity::error, 0, "error", fmt::format(f, std::forward<Args>(args)...));
 }
 
 }  // namespace transit::log

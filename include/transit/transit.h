@@ -75,6 +75,26 @@ typedef transit_am_destination (*transit_am_header_fn)(transit_context* ctx, uin
 
 const char* transit_status_string(int status);
 
+/* The full reason for this thread's last failed call (for example which
+ * parameter was wrong and where it was set); "" if none failed.  The same
+ * text is also logged. */
+const char* transit_last_error(void);
+
+/* Transit's log lines (errors, warnings, verbose output) go to stderr unless
+ * a sink is set: then each line is handed to it, without the process prefix
+ * and the newline.  `verbosity` is the level of a verbose line (1..100), 0
+ * otherwise.  The sink may be called from any thread Transit runs, must not
+ * throw, and must not call transit_set_log_sink.  NULL restores stderr. */
+typedef enum {
+    TRANSIT_LOG_ERROR,
+    TRANSIT_LOG_WARNING,
+    TRANSIT_LOG_INFO,
+    TRANSIT_LOG_VERBOSE
+} transit_log_severity;
+typedef void (*transit_log_fn)(transit_log_severity severity, int verbosity, const char* source,
+                               const char* text, void* arg);
+void transit_set_log_sink(transit_log_fn fn, void* arg);
+
 /* argc/argv may be NULL. */
 int transit_init(int* argc, char*** argv, transit_context** ctx);
 int transit_finalize(transit_context* ctx);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "transit/runtime.hpp"
@@ -42,6 +43,15 @@ struct RequestStatus {
     std::size_t length = 0;           // bytes placed in the receive buffer
     std::size_t sent_length = 0;      // bytes the sender sent (> length when truncated)
     Status status = Status::success;  // truncated, cancelled, peer_failed, ...
+};
+
+// The transports the bml chose for a peer, by component name, in the order it
+// uses them: first fragments (eager), the rest of large messages (send), and
+// one-sided operations and rendezvous (rdma).  Empty when nothing reaches it.
+struct PeerTransports {
+    std::vector<std::string> eager;
+    std::vector<std::string> send;
+    std::vector<std::string> rdma;
 };
 
 // A request handle.  `user` is free for the caller (BMI's user pointer).
@@ -230,6 +240,9 @@ class Context {
     Status fence() noexcept;
     // No rank returns before every rank has entered.
     Status barrier() noexcept;
+
+    // Which transports carry messages to `peer` (connecting to it if needed).
+    PeerTransports transports(Rank peer);
 
     // --- memory -------------------------------------------------------------------
     // Page-aligned memory the transports handle best: from the most exclusive

@@ -6,6 +6,9 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "transit/log.hpp"
 
@@ -80,6 +83,59 @@ TEST(Log, WritesFromAStaticDestructorAtExit) {
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
     EXPECT_NE(out.find(":" + std::to_string(child) + "] btl: closing at exit\n"), std::string::npos)
         << out;
+}
+
+struct Captured {
+    std::vector<std::string> lines;  // "<severity>/<verbosity>/<source>/<text>"
+};
+
+void capture(const Line& line, void* arg) {
+    static_cast<Captured*>(arg)->lines.push_back(fmt::format(
+        "{}/{}/{}/{}", static_cast<int>(line.severity), line.verbosity, line.source, line.text));
+}
+
+// An embedding library takes every line, with its severity, verbosity and
+// source, and nothing reaches stderr; nullptr gives stderr back.
+TEST(Log, SinkReceivesEveryLineAndStderrNone) {
+    Captured c;
+    set_sink(capture, &c);
+    testing::internal::CaptureStderr();
+    error("bad {}", 1);
+    warn("odd");
+    write("btl:tcp", "plain\n");
+    Stream("pml", 20).verbose(15, "detail {}", 2);
+    std::string out = testing::internal::GetCapturedStderr();
+    set_sink(nullptr, nullptr);
+    EXPECT_EQ(out, "");
+    ASSERT_EQ(c.lines.size(), 4u);
+    EXPECT_EQ(c.lines[0], "0/0/error/bad 1");
+    EXPECT_EQ(c.lines[1], "1/0/warning/odd");
+    EXPECT_EQ(c.lines[2], "2/0/btl:tcp/plain");
+    EXPECT_EQ(c.lines[3], "3/15/pml/detail 2");
+
+    testing::internal::CaptureStderr();
+    warn("back on stderr");
+    out = testing::internal::GetCapturedStderr();
+    EXPECT_NE(out.find("] warning: back on stderr\n"), std::string::npos) << out;
+    EXPECT_EQ(c.lines.size(), 4u);
+}
+
+// A sink that logs through Transit itself gets that line on stderr instead
+// of deadlocking on its own lock.
+TEST(Log, SinkThatLogsDoesNotDeadlock) {
+    int calls = 0;
+    set_sink(
+        [](const Line& line, void* arg) {
+            ++*static_cast<int*>(arg);
+            write("sink", fmt::format("saw {}", line.text));
+        },
+        &calls);
+    testing::internal::CaptureStderr();
+    warn("first");
+    std::string out = testing::internal::GetCapturedStderr();
+    set_sink(nullptr, nullptr);
+    EXPECT_EQ(calls, 1);
+    EXPECT_NE(out.find("] sink: saw first\n"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -50,6 +50,30 @@ quiet() {
     fi
 }
 
+# A C program built with nothing but `pkg-config transit` (no C++ flag may
+# reach the C compiler) runs without LD_LIBRARY_PATH.
+check_c_program() {  # <prefix> <work dir>
+    local p=$1 w=$2 flags
+    flags=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --cflags --libs transit)
+    cat >"$w/hello.c" <<'C'
+#include <stdio.h>
+#include <transit/transit.h>
+int main(void) {
+    transit_context* ctx = NULL;
+    int rc = transit_init(NULL, NULL, &ctx);
+    if (rc != TRANSIT_SUCCESS) return 2;
+    printf("rank %u of %u\n", transit_rank(ctx), transit_size(ctx));
+    return transit_finalize(ctx) == TRANSIT_SUCCESS ? 0 : 3;
+}
+C
+    # shellcheck disable=SC2086
+    quiet cc -Wall -Werror -o "$w/hello" "$w/hello.c" $flags
+    local out
+    out=$(env -u LD_LIBRARY_PATH TRANSIT_MCA_btl=self "$w/hello") ||
+        fail "a C program built with pkg-config transit does not run (exit $?): $out"
+    [[ $out == "rank 0 of 1" ]] || fail "the C program printed: $out"
+}
+
 step_install() {
     if [[ -f $state ]]; then rm -rf "$(cat "$state")"; fi
     local w
@@ -66,7 +90,7 @@ step_install() {
         include/transit/btl/module.hpp lib/cmake/Transit/TransitConfig.cmake \
         lib/cmake/Transit/TransitConfigVersion.cmake lib/cmake/Transit/TransitTargets.cmake \
         lib/cmake/Transit/TransitComponent.cmake lib/pkgconfig/transit.pc \
-        etc/transit-mca-params.conf; do
+        lib/pkgconfig/transit-cxx.pc etc/transit-mca-params.conf; do
         [[ -e $p/$f ]] || fail "$f is missing from the installed tree"
     done
     ls "$p"/lib/libtransit.so.* >/dev/null 2>&1 || fail "lib/libtransit.so.<version> is missing"
@@ -96,7 +120,7 @@ step_install() {
     # No build-tree or source-tree path may leak into what a plugin build reads.
     local leak
     leak=$(grep -lF -e "$build" -e "$source/" "$p"/lib/cmake/Transit/*.cmake \
-        "$p"/lib/pkgconfig/transit.pc || true)
+        "$p"/lib/pkgconfig/transit*.pc || true)
     [[ -z $leak ]] || fail "build or source paths in: $leak"
 
     # pkg-config resolves relative to the installed file.
@@ -108,7 +132,7 @@ step_install() {
     # Every header compiles on its own with the installed include directory
     # only: no public header needs an internal one.
     local cflags hdr
-    cflags=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --cflags transit)
+    cflags=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --cflags transit-cxx)
     while read -r hdr; do
         # shellcheck disable=SC2086
         echo "#include <$hdr>" | g++ $cflags -Wall -Wextra -Werror -fsyntax-only -x c++ - ||
@@ -116,6 +140,7 @@ step_install() {
     done < <(cd "$p/include" && find transit -name '*.hpp' | sort)
     echo "#include <transit/transit.h>" | gcc -I"$p/include" -fsyntax-only -x c - ||
         fail "<transit/transit.h> does not compile as C"
+    check_c_program "$p" "$w"
     note "ok: layout, package files and headers"
 }
 

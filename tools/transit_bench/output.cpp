@@ -63,12 +63,21 @@ std::string unit(const Options& o) {
     return "bandwidth (MB/s)";
 }
 
+// The value column's name in --csv output.
+std::string csv_column(const Options& o) {
+    if (is_latency(o)) return "latency_us";
+    if (o.test == "msgrate") return "rate_mmsg_per_s";
+    return "bandwidth_mb_per_s";
+}
+
 }  // namespace
 
 void print_header(const Options& o, const std::string& transport) {
-    if (o.csv) return;
     fmt::print("# transit_bench {} over {}\n", o.test, transport);
-    fmt::print("{:>12}  {:>18}\n", "# bytes", unit(o));
+    if (o.csv)
+        fmt::print("bytes,{}\n", csv_column(o));
+    else
+        fmt::print("{:>12}  {:>18}\n", "# bytes", unit(o));
     std::fflush(stdout);
 }
 

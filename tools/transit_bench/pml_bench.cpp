@@ -2,6 +2,7 @@
 // (half round trip), windowed streaming bandwidth, bidirectional bandwidth,
 // message rate, and put/get/atomic latency (operation + flush).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +11,6 @@
 #include <vector>
 
 #include "tools/transit_bench/bench.hpp"
-#include "transit/params.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::bench {
@@ -171,9 +171,14 @@ struct Bench {
     }
 };
 
-std::string transports() {
-    auto* v = params::registry().find("btl");
-    return v && !v->text().empty() ? v->text() : std::string("all available");
+// What the bml chose for the peer, so the header says what was measured.
+std::string transports(Context& ctx, Rank peer) {
+    const PeerTransports t = ctx.transports(peer);
+    auto list = [](const std::vector<std::string>& names) {
+        return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "+"));
+    };
+    return fmt::format("the pml to rank {}: eager {}, send {}, rdma {}", peer, list(t.eager),
+                       list(t.send), list(t.rdma));
 }
 
 }  // namespace
@@ -217,7 +222,7 @@ int run_pml(const Options& o, int, char**) {
         }
     }
 
-    if (me == 0) print_header(o, transports() + " (pml)");
+    if (me == 0) print_header(o, transports(ctx, b.peer));
     std::vector<std::size_t> list = sizes(o);
     if (o.test == "atomic_latency") list = {8};
     if (o.test == "msgrate" && o.min_size == 0 && o.max_size == (4u << 20)) list = {8};

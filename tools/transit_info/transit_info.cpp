@@ -13,6 +13,7 @@
 #include "pml/engine.hpp"
 #include "runtime/runtime.hpp"
 #include "tools/transit_info/info_output.hpp"
+#include "tools/transit_info/param_filter.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/progress.hpp"
 #include "transit/version.hpp"
@@ -28,27 +29,31 @@ struct Options {
     bool json = false;
 };
 
-bool wanted(const transit::params::Variable& v, const Options& o) {
-    if (v.level() > o.level) return false;
-    if (o.param.size() != 2) return true;
-    const std::string& fw = o.param[0];
-    const std::string& comp = o.param[1];
-    if (fw != "all" && v.framework() != fw) return false;
-    if (comp != "all" && transit::info::component_of(v) != comp) return false;
-    return true;
+// The frameworks whose parameters transit_info shows.
+const std::vector<std::string>& frameworks() {
+    static const std::vector<std::string> names = {"btl", "bml", "pml", "runtime", "mca"};
+    return names;
+}
+
+transit::info::ParamFilter filter_of(const Options& o) {
+    if (o.param.size() != 2) return {};
+    return {o.param[0], o.param[1]};
 }
 
 transit::info::Report build_report(const transit::btl::Framework& btl, const Options& o) {
+    const transit::info::ParamFilter filter = filter_of(o);
     transit::info::Report r;
-    r.frameworks = {"btl", "bml", "pml", "runtime", "mca"};
+    r.frameworks = frameworks();
     r.level = o.level;
-    r.components = btl.records();
+    for (const transit::mca::ComponentRecord& c : btl.records())
+        if (filter.matches(c)) r.components.push_back(c);
     std::sort(r.components.begin(), r.components.end(),
               [](const auto& a, const auto& b) { return a.name < b.name; });
     for (transit::params::Variable* v : transit::params::registry().all()) {
-        if (wanted(*v, o))
+        if (!filter.matches(*v)) continue;
+        if (v->level() <= o.level)
             r.params.push_back(v);
-        else if (v->level() > o.level)
+        else
             r.hidden_by_level = true;
     }
     std::sort(r.params.begin(), r.params.end(),
@@ -99,6 +104,14 @@ int run(int argc, char** argv) {
     transit::bml::register_params();
     transit::pml::register_params();
     transit::params::registry().warn_unknown();
+
+    const auto records = btl.records();
+    if (std::string error = transit::info::unknown_name(filter_of(o), frameworks(), records,
+                                                        transit::params::registry().all());
+        !error.empty()) {
+        fmt::print(stderr, "transit_info: --param: {}\n", error);
+        return 2;
+    }
 
     transit::info::Report report = build_report(btl, o);
     std::string text = o.json       ? transit::info::format_json(report)

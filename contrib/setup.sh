@@ -14,7 +14,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   openmpi-bin libopenmpi-dev
   libfabric-dev libfabric-bin libucx-dev ucx-utils
-  clang libclang-rt-14-dev iproute2 procps
+  clang libclang-rt-14-dev iproute2 procps help2man
 )
 
 if [ "${TRANSIT_SKIP_APT:-0}" != 1 ]; then

@@ -646,6 +646,33 @@ TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {
     EXPECT_EQ(unbound.size(), 1u) << none.out;  // both see the whole machine
 }
 
+// More ranks than cores: --bind-to core is refused unless --oversubscribe says
+// several ranks may share a core; --report-bindings says where each runs.
+TEST(TransitRun, BindingMoreRanksThanCoresMustBeAskedFor) {
+    const std::string np = std::to_string(std::thread::hardware_concurrency() + 1);
+    const Result refused = run({"--bind-to", "core", "-n", np, behaviour, "binding"});
+    EXPECT_EQ(refused.status, 2) << refused.err;
+    EXPECT_NE(refused.err.find("--bind-to core: " + np + " ranks, but only"), std::string::npos)
+        << refused.err;
+    EXPECT_NE(refused.err.find("--oversubscribe"), std::string::npos) << refused.err;
+
+    const Result shared = run({"--bind-to", "core", "--oversubscribe", "--report-bindings", "-n",
+                               np, behaviour, "binding"});
+    ASSERT_EQ(shared.status, 0) << shared.err;
+    const std::regex bound(R"(transit_run: rank (\d+) bound to core (\d+) \(cpus [0-9,-]+\))");
+    std::set<std::string> ranks, cores;
+    for (const std::string& l : lines_of(shared.err)) {
+        std::smatch m;
+        if (std::regex_match(l, m, bound)) ranks.insert(m[1]), cores.insert(m[2]);
+    }
+    EXPECT_EQ(ranks.size(), std::stoul(np)) << shared.err;
+    EXPECT_LT(cores.size(), ranks.size()) << shared.err;  // some core holds two ranks
+
+    const Result unbound = run({"--report-bindings", "-n", np, behaviour, "binding"});
+    ASSERT_EQ(unbound.status, 0) << unbound.err;
+    EXPECT_NE(unbound.err.find("transit_run: rank 0 not bound"), std::string::npos) << unbound.err;
+}
+
 TEST(TransitRun, HostDrivenFenceModeReadsWhatTheHostsFenceBrought) {
     const Result r = run({"-n", "3", behaviour, "host-driven"});
     ASSERT_EQ(r.status, 0) << r.err;

@@ -94,11 +94,19 @@ step_install() {
         [[ -e $p/$f ]] || fail "$f is missing from the installed tree"
     done
     ls "$p"/lib/libtransit.so.* >/dev/null 2>&1 || fail "lib/libtransit.so.<version> is missing"
+    # Man pages, when the build made them (help2man installed).
+    if [[ -d $build/man ]]; then
+        for f in transit_run transit_info transit_bench; do
+            [[ -s $p/share/man/man1/$f.1 ]] || fail "share/man/man1/$f.1 is missing"
+            grep -q "^.SH OPTIONS" "$p/share/man/man1/$f.1" ||
+                fail "share/man/man1/$f.1 does not describe the options"
+        done
+    fi
     # Nothing else at the top, in lib/ or in the package directory (lib/openmpi
     # holds the Open MPI adapter, contrib/openmpi-btl, when it was built).
     for f in "$p"/* "$p"/lib/* "$p"/lib/cmake/* "$p"/lib/cmake/Transit/*; do
         case ${f#"$p"/} in
-            bin | etc | include | lib | lib/libtransit.so* | lib/transit | lib/openmpi | \
+            bin | etc | include | share | lib | lib/libtransit.so* | lib/transit | lib/openmpi | \
                 lib/cmake | lib/pkgconfig | lib/cmake/Transit | \
                 lib/cmake/Transit/Transit*.cmake) ;;
             *) fail "unexpected in the installed tree: ${f#"$p"/}" ;;

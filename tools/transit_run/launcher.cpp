@@ -178,9 +178,30 @@ pid_t Launcher::spawn(unsigned rank, const std::vector<std::string>& env,
     return pid;
 }
 
+// Decided before anything starts: binding more ranks than cores would have
+// polling ranks take turns on a core, so it must be asked for by name.
+void Launcher::plan_bindings() {
+    bindings_ = core_bindings(opt_.np, opt_.bind_to == BindTo::core, opt_.bind_to == BindTo::none);
+    if (opt_.bind_to == BindTo::core && opt_.np > bindings_.cores && bindings_.cores > 0 &&
+        !opt_.oversubscribe)
+        throw std::invalid_argument(fmt::format(
+            "--bind-to core: {} ranks, but only {} core(s) here; add --oversubscribe to bind "
+            "several ranks to each core (they take turns), or use --bind-to none",
+            opt_.np, bindings_.cores));
+    if (!opt_.report_bindings) return;
+    for (unsigned r = 0; r < opt_.np; ++r) {
+        const std::string where =
+            bindings_.sets.empty()
+                ? fmt::format("not bound ({} ranks, {} cores; --bind-to core binds)", opt_.np,
+                              bindings_.cores)
+                : fmt::format("bound to core {} (cpus {})", bindings_.core_of[r],
+                              cpu_list(bindings_.sets[r]));
+        std::fputs(fmt::format("transit_run: rank {} {}\n", r, where).c_str(), stderr);
+    }
+}
+
 void Launcher::start_ranks(PmixHost& host) {
-    const std::vector<cpu_set_t> bindings =
-        core_bindings(opt_.np, opt_.bind_to == BindTo::core, opt_.bind_to == BindTo::none);
+    const std::vector<cpu_set_t>& bindings = bindings_.sets;
     const std::vector<std::string> base = base_environment();
     if (opt_.tag_output) output_.emplace();
     for (unsigned r = 0; r < opt_.np; ++r) {
@@ -419,6 +440,7 @@ void Launcher::cleanup() {
 }
 
 int Launcher::run() {
+    plan_bindings();
     // Signals arrive through a descriptor; blocked before PMIx starts its
     // thread so that thread never takes them.
     const sigset_t handled = handled_signals();

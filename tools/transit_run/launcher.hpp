@@ -13,6 +13,7 @@
 
 #include "options.hpp"
 #include "pmix_host.hpp"
+#include "process_util.hpp"
 #include "tagged_output.hpp"
 
 namespace transit::run {
@@ -41,6 +42,7 @@ class Launcher {
         timespec ended{};  // when it was reaped (CLOCK_REALTIME_COARSE)
     };
 
+    void plan_bindings();
     void prepare_files();
     void note_end(pid_t pid);
     void start_ranks(PmixHost& host);
@@ -66,6 +68,7 @@ class Launcher {
     int secret_fd_ = -1;  // the job secret, inherited by the ranks (rt::secret_file)
     pid_t pgid_ = 0;
     std::vector<RankState> ranks_;
+    CoreBindings bindings_;
     std::optional<TaggedOutput> output_;
 
     bool terminating_ = false;

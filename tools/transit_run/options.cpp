@@ -97,6 +97,11 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
                    "are no more ranks than cores)")
         ->check(CLI::IsMember({"core", "none"}))
         ->type_name("core|none");
+    app.add_flag("--oversubscribe", opt.oversubscribe,
+                 "With --bind-to core, bind several ranks to each core when there are more "
+                 "ranks than cores (unbound, more ranks than cores is always allowed)");
+    app.add_flag("--report-bindings", opt.report_bindings,
+                 "Print on stderr the core each rank is bound to, or that it is not bound");
     app.add_option("--timeout", opt.timeout_seconds,
                    "Kill the job if it runs longer than SECONDS (exit status 124)")
         ->check(CLI::Validator(
@@ -111,10 +116,6 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
     app.add_flag("--keep-going", opt.keep_going,
                  "A rank that fails does not end the job: the others run on (for fault "
                  "tests); the exit status is still the first failure's");
-    bool oversubscribe = true;
-    app.add_flag("--oversubscribe", oversubscribe,
-                 "Allow more ranks than cores (always allowed; accepted "
-                 "for compatibility with mpirun)");
     app.set_version_flag("--version", std::string("transit_run ") + transit::version_string);
 
     std::vector<std::string> args = mpirun_spellings(argc, argv);

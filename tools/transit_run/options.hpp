@@ -16,6 +16,8 @@ struct Options {
     std::vector<std::string> env;                          // -x NAME=VALUE
     bool tag_output = false;
     BindTo bind_to = BindTo::automatic;
+    bool oversubscribe = false;        // --bind-to core may put several ranks on a core
+    bool report_bindings = false;      // say on stderr where each rank runs
     double timeout_seconds = 0;        // 0: none
     bool keep_going = false;           // a failed rank does not end the job
     std::vector<std::string> command;  // program and its arguments, untouched

@@ -33,11 +33,10 @@ std::string find_program(const std::string& name) {
     return {};
 }
 
-std::vector<cpu_set_t> core_bindings(unsigned np, bool force_core, bool force_none) {
-    if (force_none) return {};
+CoreBindings core_bindings(unsigned np, bool force_core, bool force_none) {
+    CoreBindings b;
     hwloc_topology_t topo = nullptr;
-    if (hwloc_topology_init(&topo) != 0) return {};
-    std::vector<cpu_set_t> sets;
+    if (hwloc_topology_init(&topo) != 0) return b;
     // Cores only: no I/O discovery (its GPU loaders are slow and leak).
     for (const char* io : {"pci", "opencl", "gl", "cuda", "nvml", "rsmi", "levelzero"})
         hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, io);
@@ -48,19 +47,33 @@ std::vector<cpu_set_t> core_bindings(unsigned np, bool force_core, bool force_no
             type = HWLOC_OBJ_PU;
             n = hwloc_get_nbobjs_by_type(topo, type);
         }
-        // By default bind only when every rank gets a core of its own.
-        if (n > 0 && (force_core || np <= static_cast<unsigned>(n))) {
+        b.cores = n > 0 ? static_cast<unsigned>(n) : 0;
+        if (b.cores > 0 && !force_none && (force_core || np <= b.cores)) {
             for (unsigned r = 0; r < np; ++r) {
-                hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, r % static_cast<unsigned>(n));
+                hwloc_obj_t core = hwloc_get_obj_by_type(topo, type, r % b.cores);
                 cpu_set_t set;
                 CPU_ZERO(&set);
                 hwloc_cpuset_to_glibc_sched_affinity(topo, core->cpuset, &set, sizeof set);
-                sets.push_back(set);
+                b.sets.push_back(set);
+                b.core_of.push_back(r % b.cores);
             }
         }
     }
     hwloc_topology_destroy(topo);
-    return sets;
+    return b;
+}
+
+std::string cpu_list(const cpu_set_t& set) {
+    std::string out;
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+        if (!CPU_ISSET(c, &set)) continue;
+        int last = c;
+        while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) ++last;
+        if (!out.empty()) out += ',';
+        out += last == c ? std::to_string(c) : std::to_string(c) + "-" + std::to_string(last);
+        c = last;
+    }
+    return out;
 }
 
 namespace {

@@ -15,9 +15,20 @@ namespace transit::run {
 // else the first executable match in $PATH.  Empty when there is none.
 std::string find_program(const std::string& name);
 
-// CPU sets, one per rank, when ranks are to be bound (one core each, wrapping
-// around when there are more ranks than cores); empty when not binding.
-std::vector<cpu_set_t> core_bindings(unsigned np, bool force_core, bool force_none);
+// Where each rank runs.  `cores` is what this process may use (cores, or
+// hardware threads where hwloc finds no cores); 0 when unknown.
+struct CoreBindings {
+    unsigned cores = 0;
+    std::vector<cpu_set_t> sets;    // one per rank; empty when not binding
+    std::vector<unsigned> core_of;  // rank -> core index, when binding
+};
+
+// One core per rank (wrapping around when there are more ranks than cores)
+// when forced, or by default when every rank gets a core of its own.
+CoreBindings core_bindings(unsigned np, bool force_core, bool force_none);
+
+// "0-3,8" for a CPU set.
+std::string cpu_list(const cpu_set_t& set);
 
 // Kills and reaps every process whose parent is this one (orphans adopted as
 // child subreaper); returns how many it found.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,8 @@ class Framework {
     void open();
     // Calls init on every opened component and collects the modules.  A component
     // that returns none is declined (its decline_reason()), closed and unloaded.
+    // With btl_base_lazy, a component with a prospect is started only when some
+    // peer of the job may need it; otherwise it is declined as "not started".
     void init();
 
     // Modules in exclusivity order, highest first.
@@ -42,7 +45,13 @@ class Framework {
     void register_component_params();
     void apply_selection();
     void open_selected();
-    void init_one(mca::LoadedComponent& c, InitContext& ctx);
+    std::vector<std::unique_ptr<Module>> init_one(mca::LoadedComponent& c, InitContext& ctx);
+    std::optional<Prospect> prospect_of(mca::LoadedComponent& c);
+    // Why no peer of the job can need a component with this prospect, given the
+    // modules started; nullopt when some peer may.
+    std::optional<std::string> needless(const Prospect& p,
+                                        std::span<const Module* const> started) const;
+    void not_started(mca::LoadedComponent& c, std::string why);
     void fail(mca::LoadedComponent& c, std::string reason);
     void close_one(mca::LoadedComponent& c);
     void unload_unused();

@@ -180,7 +180,7 @@ std::optional<std::string> Framework::needless(const Prospect& p,
                           {reach::remote, size - local, "peer(s) on other nodes"}};
     std::string why;
     for (const Kind& k : kinds) {
-        if (!(p.reach & k.bit) || k.count == 0) continue;
+        if (!(p.reach & served_ & k.bit) || k.count == 0) continue;
         const Module* top = nullptr;
         std::uint32_t top_caps = 0;
         for (const Module* m : started) {

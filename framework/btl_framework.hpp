@@ -32,6 +32,11 @@ class Framework {
     // peer of the job may need it; otherwise it is declined as "not started".
     void init();
 
+    // The kinds of peers (btl::reach) the modules will be asked for: every kind
+    // by default.  A host that reaches some itself (Open MPI's self serves the
+    // own process) names the others, so no component is started for those.
+    void serve(std::uint32_t kinds) noexcept { served_ = kinds; }
+
     // Modules in exclusivity order, highest first.
     std::span<Module* const> modules() const noexcept { return module_view_; }
     // Every component seen, with its state and reason (for transit_info and the bml),
@@ -64,6 +69,7 @@ class Framework {
     std::vector<mca::ComponentRecord> failures_;
     std::vector<std::unique_ptr<Module>> modules_;
     std::vector<Module*> module_view_;
+    std::uint32_t served_ = reach::any;
     bool opened_ = false;
     bool initialized_ = false;
 };

@@ -45,7 +45,12 @@ R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> compone
       endpoints_(job_size),
       reported_(job_size, false),
       self_(self),
-      out_("bml", verbosity()) {}
+      out_("bml", verbosity()) {
+    for (const ComponentInfo& c : components_)
+        if (c.state != mca::ComponentState::active)
+            out_.verbose(10, "{} not used: {}{}{}", c.name, mca::to_string(c.state),
+                         c.reason.empty() ? "" : ": ", c.reason);
+}
 
 R2::~R2() {
     for (std::size_t peer = 0; peer < endpoints_.size(); ++peer) {
@@ -100,8 +105,7 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     // can do something the send list cannot: otherwise it would never be
     // chosen, yet its endpoint would keep it in every progress poll (tcp next
     // to vader on one node).
-    constexpr std::uint32_t rdma_caps =
-        btl::flags::put | btl::flags::get | btl::flags::atomic_ops | btl::flags::atomic_fops;
+    constexpr std::uint32_t rdma_caps = btl::flags::one_sided;
     // Modules are asked from the highest exclusivity down, so one that could
     // only be left out (lower exclusivity, nothing to add) is never asked:
     // its add_procs may connect (a UCX endpoint per peer) for nothing.
@@ -189,6 +193,12 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     };
     weigh(ep.send);
     weigh(ep.rdma);
+    // The pml takes the first rdma module that can do an operation: one whose
+    // put/get proceed without the target goes first, so a target busy
+    // computing does not hold them up (vader's CMA before uct's active messages).
+    std::stable_partition(ep.rdma.begin(), ep.rdma.end(), [](const BtlRef& r) {
+        return (r.module->attributes().flags & btl::flags::rdma_without_target) != 0;
+    });
     std::sort(ep.send.begin(), ep.send.end(), [](const BtlRef& a, const BtlRef& b) {
         return a.module->attributes().bandwidth > b.module->attributes().bandwidth;
     });
@@ -209,7 +219,18 @@ void R2::print_table(const Endpoint& ep, const std::vector<std::string>& why) co
     out_.verbose(10, "endpoint of rank {}{}:", ep.peer, ep.peer == self_ ? " (self)" : "");
     for (const BtlRef& r : ep.eager) out_.verbose(10, "  eager: {}", describe(r));
     for (const BtlRef& r : ep.send) out_.verbose(10, "  send:  {}", describe(r));
-    for (const BtlRef& r : ep.rdma) out_.verbose(10, "  rdma:  {}", describe(r));
+    for (const BtlRef& r : ep.rdma)
+        out_.verbose(10, "  rdma:  {}{}", describe(r),
+                     r.module->attributes().flags & btl::flags::rdma_without_target
+                         ? ", put/get without the target"
+                         : ", put/get served by the target");
+    if (ep.rdma.size() > 1) {
+        std::string order;
+        for (const BtlRef& r : ep.rdma) order += (order.empty() ? "" : ", ") + r.module->name();
+        out_.verbose(
+            10, "  rdma order: {} (put/get without the target first, then the framework's order)",
+            order);
+    }
     for (const std::string& w : why) out_.verbose(10, "  left:  {}", w);
 }
 

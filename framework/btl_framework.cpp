@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <exception>
+#include <optional>
+#include <utility>
 
 #include "transit/params.hpp"
 
@@ -31,6 +33,14 @@ constexpr params::Decl verbose_decl =
                  "saying why it was selected, declined, excluded or rejected",
                  5}
         .range(0, max_verbosity);
+
+constexpr params::Decl lazy_decl = {
+    "lazy", params::Type::boolean, "true",
+    "Start a component whose start-up is costly (ofi, uct: they start libfabric or UCX) only "
+    "when some peer of the job may need it: not when, by the job's locality alone, a started "
+    "component of higher exclusivity with its one-sided operations reaches every peer it "
+    "could reach (on one node: self and vader). 0: start every selected component",
+    6};
 
 // The registry keeps the value within the declared range.
 int verbosity(params::Variable& v) {
@@ -66,6 +76,7 @@ Framework::Framework(rt::Runtime& runtime, ProgressEngine& progress, AmTable& am
     params::Registry& registry = params::registry();
     registry.add("btl", "", selection_decl);
     out_ = log::Stream("btl", verbosity(registry.add("btl", "base", verbose_decl)));
+    registry.add("btl", "base", lazy_decl);
 }
 
 Framework::~Framework() {
@@ -104,13 +115,102 @@ void Framework::init() {
     if (initialized_) return;
     initialized_ = true;
     InitContext ctx{runtime_, progress_, am_table_};
-    for (mca::LoadedComponent& c : components_)
-        if (c.record().state == ComponentState::opened) init_one(c, ctx);
+    const bool lazy = params::registry().get("btl_base_lazy").as_bool();
+    // Each component's modules, kept in the components' order whatever order
+    // they were started in.
+    std::vector<std::vector<std::unique_ptr<Module>>> made(components_.size());
+    std::vector<std::pair<std::size_t, Prospect>> costly;
+    for (std::size_t i = 0; i < components_.size(); ++i) {
+        mca::LoadedComponent& c = components_[i];
+        if (c.record().state != ComponentState::opened) continue;
+        std::optional<Prospect> p = lazy ? prospect_of(c) : std::nullopt;
+        if (p)
+            costly.emplace_back(i, *p);
+        else
+            made[i] = init_one(c, ctx);
+    }
+    // The highest first: one started may make a lower one needless.
+    std::stable_sort(costly.begin(), costly.end(), [](const auto& a, const auto& b) {
+        return a.second.exclusivity > b.second.exclusivity;
+    });
+    for (const auto& [i, p] : costly) {
+        std::vector<const Module*> started;
+        for (const auto& list : made)
+            for (const auto& m : list) started.push_back(m.get());
+        if (std::optional<std::string> why = needless(p, started)) {
+            not_started(components_[i], std::move(*why));
+            continue;
+        }
+        made[i] = init_one(components_[i], ctx);
+    }
+    for (auto& list : made)
+        for (auto& m : list) modules_.push_back(std::move(m));
     for (const auto& m : modules_) module_view_.push_back(m.get());
     std::stable_sort(module_view_.begin(), module_view_.end(), [](Module* a, Module* b) {
         return a->attributes().exclusivity > b->attributes().exclusivity;
     });
     unload_unused();
+}
+
+std::optional<Prospect> Framework::prospect_of(mca::LoadedComponent& c) {
+    try {
+        return as_btl(c)->prospect();
+    } catch (...) {
+        // Started as any other: its init will say what is wrong.
+        out_.verbose(1, "{}: prospect() threw: {}", c.record().name,
+                     what_of(std::current_exception()));
+        return std::nullopt;
+    }
+}
+
+// The bml asks a module for a peer unless a module of higher exclusivity that
+// sends reaches it with every one-sided capability it adds.  Applied to each
+// kind of peer the job has, with the started modules' announced reach.
+std::optional<std::string> Framework::needless(const Prospect& p,
+                                               std::span<const Module* const> started) const {
+    const std::uint32_t size = std::max<std::uint32_t>(runtime_.size(), 1);
+    const std::uint32_t local = std::clamp<std::uint32_t>(runtime_.local_size(), 1, size);
+    struct Kind {
+        std::uint32_t bit;
+        std::uint32_t count;
+        const char* what;
+    };
+    const Kind kinds[] = {{reach::own_process, 1, "its own process"},
+                          {reach::node, local - 1, "peer(s) on this node"},
+                          {reach::remote, size - local, "peer(s) on other nodes"}};
+    std::string why;
+    for (const Kind& k : kinds) {
+        if (!(p.reach & served_ & k.bit) || k.count == 0) continue;
+        const Module* top = nullptr;
+        std::uint32_t top_caps = 0;
+        for (const Module* m : started) {
+            const Attributes& a = m->attributes();
+            if (!(a.reach & k.bit) || !(a.flags & flags::send)) continue;
+            if (top == nullptr || a.exclusivity > top->attributes().exclusivity) {
+                top = m;
+                top_caps = 0;
+            }
+            if (a.exclusivity == top->attributes().exclusivity)
+                top_caps |= a.flags & flags::one_sided;
+        }
+        if (top == nullptr || top->attributes().exclusivity <= p.exclusivity ||
+            (p.flags & flags::one_sided & ~top_caps) != 0)
+            return std::nullopt;
+        const std::string who = k.bit == reach::own_process ? std::string(k.what)
+                                                            : fmt::format("{} {}", k.count, k.what);
+        why += fmt::format("{}{} by {} (exclusivity {} > {})", why.empty() ? "" : "; ", who,
+                           top->name(), top->attributes().exclusivity, p.exclusivity);
+    }
+    if (why.empty()) return "the job has no peer of a kind it reaches";
+    return "no peer needs it: " + why + ", with every one-sided operation it could add";
+}
+
+void Framework::not_started(mca::LoadedComponent& c, std::string why) {
+    mca::ComponentRecord& r = c.record();
+    close_one(c);  // it was opened
+    r.state = ComponentState::declined;
+    r.reason = "not started: " + why;
+    out_.verbose(1, "not started {}: {}", r.name, why);
 }
 
 std::vector<mca::ComponentRecord> Framework::records() const {
@@ -177,14 +277,15 @@ void Framework::open_selected() {
     }
 }
 
-void Framework::init_one(mca::LoadedComponent& c, InitContext& ctx) {
+std::vector<std::unique_ptr<Module>> Framework::init_one(mca::LoadedComponent& c,
+                                                         InitContext& ctx) {
     mca::ComponentRecord& r = c.record();
     std::vector<std::unique_ptr<Module>> modules;
     try {
         modules = as_btl(c)->init(ctx);
     } catch (...) {
         fail(c, "init() threw: " + what_of(std::current_exception()));
-        return;
+        return {};
     }
     std::erase(modules, nullptr);
     if (modules.empty()) {
@@ -193,11 +294,11 @@ void Framework::init_one(mca::LoadedComponent& c, InitContext& ctx) {
         r.state = ComponentState::declined;
         r.reason = why.empty() ? "no usable module" : why;
         out_.verbose(1, "declined {}: {}", r.name, r.reason);
-        return;
+        return {};
     }
     r.state = ComponentState::active;
     out_.verbose(1, "selected {}: {} module(s): {}", r.name, modules.size(), module_names(modules));
-    for (auto& m : modules) modules_.push_back(std::move(m));
+    return modules;
 }
 
 void Framework::fail(mca::LoadedComponent& c, std::string reason) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,7 +28,14 @@ class Framework {
     void open();
     // Calls init on every opened component and collects the modules.  A component
     // that returns none is declined (its decline_reason()), closed and unloaded.
+    // With btl_base_lazy, a component with a prospect is started only when some
+    // peer of the job may need it; otherwise it is declined as "not started".
     void init();
+
+    // The kinds of peers (btl::reach) the modules will be asked for: every kind
+    // by default.  A host that reaches some itself (Open MPI's self serves the
+    // own process) names the others, so no component is started for those.
+    void serve(std::uint32_t kinds) noexcept { served_ = kinds; }
 
     // Modules in exclusivity order, highest first.
     std::span<Module* const> modules() const noexcept { return module_view_; }
@@ -42,7 +50,13 @@ class Framework {
     void register_component_params();
     void apply_selection();
     void open_selected();
-    void init_one(mca::LoadedComponent& c, InitContext& ctx);
+    std::vector<std::unique_ptr<Module>> init_one(mca::LoadedComponent& c, InitContext& ctx);
+    std::optional<Prospect> prospect_of(mca::LoadedComponent& c);
+    // Why no peer of the job can need a component with this prospect, given the
+    // modules started; nullopt when some peer may.
+    std::optional<std::string> needless(const Prospect& p,
+                                        std::span<const Module* const> started) const;
+    void not_started(mca::LoadedComponent& c, std::string why);
     void fail(mca::LoadedComponent& c, std::string reason);
     void close_one(mca::LoadedComponent& c);
     void unload_unused();
@@ -55,6 +69,7 @@ class Framework {
     std::vector<mca::ComponentRecord> failures_;
     std::vector<std::unique_ptr<Module>> modules_;
     std::vector<Module*> module_view_;
+    std::uint32_t served_ = reach::any;
     bool opened_ = false;
     bool initialized_ = false;
 };

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -158,6 +159,15 @@ class OfiComponent final : public btl::Component {
             decline_reason_ =
                 fmt::format("no provider could be opened ({})", fmt::join(failures, "; "));
         return modules;
+    }
+
+    // Opening libfabric maps its shm provider's region and more per process:
+    // it is opened only when a peer may need it.
+    std::optional<btl::Prospect> prospect() const override {
+        const std::int64_t excl = reg().get("btl_ofi_exclusivity").as_int();
+        return btl::Prospect{btl::reach::any,
+                             excl >= 0 ? static_cast<std::uint32_t>(excl) : local_exclusivity,
+                             btl::flags::send | btl::flags::one_sided};
     }
 
   private:

@@ -196,7 +196,7 @@ void OfiModule::choose_attributes(const fi_info& info) {
     const bool soft = software_network(core);
     // Below vader for shared memory, above the tcp btl for software networks,
     // the default for hardware providers (as openib).
-    const std::uint32_t excl = local ? 32768 : soft ? 256 : btl::exclusivity_default;
+    const std::uint32_t excl = local ? local_exclusivity : soft ? 256 : btl::exclusivity_default;
     attr_.exclusivity =
         config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
     attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency)
@@ -227,6 +227,10 @@ void OfiModule::choose_attributes(const fi_info& info) {
     attr_.rndv_eager_limit = config_.eager_limit;
     attr_.max_send_size = config_.max_send_size;
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush;
+    // A hardware provider's RMA runs on the NIC; shm's and the software
+    // networks' are served by the target's progress.
+    if (!local && !soft) attr_.flags |= btl::flags::rdma_without_target;
+    attr_.reach = local ? btl::reach::node : btl::reach::node | btl::reach::remote;
     const std::size_t max_msg = info.ep_attr->max_msg_size;
     attr_.put_limit = std::min<std::size_t>(max_msg, std::size_t{1} << 30);
     attr_.get_limit = attr_.put_limit;

@@ -37,6 +37,10 @@ struct InfoDeleter {
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
+// The default exclusivity of a node-local provider (below vader), the highest
+// a module gets unless btl_ofi_exclusivity says otherwise.
+inline constexpr std::uint32_t local_exclusivity = 32768;
+
 struct OfiConfig {
     std::size_t eager_limit = 8192;
     std::size_t max_send_size = 65536;

@@ -385,7 +385,8 @@ void Module::setup() {
     attr_.latency = config_.latency;
     attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_attr_);
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
-                  btl::flags::atomic_fops;
+                  btl::flags::atomic_fops | btl::flags::rdma_without_target;
+    attr_.reach = btl::reach::node | btl::reach::remote;
     using namespace btl::atomic_support;
     if (atomics_ == AtomicPath::hardware_only) {
         // Only what the verbs have; coherent with the CPU only if the device says so.

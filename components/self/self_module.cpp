@@ -60,7 +60,9 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     attr_.latency = 0;
     attr_.bandwidth = 100000;
     attr_.flags = btl::flags::send | btl::flags::rdma | btl::flags::send_inplace |
-                  btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush;
+                  btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush |
+                  btl::flags::rdma_without_target;
+    attr_.reach = btl::reach::own_process;
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
                          as::swap | as::min | as::max | as::bits32 | as::cswap | as::global;

@@ -63,6 +63,7 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     attr_.bandwidth = p.bandwidth ? p.bandwidth : interface_bandwidth(iface_);
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
                   btl::flags::atomic_fops;
+    attr_.reach = btl::reach::node | btl::reach::remote;
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
                          as::swap | as::min | as::max | as::cswap | as::bits32;

@@ -160,6 +160,15 @@ class UctComponent final : public btl::Component {
         return modules;
     }
 
+    // Starting UCX costs a shared-memory region and more per process: it is
+    // started only when a peer may need it.
+    std::optional<btl::Prospect> prospect() const override {
+        const std::int64_t excl = reg().get("btl_uct_exclusivity").as_int();
+        return btl::Prospect{btl::reach::any,
+                             excl >= 0 ? static_cast<std::uint32_t>(excl) : shm_exclusivity,
+                             btl::flags::send | btl::flags::one_sided};
+    }
+
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
 

@@ -188,7 +188,7 @@ void UctModule::choose_attributes() {
     const bool software = resource_.tl_name == "tcp";
     // Shared memory below vader (65535) and self; tcp above the tcp btl (0),
     // below hardware networks (the openib default, 1024).
-    const std::uint32_t excl = shm ? 32768 : software ? 256 : btl::exclusivity_default;
+    const std::uint32_t excl = shm ? shm_exclusivity : software ? 256 : btl::exclusivity_default;
     attr_.exclusivity =
         config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
     // UCT reports seconds; Transit's latency is relative: one unit per 0.5 us
@@ -202,6 +202,11 @@ void UctModule::choose_attributes() {
 
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops;
+    // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
+    if (native_rw_ && native_min_ == 0) attr_.flags |= btl::flags::rdma_without_target;
+    attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process
+                  : shm                                      ? btl::reach::node
+                        : btl::reach::node | btl::reach::remote;
     using namespace btl::atomic_support;
     attr_.atomic_flags =
         add | and_ | or_ | xor_ | land | lor | lxor | swap | min | max | cswap | bits32 | global;

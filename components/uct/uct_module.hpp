@@ -71,6 +71,10 @@ struct Regions {
     std::uint64_t next_key = 1;
 };
 
+// The default exclusivity of a shared-memory transport (below vader), the
+// highest a module gets unless btl_uct_exclusivity says otherwise.
+inline constexpr std::uint32_t shm_exclusivity = 32768;
+
 struct UctConfig {
     std::size_t eager_limit = 4096;
     std::size_t max_send_size = 0;  // 0: what the transport allows

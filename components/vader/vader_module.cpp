@@ -108,7 +108,10 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     attr_.bandwidth = single_copy_ == SingleCopy::cma ? 10000 : 5000;
     attr_.flags = btl::flags::send | btl::flags::atomic_ops | btl::flags::atomic_fops |
                   btl::flags::rdma_flush;
-    if (single_copy_ == SingleCopy::cma) attr_.flags |= btl::flags::put | btl::flags::get;
+    // CMA reads and writes the target's memory from here: the target need not run.
+    if (single_copy_ == SingleCopy::cma)
+        attr_.flags |= btl::flags::put | btl::flags::get | btl::flags::rdma_without_target;
+    attr_.reach = btl::reach::node;
     namespace as = btl::atomic_support;
     // Not announced global, although every vader atomic is a CPU atomic (through
     // the mapping or by the target): Open MPI's osc/rdma, seeing a global btl

@@ -142,6 +142,8 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
         throw std::runtime_error(
             fmt::format("{} (btl_transit_include is \"{}\")", e.what(), include_param));
     }
+    // Open MPI's self reaches this process: no Transit transport starts for it.
+    s->framework->serve(btl::reach::node | btl::reach::remote);
     s->framework->init();
     for (const mca::ComponentRecord& r : s->framework->records())
         say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);

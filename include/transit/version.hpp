@@ -13,7 +13,7 @@ inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to
 // that framework's classes.
-inline constexpr std::uint32_t btl_interface_version = 4;
+inline constexpr std::uint32_t btl_interface_version = 5;
 
 inline constexpr const char* version_string = "0.1.0";
 

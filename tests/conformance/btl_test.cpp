@@ -48,6 +48,9 @@ std::string BtlTest::start() {
     try {
         fw_ = std::make_unique<btl::Framework>(rt, progress_, am_);
         fw_->open();
+        // A case uses its module directly, also where the bml would never ask it.
+        params::registry().set("btl_base_lazy", "false",
+                               params::Source{params::Origin::api, "conformance suite", 0});
         apply_overrides();
         fw_->init();
     } catch (const std::exception& e) {

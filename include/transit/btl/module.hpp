@@ -46,6 +46,9 @@ struct Attributes {
     std::uint32_t bandwidth = 0;     // MB/s per endpoint
     std::uint32_t flags = 0;         // btl::flags
     std::uint32_t atomic_flags = 0;  // btl::atomic_support
+    // btl::reach: the peers it may reach.  0 (not said) makes the framework
+    // start every component that could stand in for this module.
+    std::uint32_t reach = 0;
     std::size_t registration_handle_size = 0;
     std::size_t get_limit = std::numeric_limits<std::size_t>::max();
     std::size_t get_alignment = 0;

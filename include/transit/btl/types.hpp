@@ -47,7 +47,22 @@ inline constexpr std::uint32_t atomic_fops = 0x10000;
 inline constexpr std::uint32_t single_add_procs = 0x20000;
 inline constexpr std::uint32_t progress_thread_enabled = 0x40000;
 inline constexpr std::uint32_t rdma_flush = 0x80000;
+// put and get complete without the target process taking part (a NIC's RDMA,
+// vader's CMA): a target busy computing does not delay them.  Without it they
+// are carried out by the target's progress (active messages).
+inline constexpr std::uint32_t rdma_without_target = 0x100000;
+// The one-sided capabilities, for comparing what two modules offer.
+inline constexpr std::uint32_t one_sided = put | get | atomic_ops | atomic_fops;
 }  // namespace flags
+
+// Which peers a module can reach at most, known before any peer is asked
+// (Attributes::reach, Component::Prospect::reach).  0: not said.
+namespace reach {
+inline constexpr std::uint32_t own_process = 0x1;
+inline constexpr std::uint32_t node = 0x2;    // other processes on this node
+inline constexpr std::uint32_t remote = 0x4;  // processes on other nodes
+inline constexpr std::uint32_t any = own_process | node | remote;
+}  // namespace reach
 
 // Which atomics a module supports (Attributes::atomic_flags).
 namespace atomic_support {

@@ -7,7 +7,6 @@
 #include <sched.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,6 +20,7 @@
 #include "runtime/lost_peers.hpp"
 #include "runtime/node_identity.hpp"
 #include "runtime/pmix_util.hpp"
+#include "runtime/rank_list.hpp"
 #include "runtime/runtime.hpp"
 #include "runtime/runtime_base.hpp"
 #include "transit/params.hpp"
@@ -30,6 +30,7 @@ namespace transit::rt {
 namespace {
 
 constexpr const char* node_id_key = "transit.node_id";
+constexpr const char* job_id_var = "TRANSIT_JOB_ID";
 // Published before each fence as "transit.fence.<n>": a peer that has not
 // published fence n's key did not take part (it died before the fence started,
 // and PMIx completes such a fence among the survivors without an error).
@@ -124,8 +125,8 @@ class Session {
 class PmixRuntime final : public RuntimeBase {
   public:
     PmixRuntime(const pmix_proc_t& me, FenceMode mode)
-        : session_(me), mode_(mode), fence_timeout_(fence_timeout_seconds()) {
-        id_.job_id = me.nspace;
+        : session_(me), nspace_(me.nspace), mode_(mode), fence_timeout_(fence_timeout_seconds()) {
+        id_.job_id = nspace_;
         id_.rank = me.rank;
         id_.node_id = local_node_id();
         read_job_info();
@@ -133,7 +134,7 @@ class PmixRuntime final : public RuntimeBase {
         publish_own_identity();
         if (mode_ == FenceMode::self_driven) {
             // Under a host (Open MPI) the host hears of lost processes itself.
-            lost_.emplace(id_.job_id, id_.rank);
+            lost_.emplace(nspace_, id_.rank);
             if (Status s = fence(); !ok(s))
                 throw std::runtime_error(
                     fmt::format("the first fence of job {} failed ({}): a rank died while starting",
@@ -211,7 +212,7 @@ class PmixRuntime final : public RuntimeBase {
         dirty_ = true;
         if (Status s = commit(); !ok(s)) return s;
 
-        pmix_proc_t all = pmix::make_proc(id_.job_id, PMIX_RANK_WILDCARD);
+        pmix_proc_t all = pmix::make_proc(nspace_, PMIX_RANK_WILDCARD);
         pmix::InfoList info;
         info.add_bool(PMIX_COLLECT_DATA, true);
         if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
@@ -257,7 +258,7 @@ class PmixRuntime final : public RuntimeBase {
     // fence collected): PMIX_OPTIONAL stops PMIx from asking the server and
     // waiting for a key a peer never publishes.
     Status get(Rank peer, const char* key, pmix::ValuePtr& out) const {
-        pmix_proc_t proc = pmix::make_proc(id_.job_id, peer);
+        pmix_proc_t proc = pmix::make_proc(nspace_, peer);
         pmix::InfoList info;
         info.add_bool(PMIX_OPTIONAL, true);
         std::span<pmix_info_t> directives = info.finish();
@@ -301,30 +302,34 @@ class PmixRuntime final : public RuntimeBase {
             throw std::runtime_error(
                 fmt::format("the launcher of job {} did not give the job size", id_.job_id));
         id_.size = v->data.uint32;
+        id_.job_id = job_id_given();
         if (id_.rank >= id_.size)
             throw std::runtime_error(
                 fmt::format("the launcher gave rank {} in a job of {}", id_.rank, id_.size));
         set_local_peers(launcher_local_peers());
     }
 
+    // transit_run keeps its PMIx namespace secret (a stranger who knows it can
+    // pass for a rank) and names the job by TRANSIT_JOB_ID, also given as
+    // PMIX_JOBID.  Both must agree: a TRANSIT_JOB_ID inherited from an outer
+    // job (mpirun started by a rank) names another job.  Elsewhere the job id
+    // is the namespace, as the launcher chose it.
+    std::string job_id_given() const {
+        const char* env = std::getenv(job_id_var);
+        pmix::ValuePtr v;
+        if (env && *env && ok(get(PMIX_RANK_WILDCARD, PMIX_JOBID, v)) && v->type == PMIX_STRING &&
+            v->data.string && std::string_view(v->data.string) == env)
+            return env;
+        return nspace_;
+    }
+
     // The launcher's idea of this node; refined by node ids after a fence.
     std::vector<Rank> launcher_local_peers() const {
-        std::vector<Rank> peers;
         pmix::ValuePtr v;
         if (!ok(get(PMIX_RANK_WILDCARD, PMIX_LOCAL_PEERS, v)) || v->type != PMIX_STRING ||
             !v->data.string)
             return {id_.rank};
-        std::string_view text(v->data.string);
-        while (!text.empty()) {
-            const std::size_t comma = text.find(',');
-            std::string_view item = text.substr(0, comma);
-            Rank r = 0;
-            auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), r);
-            if (ec == std::errc{} && end == item.data() + item.size() && r < id_.size)
-                peers.push_back(r);
-            text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
-        }
-        return peers;
+        return parse_rank_list(v->data.string, id_.size);
     }
 
     void choose_secret() {
@@ -387,6 +392,7 @@ class PmixRuntime final : public RuntimeBase {
     }
 
     Session session_;
+    std::string nspace_;             // PMIx's name of the job; id_.job_id may differ
     std::optional<LostPeers> lost_;  // before session_ goes: its handler is PMIx's
     FenceMode mode_;
     int fence_timeout_ = 0;

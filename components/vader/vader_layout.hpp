@@ -13,6 +13,7 @@
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
 #include "transit/btl/region_table.hpp"
+#include "transit/btl/types.hpp"
 
 namespace transit::vader {
 
@@ -79,6 +80,24 @@ struct FragHeader {
     std::uint64_t result;
 };
 static_assert(sizeof(FragHeader) <= frag_header_size);
+
+// The bytes of a data fragment a peer hands over that are delivered: what its
+// header claims, never more than a fragment of `payload_limit` holds.
+constexpr std::size_t frag_data_length(const FragHeader& h, std::size_t payload_limit) noexcept {
+    return h.size < payload_limit ? h.size : payload_limit;
+}
+
+// The width of the word an atomic fragment targets (its flags pick 32 bits).
+constexpr std::size_t atomic_width(const FragHeader& h) noexcept {
+    return (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8;
+}
+
+// Whether the target address of an atomic fragment may be touched: the
+// address is the receiver's own, yet a peer could still send garbage, so what
+// is not aligned, or lies in the first page, is refused instead of faulting.
+constexpr bool atomic_target_usable(const FragHeader& h) noexcept {
+    return h.address % atomic_width(h) == 0 && h.address >= 4096;
+}
 
 // A FIFO entry: which segment (the sender's local index) and which fragment.
 // The same reference, with the return bit, goes back to the owner when the

@@ -698,7 +698,7 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
     FragHeader& h = *ep->frag(ref_index(ref));
     if (h.kind == FragKind::data) [[likely]] {
         const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
-        deliver(ep, payload, std::min<std::size_t>(h.size, ep->frag_payload), h.tag);
+        deliver(ep, payload, frag_data_length(h, ep->frag_payload), h.tag);
     } else if (h.kind == FragKind::atomic) {
         perform_atomic(ep, h);
     }
@@ -707,10 +707,7 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
 }
 
 void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
-    const std::size_t width = (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8;
-    // The address is ours; a peer could still send garbage: refuse what is not
-    // aligned instead of faulting on it.
-    if (h.address % width != 0 || h.address < 4096) {
+    if (!atomic_target_usable(h)) {
         report_error(btl::error_flags::nonfatal, ep->peer(), "vader: bad atomic target address");
         h.result = 0;
         return;

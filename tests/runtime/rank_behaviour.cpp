@@ -168,6 +168,52 @@ int hold_secret(const Args& a) {
     return 0;
 }
 
+// Waits until DIR/release exists (60 s at most).
+void wait_for_release(const std::string& dir) {
+    const std::string release = dir + "/release";
+    struct stat st {};
+    for (int i = 0; i < 6000 && ::stat(release.c_str(), &st) != 0; ++i) sleep_for(0.01);
+}
+
+// Leaves the PMIx and Transit variables in DIR/.env.<rank>.
+void write_env(const std::string& dir, int rank) {
+    std::ofstream env(fmt::format("{}/.env.{}", dir, rank));
+    for (char** e = environ; *e; ++e)
+        if (std::string_view(*e).starts_with("PMIX_") ||
+            std::string_view(*e).starts_with("TRANSIT_"))
+            env << *e << "\n";
+}
+
+// fence-when-released DIR: opens the runtime, leaves its variables and pid in
+// DIR as hold-secret does, waits until DIR/release exists, then fences twice
+// and prints each result ("fence success"); exit status 5 if one failed.
+int fence_when_released(const Args& a) {
+    auto rt = rt::open_runtime();
+    write_env(a.at(0), static_cast<int>(rt->rank()));
+    write_pid(a.at(0), fmt::format("rank.{}", rt->rank()), ::getpid());
+    wait_for_release(a.at(0));
+    bool all_ok = true;
+    for (int i = 0; i < 2; ++i) {
+        const Status s = rt->fence();
+        all_ok = all_ok && ok(s);
+        say(fmt::format("fence {}", to_string(s)));
+    }
+    return all_ok ? 0 : 5;
+}
+
+// init-when-released DIR: leaves its variables and pid in DIR before it opens
+// the runtime, waits until DIR/release exists, then opens it, fences and
+// prints the result.
+int init_when_released(const Args& a) {
+    write_env(a.at(0), env_rank());
+    write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
+    wait_for_release(a.at(0));
+    auto rt = rt::open_runtime();
+    const Status s = rt->fence();
+    say(fmt::format("fence {}", to_string(s)));
+    return ok(s) ? 0 : 5;
+}
+
 // shm-hold DIR: makes a region named as libfabric's shm provider names them,
 // notes it in DIR/.region.<rank> and the job directory in DIR/.tmpdir, records
 // its pid in DIR/rank.<rank>, then sleeps (60 s).
@@ -266,9 +312,12 @@ int host_driven(const Args&) {
             "test.host_driven",
             std::span(reinterpret_cast<const std::byte*>(mine.data()), mine.size()))))
         return 11;
+    // The host fences over its own namespace, which need not be the job id.
+    pmix_proc_t me;
+    if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return 14;
     pmix_proc_t all;
     PMIX_PROC_CONSTRUCT(&all);
-    PMIX_LOAD_NSPACE(all.nspace, rt->job_id().c_str());
+    PMIX_LOAD_NSPACE(all.nspace, me.nspace);
     all.rank = PMIX_RANK_WILDCARD;
     pmix_info_t collect;
     bool yes = true;
@@ -285,6 +334,7 @@ int host_driven(const Args&) {
     }
     say(fmt::format("rank {} read {} of {} blobs, {} local peers, secret {}", rt->rank(), good,
                     rt->size(), rt->local_size(), rt::to_hex(rt->job_secret())));
+    PMIx_Finalize(nullptr, 0);
     return 0;
 }
 
@@ -311,6 +361,8 @@ int main(int argc, char** argv) {
         {"abort", abort_job},
         {"fence-after-death", fence_after_death},
         {"slow-fence", slow_fence},
+        {"fence-when-released", fence_when_released},
+        {"init-when-released", init_when_released},
         {"host-driven", host_driven},
     };
     // clang-format on

@@ -1,9 +1,12 @@
 // transit_run from the outside: real processes, real signals, real exit codes.
+#include <arpa/inet.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -331,7 +334,9 @@ TEST(TransitRun, EnvironmentOfARank) {
     EXPECT_NE(r.out.find("TRANSIT_RANK=1\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("TRANSIT_SIZE=2\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("TRANSIT_JOB_ID=trun-"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("PMIX_NAMESPACE=trun-"), std::string::npos) << r.out;
+    // The PMIx namespace is not the job id, which other users can see.
+    const std::regex nspace(R"(PMIX_NAMESPACE=transit-[0-9a-f]{32}\n)");
+    EXPECT_TRUE(std::regex_search(r.out, nspace)) << r.out;
 }
 
 TEST(TransitRun, TagOutputPrefixesEveryLine) {
@@ -478,6 +483,25 @@ class OtherUser {
     gid_t gid_ = 0;
 };
 
+// `argv` run as `stranger` with the variables `env` (after removing `unset`),
+// claiming the job owner's user and group ids to PMIx (fake_uid preloaded).
+Process intruder(const OtherUser& stranger, const std::vector<std::string>& argv,
+                 const std::vector<std::string>& env, const std::vector<std::string>& unset = {}) {
+    // Under AddressSanitizer the preloaded library comes before its runtime,
+    // and a stranger that drops its PMIx connection leaks by design.
+    const char* asan = std::getenv("ASAN_OPTIONS");
+    const std::string asan_options =
+        std::string(asan ? asan : "") + ":verify_asan_link_order=0:detect_leaks=0";
+    return Process(argv, unset, [&] {
+        for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+        ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
+        ::setenv("TRANSIT_FAKE_UID", std::to_string(::getuid()).c_str(), 1);
+        ::setenv("TRANSIT_FAKE_GID", std::to_string(::getgid()).c_str(), 1);
+        ::setenv("LD_PRELOAD", FAKE_UID_PATH, 1);
+        stranger.become();
+    });
+}
+
 // Another local user, who can see the job (ps, ss, /tmp) and whose PMIx
 // client claims to be the job's owner, gets neither the secret nor anything
 // that holds it: the launcher's PMIx server refuses it (it could otherwise
@@ -495,22 +519,9 @@ TEST(TransitRun, AnotherUserCannotObtainTheSecret) {
     for (pid_t pid : dir.pids()) args.push_back(std::to_string(pid));
     const std::vector<std::string> env = lines_of_file(dir.path() + "/.env.1");
     ASSERT_FALSE(env.empty());
-    // Under AddressSanitizer the preloaded library comes before its runtime,
-    // and a stranger that drops its PMIx connection leaks by design.
-    const char* asan = std::getenv("ASAN_OPTIONS");
-    const std::string asan_options =
-        std::string(asan ? asan : "") + ":verify_asan_link_order=0:detect_leaks=0";
     auto intrude = [&] {
-        Process intruder(args, {}, [&] {
-            for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-            ::setenv("ASAN_OPTIONS", asan_options.c_str(), 1);
-            ::setenv("TRANSIT_FAKE_UID", std::to_string(::getuid()).c_str(), 1);
-            ::setenv("TRANSIT_FAKE_GID", std::to_string(::getgid()).c_str(), 1);
-            ::setenv("LD_PRELOAD", FAKE_UID_PATH, 1);
-            stranger.become();
-        });
         // The intruder gives up on PMIx after 5 s (exit status 3) by itself.
-        return intruder.wait(10);
+        return intruder(stranger, args, env).wait(10);
     };
     // Three times: each refusal must leave the server as it was.
     std::vector<Result> tries;
@@ -545,6 +556,125 @@ TEST(TransitRun, AnotherUserCannotObtainTheSecret) {
         EXPECT_EQ(tried.out.find(secret), std::string::npos) << "the stranger read the secret:\n"
                                                              << tried.out;
     }
+}
+
+// What another user learns of a running job from /tmp, ps and ss: the job id
+// and the PMIx server's address.  PMIx's other variables are the same in every
+// job.  The rest of a rank's environment is closed to it.
+std::vector<std::string> visible_environment(const std::vector<std::string>& env,
+                                             const std::string& rank) {
+    std::string job;
+    for (const std::string& e : env)
+        if (e.starts_with("TRANSIT_JOB_ID=")) job = e.substr(15);
+    std::vector<std::string> out;
+    for (const std::string& e : env) {
+        if (!e.starts_with("PMIX_")) continue;
+        if (e.starts_with("PMIX_NAMESPACE="))
+            out.push_back("PMIX_NAMESPACE=" + job);
+        else if (e.starts_with("PMIX_RANK="))
+            out.push_back("PMIX_RANK=" + rank);
+        else
+            out.push_back(e);
+    }
+    return out;
+}
+
+// Another user claims to be rank 1 of a running job, with the job owner's
+// user id and everything it can see of the job: the job's fences must not
+// report rank 1 lost.
+TEST(TransitRun, AStrangerClaimingARankCannotFailTheJob) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    OtherUser stranger;
+    ASSERT_TRUE(stranger.made()) << "useradd failed";
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "-n", "2", behaviour, "fence-when-released", dir.path()});
+    ASSERT_TRUE(dir.wait_for(2)) << "the ranks did not start";
+    const std::vector<std::string> env =
+        visible_environment(lines_of_file(dir.path() + "/.env.1"), "1");
+    ASSERT_FALSE(env.empty());
+    const Result tried =
+        intruder(stranger, {JOB_INTRUDER_PATH}, env,
+                 {"PMIX_NAMESPACE", "PMIX_RANK", "TRANSIT_JOB_SECRET_FD", "TRANSIT_JOB_TMPDIR"})
+            .wait(10);
+    ASSERT_FALSE(tried.overran) << tried.out << tried.err;
+    EXPECT_EQ(tried.out.find("pmix connected"), std::string::npos) << tried.out;
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    ASSERT_FALSE(r.overran) << "the job did not end within 30 s:\n" << r.err;
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_EQ(lines.count("fence success"), 4u) << r.out << r.err;
+}
+
+// A connection to the launcher's PMIx server that never says anything (or
+// stops in the middle of its handshake), made by `connect_as` in a child
+// process, held while the ranks start: they must start and fence at once.
+void expect_idle_connection_harmless(const std::function<void()>& connect_as,
+                                     const std::string& first_bytes) {
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "-n", "2", behaviour, "init-when-released", dir.path()});
+    ASSERT_TRUE(dir.wait_for(2)) << "the ranks did not start";
+    std::string port;
+    for (const std::string& e : lines_of_file(dir.path() + "/.env.0"))
+        if (e.starts_with("PMIX_SERVER_URI") && e.find("tcp4://") != std::string::npos)
+            port = e.substr(e.rfind(':') + 1);
+    ASSERT_FALSE(port.empty()) << "no tcp4 address for the PMIx server";
+    // The idle client: connects, sends `first_bytes`, says so through `ready`
+    // and holds on for 30 s.
+    int ready[2];
+    ASSERT_EQ(::pipe(ready), 0);
+    const pid_t idle = ::fork();
+    if (idle == 0) {
+        ::close(ready[0]);
+        if (connect_as) connect_as();
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
+            ::_exit(1);
+        if (!first_bytes.empty() && ::write(fd, first_bytes.data(), first_bytes.size()) !=
+                                        static_cast<ssize_t>(first_bytes.size()))
+            ::_exit(2);
+        if (::write(ready[1], "c", 1) != 1) ::_exit(3);
+        ::sleep(30);
+        ::_exit(0);
+    }
+    ::close(ready[1]);
+    pollfd p{ready[0], POLLIN, 0};
+    char c = 0;
+    const bool connected = ::poll(&p, 1, 10000) == 1 && ::read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    ::kill(idle, SIGKILL);
+    ::waitpid(idle, nullptr, 0);
+    ASSERT_TRUE(connected) << "the idle client could not connect";
+    ASSERT_FALSE(r.overran) << "the job did not end within 30 s:\n" << r.out << r.err;
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_LT(r.seconds, 15.0);
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_EQ(lines.count("fence success"), 2u) << r.out << r.err;
+}
+
+TEST(TransitRun, AnIdleConnectionDoesNotStallStartUp) {
+    expect_idle_connection_harmless({}, "");
+}
+
+TEST(TransitRun, AHalfSentHandshakeDoesNotStallStartUp) {
+    expect_idle_connection_harmless({}, std::string("\x01\x00\x00", 3));
+}
+
+// The same, from another user: its mere connection must not get the ranks
+// refused either.
+TEST(TransitRun, AStrangersIdleConnectionDoesNotStallStartUp) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    OtherUser stranger;
+    ASSERT_TRUE(stranger.made()) << "useradd failed";
+    expect_idle_connection_harmless([&] { stranger.become(); }, "");
 }
 
 // kill -9 of the launcher: its ranks end at once, and the next launcher of the

@@ -94,9 +94,13 @@ Launcher::Launcher(Options opt) : opt_(std::move(opt)) {
     const rt::Secret tag = rt::random_secret();
     std::uint32_t suffix = 0;
     std::memcpy(&suffix, tag.data(), sizeof suffix);
-    // The job id is the PMIx namespace and names the job's files:
-    // $TMPDIR/transit-<job id>/ and /dev/shm/transit-<job id>-*.
+    // The job id names the job's files ($TMPDIR/transit-<job id>/ and
+    // /dev/shm/transit-<job id>-*), so other users see it.  The PMIx namespace
+    // is another, unguessable name: the server admits a client claiming any
+    // rank of a namespace it knows, and a stranger admitted as a rank of the
+    // job, even turned away at once, makes that rank count as lost.
     job_id_ = fmt::format("trun-{}-{:08x}", ::getpid(), suffix);
+    nspace_ = "transit-" + rt::to_hex(rt::random_secret());
     hostname_ = host_name();
     ranks_.resize(opt_.np);
 }
@@ -259,6 +263,12 @@ void Launcher::handle_server_events(PmixHost& host) {
                     fmt::format("refused a PMIx connection claiming to be rank {}: another user "
                                 "is connected to the job's PMIx server",
                                 ev.rank));
+                break;
+            case ServerEvent::Kind::idle_closed:
+                say(
+                    fmt::format("closed {} connection(s) to the job's PMIx server that sent no "
+                                "handshake within a second",
+                                ev.status));
                 break;
             case ServerEvent::Kind::aborted: {
                 // An exit status is 8 bits; an abort must never look like success.
@@ -454,7 +464,7 @@ int Launcher::run() {
     prepare_files();
     {
         PmixHost host(tmpdir_);
-        JobDescription job{job_id_, opt_.np, hostname_, tmpdir_};
+        JobDescription job{nspace_, job_id_, opt_.np, hostname_, tmpdir_};
         host.register_job(job);
         if (opt_.timeout_seconds > 0)
             timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(

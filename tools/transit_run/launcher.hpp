@@ -62,6 +62,7 @@ class Launcher {
     Options opt_;
     std::string program_;
     std::string job_id_;
+    std::string nspace_;  // the PMIx namespace: secret, unlike the job id
     std::string hostname_;
     std::string tmpdir_;
     int signal_fd_ = -1;

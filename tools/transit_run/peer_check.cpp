@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 
 namespace transit::run {
 namespace {
@@ -32,22 +34,56 @@ long port_of(const std::string& address) {
     return ec == std::errc() && at == end ? port : -1;
 }
 
-// Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...".
-bool stranger_in(const char* table, std::uint16_t port) noexcept try {
+// One socket of /proc/net/tcp(6).
+struct TcpEntry {
+    long local_port = -1, remote_port = -1;
+    bool established = false;
+    unsigned long uid = 0;
+};
+
+// Calls `visit` with each entry of `table` until it returns true; whether one
+// did.  Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...".
+// Throws what reading the file throws.
+template <class Visit>
+bool any_entry(const char* table, Visit&& visit) {
     std::ifstream in(table);
     std::string line;
     std::getline(in, line);  // the header
     while (std::getline(in, line)) {
         std::istringstream f(line);
         std::string sl, local, remote, state, queues, timer, retransmits;
-        unsigned long uid = 0;
-        if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> uid))
+        TcpEntry e;
+        if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> e.uid))
             continue;
-        if (state == established && port_of(remote) == port && uid != ::getuid()) return true;
+        e.local_port = port_of(local);
+        e.remote_port = port_of(remote);
+        e.established = state == established;
+        if (visit(e)) return true;
     }
     return false;
+}
+
+bool stranger_in(const char* table, std::uint16_t port) noexcept try {
+    return any_entry(table, [port](const TcpEntry& e) {
+        return e.established && e.remote_port == port && e.uid != ::getuid();
+    });
 } catch (...) {
     return true;  // cannot tell: refuse rather than admit a stranger
+}
+
+// The user owning the socket whose local port is `client_port` and remote port
+// `server_port` (the client's end of a connection to us); -1 if not listed.
+long owner_of(const char* table, std::uint16_t client_port, std::uint16_t server_port) noexcept
+    try {
+    long owner = -1;
+    any_entry(table, [&](const TcpEntry& e) {
+        if (e.local_port != client_port || e.remote_port != server_port) return false;
+        owner = static_cast<long>(e.uid);
+        return true;
+    });
+    return owner;
+} catch (...) {
+    return -1;
 }
 
 // The local port of `fd` if it is a connected TCP socket, else 0.
@@ -84,7 +120,40 @@ int admitting_socket(std::uint16_t port) noexcept {
     return count == 1 ? found : -1;
 }
 
+// The peer's port of connected socket `fd`, 0 if unknown.
+std::uint16_t peer_port(int fd) noexcept {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+    if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    return 0;
+}
+
 }  // namespace
+
+bool admitting_client_may_be_a_stranger(std::uint16_t port) {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir) return true;
+    bool candidates = false, ours = false;
+    while (const dirent* e = ::readdir(dir)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+        const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
+        if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;
+        if (connected_port(static_cast<int>(fd)) != port) continue;
+        int queued = 0;
+        if (::ioctl(static_cast<int>(fd), FIONREAD, &queued) != 0 || queued > 0) continue;
+        candidates = true;
+        const std::uint16_t client = peer_port(static_cast<int>(fd));
+        long uid = owner_of("/proc/net/tcp", client, port);
+        if (uid < 0) uid = owner_of("/proc/net/tcp6", client, port);
+        if (uid == static_cast<long>(::getuid())) ours = true;
+    }
+    ::closedir(dir);
+    return candidates ? !ours : stranger_connected_to(port);
+}
 
 bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds patience) {
     const int fd = admitting_socket(port);
@@ -99,6 +168,39 @@ bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds pa
     }
     ::shutdown(fd, SHUT_RDWR);
     return true;
+}
+
+unsigned IdleConnectionGuard::scan() {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (!dir) return 0;
+    const auto now = Clock::now();
+    std::map<ino_t, Clock::time_point> seen;
+    unsigned closed = 0;
+    while (const dirent* e = ::readdir(dir)) {
+        char* end = nullptr;
+        const long fd = std::strtol(e->d_name, &end, 10);
+        if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
+        const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
+        if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;  // admitted, or not a socket
+        if (connected_port(static_cast<int>(fd)) != port_) continue;
+        struct stat st {};
+        int queued = 0;
+        if (::fstat(static_cast<int>(fd), &st) != 0 ||
+            ::ioctl(static_cast<int>(fd), FIONREAD, &queued) != 0)
+            continue;
+        if (queued > 0) continue;  // waiting for the library, not idle
+        const auto known = empty_since_.find(st.st_ino);
+        const Clock::time_point since = known == empty_since_.end() ? now : known->second;
+        if (now - since >= limit_) {
+            ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+            ++closed;
+        } else {
+            seen.emplace(st.st_ino, since);
+        }
+    }
+    ::closedir(dir);
+    empty_since_ = std::move(seen);
+    return closed;
 }
 
 bool stranger_connected_to(std::uint16_t port) {

@@ -9,9 +9,11 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string_view>
@@ -51,6 +53,11 @@ void call_and_wait(std::string_view what,
     }
     check(rc, what);
 }
+
+// A client sends its handshake as soon as it has connected: a connection with
+// nothing to read for this long is not a client of ours.
+constexpr std::chrono::milliseconds handshake_limit{1000};
+constexpr std::chrono::milliseconds guard_period{50};
 
 // Registering the job and its clients is local to the server: seconds at most.
 constexpr std::chrono::seconds registration_limit{30};
@@ -145,6 +152,24 @@ PmixHost::PmixHost(const std::string& tmpdir) {
         throw std::runtime_error(
             fmt::format("cannot start the PMIx server: {}", PMIx_Error_string(rc)));
     }
+    guard_ = std::jthread([this](std::stop_token stop) { guard_handshakes(stop); });
+}
+
+void PmixHost::guard_handshakes(std::stop_token stop) {
+    std::optional<IdleConnectionGuard> guard;
+    std::mutex m;
+    std::condition_variable_any wake;
+    std::unique_lock lock(m);
+    for (;;) {
+        // Wakes after a period, or at once when stopped.
+        wake.wait_for(lock, stop, guard_period, [] { return false; });
+        if (stop.stop_requested()) return;
+        const std::uint16_t port = server_port_;
+        if (port == 0) continue;
+        if (!guard) guard.emplace(port, handshake_limit);
+        if (const unsigned closed = guard->scan(); closed > 0)
+            post({ServerEvent::Kind::idle_closed, 0, static_cast<int>(closed), {}});
+    }
 }
 
 PmixHost::~PmixHost() {
@@ -155,6 +180,8 @@ PmixHost::~PmixHost() {
 bool PmixHost::shutdown(std::chrono::milliseconds limit) {
     if (shut_down_) return true;
     shut_down_ = true;
+    guard_.request_stop();
+    if (guard_.joinable()) guard_.join();
     // OpenPMIx 4.2.2 can deadlock its progress thread while tearing down a job
     // whose ranks died inside a fence; never let that hold the launcher.
     using Done = rt::pmix::Completion<std::monostate>;
@@ -191,7 +218,7 @@ void PmixHost::register_job(const JobDescription& job) {
         .add_u32(PMIX_LOCAL_SIZE, job.np)
         .add_u32(PMIX_NUM_NODES, 1)
         .add_u32(PMIX_JOB_NUM_APPS, 1)
-        .add_string(PMIX_JOBID, job.nspace)
+        .add_string(PMIX_JOBID, job.job_id)
         .add_string(PMIX_LOCAL_PEERS, ranks)
         .add_string(PMIX_NODE_MAP, node_map)
         .add_string(PMIX_PROC_MAP, proc_map)
@@ -243,7 +270,7 @@ std::vector<std::string> PmixHost::client_env(unsigned rank) {
 
 bool PmixHost::admits_clients() const {
     const std::uint16_t port = server_port_;
-    return port == 0 || !stranger_connected_to(port);
+    return port == 0 || !admitting_client_may_be_a_stranger(port);
 }
 
 bool PmixHost::turn_away_client() const {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/job_secret.hpp"
@@ -18,17 +19,18 @@
 namespace transit::run {
 
 struct JobDescription {
-    std::string nspace;
+    std::string nspace;  // known to the job only (see Launcher::Launcher)
+    std::string job_id;  // what the ranks' Runtime::job_id() gives (PMIX_JOBID)
     unsigned np = 0;
     std::string hostname;
     std::string tmpdir;
 };
 
 struct ServerEvent {
-    enum class Kind { connected, finalized, aborted, refused };
+    enum class Kind { connected, finalized, aborted, refused, idle_closed };
     Kind kind;
     unsigned rank;
-    int status = 0;       // aborted: the status the rank asked to exit with
+    int status = 0;       // aborted: the status the rank asked to exit with; idle_closed: how many
     std::string message;  // aborted: its message
 };
 
@@ -70,12 +72,17 @@ class PmixHost {
     bool turn_away_client() const;
 
   private:
+    // Shuts down connections that hold up the library's handshake (see
+    // IdleConnectionGuard) until `stop` is requested.
+    void guard_handshakes(std::stop_token stop);
+
     std::string nspace_;
     int event_fd_ = -1;
     std::atomic<std::uint16_t> server_port_{0};
     bool shut_down_ = false;
     std::mutex mutex_;
     std::vector<ServerEvent> events_;
+    std::jthread guard_;  // last: stopped and joined before the rest goes
 };
 
 }  // namespace transit::run

@@ -1,26 +1,28 @@
 #!/bin/sh
-# twonode.sh [-n NP] [-t SECONDS] [--] PROGRAM [ARGS...]
+# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]
 # Runs PROGRAM under Open MPI's mpirun on two "nodes" made on this machine:
 # network namespaces joined by a veth pair (10.233.0.1/24 and 10.233.0.2/24),
 # each with its own hostname (nodeA, nodeB: UTS namespaces).  mpirun runs on
 # nodeA with the host file "nodeA slots=2 / nodeB slots=2" and starts the
 # orted of nodeB through agent.sh, as it would through ssh; ranks are mapped
 # by node (rank 0 on nodeA, rank 1 on nodeB, ...).  NP defaults to 2.
+# --keep-going: a rank that dies does not end the job (mpirun's recovery).
 # TRANSIT_* variables are passed to every rank.  Needs root, iproute2,
 # unshare and mpirun: exits 77 (skipped) without them.  Every namespace and
 # file it makes is removed on exit, whatever the job did.
 here=$(cd "$(dirname "$0")" && pwd)
-np=2 limit=120
+np=2 limit=120 keep=""
 while [ $# -gt 0 ]; do
   case $1 in
     -n) np=$2; shift 2 ;;
     -t) limit=$2; shift 2 ;;
+    --keep-going) keep="--enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ]; then
-  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--] PROGRAM [ARGS...]" >&2
+  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 skip() { echo "twonode: $*; skipped"; exit 77; }
@@ -87,4 +89,4 @@ ip netns exec "$a" unshare --uts sh -c 'hostname nodeA && exec "$@"' twonode \
   timeout -k 10 "$limit" mpirun --allow-run-as-root --hostfile "$work/hosts" \
   -n "$np" --map-by node --bind-to none --tag-output \
   --mca plm_rsh_agent "$here/agent.sh" --mca oob_tcp_if_include 10.233.0.0/24 \
-  --mca btl_tcp_if_include 10.233.0.0/24 $forward "$@"
+  --mca btl_tcp_if_include 10.233.0.0/24 $keep $forward "$@"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]
+# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]
 # Runs PROGRAM under Open MPI's mpirun on two "nodes" made on this machine:
 # network namespaces joined by a veth pair (10.233.0.1/24 and 10.233.0.2/24),
 # each with its own hostname (nodeA, nodeB: UTS namespaces).  mpirun runs on
@@ -7,6 +7,7 @@
 # orted of nodeB through agent.sh, as it would through ssh; ranks are mapped
 # by node (rank 0 on nodeA, rank 1 on nodeB, ...).  NP defaults to 2.
 # --keep-going: a rank that dies does not end the job (mpirun's recovery).
+# --mca: an Open MPI parameter for mpirun (its own MPI programs' settings).
 # TRANSIT_* variables are passed to every rank.  Needs root, iproute2,
 # unshare and mpirun: exits 77 (skipped) without them.  Every namespace and
 # file it makes is removed on exit, whatever the job did.
@@ -16,13 +17,14 @@ while [ $# -gt 0 ]; do
   case $1 in
     -n) np=$2; shift 2 ;;
     -t) limit=$2; shift 2 ;;
-    --keep-going) keep="--enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
+    --keep-going) keep="$keep --enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
+    --mca) keep="$keep --mca $2 $3"; shift 3 ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ]; then
-  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]" >&2
+  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 skip() { echo "twonode: $*; skipped"; exit 77; }
@@ -85,8 +87,14 @@ for var in $(env | sed -n 's/^\(TRANSIT_[A-Za-z0-9_]*\)=.*/\1/p'); do
   forward="$forward -x $var"
 done
 # --bind-to none: each orted believes it owns every core of the machine.
+# In the background, so that a signal to this script ends the job at once
+# (a foreground child would defer the trap until it ended by itself).
 ip netns exec "$a" unshare --uts sh -c 'hostname nodeA && exec "$@"' twonode \
   timeout -k 10 "$limit" mpirun --allow-run-as-root --hostfile "$work/hosts" \
   -n "$np" --map-by node --bind-to none --tag-output \
   --mca plm_rsh_agent "$here/agent.sh" --mca oob_tcp_if_include 10.233.0.0/24 \
-  --mca btl_tcp_if_include 10.233.0.0/24 $keep $forward "$@"
+  --mca btl_tcp_if_include 10.233.0.0/24 $keep $forward "$@" &
+job=$!
+trap 'kill -TERM $job 2>/dev/null; exit 130' INT
+trap 'kill -TERM $job 2>/dev/null; exit 143' TERM
+wait $job

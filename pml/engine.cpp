@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "transit/name_hash.hpp"
 #include "transit/params.hpp"
 
 namespace transit::pml {
@@ -52,15 +53,6 @@ constexpr params::Decl pml_params[] = {
                  6}
         .range(0, 600000),
 };
-
-std::uint32_t fnv1a(std::string_view s) noexcept {
-    std::uint32_t h = 2166136261u;
-    for (char c : s) {
-        h ^= static_cast<unsigned char>(c);
-        h *= 16777619u;
-    }
-    return h ? h : 1;
-}
 
 }  // namespace
 
@@ -189,7 +181,7 @@ void Engine::setup() {
     for (const mca::ComponentRecord& r : framework_->records())
         infos.push_back({r.name, r.state, r.reason});
     for (btl::Module* m : framework_->modules())
-        component_hash_.push_back(fnv1a(m->component().name()));
+        component_hash_.push_back(name_hash(m->component().name()));
     bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), rank_, size_);
     peers_.resize(size_);
     pending_desc_.reserve(64);

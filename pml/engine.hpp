@@ -348,6 +348,18 @@ class Engine {
     Status atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
                   std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
                   std::uint64_t* fetched) noexcept;
+    // One put/get or atomic over one btl with one of the key's handles:
+    // success when issued or done, else what the btl said.
+    Status rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
+                    std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept;
+    Status atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
+                       std::uint64_t raddr, const btl::RegistrationHandle* rh,
+                       std::uint64_t operand, std::uint64_t compare,
+                       std::uint64_t* fetched) noexcept;
+    // The btl's operation (rma_over or atomic_over, in `issue`) with each of
+    // the key's handles for its component until one is its own.
+    template <typename Issue>
+    Status over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key, Issue issue) noexcept;
     Status flush(Rank dst) noexcept;
     Status flush_all() noexcept;
     Status barrier() noexcept;

@@ -192,6 +192,60 @@ void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHand
     e->osc_ops_.put(op);
 }
 
+template <typename Issue>
+Status Engine::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key,
+                                Issue issue) noexcept {
+    const std::size_t size = b.module->attributes().registration_handle_size;
+    if (size == 0) return issue(nullptr);
+    Status s = Status::not_available;
+    std::size_t next = 0;
+    while (const btl::RegistrationHandle* rh =
+               key->handle_for(component_hash_[b.index], size, next)) {
+        s = issue(rh);
+        if (s != Status::not_available) break;  // not_available: another module's handle
+    }
+    return s;
+}
+
+Status Engine::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
+                        std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept {
+    const auto& a = b.module->attributes();
+    OscOp* op = osc_ops_.get();
+    if (!op) return Status::out_of_resource;
+    op->peer = p;
+    op->module = b.module;
+    op->local_handle = nullptr;
+    op->fetched = nullptr;
+    // Below its threshold a module moves the data without a local registration.
+    const std::size_t local_threshold =
+        is_put ? a.put_local_registration_threshold : a.get_local_registration_threshold;
+    if (a.registration_handle_size > 0 && len >= local_threshold) {
+        op->local_handle = b.module->register_mem(
+            b.endpoint, local, len,
+            is_put ? btl::reg_flags::remote_read : btl::reg_flags::local_write);
+        if (!op->local_handle) {
+            osc_ops_.put(op);
+            return Status::out_of_resource;
+        }
+    }
+    ++p->osc_outstanding;
+    ++osc_outstanding_total_;
+    Status s = is_put ? b.module->put(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
+                                      btl::no_order, &Engine::osc_done, this, op)
+                      : b.module->get(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
+                                      btl::no_order, &Engine::osc_done, this, op);
+    if (s == Status::success) return Status::success;
+    if (s == Status::completed) {
+        osc_done(b.module, b.endpoint, local, op->local_handle, this, op, Status::success);
+        return Status::success;
+    }
+    --p->osc_outstanding;
+    --osc_outstanding_total_;
+    if (op->local_handle) b.module->deregister_mem(op->local_handle);
+    osc_ops_.put(op);
+    return s;
+}
+
 Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
                    std::uint64_t offset) noexcept {
     if (!key || offset > key->size || len > key->size - offset) return Status::bad_param;
@@ -205,44 +259,10 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         const auto& a = b.module->attributes();
         if (!(a.flags & (is_put ? btl::flags::put : btl::flags::get))) continue;
         if (len > (is_put ? a.put_limit : a.get_limit)) continue;
-        const btl::RegistrationHandle* rh = nullptr;
-        if (a.registration_handle_size > 0) {
-            rh = key->handle_for(component_hash_[b.index], a.registration_handle_size);
-            if (!rh) continue;
-        }
-        OscOp* op = osc_ops_.get();
-        if (!op) break;
-        op->peer = p;
-        op->module = b.module;
-        op->local_handle = nullptr;
-        op->fetched = nullptr;
-        // Below its threshold a module moves the data without a local registration.
-        const std::size_t local_threshold =
-            is_put ? a.put_local_registration_threshold : a.get_local_registration_threshold;
-        if (a.registration_handle_size > 0 && len >= local_threshold) {
-            op->local_handle = b.module->register_mem(
-                b.endpoint, local, len,
-                is_put ? btl::reg_flags::remote_read : btl::reg_flags::local_write);
-            if (!op->local_handle) {
-                osc_ops_.put(op);
-                continue;
-            }
-        }
-        ++p->osc_outstanding;
-        ++osc_outstanding_total_;
-        Status s = is_put ? b.module->put(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                          btl::no_order, &Engine::osc_done, this, op)
-                          : b.module->get(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                          btl::no_order, &Engine::osc_done, this, op);
-        if (s == Status::success) return Status::success;
-        if (s == Status::completed) {
-            osc_done(b.module, b.endpoint, local, op->local_handle, this, op, Status::success);
-            return Status::success;
-        }
-        --p->osc_outstanding;
-        --osc_outstanding_total_;
-        if (op->local_handle) b.module->deregister_mem(op->local_handle);
-        osc_ops_.put(op);
+        const Status s = over_each_handle(b, key, [&](const btl::RegistrationHandle* rh) {
+            return rma_over(b, p, is_put, local, len, raddr, rh);
+        });
+        if (s == Status::success) return s;
         // Outside the target's registrations: no other path may do it either.
         if (is_refusal(s)) return s;
         // out_of_resource or not possible here: the emulation below never drops it.
@@ -270,6 +290,42 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
     return Status::success;
 }
 
+Status Engine::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
+                           std::uint64_t raddr, const btl::RegistrationHandle* rh,
+                           std::uint64_t operand, std::uint64_t compare,
+                           std::uint64_t* fetched) noexcept {
+    const int aflags = bits32 ? btl::atomic_flags::bits32 : 0;
+    OscOp* o = osc_ops_.get();
+    if (!o) return Status::out_of_resource;
+    o->peer = p;
+    o->module = b.module;
+    o->local_handle = nullptr;
+    o->fetched = fetched;
+    o->bits32 = bits32;
+    o->result = 0;
+    ++p->osc_outstanding;
+    ++osc_outstanding_total_;
+    Status s;
+    if (op == wire::cswap_op)
+        s = b.module->atomic_cswap(b.endpoint, &o->result, raddr, nullptr, rh, compare, operand,
+                                   aflags, btl::no_order, &Engine::osc_done, this, o);
+    else if (fetched)
+        s = b.module->atomic_fop(b.endpoint, &o->result, raddr, nullptr, rh, to_btl(op), operand,
+                                 aflags, btl::no_order, &Engine::osc_done, this, o);
+    else
+        s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags, btl::no_order,
+                                &Engine::osc_done, this, o);
+    if (s == Status::success) return Status::success;
+    if (s == Status::completed) {
+        osc_done(b.module, b.endpoint, &o->result, nullptr, this, o, Status::success);
+        return Status::success;
+    }
+    --p->osc_outstanding;
+    --osc_outstanding_total_;
+    osc_ops_.put(o);
+    return s;
+}
+
 Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
                       std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
                       std::uint64_t* fetched) noexcept {
@@ -283,46 +339,16 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
-    const int aflags = w == 4 ? btl::atomic_flags::bits32 : 0;
     const bool fetch = fetched != nullptr || op == wire::cswap_op;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
         if (!(a.flags & (fetch ? btl::flags::atomic_fops : btl::flags::atomic_ops))) continue;
         if (!(a.atomic_flags & support_bit(op))) continue;
         if (w == 4 && !(a.atomic_flags & btl::atomic_support::bits32)) continue;
-        const btl::RegistrationHandle* rh = nullptr;
-        if (a.registration_handle_size > 0) {
-            rh = key->handle_for(component_hash_[b.index], a.registration_handle_size);
-            if (!rh) continue;
-        }
-        OscOp* o = osc_ops_.get();
-        if (!o) break;
-        o->peer = p;
-        o->module = b.module;
-        o->local_handle = nullptr;
-        o->fetched = fetched;
-        o->bits32 = w == 4;
-        o->result = 0;
-        ++p->osc_outstanding;
-        ++osc_outstanding_total_;
-        Status s;
-        if (op == wire::cswap_op)
-            s = b.module->atomic_cswap(b.endpoint, &o->result, raddr, nullptr, rh, compare, operand,
-                                       aflags, btl::no_order, &Engine::osc_done, this, o);
-        else if (fetched)
-            s = b.module->atomic_fop(b.endpoint, &o->result, raddr, nullptr, rh, to_btl(op),
-                                     operand, aflags, btl::no_order, &Engine::osc_done, this, o);
-        else
-            s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags,
-                                    btl::no_order, &Engine::osc_done, this, o);
-        if (s == Status::success) return Status::success;
-        if (s == Status::completed) {
-            osc_done(b.module, b.endpoint, &o->result, nullptr, this, o, Status::success);
-            return Status::success;
-        }
-        --p->osc_outstanding;
-        --osc_outstanding_total_;
-        osc_ops_.put(o);
+        const Status s = over_each_handle(b, key, [&](const btl::RegistrationHandle* rh) {
+            return atomic_over(b, p, op, w == 4, raddr, rh, operand, compare, fetched);
+        });
+        if (s == Status::success) return s;
         if (is_refusal(s)) return s;
     }
     wire::OscHdr h{rank_,   op,      static_cast<std::uint8_t>(w),

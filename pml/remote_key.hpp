@@ -24,13 +24,18 @@ struct RemoteKeyImpl {
         std::vector<std::byte> handle;
     };
     std::vector<Entry> entries;
-    // The handle for `component`, if the key has one of exactly the size that
-    // component's modules read (a shorter one would be read past its end).
-    const btl::RegistrationHandle* handle_for(std::uint32_t component,
-                                              std::size_t size) const noexcept {
-        for (const Entry& e : entries)
+    // The next handle for `component`, from entry `from` on (advanced past
+    // it), of exactly the size that component's modules read (a shorter one
+    // would be read past its end).  A component with several modules (ofi: one
+    // per provider) has one handle for each: a module refuses another's with
+    // not_available and the caller tries the next.
+    const btl::RegistrationHandle* handle_for(std::uint32_t component, std::size_t size,
+                                              std::size_t& from) const noexcept {
+        while (from < entries.size()) {
+            const Entry& e = entries[from++];
             if (e.component == component && e.handle.size() == size)
                 return reinterpret_cast<const btl::RegistrationHandle*>(e.handle.data());
+        }
         return nullptr;
     }
 };

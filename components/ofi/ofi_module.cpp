@@ -12,6 +12,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "transit/name_hash.hpp"
+
 namespace transit::ofi {
 namespace {
 
@@ -97,6 +99,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
                      const log::Stream& out)
     : btl::Module(component),
       provider_(info.fabric_attr->prov_name),
+      provider_id_(name_hash(provider_)),
       config_(config),
       runtime_(runtime),
       progress_(progress),
@@ -121,6 +124,9 @@ void OfiModule::open_objects(const fi_info& info) {
     mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
     virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
     local_mr_ = (mr_mode_ & FI_MR_LOCAL) != 0;
+    // shm writes a put before it completes it; other providers say by
+    // default that the data left, not that it arrived.
+    delivery_complete_ = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
     if (int rc = fi_fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
         fail("fi_fabric", rc);
     if (int rc = fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr); rc != 0)
@@ -955,6 +961,9 @@ Status OfiModule::check_remote(const btl::RegistrationHandle* handle, std::uint6
                                PackedHandle& packed) const noexcept {
     if (!unpack(handle, packed)) [[unlikely]]
         return Status::bad_param;
+    // Another provider's registration of the same region: not ours to use.
+    if (packed.provider != provider_id_) [[unlikely]]
+        return Status::not_available;
     if ((packed.access & access) != access) [[unlikely]]
         return Status::access_denied;
     if (address < packed.base || size > packed.len || address - packed.base > packed.len - size)
@@ -1034,9 +1043,14 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
         op->temp_registration = e;
         desc = e->desc;
     }
-    const ssize_t rc =
-        fi_write(ep_.get(), local_address, size, desc, op->endpoint->address,
-                 target_address(p, remote_address), p.key, static_cast<OpContext*>(op));
+    // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
+    // a flush promises that, and a provider's default (transmit complete) lets
+    // a later operation through another provider (shm beside tcp) overtake it.
+    iovec iov{local_address, size};
+    fi_rma_iov rma{target_address(p, remote_address), size, p.key};
+    const fi_msg_rma msg{
+        &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
+    const ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
     if (rc != 0 && op->temp_registration != nullptr) {
         rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
         op->temp_registration = nullptr;
@@ -1085,6 +1099,25 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
     return issued(op, rc);
 }
 
+// A non-fetching atomic, completed once applied at the target: posted as a
+// fetching one where the provider has it (its answer comes after the
+// operation; the result goes to the record's spare word), else with
+// FI_DELIVERY_COMPLETE.  shm completes plain atomics when it queues them, so a
+// later operation through another provider could overtake them.
+ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key,
+                               fi_datatype dt, fi_op op, bool can_fetch) noexcept {
+    if (can_fetch)
+        return fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_,
+                               rec->endpoint->address, target, key, dt, op,
+                               static_cast<OpContext*>(rec));
+    fi_ioc operand{&rec->operand, 1};
+    fi_rma_ioc remote{target, 1, key};
+    void* desc = rdma_desc_;
+    const fi_msg_atomic msg{&operand, &desc, 1,  rec->endpoint->address,       &remote,
+                            1,        dt,    op, static_cast<OpContext*>(rec), 0};
+    return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+}
+
 Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
                                 std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
                                 const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
@@ -1116,12 +1149,11 @@ Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
     rec->operand = operand;  // little-endian: a 32-bit operation reads the low half
     const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
     const std::uint64_t target = target_address(p, remote_address);
-    const ssize_t rc =
-        fetch ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address, result_desc,
-                                rec->endpoint->address, target, p.key, dt, fi_atomics[slot].fi,
-                                static_cast<OpContext*>(rec))
-              : fi_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, rec->endpoint->address, target,
-                          p.key, dt, fi_atomics[slot].fi, static_cast<OpContext*>(rec));
+    const ssize_t rc = fetch
+                           ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address,
+                                             result_desc, rec->endpoint->address, target, p.key, dt,
+                                             fi_atomics[slot].fi, static_cast<OpContext*>(rec))
+                           : post_atomic(rec, target, p.key, dt, fi_atomics[slot].fi, caps.fetch);
     return issued(rec, rc);
 }
 
@@ -1191,8 +1223,9 @@ btl::RegistrationHandle* OfiModule::register_mem(btl::Endpoint*, void* base, std
         }
     }
     const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    registrations_.push_back(OfiRegistration{
-        PackedHandle{e ? e->key : 0, e ? e->base : addr, addr, size, flags, handle_magic}, e});
+    registrations_.push_back(OfiRegistration{PackedHandle{e ? e->key : 0, e ? e->base : addr, addr,
+                                                          size, flags, handle_magic, provider_id_},
+                                             e});
     return reinterpret_cast<btl::RegistrationHandle*>(&registrations_.back());
 }
 

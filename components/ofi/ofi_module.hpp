@@ -180,6 +180,8 @@ class OfiModule final : public btl::Module {
                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept;
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
+    ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
+                        fi_op op, bool can_fetch) noexcept;
     Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
                          btl::RegistrationHandle* local_handle,
                          const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
@@ -192,6 +194,7 @@ class OfiModule final : public btl::Module {
     }
 
     std::string provider_;
+    std::uint64_t provider_id_;  // in the handles this module packs
     OfiConfig config_;
     rt::Runtime& runtime_;
     ProgressEngine& progress_;
@@ -236,6 +239,7 @@ class OfiModule final : public btl::Module {
     std::uint64_t mr_mode_ = 0;
     bool virt_addr_ = false;
     bool local_mr_ = false;
+    std::uint64_t delivery_complete_ = 0;  // flag for puts
     std::array<AtomicCaps, op_slots> atomics64_{};
     std::array<AtomicCaps, op_slots> atomics32_{};
     bool cswap64_ = false;

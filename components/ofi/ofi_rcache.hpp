@@ -63,6 +63,10 @@ struct PackedHandle {
     std::uint64_t len;
     std::uint32_t access;  // btl::reg_flags
     std::uint32_t magic;
+    // Which provider's domain the key belongs to (name_hash of its name): each
+    // provider's module registers a region on its own, and a key is only valid
+    // in the domain that issued it.
+    std::uint64_t provider;
 };
 inline constexpr std::uint32_t handle_magic = 0x4f464931;  // "OFI1"
 

@@ -73,15 +73,25 @@ std::string BtlTest::start() {
         peers_ = {rt.rank()};
     else
         peers_ = {0, 1};
-    endpoints_.assign(peers_.size(), nullptr);
-    btl::Reachability reachable(peers_.size());
-    if (Status s = module_->add_procs(peers_, endpoints_, reachable); !ok(s)) {
-        ADD_FAILURE() << "add_procs: " << to_string(s);
-        return "";
+    const std::size_t index = loopback_ ? 0 : 1 - rt.rank();
+    // A component may open several modules (tcp: one per interface, ofi: one
+    // per provider); the first that reaches the other rank is tested (on
+    // another node: not loopback's, not shm's).
+    for (btl::Module* m : fw_->modules()) {
+        if (m->component().name() != component_) continue;
+        module_ = m;
+        endpoints_.assign(peers_.size(), nullptr);
+        btl::Reachability reachable(peers_.size());
+        if (Status s = module_->add_procs(peers_, endpoints_, reachable); !ok(s)) {
+            ADD_FAILURE() << "add_procs: " << to_string(s);
+            return "";
+        }
+        if (reachable.test(index) && endpoints_[index] != nullptr) break;
+        module_->del_procs(peers_, endpoints_);
+        endpoints_.assign(peers_.size(), nullptr);
     }
     connected_ = true;
-    const std::size_t index = loopback_ ? 0 : 1 - rt.rank();
-    if (!reachable.test(index) || endpoints_[index] == nullptr) {
+    if (endpoints_[index] == nullptr) {
         return loopback_ ? fmt::format(
                                "{} does not reach its own process (loopback mode); run "
                                "it with two processes: transit_run -n 2",

@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (const auto& e : key.entries) {
         if (e.handle.size() > transit::btl::max_registration_handle_size) __builtin_trap();
         used += 4 + 4 + e.handle.size();
-        (void)key.handle_for(e.component, e.handle.size());
+        for (std::size_t next = 0; key.handle_for(e.component, e.handle.size(), next) != nullptr;) {
+        }
     }
     if (used != size) __builtin_trap();
     return 0;

@@ -23,6 +23,9 @@ struct Descriptor;
 // the remote handle of put/get/atomics.  A module is given a remote handle only
 // when it has exactly its own registration_handle_size bytes: the pml refuses a
 // key or rendezvous whose handle for a transport loaded here has another size.
+// A component with several modules (one per provider, device...) puts one
+// handle per module in a key; a module given a handle another module of its
+// component packed returns not_available, and the pml tries the next one.
 struct RegistrationHandle;
 
 using Tag = std::uint8_t;

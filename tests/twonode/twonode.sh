@@ -1,0 +1,100 @@
+#!/bin/sh
+# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]
+# Runs PROGRAM under Open MPI's mpirun on two "nodes" made on this machine:
+# network namespaces joined by a veth pair (10.233.0.1/24 and 10.233.0.2/24),
+# each with its own hostname (nodeA, nodeB: UTS namespaces).  mpirun runs on
+# nodeA with the host file "nodeA slots=2 / nodeB slots=2" and starts the
+# orted of nodeB through agent.sh, as it would through ssh; ranks are mapped
+# by node (rank 0 on nodeA, rank 1 on nodeB, ...).  NP defaults to 2.
+# --keep-going: a rank that dies does not end the job (mpirun's recovery).
+# --mca: an Open MPI parameter for mpirun (its own MPI programs' settings).
+# TRANSIT_* variables are passed to every rank.  Needs root, iproute2,
+# unshare and mpirun: exits 77 (skipped) without them.  Every namespace and
+# file it makes is removed on exit, whatever the job did.
+here=$(cd "$(dirname "$0")" && pwd)
+np=2 limit=120 keep=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -n) np=$2; shift 2 ;;
+    -t) limit=$2; shift 2 ;;
+    --keep-going) keep="$keep --enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
+    --mca) keep="$keep --mca $2 $3"; shift 3 ;;
+    --) shift; break ;;
+    *) break ;;
+  esac
+done
+if [ $# -eq 0 ]; then
+  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]" >&2
+  exit 2
+fi
+skip() { echo "twonode: $*; skipped"; exit 77; }
+[ "$(id -u)" = 0 ] || skip "needs root"
+for tool in ip unshare mpirun timeout; do
+  command -v $tool >/dev/null 2>&1 || skip "needs $tool"
+done
+
+# Names unique to this run: parallel runs never share a namespace or a veth.
+tag=$$
+a=twnA$tag b=twnB$tag va=twa$tag vb=twb$tag
+work=$(mktemp -d "${TMPDIR:-/tmp}/twonode.XXXXXX") || exit 1
+cleanup() {
+  for ns in "$a" "$b"; do
+    # Whatever the job left running in a node dies with it.
+    pids=$(ip netns pids "$ns" 2>/dev/null)
+    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
+    ip netns del "$ns" 2>/dev/null
+    rm -rf "/etc/netns/$ns"
+  done
+  ip link del "$va" 2>/dev/null
+  rm -rf "$work"
+}
+trap 'status=$?; cleanup; exit $status' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+if ! ip netns add "$a" 2>/dev/null || ! ip netns add "$b" 2>/dev/null; then
+  skip "cannot create network namespaces here"
+fi
+if ! unshare --uts true 2>/dev/null; then
+  skip "cannot create UTS namespaces here"
+fi
+set -e
+ip link add "$va" type veth peer name "$vb"
+ip link set "$va" netns "$a"
+ip link set "$vb" netns "$b"
+ip -n "$a" addr add 10.233.0.1/24 dev "$va"
+ip -n "$b" addr add 10.233.0.2/24 dev "$vb"
+for ns in "$a" "$b"; do
+  ip -n "$ns" link set lo up
+  # ip netns exec shows /etc/netns/<name>/hosts as /etc/hosts: each node
+  # resolves both names, as on a cluster.
+  mkdir -p "/etc/netns/$ns"
+  printf '127.0.0.1 localhost\n10.233.0.1 nodeA\n10.233.0.2 nodeB\n' > "/etc/netns/$ns/hosts"
+done
+ip -n "$a" link set "$va" up
+ip -n "$b" link set "$vb" up
+set +e
+# Transports only use interfaces that are up with a carrier: wait for both.
+for i in $(seq 50); do
+  ip -n "$a" link show "$va" | grep -q 'state UP' &&
+    ip -n "$b" link show "$vb" | grep -q 'state UP' && break
+  sleep 0.1
+done
+printf 'nodeA slots=2\nnodeB slots=2\n' > "$work/hosts"
+export TWONODE_NS_nodeA="$a" TWONODE_NS_nodeB="$b"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+forward=""
+for var in $(env | sed -n 's/^\(TRANSIT_[A-Za-z0-9_]*\)=.*/\1/p'); do
+  forward="$forward -x $var"
+done
+# --bind-to none: each orted believes it owns every core of the machine.
+# In the background, so that a signal to this script ends the job at once
+# (a foreground child would defer the trap until it ended by itself).
+ip netns exec "$a" unshare --uts sh -c 'hostname nodeA && exec "$@"' twonode \
+  timeout -k 10 "$limit" mpirun --allow-run-as-root --hostfile "$work/hosts" \
+  -n "$np" --map-by node --bind-to none --tag-output \
+  --mca plm_rsh_agent "$here/agent.sh" --mca oob_tcp_if_include 10.233.0.0/24 \
+  --mca btl_tcp_if_include 10.233.0.0/24 $keep $forward "$@" &
+job=$!
+trap 'kill -TERM $job 2>/dev/null; exit 130' INT
+trap 'kill -TERM $job 2>/dev/null; exit 143' TERM
+wait $job

@@ -1,5 +1,5 @@
 #!/bin/sh
-# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]
+# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [-x NAME=VALUE]... [--] PROGRAM [ARGS...]
 # Runs PROGRAM under Open MPI's mpirun on two "nodes" made on this machine:
 # network namespaces joined by a veth pair (10.233.0.1/24 and 10.233.0.2/24),
 # each with its own hostname (nodeA, nodeB: UTS namespaces).  mpirun runs on
@@ -8,6 +8,7 @@
 # by node (rank 0 on nodeA, rank 1 on nodeB, ...).  NP defaults to 2.
 # --keep-going: a rank that dies does not end the job (mpirun's recovery).
 # --mca: an Open MPI parameter for mpirun (its own MPI programs' settings).
+# -x NAME=VALUE: an environment variable for every rank (mpirun's -x).
 # TRANSIT_* variables are passed to every rank.  Needs root, iproute2,
 # unshare and mpirun: exits 77 (skipped) without them.  Every namespace and
 # file it makes is removed on exit, whatever the job did.
@@ -19,6 +20,7 @@ while [ $# -gt 0 ]; do
     -t) limit=$2; shift 2 ;;
     --keep-going) keep="$keep --enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
     --mca) keep="$keep --mca $2 $3"; shift 3 ;;
+    -x) keep="$keep -x $2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
   esac

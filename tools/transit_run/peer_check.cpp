@@ -145,10 +145,14 @@ bool admitting_client_may_be_a_stranger(std::uint16_t port) {
         if (connected_port(static_cast<int>(fd)) != port) continue;
         int queued = 0;
         if (::ioctl(static_cast<int>(fd), FIONREAD, &queued) != 0 || queued > 0) continue;
-        candidates = true;
         const std::uint16_t client = peer_port(static_cast<int>(fd));
         long uid = owner_of("/proc/net/tcp", client, port);
         if (uid < 0) uid = owner_of("/proc/net/tcp6", client, port);
+        // A client in another network namespace or on another host (the
+        // server then listens beyond loopback, by the user's choice) has no
+        // entry here: it is judged by the table-wide check below.
+        if (uid < 0) continue;
+        candidates = true;
         if (uid == static_cast<long>(::getuid())) ours = true;
     }
     ::closedir(dir);

@@ -19,7 +19,9 @@ bool stranger_connected_to(std::uint16_t port);
 // the library has not yet made non-blocking and whose handshake it has read
 // (nothing waits in it); false when one such socket is the job owner's, so a
 // stranger's idle connection waiting beside it does not get a rank refused.
-// With no such socket, whether any stranger is connected to `port`.
+// With no such socket whose client end this network namespace lists (a client
+// in another namespace or on another host), whether any stranger is connected
+// to `port`.
 bool admitting_client_may_be_a_stranger(std::uint16_t port);
 
 // Ends the connection of the client OpenPMIx 4.2.2 is admitting on local port

@@ -350,6 +350,7 @@ class Engine {
                   std::uint64_t* fetched) noexcept;
     // One put/get or atomic over one btl with one of the key's handles:
     // success when issued or done, else what the btl said.
+    OscOp* new_osc_op(const bml::BtlRef& b, Peer* p) noexcept;
     Status rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
                     std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept;
     Status atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,

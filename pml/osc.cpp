@@ -207,15 +207,19 @@ Status Engine::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key,
     return s;
 }
 
+// A pooled record for one operation over `b` to `p`, every field reset; nullptr
+// when the pool is empty.
+OscOp* Engine::new_osc_op(const bml::BtlRef& b, Peer* p) noexcept {
+    OscOp* op = osc_ops_.get();
+    if (op) *op = OscOp{nullptr, p, b.module};
+    return op;
+}
+
 Status Engine::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
                         std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept {
     const auto& a = b.module->attributes();
-    OscOp* op = osc_ops_.get();
+    OscOp* op = new_osc_op(b, p);
     if (!op) return Status::out_of_resource;
-    op->peer = p;
-    op->module = b.module;
-    op->local_handle = nullptr;
-    op->fetched = nullptr;
     // Below its threshold a module moves the data without a local registration.
     const std::size_t local_threshold =
         is_put ? a.put_local_registration_threshold : a.get_local_registration_threshold;
@@ -295,14 +299,10 @@ Status Engine::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool 
                            std::uint64_t operand, std::uint64_t compare,
                            std::uint64_t* fetched) noexcept {
     const int aflags = bits32 ? btl::atomic_flags::bits32 : 0;
-    OscOp* o = osc_ops_.get();
+    OscOp* o = new_osc_op(b, p);
     if (!o) return Status::out_of_resource;
-    o->peer = p;
-    o->module = b.module;
-    o->local_handle = nullptr;
     o->fetched = fetched;
     o->bits32 = bits32;
-    o->result = 0;
     ++p->osc_outstanding;
     ++osc_outstanding_total_;
     Status s;

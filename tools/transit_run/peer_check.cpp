@@ -17,6 +17,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace transit::run {
 namespace {
@@ -86,6 +87,14 @@ long owner_of(const char* table, std::uint16_t client_port, std::uint16_t server
     return -1;
 }
 
+std::uint16_t port_in(const sockaddr_storage& addr) noexcept {
+    if (addr.ss_family == AF_INET)
+        return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6)
+        return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
+    return 0;
+}
+
 // The local port of `fd` if it is a connected TCP socket, else 0.
 std::uint16_t connected_port(int fd) noexcept {
     struct stat st {};
@@ -95,29 +104,7 @@ std::uint16_t connected_port(int fd) noexcept {
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
     len = sizeof addr;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-    if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    return 0;
-}
-
-// The one blocking socket of this process connected to local port `port`;
-// -1 if there is none or more than one.
-int admitting_socket(std::uint16_t port) noexcept {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return -1;
-    int found = -1, count = 0;
-    while (const dirent* e = ::readdir(dir)) {
-        char* end = nullptr;
-        const long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
-        const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
-        if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;
-        if (connected_port(static_cast<int>(fd)) != port) continue;
-        found = static_cast<int>(fd);
-        ++count;
-    }
-    ::closedir(dir);
-    return count == 1 ? found : -1;
+    return port_in(addr);
 }
 
 // The peer's port of connected socket `fd`, 0 if unknown.
@@ -125,27 +112,48 @@ std::uint16_t peer_port(int fd) noexcept {
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
     if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-    if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
-    return 0;
+    return port_in(addr);
 }
 
-}  // namespace
-
-bool admitting_client_may_be_a_stranger(std::uint16_t port) {
+// Every blocking socket of this process connected to local port `port`: the
+// connections the PMIx library has accepted but not yet admitted (it makes a
+// client's socket non-blocking once the client is in).
+std::vector<int> unadmitted_sockets(std::uint16_t port) {
+    std::vector<int> fds;
     DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return true;
-    bool candidates = false, ours = false;
+    if (!dir) return fds;
     while (const dirent* e = ::readdir(dir)) {
         char* end = nullptr;
         const long fd = std::strtol(e->d_name, &end, 10);
         if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
         const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
         if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;
-        if (connected_port(static_cast<int>(fd)) != port) continue;
-        int queued = 0;
-        if (::ioctl(static_cast<int>(fd), FIONREAD, &queued) != 0 || queued > 0) continue;
-        const std::uint16_t client = peer_port(static_cast<int>(fd));
+        if (connected_port(static_cast<int>(fd)) == port) fds.push_back(static_cast<int>(fd));
+    }
+    ::closedir(dir);
+    return fds;
+}
+
+// Bytes waiting to be read in `fd`; -1 if unknown.
+int queued_bytes(int fd) noexcept {
+    int queued = 0;
+    return ::ioctl(fd, FIONREAD, &queued) == 0 ? queued : -1;
+}
+
+// The one blocking socket of this process connected to local port `port`;
+// -1 if there is none or more than one.
+int admitting_socket(std::uint16_t port) {
+    const std::vector<int> fds = unadmitted_sockets(port);
+    return fds.size() == 1 ? fds.front() : -1;
+}
+
+}  // namespace
+
+bool admitting_client_may_be_a_stranger(std::uint16_t port) {
+    bool candidates = false, ours = false;
+    for (const int fd : unadmitted_sockets(port)) {
+        if (queued_bytes(fd) != 0) continue;  // not yet read by the library
+        const std::uint16_t client = peer_port(fd);
         long uid = owner_of("/proc/net/tcp", client, port);
         if (uid < 0) uid = owner_of("/proc/net/tcp6", client, port);
         // A client in another network namespace or on another host (the
@@ -155,7 +163,6 @@ bool admitting_client_may_be_a_stranger(std::uint16_t port) {
         candidates = true;
         if (uid == static_cast<long>(::getuid())) ours = true;
     }
-    ::closedir(dir);
     return candidates ? !ours : stranger_connected_to(port);
 }
 
@@ -175,34 +182,23 @@ bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds pa
 }
 
 unsigned IdleConnectionGuard::scan() {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return 0;
     const auto now = Clock::now();
     std::map<ino_t, Clock::time_point> seen;
     unsigned closed = 0;
-    while (const dirent* e = ::readdir(dir)) {
-        char* end = nullptr;
-        const long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
-        const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
-        if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;  // admitted, or not a socket
-        if (connected_port(static_cast<int>(fd)) != port_) continue;
+    for (const int fd : unadmitted_sockets(port_)) {
         struct stat st {};
-        int queued = 0;
-        if (::fstat(static_cast<int>(fd), &st) != 0 ||
-            ::ioctl(static_cast<int>(fd), FIONREAD, &queued) != 0)
-            continue;
-        if (queued > 0) continue;  // waiting for the library, not idle
+        if (::fstat(fd, &st) != 0) continue;
+        const int queued = queued_bytes(fd);
+        if (queued != 0) continue;  // waiting for the library, not idle (or unknown)
         const auto known = empty_since_.find(st.st_ino);
         const Clock::time_point since = known == empty_since_.end() ? now : known->second;
         if (now - since >= limit_) {
-            ::shutdown(static_cast<int>(fd), SHUT_RDWR);
+            ::shutdown(fd, SHUT_RDWR);
             ++closed;
         } else {
             seen.emplace(st.st_ino, since);
         }
     }
-    ::closedir(dir);
     empty_since_ = std::move(seen);
     return closed;
 }

@@ -62,10 +62,7 @@ transit() {  # test size -> value (us, MB/s or M msg/s)
         --min "$2" --max "$2" --csv "${bench_args[@]}" 2>/dev/null | grep '^[0-9]' | tail -1 |
         cut -d, -f2
 }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else print a / b }'; }
-# The machine's cache-line half round trip now (us): which mode it is in.  Taken
-# before and after each round; a round whose two values differ mixed the modes.
-floor() { "$bin/cacheline_pingpong" 200000 2>/dev/null | awk '{print $5}'; }
+source "$here/stats.sh"
 
 declare -A ratios
 for ((r = 1; r <= rounds; r++)); do
@@ -89,7 +86,6 @@ for ((r = 1; r <= rounds; r++)); do
         "rate=${p_rate}M; transit lat8=${t_lat}us rate=${t_rate}M" >&2
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{v[NR]=$1} END{print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2}'; }
 echo "| metric ($mode vs Open MPI $peer_mode, $rounds alternating rounds) | Transit / peer (median) | per round |"
 echo "| --- | --- | --- |"
 echo "| 8 B half-round-trip latency (lower is better) | $(median <<<"${ratios[lat8]}") | ${ratios[lat8]}|"

@@ -67,12 +67,7 @@ pingpong() {
 }
 uct_reference() { "$bin/uct_pingpong" 200000 2>/dev/null | awk '{print $(NF-1)}'; }
 
-floor() { "$bin/cacheline_pingpong" 200000 2>/dev/null | awk '{print $5}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else printf "%.3f", a / b }'; }
-median() {
-    tr ' ' '\n' <<<"$1" | grep -v '^$' | grep -v nan | sort -g |
-        awk '{v[NR]=$1} END {if (NR) print (NR%2)?v[(NR+1)/2]:(v[NR/2]+v[NR/2+1])/2; else print "nan"}'
-}
+source "$here/stats.sh"
 
 first="" second=""
 for ((r = 1; r <= rounds; r++)); do
@@ -95,8 +90,8 @@ done
 echo "| raw $mode btl / library, 8 B half round trip ($rounds alternating rounds; target <= 1.1) | median of the ratios | per round |"
 echo "| --- | --- | --- |"
 if [ "$mode" = uct ]; then
-    echo "| against uct_pingpong (the same loop and statistic) | $(median "$first") | $first|"
-    echo "| against ucx_perftest's 50.0%ile | $(median "$second") | $second|"
+    echo "| against uct_pingpong (the same loop and statistic) | $(median <<<"$first") | $first|"
+    echo "| against ucx_perftest's 50.0%ile | $(median <<<"$second") | $second|"
 else
-    echo "| against fi_pingpong (means) | $(median "$first") | $first|"
+    echo "| against fi_pingpong (means) | $(median <<<"$first") | $first|"
 fi

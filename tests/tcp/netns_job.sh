@@ -15,31 +15,16 @@ if [ "$1" = "--in-namespace" ]; then
 fi
 run=$1 np=$2
 shift 2
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1; then
-  echo "netns_job: needs root and iproute2; skipped"; exit 77
-fi
+. "$(dirname "$0")/../fixtures/veth_pair.sh"
 tag=$$
 a=tcpA$tag b=tcpB$tag va=tva$tag vb=tvb$tag
-cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; }
-trap cleanup EXIT INT TERM
-if ! ip netns add "$a" || ! ip netns add "$b"; then
-  echo "netns_job: cannot create network namespaces here; skipped"; exit 77
-fi
-set -e
-ip link add "$va" type veth peer name "$vb"
-ip link set "$va" netns "$a"
-ip link set "$vb" netns "$b"
-ip -n "$a" addr add 10.231.0.1/24 dev "$va"
-ip -n "$b" addr add 10.231.0.2/24 dev "$vb"
-for ns in "$a" "$b"; do ip -n "$ns" link set lo up; done
-ip -n "$a" link set "$va" up
-ip -n "$b" link set "$vb" up
-set +e
-# tcp only uses interfaces that are up with a carrier: wait for the veth's.
-for i in $(seq 50); do
-  ip -n "$a" link show "$va" | grep -q 'state UP' && ip -n "$b" link show "$vb" | grep -q 'state UP' && break
-  sleep 0.1
-done
+trap 'veth_pair_down "$a" "$b" "$va"' EXIT INT TERM
+veth_pair_up "$a" "$b" "$va" "$vb" 10.231.0
+case $? in
+  0) ;;
+  77) echo "netns_job: needs root, iproute2 and network namespaces; skipped"; exit 77 ;;
+  *) echo "netns_job: cannot set up the veth pair"; exit 1 ;;
+esac
 export TCP_TEST_NS_A="$a" TCP_TEST_NS_B="$b"
 # The launcher runs in the first namespace; PMIx's server must be reachable
 # from the second one too, so it listens on the veth instead of loopback.

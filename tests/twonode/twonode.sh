@@ -31,55 +31,34 @@ if [ $# -eq 0 ]; then
 fi
 skip() { echo "twonode: $*; skipped"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "needs root"
-for tool in ip unshare mpirun timeout; do
+for tool in unshare mpirun timeout; do
   command -v $tool >/dev/null 2>&1 || skip "needs $tool"
 done
+. "$here/../fixtures/veth_pair.sh"
 
 # Names unique to this run: parallel runs never share a namespace or a veth.
 tag=$$
 a=twnA$tag b=twnB$tag va=twa$tag vb=twb$tag
 work=$(mktemp -d "${TMPDIR:-/tmp}/twonode.XXXXXX") || exit 1
 cleanup() {
-  for ns in "$a" "$b"; do
-    # Whatever the job left running in a node dies with it.
-    pids=$(ip netns pids "$ns" 2>/dev/null)
-    [ -n "$pids" ] && kill -9 $pids 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-    rm -rf "/etc/netns/$ns"
-  done
-  ip link del "$va" 2>/dev/null
-  rm -rf "$work"
+  veth_pair_down "$a" "$b" "$va"
+  rm -rf "/etc/netns/$a" "/etc/netns/$b" "$work"
 }
 trap 'status=$?; cleanup; exit $status' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-if ! ip netns add "$a" 2>/dev/null || ! ip netns add "$b" 2>/dev/null; then
-  skip "cannot create network namespaces here"
-fi
-if ! unshare --uts true 2>/dev/null; then
-  skip "cannot create UTS namespaces here"
-fi
-set -e
-ip link add "$va" type veth peer name "$vb"
-ip link set "$va" netns "$a"
-ip link set "$vb" netns "$b"
-ip -n "$a" addr add 10.233.0.1/24 dev "$va"
-ip -n "$b" addr add 10.233.0.2/24 dev "$vb"
+unshare --uts true 2>/dev/null || skip "cannot create UTS namespaces here"
+veth_pair_up "$a" "$b" "$va" "$vb" 10.233.0
+case $? in
+  0) ;;
+  77) skip "needs root, iproute2 and network namespaces" ;;
+  *) echo "twonode: cannot set up the veth pair"; exit 1 ;;
+esac
 for ns in "$a" "$b"; do
-  ip -n "$ns" link set lo up
   # ip netns exec shows /etc/netns/<name>/hosts as /etc/hosts: each node
   # resolves both names, as on a cluster.
   mkdir -p "/etc/netns/$ns"
   printf '127.0.0.1 localhost\n10.233.0.1 nodeA\n10.233.0.2 nodeB\n' > "/etc/netns/$ns/hosts"
-done
-ip -n "$a" link set "$va" up
-ip -n "$b" link set "$vb" up
-set +e
-# Transports only use interfaces that are up with a carrier: wait for both.
-for i in $(seq 50); do
-  ip -n "$a" link show "$va" | grep -q 'state UP' &&
-    ip -n "$b" link show "$vb" | grep -q 'state UP' && break
-  sleep 0.1
 done
 printf 'nodeA slots=2\nnodeB slots=2\n' > "$work/hosts"
 export TWONODE_NS_nodeA="$a" TWONODE_NS_nodeB="$b"

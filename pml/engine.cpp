@@ -251,6 +251,10 @@ void Engine::shutdown() noexcept {
     wait_until([&] { return !has_pending_ && osc_outstanding_total_ == 0; });
     if (size_ > 1) {
         barrier();
+        // The launcher may not know of a rank a transport found dead.
+        if (any_failed_)
+            for (Rank r = 0; r < size_; ++r)
+                if (peers_[r] && peers_[r]->failed) runtime_->report_lost(r);
         runtime_->fence();
     }
 }

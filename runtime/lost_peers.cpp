@@ -92,6 +92,14 @@ void LostPeers::State::record(const std::vector<Rank>& lost) {
     count.store(static_cast<std::uint32_t>(ranks.size()), std::memory_order_release);
 }
 
+void LostPeers::add(Rank lost) noexcept {
+    try {
+        state_->record({lost});
+    } catch (...) {
+        // Out of memory: the rank stays unknown here, as without the report.
+    }
+}
+
 std::vector<Rank> LostPeers::ranks() const {
     std::lock_guard lock(state_->mutex);
     return state_->ranks;

@@ -41,6 +41,8 @@ class LostPeers {
 
     std::uint32_t count() const noexcept { return state_->count.load(std::memory_order_acquire); }
     std::vector<Rank> ranks() const;
+    // Adds a rank found lost by other means than the launcher's event.
+    void add(Rank lost) noexcept;
 
     // What the handler fills: the ranks of `nspace` reported lost, each once,
     // never `self`.

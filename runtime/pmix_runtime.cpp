@@ -150,6 +150,9 @@ class PmixRuntime final : public RuntimeBase {
     std::vector<Rank> lost_ranks() const override {
         return lost_ ? lost_->ranks() : std::vector<Rank>{};
     }
+    void report_lost(Rank peer) noexcept override {
+        if (lost_ && peer < id_.size) lost_->add(peer);
+    }
 
     Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
         if (!valid_key(key)) return Status::bad_param;
@@ -212,16 +215,17 @@ class PmixRuntime final : public RuntimeBase {
         dirty_ = true;
         if (Status s = commit(); !ok(s)) return s;
 
-        pmix_proc_t all = pmix::make_proc(nspace_, PMIX_RANK_WILDCARD);
+        const std::vector<Rank> lost = lost_ranks();
+        const std::vector<pmix_proc_t> procs = participants(lost);
         pmix::InfoList info;
         info.add_bool(PMIX_COLLECT_DATA, true);
         if (fence_timeout_ > 0) info.add(PMIX_TIMEOUT, &fence_timeout_, PMIX_INT);
         std::span<pmix_info_t> directives = info.finish();
-        const pmix_status_t rc = fence_driving_progress(all, directives);
+        const pmix_status_t rc = fence_driving_progress(procs, directives);
         // What the survivors published was exchanged even when a rank failed.
         learn_peers();
         if (rc != PMIX_SUCCESS) return from_pmix(rc);
-        return everyone_took_part() ? Status::success : Status::peer_failed;
+        return lost.empty() && everyone_took_part() ? Status::success : Status::peer_failed;
     }
 
   private:
@@ -230,7 +234,7 @@ class PmixRuntime final : public RuntimeBase {
     // transport's queue (a tcp connection being set up, a full shared-memory
     // queue) must keep pushing it, or the peer waiting for that message never
     // reaches the fence and the job hangs.
-    static pmix_status_t fence_driving_progress(const pmix_proc_t& all,
+    static pmix_status_t fence_driving_progress(std::span<const pmix_proc_t> procs,
                                                 std::span<pmix_info_t> directives) {
         struct Completion {
             std::atomic<bool> done{false};
@@ -241,8 +245,8 @@ class PmixRuntime final : public RuntimeBase {
             done->rc = status;
             done->done.store(true, std::memory_order_release);
         };
-        pmix_status_t rc =
-            PMIx_Fence_nb(&all, 1, directives.data(), directives.size(), on_done, &c);
+        pmix_status_t rc = PMIx_Fence_nb(procs.data(), procs.size(), directives.data(),
+                                         directives.size(), on_done, &c);
         if (rc == PMIX_OPERATION_SUCCEEDED) return PMIX_SUCCESS;
         if (rc != PMIX_SUCCESS) return rc;
         for (unsigned idle = 0; !c.done.load(std::memory_order_acquire);) {
@@ -267,6 +271,19 @@ class PmixRuntime final : public RuntimeBase {
         out.reset(raw);
         if (rc != PMIX_SUCCESS) return from_pmix(rc);
         return out ? Status::success : Status::not_found;
+    }
+
+    // Who takes part in a fence: the whole job (the wildcard) until a rank is
+    // lost, then the survivors by name.  A launcher that keeps the job running
+    // after a death (mpirun --enable-recovery) never completes a wildcard fence
+    // the dead rank cannot join, and ignores PMIX_TIMEOUT on it.
+    std::vector<pmix_proc_t> participants(std::span<const Rank> lost) const {
+        if (lost.empty()) return {pmix::make_proc(nspace_, PMIX_RANK_WILDCARD)};
+        std::vector<pmix_proc_t> procs;
+        for (Rank r = 0; r < id_.size; ++r)
+            if (std::find(lost.begin(), lost.end(), r) == lost.end())
+                procs.push_back(pmix::make_proc(nspace_, r));
+        return procs;
     }
 
     static std::string fence_key(std::uint64_t n) {

@@ -69,6 +69,12 @@ class Runtime {
     // another node with nothing in flight.
     virtual std::uint32_t lost_count() const noexcept { return 0; }
     virtual std::vector<Rank> lost_ranks() const { return {}; }
+    // Tells the runtime a peer is gone that a transport found dead (the pml
+    // does, at shutdown): later fences are among the survivors only.  Some
+    // launchers never report a death (mpirun keeps the job running with
+    // --enable-recovery but sends no event), and a fence the dead rank
+    // cannot join would wait for good.  Idempotent.
+    virtual void report_lost(Rank) noexcept {}
 };
 
 }  // namespace rt

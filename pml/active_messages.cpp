@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "pml/active_messages.hpp"
-#include "pml/wire_parts.hpp"
+#include "pml/header_parts.hpp"
 
 namespace transit::pml {
 

@@ -2,7 +2,7 @@
 // kind has its own btl tag), hand each message to the collaborator that
 // handles it after checking it is as long as its kind's header.
 #include "pml/engine.hpp"
-#include "pml/wire_parts.hpp"
+#include "pml/header_parts.hpp"
 
 namespace transit::pml {
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstddef>
 
-#include "pml/wire.hpp"
+#include "pml/headers.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/log_limiter.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "pml/core.hpp"
-#include "pml/wire.hpp"
+#include "pml/headers.hpp"
 
 namespace transit::pml {
 

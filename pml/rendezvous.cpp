@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "pml/header_parts.hpp"
 #include "pml/tagged.hpp"
-#include "pml/wire_parts.hpp"
 
 namespace transit::pml {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "pml/core.hpp"
+#include "pml/headers.hpp"
 #include "pml/outbox.hpp"
-#include "pml/wire.hpp"
 
 namespace transit::pml {
 

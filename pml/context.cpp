@@ -188,12 +188,12 @@ Status Context::probe(Rank src, std::uint32_t tag, RequestStatus& status) noexce
 
 Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
     auto guard = engine_->lock();
-    if (engine_->send_now(dst, tag, buf, len)) [[likely]]
-        return Status::success;
-    Request* r;
-    Status s = isend(dst, tag, buf, len, r);
-    if (!r) return s;
-    return wait(r);
+    pml::Req* r = nullptr;
+    Status s = engine_->send(dst, tag, buf, len, r);
+    if (!r) [[likely]]
+        return s;
+    Request* req = r;
+    return wait(req);
 }
 
 Status Context::recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,

@@ -1,17 +1,16 @@
-// Peer failures: a transport reports a peer gone (its process died, its
-// connection broke); every request that waits on that peer completes with
-// Status::peer_failed and new operations to it fail at once, so nothing hangs.
-//
-// The btl's error callback may run anywhere inside the btl (in its progress,
-// or inside a send we are making), so it only marks the peer.  The requests
-// are failed from drain_pending(), a point where no pml loop is walking them.
-#include "pml/engine.hpp"
+// Peer failures: marking a peer failed, then failing what waits on it.
+#include "pml/failure.hpp"
+
+#include "pml/active_messages.hpp"
+#include "pml/one_sided.hpp"
+#include "pml/outbox.hpp"
+#include "pml/tagged.hpp"
 
 namespace transit::pml {
 
-void Engine::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
-                          void* cbdata) noexcept {
-    auto* e = static_cast<Engine*>(cbdata);
+void Failure::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
+                           void* cbdata) noexcept {
+    auto* e = static_cast<Failure*>(cbdata);
     if (!info) info = "";
     if (peer != any_rank) {
         // The transports report a lost peer as nonfatal (the module itself
@@ -21,15 +20,15 @@ void Engine::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const 
         return;
     }
     if (!(flags & btl::error_flags::fatal)) {
-        e->out_.verbose(1, "{} reported: {}", m->name(), info);
+        e->c_.out.verbose(1, "{} reported: {}", m->name(), info);
         return;
     }
     // The module is unusable: peers it alone carried are lost with it.
-    for (const auto& p : e->peers_) {
-        if (!p || !p->ep || p->failed) continue;
+    for (const Peer& p : e->c_.peers) {
+        if (!p.ep || p.failed) continue;
         bool only_m = true;
-        for (const bml::BtlRef& b : p->ep->eager) only_m = only_m && b.module == m;
-        if (only_m) e->mark_failed(p->rank, info);
+        for (const bml::BtlRef& b : p.ep->eager) only_m = only_m && b.module == m;
+        if (only_m) e->mark_failed(p.rank, info);
     }
 }
 
@@ -42,20 +41,20 @@ void Engine::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const 
 // Failing the peer ahead of that left a rendezvous send over ofi/tcp waiting
 // for good in 2 runs of 40 under load.  One atomic read per call; low
 // priority, so every 8th progress.
-int Engine::check_launcher(void* self) noexcept {
-    auto* e = static_cast<Engine*>(self);
-    if (e->runtime_->lost_count() == e->lost_seen_) [[likely]]
+int Failure::check_launcher(void* self) noexcept {
+    auto* e = static_cast<Failure*>(self);
+    if (e->runtime_.lost_count() == e->lost_seen_) [[likely]]
         return 0;
     const auto now = std::chrono::steady_clock::now();
     if (!e->launcher_grace_end_) {
-        e->launcher_grace_end_ = now + e->settings_.launcher_grace;
+        e->launcher_grace_end_ = now + e->c_.settings.launcher_grace;
         return 0;
     }
     if (now < *e->launcher_grace_end_) return 0;
     e->launcher_grace_end_.reset();
     std::vector<Rank> lost;
     try {
-        lost = e->runtime_->lost_ranks();
+        lost = e->runtime_.lost_ranks();
     } catch (...) {
         return 0;  // out of memory: asked again on the next pass
     }
@@ -65,18 +64,18 @@ int Engine::check_launcher(void* self) noexcept {
     return 1;
 }
 
-void Engine::mark_failed(Rank r, const char* info) noexcept {
-    if (r == rank_) return;  // our own loopback cannot lose us
-    if (Peer* p = peer(r)) declare_failed(p, info);
+void Failure::mark_failed(Rank r, const char* info) noexcept {
+    if (r == c_.rank) return;  // our own loopback cannot lose us
+    if (Peer* p = c_.peers.peer(r)) declare_failed(p, info);
 }
 
-void Engine::declare_failed(Peer* p, const char* info) noexcept {
+void Failure::declare_failed(Peer* p, const char* info) noexcept {
     if (p->failed) return;
     p->failed = true;
-    any_failed_ = true;
-    failures_to_handle_ = true;
-    has_pending_ = true;  // so progress() reaches handle_failures()
-    out_.verbose(1, "rank {} is gone: {}", p->rank, info);
+    c_.any_failed = true;
+    to_handle_ = true;
+    c_.has_pending = true;  // so progress() reaches handle()
+    c_.out.verbose(1, "rank {} is gone: {}", p->rank, info);
 }
 
 // A control message is never dropped while its peer lives, so one the
@@ -84,7 +83,7 @@ void Engine::declare_failed(Peer* p, const char* info) noexcept {
 // all, and never reports the peer lost, would have us retry for good while
 // both sides wait on the messages.  Past the grace, the peer is failed here
 // (even our own rank: a loopback that refuses everything is as good as gone).
-void Engine::control_refused(Peer* p, Status s) noexcept {
+void Failure::control_refused(Peer* p, Status s) noexcept {
     if (!p || p->failed) return;
     const auto now = std::chrono::steady_clock::now();
     if (!p->control_refused_since) {
@@ -92,7 +91,7 @@ void Engine::control_refused(Peer* p, Status s) noexcept {
         return;
     }
     const auto refused_for = now - *p->control_refused_since;
-    if (refused_for < settings_.control_refusal_grace) return;
+    if (refused_for < c_.settings.control_refusal_grace) return;
     log::error(
         "pml: the transport to rank {} has refused every control message for {} ms "
         "(last: '{}'); the peer is taken as failed",
@@ -101,61 +100,40 @@ void Engine::control_refused(Peer* p, Status s) noexcept {
     declare_failed(p, "its transport refused our control messages");
 }
 
-void Engine::handle_failures() noexcept {
-    failures_to_handle_ = false;  // first: failing requests may run handlers that progress
-    for (const auto& p : peers_) {
-        if (!p || !p->failed || p->failure_handled) continue;
-        p->failure_handled = true;
-        drop_queued_to(p.get());
-        fail_peer_requests(p.get());
-        write_off_completions(p.get());
+void Failure::handle() noexcept {
+    to_handle_ = false;  // first: failing requests may run handlers that progress
+    for (Peer& p : c_.peers) {
+        if (!p.failed || p.failure_handled) continue;
+        p.failure_handled = true;
+        drop_queued_to(&p);
+        fail_peer_requests(&p);
+        am_.write_off_completions(&p);
     }
-    update_pending();
 }
 
 // Messages and descriptors queued for the peer can never be delivered.
-void Engine::drop_queued_to(Peer* p) noexcept {
-    for (RawMsg* m = pending_ctrl_.front(); m;) {
-        RawMsg* next = m->next;
-        if (m->src == p->rank) {
-            pending_ctrl_.erase(m);
-            drop(m);
-        }
-        m = next;
-    }
-    // The pml's descriptors always have a callback (frag_done counts fragments).
-    for (auto it = pending_desc_.begin(); it != pending_desc_.end();) {
-        if (it->rank != p->rank) {
-            ++it;
-            continue;
-        }
-        const PendingDesc pd = *it;
-        it = pending_desc_.erase(it);
-        end_desc(pd, Status::peer_failed);
-    }
+void Failure::drop_queued_to(Peer* p) noexcept {
+    outbox_.drop_queued_to(p);
     for (RawMsg* m = p->out_of_order.front(); m; m = p->out_of_order.front()) {
         p->out_of_order.erase(m);  // waits for an earlier message that will never come
-        drop(m);
+        c_.drop(m);
     }
-    // Replies the target would have sent: written off so flush returns.
-    if (p->osc_emulated) p->osc_lost = true;
-    p->osc_outstanding -= p->osc_emulated;
-    osc_outstanding_total_ -= p->osc_emulated;
-    p->osc_emulated = 0;
+    osc_.write_off(p);
 }
 
-void Engine::fail_peer_requests(Peer* p) noexcept {
+void Failure::fail_peer_requests(Peer* p) noexcept {
     std::size_t failed = 0;
     // Receives posted for exactly this peer (wildcards stay posted).
     while (Req* r = p->posted.pop_front()) {
         r->posted = false;
         r->st().status = Status::peer_failed;
-        complete(r);
+        c_.complete(r);
         ++failed;
     }
     // Requests in flight with it: queued, or waiting for an ack, fin or data.
-    reqs_.for_each([&](Req* r) {
-        if (r->stage == Req::Stage::done || r->peer != p) return;
+    c_.reqs.for_each([&](Req* r) {
+        // Done (or free), or ended inside its own send (its sender completes it).
+        if (r->done() || r->stage == Req::Stage::ended || r->peer != p) return;
         if (r->kind == Req::Kind::recv && !r->matched) return;
         fail_req(r);
         ++failed;
@@ -165,23 +143,20 @@ void Engine::fail_peer_requests(Peer* p) noexcept {
                    p->rank, failed, to_string(Status::peer_failed));
 }
 
-void Engine::fail_req(Req* r) noexcept {
-    if (r->queued) {
-        (r->kind == Req::Kind::send ? pending_sends_ : pending_gets_).erase(r);
-        r->queued = false;
-    }
+void Failure::fail_req(Req* r) noexcept {
+    tagged_.unqueue(r);
     r->st().status = Status::peer_failed;
     if (r->kind == Req::Kind::send) {
         // Fragments still in the transport complete it from frag_done.
         r->conv.seek(r->total);
         // Split puts still in the transport complete it from rdma_done.
         r->rdma_offset = r->rdma_end;
-        if (r->frags_out == 0 && r->rdma_pending == 0) complete(r);
+        if (r->frags_out == 0 && r->rdma_pending == 0) c_.complete(r);
         return;
     }
     // Gets still in the transport complete it from rdma_done.
     r->rdma_offset = r->rdma_end;
-    if (r->rdma_pending == 0) complete(r);
+    if (r->rdma_pending == 0) c_.complete(r);
 }
 
 }  // namespace transit::pml

@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "pml/wire_parts.hpp"
+#include "pml/header_parts.hpp"
 
 namespace wire = transit::pml::wire;
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "pml/wire.hpp"
+#include "pml/headers.hpp"
 #include "tests/pml/single_process.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/params.hpp"

@@ -1,5 +1,5 @@
 // A descriptor the btl refuses for good must end with its completion callback
-// and go back to the btl (pml/engine.cpp post_desc, end_desc, drain_pending),
+// and go back to the btl (pml/outbox.cpp post_desc, end_desc, drain),
 // whether the refusal comes at once or on the retry of a descriptor first
 // refused with out_of_resource.  Before that, a refused rendezvous fragment
 // left its send waiting for good, and every refused descriptor leaked.
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "pml/wire.hpp"
+#include "pml/headers.hpp"
 #include "tests/pml/single_process.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"

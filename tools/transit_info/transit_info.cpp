@@ -10,7 +10,7 @@
 
 #include "bml/r2.hpp"
 #include "framework/btl_framework.hpp"
-#include "pml/engine.hpp"
+#include "pml/params.hpp"
 #include "runtime/runtime.hpp"
 #include "tools/transit_info/info_output.hpp"
 #include "tools/transit_info/param_filter.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <span>
 
-#include "pml/wire.hpp"
+#include "pml/headers.hpp"
 
 namespace transit::pml::wire {
 

@@ -2,8 +2,9 @@
 // can do them with the region's key, emulated with active messages otherwise
 // (the target applies the operation and answers).  flush waits for both kinds.
 #include <cstring>
+#include <memory>
 
-#include "pml/engine.hpp"
+#include "pml/one_sided.hpp"
 
 namespace transit::pml {
 
@@ -62,13 +63,13 @@ void put_bytes(std::vector<std::byte>& out, const T& v) {
 
 }  // namespace
 
-Status Engine::register_memory(void* base, std::size_t size, RegionImpl*& out) {
+Status OneSided::register_memory(void* base, std::size_t size, RegionImpl*& out) {
     out = nullptr;
     if (!base && size) return Status::bad_param;
     auto region = std::make_unique<RegionImpl>();
     region->base = base;
     region->size = size;
-    auto mods = framework_->modules();
+    auto mods = modules_;
     for (std::size_t i = 0; i < mods.size(); ++i) {
         btl::Module* m = mods[i];
         const auto& a = m->attributes();
@@ -78,18 +79,18 @@ Status Engine::register_memory(void* base, std::size_t size, RegionImpl*& out) {
         btl::RegistrationHandle* h =
             m->register_mem(nullptr, base, size, btl::reg_flags::access_any);
         if (!h) {
-            out_.verbose(10, "{} cannot register {} bytes; that peer path is emulated", m->name(),
-                         size);
+            c_.out.verbose(10, "{} cannot register {} bytes; that peer path is emulated", m->name(),
+                           size);
             continue;
         }
-        region->entries.push_back({m, component_hash_[i], h, a.registration_handle_size});
+        region->entries.push_back({m, c_.component_hash[i], h, a.registration_handle_size});
     }
     regions_.push_back(region.get());
     out = region.release();  // owned by regions_ until deregister_memory
     return Status::success;
 }
 
-Status Engine::deregister_memory(RegionImpl* region) {
+Status OneSided::deregister_memory(RegionImpl* region) {
     if (!region) return Status::bad_param;
     for (auto it = regions_.begin(); it != regions_.end(); ++it) {
         if (*it != region) continue;
@@ -102,7 +103,7 @@ Status Engine::deregister_memory(RegionImpl* region) {
     return Status::not_found;
 }
 
-std::vector<std::byte> Engine::pack_key(const RegionImpl* region) const {
+std::vector<std::byte> OneSided::pack_key(const RegionImpl* region) const {
     std::vector<std::byte> out;
     if (!region) return out;
     put_bytes(out, key_magic);
@@ -119,7 +120,7 @@ std::vector<std::byte> Engine::pack_key(const RegionImpl* region) const {
     return out;
 }
 
-Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
+Status OneSided::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
     out = nullptr;
     auto key = std::make_unique<RemoteKeyImpl>();
     if (Status s = decode_key(in, *key); !ok(s)) return s;
@@ -132,18 +133,18 @@ Status Engine::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) {
 // A handle for a transport loaded here must have the size one of its modules
 // reads (a shorter one would be read past its end and the bytes behind it
 // sent to the peer); one for a transport not loaded here is never used.
-bool Engine::handle_size_fits(std::uint32_t component, std::size_t len) const noexcept {
-    auto mods = framework_->modules();
+bool OneSided::handle_size_fits(std::uint32_t component, std::size_t len) const noexcept {
+    auto mods = modules_;
     bool loaded = false;
     for (std::size_t i = 0; i < mods.size(); ++i) {
-        if (component_hash_[i] != component) continue;
+        if (c_.component_hash[i] != component) continue;
         if (mods[i]->attributes().registration_handle_size == len) return true;
         loaded = true;
     }
     return !loaded;
 }
 
-bool Engine::address_registered(std::uint64_t addr, std::size_t len) const noexcept {
+bool OneSided::address_registered(std::uint64_t addr, std::size_t len) const noexcept {
     for (const RegionImpl* r : regions_) {
         auto base = reinterpret_cast<std::uint64_t>(r->base);
         if (addr >= base && addr + len <= base + r->size && addr + len >= addr) return true;
@@ -162,21 +163,21 @@ bool is_refusal(Status s) noexcept {
 
 }  // namespace
 
-void Engine::note_refused(Peer* p, Status s) noexcept {
-    out_.verbose(5, "pml: rank {} refused a one-sided operation: {}", p->rank, to_string(s));
+void OneSided::note_refused(Peer* p, Status s) noexcept {
+    c_.out.verbose(5, "pml: rank {} refused a one-sided operation: {}", p->rank, to_string(s));
     if (ok(p->osc_refused)) p->osc_refused = s;
-    any_osc_refused_ = true;
+    any_refused_ = true;
 }
 
-Status Engine::take_refused(Peer* p) noexcept {
+Status OneSided::take_refused(Peer* p) noexcept {
     const Status s = p->osc_refused;
     p->osc_refused = Status::success;
     return s;
 }
 
-void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void* context,
-                      void* cbdata, Status s) noexcept {
-    auto* e = static_cast<Engine*>(context);
+void OneSided::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*,
+                        void* context, void* cbdata, Status s) noexcept {
+    auto* e = static_cast<OneSided*>(context);
     auto* op = static_cast<OscOp*>(cbdata);
     if (is_refusal(s)) {
         e->note_refused(op->peer, s);
@@ -188,19 +189,19 @@ void Engine::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHand
     }
     if (op->local_handle) op->module->deregister_mem(op->local_handle);
     --op->peer->osc_outstanding;
-    --e->osc_outstanding_total_;
+    --e->outstanding_total_;
     e->osc_ops_.put(op);
 }
 
 template <typename Issue>
-Status Engine::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key,
-                                Issue issue) noexcept {
+Status OneSided::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key,
+                                  Issue issue) noexcept {
     const std::size_t size = b.module->attributes().registration_handle_size;
     if (size == 0) return issue(nullptr);
     Status s = Status::not_available;
     std::size_t next = 0;
     while (const btl::RegistrationHandle* rh =
-               key->handle_for(component_hash_[b.index], size, next)) {
+               key->handle_for(c_.component_hash[b.index], size, next)) {
         s = issue(rh);
         if (s != Status::not_available) break;  // not_available: another module's handle
     }
@@ -209,14 +210,14 @@ Status Engine::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key,
 
 // A pooled record for one operation over `b` to `p`, every field reset; nullptr
 // when the pool is empty.
-OscOp* Engine::new_osc_op(const bml::BtlRef& b, Peer* p) noexcept {
+OscOp* OneSided::new_osc_op(const bml::BtlRef& b, Peer* p) noexcept {
     OscOp* op = osc_ops_.get();
     if (op) *op = OscOp{nullptr, p, b.module};
     return op;
 }
 
-Status Engine::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
-                        std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept {
+Status OneSided::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
+                          std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept {
     const auto& a = b.module->attributes();
     OscOp* op = new_osc_op(b, p);
     if (!op) return Status::out_of_resource;
@@ -233,29 +234,29 @@ Status Engine::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local,
         }
     }
     ++p->osc_outstanding;
-    ++osc_outstanding_total_;
+    ++outstanding_total_;
     Status s = is_put ? b.module->put(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                      btl::no_order, &Engine::osc_done, this, op)
+                                      btl::no_order, &OneSided::osc_done, this, op)
                       : b.module->get(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                      btl::no_order, &Engine::osc_done, this, op);
+                                      btl::no_order, &OneSided::osc_done, this, op);
     if (s == Status::success) return Status::success;
     if (s == Status::completed) {
         osc_done(b.module, b.endpoint, local, op->local_handle, this, op, Status::success);
         return Status::success;
     }
     --p->osc_outstanding;
-    --osc_outstanding_total_;
+    --outstanding_total_;
     if (op->local_handle) b.module->deregister_mem(op->local_handle);
     osc_ops_.put(op);
     return s;
 }
 
-Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
-                   std::uint64_t offset) noexcept {
+Status OneSided::rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
+                     std::uint64_t offset) noexcept {
     if (!key || offset > key->size || len > key->size - offset) return Status::bad_param;
     if (len == 0) return Status::success;
-    Peer* p = send_peer(dst);
-    if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    Peer* p = c_.peers.send_peer(dst);
+    if (!p) return dst >= c_.size ? Status::bad_param : Status::unreachable;
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
@@ -272,70 +273,70 @@ Status Engine::rma(bool is_put, Rank dst, void* local, std::size_t len, const Re
         // out_of_resource or not possible here: the emulation below never drops it.
     }
     // Emulation: the target copies; chunks fit one eager fragment each.
-    const std::size_t chunk = ctrl_payload_limit(p);
+    const std::size_t chunk = outbox_.ctrl_payload_limit(p);
     auto* bytes = static_cast<std::byte*>(local);
     for (std::size_t at = 0; at < len; at += chunk) {
         std::size_t n = len - at < chunk ? len - at : chunk;
         wire::OscHdr h{
-            rank_, 0, 0, 0, raddr + at, n, 0, 0, reinterpret_cast<std::uint64_t>(bytes + at)};
+            c_.rank, 0, 0, 0, raddr + at, n, 0, 0, reinterpret_cast<std::uint64_t>(bytes + at)};
         const std::uint64_t units = is_put ? 1 : n;
         p->osc_outstanding += units;
         p->osc_emulated += units;
-        osc_outstanding_total_ += units;
-        Status s = is_put ? send_ctrl(p, wire::osc_put, &h, sizeof h, bytes + at, n)
-                          : send_ctrl(p, wire::osc_get, &h, sizeof h);
+        outstanding_total_ += units;
+        Status s = is_put ? outbox_.send_ctrl(p, wire::osc_put, &h, sizeof h, bytes + at, n)
+                          : outbox_.send_ctrl(p, wire::osc_get, &h, sizeof h);
         if (!ok(s)) {
             p->osc_outstanding -= units;
             p->osc_emulated -= units;
-            osc_outstanding_total_ -= units;
+            outstanding_total_ -= units;
             return s;
         }
     }
     return Status::success;
 }
 
-Status Engine::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
-                           std::uint64_t raddr, const btl::RegistrationHandle* rh,
-                           std::uint64_t operand, std::uint64_t compare,
-                           std::uint64_t* fetched) noexcept {
+Status OneSided::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
+                             std::uint64_t raddr, const btl::RegistrationHandle* rh,
+                             std::uint64_t operand, std::uint64_t compare,
+                             std::uint64_t* fetched) noexcept {
     const int aflags = bits32 ? btl::atomic_flags::bits32 : 0;
     OscOp* o = new_osc_op(b, p);
     if (!o) return Status::out_of_resource;
     o->fetched = fetched;
     o->bits32 = bits32;
     ++p->osc_outstanding;
-    ++osc_outstanding_total_;
+    ++outstanding_total_;
     Status s;
     if (op == wire::cswap_op)
         s = b.module->atomic_cswap(b.endpoint, &o->result, raddr, nullptr, rh, compare, operand,
-                                   aflags, btl::no_order, &Engine::osc_done, this, o);
+                                   aflags, btl::no_order, &OneSided::osc_done, this, o);
     else if (fetched)
         s = b.module->atomic_fop(b.endpoint, &o->result, raddr, nullptr, rh, to_btl(op), operand,
-                                 aflags, btl::no_order, &Engine::osc_done, this, o);
+                                 aflags, btl::no_order, &OneSided::osc_done, this, o);
     else
         s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags, btl::no_order,
-                                &Engine::osc_done, this, o);
+                                &OneSided::osc_done, this, o);
     if (s == Status::success) return Status::success;
     if (s == Status::completed) {
         osc_done(b.module, b.endpoint, &o->result, nullptr, this, o, Status::success);
         return Status::success;
     }
     --p->osc_outstanding;
-    --osc_outstanding_total_;
+    --outstanding_total_;
     osc_ops_.put(o);
     return s;
 }
 
-Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
-                      std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
-                      std::uint64_t* fetched) noexcept {
+Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
+                        std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
+                        std::uint64_t* fetched) noexcept {
     const std::size_t w = width == AtomicWidth::bits32 ? 4 : 8;
     if (!key || offset > key->size || w > key->size - offset || offset % w != 0)
         return Status::bad_param;
     if (op != wire::cswap_op && op > static_cast<std::uint8_t>(AtomicOp::max))
         return Status::bad_param;
-    Peer* p = send_peer(dst);
-    if (!p) return dst >= size_ ? Status::bad_param : Status::unreachable;
+    Peer* p = c_.peers.send_peer(dst);
+    if (!p) return dst >= c_.size ? Status::bad_param : Status::unreachable;
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
@@ -351,27 +352,27 @@ Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remote
         if (s == Status::success) return s;
         if (is_refusal(s)) return s;
     }
-    wire::OscHdr h{rank_,   op,      static_cast<std::uint8_t>(w),
+    wire::OscHdr h{c_.rank, op,      static_cast<std::uint8_t>(w),
                    0,       raddr,   w,
                    operand, compare, reinterpret_cast<std::uint64_t>(fetched)};
     ++p->osc_outstanding;
     ++p->osc_emulated;
-    ++osc_outstanding_total_;
-    Status s = send_ctrl(p, wire::osc_atomic, &h, sizeof h);
+    ++outstanding_total_;
+    Status s = outbox_.send_ctrl(p, wire::osc_atomic, &h, sizeof h);
     if (!ok(s)) {
         --p->osc_outstanding;
         --p->osc_emulated;
-        --osc_outstanding_total_;
+        --outstanding_total_;
     }
     return ok(s) ? Status::success : s;
 }
 
-void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
+void OneSided::on_request(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
     wire::OscHdr h;
     std::memcpy(&h, b, sizeof h);
-    Peer* p = send_peer(h.src);
+    Peer* p = c_.peers.send_peer(h.src);
     if (!p) [[unlikely]] {
-        if (h.src >= size_) return malformed(k, n, h.src);  // a sender outside the job
+        if (h.src >= c_.size) return c_.drops.malformed(k, n, h.src);  // a sender outside the job
         log::error(
             "pml: a one-sided request from rank {} cannot be answered: no transport "
             "reaches it",
@@ -390,32 +391,32 @@ void Engine::on_osc(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
             h.src, h.len, h.addr);
     auto* target = reinterpret_cast<std::byte*>(h.addr);
     const Status refused = atomic_ok ? Status::access_denied : Status::bad_param;
-    wire::OscReplyHdr r{rank_, static_cast<std::int32_t>(valid ? Status::success : refused),
+    wire::OscReplyHdr r{c_.rank, static_cast<std::int32_t>(valid ? Status::success : refused),
                         h.token, 1, 0};
     if (k == wire::osc_put) {
         std::size_t len = n - sizeof h < h.len ? n - sizeof h : h.len;
         if (valid) std::memcpy(target, b + sizeof h, len);
-        send_ctrl(p, wire::osc_ack, &r, sizeof r);
+        outbox_.send_ctrl(p, wire::osc_ack, &r, sizeof r);
     } else if (k == wire::osc_get) {
         // A refused request is still answered for its full length, so the
         // origin's flush returns.
         r.len = h.len;
-        send_ctrl(p, wire::osc_get_reply, &r, sizeof r, valid ? target : nullptr,
-                  valid ? h.len : 0);
+        outbox_.send_ctrl(p, wire::osc_get_reply, &r, sizeof r, valid ? target : nullptr,
+                          valid ? h.len : 0);
     } else {
         const int aflags = h.width == 4 ? btl::atomic_flags::bits32 : 0;
         if (valid)
             r.value = h.op == wire::cswap_op
                           ? btl::apply_cswap(target, h.compare, h.operand, aflags)
                           : btl::apply_atomic(target, to_btl(h.op), h.operand, aflags);
-        send_ctrl(p, wire::osc_atomic_reply, &r, sizeof r);
+        outbox_.send_ctrl(p, wire::osc_atomic_reply, &r, sizeof r);
     }
 }
 
-void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
+void OneSided::on_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
     wire::OscReplyHdr h;
     std::memcpy(&h, b, sizeof h);
-    Peer* p = peer(h.src);
+    Peer* p = c_.peers.peer(h.src);
     if (!p || p->failed) return;  // its outstanding count was (or will be) written off
     const auto status = static_cast<Status>(h.status);
     const std::uint64_t units = k == wire::osc_get_reply ? h.len : 1;
@@ -429,62 +430,44 @@ void Engine::on_osc_reply(wire::Kind k, const std::byte* b, std::size_t n) noexc
     }
     p->osc_outstanding -= units;
     p->osc_emulated -= units;
-    osc_outstanding_total_ -= units;
+    outstanding_total_ -= units;
 }
 
-Status Engine::flush(Rank dst) noexcept {
-    if (dst >= size_) return Status::bad_param;
-    Peer* p = peers_[dst].get();
-    if (!p) return Status::success;
-    wait_until([p] { return p->osc_outstanding == 0; });
+void OneSided::release_regions() noexcept {
+    for (RegionImpl* r : regions_) {
+        std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
+        for (auto& e : owned->entries)
+            if (e.handle) e.module->deregister_mem(e.handle);
+    }
+    regions_.clear();
+}
+
+Status OneSided::flush_result(Peer* p) noexcept {
     if (p->failed) return Status::peer_failed;
     return take_refused(p);
 }
 
-Status Engine::flush_all() noexcept {
-    wait_until([this] { return osc_outstanding_total_ == 0; });
+Status OneSided::flush_all_result() noexcept {
     Status s = Status::success;
-    if (any_osc_refused_) {
-        any_osc_refused_ = false;
-        for (const auto& p : peers_) {
-            if (!p) continue;
-            const Status refused = take_refused(p.get());
+    if (any_refused_) {
+        any_refused_ = false;
+        for (Peer& p : c_.peers) {
+            const Status refused = take_refused(&p);
             if (ok(s)) s = refused;
         }
     }
-    if (any_failed_)
-        for (const auto& p : peers_)
-            if (p && p->failed && p->osc_lost) return Status::peer_failed;
+    if (c_.any_failed)
+        for (const Peer& p : c_.peers)
+            if (p.failed && p.osc_lost) return Status::peer_failed;
     return s;
 }
 
-// Dissemination barrier: log2(n) rounds; in round k each rank signals rank+2^k
-// and waits for rank-2^k.  A peer can be at most one barrier ahead, so arrivals
-// are counted per epoch parity.
-Status Engine::barrier() noexcept {
-    if (size_ == 1) return Status::success;
-    std::uint32_t epoch = barrier_epoch_++;
-    auto& arrivals = barrier_arrivals_[epoch & 1];
-    std::uint32_t round = 0;
-    for (std::uint32_t dist = 1; dist < size_; dist <<= 1, ++round) {
-        Peer* p = send_peer((rank_ + dist) % size_);
-        Peer* from = peer((rank_ + size_ - dist) % size_);
-        if (!p || !from) return Status::unreachable;
-        wire::BarrierHdr h{rank_, epoch, round, 0};
-        Status s = send_ctrl(p, wire::barrier, &h, sizeof h);
-        if (!ok(s)) return s;
-        // A signal its sender sent before dying still counts.
-        wait_until([&] { return arrivals[round] > 0 || from->failed; });
-        if (arrivals[round] == 0) return Status::peer_failed;
-        --arrivals[round];
-    }
-    return Status::success;
-}
-
-void Engine::on_barrier(const std::byte* b, std::size_t) noexcept {
-    wire::BarrierHdr h;
-    std::memcpy(&h, b, sizeof h);
-    if (h.round < barrier_arrivals_[0].size()) ++barrier_arrivals_[h.epoch & 1][h.round];
+// Replies the target would have sent: written off so flush returns.
+void OneSided::write_off(Peer* p) noexcept {
+    if (p->osc_emulated) p->osc_lost = true;
+    p->osc_outstanding -= p->osc_emulated;
+    outstanding_total_ -= p->osc_emulated;
+    p->osc_emulated = 0;
 }
 
 }  // namespace transit::pml

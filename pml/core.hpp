@@ -1,0 +1,83 @@
+// What every protocol of the pml shares: who we are, the settings, the peers,
+// the request pool and the buffers for messages kept for later.  The Engine
+// owns one; each collaborator (Outbox, Tagged, ActiveMessages, OneSided,
+// Failure) holds a reference to it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "pml/drop_log.hpp"
+#include "pml/peer.hpp"
+#include "pml/pools.hpp"
+#include "pml/request.hpp"
+#include "transit/log.hpp"
+
+namespace transit::pml {
+
+class ActiveMessages;
+
+struct Settings {
+    std::size_t unexpected_limit = 64u << 20;
+    std::uint64_t wait_spin_count = 2000;
+    bool progress_thread = false;
+    std::size_t rdma_threshold = 0;
+    std::size_t rndv_split_min = 8u << 10;
+    std::chrono::milliseconds launcher_grace{1000};
+    std::chrono::milliseconds control_refusal_grace{2000};
+    int verbose = 0;
+};
+
+struct Core {
+    Rank rank = 0;
+    std::uint32_t size = 1;
+    Settings settings;
+    log::Stream out;
+    Context* ctx = nullptr;
+    std::vector<std::uint32_t> component_hash;  // by module index
+    PeerTable peers;
+    FreeList<Req> reqs;
+    FreeList<RawMsg> raws;
+    BufferPool buffers;
+    DropLog drops;
+    ActiveMessages* am = nullptr;  // ends the pml's own receives (complete_internal)
+    bool has_pending = false;      // a queue or a failure waits for progress
+    bool any_failed = false;       // some peer failed
+
+    Req* new_req(Req::Kind k, void* user) noexcept {
+        Req* r = reqs.get();
+        if (!r) [[unlikely]]
+            return nullptr;
+        r->reset(k, user);
+        return r;
+    }
+    void release(Req* r) noexcept {
+        r->set_done();  // free requests are never live (see Failure)
+        reqs.put(r);
+    }
+    void complete(Req* r) noexcept {
+        if (r->local_handle) [[unlikely]] {
+            r->handle_module->deregister_mem(r->local_handle);
+            r->local_handle = nullptr;
+        }
+        if (r->internal) [[unlikely]]
+            complete_internal(r);
+        else
+            r->set_done();
+    }
+    void complete_internal(Req* r) noexcept;
+    // A transfer of r (fragment, get, put) ended with error s: once r's peer
+    // is known gone, that is the cause whatever the transport said, and a
+    // request already failed keeps peer_failed.
+    static void transfer_failed(Req* r, Status s) noexcept {
+        if (r->st().status == Status::peer_failed) return;
+        r->st().status = r->peer && r->peer->failed ? Status::peer_failed : s;
+    }
+
+    // A copy of a message in a pooled buffer (nullptr when out of memory).
+    RawMsg* keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    void drop(RawMsg* m) noexcept;
+};
+
+}  // namespace transit::pml

@@ -1,0 +1,101 @@
+// Received messages: the btl's receive callbacks, one per message kind (each
+// kind has its own btl tag), hand each message to the collaborator that
+// handles it after checking it is as long as its kind's header.
+#include "pml/engine.hpp"
+#include "pml/header_parts.hpp"
+
+namespace transit::pml {
+
+// The am table calls these with the engine as cbdata.
+struct Dispatch {
+    // Views the message as one contiguous block (copying only if the btl split it).
+    static const std::byte* view(Engine* e, const btl::ReceiveDescriptor& d,
+                                 std::size_t& len) noexcept {
+        if (d.segment_count == 1) [[likely]] {
+            len = d.segments[0].len;
+            return static_cast<const std::byte*>(d.segments[0].addr);
+        }
+        return gather(e->scratch_, d, len);
+    }
+    [[gnu::noinline]] static const std::byte* gather(std::vector<std::byte>& scratch,
+                                                     const btl::ReceiveDescriptor& d,
+                                                     std::size_t& len) noexcept {
+        len = btl::total_length(btl::segments_of(d));
+        try {
+            if (scratch.size() < len) scratch.resize(len);
+        } catch (...) {
+            len = 0;
+            return nullptr;
+        }
+        btl::gather_segments(btl::segments_of(d), scratch.data());
+        return scratch.data();
+    }
+    template <wire::Kind K>
+    static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
+        auto* e = static_cast<Engine*>(cbdata);
+        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
+            [[unlikely]]
+            return;
+        std::size_t n;
+        const std::byte* b = view(e, d, n);
+        if (!b) [[unlikely]] {
+            e->c_.drops.received(K, d, "out of memory gathering its segments");
+            return;
+        }
+        if (n < wire::header_size(K)) [[unlikely]] {
+            e->c_.drops.received(K, d, "shorter than its header");
+            return;
+        }
+        if constexpr (K == wire::match)
+            e->tagged_.on_match(b, n, d.tag);
+        else if constexpr (K == wire::rndv) {
+            if (wire::header_of<wire::RndvHdr>({b, n}).kind == wire::kind_am)
+                e->am_.on_rndv(b, n);  // an active message too large to go eagerly
+            else
+                e->tagged_.on_rndv(b, n);
+        } else if constexpr (K == wire::ack)
+            e->tagged_.on_ack(b, n);
+        else if constexpr (K == wire::frag)
+            e->tagged_.on_frag(b, n);
+        else if constexpr (K == wire::fin)
+            e->tagged_.on_fin(b, n);
+        else if constexpr (K == wire::am)
+            e->am_.on_am(b, n);
+        else if constexpr (K == wire::am_done)
+            e->am_.on_am_done(b, n);
+        else if constexpr (K == wire::osc_put || K == wire::osc_get || K == wire::osc_atomic)
+            e->osc_.on_request(K, b, n);
+        else if constexpr (K == wire::osc_ack || K == wire::osc_get_reply ||
+                           K == wire::osc_atomic_reply)
+            e->osc_.on_reply(K, b, n);
+        else if constexpr (K == wire::barrier)
+            e->on_barrier(b, n);
+        else if constexpr (K == wire::throttle)
+            e->tagged_.on_throttle(b, n);
+        else if constexpr (K == wire::split)
+            e->tagged_.on_split(b, n);
+        else if constexpr (K == wire::split_fin)
+            e->tagged_.on_split_fin(b, n);
+        else if constexpr (K == wire::frag_abort)
+            e->tagged_.on_frag_abort(b, n);
+        else if constexpr (K == wire::lost)
+            e->tagged_.on_match(b, n, d.tag);  // in sequence, like the message it stands for
+    }
+    template <int... K>
+    static void register_all(Engine* e, std::integer_sequence<int, K...>) {
+        (reg(e, static_cast<wire::Kind>(K), &recv<static_cast<wire::Kind>(K)>), ...);
+    }
+    static void reg(Engine* e, wire::Kind k, btl::ReceiveFn fn) {
+        Status s = btl::am_table().register_callback(wire::tag(k), fn, e);
+        if (!ok(s))
+            throw std::runtime_error(
+                fmt::format("pml: cannot register btl tag {:#x}: {}", wire::tag(k), to_string(s)));
+        e->registered_tags_.push_back(wire::tag(k));
+    }
+};
+
+void register_receivers(Engine* e) {
+    Dispatch::register_all(e, std::make_integer_sequence<int, wire::kind_count>{});
+}
+
+}  // namespace transit::pml

@@ -1,0 +1,29 @@
+// Received messages the pml cannot handle: each is logged, never silently
+// lost; the first few of each kind, then a count at the end.
+#pragma once
+
+#include <array>
+#include <cstddef>
+
+#include "pml/headers.hpp"
+#include "transit/btl/types.hpp"
+#include "transit/log_limiter.hpp"
+
+namespace transit::pml {
+
+class DropLog {
+  public:
+    // A message dropped before its handler ran (why: the reason).
+    void received(wire::Kind k, const btl::ReceiveDescriptor& d, const char* why) noexcept;
+    // A peer's message whose lengths do not add up.
+    void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
+    // At the end: the drops that went unlogged.
+    void report() const noexcept;
+
+  private:
+    bool admit(wire::Kind k) noexcept;
+    const char* note(wire::Kind k) const noexcept;
+    std::array<log::Limiter, wire::kind_count> drops_{};  // by kind
+};
+
+}  // namespace transit::pml

@@ -1,0 +1,104 @@
+// One-sided operations: over the btl's put/get/atomics where the peer's
+// module can do them with the region's key, emulated otherwise (the target
+// applies the operation and answers).  The Engine's flush waits until every
+// operation to a peer is answered or completed.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "pml/core.hpp"
+#include "pml/outbox.hpp"
+#include "pml/remote_key.hpp"
+
+namespace transit::pml {
+
+// Registered local memory.
+struct RegionImpl {
+    void* base = nullptr;
+    std::size_t size = 0;
+    struct Entry {
+        btl::Module* module;
+        std::uint32_t component;
+        btl::RegistrationHandle* handle;
+        std::size_t handle_len;
+    };
+    std::vector<Entry> entries;
+};
+
+// One-sided operation in flight over a btl.
+struct OscOp {
+    OscOp* next = nullptr;
+    Peer* peer = nullptr;
+    btl::Module* module = nullptr;
+    btl::RegistrationHandle* local_handle = nullptr;
+    // A fetching atomic's old value lands here first: the caller's is written
+    // only once the target applied the operation.
+    std::uint64_t result = 0;
+    std::uint64_t* fetched = nullptr;
+    bool bits32 = false;
+};
+
+class OneSided {
+  public:
+    OneSided(Core& core, Outbox& outbox) : c_(core), outbox_(outbox) {}
+    // The modules the regions are registered with (set once they are open).
+    void set_modules(std::span<btl::Module* const> modules) noexcept { modules_ = modules; }
+    // Deregisters every region still registered (before the modules close).
+    void release_regions() noexcept;
+
+    Status register_memory(void* base, std::size_t size, RegionImpl*& out);
+    Status deregister_memory(RegionImpl* region);
+    std::vector<std::byte> pack_key(const RegionImpl* region) const;
+    Status unpack_key(std::span<const std::byte> bytes, RemoteKeyImpl*& out);
+    Status rma(bool is_put, Rank dst, void* local, std::size_t len, const RemoteKeyImpl* key,
+               std::uint64_t offset) noexcept;
+    Status atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
+                  std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
+                  std::uint64_t* fetched) noexcept;
+
+    // Operations not yet answered or completed, to every peer.
+    std::uint64_t outstanding() const noexcept { return outstanding_total_; }
+    // What a flush of p returns once nothing is outstanding to it (clears
+    // the refusal it reports); of every peer for flush_all.
+    Status flush_result(Peer* p) noexcept;
+    Status flush_all_result() noexcept;
+    // The peer failed: the replies it would have sent are written off.
+    void write_off(Peer* p) noexcept;
+
+    // Received messages (the engine's dispatch).
+    void on_request(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
+    void on_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
+
+  private:
+    bool handle_size_fits(std::uint32_t component, std::size_t len) const noexcept;
+    bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
+    void note_refused(Peer* p, Status s) noexcept;
+    static Status take_refused(Peer* p) noexcept;
+    // One put/get or atomic over one btl with one of the key's handles:
+    // success when issued or done, else what the btl said.
+    OscOp* new_osc_op(const bml::BtlRef& b, Peer* p) noexcept;
+    Status rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
+                    std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept;
+    Status atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
+                       std::uint64_t raddr, const btl::RegistrationHandle* rh,
+                       std::uint64_t operand, std::uint64_t compare,
+                       std::uint64_t* fetched) noexcept;
+    // The btl's operation (rma_over or atomic_over, in `issue`) with each of
+    // the key's handles for its component until one is its own.
+    template <typename Issue>
+    Status over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key, Issue issue) noexcept;
+    static void osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*,
+                         void*, Status) noexcept;
+
+    Core& c_;
+    Outbox& outbox_;
+    std::span<btl::Module* const> modules_;
+    std::vector<RegionImpl*> regions_;
+    FreeList<OscOp> osc_ops_;
+    std::uint64_t outstanding_total_ = 0;
+    bool any_refused_ = false;  // some peer's osc_refused is set
+};
+
+}  // namespace transit::pml

@@ -1,0 +1,56 @@
+// The pml's parameters.
+#include "pml/params.hpp"
+
+#include "transit/params.hpp"
+
+namespace transit::pml {
+
+namespace {
+
+constexpr params::Decl pml_params[] = {
+    {"unexpected_limit", params::Type::size, "64M",
+     "Memory for buffered unexpected messages; past it, senders are throttled to rendezvous "
+     "(header only) until receives catch up. Nothing is ever dropped",
+     4},
+    {"wait_spin_count", params::Type::unsigned_integer, "2000",
+     "Idle progress polls in wait before yielding the processor between polls", 4},
+    {"progress_thread", params::Type::boolean, "false",
+     "Run a progress thread that drives transfers while the program computes; every API "
+     "call then takes a lock",
+     6},
+    params::Decl{"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)",
+                 5}
+        .range(0, 100),
+    {"rndv_split_min", params::Type::size, "8k",
+     "Smallest rendezvous message split between the two processes: over a transport with both "
+     "put and get, the receiver gets the first half while the sender puts the second, so both "
+     "copy at once (shared memory and CMA copy on the CPU). 0: the receiver moves it all",
+     5},
+    params::Decl{"launcher_grace", params::Type::unsigned_integer, "1000",
+                 "Milliseconds between the launcher's report that a rank's process ended and "
+                 "failing that peer here, so a transport that holds operations with it reports "
+                 "the loss first, in its own order. A peer no transport knows of is failed only "
+                 "after it",
+                 6}
+        .range(0, 600000),
+    params::Decl{"max_requests", params::Type::unsigned_integer, "0",
+                 "Most requests, the user's and the pml's own, that may exist at once (rounded "
+                 "up to a multiple of 64); past it a new send or receive returns "
+                 "out_of_resource and a large incoming active message is declined (its "
+                 "counters count it lost). 0: no limit",
+                 6},
+    params::Decl{"control_refusal_grace", params::Type::unsigned_integer, "2000",
+                 "Milliseconds a peer's transport may refuse our control messages (acks, fins, "
+                 "one-sided replies) for good, with none going through, before that peer is "
+                 "failed here. A transport that lost the peer normally reports it sooner",
+                 6}
+        .range(0, 600000),
+};
+
+}  // namespace
+
+void register_params() {
+    params::registry().add_all("pml", "base", pml_params);
+}
+
+}  // namespace transit::pml

@@ -122,9 +122,9 @@ void Engine::shutdown() noexcept {
     if (c_.size > 1) {
         barrier();
         // The launcher may not know of a rank a transport found dead.
-        if (any_failed_)
-            for (Rank r = 0; r < size_; ++r)
-                if (peers_[r] && peers_[r]->failed) runtime_->report_lost(r);
+        if (c_.any_failed)
+            for (Rank r = 0; r < c_.size; ++r)
+                if (c_.peers.failed(r)) runtime_->report_lost(r);
         runtime_->fence();
     }
 }

@@ -233,7 +233,7 @@ class OfiModule final : public btl::Module {
     std::size_t batch_len_ = 0;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
-    WatchPace check_pace_;                 // every 16th low-priority pass, at most every 100 ms
+    btl::util::WatchPace check_pace_;      // every 16th low-priority pass, at most every 100 ms
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;

@@ -378,7 +378,8 @@ class UctModule final : public btl::Module {
     bool attention_ = false;
     bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
     std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
-    WatchPace check_pace_{std::chrono::milliseconds(100), 1};  // called every 1024th poll
+    // Called every 1024th poll.
+    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
     FragPool frags_;
     Pool<RdmaOp> ops_;

@@ -16,6 +16,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
 
 namespace transit::vader {
@@ -45,6 +46,8 @@ struct Frag : btl::Descriptor {
     VaderEndpoint* endpoint = nullptr;
     std::uint32_t index = 0;
     bool in_flight = false;
+    bool in_use = false;  // taken from frags_
+    Frag* next_free = nullptr;
     bool internal = false;  // sent by sendi or an atomic: no user callback
     // atomics
     btl::RdmaCompletionFn rdma_cb = nullptr;
@@ -177,11 +180,10 @@ class VaderModule final : public btl::Module {
     std::vector<std::unique_ptr<VaderEndpoint>> retired_;
     std::vector<std::uint32_t> active_;  // local indexes with an endpoint
     std::vector<bool> counted_;          // peers whose segment we counted as mapped
-    std::vector<Frag> frags_;
-    std::vector<Frag*> free_frags_;
+    btl::util::FreeList<Frag> frags_;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
-    WatchPace check_pace_;                // every 16th low-priority pass, at most every 100 ms
+    btl::util::WatchPace check_pace_;     // every 16th low-priority pass, at most every 100 ms
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

@@ -42,6 +42,8 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 inline constexpr std::uint32_t local_exclusivity = 32768;
 
 struct OfiConfig {
+    std::string provider_include;  // selections, parsed at open
+    std::string provider_exclude;
     std::size_t eager_limit = 8192;
     std::size_t max_send_size = 65536;
     std::size_t free_list_max = 128;

@@ -76,6 +76,7 @@ struct Regions {
 inline constexpr std::uint32_t shm_exclusivity = 32768;
 
 struct UctConfig {
+    std::string transports;  // a selection, parsed at open
     std::size_t eager_limit = 4096;
     std::size_t max_send_size = 0;  // 0: what the transport allows
     std::size_t free_list_max = 128;

@@ -22,6 +22,8 @@
 namespace transit::vader {
 
 enum class SingleCopy { none, cma };
+// btl_vader_single_copy_mechanism, in the order of its choices.
+enum class SingleCopyMechanism { automatic, cma, none };
 
 struct Config {
     std::size_t eager_limit = 32768;
@@ -31,6 +33,7 @@ struct Config {
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
     std::size_t heap_size = std::size_t{1} << 30;
+    SingleCopyMechanism mechanism = SingleCopyMechanism::automatic;
     SingleCopy single_copy = SingleCopy::cma;
     bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
     bool cma_probe_fail = false;  // testing only

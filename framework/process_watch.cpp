@@ -1,4 +1,4 @@
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 #include <poll.h>
 #include <sys/syscall.h>
@@ -8,7 +8,7 @@
 #include <csignal>
 #include <utility>
 
-namespace transit {
+namespace transit::btl::util {
 
 namespace {
 
@@ -61,4 +61,4 @@ bool ProcessWatch::exited() const noexcept {
     return ::kill(pid_, 0) != 0 && errno == ESRCH;
 }
 
-}  // namespace transit
+}  // namespace transit::btl::util

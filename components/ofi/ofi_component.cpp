@@ -16,6 +16,7 @@
 #include "ofi_module.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/keep_loaded.hpp"
+#include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
 namespace transit::ofi {
@@ -23,60 +24,70 @@ namespace {
 
 using params::Type;
 
-constexpr params::Decl ofi_params[] = {
-    {"provider_include", Type::string, "",
-     "Libfabric providers to use, comma separated, by full name (tcp;ofi_rxm) or core name "
-     "(tcp, shm, verbs, efa, cxi, opx); empty: every provider not excluded. Setting it "
-     "together with a non-default btl_ofi_provider_exclude is an error",
-     1},
-    {"provider_exclude", Type::string, "sockets,net,udp",
-     "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
-     "the providers that duplicate tcp with less function or speed",
-     1},
-    params::Decl{"eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly",
-                 4}
-        .at_least(1),
-    params::Decl{"max_send_size", Type::size, "64k",
-                 "Largest fragment; also the size of each preposted receive buffer, so it must "
-                 "be the same in every process",
-                 4}
-        .range(1, 64 << 20),
-    params::Decl{"free_list_max", Type::unsigned_integer, "128",
-                 "Send fragments in each of the two pools (eager_limit and max_send_size bytes); "
-                 "an empty pool makes alloc report out-of-resource",
-                 6}
-        .range(1, 1 << 20),
-    params::Decl{"recv_buffers", Type::unsigned_integer, "64",
-                 "Receive buffers of max_send_size bytes preposted per module and reposted after "
-                 "each delivery",
-                 6}
-        .range(1, 1 << 16),
-    params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
-                 "Put, get and atomic operations in flight per module before they report "
-                 "out-of-resource",
-                 6}
-        .range(1, 1 << 20),
-    params::Decl{"rcache_size", Type::unsigned_integer, "16",
-                 "Memory registrations kept after their last user released them, for reuse (0: "
-                 "close at once). Keep it 0 if the program frees and reuses registered memory "
-                 "while a hardware provider is in use",
-                 6}
-        .range(0, 1 << 20),
-    params::Decl{"exclusivity", Type::integer, "-1",
-                 "Priority against other transports; -1: from the provider (shm 32768, below "
-                 "vader; tcp/sockets 256, above the tcp btl; other providers 1024)",
-                 7}
-        .range(-1, UINT32_MAX),
-    params::Decl{"latency", Type::integer, "-1",
-                 "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, "
-                 "others 10)",
-                 7}
-        .range(-1, UINT32_MAX),
-    params::Decl{"bandwidth", Type::integer, "-1",
-                 "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider "
-                 "reports, else an estimate",
-                 7}
-        .range(-1, UINT32_MAX),
+constexpr params::Field<OfiConfig> ofi_params[] = {
+    params::to<&OfiConfig::provider_include>(params::Decl{
+        "provider_include", Type::string, "",
+        "Libfabric providers to use, comma separated, by full name (tcp;ofi_rxm) or core name "
+        "(tcp, shm, verbs, efa, cxi, opx); empty: every provider not excluded. Setting it "
+        "together with a non-default btl_ofi_provider_exclude is an error",
+        1}),
+    params::to<&OfiConfig::provider_exclude>(params::Decl{
+        "provider_exclude", Type::string, "sockets,net,udp",
+        "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
+        "the providers that duplicate tcp with less function or speed",
+        1}),
+    params::to<&OfiConfig::eager_limit>(params::Decl{
+        "eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly", 4}
+                                            .at_least(1)),
+    params::to<&OfiConfig::max_send_size>(
+        params::Decl{"max_send_size", Type::size, "64k",
+                     "Largest fragment; also the size of each preposted receive buffer, so it must "
+                     "be the same in every process",
+                     4}
+            .range(1, 64 << 20)),
+    params::to<&OfiConfig::free_list_max>(params::Decl{
+        "free_list_max", Type::unsigned_integer, "128",
+        "Send fragments in each of the two pools (eager_limit and max_send_size bytes); "
+        "an empty pool makes alloc report out-of-resource",
+        6}
+                                              .range(1, 1 << 20)),
+    params::to<&OfiConfig::recv_buffers>(params::Decl{
+        "recv_buffers", Type::unsigned_integer, "64",
+        "Receive buffers of max_send_size bytes preposted per module and reposted after "
+        "each delivery",
+        6}
+                                             .range(1, 1 << 16)),
+    params::to<&OfiConfig::max_rdma_ops>(
+        params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
+                     "Put, get and atomic operations in flight per module before they report "
+                     "out-of-resource",
+                     6}
+            .range(1, 1 << 20)),
+    params::to<&OfiConfig::rcache_size>(
+        params::Decl{"rcache_size", Type::unsigned_integer, "16",
+                     "Memory registrations kept after their last user released them, for reuse (0: "
+                     "close at once). Keep it 0 if the program frees and reuses registered memory "
+                     "while a hardware provider is in use",
+                     6}
+            .range(0, 1 << 20)),
+    params::to<&OfiConfig::exclusivity>(
+        params::Decl{"exclusivity", Type::integer, "-1",
+                     "Priority against other transports; -1: from the provider (shm 32768, below "
+                     "vader; tcp/sockets 256, above the tcp btl; other providers 1024)",
+                     7}
+            .range(-1, UINT32_MAX)),
+    params::to<&OfiConfig::latency>(
+        params::Decl{"latency", Type::integer, "-1",
+                     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, "
+                     "others 10)",
+                     7}
+            .range(-1, UINT32_MAX)),
+    params::to<&OfiConfig::bandwidth>(
+        params::Decl{"bandwidth", Type::integer, "-1",
+                     "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider "
+                     "reports, else an estimate",
+                     7}
+            .range(-1, UINT32_MAX)),
 };
 
 // Providers are matched by their full name or their core name.
@@ -104,7 +115,7 @@ class OfiComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "ofi", ofi_params);
+        params::add_all(registry, "btl", "ofi", ofi_params);
     }
 
     mca::OpenResult open() override {
@@ -255,18 +266,8 @@ class OfiComponent final : public btl::Component {
 
     OfiConfig read_config() const {
         params::Registry& r = reg();
-        auto u = [&](const char* n) { return r.get(std::string("btl_ofi_") + n).as_unsigned(); };
-        auto i = [&](const char* n) { return r.get(std::string("btl_ofi_") + n).as_int(); };
         OfiConfig c;
-        c.eager_limit = u("eager_limit");
-        c.max_send_size = u("max_send_size");
-        c.free_list_max = u("free_list_max");
-        c.recv_buffers = u("recv_buffers");
-        c.max_rdma_ops = u("max_rdma_ops");
-        c.rcache_size = u("rcache_size");
-        c.exclusivity = i("exclusivity");
-        c.latency = i("latency");
-        c.bandwidth = i("bandwidth");
+        params::bind(r, "btl", "ofi", ofi_params, c);
         // The registry checked each value against its declared range.
         params::require_at_most(r.get("btl_ofi_eager_limit"), r.get("btl_ofi_max_send_size"));
         return c;

@@ -5,7 +5,7 @@
 #include <rdma/fabric.h>
 
 #include "transit/btl/module.hpp"
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 namespace transit::ofi {
 
@@ -14,9 +14,9 @@ class OfiEndpoint final : public btl::Endpoint {
     OfiEndpoint(Rank peer, fi_addr_t address) : btl::Endpoint(peer), address(address) {}
 
     const fi_addr_t address;
-    ProcessWatch process;  // a peer on this node, watched for exit (or nothing)
-    bool failed = false;   // lost: sends and one-sided operations fail at once
-    bool goodbye = false;  // it said it is leaving: its exit is no failure
+    btl::util::ProcessWatch process;  // a peer on this node, watched for exit (or nothing)
+    bool failed = false;              // lost: sends and one-sided operations fail at once
+    bool goodbye = false;             // it said it is leaving: its exit is no failure
 };
 
 }  // namespace transit::ofi

@@ -11,10 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <vector>
 
 #include "transit/btl/types.hpp"
+#include "transit/btl/util/free_list.hpp"
 
 namespace transit::ofi {
 
@@ -84,96 +83,13 @@ struct OfiRdma : OpContext {
     OfiRdma* next_free = nullptr;
 };
 
-// A bounded free list of T (OfiFrag or OfiRdma), all created at setup.
+// The module's pools are the toolkit's free list, made whole at setup.
 template <typename T>
-class Pool {
-  public:
-    Pool() = default;
-    Pool(const Pool&) = delete;
-    Pool& operator=(const Pool&) = delete;
+using Pool = btl::util::FreeList<T>;
 
-    void setup(std::size_t count) {
-        items_ = std::vector<T>(count);
-        head_ = nullptr;
-        for (std::size_t i = count; i-- > 0;) {
-            items_[i].next_free = head_;
-            head_ = &items_[i];
-        }
-        available_ = count;
-    }
-    T* get() noexcept {
-        T* t = head_;
-        if (t == nullptr) [[unlikely]]
-            return nullptr;
-        head_ = t->next_free;
-        t->next_free = nullptr;
-        t->in_use = true;
-        --available_;
-        return t;
-    }
-    bool put(T* t) noexcept {
-        if (!t->in_use) [[unlikely]]
-            return false;
-        t->in_use = false;
-        t->next_free = head_;
-        head_ = t;
-        ++available_;
-        return true;
-    }
-    std::vector<T>& items() noexcept { return items_; }
-    std::size_t size() const noexcept { return items_.size(); }
-    std::size_t available() const noexcept { return available_; }
-
-  private:
-    std::vector<T> items_;
-    T* head_ = nullptr;
-    std::size_t available_ = 0;
-};
-
-// Send fragments of one size class, with their buffers in one block (one
-// registration when the provider needs local registrations).
-class FragPool {
-  public:
-    void setup(std::size_t count, std::size_t capacity) {
-        stride_ = (sizeof(WireHeader) + capacity + 63) & ~std::size_t{63};
-        storage_ = std::make_unique<std::byte[]>(count * stride_ + 64);
-        pool_.setup(count);
-        capacity_ = capacity;
-        for (std::size_t i = 0; i < count; ++i) {
-            OfiFrag& f = pool_.items()[i];
-            f.kind = OpKind::send;
-            f.buffer = storage_.get() + i * stride_;
-            f.capacity = capacity;
-        }
-    }
-    void set_desc(void* desc) noexcept {
-        for (OfiFrag& f : pool_.items()) f.desc = desc;
-    }
-    OfiFrag* get() noexcept { return pool_.get(); }
-    std::vector<OfiFrag>& items() noexcept { return pool_.items(); }
-    bool put(OfiFrag* f) noexcept { return pool_.put(f); }
-    bool owns(const OfiFrag* f) const noexcept {
-        return !pool_items_empty() && f >= &first() && f <= &last();
-    }
-    std::byte* storage() const noexcept { return storage_.get(); }
-    std::size_t storage_size() const noexcept { return pool_.size() * stride_; }
-    std::size_t capacity() const noexcept { return capacity_; }
-    std::size_t size() const noexcept { return pool_.size(); }
-    std::size_t available() const noexcept { return pool_.available(); }
-
-  private:
-    bool pool_items_empty() const noexcept { return pool_.size() == 0; }
-    const OfiFrag& first() const noexcept {
-        return const_cast<FragPool*>(this)->pool_.items().front();
-    }
-    const OfiFrag& last() const noexcept {
-        return const_cast<FragPool*>(this)->pool_.items().back();
-    }
-
-    Pool<OfiFrag> pool_;
-    std::unique_ptr<std::byte[]> storage_;
-    std::size_t stride_ = 0;
-    std::size_t capacity_ = 0;
-};
+// Send fragments of one size class: a WireHeader in front of `capacity` bytes
+// of payload, the buffers in one block (one registration when the provider
+// needs local registrations).
+using FragPool = Pool<OfiFrag>;
 
 }  // namespace transit::ofi

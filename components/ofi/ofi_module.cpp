@@ -263,9 +263,12 @@ void OfiModule::choose_attributes(const fi_info& info) {
 }
 
 void OfiModule::setup_buffers() {
-    eager_.setup(config_.free_list_max, config_.eager_limit);
-    large_.setup(config_.free_list_max, config_.max_send_size);
-    rdma_.setup(config_.max_rdma_ops);
+    const std::size_t n = config_.free_list_max;
+    eager_.setup(
+        {.initial = n, .max = n, .buffer_size = config_.eager_limit, .headroom = header_size});
+    large_.setup(
+        {.initial = n, .max = n, .buffer_size = config_.max_send_size, .headroom = header_size});
+    rdma_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
     for (OfiRdma& op : rdma_.items()) op.kind = OpKind::rdma;
     const std::size_t recv_size = header_size + config_.max_send_size;
     const std::size_t stride = (recv_size + 63) & ~std::size_t{63};
@@ -280,10 +283,12 @@ void OfiModule::setup_buffers() {
             pool_registrations_.push_back(e);
             return e->desc;
         };
-        eager_.set_desc(reg(eager_.storage(), eager_.storage_size()));
-        large_.set_desc(reg(large_.storage(), large_.storage_size()));
+        for (FragPool* pool : {&eager_, &large_}) {
+            void* desc = reg(pool->chunk_buffers(0).data(), pool->chunk_buffers(0).size());
+            for (OfiFrag& f : pool->items()) f.desc = desc;
+        }
         recv_desc_ = reg(recv_storage_.get(), stride * config_.recv_buffers);
-        rdma_desc_ = reg(rdma_.items().data(), rdma_.size() * sizeof(OfiRdma));
+        rdma_desc_ = reg(rdma_.chunk_items(0).data(), rdma_.chunk_items(0).size_bytes());
     }
     for (std::size_t i = 0; i < recvs_.size(); ++i) {
         OfiRecv& r = recvs_[i];
@@ -474,7 +479,7 @@ void OfiModule::watch(OfiEndpoint& ep) noexcept {
         return;
     }
     std::memcpy(&pid, blob.data(), sizeof pid);
-    ep.process = ProcessWatch(static_cast<pid_t>(pid));
+    ep.process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
 }
 
 int OfiModule::check_peers_cb(void* self) noexcept {
@@ -821,7 +826,7 @@ Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
         f->freed_early = true;  // the provider still has it
         return Status::success;
     }
-    const bool done = eager_.owns(f) ? eager_.put(f) : large_.owns(f) && large_.put(f);
+    const bool done = eager_.owns(f) ? eager_.put(f) : large_.put_checked(f);
     return done ? Status::success : Status::bad_param;
 }
 
@@ -1035,7 +1040,7 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
         if (e == nullptr)
             e = rcache_.acquire(local_address, size, nullptr);
         else
-            ++e->refs;
+            rcache_.retain(e);
         if (e == nullptr) {
             rdma_.put(op);
             return Status::out_of_resource;
@@ -1081,7 +1086,7 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
         if (e == nullptr)
             e = rcache_.acquire(local_address, size, nullptr);
         else
-            ++e->refs;
+            rcache_.retain(e);
         if (e == nullptr) {
             rdma_.put(op);
             return Status::out_of_resource;

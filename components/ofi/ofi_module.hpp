@@ -42,6 +42,8 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 inline constexpr std::uint32_t local_exclusivity = 32768;
 
 struct OfiConfig {
+    std::string provider_include;  // selections, parsed at open
+    std::string provider_exclude;
     std::size_t eager_limit = 8192;
     std::size_t max_send_size = 65536;
     std::size_t free_list_max = 128;
@@ -233,7 +235,7 @@ class OfiModule final : public btl::Module {
     std::size_t batch_len_ = 0;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
-    WatchPace check_pace_;                 // every 16th low-priority pass, at most every 100 ms
+    btl::util::WatchPace check_pace_;      // every 16th low-priority pass, at most every 100 ms
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;

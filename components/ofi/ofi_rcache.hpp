@@ -1,5 +1,5 @@
 // Memory registration for the ofi module: RAII for libfabric objects, the
-// packed handle peers receive, and a small registration cache.
+// packed handle peers receive, and the toolkit's registration cache.
 //
 // Every region is registered with all access rights, so one registration serves
 // any later request that falls inside it; the rights the caller asked for are
@@ -13,11 +13,12 @@
 
 #include <cstdint>
 #include <cstring>
-#include <memory>
+#include <optional>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "transit/btl/types.hpp"
+#include "transit/btl/util/registration_cache.hpp"
 
 namespace transit::ofi {
 
@@ -43,6 +44,7 @@ class FidPtr {
         p_ = nullptr;
     }
     T* get() const noexcept { return p_; }
+    T* release() noexcept { return std::exchange(p_, nullptr); }
     T* operator->() const noexcept { return p_; }
     T** out() noexcept {
         reset();
@@ -77,15 +79,12 @@ inline bool unpack(const btl::RegistrationHandle* h, PackedHandle& out) noexcept
     return out.magic == handle_magic;
 }
 
-struct CacheEntry {
-    FidPtr<fid_mr> mr;
-    std::uint64_t base = 0;
-    std::uint64_t len = 0;
+// What the cache records of a libfabric registration (backend_handle is its fid_mr).
+struct OfiKeys {
     std::uint64_t key = 0;
     void* desc = nullptr;
-    int refs = 0;
-    std::uint64_t last_use = 0;
 };
+using CacheEntry = btl::util::Registration<OfiKeys>;
 
 // What register_mem returns: the packed form first, as the contract requires.
 struct OfiRegistration {
@@ -93,97 +92,80 @@ struct OfiRegistration {
     CacheEntry* entry;
 };
 
-class Rcache {
+// Registers regions with libfabric for the toolkit's cache, each with all
+// access rights (the rights asked for travel in the packed handle).
+class MrBackend final : public btl::util::RegistrationBackend<OfiKeys> {
   public:
-    Rcache() = default;
-    Rcache(const Rcache&) = delete;
-    Rcache& operator=(const Rcache&) = delete;
-    ~Rcache() { clear(); }
-
-    // mr_mode: the provider's FI_MR_* requirements; keep_unused: registrations
-    // kept after their last user released them.
-    void setup(fid_domain* domain, fid_ep* ep, std::uint64_t mr_mode, std::size_t keep_unused) {
+    void setup(fid_domain* domain, fid_ep* ep, std::uint64_t mr_mode) noexcept {
         domain_ = domain;
         ep_ = ep;
         mr_mode_ = mr_mode;
-        keep_unused_ = keep_unused;
+    }
+    bool register_region(CacheEntry& e) noexcept override {
+        const std::uint64_t requested_key = (mr_mode_ & FI_MR_PROV_KEY) ? 0 : next_key_++;
+        constexpr std::uint64_t access =
+            FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+        FidPtr<fid_mr> mr;
+        int rc = fi_mr_reg(domain_, reinterpret_cast<void*>(e.base), e.length, access, 0,
+                           requested_key, 0, mr.out(), nullptr);
+        if (rc == 0 && (mr_mode_ & FI_MR_ENDPOINT)) {
+            rc = fi_mr_bind(mr.get(), &ep_->fid, 0);
+            if (rc == 0) rc = fi_mr_enable(mr.get());
+        }
+        if (rc != 0) {
+            error_ = fi_strerror(-rc);
+            return false;
+        }
+        e.key = fi_mr_key(mr.get());
+        e.desc = fi_mr_desc(mr.get());
+        e.backend_handle = mr.release();
+        return true;
+    }
+    void deregister_region(CacheEntry& e) noexcept override {
+        FidPtr<fid_mr> mr(static_cast<fid_mr*>(e.backend_handle));
+        e.backend_handle = nullptr;
+    }
+    const std::string& error() const noexcept { return error_; }
+
+  private:
+    fid_domain* domain_ = nullptr;
+    fid_ep* ep_ = nullptr;
+    std::uint64_t mr_mode_ = 0;
+    std::uint64_t next_key_ = 1;
+    std::string error_;
+};
+
+// The toolkit's registration cache over exact ranges (no page rounding: a
+// provider may register any range), any access.
+class Rcache {
+  public:
+    // mr_mode: the provider's FI_MR_* requirements; keep_unused: registrations
+    // kept after their last user released them.
+    void setup(fid_domain* domain, fid_ep* ep, std::uint64_t mr_mode, std::size_t keep_unused) {
+        backend_.setup(domain, ep, mr_mode);
+        cache_.emplace(backend_, Cache::Config{.max_unused = keep_unused, .page_size = 1});
     }
 
     // A registration covering [base, base + len), shared when one exists; counted.
     // Returns nullptr and sets `error` when libfabric refuses.
     CacheEntry* acquire(const void* base, std::size_t len, std::string* error) {
-        if (CacheEntry* e = find(base, len)) {
-            ++e->refs;
-            return e;
-        }
-        auto e = std::make_unique<CacheEntry>();
-        const std::uint64_t requested_key = (mr_mode_ & FI_MR_PROV_KEY) ? 0 : next_key_++;
-        constexpr std::uint64_t access =
-            FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-        int rc = fi_mr_reg(domain_, base, len == 0 ? 1 : len, access, 0, requested_key, 0,
-                           e->mr.out(), nullptr);
-        if (rc == 0 && (mr_mode_ & FI_MR_ENDPOINT)) {
-            rc = fi_mr_bind(e->mr.get(), &ep_->fid, 0);
-            if (rc == 0) rc = fi_mr_enable(e->mr.get());
-        }
-        if (rc != 0) {
-            if (error) *error = fi_strerror(-rc);
-            return nullptr;
-        }
-        e->base = reinterpret_cast<std::uintptr_t>(base);
-        e->len = len;
-        e->key = fi_mr_key(e->mr.get());
-        e->desc = fi_mr_desc(e->mr.get());
-        e->refs = 1;
-        e->last_use = ++clock_;
-        entries_.push_back(std::move(e));
-        return entries_.back().get();
+        CacheEntry* e = cache_ ? cache_->acquire(base, len == 0 ? 1 : len, 0) : nullptr;
+        if (e == nullptr && error != nullptr) *error = backend_.error();
+        return e;
     }
-
-    void release(CacheEntry* e) {
-        if (--e->refs > 0) return;
-        e->last_use = ++clock_;
-        trim();
-    }
-
+    void release(CacheEntry* e) { cache_->release(e); }
+    void retain(CacheEntry* e) noexcept { cache_->retain(e); }
     // A registration covering the range, or nullptr; never registers.
     CacheEntry* find(const void* base, std::size_t len) noexcept {
-        const auto b = reinterpret_cast<std::uintptr_t>(base);
-        for (auto& e : entries_) {
-            if (b >= e->base && len <= e->len && b - e->base <= e->len - len) {
-                e->last_use = ++clock_;
-                return e.get();
-            }
-        }
-        return nullptr;
+        return cache_ ? cache_->find(base, len) : nullptr;
     }
-
-    void clear() noexcept { entries_.clear(); }
-    std::size_t size() const noexcept { return entries_.size(); }
+    void clear() noexcept { cache_.reset(); }
+    std::size_t size() const noexcept { return cache_ ? cache_->size() : 0; }
 
   private:
-    // Closes the least recently used unreferenced registrations beyond keep_unused_.
-    void trim() {
-        std::size_t unused = 0;
-        for (auto& e : entries_) unused += e->refs == 0;
-        while (unused > keep_unused_) {
-            auto victim = entries_.end();
-            for (auto it = entries_.begin(); it != entries_.end(); ++it)
-                if ((*it)->refs == 0 &&
-                    (victim == entries_.end() || (*it)->last_use < (*victim)->last_use))
-                    victim = it;
-            entries_.erase(victim);
-            --unused;
-        }
-    }
-
-    fid_domain* domain_ = nullptr;
-    fid_ep* ep_ = nullptr;
-    std::uint64_t mr_mode_ = 0;
-    std::size_t keep_unused_ = 16;
-    std::uint64_t next_key_ = 1;
-    std::uint64_t clock_ = 0;
-    std::vector<std::unique_ptr<CacheEntry>> entries_;
+    using Cache = btl::util::RegistrationCache<OfiKeys>;
+    MrBackend backend_;
+    std::optional<Cache> cache_;  // after backend_: deregisters through it
 };
 
 }  // namespace transit::ofi

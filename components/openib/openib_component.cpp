@@ -16,6 +16,7 @@
 #include "openib_ifsel.hpp"
 #include "openib_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
 namespace transit::openib {
@@ -23,99 +24,123 @@ namespace {
 
 using params::Type;
 
-constexpr params::Decl openib_params[] = {
-    {"if_include", Type::string, "",
-     "Devices or ports to use, comma separated: DEVICE (every port) or DEVICE:PORT, e.g. "
-     "\"mlx5_0,mlx5_1:2\"; empty: all.  Cannot be combined with btl_openib_if_exclude",
-     2},
-    {"if_exclude", Type::string, "",
-     "Devices or ports not to use (same form as btl_openib_if_include)", 2},
-    {"prefer_closest", Type::boolean, "true",
-     "Without btl_openib_if_include, use only the devices nearest (NUMA distance) to the "
-     "process",
-     4},
-    params::Decl{"eager_limit", Type::size, "12k", "Largest message the upper layer sends eagerly",
-                 4}
-        .at_least(1),
-    params::Decl{
+// The btl_openib_* values: the module's Config and what selects the ports.
+struct OpenibParams : Config {
+    std::string if_include;
+    std::string if_exclude;
+    bool prefer_closest = true;
+};
+
+constexpr params::Field<OpenibParams> openib_params[] = {
+    params::to<&OpenibParams::if_include, OpenibParams>(params::Decl{
+        "if_include", Type::string, "",
+        "Devices or ports to use, comma separated: DEVICE (every port) or DEVICE:PORT, e.g. "
+        "\"mlx5_0,mlx5_1:2\"; empty: all.  Cannot be combined with btl_openib_if_exclude",
+        2}),
+    params::to<&OpenibParams::if_exclude, OpenibParams>(
+        params::Decl{"if_exclude", Type::string, "",
+                     "Devices or ports not to use (same form as btl_openib_if_include)", 2}),
+    params::to<&OpenibParams::prefer_closest, OpenibParams>(params::Decl{
+        "prefer_closest", Type::boolean, "true",
+        "Without btl_openib_if_include, use only the devices nearest (NUMA distance) to the "
+        "process",
+        4}),
+    params::to<&OpenibParams::eager_limit, OpenibParams>(params::Decl{
+        "eager_limit", Type::size, "12k", "Largest message the upper layer sends eagerly", 4}
+                                                             .at_least(1)),
+    params::to<&OpenibParams::max_send_size, OpenibParams>(params::Decl{
         "max_send_size", Type::size, "16k",
         "Largest fragment, and the size of every receive buffer of the shared receive queue", 4}
-        .range(64, 1 << 30),
-    params::Decl{"free_list_max", Type::unsigned_integer, "1024",
-                 "Send fragments and RDMA operation slots per module (each); allocated at init", 6}
-        .range(1, 1 << 20),
-    params::Decl{
+                                                               .range(64, 1 << 30)),
+    params::to<&OpenibParams::free_list_max, OpenibParams>(params::Decl{
+        "free_list_max", Type::unsigned_integer, "1024",
+        "Send fragments and RDMA operation slots per module (each); allocated at init", 6}
+                                                               .range(1, 1 << 20)),
+    params::to<&OpenibParams::srq_size, OpenibParams>(params::Decl{
         "srq_size", Type::unsigned_integer, "1024",
         "Most receive buffers the shared receive queue holds; bounds the credits granted to all "
         "peers together",
         5}
-        .range(2, 1 << 22),
-    params::Decl{"srq_initial", Type::unsigned_integer, "256",
-                 "Receive buffers posted at init; more are added as peers connect", 6}
-        .at_least(1),
-    params::Decl{"credits_per_peer", Type::unsigned_integer, "32",
-                 "Data credits (receive buffers) granted to each connected peer", 5}
-        .range(1, 65535),
-    params::Decl{"sq_depth", Type::unsigned_integer, "128", "Send work requests per queue pair", 6}
-        .range(2, 1 << 16),
-    params::Decl{"send_cq_size", Type::unsigned_integer, "4096",
-                 "Entries of the send completion queue; bounds the work in flight per module", 6}
-        .range(16, 1 << 22),
-    params::Decl{
+                                                          .range(2, 1 << 22)),
+    params::to<&OpenibParams::srq_initial, OpenibParams>(
+        params::Decl{"srq_initial", Type::unsigned_integer, "256",
+                     "Receive buffers posted at init; more are added as peers connect", 6}
+            .at_least(1)),
+    params::to<&OpenibParams::credits_per_peer, OpenibParams>(
+        params::Decl{"credits_per_peer", Type::unsigned_integer, "32",
+                     "Data credits (receive buffers) granted to each connected peer", 5}
+            .range(1, 65535)),
+    params::to<&OpenibParams::sq_depth, OpenibParams>(params::Decl{
+        "sq_depth", Type::unsigned_integer, "128", "Send work requests per queue pair", 6}
+                                                          .range(2, 1 << 16)),
+    params::to<&OpenibParams::send_cq_size, OpenibParams>(params::Decl{
+        "send_cq_size", Type::unsigned_integer, "4096",
+        "Entries of the send completion queue; bounds the work in flight per module", 6}
+                                                              .range(16, 1 << 22)),
+    params::to<&OpenibParams::max_inline, OpenibParams>(params::Decl{
         "max_inline", Type::unsigned_integer, "64",
         "Largest send (header included) the HCA copies at post time instead of reading it by DMA",
         6}
-        .range(wire::FragHeader::size, 1024),
-    params::Decl{
+                                                            .range(wire::FragHeader::size, 1024)),
+    params::to<&OpenibParams::rcache_max_unused, OpenibParams>(params::Decl{
         "rcache_max_unused", Type::unsigned_integer, "0",
         "Released memory registrations kept for reuse (least recently used first out).  0: a "
         "registration ends with its last release, so freed memory is never reachable through it.  "
         "Above 0, safe only if the program does not free registered memory and reuse the "
         "addresses while cached (there is no hook that reports freed memory)",
         7}
-        .range(0, 1 << 20),
-    params::Decl{"connect_retry_interval", Type::unsigned_integer, "100",
-                 "Milliseconds before a connection request or reply is resent", 6}
-        .range(1, 60000),
-    params::Decl{"connect_retries", Type::unsigned_integer, "50",
-                 "Resends before a connection attempt fails and the error callback fires", 6}
-        .range(0, 100000),
-    params::Decl{"qp_timeout", Type::unsigned_integer, "20",
-                 "Transport timeout of the queue pairs: 4.096 us * 2^value per retry (1..31)", 7}
-        .range(1, 31),
-    params::Decl{"qp_retry_count", Type::unsigned_integer, "7",
-                 "Transport retries before a send to an unresponsive peer fails (0..7)", 7}
-        .range(0, 7),
-    params::Decl{"rnr_retry", Type::unsigned_integer, "7",
-                 "Receiver-not-ready retries (0..7; 7 retries forever)", 7}
-        .range(0, 7),
-    params::Decl{"service_level", Type::unsigned_integer, "0", "InfiniBand service level (0..15)",
-                 7}
-        .range(0, 15),
-    params::Decl{"traffic_class", Type::unsigned_integer, "0",
-                 "Traffic class of routed (GRH) packets", 7}
-        .range(0, 255),
-    params::Decl{"pkey_index", Type::unsigned_integer, "0", "Partition key index", 7}.range(0,
-                                                                                            65535),
-    params::Decl{"gid_index", Type::integer, "-1",
-                 "GID table index of the local port; -1 chooses (RoCE v2 first, else index 0)", 6}
-        .range(-1, 255),
-    {"atomics", Type::enumeration, "auto",
-     "How atomics run.  auto: the device's fetch-add and compare-swap when they are coherent "
-     "with CPU atomics (IBV_ATOMIC_GLOB), every other op (and all ops on other devices) "
-     "performed by the target; hardware: only fetch-add and compare-swap, always by the "
-     "device; emulated: every op performed by the target",
-     6, "auto,hardware,emulated"},
-    params::Decl{"exclusivity", Type::unsigned_integer, "1024",
-                 "Priority of openib among the transports that reach a peer (highest wins)", 7}
-        .range(0, UINT32_MAX),
-    params::Decl{"latency", Type::unsigned_integer, "10", "Relative latency (lower is preferred)",
-                 7}
-        .range(0, UINT32_MAX),
-    params::Decl{
+                                                                   .range(0, 1 << 20)),
+    params::to<&OpenibParams::connect_retry_ms, OpenibParams>(
+        params::Decl{"connect_retry_interval", Type::unsigned_integer, "100",
+                     "Milliseconds before a connection request or reply is resent", 6}
+            .range(1, 60000)),
+    params::to<&OpenibParams::connect_retries, OpenibParams>(
+        params::Decl{"connect_retries", Type::unsigned_integer, "50",
+                     "Resends before a connection attempt fails and the error callback fires", 6}
+            .range(0, 100000)),
+    params::to<&OpenibParams::qp_timeout, OpenibParams>(params::Decl{
+        "qp_timeout", Type::unsigned_integer, "20",
+        "Transport timeout of the queue pairs: 4.096 us * 2^value per retry (1..31)", 7}
+                                                            .range(1, 31)),
+    params::to<&OpenibParams::qp_retry_count, OpenibParams>(
+        params::Decl{"qp_retry_count", Type::unsigned_integer, "7",
+                     "Transport retries before a send to an unresponsive peer fails (0..7)", 7}
+            .range(0, 7)),
+    params::to<&OpenibParams::rnr_retry, OpenibParams>(
+        params::Decl{"rnr_retry", Type::unsigned_integer, "7",
+                     "Receiver-not-ready retries (0..7; 7 retries forever)", 7}
+            .range(0, 7)),
+    params::to<&OpenibParams::service_level, OpenibParams>(params::Decl{
+        "service_level", Type::unsigned_integer, "0", "InfiniBand service level (0..15)", 7}
+                                                               .range(0, 15)),
+    params::to<&OpenibParams::traffic_class, OpenibParams>(params::Decl{
+        "traffic_class", Type::unsigned_integer, "0", "Traffic class of routed (GRH) packets", 7}
+                                                               .range(0, 255)),
+    params::to<&OpenibParams::pkey_index, OpenibParams>(
+        params::Decl{"pkey_index", Type::unsigned_integer, "0", "Partition key index", 7}.range(
+            0, 65535)),
+    params::to<&OpenibParams::gid_index, OpenibParams>(params::Decl{
+        "gid_index", Type::integer, "-1",
+        "GID table index of the local port; -1 chooses (RoCE v2 first, else index 0)", 6}
+                                                           .range(-1, 255)),
+    params::to<&OpenibParams::atomics, OpenibParams>(params::Decl{
+        "atomics", Type::enumeration, "auto",
+        "How atomics run.  auto: the device's fetch-add and compare-swap when they are coherent "
+        "with CPU atomics (IBV_ATOMIC_GLOB), every other op (and all ops on other devices) "
+        "performed by the target; hardware: only fetch-add and compare-swap, always by the "
+        "device; emulated: every op performed by the target",
+        6, "auto,hardware,emulated"}),
+    params::to<&OpenibParams::exclusivity, OpenibParams>(
+        params::Decl{"exclusivity", Type::unsigned_integer, "1024",
+                     "Priority of openib among the transports that reach a peer (highest wins)", 7}
+            .range(0, UINT32_MAX)),
+    params::to<&OpenibParams::latency, OpenibParams>(params::Decl{
+        "latency", Type::unsigned_integer, "10", "Relative latency (lower is preferred)", 7}
+                                                         .range(0, UINT32_MAX)),
+    params::to<&OpenibParams::bandwidth, OpenibParams>(params::Decl{
         "bandwidth", Type::unsigned_integer, "0",
         "Bandwidth in MB/s for striping weights; 0 computes it from the port's speed and width", 7}
-        .range(0, UINT32_MAX),
+                                                           .range(0, UINT32_MAX)),
 };
 
 struct Settings {
@@ -125,46 +150,20 @@ struct Settings {
 };
 
 Settings read_settings(params::Registry& r) {
-    // The registry checked every value against its declared range, so the
-    // narrowing casts below cannot cut one; only the limits that must nest are left.
-    auto u = [&](const char* n) { return r.get(std::string("btl_openib_") + n).as_unsigned(); };
+    // The registry checked every value against its declared range, so each
+    // fits its field; only the limits that must nest are left.
     auto nest = [&](const char* lower, const char* upper) {
         params::require_at_most(r.get(std::string("btl_openib_") + lower),
                                 r.get(std::string("btl_openib_") + upper));
     };
     nest("eager_limit", "max_send_size");
     nest("srq_initial", "srq_size");
+    OpenibParams p;
+    params::bind(r, "btl", "openib", openib_params, p);
     Settings s;
-    Config& c = s.config;
-    s.filter = parse_if_filter(r.get("btl_openib_if_include").as_string(),
-                               r.get("btl_openib_if_exclude").as_string());
-    s.prefer_closest = r.get("btl_openib_prefer_closest").as_bool();
-    c.max_send_size = u("max_send_size");
-    c.eager_limit = u("eager_limit");
-    c.free_list_max = static_cast<std::uint32_t>(u("free_list_max"));
-    c.srq_size = static_cast<std::uint32_t>(u("srq_size"));
-    c.srq_initial = static_cast<std::uint32_t>(u("srq_initial"));
-    c.credits_per_peer = static_cast<std::uint32_t>(u("credits_per_peer"));
-    c.sq_depth = static_cast<std::uint32_t>(u("sq_depth"));
-    c.send_cq_size = static_cast<std::uint32_t>(u("send_cq_size"));
-    c.max_inline = static_cast<std::uint32_t>(u("max_inline"));
-    c.rcache_max_unused = u("rcache_max_unused");
-    c.connect_retry_ms = static_cast<std::uint32_t>(u("connect_retry_interval"));
-    c.connect_retries = static_cast<std::uint32_t>(u("connect_retries"));
-    c.qp_timeout = static_cast<std::uint8_t>(u("qp_timeout"));
-    c.qp_retry_count = static_cast<std::uint8_t>(u("qp_retry_count"));
-    c.rnr_retry = static_cast<std::uint8_t>(u("rnr_retry"));
-    c.service_level = static_cast<std::uint8_t>(u("service_level"));
-    c.traffic_class = static_cast<std::uint8_t>(u("traffic_class"));
-    c.pkey_index = static_cast<std::uint16_t>(u("pkey_index"));
-    c.gid_index = static_cast<int>(r.get("btl_openib_gid_index").as_int());
-    const std::string& atomics = r.get("btl_openib_atomics").as_string();
-    c.atomics = atomics == "hardware"   ? Config::Atomics::hardware
-                : atomics == "emulated" ? Config::Atomics::emulated
-                                        : Config::Atomics::automatic;
-    c.exclusivity = static_cast<std::uint32_t>(u("exclusivity"));
-    c.latency = static_cast<std::uint32_t>(u("latency"));
-    c.bandwidth = static_cast<std::uint32_t>(u("bandwidth"));
+    s.config = static_cast<const Config&>(p);
+    s.filter = parse_if_filter(p.if_include, p.if_exclude);
+    s.prefer_closest = p.prefer_closest;
     return s;
 }
 
@@ -184,7 +183,7 @@ class OpenibComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "openib", openib_params);
+        params::add_all(registry, "btl", "openib", openib_params);
         // A mistyped value stops the program here, device or not.
         (void)read_settings(registry);
     }

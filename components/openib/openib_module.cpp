@@ -301,26 +301,22 @@ void Module::setup() {
     // of non-fetching hardware atomics.
     const std::size_t frag_bytes = round_up(wire::FragHeader::size + config_.max_send_size, 64);
     Chunk& sc = new_chunk(frag_bytes * config_.free_list_max + 64);
-    send_frags_.resize(config_.free_list_max);
-    for (std::size_t i = 0; i < send_frags_.size(); ++i) {
-        SendFrag& f = send_frags_[i];
+    send_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
+    std::size_t i = 0;
+    for (SendFrag& f : send_frags_.items()) {
         f.kind = FragKind::send;
-        f.buffer = sc.memory.get() + i * frag_bytes;
+        f.buffer = sc.memory.get() + i++ * frag_bytes;
         f.lkey = sc.mr->lkey;
         f.segments = &f.segment;
         f.segment_count = 1;
-        f.next = free_send_;
-        free_send_ = &f;
     }
     scratch_ = sc.memory.get() + frag_bytes * config_.free_list_max;
     scratch_lkey_ = sc.mr->lkey;
-    rdma_frags_.resize(config_.free_list_max);
-    for (std::size_t i = rdma_frags_.size(); i-- > 0;) {
-        RdmaFrag& f = rdma_frags_[i];
+    rdma_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
+    i = 0;
+    for (RdmaFrag& f : rdma_frags_.items()) {
         f.kind = FragKind::rdma;
-        f.index = static_cast<std::uint32_t>(i);
-        f.next = free_rdma_;
-        free_rdma_ = &f;
+        f.index = static_cast<std::uint32_t>(i++);
     }
     grow_srq(config_.srq_initial);
     if (srq_posted_ == 0) throw std::runtime_error("could not post any receive buffer");

@@ -33,6 +33,7 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
 
@@ -122,6 +123,7 @@ struct SendFrag : Frag {
     btl::Tag tag = 0;
     bool in_use = false;
     bool inline_done = false;  // sendi: freed by the module on completion, no callback
+    SendFrag* next_free = nullptr;
 };
 
 enum class RdmaOp : std::uint8_t { put, get, hw_fetch_add, hw_cswap, emulated_atomic };
@@ -145,6 +147,7 @@ struct RdmaFrag : Frag {
     std::uint32_t index = 0;       // in the pool, names the request on the wire
     std::uint32_t generation = 0;  // bumped on every reuse: a stale reply is refused
     bool in_use = false;
+    RdmaFrag* next_free = nullptr;
 };
 
 struct RecvFrag {
@@ -406,10 +409,8 @@ class Module final : public btl::Module {
     // Page-aligned memory registered for local write; throws on failure.
     Chunk& new_chunk(std::size_t bytes);
     std::vector<Chunk> chunks_;
-    std::vector<SendFrag> send_frags_;
-    SendFrag* free_send_ = nullptr;
-    std::vector<RdmaFrag> rdma_frags_;
-    RdmaFrag* free_rdma_ = nullptr;
+    btl::util::FreeList<SendFrag> send_frags_;
+    btl::util::FreeList<RdmaFrag> rdma_frags_;
     std::deque<RecvFrag> recv_frags_;
     std::uint32_t srq_posted_ = 0;
     SrqBudget srq_budget_;

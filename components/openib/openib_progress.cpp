@@ -260,7 +260,9 @@ bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
 void Module::perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
                             wire::AtomicReply& reply) noexcept {
     const std::size_t width = r.bits32 ? 4 : 8;
-    const Registration* reg = rcache_ ? rcache_->find_rkey(r.rkey) : nullptr;
+    const Registration* reg =
+        rcache_ ? rcache_->find_held([&](const Registration& h) { return h.rkey == r.rkey; })
+                : nullptr;
     if (!reg || !(reg->access & btl::reg_flags::remote_atomic) ||
         !reg->covers(r.remote_address, width) || r.remote_address % width != 0 ||
         !btl::is_atomic_op(r.op)) {
@@ -281,7 +283,7 @@ void Module::perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
 void Module::finish_atomic(Endpoint& ep, const wire::AtomicReply& r) noexcept {
     const auto index = static_cast<std::uint32_t>(r.request_id);
     const auto generation = static_cast<std::uint32_t>(r.request_id >> 32);
-    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_[index] : nullptr;
+    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_.at(index) : nullptr;
     if (!f || !f->in_use || f->generation != generation || f->op != RdmaOp::emulated_atomic ||
         f->endpoint != &ep) {
         out_.verbose(1, "{}: peer {}: reply to no pending atomic", name(), ep.peer());
@@ -416,7 +418,7 @@ void Module::fail_pending(Endpoint& ep) noexcept {
             complete_rdma(static_cast<RdmaFrag*>(f), Status::peer_failed);
     }
     // Emulated atomics whose reply will never come.
-    for (RdmaFrag& f : rdma_frags_)
+    for (RdmaFrag& f : rdma_frags_.items())
         if (f.in_use && f.endpoint == &ep && f.op == RdmaOp::emulated_atomic)
             complete_rdma(&f, Status::peer_failed);
     while (RecvFrag* r = ep.deferred_head) {

@@ -23,11 +23,9 @@ std::uint64_t now_ms() noexcept {
 // --- pools ---------------------------------------------------------------------------
 
 SendFrag* Module::take_send_frag() noexcept {
-    SendFrag* f = free_send_;
+    SendFrag* f = send_frags_.get();
     if (!f) return nullptr;
-    free_send_ = static_cast<SendFrag*>(f->next);
     f->next = nullptr;
-    f->in_use = true;
     f->inline_done = false;
     f->flags = 0;
     f->cbfunc = nullptr;
@@ -39,25 +37,19 @@ SendFrag* Module::take_send_frag() noexcept {
 }
 
 void Module::return_send_frag(SendFrag* f) noexcept {
-    f->in_use = false;
-    f->next = free_send_;
-    free_send_ = f;
+    send_frags_.put(f);
 }
 
 RdmaFrag* Module::take_rdma_frag() noexcept {
-    RdmaFrag* f = free_rdma_;
+    RdmaFrag* f = rdma_frags_.get();
     if (!f) return nullptr;
-    free_rdma_ = static_cast<RdmaFrag*>(f->next);
     f->next = nullptr;
-    f->in_use = true;
     ++f->generation;
     return f;
 }
 
 void Module::return_rdma_frag(RdmaFrag* f) noexcept {
-    f->in_use = false;
-    f->next = free_rdma_;
-    free_rdma_ = f;
+    rdma_frags_.put(f);
 }
 
 // --- descriptors ----------------------------------------------------------------------

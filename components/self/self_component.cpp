@@ -6,6 +6,7 @@
 
 #include "self_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
 namespace transit::self {
@@ -14,25 +15,29 @@ namespace {
 using params::Type;
 
 // The parameter table: registration, transit_info and the docs all read it.
-constexpr params::Decl self_params[] = {
-    params::Decl{"eager_limit", Type::size, "4k",
-                 "Largest message the upper layer sends in one fragment to its own process; "
-                 "above it, it uses put/get (single memcpy)",
-                 4}
-        .at_least(1),
-    params::Decl{"max_send_size", Type::size, "64k",
-                 "Largest fragment alloc and prepare_src hand out (contiguous data above the "
-                 "eager limit is passed in place, without a copy)",
-                 4}
-        .range(1, 1 << 30),
-    params::Decl{"free_list_max", Type::unsigned_integer, "32",
-                 "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
-                 "created at init; alloc reports out-of-resource when a pool is empty",
-                 6}
-        .range(1, 1 << 20),
-    params::Decl{"exclusivity", Type::unsigned_integer, "65536",
-                 "Priority of self among the transports that reach a peer (highest wins)", 7}
-        .range(0, UINT32_MAX),
+constexpr params::Field<SelfConfig> self_params[] = {
+    params::to<&SelfConfig::eager_limit>(
+        params::Decl{"eager_limit", Type::size, "4k",
+                     "Largest message the upper layer sends in one fragment to its own process; "
+                     "above it, it uses put/get (single memcpy)",
+                     4}
+            .at_least(1)),
+    params::to<&SelfConfig::max_send_size>(
+        params::Decl{"max_send_size", Type::size, "64k",
+                     "Largest fragment alloc and prepare_src hand out (contiguous data above the "
+                     "eager limit is passed in place, without a copy)",
+                     4}
+            .range(1, 1 << 30)),
+    params::to<&SelfConfig::free_list_max>(
+        params::Decl{"free_list_max", Type::unsigned_integer, "32",
+                     "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
+                     "created at init; alloc reports out-of-resource when a pool is empty",
+                     6}
+            .range(1, 1 << 20)),
+    params::to<&SelfConfig::exclusivity>(
+        params::Decl{"exclusivity", Type::unsigned_integer, "65536",
+                     "Priority of self among the transports that reach a peer (highest wins)", 7}
+            .range(0, UINT32_MAX)),
 };
 
 // The exclusivity default above is spelled out; keep it equal to the SDK's value.
@@ -42,7 +47,7 @@ class SelfComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "self", self_params);
+        params::add_all(registry, "btl", "self", self_params);
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
@@ -60,11 +65,7 @@ class SelfComponent final : public btl::Component {
     SelfConfig read_config() const {
         params::Registry& r = registry_ ? *registry_ : params::registry();
         SelfConfig c;
-        c.eager_limit = r.get("btl_self_eager_limit").as_unsigned();
-        c.max_send_size = r.get("btl_self_max_send_size").as_unsigned();
-        c.free_list_max = r.get("btl_self_free_list_max").as_unsigned();
-        // Declared ranges: exclusivity fits 32 bits, the pools and eager_limit are not empty.
-        c.exclusivity = static_cast<std::uint32_t>(r.get("btl_self_exclusivity").as_unsigned());
+        params::bind(r, "btl", "self", self_params, c);
         params::require_at_most(r.get("btl_self_eager_limit"), r.get("btl_self_max_send_size"));
         return c;
     }

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <ctime>
 #include <random>
+#include <utility>
 
 #include <netinet/in.h>
 #include <sys/epoll.h>
@@ -15,6 +16,7 @@
 #include <sys/socket.h>
 
 #include "tcp_module.hpp"
+#include "transit/params_bind.hpp"
 
 namespace transit::tcp {
 
@@ -22,65 +24,83 @@ namespace {
 
 using params::Type;
 
-constexpr params::Decl param_table[] = {
-    {"if_include", Type::list, "",
-     "Interfaces tcp may use: names (eth0) or CIDR blocks (10.0.0.0/8, fd00::/64). "
-     "Cannot be combined with btl_tcp_if_exclude",
-     1},
-    {"if_exclude", Type::list, "",
-     "Interfaces tcp must not use: names or CIDR blocks. Cannot be combined with "
-     "btl_tcp_if_include",
-     1},
-    params::Decl{"port_min", Type::unsigned_integer, "0",
-                 "First port tried for the listening sockets (0: any port the kernel chooses)", 2}
-        .range(0, 65535),
-    params::Decl{"port_range", Type::unsigned_integer, "64511",
-                 "Number of ports tried from btl_tcp_port_min upwards", 2}
-        .range(0, 65536),
-    params::Decl{"links", Type::unsigned_integer, "1",
-                 "Sockets per peer and interface; one-sided transfers are spread over them", 4}
-        .range(1, 64),
-    params::Decl{"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4}
-        .range(0, INT32_MAX),
-    params::Decl{"rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4}
-        .range(0, INT32_MAX),
-    params::Decl{"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4}.range(
-        1, 1 << 30),
-    params::Decl{"max_send_size", Type::size, "128k", "Largest fragment of a send", 4}.range(
-        64, 1 << 30),
-    params::Decl{"max_rdma_size", Type::size, "4M",
-                 "Largest put or get carried in one request (the target streams it)", 4}
-        .range(0, 1 << 30),
-    {"coalesce", Type::boolean, "true",
-     "Write a burst of small messages (sent with no progress call between them) in one "
-     "system call at the next progress call; the first message of a burst leaves at once",
-     5},
-    params::Decl{"free_list_max", Type::unsigned_integer, "4096",
-                 "Send fragments per size class before sends report out-of-resource", 6}
-        .range(1, 1 << 20),
-    params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
-                 "One-sided operations in flight per interface", 6}
-        .range(1, 65535),
-    params::Decl{"connect_timeout", Type::real, "10",
-                 "Seconds a connection attempt and its handshake may take before it fails", 3}
-        .real_range(0.001, 1e6),
-    params::Decl{"refusals_logged", Type::unsigned_integer, "5",
-                 "Refused connections (strangers, garbage, timeouts) logged one by one per "
-                 "btl_tcp_refusal_log_interval; the others are counted (btl_base_verbose=1 "
-                 "logs each)",
-                 5}
-        .range(0, 1 << 20),
-    params::Decl{"refusal_log_interval", Type::real, "60",
-                 "Seconds of the window in which btl_tcp_refusals_logged refusals are logged", 5}
-        .real_range(0.001, 1e6),
-    params::Decl{"exclusivity", Type::unsigned_integer, "0", "Priority against other transports", 7}
-        .range(0, UINT32_MAX),
-    params::Decl{"latency", Type::unsigned_integer, "100", "Relative latency, lower is preferred",
-                 7}
-        .range(0, UINT32_MAX),
-    params::Decl{"bandwidth", Type::unsigned_integer, "0",
-                 "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7}
-        .range(0, UINT32_MAX),
+constexpr params::Field<TcpParams> param_table[] = {
+    params::to<&TcpParams::if_include>(
+        params::Decl{"if_include", Type::list, "",
+                     "Interfaces tcp may use: names (eth0) or CIDR blocks (10.0.0.0/8, fd00::/64). "
+                     "Cannot be combined with btl_tcp_if_exclude",
+                     1}),
+    params::to<&TcpParams::if_exclude>(
+        params::Decl{"if_exclude", Type::list, "",
+                     "Interfaces tcp must not use: names or CIDR blocks. Cannot be combined with "
+                     "btl_tcp_if_include",
+                     1}),
+    params::to<&TcpParams::port_min>(params::Decl{
+        "port_min", Type::unsigned_integer, "0",
+        "First port tried for the listening sockets (0: any port the kernel chooses)", 2}
+                                         .range(0, 65535)),
+    params::to<&TcpParams::port_range>(
+        params::Decl{"port_range", Type::unsigned_integer, "64511",
+                     "Number of ports tried from btl_tcp_port_min upwards", 2}
+            .range(0, 65536)),
+    params::to<&TcpParams::links>(
+        params::Decl{"links", Type::unsigned_integer, "1",
+                     "Sockets per peer and interface; one-sided transfers are spread over them", 4}
+            .range(1, 64)),
+    params::to<&TcpParams::sndbuf>(
+        params::Decl{"sndbuf", Type::size, "0", "Socket send buffer size (0: kernel autotuning)", 4}
+            .range(0, INT32_MAX)),
+    params::to<&TcpParams::rcvbuf>(params::Decl{
+        "rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4}
+                                       .range(0, INT32_MAX)),
+    params::to<&TcpParams::eager_limit>(
+        params::Decl{"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4}.range(
+            1, 1 << 30)),
+    params::to<&TcpParams::max_send_size>(
+        params::Decl{"max_send_size", Type::size, "128k", "Largest fragment of a send", 4}.range(
+            64, 1 << 30)),
+    params::to<&TcpParams::max_rdma_size>(
+        params::Decl{"max_rdma_size", Type::size, "4M",
+                     "Largest put or get carried in one request (the target streams it)", 4}
+            .range(0, 1 << 30)),
+    params::to<&TcpParams::coalesce>(params::Decl{
+        "coalesce", Type::boolean, "true",
+        "Write a burst of small messages (sent with no progress call between them) in one "
+        "system call at the next progress call; the first message of a burst leaves at once",
+        5}),
+    params::to<&TcpParams::free_list_max>(
+        params::Decl{"free_list_max", Type::unsigned_integer, "4096",
+                     "Send fragments per size class before sends report out-of-resource", 6}
+            .range(1, 1 << 20)),
+    params::to<&TcpParams::max_rdma_ops>(
+        params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
+                     "One-sided operations in flight per interface", 6}
+            .range(1, 65535)),
+    params::to<&TcpParams::connect_timeout>(
+        params::Decl{"connect_timeout", Type::real, "10",
+                     "Seconds a connection attempt and its handshake may take before it fails", 3}
+            .real_range(0.001, 1e6)),
+    params::to<&TcpParams::refusals_logged>(
+        params::Decl{"refusals_logged", Type::unsigned_integer, "5",
+                     "Refused connections (strangers, garbage, timeouts) logged one by one per "
+                     "btl_tcp_refusal_log_interval; the others are counted (btl_base_verbose=1 "
+                     "logs each)",
+                     5}
+            .range(0, 1 << 20)),
+    params::to<&TcpParams::refusal_log_interval>(params::Decl{
+        "refusal_log_interval", Type::real, "60",
+        "Seconds of the window in which btl_tcp_refusals_logged refusals are logged", 5}
+                                                     .real_range(0.001, 1e6)),
+    params::to<&TcpParams::exclusivity>(params::Decl{"exclusivity", Type::unsigned_integer, "0",
+                                                     "Priority against other transports", 7}
+                                            .range(0, UINT32_MAX)),
+    params::to<&TcpParams::latency>(params::Decl{"latency", Type::unsigned_integer, "100",
+                                                 "Relative latency, lower is preferred", 7}
+                                        .range(0, UINT32_MAX)),
+    params::to<&TcpParams::bandwidth>(
+        params::Decl{"bandwidth", Type::unsigned_integer, "0",
+                     "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7}
+            .range(0, UINT32_MAX)),
 };
 
 std::vector<std::string> drop_empty(std::vector<std::string> v) {
@@ -98,30 +118,14 @@ TcpComponent::~TcpComponent() {
 
 void TcpComponent::register_params(params::Registry& registry) {
     registry_ = &registry;
-    registry.add_all("btl", "tcp", param_table);
+    params::add_all(registry, "btl", "tcp", param_table);
 }
 
 mca::OpenResult TcpComponent::open() {
     params::Registry& r = registry_ ? *registry_ : params::registry();
-    auto u = [&](const char* n) { return r.get(std::string("btl_tcp_") + n).as_unsigned(); };
-    params_.if_include = drop_empty(r.get("btl_tcp_if_include").as_list());
-    params_.if_exclude = drop_empty(r.get("btl_tcp_if_exclude").as_list());
-    params_.port_min = static_cast<unsigned>(u("port_min"));
-    params_.port_range = static_cast<unsigned>(u("port_range"));
-    params_.links = static_cast<unsigned>(u("links"));
-    params_.sndbuf = u("sndbuf");
-    params_.rcvbuf = u("rcvbuf");
-    params_.eager_limit = u("eager_limit");
-    params_.max_send_size = u("max_send_size");
-    params_.max_rdma_size = u("max_rdma_size");
-    params_.free_list_max = static_cast<unsigned>(u("free_list_max"));
-    params_.coalesce = r.get("btl_tcp_coalesce").as_bool();
-    params_.max_rdma_ops = static_cast<unsigned>(u("max_rdma_ops"));
-    params_.connect_timeout = r.get("btl_tcp_connect_timeout").as_real();
-    params_.exclusivity = static_cast<unsigned>(u("exclusivity"));
-    params_.latency = static_cast<unsigned>(u("latency"));
-    params_.bandwidth = static_cast<unsigned>(u("bandwidth"));
-    params_.refusals_logged = u("refusals_logged");
+    params::bind(r, "btl", "tcp", param_table, params_);
+    params_.if_include = drop_empty(std::move(params_.if_include));
+    params_.if_exclude = drop_empty(std::move(params_.if_exclude));
     int verbosity = 0;
     if (params::Variable* v = r.find("btl_base_verbose")) verbosity = static_cast<int>(v->as_int());
     out_ = log::Stream("btl:tcp", verbosity);
@@ -132,7 +136,7 @@ mca::OpenResult TcpComponent::open() {
         throw params::Error("btl_tcp_port_min + btl_tcp_port_range must be at most 131071");
     params::require_at_most(r.get("btl_tcp_eager_limit"), r.get("btl_tcp_max_send_size"));
     if (!(params_.connect_timeout > 0)) throw params::Error("btl_tcp_connect_timeout must be > 0");
-    const double interval = r.get("btl_tcp_refusal_log_interval").as_real();
+    const double interval = params_.refusal_log_interval;
     if (!(interval > 0 && interval < 1e9))
         throw params::Error("btl_tcp_refusal_log_interval must be > 0 and < 1e9");
     // Both declared in range: the count fits, the interval is finite.

@@ -54,6 +54,7 @@ struct TcpParams {
     unsigned latency = 100;
     unsigned bandwidth = 0;
     std::uint64_t refusals_logged = 5;
+    double refusal_log_interval = 60;
 };
 
 class TcpComponent : public btl::Component {

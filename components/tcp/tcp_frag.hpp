@@ -15,6 +15,7 @@
 
 #include "tcp_wire.hpp"
 #include "transit/btl/types.hpp"
+#include "transit/btl/util/free_list.hpp"
 
 namespace transit::tcp {
 
@@ -30,7 +31,9 @@ struct Frag : btl::Descriptor {
     static constexpr std::size_t headroom = 64;  // frame header + largest body, rounded up
     static_assert(headroom >= wire::header_size + wire::atomic_request_size);
 
-    Frag* next = nullptr;  // free list or send queue
+    Frag* next = nullptr;  // send queue
+    Frag* next_free = nullptr;
+    bool in_use = false;
     FragPool* pool = nullptr;
     TcpEndpoint* endpoint = nullptr;
     FragKind kind = FragKind::user;
@@ -54,29 +57,25 @@ struct Frag : btl::Descriptor {
     }
 };
 
-// A free list of fragments with one payload capacity.  Grows in chunks up to
-// `max` fragments (0 = no limit); an empty pool at its limit gives nullptr,
-// which the module turns into out_of_resource.
-class FragPool {
+// The toolkit's free list of fragments with one payload capacity.  Grows in
+// chunks up to `max` fragments (0 = no limit); an empty pool at its limit
+// gives nullptr, which the module turns into out_of_resource.
+class FragPool : public btl::util::FreeList<Frag> {
   public:
-    FragPool() = default;
-    FragPool(std::size_t capacity, std::size_t initial, std::size_t max)
-        : capacity_(capacity), max_(max) {
-        grow(initial);
+    FragPool(std::size_t capacity, std::size_t initial, std::size_t max) {
+        setup({.initial = initial,
+               .max = max,
+               .grow_by = 32,
+               .buffer_size = capacity,
+               .headroom = Frag::headroom},
+              &init, this);
     }
-    FragPool(const FragPool&) = delete;
-    FragPool& operator=(const FragPool&) = delete;
 
-    std::size_t capacity() const noexcept { return capacity_; }
-
+    // ignore_limit: a control frame, which must not fail where a user's send may.
     Frag* get(bool ignore_limit = false) noexcept {
-        if (free_ == nullptr && !grow_noexcept(ignore_limit)) return nullptr;
-        Frag* f = free_;
-        free_ = f->next;
-        f->next = nullptr;
-        return f;
+        return ignore_limit ? get_beyond_max() : FreeList::get();
     }
-    bool available() const noexcept { return free_ != nullptr || max_ == 0 || total_ < max_; }
+    bool available() const noexcept { return can_get(); }
 
     void put(Frag* f) noexcept {
         f->flags = 0;
@@ -87,48 +86,16 @@ class FragPool {
         f->queued = false;
         f->coalescing = false;
         f->iov_count = 0;
-        f->next = free_;
-        free_ = f;
+        FreeList::put(f);
     }
 
   private:
-    static constexpr std::size_t chunk = 32;
-
-    bool grow_noexcept(bool ignore_limit) noexcept {
-        if (!ignore_limit && max_ != 0 && total_ >= max_) return false;
-        try {
-            grow(chunk);
-        } catch (...) {
-            return false;
-        }
-        return free_ != nullptr;
+    static void init(Frag& f, std::byte*, std::size_t, void* pool) noexcept {
+        f.pool = static_cast<FragPool*>(pool);
+        f.segment = {f.payload(), 0};
+        f.segments = &f.segment;
+        f.segment_count = 1;
     }
-
-    void grow(std::size_t n) {
-        if (n == 0) return;
-        auto frags = std::make_unique<Frag[]>(n);
-        auto bytes = std::make_unique<std::byte[]>(n * (Frag::headroom + capacity_));
-        for (std::size_t i = 0; i < n; ++i) {
-            Frag& f = frags[i];
-            f.pool = this;
-            f.buffer = bytes.get() + i * (Frag::headroom + capacity_);
-            f.capacity = capacity_;
-            f.segment = {f.payload(), 0};
-            f.segments = &f.segment;
-            f.segment_count = 1;
-            put(&f);
-        }
-        frag_chunks_.push_back(std::move(frags));
-        byte_chunks_.push_back(std::move(bytes));
-        total_ += n;
-    }
-
-    std::size_t capacity_ = 0;
-    std::size_t max_ = 0;
-    std::size_t total_ = 0;
-    Frag* free_ = nullptr;
-    std::vector<std::unique_ptr<Frag[]>> frag_chunks_;
-    std::vector<std::unique_ptr<std::byte[]>> byte_chunks_;
 };
 
 // A FIFO of fragments waiting for the socket.

@@ -15,6 +15,7 @@
 
 #include "transit/btl/component.hpp"
 #include "transit/keep_loaded.hpp"
+#include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 #include "uct_module.hpp"
 #include "ucx_log.hpp"
@@ -24,48 +25,56 @@ namespace {
 
 using params::Type;
 
-constexpr params::Decl uct_params[] = {
-    {"transports", Type::string, "",
-     "UCT transports to open, one module each: a list of transport names (posix, sysv, tcp, "
-     "self, ...) or transport/device (tcp/eth0), or an exclusion list starting with '^' "
-     "(^sysv). Empty: one shared-memory transport (posix, else sysv, else another) and every "
-     "network transport, on its first non-loopback device. Transports that cannot carry "
-     "active messages or connect to a peer's interface (cma, rc_verbs) are never opened",
-     1},
-    params::Decl{"eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly",
-                 4}
-        .at_least(1),
-    params::Decl{"max_send_size", Type::size, "0",
-                 "Largest fragment; 0: what one buffered active message of the transport "
-                 "carries (about 8 KiB for posix, sysv and tcp). Must be the same in every "
-                 "process",
-                 4}
-        .range(0, 1 << 30),
-    params::Decl{"free_list_max", Type::unsigned_integer, "128",
-                 "Send fragments per module; an empty pool makes alloc report out-of-resource", 6}
-        .range(1, 1 << 20),
-    params::Decl{"recv_ring", Type::unsigned_integer, "256",
-                 "Receive slots per module (received messages wait there until UCT's progress "
-                 "returns); the ring doubles when a burst fills it",
-                 6}
-        .range(1, 1 << 16),
-    params::Decl{"max_rdma_ops", Type::unsigned_integer, "256",
-                 "Put, get and atomic operations in flight per module before they report "
-                 "out-of-resource",
-                 6}
-        .range(1, 1 << 20),
-    params::Decl{"exclusivity", Type::integer, "-1",
-                 "Priority against other transports; -1: from the device type (shared memory "
-                 "32768, below vader; tcp 256, above the tcp btl; other networks 1024)",
-                 7}
-        .range(-1, UINT32_MAX),
-    params::Decl{"latency", Type::integer, "-1",
-                 "Relative latency, lower is preferred; -1: UCT's latency plus overhead in units "
-                 "of 0.5 us",
-                 7}
-        .range(-1, UINT32_MAX),
-    params::Decl{"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7}
-        .range(-1, UINT32_MAX),
+constexpr params::Field<UctConfig> uct_params[] = {
+    params::to<&UctConfig::transports>(params::Decl{
+        "transports", Type::string, "",
+        "UCT transports to open, one module each: a list of transport names (posix, sysv, tcp, "
+        "self, ...) or transport/device (tcp/eth0), or an exclusion list starting with '^' "
+        "(^sysv). Empty: one shared-memory transport (posix, else sysv, else another) and every "
+        "network transport, on its first non-loopback device. Transports that cannot carry "
+        "active messages or connect to a peer's interface (cma, rc_verbs) are never opened",
+        1}),
+    params::to<&UctConfig::eager_limit>(params::Decl{
+        "eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly", 4}
+                                            .at_least(1)),
+    params::to<&UctConfig::max_send_size>(
+        params::Decl{"max_send_size", Type::size, "0",
+                     "Largest fragment; 0: what one buffered active message of the transport "
+                     "carries (about 8 KiB for posix, sysv and tcp). Must be the same in every "
+                     "process",
+                     4}
+            .range(0, 1 << 30)),
+    params::to<&UctConfig::free_list_max>(params::Decl{
+        "free_list_max", Type::unsigned_integer, "128",
+        "Send fragments per module; an empty pool makes alloc report out-of-resource", 6}
+                                              .range(1, 1 << 20)),
+    params::to<&UctConfig::recv_ring>(
+        params::Decl{"recv_ring", Type::unsigned_integer, "256",
+                     "Receive slots per module (received messages wait there until UCT's progress "
+                     "returns); the ring doubles when a burst fills it",
+                     6}
+            .range(1, 1 << 16)),
+    params::to<&UctConfig::max_rdma_ops>(
+        params::Decl{"max_rdma_ops", Type::unsigned_integer, "256",
+                     "Put, get and atomic operations in flight per module before they report "
+                     "out-of-resource",
+                     6}
+            .range(1, 1 << 20)),
+    params::to<&UctConfig::exclusivity>(
+        params::Decl{"exclusivity", Type::integer, "-1",
+                     "Priority against other transports; -1: from the device type (shared memory "
+                     "32768, below vader; tcp 256, above the tcp btl; other networks 1024)",
+                     7}
+            .range(-1, UINT32_MAX)),
+    params::to<&UctConfig::latency>(params::Decl{
+        "latency", Type::integer, "-1",
+        "Relative latency, lower is preferred; -1: UCT's latency plus overhead in units "
+        "of 0.5 us",
+        7}
+                                        .range(-1, UINT32_MAX)),
+    params::to<&UctConfig::bandwidth>(
+        params::Decl{"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7}
+            .range(-1, UINT32_MAX)),
 };
 
 // Preference among shared-memory transports when the list is empty.
@@ -90,7 +99,7 @@ class UctComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "uct", uct_params);
+        params::add_all(registry, "btl", "uct", uct_params);
         registry.add_all("btl", "uct", rdma_params);
     }
 
@@ -313,20 +322,11 @@ class UctComponent final : public btl::Component {
 
     UctConfig read_config() const {
         params::Registry& r = reg();
-        auto u = [&](const char* n) { return r.get(std::string("btl_uct_") + n).as_unsigned(); };
-        auto i = [&](const char* n) { return r.get(std::string("btl_uct_") + n).as_int(); };
         UctConfig c;
-        c.eager_limit = u("eager_limit");
-        c.max_send_size = u("max_send_size");
-        c.free_list_max = u("free_list_max");
-        c.recv_ring = u("recv_ring");
-        c.max_rdma_ops = u("max_rdma_ops");
-        c.exclusivity = i("exclusivity");
-        c.latency = i("latency");
-        c.bandwidth = i("bandwidth");
+        params::bind(r, "btl", "uct", uct_params, c);
         // The registry accepts only the declared choices.
         c.rdma = parse_rdma_mode(r.get("btl_uct_rdma").as_string()).value_or(RdmaMode::automatic);
-        c.rdma_min_size = u("rdma_min_size");
+        c.rdma_min_size = r.get("btl_uct_rdma_min_size").as_unsigned();
         // The registry checked each value against its declared range.
         if (c.max_send_size != 0)  // 0: the transport's own limit, known once opened
             params::require_at_most(r.get("btl_uct_eager_limit"), r.get("btl_uct_max_send_size"));

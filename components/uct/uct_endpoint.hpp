@@ -6,7 +6,7 @@
 #include <uct/api/uct.h>
 
 #include "transit/btl/module.hpp"
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 #include "uct_rdma_policy.hpp"
 
 namespace transit::uct {
@@ -36,11 +36,11 @@ class UctEndpoint final : public btl::Endpoint {
     uct_component_h amo_component = nullptr;
     RkeyCache<uct_rkey_bundle_t, rkey_cache_size> amo_rkeys;
     bool amo_broken = false;
-    bool failed = false;    // UCT reported the peer lost; sends fail at once
-    bool reported = false;  // the error callback has been told
-    bool added = false;     // by add_procs (not only connected to answer a request)
-    bool goodbye = false;   // the peer said it is leaving: losing it is no error
-    ProcessWatch process;   // a peer on this node, watched for exit (or nothing)
+    bool failed = false;              // UCT reported the peer lost; sends fail at once
+    bool reported = false;            // the error callback has been told
+    bool added = false;               // by add_procs (not only connected to answer a request)
+    bool goodbye = false;             // the peer said it is leaving: losing it is no error
+    btl::util::ProcessWatch process;  // a peer on this node, watched for exit (or nothing)
 };
 
 }  // namespace transit::uct

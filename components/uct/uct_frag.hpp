@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "transit/btl/types.hpp"
+#include "transit/btl/util/free_list.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
@@ -83,54 +84,9 @@ struct PendingReply {
     PendingReply* next_queued = nullptr;
 };
 
-// A bounded free list; every item is made by setup().
+// The module's pools are the toolkit's free list, made whole at setup.
 template <typename T>
-class Pool {
-  public:
-    void setup(std::size_t count) {
-        items_ = std::vector<T>(count);
-        head_ = nullptr;
-        for (std::size_t i = count; i-- > 0;) {
-            items_[i].next_free = head_;
-            head_ = &items_[i];
-        }
-        available_ = count;
-    }
-    T* get() noexcept {
-        T* t = head_;
-        if (t == nullptr) [[unlikely]]
-            return nullptr;
-        head_ = t->next_free;
-        t->next_free = nullptr;
-        t->in_use = true;
-        --available_;
-        return t;
-    }
-    bool put(T* t) noexcept {
-        if (!owns(t) || !t->in_use) [[unlikely]]
-            return false;
-        t->in_use = false;
-        t->next_free = head_;
-        head_ = t;
-        ++available_;
-        return true;
-    }
-    bool owns(const T* t) const noexcept {
-        return !items_.empty() && t >= items_.data() && t < items_.data() + items_.size();
-    }
-    T& at(std::size_t i) noexcept { return items_[i]; }
-    const T& at(std::size_t i) const noexcept { return items_[i]; }
-    std::size_t index(const T* t) const noexcept {
-        return static_cast<std::size_t>(t - items_.data());
-    }
-    std::size_t size() const noexcept { return items_.size(); }
-    std::size_t available() const noexcept { return available_; }
-
-  private:
-    std::vector<T> items_;
-    T* head_ = nullptr;
-    std::size_t available_ = 0;
-};
+using Pool = btl::util::FreeList<T>;
 
 // First in, first out, threaded through T::next_queued (no allocation): work
 // that found the transport busy, retried in order from progress.
@@ -160,30 +116,8 @@ class FifoQueue {
     T* tail_ = nullptr;
 };
 
-// Send fragments with their buffers in one block.
-class FragPool {
-  public:
-    void setup(std::size_t count, std::size_t capacity) {
-        stride_ = (sizeof(WireHeader) + capacity + 63) & ~std::size_t{63};
-        storage_ = std::make_unique<std::byte[]>(count * stride_);
-        pool_.setup(count);
-        for (std::size_t i = 0; i < count; ++i) {
-            UctFrag& f = pool_.at(i);
-            f.buffer = storage_.get() + i * stride_;
-            f.capacity = capacity;
-        }
-    }
-    UctFrag* get() noexcept { return pool_.get(); }
-    bool put(UctFrag* f) noexcept { return pool_.put(f); }
-    bool owns(const UctFrag* f) const noexcept { return pool_.owns(f); }
-    std::size_t size() const noexcept { return pool_.size(); }
-    std::size_t available() const noexcept { return pool_.available(); }
-
-  private:
-    Pool<UctFrag> pool_;
-    std::unique_ptr<std::byte[]> storage_;
-    std::size_t stride_ = 0;
-};
+// Send fragments: a WireHeader in front of `capacity` bytes of payload.
+using FragPool = Pool<UctFrag>;
 
 // Received messages, copied out of UCT's progress and delivered after it
 // returns, in arrival order.  Delivering outside UCT's progress lets a

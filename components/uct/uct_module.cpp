@@ -220,11 +220,15 @@ void UctModule::choose_attributes() {
 }
 
 void UctModule::setup_pools() {
-    frags_.setup(config_.free_list_max, attr_.max_send_size);
-    ops_.setup(config_.max_rdma_ops);
+    frags_.setup({.initial = config_.free_list_max,
+                  .max = config_.free_list_max,
+                  .buffer_size = attr_.max_send_size,
+                  .headroom = sizeof(WireHeader)});
+    ops_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
     // Replies outnumber operations only when a peer floods: twice is plenty,
     // and a full pool only delays reading requests.
-    replies_.setup(std::max<std::size_t>(2 * config_.max_rdma_ops, 16));
+    const std::size_t replies = std::max<std::size_t>(2 * config_.max_rdma_ops, 16);
+    replies_.setup({.initial = replies, .max = replies});
     ring_.setup(config_.recv_ring, std::max(max_message_, max_short_ + 8));
 }
 
@@ -294,7 +298,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
     UctEndpoint* e = by_rank_[peer].get();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
-        e->process = ProcessWatch(static_cast<pid_t>(h.pid));
+        e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
     if (native_rw_) connect_native(e, h, base + sizeof h);
     return e;
 }
@@ -454,7 +458,7 @@ Status UctModule::free(btl::Descriptor* descriptor) noexcept {
     if (descriptor == nullptr) [[unlikely]]
         return Status::bad_param;
     auto* f = static_cast<UctFrag*>(descriptor);
-    return frags_.put(f) ? Status::success : Status::bad_param;
+    return frags_.put_checked(f) ? Status::success : Status::bad_param;
 }
 
 btl::Descriptor* UctModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,

@@ -76,6 +76,7 @@ struct Regions {
 inline constexpr std::uint32_t shm_exclusivity = 32768;
 
 struct UctConfig {
+    std::string transports;  // a selection, parsed at open
     std::size_t eager_limit = 4096;
     std::size_t max_send_size = 0;  // 0: what the transport allows
     std::size_t free_list_max = 128;
@@ -378,7 +379,8 @@ class UctModule final : public btl::Module {
     bool attention_ = false;
     bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
     std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
-    WatchPace check_pace_{std::chrono::milliseconds(100), 1};  // called every 1024th poll
+    // Called every 1024th poll.
+    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
     FragPool frags_;
     Pool<RdmaOp> ops_;

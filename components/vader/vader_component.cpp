@@ -10,6 +10,7 @@
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
 namespace transit::vader {
@@ -17,69 +18,80 @@ namespace {
 
 using params::Type;
 
-constexpr params::Decl vader_params[] = {
-    params::Decl{"eager_limit", Type::size, "32k",
-                 "Largest message the upper layer sends eagerly in one fragment to a process on "
-                 "this node; larger ones use put/get (single copy) or several fragments.  Left "
-                 "at its default it follows a smaller max_send_size; a value set must fit it",
-                 4}
-        .at_least(1),
-    params::Decl{"max_send_size", Type::size, "32k",
-                 "Largest fragment alloc, prepare_src and sendi accept (the payload room of each "
-                 "shared fragment)",
-                 4}
-        .range(0, 64 << 20),
-    params::Decl{"fbox_size", Type::size, "16k",
-                 "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a "
-                 "power of two, at least 256).  Messages up to a quarter of it, and up to "
-                 "eager_limit, go through the box",
-                 5}
-        .range(0, 16 << 20),
-    params::Decl{"fbox_threshold", Type::unsigned_integer, "16",
-                 "Messages sent to a peer through the FIFO before its fast box is used (0: at "
-                 "once)",
-                 5}
-        .range(0, UINT32_MAX),
-    params::Decl{"fifo_size", Type::unsigned_integer, "4096",
-                 "Minimum number of entries of each process's receive FIFO (rounded up to a "
-                 "power of two and raised to hold every fragment of every local process)",
-                 6}
-        .range(0, 16 << 20),
-    params::Decl{"segment_size", Type::size, "8M",
-                 "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
-                 "fragments; the fragment count follows from it, at least 16)",
-                 5}
-        .range(0, std::int64_t{1} << 40),
-    params::Decl{"heap_size", Type::size, "1G",
-                 "Address space reserved after each segment for mem_alloc: memory the local "
-                 "peers load, store and apply atomics to directly.  Pages are taken only when "
-                 "allocated; when the backing file system is full mem_alloc falls back to the "
-                 "heap (0: never)",
-                 5}
-        .range(0, std::int64_t{1} << 40),
-    {"single_copy_mechanism", Type::enumeration, "auto",
-     "Single copy for put/get and large messages: auto (CMA when a real cross-process read "
-     "works), cma (the same, and say so when it does not), none (copy through shared "
-     "fragments)",
-     3, "auto,cma,none"},
-    {"backing_directory", Type::string, "/dev/shm",
-     "Directory of the shared-memory files (a tmpfs); each is removed as soon as every local "
-     "peer has mapped it",
-     5},
-    params::Decl{"exclusivity", Type::unsigned_integer, "65535",
-                 "Priority of vader among the transports that reach a peer (highest wins; self "
-                 "has 65536)",
-                 7}
-        .range(0, UINT32_MAX),
-    {"cma_probe_fail", Type::boolean, "false",
-     "Testing only: make the CMA probe fail, to exercise the fallback without single copy", 9},
+constexpr params::Field<Config> vader_params[] = {
+    params::to<&Config::eager_limit>(params::Decl{
+        "eager_limit", Type::size, "32k",
+        "Largest message the upper layer sends eagerly in one fragment to a process on "
+        "this node; larger ones use put/get (single copy) or several fragments.  Left "
+        "at its default it follows a smaller max_send_size; a value set must fit it",
+        4}
+                                         .at_least(1)),
+    params::to<&Config::max_send_size>(params::Decl{
+        "max_send_size", Type::size, "32k",
+        "Largest fragment alloc, prepare_src and sendi accept (the payload room of each "
+        "shared fragment)",
+        4}
+                                           .range(0, 64 << 20)),
+    params::to<&Config::fbox_size>(params::Decl{
+        "fbox_size", Type::size, "16k",
+        "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a "
+        "power of two, at least 256).  Messages up to a quarter of it, and up to "
+        "eager_limit, go through the box",
+        5}
+                                       .range(0, 16 << 20)),
+    params::to<&Config::fbox_threshold>(
+        params::Decl{"fbox_threshold", Type::unsigned_integer, "16",
+                     "Messages sent to a peer through the FIFO before its fast box is used (0: at "
+                     "once)",
+                     5}
+            .range(0, UINT32_MAX)),
+    params::to<&Config::fifo_size>(
+        params::Decl{"fifo_size", Type::unsigned_integer, "4096",
+                     "Minimum number of entries of each process's receive FIFO (rounded up to a "
+                     "power of two and raised to hold every fragment of every local process)",
+                     6}
+            .range(0, 16 << 20)),
+    params::to<&Config::segment_size>(
+        params::Decl{"segment_size", Type::size, "8M",
+                     "Bytes of the shared segment each process creates (fast boxes, FIFO and send "
+                     "fragments; the fragment count follows from it, at least 16)",
+                     5}
+            .range(0, std::int64_t{1} << 40)),
+    params::to<&Config::heap_size>(
+        params::Decl{"heap_size", Type::size, "1G",
+                     "Address space reserved after each segment for mem_alloc: memory the local "
+                     "peers load, store and apply atomics to directly.  Pages are taken only when "
+                     "allocated; when the backing file system is full mem_alloc falls back to the "
+                     "heap (0: never)",
+                     5}
+            .range(0, std::int64_t{1} << 40)),
+    params::to<&Config::mechanism>(params::Decl{
+        "single_copy_mechanism", Type::enumeration, "auto",
+        "Single copy for put/get and large messages: auto (CMA when a real cross-process read "
+        "works), cma (the same, and say so when it does not), none (copy through shared "
+        "fragments)",
+        3, "auto,cma,none"}),
+    params::to<&Config::backing_directory>(params::Decl{
+        "backing_directory", Type::string, "/dev/shm",
+        "Directory of the shared-memory files (a tmpfs); each is removed as soon as every local "
+        "peer has mapped it",
+        5}),
+    params::to<&Config::exclusivity>(
+        params::Decl{"exclusivity", Type::unsigned_integer, "65535",
+                     "Priority of vader among the transports that reach a peer (highest wins; self "
+                     "has 65536)",
+                     7}
+            .range(0, UINT32_MAX)),
+    params::to<&Config::cma_probe_fail>(params::Decl{
+        "cma_probe_fail", Type::boolean, "false",
+        "Testing only: make the CMA probe fail, to exercise the fallback without single copy", 9}),
 };
 
 class VaderComponent final : public btl::Component {
   public:
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "vader", vader_params);
+        params::add_all(registry, "btl", "vader", vader_params);
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
@@ -134,17 +146,7 @@ class VaderComponent final : public btl::Component {
     Config read_config() const {
         params::Registry& r = reg();
         Config c;
-        c.eager_limit = r.get("btl_vader_eager_limit").as_unsigned();
-        c.max_send_size = r.get("btl_vader_max_send_size").as_unsigned();
-        const std::uint64_t fbox = r.get("btl_vader_fbox_size").as_unsigned();
-        const std::uint64_t threshold = r.get("btl_vader_fbox_threshold").as_unsigned();
-        const std::uint64_t fifo = r.get("btl_vader_fifo_size").as_unsigned();
-        c.segment_size = r.get("btl_vader_segment_size").as_unsigned();
-        c.heap_size = r.get("btl_vader_heap_size").as_unsigned();
-        const std::string& mech = r.get("btl_vader_single_copy_mechanism").as_string();
-        c.backing_directory = r.get("btl_vader_backing_directory").as_string();
-        c.cma_probe_fail = r.get("btl_vader_cma_probe_fail").as_bool();
-        const std::uint64_t excl = r.get("btl_vader_exclusivity").as_unsigned();
+        params::bind(r, "btl", "vader", vader_params, c);
         // The declared ranges keep the sizes and counts within 32 bits.
         // The default eager limit follows a smaller max_send_size; one the user
         // chose must fit it.
@@ -155,12 +157,9 @@ class VaderComponent final : public btl::Component {
             params::require_at_most(eager, r.get("btl_vader_max_send_size"));
         if (c.backing_directory.empty())
             throw params::Error("btl_vader_backing_directory must not be empty");
-        c.fbox_size = static_cast<std::uint32_t>(fbox);
-        c.fbox_threshold = static_cast<std::uint32_t>(threshold);
-        c.fifo_size = static_cast<std::uint32_t>(fifo);
-        c.single_copy = mech == "none" ? SingleCopy::none : SingleCopy::cma;
-        c.explicit_cma = mech == "cma";
-        c.exclusivity = static_cast<std::uint32_t>(excl);
+        c.single_copy =
+            c.mechanism == SingleCopyMechanism::none ? SingleCopy::none : SingleCopy::cma;
+        c.explicit_cma = c.mechanism == SingleCopyMechanism::cma;
         return c;
     }
 

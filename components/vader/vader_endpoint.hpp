@@ -10,7 +10,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "transit/btl/module.hpp"
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 namespace transit::vader {
 
@@ -43,7 +43,7 @@ class VaderEndpoint final : public btl::Endpoint {
     Fifo fifo;              // the peer's receive FIFO
     FastboxWriter fastbox;  // our box in the peer's segment
     pid_t pid = 0;
-    ProcessWatch process;  // of pid, for check_peers
+    btl::util::ProcessWatch process;  // of pid, for check_peers
     std::uint64_t owner_base = 0;
     std::uint64_t heap_offset = 0;
     std::uint64_t heap_size = 0;

@@ -80,18 +80,16 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     active_.reserve(layout_.local_size);
 
     const std::size_t payload = layout_.frag_stride - frag_header_size;
-    frags_.resize(layout_.frag_count);
-    free_frags_.reserve(layout_.frag_count);
-    for (std::uint32_t i = 0; i < layout_.frag_count; ++i) {
-        Frag& f = frags_[i];
+    frags_.setup({.initial = layout_.frag_count, .max = layout_.frag_count});
+    std::uint32_t i = 0;
+    for (Frag& f : frags_.items()) {
         f.index = i;
         f.header = reinterpret_cast<FragHeader*>(segment_.data() + layout_.frag_offset +
                                                  i * layout_.frag_stride);
         f.payload = reinterpret_cast<char*>(f.header) + frag_header_size;
         f.segments = &f.segment;
         f.segment_count = 1;
-        (void)payload;
-        free_frags_.push_back(&frags_[layout_.frag_count - 1 - i]);
+        ++i;
     }
     pending_returns_.reserve(std::size_t{layout_.local_size} * layout_.frag_count);
     // Last: a peer that sees the magic may use everything above.
@@ -166,7 +164,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     ep->fastbox = FastboxWriter(ep->segment.data() + ph.fbox_offset + my_index_ * ph.fbox_stride,
                                 ph.fbox_size);
     ep->pid = static_cast<pid_t>(ph.pid);
-    ep->process = ProcessWatch(ep->pid);
+    ep->process = btl::util::ProcessWatch(ep->pid);
     ep->owner_base = ph.owner_base;
     ep->heap_offset = ph.heap_offset;
     ep->heap_size = ph.heap_size;
@@ -243,7 +241,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
             endpoints_[ep->local_index].get() != ep)
             continue;
         // Fragments still in flight to it must not point at a dead endpoint.
-        for (Frag& f : frags_)
+        for (Frag& f : frags_.items())
             if (f.in_flight && f.endpoint == ep) complete(&f, Status::cancelled);
         std::erase(active_, ep->local_index);
         retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
@@ -299,10 +297,9 @@ void VaderModule::rebuild_pollfds() {
 // --- sends --------------------------------------------------------------------
 
 Frag* VaderModule::take_frag(VaderEndpoint* ep) noexcept {
-    if (free_frags_.empty()) [[unlikely]]
+    Frag* f = frags_.get();
+    if (f == nullptr) [[unlikely]]
         return nullptr;
-    Frag* f = free_frags_.back();
-    free_frags_.pop_back();
     f->endpoint = ep;
     f->flags = 0;
     f->cbfunc = nullptr;
@@ -334,9 +331,7 @@ btl::Descriptor* VaderModule::alloc(btl::Endpoint* endpoint, std::uint8_t order,
 
 Status VaderModule::free(btl::Descriptor* descriptor) noexcept {
     auto* f = static_cast<Frag*>(descriptor);
-    if (f == nullptr || f < frags_.data() || f >= frags_.data() + frags_.size() || f->in_flight)
-        return Status::bad_param;
-    free_frags_.push_back(f);
+    if (f == nullptr || f->in_flight || !frags_.put_checked(f)) return Status::bad_param;
     return Status::success;
 }
 
@@ -366,7 +361,7 @@ Status VaderModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         ep->fastbox.write(tag, f->payload, len)) {
         if ((f->flags & btl::des_flags::send_always_callback) && f->cbfunc)
             f->cbfunc(this, ep, f, Status::success);
-        if (f->flags & btl::des_flags::btl_ownership) free_frags_.push_back(f);
+        if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
         return Status::completed;
     }
     if (ep->sends < config_.fbox_threshold) ++ep->sends;
@@ -426,7 +421,7 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
     if (descriptor != nullptr)
         *descriptor = f;
     else
-        free_frags_.push_back(f);
+        frags_.put(f);
     return Status::out_of_resource;
 }
 
@@ -512,7 +507,7 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
     f->rdma_context = cbcontext;
     f->rdma_cbdata = cbdata;
     if (!push(ep, f)) {
-        free_frags_.push_back(f);
+        frags_.put(f);
         return Status::out_of_resource;
     }
     return Status::success;
@@ -597,7 +592,7 @@ Status VaderModule::deregister_mem(btl::RegistrationHandle* handle) {
 
 Status VaderModule::flush(btl::Endpoint* endpoint) {
     auto pending = [&] {
-        for (const Frag& f : frags_)
+        for (const Frag& f : frags_.items())
             if (f.in_flight && f.header->kind == FragKind::atomic &&
                 (endpoint == nullptr || f.endpoint == endpoint))
                 return true;
@@ -622,7 +617,7 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
                                ep->peer(), i, ep->pid, ep->outstanding, ep->sends, ep->dead));
     }
     log::write("vader", fmt::format("free fragments {}/{}, FIFO capacity {}, single copy {}",
-                                    free_frags_.size(), frags_.size(), layout_.fifo_capacity,
+                                    frags_.available(), frags_.size(), layout_.fifo_capacity,
                                     single_copy_ == SingleCopy::cma ? "cma" : "none"));
 }
 
@@ -680,8 +675,8 @@ int VaderModule::poll_fifo(int max) noexcept {
         ++events;
         if (ref & return_bit) {
             const std::uint32_t index = ref_index(ref);
-            if (index < frags_.size() && frags_[index].in_flight) [[likely]]
-                complete(&frags_[index], Status::success);
+            if (index < frags_.size() && frags_.at(index).in_flight) [[likely]]
+                complete(&frags_.at(index), Status::success);
             continue;
         }
         VaderEndpoint* ep = endpoint_for(ref_owner(ref));
@@ -731,16 +726,16 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
         if (f->rdma_cb)
             f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
                        status);
-        free_frags_.push_back(f);
+        frags_.put(f);
         return;
     }
     if (f->internal) {
-        free_frags_.push_back(f);
+        frags_.put(f);
         return;
     }
     const bool owned = f->flags & btl::des_flags::btl_ownership;
     if (f->cbfunc) f->cbfunc(this, ep, f, status);
-    if (owned) free_frags_.push_back(f);
+    if (owned) frags_.put(f);
 }
 
 // --- peer failure -------------------------------------------------------------
@@ -776,7 +771,7 @@ void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
 // fragments has left, not failed: no error report (as tcp after a goodbye).
 bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
     if (ep->header().departed.load(std::memory_order_acquire) == 0) return false;
-    for (const Frag& f : frags_)
+    for (const Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) return false;
     ep->dead = true;
     out_.verbose(10, "local peer {} (pid {}) finalized and exited", ep->peer(), ep->pid);
@@ -787,7 +782,7 @@ bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
 // upper layer hears of it once.
 void VaderModule::peer_lost(VaderEndpoint* ep, const char* why) noexcept {
     ep->dead = true;
-    for (Frag& f : frags_)
+    for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
     report_error(btl::error_flags::nonfatal, ep->peer(), why);
 }

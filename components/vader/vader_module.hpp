@@ -16,11 +16,14 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
 
 namespace transit::vader {
 
 enum class SingleCopy { none, cma };
+// btl_vader_single_copy_mechanism, in the order of its choices.
+enum class SingleCopyMechanism { automatic, cma, none };
 
 struct Config {
     std::size_t eager_limit = 32768;
@@ -30,6 +33,7 @@ struct Config {
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
     std::size_t heap_size = std::size_t{1} << 30;
+    SingleCopyMechanism mechanism = SingleCopyMechanism::automatic;
     SingleCopy single_copy = SingleCopy::cma;
     bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
     bool cma_probe_fail = false;  // testing only
@@ -45,6 +49,8 @@ struct Frag : btl::Descriptor {
     VaderEndpoint* endpoint = nullptr;
     std::uint32_t index = 0;
     bool in_flight = false;
+    bool in_use = false;  // taken from frags_
+    Frag* next_free = nullptr;
     bool internal = false;  // sent by sendi or an atomic: no user callback
     // atomics
     btl::RdmaCompletionFn rdma_cb = nullptr;
@@ -177,11 +183,10 @@ class VaderModule final : public btl::Module {
     std::vector<std::unique_ptr<VaderEndpoint>> retired_;
     std::vector<std::uint32_t> active_;  // local indexes with an endpoint
     std::vector<bool> counted_;          // peers whose segment we counted as mapped
-    std::vector<Frag> frags_;
-    std::vector<Frag*> free_frags_;
+    btl::util::FreeList<Frag> frags_;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
-    WatchPace check_pace_;                // every 16th low-priority pass, at most every 100 ms
+    btl::util::WatchPace check_pace_;     // every 16th low-priority pass, at most every 100 ms
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

@@ -37,7 +37,7 @@
 #include "framework/btl_framework.hpp"
 #include "runtime/runtime.hpp"
 #include "transit/btl/am_table.hpp"
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 #include "transit/progress.hpp"
 
 namespace {
@@ -230,7 +230,7 @@ int run(const Options& opt) {
         if (Status s = send_message(*module, engine, eps[1], tag_ack, 8); !ok(s))
             return failed(me, fmt::format("acknowledging after rank 1 rejoined: {}", to_string(s)));
     }
-    const ProcessWatch rank1(static_cast<pid_t>(theirs[0]));
+    const btl::util::ProcessWatch rank1(static_cast<pid_t>(theirs[0]));
     if (!progress_until(
             engine, [&] { return rank1.exited(); }, std::chrono::seconds(30)))
         return failed(me, "rank 1 did not exit");

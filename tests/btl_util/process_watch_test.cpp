@@ -10,12 +10,14 @@
 #include <thread>
 #include <utility>
 
-#include "transit/process_watch.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 namespace transit::test {
 namespace {
 
 using namespace std::chrono_literals;
+using btl::util::ProcessWatch;
+using btl::util::WatchPace;
 using Probe = ProcessWatch::Probe;
 
 // A child that waits for the parent to close the pipe (or to be killed),

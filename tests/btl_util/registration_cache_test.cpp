@@ -1,16 +1,26 @@
+// The toolkit's registration cache with a stand-in backend: sharing, access
+// rights, LRU of unused registrations, invalidation, failures and teardown.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <set>
 #include <vector>
 
-#include "components/openib/openib_rcache.hpp"
-
-using transit::openib::Registration;
-using transit::openib::RegistrationBackend;
-using transit::openib::RegistrationCache;
+#include "transit/btl/util/registration_cache.hpp"
 
 namespace {
+
+struct Keys {
+    std::uint32_t lkey = 0;
+    std::uint32_t rkey = 0;
+};
+using Registration = transit::btl::util::Registration<Keys>;
+using RegistrationBackend = transit::btl::util::RegistrationBackend<Keys>;
+using RegistrationCache = transit::btl::util::RegistrationCache<Keys>;
+
+const Registration* find_rkey(const RegistrationCache& rc, std::uint32_t rkey) {
+    return rc.find_held([rkey](const Registration& r) { return r.rkey == rkey; });
+}
 
 constexpr std::uint32_t local = 0x1, remote_read = 0x2, remote_write = 0x4;
 
@@ -48,7 +58,7 @@ struct Buffer {
 
 }  // namespace
 
-TEST(OpenibRcache, HitWithinARegisteredRange) {
+TEST(RegistrationCache, HitWithinARegisteredRange) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 0, .page_size = 4096});
     Buffer buf(4);
@@ -68,7 +78,7 @@ TEST(OpenibRcache, HitWithinARegisteredRange) {
     EXPECT_TRUE(be.live.empty());
 }
 
-TEST(OpenibRcache, MoreAccessIsAMiss) {
+TEST(RegistrationCache, MoreAccessIsAMiss) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 0, .page_size = 4096});
     Buffer buf(1);
@@ -84,7 +94,7 @@ TEST(OpenibRcache, MoreAccessIsAMiss) {
     EXPECT_TRUE(be.live.empty());
 }
 
-TEST(OpenibRcache, PartialOverlapRegistersNewRegionWithoutWidening) {
+TEST(RegistrationCache, PartialOverlapRegistersNewRegionWithoutWidening) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 0, .page_size = 4096});
     Buffer buf(4);
@@ -104,7 +114,7 @@ TEST(OpenibRcache, PartialOverlapRegistersNewRegionWithoutWidening) {
     EXPECT_TRUE(be.live.empty());
 }
 
-TEST(OpenibRcache, LruEvictsTheLeastRecentlyReleased) {
+TEST(RegistrationCache, LruEvictsTheLeastRecentlyReleased) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 2, .page_size = 4096});
     Buffer buf(8);
@@ -130,7 +140,7 @@ TEST(OpenibRcache, LruEvictsTheLeastRecentlyReleased) {
     rc.release(again);
 }
 
-TEST(OpenibRcache, InvalidateDropsUnusedAtOnceAndUsedAtLastRelease) {
+TEST(RegistrationCache, InvalidateDropsUnusedAtOnceAndUsedAtLastRelease) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 8, .page_size = 4096});
     Buffer buf(8);
@@ -146,7 +156,7 @@ TEST(OpenibRcache, InvalidateDropsUnusedAtOnceAndUsedAtLastRelease) {
     EXPECT_FALSE(be.live.count(unused_key)) << "cached and freed: deregistered now";
     EXPECT_TRUE(be.live.count(used_key)) << "its holder still has it";
     EXPECT_FALSE(used->findable);
-    EXPECT_EQ(rc.find_rkey(used_key), nullptr) << "no emulated atomic into freed memory";
+    EXPECT_EQ(find_rkey(rc, used_key), nullptr) << "no emulated atomic into freed memory";
 
     // Nothing in the freed range is found any more, even with the old holder alive.
     Registration* fresh = rc.acquire(buf.at(2 * 4096), 16, local | remote_write);
@@ -160,18 +170,18 @@ TEST(OpenibRcache, InvalidateDropsUnusedAtOnceAndUsedAtLastRelease) {
     rc.release(fresh);
 }
 
-TEST(OpenibRcache, ReleasedRegistrationIsNotReachableByRkey) {
+TEST(RegistrationCache, ReleasedRegistrationIsNotReachableByRkey) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 4, .page_size = 4096});
     Buffer buf(1);
     Registration* r = rc.acquire(buf.at(0), 64, local | remote_write);
     std::uint32_t key = r->rkey;
-    EXPECT_EQ(rc.find_rkey(key), r);
+    EXPECT_EQ(find_rkey(rc, key), r);
     rc.release(r);
-    EXPECT_EQ(rc.find_rkey(key), nullptr) << "deregistered by its user, even if cached";
+    EXPECT_EQ(find_rkey(rc, key), nullptr) << "deregistered by its user, even if cached";
 }
 
-TEST(OpenibRcache, FailureEvictsUnusedAndRetriesOnce) {
+TEST(RegistrationCache, FailureEvictsUnusedAndRetriesOnce) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 4, .page_size = 4096});
     Buffer buf(4);
@@ -187,7 +197,7 @@ TEST(OpenibRcache, FailureEvictsUnusedAndRetriesOnce) {
     rc.release(r);
 }
 
-TEST(OpenibRcache, RejectsEmptyAndWrappingRanges) {
+TEST(RegistrationCache, RejectsEmptyAndWrappingRanges) {
     FakeBackend be;
     RegistrationCache rc(be, {});
     Buffer buf(1);
@@ -197,7 +207,7 @@ TEST(OpenibRcache, RejectsEmptyAndWrappingRanges) {
     EXPECT_EQ(be.registrations, 0);
 }
 
-TEST(OpenibRcache, DestructorDeregistersEverything) {
+TEST(RegistrationCache, DestructorDeregistersEverything) {
     FakeBackend be;
     Buffer buf(4);
     {
@@ -210,4 +220,39 @@ TEST(OpenibRcache, DestructorDeregistersEverything) {
     }
     EXPECT_TRUE(be.live.empty());
     EXPECT_EQ(be.registrations, be.deregistrations);
+}
+
+TEST(RegistrationCache, FindNeverRegistersAndTakesNoReference) {
+    FakeBackend be;
+    RegistrationCache rc(be, {.max_unused = 0, .page_size = 1});
+    Buffer buf(1);
+    EXPECT_EQ(rc.find(buf.at(0), 8), nullptr);
+    Registration* r = rc.acquire(buf.at(10), 100, local);
+    ASSERT_NE(r, nullptr);
+    EXPECT_EQ(r->base, reinterpret_cast<std::uintptr_t>(buf.at(10))) << "page size 1: exact";
+    EXPECT_EQ(r->length, 100u);
+    EXPECT_EQ(rc.find(buf.at(20), 50), r);
+    EXPECT_EQ(rc.find(buf.at(20), 100), nullptr) << "past the registered end";
+    EXPECT_EQ(r->refs, 1u);
+    EXPECT_EQ(be.registrations, 1);
+    rc.release(r);
+    EXPECT_TRUE(be.live.empty());
+}
+
+TEST(RegistrationCache, RetainTakesACachedRegistrationOutOfTheLru) {
+    FakeBackend be;
+    RegistrationCache rc(be, {.max_unused = 1, .page_size = 4096});
+    Buffer buf(4);
+    Registration* a = rc.acquire(buf.at(0), 8, local);
+    const std::uint32_t key = a->rkey;
+    rc.release(a);
+    ASSERT_EQ(rc.unused(), 1u);
+    Registration* found = rc.find(buf.at(0), 8);
+    ASSERT_EQ(found, a);
+    rc.retain(found);
+    EXPECT_EQ(rc.unused(), 0u);
+    // Another released registration must not evict the one just retained.
+    rc.release(rc.acquire(buf.at(2 * 4096), 8, local));
+    EXPECT_TRUE(be.live.count(key));
+    rc.release(found);
 }

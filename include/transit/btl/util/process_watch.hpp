@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace transit {
+namespace transit::btl::util {
 
 // Owns a pidfd for one process.  A pidfd (Linux 5.3 and later) names the
 // process itself, so a pid reused after the exit cannot fool it; where the
@@ -72,4 +72,4 @@ class WatchPace {
     std::chrono::steady_clock::time_point last_{};
 };
 
-}  // namespace transit
+}  // namespace transit::btl::util

@@ -203,7 +203,7 @@ Engine::~Engine() {
     for (RegionImpl* r : regions_) {
         std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
         for (auto& e : owned->entries)
-            if (e.handle) e.module->deregister_mem(e.handle);
+            if (e.handle) e.module->rdma()->deregister_mem(e.handle);
     }
     for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
     bml_.reset();
@@ -589,7 +589,8 @@ void* Engine::mem_alloc(std::size_t size) noexcept {
         return a->attributes().exclusivity > b->attributes().exclusivity;
     });
     for (btl::Module* m : offering) {
-        if (void* p = m->mem_alloc(size)) {
+        btl::Rdma* rdma = m->rdma();
+        if (void* p = rdma ? rdma->mem_alloc(size) : nullptr) {
             allocations_.push_back({p, m});
             return p;
         }
@@ -606,7 +607,7 @@ void Engine::mem_free(void* p) noexcept {
         if (!it->module)
             std::free(p);
         else
-            it->module->mem_free(p);
+            it->module->rdma()->mem_free(p);
         allocations_.erase(it);
         return;
     }

@@ -448,7 +448,7 @@ class Engine {
     void complete(Req* r) noexcept {
         r->stage = Req::Stage::done;
         if (r->local_handle) [[unlikely]] {
-            r->handle_module->deregister_mem(r->local_handle);
+            r->handle_module->rdma()->deregister_mem(r->local_handle);
             r->local_handle = nullptr;
         }
         if (r->internal) [[unlikely]]

@@ -349,7 +349,7 @@ void Engine::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             if (a.registration_handle_size > 0) {
                 const std::uint32_t access =
                     btl::reg_flags::local_write | (split ? btl::reg_flags::remote_write : 0u);
-                r->local_handle = b.module->register_mem(b.endpoint, r->buf, st.length, access);
+                r->local_handle = b.rdma->register_mem(b.endpoint, r->buf, st.length, access);
                 if (!r->local_handle) continue;
                 r->handle_module = b.module;
             }
@@ -422,8 +422,7 @@ void Engine::on_split_fin(const std::byte* b, std::size_t) noexcept {
 // anything moved: the caller then streams the data instead.
 Engine::RdmaIssue Engine::issue_rdma(Req* r) noexcept {
     const bool put = r->kind == Req::Kind::send;
-    btl::Module* m = r->rdma.module;
-    const auto& a = m->attributes();
+    const auto& a = r->rdma.module->attributes();
     const std::size_t cap = put ? a.put_limit : a.get_limit;
     const std::size_t limit = cap ? cap : r->rdma_end;
     auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
@@ -434,10 +433,16 @@ Engine::RdmaIssue Engine::issue_rdma(Req* r) noexcept {
         void* local = static_cast<std::byte*>(r->buf) + r->rdma_offset;
         const std::uint64_t remote = r->remote_addr + r->rdma_offset;
         ++r->rdma_pending;
-        const Status s = put ? m->put(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
-                                      0, btl::no_order, &Engine::rdma_done, this, r)
-                             : m->get(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
-                                      0, btl::no_order, &Engine::rdma_done, this, r);
+        const btl::RdmaRequest req{.endpoint = r->rdma.endpoint,
+                                   .local = local,
+                                   .remote = remote,
+                                   .local_handle = r->local_handle,
+                                   .remote_handle = rh,
+                                   .size = chunk,
+                                   .cb = &Engine::rdma_done,
+                                   .cbcontext = this,
+                                   .cbdata = r};
+        const Status s = put ? r->rdma.rdma->put(req) : r->rdma.rdma->get(req);
         if (s != Status::success) --r->rdma_pending;  // no callback will come
         if (s == Status::success || s == Status::completed) {
             r->rdma_offset += chunk;
@@ -478,7 +483,7 @@ bool Engine::issue_gets(Req* r) noexcept {
             return false;
         case RdmaIssue::refused:
             if (r->local_handle) {
-                r->handle_module->deregister_mem(r->local_handle);
+                r->handle_module->rdma()->deregister_mem(r->local_handle);
                 r->local_handle = nullptr;
             }
             fall_back_to_frags(r);

@@ -162,8 +162,8 @@ void Engine::prepare_rdma(Req* r, wire::RndvHdr&, std::byte*) noexcept {
         if (hlen + r->am_header_len > r->remote_handle.size()) continue;
         btl::RegistrationHandle* h = nullptr;
         if (hlen > 0) {
-            h = b.module->register_mem(b.endpoint, const_cast<void*>(addr), r->total,
-                                       btl::reg_flags::remote_read);
+            h = b.rdma->register_mem(b.endpoint, const_cast<void*>(addr), r->total,
+                                     btl::reg_flags::remote_read);
             if (!h) continue;
             // The user header (am) sits behind the handle bytes: move it.
             if (r->am_header_len)
@@ -267,7 +267,7 @@ void Engine::on_ack(const std::byte* b, std::size_t) noexcept {
     auto* r = reinterpret_cast<Req*>(a.sreq);
     // No rdma after all: release the registration, stream fragments instead.
     if (r->local_handle) {
-        r->handle_module->deregister_mem(r->local_handle);
+        r->handle_module->rdma()->deregister_mem(r->local_handle);
         r->local_handle = nullptr;
     }
     r->remote_req = a.rreq;

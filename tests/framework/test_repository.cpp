@@ -358,7 +358,7 @@ TEST(CheckDescriptor, RefusesANewerMinor) {
     auto d = good_descriptor();
     d.abi_version = (abi_major << 16) | (abi_minor + 1);
     EXPECT_EQ(check_descriptor(d, "btl", "x", btl_interface_version),
-              "built against Transit ABI 2.2, this is ABI 2.1");
+              "built against Transit ABI 3.1, this is ABI 3.0");
 }
 
 TEST(CheckDescriptor, RefusesAnotherFramework) {

@@ -36,6 +36,13 @@ std::string describe(const BtlRef& r) {
                        r.module->name(), a.exclusivity, a.latency, a.bandwidth, r.weight);
 }
 
+// A module belongs in the rdma list when it hands out the interface and its
+// flags say put or get works.
+bool offers_rdma(const BtlRef& r) {
+    return r.rdma != nullptr &&
+           (r.module->attributes().flags & (btl::flags::put | btl::flags::get)) != 0;
+}
+
 }  // namespace
 
 R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> components, Rank self,
@@ -136,7 +143,11 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         } else if (!bits.test(0)) {
             why.push_back(fmt::format("{}: does not reach rank {}", m->name(), peer));
         } else {
-            reach.push_back({m, e, 1.0, i});
+            reach.push_back({.module = m,
+                             .endpoint = e,
+                             .index = i,
+                             .rdma = m->rdma(),
+                             .atomics = m->atomics()});
             if (!top_sends || a.exclusivity == top) {
                 if (a.flags & btl::flags::send) {
                     top = a.exclusivity;
@@ -159,7 +170,7 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         if (a.exclusivity == top && (a.flags & btl::flags::send)) {
             ep.send.push_back(r);
             send_caps |= a.flags & rdma_caps;
-            if (a.flags & (btl::flags::put | btl::flags::get)) ep.rdma.push_back(r);
+            if (offers_rdma(r)) ep.rdma.push_back(r);
         } else {
             unused.push_back(r);
         }
@@ -167,7 +178,7 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     for (const BtlRef& r : unused) {
         const auto& a = r.module->attributes();
         const bool adds = (a.flags & rdma_caps & ~send_caps) != 0;
-        const bool rdma = adds && (a.flags & (btl::flags::put | btl::flags::get));
+        const bool rdma = adds && offers_rdma(r);
         if (rdma) ep.rdma.push_back(r);
         const char* note = rdma                    ? " (kept for rdma)"
                            : (a.flags & rdma_caps) ? " (its rdma adds nothing to the send list's)"

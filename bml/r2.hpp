@@ -25,13 +25,17 @@ struct BtlRef {
     double weight = 1.0;      // share of striped traffic, from bandwidth
     std::uint32_t index = 0;  // position of the module in the framework's list
     double current = 0;       // smooth weighted round robin state
+    // The module's capabilities, asked once here so that each one-sided
+    // operation is one virtual call (nullptr: not offered).
+    btl::Rdma* rdma = nullptr;
+    btl::Atomics* atomics = nullptr;
 };
 
 struct Endpoint {
     Rank peer = any_rank;
     std::vector<BtlRef> eager;      // send list ordered by latency, lowest first
     std::vector<BtlRef> send;       // highest exclusivity that reaches the peer
-    std::vector<BtlRef> rdma;       // every module with put or get
+    std::vector<BtlRef> rdma;       // every module offering rdma() with put or get
     std::uint32_t next_eager = 0;   // round robin over equal-latency eager modules
     std::uint32_t eager_equal = 1;  // how many at the head share the lowest latency
     std::size_t eager_limit = 0;    // smallest eager limit of the eager modules

@@ -1,4 +1,4 @@
-// Default implementations of a module's optional operations, and the CPU
+// The module's default name and dump, and the CPU
 // atomics that components use to perform atomics on a target's behalf.
 #include <atomic>
 #include <type_traits>
@@ -11,53 +11,6 @@ namespace transit::btl {
 
 std::string Module::name() const {
     return component().name();
-}
-
-Status Module::put(Endpoint*, void*, std::uint64_t, RegistrationHandle*, const RegistrationHandle*,
-                   std::size_t, int, int, RdmaCompletionFn, void*, void*) noexcept {
-    return Status::not_supported;
-}
-
-Status Module::get(Endpoint*, void*, std::uint64_t, RegistrationHandle*, const RegistrationHandle*,
-                   std::size_t, int, int, RdmaCompletionFn, void*, void*) noexcept {
-    return Status::not_supported;
-}
-
-Status Module::atomic_op(Endpoint*, std::uint64_t, const RegistrationHandle*, AtomicOp,
-                         std::uint64_t, int, int, RdmaCompletionFn, void*, void*) noexcept {
-    return Status::not_supported;
-}
-
-Status Module::atomic_fop(Endpoint*, void*, std::uint64_t, RegistrationHandle*,
-                          const RegistrationHandle*, AtomicOp, std::uint64_t, int, int,
-                          RdmaCompletionFn, void*, void*) noexcept {
-    return Status::not_supported;
-}
-
-Status Module::atomic_cswap(Endpoint*, void*, std::uint64_t, RegistrationHandle*,
-                            const RegistrationHandle*, std::uint64_t, std::uint64_t, int, int,
-                            RdmaCompletionFn, void*, void*) noexcept {
-    return Status::not_supported;
-}
-
-RegistrationHandle* Module::register_mem(Endpoint*, void*, std::size_t, std::uint32_t) {
-    return nullptr;
-}
-
-Status Module::deregister_mem(RegistrationHandle*) {
-    return Status::success;
-}
-
-void* Module::mem_alloc(std::size_t) noexcept {
-    return nullptr;
-}
-
-bool Module::mem_free(void*) noexcept {
-    return false;
-}
-
-Status Module::flush(Endpoint*) {
-    return Status::success;
 }
 
 void Module::dump(Endpoint* endpoint, int verbosity) {

@@ -58,7 +58,7 @@ struct Core {
     }
     void complete(Req* r) noexcept {
         if (r->local_handle) [[unlikely]] {
-            r->handle_module->deregister_mem(r->local_handle);
+            r->handle_module->rdma()->deregister_mem(r->local_handle);
             r->local_handle = nullptr;
         }
         if (r->internal) [[unlikely]]

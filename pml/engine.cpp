@@ -202,7 +202,8 @@ void* Engine::mem_alloc(std::size_t size) noexcept {
         return a->attributes().exclusivity > b->attributes().exclusivity;
     });
     for (btl::Module* m : offering) {
-        if (void* p = m->mem_alloc(size)) {
+        btl::Rdma* rdma = m->rdma();
+        if (void* p = rdma ? rdma->mem_alloc(size) : nullptr) {
             allocations_.push_back({p, m});
             return p;
         }
@@ -219,7 +220,7 @@ void Engine::mem_free(void* p) noexcept {
         if (!it->module)
             std::free(p);
         else
-            it->module->mem_free(p);
+            it->module->rdma()->mem_free(p);
         allocations_.erase(it);
         return;
     }

@@ -75,9 +75,10 @@ Status OneSided::register_memory(void* base, std::size_t size, RegionImpl*& out)
         const auto& a = m->attributes();
         constexpr std::uint32_t wanted =
             btl::flags::rdma | btl::flags::atomic_ops | btl::flags::atomic_fops;
-        if (!(a.flags & wanted) || a.registration_handle_size == 0) continue;
+        btl::Rdma* rdma = m->rdma();
+        if (!(a.flags & wanted) || a.registration_handle_size == 0 || !rdma) continue;
         btl::RegistrationHandle* h =
-            m->register_mem(nullptr, base, size, btl::reg_flags::access_any);
+            rdma->register_mem(nullptr, base, size, btl::reg_flags::access_any);
         if (!h) {
             c_.out.verbose(10, "{} cannot register {} bytes; that peer path is emulated", m->name(),
                            size);
@@ -97,7 +98,7 @@ Status OneSided::deregister_memory(RegionImpl* region) {
         regions_.erase(it);
         std::unique_ptr<RegionImpl> owned(region);
         for (auto& e : owned->entries)
-            if (e.handle) e.module->deregister_mem(e.handle);
+            if (e.handle) e.module->rdma()->deregister_mem(e.handle);
         return Status::success;
     }
     return Status::not_found;
@@ -187,7 +188,7 @@ void OneSided::osc_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHa
     } else if (op->fetched) {
         *op->fetched = op->bits32 ? static_cast<std::uint32_t>(op->result) : op->result;
     }
-    if (op->local_handle) op->module->deregister_mem(op->local_handle);
+    if (op->local_handle) op->module->rdma()->deregister_mem(op->local_handle);
     --op->peer->osc_outstanding;
     --e->outstanding_total_;
     e->osc_ops_.put(op);
@@ -225,7 +226,7 @@ Status OneSided::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* loca
     const std::size_t local_threshold =
         is_put ? a.put_local_registration_threshold : a.get_local_registration_threshold;
     if (a.registration_handle_size > 0 && len >= local_threshold) {
-        op->local_handle = b.module->register_mem(
+        op->local_handle = b.rdma->register_mem(
             b.endpoint, local, len,
             is_put ? btl::reg_flags::remote_read : btl::reg_flags::local_write);
         if (!op->local_handle) {
@@ -235,10 +236,16 @@ Status OneSided::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* loca
     }
     ++p->osc_outstanding;
     ++outstanding_total_;
-    Status s = is_put ? b.module->put(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                      btl::no_order, &OneSided::osc_done, this, op)
-                      : b.module->get(b.endpoint, local, raddr, op->local_handle, rh, len, 0,
-                                      btl::no_order, &OneSided::osc_done, this, op);
+    const btl::RdmaRequest req{.endpoint = b.endpoint,
+                               .local = local,
+                               .remote = raddr,
+                               .local_handle = op->local_handle,
+                               .remote_handle = rh,
+                               .size = len,
+                               .cb = &OneSided::osc_done,
+                               .cbcontext = this,
+                               .cbdata = op};
+    Status s = is_put ? b.rdma->put(req) : b.rdma->get(req);
     if (s == Status::success) return Status::success;
     if (s == Status::completed) {
         osc_done(b.module, b.endpoint, local, op->local_handle, this, op, Status::success);
@@ -246,7 +253,7 @@ Status OneSided::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* loca
     }
     --p->osc_outstanding;
     --outstanding_total_;
-    if (op->local_handle) b.module->deregister_mem(op->local_handle);
+    if (op->local_handle) b.rdma->deregister_mem(op->local_handle);
     osc_ops_.put(op);
     return s;
 }
@@ -306,16 +313,21 @@ Status OneSided::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, boo
     o->bits32 = bits32;
     ++p->osc_outstanding;
     ++outstanding_total_;
-    Status s;
-    if (op == wire::cswap_op)
-        s = b.module->atomic_cswap(b.endpoint, &o->result, raddr, nullptr, rh, compare, operand,
-                                   aflags, btl::no_order, &OneSided::osc_done, this, o);
-    else if (fetched)
-        s = b.module->atomic_fop(b.endpoint, &o->result, raddr, nullptr, rh, to_btl(op), operand,
-                                 aflags, btl::no_order, &OneSided::osc_done, this, o);
-    else
-        s = b.module->atomic_op(b.endpoint, raddr, rh, to_btl(op), operand, aflags, btl::no_order,
-                                &OneSided::osc_done, this, o);
+    const bool cswap = op == wire::cswap_op;
+    const btl::AtomicRequest req{.endpoint = b.endpoint,
+                                 .local = &o->result,
+                                 .remote = raddr,
+                                 .remote_handle = rh,
+                                 .op = cswap ? btl::AtomicOp::swap : to_btl(op),
+                                 .operand = operand,
+                                 .compare = compare,
+                                 .flags = aflags,
+                                 .cb = &OneSided::osc_done,
+                                 .cbcontext = this,
+                                 .cbdata = o};
+    const Status s = cswap     ? b.atomics->atomic_cswap(req)
+                     : fetched ? b.atomics->atomic_fop(req)
+                               : b.atomics->atomic_op(req);
     if (s == Status::success) return Status::success;
     if (s == Status::completed) {
         osc_done(b.module, b.endpoint, &o->result, nullptr, this, o, Status::success);
@@ -343,6 +355,7 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
     const bool fetch = fetched != nullptr || op == wire::cswap_op;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
+        if (!b.atomics) continue;
         if (!(a.flags & (fetch ? btl::flags::atomic_fops : btl::flags::atomic_ops))) continue;
         if (!(a.atomic_flags & support_bit(op))) continue;
         if (w == 4 && !(a.atomic_flags & btl::atomic_support::bits32)) continue;
@@ -437,7 +450,7 @@ void OneSided::release_regions() noexcept {
     for (RegionImpl* r : regions_) {
         std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
         for (auto& e : owned->entries)
-            if (e.handle) e.module->deregister_mem(e.handle);
+            if (e.handle) e.module->rdma()->deregister_mem(e.handle);
     }
     regions_.clear();
 }

@@ -45,7 +45,7 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             if (a.registration_handle_size > 0) {
                 const std::uint32_t access =
                     btl::reg_flags::local_write | (split ? btl::reg_flags::remote_write : 0u);
-                r->local_handle = b.module->register_mem(b.endpoint, r->buf, st.length, access);
+                r->local_handle = b.rdma->register_mem(b.endpoint, r->buf, st.length, access);
                 if (!r->local_handle) continue;
                 r->handle_module = b.module;
             }
@@ -108,7 +108,7 @@ bool Tagged::issue_gets(Req* r) noexcept {
             return false;
         case RdmaIssue::refused:
             if (r->local_handle) {
-                r->handle_module->deregister_mem(r->local_handle);
+                r->handle_module->rdma()->deregister_mem(r->local_handle);
                 r->local_handle = nullptr;
             }
             fall_back_to_frags(r);
@@ -126,8 +126,7 @@ bool Tagged::issue_gets(Req* r) noexcept {
 // anything moved: the caller then streams the data instead.
 Tagged::RdmaIssue Tagged::issue_rdma(Req* r) noexcept {
     const bool put = r->kind == Req::Kind::send;
-    btl::Module* m = r->rdma.module;
-    const auto& a = m->attributes();
+    const auto& a = r->rdma.module->attributes();
     const std::size_t cap = put ? a.put_limit : a.get_limit;
     const std::size_t limit = cap ? cap : r->rdma_end;
     auto* rh = reinterpret_cast<const btl::RegistrationHandle*>(r->remote_handle.data());
@@ -138,10 +137,16 @@ Tagged::RdmaIssue Tagged::issue_rdma(Req* r) noexcept {
         void* local = static_cast<std::byte*>(r->buf) + r->rdma_offset;
         const std::uint64_t remote = r->remote_addr + r->rdma_offset;
         ++r->rdma_pending;
-        const Status s = put ? m->put(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
-                                      0, btl::no_order, &Tagged::rdma_done, this, r)
-                             : m->get(r->rdma.endpoint, local, remote, r->local_handle, rh, chunk,
-                                      0, btl::no_order, &Tagged::rdma_done, this, r);
+        const btl::RdmaRequest req{.endpoint = r->rdma.endpoint,
+                                   .local = local,
+                                   .remote = remote,
+                                   .local_handle = r->local_handle,
+                                   .remote_handle = rh,
+                                   .size = chunk,
+                                   .cb = &Tagged::rdma_done,
+                                   .cbcontext = this,
+                                   .cbdata = r};
+        const Status s = put ? r->rdma.rdma->put(req) : r->rdma.rdma->get(req);
         if (s != Status::success) --r->rdma_pending;  // no callback will come
         if (s == Status::success || s == Status::completed) {
             r->rdma_offset += chunk;
@@ -244,8 +249,8 @@ void Tagged::prepare_rdma(Req* r) noexcept {
         if (hlen + r->am_header_len > r->remote_handle.size()) continue;
         btl::RegistrationHandle* h = nullptr;
         if (hlen > 0) {
-            h = b.module->register_mem(b.endpoint, const_cast<void*>(addr), r->total,
-                                       btl::reg_flags::remote_read);
+            h = b.rdma->register_mem(b.endpoint, const_cast<void*>(addr), r->total,
+                                     btl::reg_flags::remote_read);
             if (!h) continue;
             // The user header (am) sits behind the handle bytes: move it.
             if (r->am_header_len)
@@ -292,7 +297,7 @@ void Tagged::on_ack(const std::byte* b, std::size_t) noexcept {
     auto* r = reinterpret_cast<Req*>(a.sreq);
     // No rdma after all: release the registration, stream fragments instead.
     if (r->local_handle) {
-        r->handle_module->deregister_mem(r->local_handle);
+        r->handle_module->rdma()->deregister_mem(r->local_handle);
         r->local_handle = nullptr;
     }
     r->remote_req = a.rreq;

@@ -1017,28 +1017,26 @@ Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
 // Providers that need local registrations (FI_MR_LOCAL) get them from the
 // caller's handle or from the cache; a miss registers and holds the region
 // until the operation completes.
-Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
+    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (lost(endpoint)) [[unlikely]]
+    if (lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
     PackedHandle p;
     if (Status s =
-            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_write, p);
+            check_remote(req.remote_handle, req.remote, req.size, btl::reg_flags::remote_write, p);
         s != Status::success) [[unlikely]]
         return s;
-    if (size > attr_.put_limit) [[unlikely]]
+    if (req.size > attr_.put_limit) [[unlikely]]
         return Status::bad_param;
-    OfiRdma* op = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    OfiRdma* op =
+        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
     if (op == nullptr) return Status::out_of_resource;
-    void* desc = local_desc(local_handle, local_address, size);
+    void* desc = local_desc(req.local_handle, req.local, req.size);
     if (local_mr_ && desc == nullptr) {
-        CacheEntry* e = rcache_.find(local_address, size);
+        CacheEntry* e = rcache_.find(req.local, req.size);
         if (e == nullptr)
-            e = rcache_.acquire(local_address, size, nullptr);
+            e = rcache_.acquire(req.local, req.size, nullptr);
         else
             rcache_.retain(e);
         if (e == nullptr) {
@@ -1051,8 +1049,8 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
     // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
     // a flush promises that, and a provider's default (transmit complete) lets
     // a later operation through another provider (shm beside tcp) overtake it.
-    iovec iov{local_address, size};
-    fi_rma_iov rma{target_address(p, remote_address), size, p.key};
+    iovec iov{req.local, req.size};
+    fi_rma_iov rma{target_address(p, req.remote), req.size, p.key};
     const fi_msg_rma msg{
         &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
     const ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
@@ -1063,28 +1061,26 @@ Status OfiModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_
     return issued(op, rc);
 }
 
-Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (!valid(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+Status OfiModule::get(const btl::RdmaRequest& req) noexcept {
+    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (lost(endpoint)) [[unlikely]]
+    if (lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
     PackedHandle p;
     if (Status s =
-            check_remote(remote_handle, remote_address, size, btl::reg_flags::remote_read, p);
+            check_remote(req.remote_handle, req.remote, req.size, btl::reg_flags::remote_read, p);
         s != Status::success) [[unlikely]]
         return s;
-    if (size > attr_.get_limit) [[unlikely]]
+    if (req.size > attr_.get_limit) [[unlikely]]
         return Status::bad_param;
-    OfiRdma* op = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    OfiRdma* op =
+        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
     if (op == nullptr) return Status::out_of_resource;
-    void* desc = local_desc(local_handle, local_address, size);
+    void* desc = local_desc(req.local_handle, req.local, req.size);
     if (local_mr_ && desc == nullptr) {
-        CacheEntry* e = rcache_.find(local_address, size);
+        CacheEntry* e = rcache_.find(req.local, req.size);
         if (e == nullptr)
-            e = rcache_.acquire(local_address, size, nullptr);
+            e = rcache_.acquire(req.local, req.size, nullptr);
         else
             rcache_.retain(e);
         if (e == nullptr) {
@@ -1094,9 +1090,8 @@ Status OfiModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_
         op->temp_registration = e;
         desc = e->desc;
     }
-    const ssize_t rc =
-        fi_read(ep_.get(), local_address, size, desc, op->endpoint->address,
-                target_address(p, remote_address), p.key, static_cast<OpContext*>(op));
+    const ssize_t rc = fi_read(ep_.get(), req.local, req.size, desc, op->endpoint->address,
+                               target_address(p, req.remote), p.key, static_cast<OpContext*>(op));
     if (rc != 0 && op->temp_registration != nullptr) {
         rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
         op->temp_registration = nullptr;
@@ -1123,93 +1118,77 @@ ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t
     return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
-Status OfiModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
-                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                                std::uint64_t operand, int flags, bool fetch,
-                                btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                void* cbdata) noexcept {
-    const int slot = op_slot(op);
-    if (!valid(endpoint) || slot < 0 || (fetch && local_address == nullptr)) [[unlikely]]
+Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept {
+    const int slot = op_slot(req.op);
+    if (!valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (lost(endpoint)) [[unlikely]]
+    if (lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
-    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
     if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
         return Status::not_supported;
     const std::size_t width = bits32 ? 4 : 8;
-    if (remote_address % width != 0) [[unlikely]]
+    if (req.remote % width != 0) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
     if (Status s =
-            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
         s != Status::success) [[unlikely]]
         return s;
-    void* result_desc = fetch ? local_desc(local_handle, local_address, width) : nullptr;
+    void* result_desc = fetch ? local_desc(req.local_handle, req.local, width) : nullptr;
     if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
         return Status::bad_param;  // this provider needs the result buffer registered
-    OfiRdma* rec = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    OfiRdma* rec =
+        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
     if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = operand;  // little-endian: a 32-bit operation reads the low half
+    rec->operand = req.operand;  // little-endian: a 32-bit operation reads the low half
     const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
-    const std::uint64_t target = target_address(p, remote_address);
+    const std::uint64_t target = target_address(p, req.remote);
     const ssize_t rc = fetch
-                           ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, local_address,
+                           ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, req.local,
                                              result_desc, rec->endpoint->address, target, p.key, dt,
                                              fi_atomics[slot].fi, static_cast<OpContext*>(rec))
                            : post_atomic(rec, target, p.key, dt, fi_atomics[slot].fi, caps.fetch);
     return issued(rec, rc);
 }
 
-Status OfiModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                            void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand,
-                         flags, false, cbfunc, cbcontext, cbdata);
+Status OfiModule::atomic_op(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_op(req), false);
 }
 
-Status OfiModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                             void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
-                         operand, flags, true, cbfunc, cbcontext, cbdata);
+Status OfiModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_fop(req), true);
 }
 
-Status OfiModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    if (!valid(endpoint) || local_address == nullptr) [[unlikely]]
+Status OfiModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    if (!valid(req.endpoint) || req.local == nullptr) [[unlikely]]
         return Status::bad_param;
-    if (lost(endpoint)) [[unlikely]]
+    if (lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
-    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
         return Status::not_supported;
     const std::size_t width = bits32 ? 4 : 8;
-    if (remote_address % width != 0) [[unlikely]]
+    if (req.remote % width != 0) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
     if (Status s =
-            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
         s != Status::success) [[unlikely]]
         return s;
-    void* result_desc = local_desc(local_handle, local_address, width);
+    void* result_desc = local_desc(req.local_handle, req.local, width);
     if (local_mr_ && result_desc == nullptr) [[unlikely]]
         return Status::bad_param;
-    OfiRdma* rec = start_rdma(endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    OfiRdma* rec =
+        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
     if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = value;
-    rec->compare = compare;
+    rec->operand = req.operand;
+    rec->compare = req.compare;
     const ssize_t rc = fi_compare_atomic(
-        ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_, local_address,
-        result_desc, rec->endpoint->address, target_address(p, remote_address), p.key,
-        datatype(bits32, false), FI_CSWAP, static_cast<OpContext*>(rec));
+        ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_, req.local, result_desc,
+        rec->endpoint->address, target_address(p, req.remote), p.key, datatype(bits32, false),
+        FI_CSWAP, static_cast<OpContext*>(rec));
     return issued(rec, rc);
 }
 

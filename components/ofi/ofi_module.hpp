@@ -58,7 +58,7 @@ struct OfiConfig {
 // The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".
 std::string core_provider(const std::string& provider);
 
-class OfiModule final : public btl::Module {
+class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
     // with the reason when the provider cannot be used.
@@ -74,6 +74,9 @@ class OfiModule final : public btl::Module {
     std::string modex_key() const { return "btl.ofi." + provider_; }
     // This process's id, for peers on the node to watch (one key per process).
     static constexpr const char* pid_key = "btl.ofi.pid";
+
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -91,28 +94,11 @@ class OfiModule final : public btl::Module {
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;
@@ -184,11 +170,7 @@ class OfiModule final : public btl::Module {
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
     ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
                         fi_op op, bool can_fetch) noexcept;
-    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                         btl::RegistrationHandle* local_handle,
-                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                         std::uint64_t operand, int flags, bool fetch, btl::RdmaCompletionFn cbfunc,
-                         void* cbcontext, void* cbdata) noexcept;
+    Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
     bool valid(const btl::Endpoint* e) const noexcept;
     // For a valid endpoint: its peer was lost, so nothing more is issued to it.
     static bool lost(const btl::Endpoint* e) noexcept {

@@ -229,7 +229,7 @@ class Endpoint final : public btl::Endpoint, public ConnectionActions {
     Frag* pending_tail_ = nullptr;
 };
 
-class Module final : public btl::Module {
+class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     Module(btl::Component& component, std::shared_ptr<Device> device, std::uint8_t port,
            const ibv_port_attr& port_attr, const Config& config, btl::InitContext& ctx,
@@ -243,6 +243,9 @@ class Module final : public btl::Module {
     std::string name() const override;
 
     // --- btl::Module -----------------------------------------------------------
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
+
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
     Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
@@ -257,28 +260,11 @@ class Module final : public btl::Module {
     Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;
     Status deregister_mem(btl::RegistrationHandle* handle) override;
@@ -340,12 +326,7 @@ class Module final : public btl::Module {
     void drain(Endpoint& ep) noexcept;
     Status submit(Endpoint& ep, Frag* f) noexcept;
     Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
-    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                         btl::RegistrationHandle* local_handle,
-                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                         std::uint64_t operand, std::uint64_t compare, wire::AtomicKind kind,
-                         int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                         void* cbdata) noexcept;
+    Status atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept;
 
     // Completions.
     static int progress_rc(void* self) noexcept;

@@ -174,75 +174,64 @@ Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
     return s;
 }
 
-Status Module::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                   btl::RegistrationHandle* local_handle,
-                   const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                   btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+Status Module::put(const btl::RdmaRequest& req) noexcept {
     RemoteKey rk;
-    if (!endpoint || !local_ok(local_handle, local_address, size) ||
-        !unpack_handle(remote_handle, rk) || size > attr_.put_limit ||
-        !rk.allows(remote_address, size, btl::reg_flags::remote_write))
+    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size) ||
+        !unpack_handle(req.remote_handle, rk) || req.size > attr_.put_limit ||
+        !rk.allows(req.remote, req.size, btl::reg_flags::remote_write))
         return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
     f->op = RdmaOp::put;
-    f->local_address = local_address;
-    f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
-    f->local_handle = local_handle;
-    f->remote_address = remote_address;
+    f->local_address = req.local;
+    f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
+    f->local_handle = req.local_handle;
+    f->remote_address = req.remote;
     f->rkey = rk.rkey;
-    f->size = size;
-    f->cbfunc = cbfunc;
-    f->cbcontext = cbcontext;
-    f->user_cbdata = cbdata;
-    return start_rdma(endpoint, f);
+    f->size = req.size;
+    f->cbfunc = req.cb;
+    f->cbcontext = req.cbcontext;
+    f->user_cbdata = req.cbdata;
+    return start_rdma(req.endpoint, f);
 }
 
-Status Module::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                   btl::RegistrationHandle* local_handle,
-                   const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                   btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+Status Module::get(const btl::RdmaRequest& req) noexcept {
     RemoteKey rk;
-    if (!endpoint || !local_ok(local_handle, local_address, size, true) ||
-        !unpack_handle(remote_handle, rk) || size > attr_.get_limit ||
-        !rk.allows(remote_address, size, btl::reg_flags::remote_read))
+    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size, true) ||
+        !unpack_handle(req.remote_handle, rk) || req.size > attr_.get_limit ||
+        !rk.allows(req.remote, req.size, btl::reg_flags::remote_read))
         return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
     f->op = RdmaOp::get;
-    f->local_address = local_address;
-    f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
-    f->local_handle = local_handle;
-    f->remote_address = remote_address;
+    f->local_address = req.local;
+    f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
+    f->local_handle = req.local_handle;
+    f->remote_address = req.remote;
     f->rkey = rk.rkey;
-    f->size = size;
-    f->cbfunc = cbfunc;
-    f->cbcontext = cbcontext;
-    f->user_cbdata = cbdata;
-    return start_rdma(endpoint, f);
+    f->size = req.size;
+    f->cbfunc = req.cb;
+    f->cbcontext = req.cbcontext;
+    f->user_cbdata = req.cbdata;
+    return start_rdma(req.endpoint, f);
 }
 
-Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
-                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                             std::uint64_t operand, std::uint64_t compare, wire::AtomicKind kind,
-                             int flags, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                             void* cbdata) noexcept {
+Status Module::atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept {
     RemoteKey rk;
-    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     const std::size_t width = bits32 ? 4 : 8;
-    if (!endpoint || !unpack_handle(remote_handle, rk) || remote_address % width != 0 ||
-        !rk.allows(remote_address, width, btl::reg_flags::remote_atomic))
+    if (!req.endpoint || !unpack_handle(req.remote_handle, rk) || req.remote % width != 0 ||
+        !rk.allows(req.remote, width, btl::reg_flags::remote_atomic))
         return Status::bad_param;
-    if (kind != wire::AtomicKind::op && local_address == nullptr) return Status::bad_param;
+    if (kind != wire::AtomicKind::op && req.local == nullptr) return Status::bad_param;
     // The emulated path writes the result with the CPU; the device needs the
     // caller's registration (and the hybrid path emulates without one).
-    if (local_handle && !local_ok(local_handle, local_address, width, true))
+    if (req.local_handle && !local_ok(req.local_handle, req.local, width, true))
         return Status::bad_param;
-    // The verbs have 64-bit fetch-add and compare-swap only.
+    // The verbs have 64-bit fetch-add and req.compare-swap only.
     const bool device_can =
-        !bits32 && (kind == wire::AtomicKind::cswap || op == btl::AtomicOp::add);
-    const bool have_local = kind == wire::AtomicKind::op || local_handle != nullptr;
+        !bits32 && (kind == wire::AtomicKind::cswap || req.op == btl::AtomicOp::add);
+    const bool have_local = kind == wire::AtomicKind::op || req.local_handle != nullptr;
     if (atomics_ == AtomicPath::hardware_only) {
         if (!device_can) return Status::not_supported;
         if (!have_local) return Status::bad_param;
@@ -250,19 +239,19 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
     const bool use_device = atomics_ != AtomicPath::emulated && device_can && have_local;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
-    f->local_address = local_address;
-    f->local_handle = local_handle;
-    f->remote_address = remote_address;
+    f->local_address = req.local;
+    f->local_handle = req.local_handle;
+    f->remote_address = req.remote;
     f->rkey = rk.rkey;
     f->size = width;
-    f->operand = operand;
-    f->compare = compare;
-    f->atomic = op;
+    f->operand = req.operand;
+    f->compare = req.compare;
+    f->atomic = req.op;
     f->atomic_kind = kind;
     f->bits32 = bits32;
-    f->cbfunc = cbfunc;
-    f->cbcontext = cbcontext;
-    f->user_cbdata = cbdata;
+    f->cbfunc = req.cb;
+    f->cbcontext = req.cbcontext;
+    f->user_cbdata = req.cbdata;
     if (use_device) {
         f->op = kind == wire::AtomicKind::cswap ? RdmaOp::hw_cswap : RdmaOp::hw_fetch_add;
         if (kind == wire::AtomicKind::op) {
@@ -270,39 +259,24 @@ Status Module::atomic_common(btl::Endpoint* endpoint, void* local_address,
             f->local_address = scratch_;
             f->lkey = scratch_lkey_;
         } else {
-            f->lkey = reinterpret_cast<Handle*>(local_handle)->lkey;
+            f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
         }
     } else {
         f->op = RdmaOp::emulated_atomic;
     }
-    return start_rdma(endpoint, f);
+    return start_rdma(req.endpoint, f);
 }
 
-Status Module::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                         std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                         void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand, 0,
-                         wire::AtomicKind::op, flags, cbfunc, cbcontext, cbdata);
+Status Module::atomic_op(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_op(req), wire::AtomicKind::op);
 }
 
-Status Module::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                          std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                          const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                          std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                          void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
-                         operand, 0, wire::AtomicKind::fetch_op, flags, cbfunc, cbcontext, cbdata);
+Status Module::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_fop(req), wire::AtomicKind::fetch_op);
 }
 
-Status Module::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                            std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                            const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                            std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
-                            void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle,
-                         btl::AtomicOp::swap, value, compare, wire::AtomicKind::cswap, flags,
-                         cbfunc, cbcontext, cbdata);
+Status Module::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_cswap(req), wire::AtomicKind::cswap);
 }
 
 // --- posting -------------------------------------------------------------------------

@@ -222,73 +222,60 @@ Status SelfModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, con
     return s;
 }
 
-Status SelfModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                       btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
-                       std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
-    if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+Status SelfModule::put(const btl::RdmaRequest& req) noexcept {
+    if (!valid_endpoint(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
+        return Status::bad_param;
+    const Status s = check_remote(table(), req.remote_handle, req.remote, req.size,
+                                  btl::reg_flags::remote_write);
+    if (s != Status::success) [[unlikely]]
+        return s;
+    if (req.size > 0) std::memmove(to_pointer(req.remote), req.local, req.size);
+    return Status::completed;
+}
+
+Status SelfModule::get(const btl::RdmaRequest& req) noexcept {
+    if (!valid_endpoint(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
     const Status s =
-        check_remote(table(), remote_handle, remote_address, size, btl::reg_flags::remote_write);
+        check_remote(table(), req.remote_handle, req.remote, req.size, btl::reg_flags::remote_read);
     if (s != Status::success) [[unlikely]]
         return s;
-    if (size > 0) std::memmove(to_pointer(remote_address), local_address, size);
+    if (req.size > 0) std::memmove(req.local, to_pointer(req.remote), req.size);
     return Status::completed;
 }
 
-Status SelfModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                       btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
-                       std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
-    if (!valid_endpoint(endpoint) || (size > 0 && local_address == nullptr)) [[unlikely]]
+Status SelfModule::atomic_op(const btl::AtomicRequest& req) noexcept {
+    if (!valid_endpoint(req.endpoint) || !btl::is_atomic_op(req.op)) [[unlikely]]
         return Status::bad_param;
-    const Status s =
-        check_remote(table(), remote_handle, remote_address, size, btl::reg_flags::remote_read);
+    const Status s = check_atomic(table(), req.remote_handle, req.remote, req.flags);
     if (s != Status::success) [[unlikely]]
         return s;
-    if (size > 0) std::memmove(local_address, to_pointer(remote_address), size);
+    btl::apply_atomic(to_pointer(req.remote), req.op, req.operand, req.flags);
     return Status::completed;
 }
 
-Status SelfModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
-                             void*) noexcept {
-    if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op)) [[unlikely]]
-        return Status::bad_param;
-    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
-    if (s != Status::success) [[unlikely]]
-        return s;
-    btl::apply_atomic(to_pointer(remote_address), op, operand, flags);
-    return Status::completed;
-}
-
-Status SelfModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                              std::uint64_t remote_address, btl::RegistrationHandle*,
-                              const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                              std::uint64_t operand, int flags, int, btl::RdmaCompletionFn, void*,
-                              void*) noexcept {
-    if (!valid_endpoint(endpoint) || !btl::is_atomic_op(op) || local_address == nullptr)
+Status SelfModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    if (!valid_endpoint(req.endpoint) || !btl::is_atomic_op(req.op) || req.local == nullptr)
         [[unlikely]]
         return Status::bad_param;
-    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
+    const Status s = check_atomic(table(), req.remote_handle, req.remote, req.flags);
     if (s != Status::success) [[unlikely]]
         return s;
-    store_result(local_address, btl::apply_atomic(to_pointer(remote_address), op, operand, flags),
-                 flags);
+    store_result(req.local,
+                 btl::apply_atomic(to_pointer(req.remote), req.op, req.operand, req.flags),
+                 req.flags);
     return Status::completed;
 }
 
-Status SelfModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                                std::uint64_t remote_address, btl::RegistrationHandle*,
-                                const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                                std::uint64_t value, int flags, int, btl::RdmaCompletionFn, void*,
-                                void*) noexcept {
-    if (!valid_endpoint(endpoint) || local_address == nullptr) [[unlikely]]
+Status SelfModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    if (!valid_endpoint(req.endpoint) || req.local == nullptr) [[unlikely]]
         return Status::bad_param;
-    const Status s = check_atomic(table(), remote_handle, remote_address, flags);
+    const Status s = check_atomic(table(), req.remote_handle, req.remote, req.flags);
     if (s != Status::success) [[unlikely]]
         return s;
-    store_result(local_address, btl::apply_cswap(to_pointer(remote_address), compare, value, flags),
-                 flags);
+    store_result(req.local,
+                 btl::apply_cswap(to_pointer(req.remote), req.compare, req.operand, req.flags),
+                 req.flags);
     return Status::completed;
 }
 

@@ -26,12 +26,15 @@ struct SelfConfig {
     bool multi_threaded = false;  // lock the pools and the registration list
 };
 
-class SelfModule final : public btl::Module {
+class SelfModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     SelfModule(btl::Component& component, const SelfConfig& config, Rank own_rank,
                btl::AmTable& am_table);
 
     std::string name() const override { return "self"; }
+
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -49,29 +52,12 @@ class SelfModule final : public btl::Module {
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
 
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;

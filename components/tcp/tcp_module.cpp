@@ -551,88 +551,55 @@ void fill_request(Frag& f, wire::FrameType type, const Body& body, const void* d
 
 }  // namespace
 
-Status TcpModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (size > attr_.put_limit) return Status::bad_param;
-    Op op{cbfunc,  cbcontext, cbdata, local_address,        local_handle,
-          nullptr, size,      0,      wire::FrameType::put, false,
-          false,   0};
+// Put and get differ in their limit and in which way the data goes: a put's
+// request carries it, a get's reply brings it.
+Status TcpModule::transfer(const btl::RdmaRequest& req, wire::FrameType type) noexcept {
+    const bool put = type == wire::FrameType::put;
+    if (req.size > (put ? attr_.put_limit : attr_.get_limit)) return Status::bad_param;
+    Op op{req.cb, req.cbcontext, req.cbdata, req.local, req.local_handle, nullptr, req.size, 0,
+          type,   false,         false,      0};
+    return start_rdma(req.endpoint, req.remote_handle, op,
+                      [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+                          fill_request(f, type, wire::RdmaRequest{key, req.remote, req.size, id, 0},
+                                       put ? req.local : nullptr, put ? req.size : 0);
+                      });
+}
+
+Status TcpModule::put(const btl::RdmaRequest& req) noexcept {
+    return transfer(req, wire::FrameType::put);
+}
+
+Status TcpModule::get(const btl::RdmaRequest& req) noexcept {
+    return transfer(req, wire::FrameType::get);
+}
+
+// The three atomics are one request frame; `kind` says what the target does
+// and whether an old value comes back.
+Status TcpModule::atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noexcept {
+    const bool fetch = kind != wire::RdmaKind::atomic_op;
+    const auto op_code = kind == wire::RdmaKind::atomic_cswap ? std::uint16_t{0}
+                                                              : static_cast<std::uint16_t>(req.op);
+    Op op{req.cb, req.cbcontext,           req.cbdata, req.local, req.local_handle, nullptr, 0,
+          0,      wire::FrameType::atomic, false,      fetch,     req.flags};
     return start_rdma(
-        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(f, wire::FrameType::put,
-                         wire::RdmaRequest{key, remote_address, size, id, 0}, local_address, size);
+        req.endpoint, req.remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
+            fill_request(f, wire::FrameType::atomic,
+                         wire::AtomicRequest{key, req.remote, req.operand, req.compare, id, op_code,
+                                             kind, static_cast<std::uint8_t>(req.flags)},
+                         nullptr, 0);
         });
 }
 
-Status TcpModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    if (size > attr_.get_limit) return Status::bad_param;
-    Op op{cbfunc,  cbcontext, cbdata, local_address,        local_handle,
-          nullptr, size,      0,      wire::FrameType::get, false,
-          false,   0};
-    return start_rdma(
-        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(f, wire::FrameType::get,
-                         wire::RdmaRequest{key, remote_address, size, id, 0}, nullptr, 0);
-        });
+Status TcpModule::atomic_op(const btl::AtomicRequest& req) noexcept {
+    return atomic(btl::as_atomic_op(req), wire::RdmaKind::atomic_op);
 }
 
-Status TcpModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op_code,
-                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                            void* cbcontext, void* cbdata) noexcept {
-    Op op{cbfunc, cbcontext, cbdata, nullptr, nullptr, nullptr, 0, 0, wire::FrameType::atomic,
-          false,  false,     flags};
-    return start_rdma(
-        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(
-                f, wire::FrameType::atomic,
-                wire::AtomicRequest{key, remote_address, operand, 0, id,
-                                    static_cast<std::uint16_t>(op_code), wire::RdmaKind::atomic_op,
-                                    static_cast<std::uint8_t>(flags)},
-                nullptr, 0);
-        });
+Status TcpModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    return atomic(btl::as_atomic_fop(req), wire::RdmaKind::atomic_fop);
 }
 
-Status TcpModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op_code,
-                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                             void* cbcontext, void* cbdata) noexcept {
-    Op op{cbfunc,  cbcontext, cbdata, local_address,           local_handle,
-          nullptr, 0,         0,      wire::FrameType::atomic, false,
-          true,    flags};
-    return start_rdma(
-        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(
-                f, wire::FrameType::atomic,
-                wire::AtomicRequest{key, remote_address, operand, 0, id,
-                                    static_cast<std::uint16_t>(op_code), wire::RdmaKind::atomic_fop,
-                                    static_cast<std::uint8_t>(flags)},
-                nullptr, 0);
-        });
-}
-
-Status TcpModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    Op op{cbfunc,  cbcontext, cbdata, local_address,           local_handle,
-          nullptr, 0,         0,      wire::FrameType::atomic, false,
-          true,    flags};
-    return start_rdma(
-        endpoint, remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(
-                f, wire::FrameType::atomic,
-                wire::AtomicRequest{key, remote_address, value, compare, id, 0,
-                                    wire::RdmaKind::atomic_cswap, static_cast<std::uint8_t>(flags)},
-                nullptr, 0);
-        });
+Status TcpModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    return atomic(btl::as_atomic_cswap(req), wire::RdmaKind::atomic_cswap);
 }
 
 TcpModule::Op* TcpModule::find_op(const Link& l, std::uint32_t op_id) noexcept {

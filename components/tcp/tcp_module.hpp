@@ -21,7 +21,7 @@ namespace transit::tcp {
 
 class TcpComponent;
 
-class TcpModule final : public btl::Module {
+class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     TcpModule(TcpComponent& component, Interface iface);
     ~TcpModule() override;
@@ -33,6 +33,9 @@ class TcpModule final : public btl::Module {
     const Interface& interface() const noexcept { return iface_; }
 
     std::string name() const override { return "tcp:" + iface_.name; }
+
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -50,28 +53,11 @@ class TcpModule final : public btl::Module {
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
     btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
                                           std::uint32_t flags) override;
@@ -148,6 +134,8 @@ class TcpModule final : public btl::Module {
     void complete_op(std::uint32_t op_id, Status status) noexcept;
     Op* find_op(const Link& l, std::uint32_t op_id) noexcept;
 
+    Status transfer(const btl::RdmaRequest& req, wire::FrameType type) noexcept;
+    Status atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noexcept;
     template <typename Fill>
     Status start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHandle* remote_handle,
                       const Op& op, Fill&& fill) noexcept;

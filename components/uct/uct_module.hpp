@@ -116,7 +116,7 @@ struct IfaceDeleter {
     void operator()(uct_iface* i) const noexcept { uct_iface_close(i); }
 };
 
-class UctModule final : public btl::Module {
+class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     // Opens the memory domain, worker and interface; throws std::runtime_error
     // with the reason when the transport cannot be used.
@@ -128,6 +128,9 @@ class UctModule final : public btl::Module {
     std::string name() const override { return "uct:" + resource_.name(); }
     const std::vector<std::byte>& address() const noexcept { return address_; }
     std::string modex_key() const { return "btl.uct." + resource_.tl_name; }
+
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -145,28 +148,11 @@ class UctModule final : public btl::Module {
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
     void* mem_alloc(std::size_t size) noexcept override;
     bool mem_free(void* p) noexcept override;
@@ -270,15 +256,8 @@ class UctModule final : public btl::Module {
     void complete_op(RdmaOp* op) noexcept;
     RdmaOp* find_op(std::uint32_t index, std::uint32_t generation, Rank peer) noexcept;
     // put and get: kind is OpKind::put or OpKind::get.
-    Status transfer(OpKind kind, btl::Endpoint* endpoint, void* local_address,
-                    std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                    const btl::RegistrationHandle* remote_handle, std::size_t size,
-                    btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
-    Status atomic_common(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                         btl::RegistrationHandle* local_handle,
-                         const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                         std::uint64_t operand, std::uint64_t compare, int flags, AtomicMode mode,
-                         btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+    Status transfer(OpKind kind, const btl::RdmaRequest& req) noexcept;
+    Status atomic_common(const btl::AtomicRequest& req, AtomicMode mode) noexcept;
 
     // Native RDMA (uct_native.cpp): UCT's put/get on a memory domain that
     // registers memory.  Declined (with the reason at verbose level) when

@@ -163,115 +163,87 @@ RdmaOp* UctModule::find_op(std::uint32_t index, std::uint32_t generation, Rank p
 
 // Put and get differ only in the size limit, the access the remote
 // registration must grant, and (in advance) which way the data goes.
-Status UctModule::transfer(OpKind kind, btl::Endpoint* endpoint, void* local_address,
-                           std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                           const btl::RegistrationHandle* remote_handle, std::size_t size,
-                           btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
+Status UctModule::transfer(OpKind kind, const btl::RdmaRequest& req) noexcept {
     const bool put = kind == OpKind::put;
     const std::size_t limit = put ? attr_.put_limit : attr_.get_limit;
-    if (!valid(endpoint) || (size > 0 && local_address == nullptr) || size > limit) [[unlikely]]
+    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr) || req.size > limit)
+        [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
     const std::uint32_t access = put ? btl::reg_flags::remote_write : btl::reg_flags::remote_read;
-    if (Status s = check_remote(remote_handle, remote_address, size, access, p);
+    if (Status s = check_remote(req.remote_handle, req.remote, req.size, access, p);
         s != Status::success) [[unlikely]]
         return s;
-    if (native_rw_ && size >= native_min_ && p.magic == native_handle_magic) {
-        if (size == 0) return Status::completed;
-        const Status s = native_transfer(kind, static_cast<UctEndpoint*>(endpoint), local_address,
-                                         remote_address, local_handle, remote_handle, p.key, size,
-                                         cbfunc, cbcontext, cbdata);
+    if (native_rw_ && req.size >= native_min_ && p.magic == native_handle_magic) {
+        if (req.size == 0) return Status::completed;
+        const Status s = native_transfer(kind, static_cast<UctEndpoint*>(req.endpoint), req.local,
+                                         req.remote, req.local_handle, req.remote_handle, p.key,
+                                         req.size, req.cb, req.cbcontext, req.cbdata);
         if (s != Status::not_available) return s;
     }
-    RdmaOp* op = start_op(kind, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    RdmaOp* op = start_op(kind, req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext,
+                          req.cbdata);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
-    op->remote_address = remote_address;
-    op->size = size;
-    op->pieces = size == 0 ? 1 : static_cast<std::uint32_t>((size + chunk_ - 1) / chunk_);
+    op->remote_address = req.remote;
+    op->size = req.size;
+    op->pieces = req.size == 0 ? 1 : static_cast<std::uint32_t>((req.size + chunk_ - 1) / chunk_);
     return launch(op);
 }
 
-Status UctModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    return transfer(OpKind::put, endpoint, local_address, remote_address, local_handle,
-                    remote_handle, size, cbfunc, cbcontext, cbdata);
+Status UctModule::put(const btl::RdmaRequest& req) noexcept {
+    return transfer(OpKind::put, req);
 }
 
-Status UctModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, std::size_t size, int, int,
-                      btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept {
-    return transfer(OpKind::get, endpoint, local_address, remote_address, local_handle,
-                    remote_handle, size, cbfunc, cbcontext, cbdata);
+Status UctModule::get(const btl::RdmaRequest& req) noexcept {
+    return transfer(OpKind::get, req);
 }
 
-Status UctModule::atomic_common(btl::Endpoint* endpoint, void* local_address,
-                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp amo,
-                                std::uint64_t operand, std::uint64_t compare, int flags,
-                                AtomicMode mode, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                void* cbdata) noexcept {
-    if (!valid(endpoint) || (mode != AtomicMode::post && local_address == nullptr) ||
-        (mode != AtomicMode::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(amo))))
+Status UctModule::atomic_common(const btl::AtomicRequest& req, AtomicMode mode) noexcept {
+    if (!valid(req.endpoint) || (mode != AtomicMode::post && req.local == nullptr) ||
+        (mode != AtomicMode::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(req.op))))
         [[unlikely]]
         return Status::bad_param;
-    const bool bits32 = (flags & btl::atomic_flags::bits32) != 0;
+    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     const std::size_t width = bits32 ? 4 : 8;
-    if (remote_address % width != 0) [[unlikely]]
+    if (req.remote % width != 0) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;
     if (Status s =
-            check_remote(remote_handle, remote_address, width, btl::reg_flags::remote_atomic, p);
+            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
         s != Status::success) [[unlikely]]
         return s;
     if (native_amo_ && p.magic == native_handle_magic) {
-        const Status s = native_atomic(static_cast<UctEndpoint*>(endpoint), remote_handle, p.key,
-                                       local_address, remote_address, amo, operand, compare, bits32,
-                                       mode, cbfunc, cbcontext, cbdata);
+        const Status s =
+            native_atomic(static_cast<UctEndpoint*>(req.endpoint), req.remote_handle, p.key,
+                          req.local, req.remote, req.op, req.operand, req.compare, bits32, mode,
+                          req.cb, req.cbcontext, req.cbdata);
         if (s != Status::not_available) return s;
     }
-    RdmaOp* op =
-        start_op(OpKind::atomic, endpoint, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    RdmaOp* op = start_op(OpKind::atomic, req.endpoint, req.local, req.local_handle, req.cb,
+                          req.cbcontext, req.cbdata);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
-    op->remote_address = remote_address;
+    op->remote_address = req.remote;
     op->size = 0;
     op->mode = mode;
     op->bits32 = bits32;
-    op->amo = static_cast<std::uint16_t>(amo);
-    op->operand = operand;
-    op->compare = compare;
+    op->amo = static_cast<std::uint16_t>(req.op);
+    op->operand = req.operand;
+    op->compare = req.compare;
     return launch(op);
 }
 
-Status UctModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                            const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                            std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                            void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, nullptr, remote_address, nullptr, remote_handle, op, operand, 0,
-                         flags, AtomicMode::post, cbfunc, cbcontext, cbdata);
+Status UctModule::atomic_op(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_op(req), AtomicMode::post);
 }
 
-Status UctModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                             std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                             const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                             std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                             void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle, op,
-                         operand, 0, flags, AtomicMode::fetch, cbfunc, cbcontext, cbdata);
+Status UctModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_fop(req), AtomicMode::fetch);
 }
 
-Status UctModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                               const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                               std::uint64_t value, int flags, int, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    return atomic_common(endpoint, local_address, remote_address, local_handle, remote_handle,
-                         btl::AtomicOp::swap, value, compare, flags, AtomicMode::cswap, cbfunc,
-                         cbcontext, cbdata);
+Status UctModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    return atomic_common(btl::as_atomic_cswap(req), AtomicMode::cswap);
 }
 
 void UctModule::on_rdma_reply(Kind kind, Rank source, const std::byte* body,

@@ -427,66 +427,59 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
 
 // --- one-sided ----------------------------------------------------------------
 
-Status VaderModule::put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
-                        std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
-    VaderEndpoint* ep = as_vader(endpoint);
+Status VaderModule::put(const btl::RdmaRequest& req) noexcept {
+    VaderEndpoint* ep = as_vader(req.endpoint);
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, size,
+    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
                                              btl::reg_flags::remote_write);
         !ok(s)) [[unlikely]]
         return s;
-    if (char* direct = ep->translate(remote_address, size); direct != nullptr) {
-        if (size) std::memcpy(direct, local_address, size);
+    if (char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
+        if (req.size) std::memcpy(direct, req.local, req.size);
         return Status::completed;
     }
     if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_write(ep->pid, local_address, remote_address, size);
+    return cma_write(ep->pid, req.local, req.remote, req.size);
 }
 
-Status VaderModule::get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle*, const btl::RegistrationHandle* remote_handle,
-                        std::size_t size, int, int, btl::RdmaCompletionFn, void*, void*) noexcept {
-    VaderEndpoint* ep = as_vader(endpoint);
+Status VaderModule::get(const btl::RdmaRequest& req) noexcept {
+    VaderEndpoint* ep = as_vader(req.endpoint);
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;
     if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, size,
+    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
                                              btl::reg_flags::remote_read);
         !ok(s)) [[unlikely]]
         return s;
-    if (const char* direct = ep->translate(remote_address, size); direct != nullptr) {
-        if (size) std::memcpy(local_address, direct, size);
+    if (const char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
+        if (req.size) std::memcpy(req.local, direct, req.size);
         return Status::completed;
     }
     if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_read(ep->pid, local_address, remote_address, size);
+    return cma_read(ep->pid, req.local, req.remote, req.size);
 }
 
-Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
-                                std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                                const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                                std::uint64_t operand, std::uint64_t compare, int flags,
-                                btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                void* cbdata) noexcept {
+Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept {
+    VaderEndpoint* ep = as_vader(req.endpoint);
     if (ep == nullptr) [[unlikely]]
         return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
     if (ep->dead) [[unlikely]]
         return Status::peer_failed;
-    const std::size_t width = (flags & btl::atomic_flags::bits32) ? 4 : 8;
-    if (remote_address % width != 0) return Status::bad_param;
-    if (const Status s = btl::region_permits(ep->regions, remote_handle, remote_address, width,
+    const std::size_t width = (req.flags & btl::atomic_flags::bits32) ? 4 : 8;
+    if (req.remote % width != 0) return Status::bad_param;
+    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, width,
                                              btl::reg_flags::remote_atomic);
         !ok(s)) [[unlikely]]
         return s;
     // Memory inside the peer's segment is ours too: a CPU atomic is coherent.
-    if (char* direct = ep->translate(remote_address, width); direct != nullptr) {
-        const std::uint64_t old = kind == AtomicKind::cswap
-                                      ? btl::apply_cswap(direct, compare, operand, flags)
-                                      : btl::apply_atomic(direct, op, operand, flags);
-        if (kind != AtomicKind::op) std::memcpy(local_address, &old, width);
+    if (char* direct = ep->translate(req.remote, width); direct != nullptr) {
+        const std::uint64_t old =
+            kind == AtomicKind::cswap
+                ? btl::apply_cswap(direct, req.compare, req.operand, req.flags)
+                : btl::apply_atomic(direct, req.op, req.operand, req.flags);
+        if (kind != AtomicKind::op) std::memcpy(req.local, &old, width);
         return Status::completed;
     }
     Frag* f = take_frag(ep);
@@ -495,17 +488,17 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
     h.kind = FragKind::atomic;
     h.size = 0;
     h.atomic_kind = kind;
-    h.atomic_flags = static_cast<std::uint8_t>(flags & btl::atomic_flags::bits32);
-    h.atomic_op = static_cast<std::uint16_t>(op);
-    h.address = remote_address;
-    h.operand = operand;
-    h.compare = compare;
+    h.atomic_flags = static_cast<std::uint8_t>(req.flags & btl::atomic_flags::bits32);
+    h.atomic_op = static_cast<std::uint16_t>(req.op);
+    h.address = req.remote;
+    h.operand = req.operand;
+    h.compare = req.compare;
     f->internal = true;
-    f->rdma_cb = cbfunc;
-    f->local_address = local_address;
-    f->local_handle = local_handle;
-    f->rdma_context = cbcontext;
-    f->rdma_cbdata = cbdata;
+    f->rdma_cb = req.cb;
+    f->local_address = req.local;
+    f->local_handle = req.local_handle;
+    f->rdma_context = req.cbcontext;
+    f->rdma_cbdata = req.cbdata;
     if (!push(ep, f)) {
         frags_.put(f);
         return Status::out_of_resource;
@@ -513,34 +506,16 @@ Status VaderModule::send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_
     return Status::success;
 }
 
-Status VaderModule::atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                              const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                              std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                              void* cbcontext, void* cbdata) noexcept {
-    return send_atomic(as_vader(endpoint), AtomicKind::op, nullptr, remote_address, nullptr,
-                       remote_handle, op, operand, 0, flags, cbfunc, cbcontext, cbdata);
+Status VaderModule::atomic_op(const btl::AtomicRequest& req) noexcept {
+    return send_atomic(btl::as_atomic_op(req), AtomicKind::op);
 }
 
-Status VaderModule::atomic_fop(btl::Endpoint* endpoint, void* local_address,
-                               std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                               const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                               std::uint64_t operand, int flags, int, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    return send_atomic(as_vader(endpoint), AtomicKind::fop, local_address, remote_address,
-                       local_handle, remote_handle, op, operand, 0, flags, cbfunc, cbcontext,
-                       cbdata);
+Status VaderModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
+    return send_atomic(btl::as_atomic_fop(req), AtomicKind::fop);
 }
 
-Status VaderModule::atomic_cswap(btl::Endpoint* endpoint, void* local_address,
-                                 std::uint64_t remote_address,
-                                 btl::RegistrationHandle* local_handle,
-                                 const btl::RegistrationHandle* remote_handle,
-                                 std::uint64_t compare, std::uint64_t value, int flags, int,
-                                 btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                 void* cbdata) noexcept {
-    return send_atomic(as_vader(endpoint), AtomicKind::cswap, local_address, remote_address,
-                       local_handle, remote_handle, btl::AtomicOp::swap, value, compare, flags,
-                       cbfunc, cbcontext, cbdata);
+Status VaderModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
+    return send_atomic(btl::as_atomic_cswap(req), AtomicKind::cswap);
 }
 
 // --- mem_alloc -----------------------------------------------------------------

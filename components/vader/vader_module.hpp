@@ -60,7 +60,7 @@ struct Frag : btl::Descriptor {
     void* rdma_cbdata = nullptr;
 };
 
-class VaderModule final : public btl::Module {
+class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
     // Formats `segment` (already created and zeroed) and publishes nothing: the
     // component does the modex.
@@ -71,6 +71,9 @@ class VaderModule final : public btl::Module {
     std::string name() const override { return "vader"; }
     const std::string& segment_path() const noexcept { return segment_.path(); }
     SingleCopy single_copy() const noexcept { return single_copy_; }
+
+    btl::Rdma* rdma() noexcept override { return this; }
+    btl::Atomics* atomics() noexcept override { return this; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -88,28 +91,11 @@ class VaderModule final : public btl::Module {
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status get(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-               btl::RegistrationHandle* local_handle, const btl::RegistrationHandle* remote_handle,
-               std::size_t size, int flags, int order, btl::RdmaCompletionFn cbfunc,
-               void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_op(btl::Endpoint* endpoint, std::uint64_t remote_address,
-                     const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                     std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_fop(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                      btl::RegistrationHandle* local_handle,
-                      const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                      std::uint64_t operand, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                      void* cbcontext, void* cbdata) noexcept override;
-    Status atomic_cswap(btl::Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                        btl::RegistrationHandle* local_handle,
-                        const btl::RegistrationHandle* remote_handle, std::uint64_t compare,
-                        std::uint64_t value, int flags, int order, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept override;
+    Status put(const btl::RdmaRequest& request) noexcept override;
+    Status get(const btl::RdmaRequest& request) noexcept override;
+    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
+    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
     void* mem_alloc(std::size_t size) noexcept override;
     bool mem_free(void* p) noexcept override;
@@ -143,11 +129,7 @@ class VaderModule final : public btl::Module {
                                             std::uint32_t flags, btl::Tag tag,
                                             btl::Descriptor** descriptor) noexcept;
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
-    Status send_atomic(VaderEndpoint* ep, AtomicKind kind, void* local_address,
-                       std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                       const btl::RegistrationHandle* remote_handle, btl::AtomicOp op,
-                       std::uint64_t operand, std::uint64_t compare, int flags,
-                       btl::RdmaCompletionFn cbfunc, void* cbcontext, void* cbdata) noexcept;
+    Status send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept;
 
     int poll_fastbox(std::uint32_t local_index, int max) noexcept;
     int poll_fifo(int max) noexcept;

@@ -1,5 +1,5 @@
-// btl/unix: the component.  It declares the parameters, opens a listening
-// UNIX-domain socket at init, publishes the socket's name through the modex and
+// btl/unix: the component.  It declares the parameters, binds a UNIX-domain
+// datagram socket at init, publishes the socket's name through the modex and
 // creates the one module.  The descriptor at the end is the plugin's only
 // exported symbol: the loader reads and checks it before calling anything.
 #include <fmt/format.h>
@@ -52,17 +52,16 @@ constexpr transit::params::Decl unix_params[] = {
     transit::params::Decl{"verbose", Type::integer, "0", "Verbosity of btl/unix", 9}.range(0, 100),
 };
 
-// The socket the peers connect to.  Binding with no name asks Linux for a
+// The socket the peers send to.  Binding with no name asks Linux for a
 // unique name in the abstract namespace ("autobind"): no file to clean up, and
 // only processes in this network namespace, i.e. on this node, can reach it.
-Fd listen_socket(std::vector<std::byte>& name) {
-    Fd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+Fd bound_socket(std::vector<std::byte>& name) {
+    Fd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     socklen_t len = sizeof(sa_family_t);
-    if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0 ||
-        ::listen(fd.get(), SOMAXCONN) != 0)
-        throw std::runtime_error(fmt::format("listening socket: {}", std::strerror(errno)));
+    if (!fd || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), len) != 0)
+        throw std::runtime_error(fmt::format("datagram socket: {}", std::strerror(errno)));
     len = sizeof sa;
     if (::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
         throw std::runtime_error(fmt::format("getsockname: {}", std::strerror(errno)));
@@ -81,9 +80,9 @@ class UnixComponent final : public btl::Component {
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
         const Config config = read_config();
         std::vector<std::byte> name;
-        Fd listener;
+        Fd socket;
         try {
-            listener = listen_socket(name);
+            socket = bound_socket(name);
         } catch (const std::exception& e) {
             decline_reason_ = e.what();  // no module; transit_info shows why
             return {};
@@ -96,7 +95,7 @@ class UnixComponent final : public btl::Component {
         }
         std::vector<std::unique_ptr<btl::Module>> modules;
         modules.push_back(
-            std::make_unique<UnixModule>(*this, config, ctx, std::move(listener), std::move(name)));
+            std::make_unique<UnixModule>(*this, config, ctx, std::move(socket), std::move(name)));
         return modules;
     }
 

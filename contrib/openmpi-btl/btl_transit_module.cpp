@@ -243,14 +243,34 @@ int sendi(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, opal_convertor_
 
 // --- one-sided -----------------------------------------------------------------
 
+// The arguments Open MPI's put, get and atomics share, as Transit's request;
+// the completion comes to on_rdma_complete with the adapter's record.
+template <typename Request>
+Request request_of(mca_btl_base_endpoint_t* ep, void* local, uint64_t remote,
+                   mca_btl_base_registration_handle_t* lh, mca_btl_base_registration_handle_t* rh,
+                   int flags, int order, RdmaOp* record) noexcept {
+    Request r{};
+    r.endpoint = inner(ep);
+    r.local = local;
+    r.remote = remote;
+    r.local_handle = reg(lh);
+    r.remote_handle = reg(rh);
+    r.flags = flags;
+    r.order = order;
+    r.cb = &on_rdma_complete;
+    r.cbcontext = record;
+    return r;
+}
+
 int put(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* local, uint64_t remote,
         mca_btl_base_registration_handle_t* lh, mca_btl_base_registration_handle_t* rh, size_t size,
         int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void* context, void* cbdata) {
     Adapter& a = self(m);
     RdmaOp* op = a.take_op(cb, context, cbdata);
     if (op == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const Status s = a.inner().put(inner(ep), local, remote, reg(lh), reg(rh), size, flags, order,
-                                   &on_rdma_complete, op, nullptr);
+    auto r = request_of<btl::RdmaRequest>(ep, local, remote, lh, rh, flags, order, op);
+    r.size = size;
+    const Status s = a.rdma().put(r);
     return finish_rdma(a, op, s, ep, local, lh);
 }
 
@@ -260,8 +280,9 @@ int get(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* local, uint
     Adapter& a = self(m);
     RdmaOp* op = a.take_op(cb, context, cbdata);
     if (op == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const Status s = a.inner().get(inner(ep), local, remote, reg(lh), reg(rh), size, flags, order,
-                                   &on_rdma_complete, op, nullptr);
+    auto r = request_of<btl::RdmaRequest>(ep, local, remote, lh, rh, flags, order, op);
+    r.size = size;
+    const Status s = a.rdma().get(r);
     return finish_rdma(a, op, s, ep, local, lh);
 }
 
@@ -272,8 +293,10 @@ int atomic_op(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, uint64_t re
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const Status s = a.inner().atomic_op(inner(ep), remote, reg(rh), static_cast<btl::AtomicOp>(op),
-                                         operand, flags, order, &on_rdma_complete, rec, nullptr);
+    auto r = request_of<btl::AtomicRequest>(ep, nullptr, remote, nullptr, rh, flags, order, rec);
+    r.op = static_cast<btl::AtomicOp>(op);
+    r.operand = operand;
+    const Status s = a.atomics().atomic_op(r);
     return finish_rdma(a, rec, s, ep, nullptr, nullptr);
 }
 
@@ -284,9 +307,10 @@ int atomic_fop(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* loca
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const Status s = a.inner().atomic_fop(inner(ep), local, remote, reg(lh), reg(rh),
-                                          static_cast<btl::AtomicOp>(op), operand, flags, order,
-                                          &on_rdma_complete, rec, nullptr);
+    auto r = request_of<btl::AtomicRequest>(ep, local, remote, lh, rh, flags, order, rec);
+    r.op = static_cast<btl::AtomicOp>(op);
+    r.operand = operand;
+    const Status s = a.atomics().atomic_fop(r);
     return finish_rdma(a, rec, s, ep, local, lh);
 }
 
@@ -298,8 +322,10 @@ int atomic_cswap(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* lo
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
-    const Status s = a.inner().atomic_cswap(inner(ep), local, remote, reg(lh), reg(rh), compare,
-                                            value, flags, order, &on_rdma_complete, rec, nullptr);
+    auto r = request_of<btl::AtomicRequest>(ep, local, remote, lh, rh, flags, order, rec);
+    r.operand = value;
+    r.compare = compare;
+    const Status s = a.atomics().atomic_cswap(r);
     return finish_rdma(a, rec, s, ep, local, lh);
 }
 
@@ -311,7 +337,7 @@ mca_btl_base_registration_handle_t* register_mem(mca_btl_base_module_t* m,
         // The handle's first registration_handle_size bytes are its packed
         // form, which is exactly what Open MPI copies to peers.
         return reinterpret_cast<mca_btl_base_registration_handle_t*>(
-            self(m).inner().register_mem(target, base, size, flags & MCA_BTL_REG_FLAG_ACCESS_ANY));
+            self(m).rdma().register_mem(target, base, size, flags & MCA_BTL_REG_FLAG_ACCESS_ANY));
     } catch (...) {
         return nullptr;
     }
@@ -319,7 +345,7 @@ mca_btl_base_registration_handle_t* register_mem(mca_btl_base_module_t* m,
 
 int deregister_mem(mca_btl_base_module_t* m, mca_btl_base_registration_handle_t* h) {
     try {
-        return to_opal(self(m).inner().deregister_mem(reg(h)));
+        return to_opal(self(m).rdma().deregister_mem(reg(h)));
     } catch (...) {
         return OPAL_ERROR;
     }
@@ -327,7 +353,7 @@ int deregister_mem(mca_btl_base_module_t* m, mca_btl_base_registration_handle_t*
 
 int flush(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep) {
     try {
-        return to_opal(self(m).inner().flush(ep == nullptr ? nullptr : inner(ep)));
+        return to_opal(self(m).rdma().flush(ep == nullptr ? nullptr : inner(ep)));
     } catch (...) {
         return OPAL_ERROR;
     }
@@ -343,7 +369,11 @@ void dump(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, int verbose) {
 }  // namespace
 
 Adapter::Adapter(btl::Module& inner, mca_btl_base_component_t& component, std::size_t records)
-    : inner_(inner), frags_(records), ops_(records) {
+    : inner_(inner),
+      rdma_(inner.rdma()),
+      atomics_(inner.atomics()),
+      frags_(records),
+      ops_(records) {
     module_.adapter = this;
     module_.super.btl_component = &component;
     sync_attributes();
@@ -374,8 +404,9 @@ void Adapter::sync_attributes() noexcept {
     o.btl_put_local_registration_threshold = t.put_local_registration_threshold;
     // Open MPI registers memory whenever the function exists; a transport
     // without handles must not be asked (a null handle would read as failure).
-    o.btl_register_mem = t.registration_handle_size != 0 ? &register_mem : nullptr;
-    o.btl_deregister_mem = t.registration_handle_size != 0 ? &deregister_mem : nullptr;
+    const bool handles = t.registration_handle_size != 0 && rdma_ != nullptr;
+    o.btl_register_mem = handles ? &register_mem : nullptr;
+    o.btl_deregister_mem = handles ? &deregister_mem : nullptr;
 }
 
 void Adapter::fill_function_table() noexcept {
@@ -389,14 +420,18 @@ void Adapter::fill_function_table() noexcept {
     o.btl_prepare_src = &prepare_src;
     o.btl_send = &send;
     o.btl_sendi = &sendi;
-    o.btl_put = &put;
-    o.btl_get = &get;
     o.btl_dump = &dump;
-    o.btl_atomic_op = &atomic_op;
-    o.btl_atomic_fop = &atomic_fop;
-    o.btl_atomic_cswap = &atomic_cswap;
     o.btl_register_error = &register_error;
-    o.btl_flush = &flush;
+    if (rdma_ != nullptr) {
+        o.btl_put = &put;
+        o.btl_get = &get;
+        o.btl_flush = &flush;
+    }
+    if (atomics_ != nullptr) {
+        o.btl_atomic_op = &atomic_op;
+        o.btl_atomic_fop = &atomic_fop;
+        o.btl_atomic_cswap = &atomic_cswap;
+    }
 }
 
 mca_btl_base_descriptor_t* Adapter::wrap(btl::Descriptor* d, std::uint32_t flags) noexcept {

@@ -78,6 +78,10 @@ class Adapter {
     }
     mca_btl_base_module_t* ompi() noexcept { return &module_.super; }
     btl::Module& inner() noexcept { return inner_; }
+    // The transport's capabilities, asked once; Open MPI's put/get/atomic
+    // entries are set only when they exist.
+    btl::Rdma& rdma() noexcept { return *rdma_; }
+    btl::Atomics& atomics() noexcept { return *atomics_; }
 
     // Copies Transit's attributes into Open MPI's module (again after add_procs:
     // a transport may drop a capability once it has met its peers).
@@ -100,6 +104,8 @@ class Adapter {
 
     OmpiModule module_{};
     btl::Module& inner_;
+    btl::Rdma* rdma_;
+    btl::Atomics* atomics_;
     Pool<Frag> frags_;
     Pool<RdmaOp> ops_;
     std::vector<opal_proc_t*> procs_;

@@ -7,13 +7,15 @@
 
 namespace transit {
 
-inline constexpr std::uint32_t abi_major = 2;
-inline constexpr std::uint32_t abi_minor = 1;  // 1: Runtime::lost_count, lost_ranks
+// 3: the btl contract's capability interfaces (Module::rdma(), atomics()) and
+// request structs (RdmaRequest, AtomicRequest).
+inline constexpr std::uint32_t abi_major = 3;
+inline constexpr std::uint32_t abi_minor = 0;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to
 // that framework's classes.
-inline constexpr std::uint32_t btl_interface_version = 5;
+inline constexpr std::uint32_t btl_interface_version = 6;
 
 inline constexpr const char* version_string = "0.1.0";
 

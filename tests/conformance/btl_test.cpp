@@ -99,9 +99,30 @@ std::string BtlTest::start() {
                          : fmt::format("{} does not reach rank {}", component_, peers_[index]);
     }
     target_ = endpoints_[index];
+    // Asked of the module chosen above, as the bml asks each module it uses.
+    rdma_ = module_->rdma();
+    atomics_ = module_->atomics();
+    check_capabilities();
     if (service_) setup_service();
     if (driver_ && !HasFailure()) wait_for([this] { return hello_; }, "the service's hello");
     return "";
+}
+
+// The flags announce what the interfaces do: a flag without its interface is
+// an operation nobody can call.  (An interface whose operations the flags do
+// not announce, e.g. turned off by a parameter, is never called.)
+// Registration handles and flush come from rdma().
+void BtlTest::check_capabilities() {
+    const std::uint32_t f = attr().flags;
+    if ((f & (btl::flags::put | btl::flags::get)) != 0 && rdma_ == nullptr)
+        ADD_FAILURE() << component_ << ": flags announce put or get, rdma() returns nullptr";
+    if ((f & (btl::flags::atomic_ops | btl::flags::atomic_fops)) != 0 && atomics_ == nullptr)
+        ADD_FAILURE() << component_ << ": flags announce atomics, atomics() returns nullptr";
+    if (atomics_ != nullptr && rdma_ == nullptr)
+        ADD_FAILURE() << component_ << ": atomics() without rdma() (no registration, no flush)";
+    if (attr().registration_handle_size > 0 && rdma_ == nullptr)
+        ADD_FAILURE() << component_ << ": registration_handle_size "
+                      << attr().registration_handle_size << " without rdma() to register";
 }
 
 std::string BtlTest::find_module() {
@@ -166,8 +187,9 @@ void BtlTest::restore_overrides() {
 void BtlTest::setup_service() {
     region_bytes_ = suite_env().max_size + (64 << 10);
     region_memory_.assign((guard_bytes + region_bytes_ + guard_bytes) / sizeof(std::uint64_t), 0);
-    region_handle_ =
-        module_->register_mem(nullptr, region_start(), region_bytes_, btl::reg_flags::access_any);
+    region_handle_ = rdma_ ? rdma_->register_mem(nullptr, region_start(), region_bytes_,
+                                                 btl::reg_flags::access_any)
+                           : nullptr;
     send_hello();
 }
 
@@ -198,12 +220,12 @@ void BtlTest::finish() {
         }
         wait_for([this] { return outbox_.empty() && sends_pending_ == 0; },
                  "every send to complete");
-        if (Status s = module_->flush(nullptr); !ok(s))
+        if (Status s = rdma_ ? rdma_->flush(nullptr) : Status::success; !ok(s))
             ADD_FAILURE() << "flush at teardown: " << to_string(s);
-        for (btl::RegistrationHandle* h : local_handles_) module_->deregister_mem(h);
+        for (btl::RegistrationHandle* h : local_handles_) rdma_->deregister_mem(h);
         local_handles_.clear();
         if (region_handle_ != nullptr) {
-            EXPECT_EQ(module_->deregister_mem(region_handle_), Status::success);
+            EXPECT_EQ(rdma_->deregister_mem(region_handle_), Status::success);
             region_handle_ = nullptr;
         }
         EXPECT_TRUE(ok(module_->del_procs(peers_, endpoints_)));
@@ -311,9 +333,9 @@ const btl::RegistrationHandle* BtlTest::remote_handle() const {
 }
 
 btl::RegistrationHandle* BtlTest::register_local(void* base, std::size_t size) {
-    if (attr().registration_handle_size == 0) return nullptr;
+    if (attr().registration_handle_size == 0 || rdma_ == nullptr) return nullptr;
     btl::RegistrationHandle* h =
-        module_->register_mem(target_, base, size, btl::reg_flags::access_any);
+        rdma_->register_mem(target_, base, size, btl::reg_flags::access_any);
     EXPECT_NE(h, nullptr) << "register_mem of " << size << " local bytes failed";
     if (h != nullptr) local_handles_.push_back(h);
     return h;
@@ -331,7 +353,47 @@ void BtlTest::on_rdma(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHand
     c->status = s;
 }
 
-Status BtlTest::run_rdma(const RdmaIssue& issue, const std::string& what) {
+namespace {
+
+// A request of a case, sent to the target and completing to run_issue.
+template <typename Request>
+void bind(Request& request, btl::Endpoint* target, btl::RdmaCompletionFn cb, void* context,
+          void* cbdata) {
+    request.endpoint = target;
+    request.cb = cb;
+    request.cbcontext = context;
+    request.cbdata = cbdata;
+}
+
+}  // namespace
+
+Status BtlTest::run_rdma(bool is_put, btl::RdmaRequest request, const std::string& what) {
+    return run_issue(
+        [&](btl::RdmaCompletionFn cb, void* context, void* cbdata) {
+            bind(request, target_, cb, context, cbdata);
+            return is_put ? rdma_->put(request) : rdma_->get(request);
+        },
+        what);
+}
+
+Status BtlTest::run_atomic(AtomicKind kind, btl::AtomicRequest request, const std::string& what) {
+    return run_issue(
+        [&](btl::RdmaCompletionFn cb, void* context, void* cbdata) {
+            bind(request, target_, cb, context, cbdata);
+            switch (kind) {
+                case AtomicKind::op:
+                    return atomics_->atomic_op(request);
+                case AtomicKind::fop:
+                    return atomics_->atomic_fop(request);
+                case AtomicKind::cswap:
+                    break;
+            }
+            return atomics_->atomic_cswap(request);
+        },
+        what);
+}
+
+Status BtlTest::run_issue(const RdmaIssue& issue, const std::string& what) {
     using clock = std::chrono::steady_clock;
     RdmaCompletion& c = completions_.emplace_back();
     const auto deadline = clock::now() + suite_env().timeout;

@@ -53,6 +53,10 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
 
     // --- the module under test ---
     btl::Module& module() { return *module_; }
+    // Its capabilities; a case calls them only where the flags announce them
+    // (the fixture fails a module whose flags announce what it does not offer).
+    btl::Rdma& rdma() { return *rdma_; }
+    btl::Atomics& atomics() { return *atomics_; }
     const btl::Attributes& attr() const { return module_->attributes(); }
     bool has_flags(std::uint32_t f) const { return (attr().flags & f) == f; }
     bool has_atomics(std::uint32_t f) const { return (attr().atomic_flags & f) == f; }
@@ -99,11 +103,13 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     // Registers local memory when the module uses handles (else nullptr);
     // deregistered at the end of the case.
     btl::RegistrationHandle* register_local(void* base, std::size_t size);
-    // Issues an rdma-type operation (retrying while it reports out_of_resource)
-    // and waits for its completion; returns the final status.  Checks that an
-    // operation that completed inline does not call back as well.
-    using RdmaIssue = std::function<Status(btl::RdmaCompletionFn, void*, void*)>;
-    Status run_rdma(const RdmaIssue& issue, const std::string& what);
+    // Issues a put (is_put) or get to the target, or an atomic, retrying while
+    // it reports out_of_resource, and waits for its completion; returns the
+    // final status.  The request's endpoint and completion are filled in here.
+    // Checks that an operation that completed inline does not call back as well.
+    enum class AtomicKind { op, fop, cswap };
+    Status run_rdma(bool is_put, btl::RdmaRequest request, const std::string& what);
+    Status run_atomic(AtomicKind kind, btl::AtomicRequest request, const std::string& what);
 
     // When set, every reply callback calls progress() again before returning,
     // as an upper layer waiting inside a handler does.
@@ -131,7 +137,10 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     };
 
     std::string start();  // "" or the reason to skip
+    using RdmaIssue = std::function<Status(btl::RdmaCompletionFn, void*, void*)>;
+    Status run_issue(const RdmaIssue& issue, const std::string& what);
     std::string find_module();
+    void check_capabilities();
     void apply_overrides();
     void restore_overrides();
     void setup_service();
@@ -166,6 +175,8 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     btl::AmTable am_;
     std::unique_ptr<btl::Framework> fw_;
     btl::Module* module_ = nullptr;
+    btl::Rdma* rdma_ = nullptr;
+    btl::Atomics* atomics_ = nullptr;
     std::vector<Rank> peers_;
     std::vector<btl::Endpoint*> endpoints_;
     btl::Endpoint* target_ = nullptr;

@@ -344,12 +344,13 @@ void BtlTest::handle_request(const WireHeader& h, const btl::ReceiveDescriptor& 
         }
         case Kind::reregister:
             if (region_handle_ != nullptr &&
-                module_->deregister_mem(region_handle_) != Status::success) {
+                rdma_->deregister_mem(region_handle_) != Status::success) {
                 ++callback_errors_;
                 ADD_FAILURE() << "deregister_mem of the region failed";
             }
-            region_handle_ = module_->register_mem(nullptr, region_start(), region_bytes_,
-                                                   btl::reg_flags::access_any);
+            region_handle_ = rdma_ ? rdma_->register_mem(nullptr, region_start(), region_bytes_,
+                                                         btl::reg_flags::access_any)
+                                   : nullptr;
             send_hello();
             return;
         case Kind::bye:

@@ -159,16 +159,15 @@ class Atomic : public BtlTest {
                 if (!set_target(initial, bits32)) return tried;
                 result[0] = 0xdeadbeefdeadbeefull;
                 const std::uint64_t addr = remote_address(target_offset);
-                const Status s = run_rdma(
-                    [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                        return fetching ? module().atomic_fop(target(), result, addr, lh,
-                                                              remote_handle(), op.op, operand,
-                                                              flags, btl::no_order, cb, ctx, data)
-                                        : module().atomic_op(target(), addr, remote_handle(), op.op,
-                                                             operand, flags, btl::no_order, cb, ctx,
-                                                             data);
-                    },
-                    what);
+                const Status s = run_atomic(fetching ? AtomicKind::fop : AtomicKind::op,
+                                            {.local = fetching ? result : nullptr,
+                                             .remote = addr,
+                                             .local_handle = fetching ? lh : nullptr,
+                                             .remote_handle = remote_handle(),
+                                             .op = op.op,
+                                             .operand = operand,
+                                             .flags = flags},
+                                            what);
                 EXPECT_TRUE(ok(s)) << what << ": " << to_string(s);
                 if (!ok(s)) continue;
                 if (fetching) {
@@ -205,13 +204,15 @@ class Atomic : public BtlTest {
                 fmt::format("cswap {}-bit: compare {:#x}, value {:#x}", bits32 ? 32 : 64,
                             truncate(st.compare, bits32), truncate(st.value, bits32));
             result[0] = 0xdeadbeefdeadbeefull;
-            const Status s = run_rdma(
-                [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                    return module().atomic_cswap(target(), result, addr, lh, remote_handle(),
-                                                 st.compare, st.value, flags, btl::no_order, cb,
-                                                 ctx, data);
-                },
-                what);
+            const Status s = run_atomic(AtomicKind::cswap,
+                                        {.local = result,
+                                         .remote = addr,
+                                         .local_handle = lh,
+                                         .remote_handle = remote_handle(),
+                                         .operand = st.value,
+                                         .compare = st.compare,
+                                         .flags = flags},
+                                        what);
             ASSERT_TRUE(ok(s)) << what << ": " << to_string(s);
             EXPECT_EQ(get_value(reinterpret_cast<std::byte*>(result), bits32),
                       truncate(st.old_expected, bits32))
@@ -259,13 +260,14 @@ TEST_P(Atomic, misaligned_target_is_refused) {
         GTEST_SKIP() << component_ << " does not announce add";
     alignas(8) std::uint64_t result = 0;
     btl::RegistrationHandle* lh = register_local(&result, sizeof result);
-    const Status s = run_rdma(
-        [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-            return module().atomic_fop(target(), &result, remote_address(target_offset + 4), lh,
-                                       remote_handle(), AtomicOp::add, 1, 0, btl::no_order, cb, ctx,
-                                       data);
-        },
-        "a 64-bit fetch-add on a 4-byte aligned address");
+    const Status s = run_atomic(AtomicKind::fop,
+                                {.local = &result,
+                                 .remote = remote_address(target_offset + 4),
+                                 .local_handle = lh,
+                                 .remote_handle = remote_handle(),
+                                 .op = AtomicOp::add,
+                                 .operand = 1},
+                                "a 64-bit fetch-add on a 4-byte aligned address");
     EXPECT_FALSE(ok(s)) << "a misaligned 64-bit atomic was accepted";
 }
 

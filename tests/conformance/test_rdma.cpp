@@ -39,15 +39,13 @@ class Rdma : public BtlTest {
         do {
             const std::size_t n = std::min(size - done, limit);
             const std::uint64_t remote = remote_address(offset + done);
-            const Status s = run_rdma(
-                [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                    return is_put
-                               ? module().put(target(), local + done, remote, local_handle,
-                                              remote_handle(), n, 0, btl::no_order, cb, ctx, data)
-                               : module().get(target(), local + done, remote, local_handle,
-                                              remote_handle(), n, 0, btl::no_order, cb, ctx, data);
-                },
-                fmt::format("{} of {} bytes", is_put ? "put" : "get", n));
+            const Status s = run_rdma(is_put,
+                                      {.local = local + done,
+                                       .remote = remote,
+                                       .local_handle = local_handle,
+                                       .remote_handle = remote_handle(),
+                                       .size = n},
+                                      fmt::format("{} of {} bytes", is_put ? "put" : "get", n));
             if (!ok(s)) return s;
             done += n;
         } while (done < size);
@@ -72,13 +70,13 @@ TEST_P(Rdma, register_deregister) {
     auto* base = reinterpret_cast<std::byte*>(memory.data());
     for (std::size_t size : {std::size_t{1}, std::size_t{4096}, memory.size() * 8}) {
         btl::RegistrationHandle* a =
-            module().register_mem(target(), base, size, btl::reg_flags::access_any);
+            rdma().register_mem(target(), base, size, btl::reg_flags::access_any);
         btl::RegistrationHandle* b =
-            module().register_mem(nullptr, base, size, btl::reg_flags::remote_read);
+            rdma().register_mem(nullptr, base, size, btl::reg_flags::remote_read);
         ASSERT_NE(a, nullptr) << "register_mem of " << size << " bytes";
         ASSERT_NE(b, nullptr) << "a second registration of the same " << size << " bytes";
-        EXPECT_EQ(module().deregister_mem(a), Status::success);
-        EXPECT_EQ(module().deregister_mem(b), Status::success);
+        EXPECT_EQ(rdma().deregister_mem(a), Status::success);
+        EXPECT_EQ(rdma().deregister_mem(b), Status::success);
     }
 }
 
@@ -137,19 +135,24 @@ TEST_P(Rdma, flush_completes_outstanding_puts) {
     for (std::size_t k = 0; k < count; ++k) {
         Status s;
         int tries = 0;
-        while ((s = module().put(target(), local.data() + k * piece,
-                                 remote_address(region_offset + k * piece), lh, remote_handle(),
-                                 piece, 0, btl::no_order, &count_rdma, this, &counts)) ==
-                   Status::out_of_resource &&
+        while ((s = rdma().put({.endpoint = target(),
+                                .local = local.data() + k * piece,
+                                .remote = remote_address(region_offset + k * piece),
+                                .local_handle = lh,
+                                .remote_handle = remote_handle(),
+                                .size = piece,
+                                .cb = &count_rdma,
+                                .cbcontext = this,
+                                .cbdata = &counts})) == Status::out_of_resource &&
                ++tries < 1000000)
             progress();
         ASSERT_TRUE(ok(s)) << "put " << k << ": " << to_string(s);
         if (s == Status::success) ++queued;
     }
-    ASSERT_TRUE(ok(module().flush(target())));
+    ASSERT_TRUE(ok(rdma().flush(target())));
     EXPECT_EQ(counts.called, queued) << "flush returned before every put completed";
     EXPECT_EQ(counts.failed, 0);
-    EXPECT_TRUE(ok(module().flush(nullptr)));
+    EXPECT_TRUE(ok(rdma().flush(nullptr)));
     const std::vector<std::byte> seen = remote_read(region_offset, local.size());
     EXPECT_EQ(difference(local, seen), "") << "the target after flush";
 }
@@ -164,15 +167,13 @@ TEST_P(Rdma, access_outside_registration_fails) {
     const std::uint64_t end = remote_size();
     for (bool is_put : {true, false}) {
         const char* op = is_put ? "put" : "get";
-        const Status s = run_rdma(
-            [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                const std::uint64_t addr = remote_address(end - 8);
-                return is_put ? module().put(target(), local.data(), addr, lh, remote_handle(), 16,
-                                             0, btl::no_order, cb, ctx, data)
-                              : module().get(target(), local.data(), addr, lh, remote_handle(), 16,
-                                             0, btl::no_order, cb, ctx, data);
-            },
-            fmt::format("{} across the end of the registration", op));
+        const Status s = run_rdma(is_put,
+                                  {.local = local.data(),
+                                   .remote = remote_address(end - 8),
+                                   .local_handle = lh,
+                                   .remote_handle = remote_handle(),
+                                   .size = 16},
+                                  fmt::format("{} across the end of the registration", op));
         EXPECT_FALSE(ok(s)) << op << " of 16 bytes at 8 bytes before the end of the region "
                             << "succeeded";
     }
@@ -207,37 +208,41 @@ class RdmaRefusal : public Rdma {
                         const btl::RegistrationHandle* rh) {
         std::vector<std::byte> local(64, sentinel);
         btl::RegistrationHandle* lh = register_local(local.data(), local.size());
-        auto expect_failed = [&](const std::string& op, const RdmaIssue& issue) {
-            EXPECT_FALSE(ok(run_rdma(issue, op + " " + what)))
-                << "a " << op << " " << what << " succeeded";
+        auto expect_failed = [&](const std::string& op, Status s) {
+            EXPECT_FALSE(ok(s)) << "a " << op << " " << what << " succeeded";
         };
+        const btl::RdmaRequest transfer{.local = local.data(),
+                                        .remote = addr,
+                                        .local_handle = lh,
+                                        .remote_handle = rh,
+                                        .size = len};
         if (has_flags(btl::flags::put))
-            expect_failed("put", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                return module().put(target(), local.data(), addr, lh, rh, len, 0, btl::no_order, cb,
-                                    ctx, data);
-            });
+            expect_failed("put", run_rdma(true, transfer, "put " + what));
         if (has_flags(btl::flags::get)) {
-            expect_failed("get", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                return module().get(target(), local.data(), addr, lh, rh, len, 0, btl::no_order, cb,
-                                    ctx, data);
-            });
+            expect_failed("get", run_rdma(false, transfer, "get " + what));
             for (std::size_t i = 0; i < local.size(); ++i)
                 ASSERT_EQ(local[i], sentinel) << "a refused get " << what << " wrote byte " << i;
         }
         if (has_flags(btl::flags::atomic_fops) && has_atomics(btl::atomic_support::add)) {
             alignas(8) std::uint64_t fetched = sentinel_word;
-            expect_failed("fetch-add", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                return module().atomic_fop(target(), &fetched, addr, lh, rh, btl::AtomicOp::add, 1,
-                                           0, btl::no_order, cb, ctx, data);
-            });
+            expect_failed("fetch-add", run_atomic(AtomicKind::fop,
+                                                  {.local = &fetched,
+                                                   .remote = addr,
+                                                   .local_handle = lh,
+                                                   .remote_handle = rh,
+                                                   .op = btl::AtomicOp::add,
+                                                   .operand = 1},
+                                                  "fetch-add " + what));
             EXPECT_EQ(fetched, sentinel_word)
                 << "a refused fetch-add " << what << " wrote its result";
         }
         if (has_flags(btl::flags::atomic_ops) && has_atomics(btl::atomic_support::or_))
-            expect_failed("atomic or", [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                return module().atomic_op(target(), addr, rh, btl::AtomicOp::or_, ~0ull, 0,
-                                          btl::no_order, cb, ctx, data);
-            });
+            expect_failed("atomic or", run_atomic(AtomicKind::op,
+                                                  {.remote = addr,
+                                                   .remote_handle = rh,
+                                                   .op = btl::AtomicOp::or_,
+                                                   .operand = ~0ull},
+                                                  "atomic or " + what));
     }
 
     // The region is untouched, and a put through the live handle works.
@@ -248,12 +253,13 @@ class RdmaRefusal : public Rdma {
         std::vector<std::byte> local(len);
         for (std::size_t i = 0; i < len; ++i) local[i] = pattern(7, i);
         btl::RegistrationHandle* lh = register_local(local.data(), local.size());
-        const Status s = run_rdma(
-            [&](btl::RdmaCompletionFn cb, void* ctx, void* data) {
-                return module().put(target(), local.data(), remote_address(0), lh, remote_handle(),
-                                    len, 0, btl::no_order, cb, ctx, data);
-            },
-            "put through the live registration");
+        const Status s = run_rdma(true,
+                                  {.local = local.data(),
+                                   .remote = remote_address(0),
+                                   .local_handle = lh,
+                                   .remote_handle = remote_handle(),
+                                   .size = len},
+                                  "put through the live registration");
         ASSERT_TRUE(ok(s)) << "a valid put after the refusals: " << to_string(s);
         EXPECT_EQ(difference(local, remote_read(0, len)), "");
     }

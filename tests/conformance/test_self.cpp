@@ -228,18 +228,23 @@ TEST_F(SelfTest, put_needs_remote_write_access) {
     ASSERT_NO_FATAL_FAILURE(start());
     std::uint64_t target = 0, source = 5;
     RegistrationHandle* ro =
-        module_->register_mem(nullptr, &target, sizeof target, reg_flags::remote_read);
+        module_->rdma()->register_mem(nullptr, &target, sizeof target, reg_flags::remote_read);
     ASSERT_NE(ro, nullptr);
-    EXPECT_EQ(module_->put(ep_, &source, reinterpret_cast<std::uintptr_t>(&target), nullptr, ro,
-                           sizeof source, 0, no_order, nullptr, nullptr, nullptr),
+    EXPECT_EQ(module_->rdma()->put({.endpoint = ep_,
+                                    .local = &source,
+                                    .remote = reinterpret_cast<std::uintptr_t>(&target),
+                                    .remote_handle = ro,
+                                    .size = sizeof source}),
               Status::access_denied);
     EXPECT_EQ(target, 0u);
-    EXPECT_EQ(module_->put(ep_, &source, reinterpret_cast<std::uintptr_t>(&target), nullptr,
-                           nullptr, sizeof source, 0, no_order, nullptr, nullptr, nullptr),
+    EXPECT_EQ(module_->rdma()->put({.endpoint = ep_,
+                                    .local = &source,
+                                    .remote = reinterpret_cast<std::uintptr_t>(&target),
+                                    .size = sizeof source}),
               Status::bad_param)
         << "a put without a remote handle";
-    EXPECT_EQ(module_->deregister_mem(ro), Status::success);
-    EXPECT_EQ(module_->deregister_mem(ro), Status::not_found);
+    EXPECT_EQ(module_->rdma()->deregister_mem(ro), Status::success);
+    EXPECT_EQ(module_->rdma()->deregister_mem(ro), Status::not_found);
 }
 
 }  // namespace

@@ -261,7 +261,8 @@ $out"
 $out"
     grep -qE "^ *262144 " <<<"$out" || fail "no result for 256k messages:
 $out"
-    # One-sided through the pml: its puts become the example's put operations.
+    # One-sided through the pml: the example offers no rdma(), so the pml
+    # carries the puts in messages.
     out=$(TRANSIT_MCA_btl=self,$name transit_run -n 2 --timeout 300 \
         transit_bench put_latency --max 16k 2>&1) || fail "transit_bench put_latency over $name:
 $out"
@@ -274,25 +275,30 @@ step_abi() {
     plugin_env  # for the sanitizer settings; the plugin path is set below
     local w
     w=$(work_dir)
-    # The same plugin, built against an SDK that says ABI major 3: a copy of the
-    # installed prefix with version.hpp (and the package's numbers) changed.
-    local fake=$w/sdk-abi3
-    rm -rf "$fake" "$w/example-abi3"
+    # The same plugin, built against an SDK that says the next ABI major: a copy
+    # of the installed prefix with version.hpp (and the package's numbers) changed.
+    local major other
+    major=$(sed -n 's/.*abi_major = \([0-9]*\);.*/\1/p' "$w/prefix/include/transit/version.hpp")
+    [[ -n $major ]] || fail "no abi_major in the installed version.hpp"
+    other=$((major + 1))
+    local fake=$w/sdk-abi$other
+    rm -rf "$fake" "$w/example-abi$other"
     cp -a "$w/prefix" "$fake"
-    sed -i 's/abi_major = [0-9]*;/abi_major = 3;/' "$fake/include/transit/version.hpp"
-    sed -i 's/^set(TRANSIT_ABI_VERSION_MAJOR .*)/set(TRANSIT_ABI_VERSION_MAJOR 3)/' \
+    sed -i "s/abi_major = [0-9]*;/abi_major = $other;/" "$fake/include/transit/version.hpp"
+    sed -i "s/^set(TRANSIT_ABI_VERSION_MAJOR .*)/set(TRANSIT_ABI_VERSION_MAJOR $other)/" \
         "$fake/lib/cmake/Transit/TransitConfig.cmake"
-    grep -q "abi_major = 3;" "$fake/include/transit/version.hpp" || fail "could not change the ABI"
-    configure_example "$fake" "$w/example" "$w/example-abi3"
+    grep -q "abi_major = $other;" "$fake/include/transit/version.hpp" ||
+        fail "could not change the ABI"
+    configure_example "$fake" "$w/example" "$w/example-abi$other"
 
     local out
-    out=$(TRANSIT_MCA_mca_base_component_path=$w/example-abi3 "$w/prefix/bin/transit_info" \
+    out=$(TRANSIT_MCA_mca_base_component_path=$w/example-abi$other "$w/prefix/bin/transit_info" \
         --parsable) || fail "transit_info failed"
     local key=mca:btl:$name state reason
     state=$(sed -n "s/^$key:state://p" <<<"$out")
     reason=$(sed -n "s/^$key:reason://p" <<<"$out")
-    [[ $state == failed ]] || fail "the ABI 3 plugin was not refused (state '$state')"
-    [[ $reason == *"built against Transit ABI 3."*"this is ABI 2."* ]] ||
+    [[ $state == failed ]] || fail "the ABI $other plugin was not refused (state '$state')"
+    [[ $reason == *"built against Transit ABI $other."*"this is ABI $major."* ]] ||
         fail "refused, but the reason does not say what it was built against: '$reason'"
     note "ok: refused with \"$reason\""
 }

@@ -47,7 +47,7 @@ int run() {
     std::vector<std::byte> region(get_size, std::byte{7});
     btl::Module& any = job.module(me == 0 ? 1 : 0);
     btl::RegistrationHandle* h =
-        any.register_mem(nullptr, region.data(), region.size(), btl::reg_flags::access_any);
+        any.rdma()->register_mem(nullptr, region.data(), region.size(), btl::reg_flags::access_any);
     std::byte mine[40];
     std::memcpy(mine, static_cast<const void*>(h), 32);
     const auto base = reinterpret_cast<std::uint64_t>(region.data());
@@ -76,8 +76,14 @@ int run() {
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (job.errors.empty() && std::chrono::steady_clock::now() < end) {
         if (pending.outstanding == 0) {
-            const Status s = m.get(ep, sink.data(), victim_base, nullptr, victim_handle, get_size,
-                                   0, 0, &on_get, nullptr, &pending);
+            const Status s = m.rdma()->get({.endpoint = ep,
+                                            .local = sink.data(),
+                                            .remote = victim_base,
+                                            .remote_handle = victim_handle,
+                                            .size = get_size,
+                                            .order = 0,
+                                            .cb = &on_get,
+                                            .cbdata = &pending});
             if (s == Status::success) ++pending.outstanding;
         }
         const Status s = job.send_bytes(victim, tcptest::TcpJob::data_tag, msg.data(), msg.size());

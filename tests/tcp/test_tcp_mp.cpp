@@ -199,8 +199,9 @@ struct Region {
 // Registers `size` bytes in every rank and exchanges the handles.
 void share(TcpJob& j, Region& r, std::size_t size, std::uint32_t access, const char* key) {
     r.bytes.assign(size, std::byte{0});
-    r.handle =
-        j.module((mp::rank() + 1) % mp::size()).register_mem(nullptr, r.bytes.data(), size, access);
+    r.handle = j.module((mp::rank() + 1) % mp::size())
+                   .rdma()
+                   ->register_mem(nullptr, r.bytes.data(), size, access);
     ASSERT_NE(r.handle, nullptr);
     std::array<std::byte, 40> mine{};
     std::memcpy(mine.data(), static_cast<const void*>(r.handle), 32);
@@ -250,8 +251,16 @@ TEST(TcpMp, PutGetAtomicsOnRegisteredMemory) {
     std::vector<std::byte> src(big);
     for (std::size_t i = 0; i < big; ++i) src[i] = pattern(me, to, big, i);
     Completion c;
-    ASSERT_EQ(m.put(ep, src.data(), r.bases[to], nullptr, as_handle(r.handles[to]), big, 0, 0,
-                    &on_rdma, nullptr, &c),
+    // Every operation of the case goes to `to`'s region and completes into c.
+    auto to_region = [&](auto request) {
+        request.endpoint = ep;
+        request.remote_handle = as_handle(r.handles[to]);
+        request.cb = &on_rdma;
+        request.cbdata = &c;
+        return request;
+    };
+    ASSERT_EQ(m.rdma()->put(to_region(
+                  btl::RdmaRequest{.local = src.data(), .remote = r.bases[to], .size = big})),
               Status::success);
     ASSERT_TRUE(j.progress_until([&] { return c.done == 1; }));
     ASSERT_TRUE(ok(c.status)) << to_string(c.status);
@@ -259,20 +268,23 @@ TEST(TcpMp, PutGetAtomicsOnRegisteredMemory) {
     // 64-bit and 32-bit atomics on the tail of the target's region.
     const std::uint64_t counter = r.bases[to] + big;
     std::uint64_t old = 99;
-    ASSERT_EQ(m.atomic_fop(ep, &old, counter, nullptr, as_handle(r.handles[to]), btl::AtomicOp::add,
-                           5, 0, 0, &on_rdma, nullptr, &c),
+    ASSERT_EQ(m.atomics()->atomic_fop(to_region(btl::AtomicRequest{
+                  .local = &old, .remote = counter, .op = btl::AtomicOp::add, .operand = 5})),
               Status::success);
     ASSERT_TRUE(j.progress_until([&] { return c.done == 2; }));
     EXPECT_EQ(old, 0u);
-    ASSERT_EQ(m.atomic_cswap(ep, &old, counter, nullptr, as_handle(r.handles[to]), 5, 42, 0, 0,
-                             &on_rdma, nullptr, &c),
+    ASSERT_EQ(m.atomics()->atomic_cswap(to_region(btl::AtomicRequest{
+                  .local = &old, .remote = counter, .operand = 42, .compare = 5})),
               Status::success);
     ASSERT_TRUE(j.progress_until([&] { return c.done == 3; }));
     EXPECT_EQ(old, 5u);
-    ASSERT_EQ(m.atomic_op(ep, counter + 8, as_handle(r.handles[to]), btl::AtomicOp::add, 7,
-                          btl::atomic_flags::bits32, 0, &on_rdma, nullptr, &c),
-              Status::success);
-    ASSERT_EQ(m.flush(ep), Status::success);
+    ASSERT_EQ(
+        m.atomics()->atomic_op(to_region(btl::AtomicRequest{.remote = counter + 8,
+                                                            .op = btl::AtomicOp::add,
+                                                            .operand = 7,
+                                                            .flags = btl::atomic_flags::bits32})),
+        Status::success);
+    ASSERT_EQ(m.rdma()->flush(ep), Status::success);
     EXPECT_EQ(c.done, 4);
     EXPECT_TRUE(ok(c.status));
 
@@ -288,15 +300,15 @@ TEST(TcpMp, PutGetAtomicsOnRegisteredMemory) {
 
     // Read it all back.
     std::vector<std::byte> back(big);
-    ASSERT_EQ(m.get(ep, back.data(), r.bases[to], nullptr, as_handle(r.handles[to]), big, 0, 0,
-                    &on_rdma, nullptr, &c),
+    ASSERT_EQ(m.rdma()->get(to_region(
+                  btl::RdmaRequest{.local = back.data(), .remote = r.bases[to], .size = big})),
               Status::success);
-    ASSERT_EQ(m.flush(ep), Status::success);
+    ASSERT_EQ(m.rdma()->flush(ep), Status::success);
     EXPECT_EQ(c.done, 5);
     EXPECT_TRUE(ok(c.status));
     EXPECT_TRUE(back == src);
     EXPECT_TRUE(j.step());
-    EXPECT_EQ(m.deregister_mem(r.handle), Status::success);
+    EXPECT_EQ(m.rdma()->deregister_mem(r.handle), Status::success);
     EXPECT_TRUE(j.errors.empty());
 }
 
@@ -323,38 +335,80 @@ TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
     } attempts[] = {
         {"put across the end",
          [&](Completion& c) {
-             return m.put(ep, buf.data(), rw.bases[to] + size - 100, nullptr,
-                          as_handle(rw.handles[to]), 200, 0, 0, &on_rdma, nullptr, &c);
+             return m.rdma()->put({.endpoint = ep,
+                                   .local = buf.data(),
+                                   .remote = rw.bases[to] + size - 100,
+                                   .remote_handle = as_handle(rw.handles[to]),
+                                   .size = 200,
+                                   .order = 0,
+                                   .cb = &on_rdma,
+                                   .cbdata = &c});
          }},
         {"put before the start",
          [&](Completion& c) {
-             return m.put(ep, buf.data(), rw.bases[to] - 8, nullptr, as_handle(rw.handles[to]), 16,
-                          0, 0, &on_rdma, nullptr, &c);
+             return m.rdma()->put({.endpoint = ep,
+                                   .local = buf.data(),
+                                   .remote = rw.bases[to] - 8,
+                                   .remote_handle = as_handle(rw.handles[to]),
+                                   .size = 16,
+                                   .order = 0,
+                                   .cb = &on_rdma,
+                                   .cbdata = &c});
          }},
         {"get across the end",
          [&](Completion& c) {
-             return m.get(ep, buf.data(), rw.bases[to] + 1, nullptr, as_handle(rw.handles[to]),
-                          size, 0, 0, &on_rdma, nullptr, &c);
+             return m.rdma()->get({.endpoint = ep,
+                                   .local = buf.data(),
+                                   .remote = rw.bases[to] + 1,
+                                   .remote_handle = as_handle(rw.handles[to]),
+                                   .size = size,
+                                   .order = 0,
+                                   .cb = &on_rdma,
+                                   .cbdata = &c});
          }},
         {"atomic past the end",
          [&](Completion& c) {
-             return m.atomic_op(ep, rw.bases[to] + size, as_handle(rw.handles[to]),
-                                btl::AtomicOp::add, 1, 0, 0, &on_rdma, nullptr, &c);
+             return m.atomics()->atomic_op({.endpoint = ep,
+                                            .remote = rw.bases[to] + size,
+                                            .remote_handle = as_handle(rw.handles[to]),
+                                            .op = btl::AtomicOp::add,
+                                            .operand = 1,
+                                            .order = 0,
+                                            .cb = &on_rdma,
+                                            .cbdata = &c});
          }},
         {"put with a forged key",
          [&](Completion& c) {
-             return m.put(ep, buf.data(), rw.bases[to], nullptr, as_handle(forged), 16, 0, 0,
-                          &on_rdma, nullptr, &c);
+             return m.rdma()->put({.endpoint = ep,
+                                   .local = buf.data(),
+                                   .remote = rw.bases[to],
+                                   .remote_handle = as_handle(forged),
+                                   .size = 16,
+                                   .order = 0,
+                                   .cb = &on_rdma,
+                                   .cbdata = &c});
          }},
         {"put into read-only memory",
          [&](Completion& c) {
-             return m.put(ep, buf.data(), ro.bases[to], nullptr, as_handle(ro.handles[to]), 16, 0,
-                          0, &on_rdma, nullptr, &c);
+             return m.rdma()->put({.endpoint = ep,
+                                   .local = buf.data(),
+                                   .remote = ro.bases[to],
+                                   .remote_handle = as_handle(ro.handles[to]),
+                                   .size = 16,
+                                   .order = 0,
+                                   .cb = &on_rdma,
+                                   .cbdata = &c});
          }},
         {"atomic on read-only memory",
          [&](Completion& c) {
-             return m.atomic_op(ep, ro.bases[to], as_handle(ro.handles[to]), btl::AtomicOp::swap, 1,
-                                0, 0, &on_rdma, nullptr, &c);
+             return m.atomics()->atomic_op({.endpoint = ep,
+                                            .remote = ro.bases[to],
+                                            .remote_handle = as_handle(ro.handles[to]),
+                                            .op = btl::AtomicOp::swap,
+                                            .operand = 1,
+                                            .order = 0,
+                                            .cb = &on_rdma,
+                                            .cbdata = &c});
          }},
     };
     for (const Attempt& a : attempts) {
@@ -366,8 +420,14 @@ TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
     // A large refused put: its data is drained, and the stream stays usable.
     std::vector<std::byte> large(1 << 20, std::byte{0x22});
     Completion c;
-    ASSERT_EQ(m.put(ep, large.data(), rw.bases[to], nullptr, as_handle(forged), large.size(), 0, 0,
-                    &on_rdma, nullptr, &c),
+    ASSERT_EQ(m.rdma()->put({.endpoint = ep,
+                             .local = large.data(),
+                             .remote = rw.bases[to],
+                             .remote_handle = as_handle(forged),
+                             .size = large.size(),
+                             .order = 0,
+                             .cb = &on_rdma,
+                             .cbdata = &c}),
               Status::success);
     ASSERT_TRUE(j.progress_until([&] { return c.done == 1; }));
     EXPECT_FALSE(ok(c.status));
@@ -380,10 +440,16 @@ TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
     ASSERT_TRUE(j.step());
     // The same connection still serves a legal request.
     Completion ok_c;
-    ASSERT_EQ(m.put(ep, buf.data(), rw.bases[to], nullptr, as_handle(rw.handles[to]), 16, 0, 0,
-                    &on_rdma, nullptr, &ok_c),
+    ASSERT_EQ(m.rdma()->put({.endpoint = ep,
+                             .local = buf.data(),
+                             .remote = rw.bases[to],
+                             .remote_handle = as_handle(rw.handles[to]),
+                             .size = 16,
+                             .order = 0,
+                             .cb = &on_rdma,
+                             .cbdata = &ok_c}),
               Status::success);
-    ASSERT_EQ(m.flush(ep), Status::success);
+    ASSERT_EQ(m.rdma()->flush(ep), Status::success);
     EXPECT_TRUE(ok(ok_c.status));
     EXPECT_TRUE(j.step());
     EXPECT_TRUE(j.errors.empty());

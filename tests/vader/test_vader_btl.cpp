@@ -142,7 +142,7 @@ struct Exposed {
 btl::RegionKey expose(btl::Module& m, void* base, std::size_t size) {
     btl::RegionKey key{btl::no_slot, 0, 0};
     if (btl::RegistrationHandle* h =
-            m.register_mem(nullptr, base, size, btl::reg_flags::access_any))
+            m.rdma()->register_mem(nullptr, base, size, btl::reg_flags::access_any))
         std::memcpy(&key, static_cast<const void*>(h), sizeof key);
     return key;
 }
@@ -260,30 +260,33 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
     RdmaWait w;
     if (cma) {
         std::vector<char> got(rdma_size);
+        // The peer's exposed buffer, completing into w.
+        const btl::RdmaRequest whole{.endpoint = p.ep(1),
+                                     .local = got.data(),
+                                     .remote = ctl.ex.buffer,
+                                     .remote_handle = handle(ctl.ex.buffer_key),
+                                     .size = rdma_size,
+                                     .cb = rdma_done,
+                                     .cbdata = &w};
         Status s = wait_rdma(
-            p,
-            [&] {
-                return m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key),
-                             rdma_size, 0, btl::no_order, rdma_done, nullptr, &w);
-            },
-            w);
+            p, [&] { return m.rdma()->get(whole); }, w);
         if (!check(ok(s), "get", static_cast<int>(s))) return false;
         std::vector<char> want(rdma_size);
         fill(want.data(), rdma_size, 77);
         if (!check(got == want, "get read the peer's buffer")) return false;
         fill(got.data(), rdma_size, 99);
         s = wait_rdma(
-            p,
-            [&] {
-                return m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key),
-                             rdma_size, 0, btl::no_order, rdma_done, nullptr, &w);
-            },
-            w);
+            p, [&] { return m.rdma()->put(whole); }, w);
         if (!check(ok(s), "put", static_cast<int>(s))) return false;
     } else {
         char c[8];
-        if (!check(m.get(p.ep(1), c, ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), 8, 0,
-                         btl::no_order, rdma_done, nullptr, &w) == Status::not_supported,
+        if (!check(m.rdma()->get({.endpoint = p.ep(1),
+                                  .local = c,
+                                  .remote = ctl.ex.buffer,
+                                  .remote_handle = handle(ctl.ex.buffer_key),
+                                  .size = 8,
+                                  .cb = rdma_done,
+                                  .cbdata = &w}) == Status::not_supported,
                    "get without single copy says not supported"))
             return false;
     }
@@ -292,9 +295,14 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
         Status s = wait_rdma(
             p,
             [&] {
-                return m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr,
-                                    handle(ctl.ex.counter_key), btl::AtomicOp::add, 1, 0,
-                                    btl::no_order, rdma_done, nullptr, &w);
+                return m.atomics()->atomic_fop({.endpoint = p.ep(1),
+                                                .local = &old,
+                                                .remote = ctl.ex.counter,
+                                                .remote_handle = handle(ctl.ex.counter_key),
+                                                .op = btl::AtomicOp::add,
+                                                .operand = 1,
+                                                .cb = rdma_done,
+                                                .cbdata = &w});
             },
             w);
         if (!check(ok(s) && old == i, "fetch-add returns the old value",
@@ -302,31 +310,36 @@ bool exchange(Rank rank, JobArea* area, const std::string& job, const Params& pa
             return false;
     }
     std::uint64_t old = 0;
-    Status s = wait_rdma(
-        p,
-        [&] {
-            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr,
-                                  handle(ctl.ex.counter_key), 100, 105, 0, btl::no_order, rdma_done,
-                                  nullptr, &w);
-        },
-        w);
+    auto cswap = [&](std::uint64_t compare, std::uint64_t value) {
+        return wait_rdma(
+            p,
+            [&] {
+                return m.atomics()->atomic_cswap({.endpoint = p.ep(1),
+                                                  .local = &old,
+                                                  .remote = ctl.ex.counter,
+                                                  .remote_handle = handle(ctl.ex.counter_key),
+                                                  .operand = value,
+                                                  .compare = compare,
+                                                  .cb = rdma_done,
+                                                  .cbdata = &w});
+            },
+            w);
+    };
+    Status s = cswap(100, 105);
     if (!check(ok(s) && old == 100, "cswap", static_cast<long long>(old))) return false;
-    s = wait_rdma(
-        p,
-        [&] {
-            return m.atomic_cswap(p.ep(1), &old, ctl.ex.counter, nullptr,
-                                  handle(ctl.ex.counter_key), 1, 7, 0, btl::no_order, rdma_done,
-                                  nullptr, &w);
-        },
-        w);
+    s = cswap(1, 7);
     if (!check(ok(s) && old == 105, "failed cswap leaves the value", static_cast<long long>(old)))
         return false;
-    while ((s = m.atomic_op(p.ep(1), ctl.ex.counter32, handle(ctl.ex.counter32_key),
-                            btl::AtomicOp::or_, 0xffffffffu, btl::atomic_flags::bits32,
-                            btl::no_order, nullptr, nullptr, nullptr)) == Status::out_of_resource)
+    while ((s = m.atomics()->atomic_op({.endpoint = p.ep(1),
+                                        .remote = ctl.ex.counter32,
+                                        .remote_handle = handle(ctl.ex.counter32_key),
+                                        .op = btl::AtomicOp::or_,
+                                        .operand = 0xffffffffu,
+                                        .flags = btl::atomic_flags::bits32})) ==
+           Status::out_of_resource)
         p.progress();  // the queue to the peer is full: retry, as the contract asks
     if (!check(ok(s), "32-bit atomic posted", static_cast<int>(s))) return false;
-    if (!check(m.flush(p.ep(1)) == Status::success, "flush")) return false;
+    if (!check(m.rdma()->flush(p.ep(1)) == Status::success, "flush")) return false;
 
     const std::uint32_t done = 1;
     if (!ok(p.send(1, tag_ctl, &done, sizeof done))) return false;
@@ -399,9 +412,9 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
         },
         &ctl);
     if (rank == 1) {
-        const bool refused = m.mem_alloc(8u << 20) == nullptr;
-        auto* mem = static_cast<char*>(m.mem_alloc(block));
-        auto* counter = static_cast<std::uint64_t*>(m.mem_alloc(8));
+        const bool refused = m.rdma()->mem_alloc(8u << 20) == nullptr;
+        auto* mem = static_cast<char*>(m.rdma()->mem_alloc(block));
+        auto* counter = static_cast<std::uint64_t*>(m.rdma()->mem_alloc(8));
         if (!check(refused, "more than heap_size is refused") ||
             !check(mem != nullptr && counter != nullptr, "mem_alloc gave memory") ||
             !check(reinterpret_cast<std::uintptr_t>(mem) % 4096 == 0, "page aligned")) {
@@ -423,10 +436,11 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
         bool good = check(std::memcmp(mem, want.data(), block) == 0, "put landed") &&
                     check(*counter == 1000, "fetch-adds applied", static_cast<long long>(*counter));
         int foreign = 0;
-        good = good && check(!m.mem_free(&foreign), "a pointer it did not give is not freed") &&
-               check(m.mem_free(mem), "its own block is freed") &&
-               check(!m.mem_free(mem), "the same block is not freed twice") &&
-               check(m.mem_free(counter), "the counter is freed");
+        good = good &&
+               check(!m.rdma()->mem_free(&foreign), "a pointer it did not give is not freed") &&
+               check(m.rdma()->mem_free(mem), "its own block is freed") &&
+               check(!m.rdma()->mem_free(mem), "the same block is not freed twice") &&
+               check(m.rdma()->mem_free(counter), "the counter is freed");
         p.runtime().fence();
         return good;
     }
@@ -434,47 +448,78 @@ bool direct_access(Rank rank, JobArea* area, const std::string& job) {
     if (!check(ctl.ex.buffer != 0, "rank 1 exposed its memory")) return false;
     // No endpoint (a peer vader does not reach): an error, not a crash.
     std::uint64_t none = 0;
-    if (!check(m.atomic_fop(nullptr, &none, ctl.ex.counter, nullptr, handle(ctl.ex.counter_key),
-                            btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr,
-                            nullptr) == Status::bad_param &&
-                   m.get(nullptr, &none, ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), 8, 0,
-                         btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param,
+    if (!check(m.atomics()->atomic_fop({.local = &none,
+                                        .remote = ctl.ex.counter,
+                                        .remote_handle = handle(ctl.ex.counter_key),
+                                        .op = btl::AtomicOp::add,
+                                        .operand = 1,
+                                        .cb = rdma_done}) == Status::bad_param &&
+                   m.rdma()->get({.local = &none,
+                                  .remote = ctl.ex.buffer,
+                                  .remote_handle = handle(ctl.ex.buffer_key),
+                                  .size = 8,
+                                  .cb = rdma_done}) == Status::bad_param,
                "one-sided operations without an endpoint are refused"))
         return false;
     std::vector<char> got(block);
-    if (!check(m.get(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), block,
-                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::completed,
+    if (!check(m.rdma()->get({.endpoint = p.ep(1),
+                              .local = got.data(),
+                              .remote = ctl.ex.buffer,
+                              .remote_handle = handle(ctl.ex.buffer_key),
+                              .size = block,
+                              .cb = rdma_done}) == Status::completed,
                "get from mem_alloc memory completes at once"))
         return false;
     std::vector<char> want(block);
     fill(want.data(), block, 77);
     if (!check(got == want, "get read the peer's memory")) return false;
     char outside[8];
-    if (!check(m.get(p.ep(1), outside, ctl.ex.counter32, nullptr, handle(ctl.ex.counter32_key), 8,
-                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::not_supported,
+    if (!check(m.rdma()->get({.endpoint = p.ep(1),
+                              .local = outside,
+                              .remote = ctl.ex.counter32,
+                              .remote_handle = handle(ctl.ex.counter32_key),
+                              .size = 8,
+                              .cb = rdma_done}) == Status::not_supported,
                "an address outside the peer's mem_alloc pages needs single copy"))
         return false;
     // Through the mapping too, the registration bounds what a peer can do.
-    if (!check(
-            m.get(p.ep(1), outside, ctl.ex.buffer - 8, nullptr, handle(ctl.ex.buffer_key), 8, 0,
-                  btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param &&
-                m.put(p.ep(1), outside, ctl.ex.buffer + block, nullptr, handle(ctl.ex.buffer_key),
-                      8, 0, btl::no_order, rdma_done, nullptr, nullptr) == Status::bad_param &&
-                m.atomic_op(p.ep(1), ctl.ex.counter + 8, handle(ctl.ex.counter_key),
-                            btl::AtomicOp::add, 1, 0, btl::no_order, nullptr, nullptr,
-                            nullptr) == Status::bad_param,
-            "operations outside the peer's registrations are refused"))
+    if (!check(m.rdma()->get({.endpoint = p.ep(1),
+                              .local = outside,
+                              .remote = ctl.ex.buffer - 8,
+                              .remote_handle = handle(ctl.ex.buffer_key),
+                              .size = 8,
+                              .cb = rdma_done}) == Status::bad_param &&
+                   m.rdma()->put({.endpoint = p.ep(1),
+                                  .local = outside,
+                                  .remote = ctl.ex.buffer + block,
+                                  .remote_handle = handle(ctl.ex.buffer_key),
+                                  .size = 8,
+                                  .cb = rdma_done}) == Status::bad_param &&
+                   m.atomics()->atomic_op({.endpoint = p.ep(1),
+                                           .remote = ctl.ex.counter + 8,
+                                           .remote_handle = handle(ctl.ex.counter_key),
+                                           .op = btl::AtomicOp::add,
+                                           .operand = 1}) == Status::bad_param,
+               "operations outside the peer's registrations are refused"))
         return false;
     fill(got.data(), block, 99);
-    if (!check(m.put(p.ep(1), got.data(), ctl.ex.buffer, nullptr, handle(ctl.ex.buffer_key), block,
-                     0, btl::no_order, rdma_done, nullptr, nullptr) == Status::completed,
+    if (!check(m.rdma()->put({.endpoint = p.ep(1),
+                              .local = got.data(),
+                              .remote = ctl.ex.buffer,
+                              .remote_handle = handle(ctl.ex.buffer_key),
+                              .size = block,
+                              .cb = rdma_done}) == Status::completed,
                "put completes at once"))
         return false;
     for (std::uint64_t i = 0; i < 1000; ++i) {
         std::uint64_t old = ~0ull;
-        const Status s =
-            m.atomic_fop(p.ep(1), &old, ctl.ex.counter, nullptr, handle(ctl.ex.counter_key),
-                         btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, nullptr);
+        const Status s = m.atomics()->atomic_fop({.endpoint = p.ep(1),
+                                                  .local = &old,
+                                                  .remote = ctl.ex.counter,
+                                                  .remote_handle = handle(ctl.ex.counter_key),
+                                                  .op = btl::AtomicOp::add,
+                                                  .operand = 1,
+                                                  .cb = rdma_done});
         if (!check(s == Status::completed && old == i, "fetch-add completes at once, in order",
                    static_cast<long long>(old)))
             return false;
@@ -612,8 +657,14 @@ bool survivor_or_victim(Rank rank, JobArea* area, const std::string& job) {
     RdmaWait w;
     std::uint64_t old = 0;
     const Status posted =
-        p.module().atomic_fop(p.ep(1), &old, acked.ex.buffer, nullptr, handle(acked.ex.buffer_key),
-                              btl::AtomicOp::add, 1, 0, btl::no_order, rdma_done, nullptr, &w);
+        p.module().atomics()->atomic_fop({.endpoint = p.ep(1),
+                                          .local = &old,
+                                          .remote = acked.ex.buffer,
+                                          .remote_handle = handle(acked.ex.buffer_key),
+                                          .op = btl::AtomicOp::add,
+                                          .operand = 1,
+                                          .cb = rdma_done,
+                                          .cbdata = &w});
     if (!check(posted == Status::success, "atomic queued", static_cast<int>(posted))) return false;
     const auto start = std::chrono::steady_clock::now();
     while (seen.errors == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))

@@ -107,9 +107,12 @@ double get_bandwidth(Bench& b, std::vector<char>& local, std::size_t size, int w
     const auto t0 = Clock::now();
     for (int i = 0; i < iters; ++i)
         for (int w = 0; w < window; ++w) {
-            Status s = b.m.get(b.ep, local.data(), b.remote_buffer, nullptr,
-                               reinterpret_cast<const btl::RegistrationHandle*>(&b.remote_key),
-                               size, 0, btl::no_order, nullptr, nullptr, nullptr);
+            Status s = b.m.rdma()->get(
+                {.endpoint = b.ep,
+                 .local = local.data(),
+                 .remote = b.remote_buffer,
+                 .remote_handle = reinterpret_cast<const btl::RegistrationHandle*>(&b.remote_key),
+                 .size = size});
             if (!ok(s)) std::exit(2);
         }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -213,8 +216,8 @@ int run(int argc, char** argv) {
         char exposed[8 + sizeof(btl::RegionKey)] = {};
         const std::uint64_t addr = reinterpret_cast<std::uint64_t>(buffer.data());
         std::memcpy(exposed, &addr, 8);
-        if (btl::RegistrationHandle* h = vader->register_mem(nullptr, buffer.data(), buffer.size(),
-                                                             btl::reg_flags::remote_read))
+        if (btl::RegistrationHandle* h = vader->rdma()->register_mem(
+                nullptr, buffer.data(), buffer.size(), btl::reg_flags::remote_read))
             std::memcpy(exposed + 8, static_cast<const void*>(h), sizeof(btl::RegionKey));
         b.send(tag_ack, exposed, sizeof exposed);
     } else {

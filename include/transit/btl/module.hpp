@@ -1,6 +1,10 @@
 // The BTL module: one transport instance (one NIC, one shared-memory domain...).
 //
-// Completion semantics of every data-moving operation, as in Open MPI's BTL 3.1:
+// The core interface (Module) is what every transport has: peers, the send
+// path, finalize.  One-sided operations are capability interfaces a module
+// offers or not (rdma(), atomics()); their operations take one request struct.
+//
+// Completion semantics of every data-moving operation:
 //   Status::completed       done inline; no callback will come (for send():
 //                           unless des_flags::send_always_callback is set)
 //   Status::success         accepted; the callback comes later from progress
@@ -58,6 +62,102 @@ struct Attributes {
     std::size_t put_local_registration_threshold = 0;
 };
 
+// One put or get.  Passed by const reference; the module copies what it keeps.
+struct RdmaRequest {
+    Endpoint* endpoint = nullptr;
+    void* local = nullptr;     // source of a put, destination of a get
+    std::uint64_t remote = 0;  // address in the peer
+    RegistrationHandle* local_handle = nullptr;
+    const RegistrationHandle* remote_handle = nullptr;
+    std::size_t size = 0;
+    int flags = 0;
+    int order = no_order;
+    RdmaCompletionFn cb = nullptr;  // called from progress when the module answers success
+    void* cbcontext = nullptr;
+    void* cbdata = nullptr;
+};
+
+// One atomic on a peer's memory.  atomic_op ignores local/local_handle;
+// atomic_fop and atomic_cswap store the old value at local; only atomic_cswap
+// reads compare (operand is then the value to store).  flags: btl::atomic_flags.
+struct AtomicRequest {
+    Endpoint* endpoint = nullptr;
+    void* local = nullptr;
+    std::uint64_t remote = 0;
+    RegistrationHandle* local_handle = nullptr;
+    const RegistrationHandle* remote_handle = nullptr;
+    AtomicOp op = AtomicOp::add;
+    std::uint64_t operand = 0;
+    std::uint64_t compare = 0;
+    int flags = 0;
+    int order = no_order;
+    RdmaCompletionFn cb = nullptr;
+    void* cbcontext = nullptr;
+    void* cbdata = nullptr;
+};
+
+// The request as each atomic reads it, for a component whose three atomics
+// share one path: atomic_op has no local result, only atomic_cswap a compare
+// value, and atomic_cswap's op is swap.
+inline AtomicRequest as_atomic_op(const AtomicRequest& request) noexcept {
+    AtomicRequest r = request;
+    r.local = nullptr;
+    r.local_handle = nullptr;
+    r.compare = 0;
+    return r;
+}
+inline AtomicRequest as_atomic_fop(const AtomicRequest& request) noexcept {
+    AtomicRequest r = request;
+    r.compare = 0;
+    return r;
+}
+inline AtomicRequest as_atomic_cswap(const AtomicRequest& request) noexcept {
+    AtomicRequest r = request;
+    r.op = AtomicOp::swap;
+    return r;
+}
+
+// Capability: one-sided data movement (flags::put / flags::get) and the memory
+// registration and flush it needs.  A module offers it through Module::rdma().
+class Rdma {
+  public:
+    virtual Status put(const RdmaRequest& request) noexcept = 0;
+    virtual Status get(const RdmaRequest& request) noexcept = 0;
+
+    // nullptr endpoint = usable with every peer.  Returns nullptr on failure.
+    // Modules with registration_handle_size 0 may return nullptr: no handle needed.
+    virtual RegistrationHandle* register_mem(Endpoint* endpoint, void* base, std::size_t size,
+                                             std::uint32_t flags) = 0;
+    virtual Status deregister_mem(RegistrationHandle* handle) = 0;
+
+    // Returns once every put/get/atomic started before the call has completed
+    // (to endpoint, or to all when null).  Drives progress while it waits.
+    virtual Status flush(Endpoint* endpoint) = 0;
+
+    // Memory the module's peers reach more directly than the heap (vader: inside
+    // its shared segment, so put/get are memcpy and atomics CPU atomics).
+    // nullptr when the module offers none or has no room left: use the heap.
+    virtual void* mem_alloc(std::size_t) noexcept { return nullptr; }
+    // True when p came from this module's mem_alloc (it is released now).
+    virtual bool mem_free(void*) noexcept { return false; }
+
+  protected:
+    ~Rdma() = default;  // owned through the Module
+};
+
+// Capability: atomics on registered remote memory (flags::atomic_ops /
+// atomic_fops, attr_.atomic_flags).  A module offering it offers rdma() too:
+// the handles come from its register_mem and its flush covers the atomics.
+class Atomics {
+  public:
+    virtual Status atomic_op(const AtomicRequest& request) noexcept = 0;
+    virtual Status atomic_fop(const AtomicRequest& request) noexcept = 0;
+    virtual Status atomic_cswap(const AtomicRequest& request) noexcept = 0;
+
+  protected:
+    ~Atomics() = default;
+};
+
 class Module {
   public:
     explicit Module(Component& component) : component_(&component) {}
@@ -69,6 +169,20 @@ class Module {
     const Attributes& attributes() const noexcept { return attr_; }
     // A human-readable name ("tcp:eth0", "vader"), for verbose output.
     virtual std::string name() const;
+
+    // --- capabilities ----------------------------------------------------------
+    // The optional interfaces this module offers, or nullptr.  Asked once at
+    // setup (the bml keeps the answers beside each endpoint); the pointers live
+    // as long as the module.
+    virtual Rdma* rdma() noexcept { return nullptr; }
+    virtual Atomics* atomics() noexcept { return nullptr; }
+    // Capabilities added after ABI 3.0 come through here, so that adding one
+    // changes no vtable: each interface has an id (Interface::id), and a module
+    // built before it existed answers nullptr.  Ask with btl::capability<I>(m).
+    virtual void* extension(std::uint32_t id) noexcept {
+        (void)id;
+        return nullptr;
+    }
 
     // --- peers ---------------------------------------------------------------
     // For each peer it can reach, sets endpoints[i] and reachable.set(i).  Peer
@@ -109,51 +223,7 @@ class Module {
                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                          std::uint32_t flags, Tag tag, Descriptor** descriptor) noexcept = 0;
 
-    // --- one-sided (flags::put / flags::get) ---------------------------------
-    virtual Status put(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                       RegistrationHandle* local_handle, const RegistrationHandle* remote_handle,
-                       std::size_t size, int flags, int order, RdmaCompletionFn cbfunc,
-                       void* cbcontext, void* cbdata) noexcept;
-    virtual Status get(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                       RegistrationHandle* local_handle, const RegistrationHandle* remote_handle,
-                       std::size_t size, int flags, int order, RdmaCompletionFn cbfunc,
-                       void* cbcontext, void* cbdata) noexcept;
-
-    // --- atomics (flags::atomic_ops / atomic_fops) ----------------------------
-    virtual Status atomic_op(Endpoint* endpoint, std::uint64_t remote_address,
-                             const RegistrationHandle* remote_handle, AtomicOp op,
-                             std::uint64_t operand, int flags, int order, RdmaCompletionFn cbfunc,
-                             void* cbcontext, void* cbdata) noexcept;
-    virtual Status atomic_fop(Endpoint* endpoint, void* local_address, std::uint64_t remote_address,
-                              RegistrationHandle* local_handle,
-                              const RegistrationHandle* remote_handle, AtomicOp op,
-                              std::uint64_t operand, int flags, int order, RdmaCompletionFn cbfunc,
-                              void* cbcontext, void* cbdata) noexcept;
-    virtual Status atomic_cswap(Endpoint* endpoint, void* local_address,
-                                std::uint64_t remote_address, RegistrationHandle* local_handle,
-                                const RegistrationHandle* remote_handle, std::uint64_t compare,
-                                std::uint64_t value, int flags, int order, RdmaCompletionFn cbfunc,
-                                void* cbcontext, void* cbdata) noexcept;
-
-    // --- memory registration --------------------------------------------------
-    // nullptr endpoint = usable with every peer.  Returns nullptr on failure.
-    // Modules with registration_handle_size 0 may return nullptr: no handle needed.
-    virtual RegistrationHandle* register_mem(Endpoint* endpoint, void* base, std::size_t size,
-                                             std::uint32_t flags);
-    virtual Status deregister_mem(RegistrationHandle* handle);
-
-    // --- memory for the upper layer (optional) --------------------------------
-    // Memory the module's peers reach more directly than the heap (vader: inside
-    // its shared segment, so put/get are memcpy and atomics CPU atomics).
-    // nullptr when the module offers none or has no room left: use the heap.
-    virtual void* mem_alloc(std::size_t size) noexcept;
-    // True when p came from this module's mem_alloc (it is released now).
-    virtual bool mem_free(void* p) noexcept;
-
-    // Returns once every put/get/atomic started before the call has completed
-    // (to endpoint, or to all when null).  Drives progress while it waits.
-    virtual Status flush(Endpoint* endpoint);
-
+    // Prints the attributes (and the endpoint's state, when a module says more).
     virtual void dump(Endpoint* endpoint, int verbosity);
 
     // Releases everything; the module is destroyed afterwards.
@@ -173,6 +243,13 @@ class Module {
     ErrorFn error_fn_ = nullptr;
     void* error_cbdata_ = nullptr;
 };
+
+// The module's interface I (one with a static constexpr std::uint32_t id), or
+// nullptr when it offers none.
+template <typename I>
+I* capability(Module& module) noexcept {
+    return static_cast<I*>(module.extension(I::id));
+}
 
 // sendi's arguments as its contract allows them: a header pointer when there is
 // a header, a convertor with payload_size bytes left when there is a payload.

@@ -276,9 +276,11 @@ class PmixRuntime final : public RuntimeBase {
     // Who takes part in a fence: the whole job (the wildcard) until a rank is
     // lost, then the survivors by name.  A launcher that keeps the job running
     // after a death (mpirun --enable-recovery) never completes a wildcard fence
-    // the dead rank cannot join, and ignores PMIX_TIMEOUT on it.
+    // the dead rank cannot join, and ignores PMIX_TIMEOUT on it; transit_run
+    // completes it, and there the wildcard stays.
     std::vector<pmix_proc_t> participants(std::span<const Rank> lost) const {
-        if (lost.empty()) return {pmix::make_proc(nspace_, PMIX_RANK_WILDCARD)};
+        if (lost.empty() || wildcard_survives_loss_)
+            return {pmix::make_proc(nspace_, PMIX_RANK_WILDCARD)};
         std::vector<pmix_proc_t> procs;
         for (Rank r = 0; r < id_.size; ++r)
             if (std::find(lost.begin(), lost.end(), r) == lost.end())
@@ -324,6 +326,9 @@ class PmixRuntime final : public RuntimeBase {
             throw std::runtime_error(
                 fmt::format("the launcher gave rank {} in a job of {}", id_.rank, id_.size));
         set_local_peers(launcher_local_peers());
+        wildcard_survives_loss_ =
+            ok(get(PMIX_RANK_WILDCARD, pmix::wildcard_fence_survives_loss, v)) &&
+            v->type == PMIX_BOOL && v->data.flag;
     }
 
     // transit_run keeps its PMIx namespace secret (a stranger who knows it can
@@ -413,6 +418,7 @@ class PmixRuntime final : public RuntimeBase {
     std::optional<LostPeers> lost_;  // before session_ goes: its handler is PMIx's
     FenceMode mode_;
     int fence_timeout_ = 0;
+    bool wildcard_survives_loss_ = false;  // see participants()
     bool dirty_ = false;
     bool need_seed_ = false;
     bool peers_known_ = false;

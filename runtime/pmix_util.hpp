@@ -20,6 +20,12 @@
 
 namespace transit::rt::pmix {
 
+// Job-level key transit_run sets: a fence over the whole job (the wildcard)
+// completes among the survivors once a rank is lost.  Ranks then keep fencing
+// over the wildcard: survivors learn of a loss at different moments, and a
+// fence named by survivors would not match a wildcard one still in flight.
+inline constexpr char wildcard_fence_survives_loss[] = "transit.fence.survives_loss";
+
 struct ValueDeleter {
     void operator()(pmix_value_t* v) const noexcept {
         PMIx_Value_destruct(v);

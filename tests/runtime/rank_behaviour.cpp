@@ -294,6 +294,16 @@ int fence_after_death(const Args&) {
     return 0;
 }
 
+// fence-with-suspicion: rank 0 holds rank 2 lost (as its transports would on a
+// broken connection) while ranks 1 and 2 know of no loss, as happens between a
+// death and the launcher's event; everyone fences.
+int fence_with_suspicion(const Args&) {
+    auto rt = rt::open_runtime();
+    if (rt->rank() == 0) rt->report_lost(2);
+    say(fmt::format("rank {} fence {}", rt->rank(), to_string(rt->fence())));
+    return 0;
+}
+
 // slow-fence: rank 1 is 3 s late to a fence.
 int slow_fence(const Args&) {
     auto rt = rt::open_runtime();
@@ -360,6 +370,7 @@ int main(int argc, char** argv) {
         {"no-finalize", no_finalize},
         {"abort", abort_job},
         {"fence-after-death", fence_after_death},
+        {"fence-with-suspicion", fence_with_suspicion},
         {"slow-fence", slow_fence},
         {"fence-when-released", fence_when_released},
         {"init-when-released", init_when_released},

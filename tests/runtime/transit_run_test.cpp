@@ -734,13 +734,26 @@ TEST(TransitRun, ProgramWithoutLauncherIsASingleton) {
 }
 
 TEST(TransitRun, FenceReportsARankThatDied) {
-    const Result r = run({"--keep-going", "-n", "3", behaviour, "fence-after-death"});
+    const Result r =
+        run({"--timeout", "60", "--keep-going", "-n", "3", behaviour, "fence-after-death"});
     EXPECT_EQ(r.status, 5) << r.err;
     EXPECT_LT(r.seconds, 10.0);
     std::multiset<std::string> lines;
     for (const std::string& l : lines_of(r.out)) lines.insert(l);
     // Two survivors, two fences each: the failure sticks.
     EXPECT_EQ(lines.count("fence peer failed"), 4u) << r.out;
+}
+
+// Survivors learn of a loss at different moments; under transit_run a fence
+// must not hang on ranks naming different participants.
+TEST(TransitRun, FenceCompletesWhenRanksDisagreeOnWhoIsLost) {
+    const Result r = run({"--timeout", "20", "-n", "3", behaviour, "fence-with-suspicion"});
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_EQ(lines.count("rank 0 fence peer failed"), 1u) << r.out;
+    EXPECT_EQ(lines.count("rank 1 fence success"), 1u) << r.out;
+    EXPECT_EQ(lines.count("rank 2 fence success"), 1u) << r.out;
 }
 
 TEST(TransitRun, FenceTimeoutParameterBoundsTheWait) {

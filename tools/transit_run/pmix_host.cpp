@@ -225,7 +225,8 @@ void PmixHost::register_job(const JobDescription& job) {
         .add_string(PMIX_HOSTNAME, job.hostname)
         .add_u32(PMIX_NODEID, 0)
         .add_string(PMIX_TMPDIR, job.tmpdir)
-        .add_string(PMIX_NSDIR, job.tmpdir);
+        .add_string(PMIX_NSDIR, job.tmpdir)
+        .add_bool(rt::pmix::wildcard_fence_survives_loss, true);
     for (unsigned r = 0; r < job.np; ++r) {
         rt::pmix::InfoList proc;
         pmix_rank_t rank = r;

@@ -73,7 +73,10 @@ struct FragHeader {
     AtomicKind atomic_kind;
     std::uint8_t atomic_flags;
     std::uint16_t atomic_op;
-    std::uint16_t reserved[3];
+    // The target's verdict on an atomic, read by the origin when the fragment
+    // returns: 0, or the Status it refused the operation with.
+    std::int16_t atomic_status;
+    std::uint16_t reserved[2];
     std::uint64_t address;
     std::uint64_t operand;
     std::uint64_t compare;
@@ -92,11 +95,21 @@ constexpr std::size_t atomic_width(const FragHeader& h) noexcept {
     return (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8;
 }
 
-// Whether the target address of an atomic fragment may be touched: the
-// address is the receiver's own, yet a peer could still send garbage, so what
-// is not aligned, or lies in the first page, is refused instead of faulting.
-constexpr bool atomic_target_usable(const FragHeader& h) noexcept {
-    return h.address % atomic_width(h) == 0 && h.address >= 4096;
+// Why the target of an atomic fragment refuses it, or nullptr when it may be
+// performed.  The address is the receiver's own, yet a peer could still send
+// garbage: what is not aligned, or lies in the first page, is refused instead
+// of faulting, and so is a kind or an operation code that names nothing.
+constexpr const char* atomic_refusal(const FragHeader& h) noexcept {
+    if (h.address % atomic_width(h) != 0 || h.address < 4096)
+        return "vader: bad atomic target address";
+    switch (h.atomic_kind) {
+        case AtomicKind::cswap:
+            return nullptr;
+        case AtomicKind::op:
+        case AtomicKind::fop:
+            return btl::is_atomic_op(h.atomic_op) ? nullptr : "vader: unknown atomic operation";
+    }
+    return "vader: unknown atomic kind";
 }
 
 // A FIFO entry: which segment (the sender's local index) and which fragment.

@@ -469,6 +469,9 @@ Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) 
         return Status::peer_failed;
     const std::size_t width = (req.flags & btl::atomic_flags::bits32) ? 4 : 8;
     if (req.remote % width != 0) return Status::bad_param;
+    if (kind != AtomicKind::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(req.op)))
+        [[unlikely]]
+        return Status::bad_param;
     if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, width,
                                              btl::reg_flags::remote_atomic);
         !ok(s)) [[unlikely]]
@@ -490,6 +493,7 @@ Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) 
     h.atomic_kind = kind;
     h.atomic_flags = static_cast<std::uint8_t>(req.flags & btl::atomic_flags::bits32);
     h.atomic_op = static_cast<std::uint16_t>(req.op);
+    h.atomic_status = 0;
     h.address = req.remote;
     h.operand = req.operand;
     h.compare = req.compare;
@@ -677,11 +681,13 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
 }
 
 void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
-    if (!atomic_target_usable(h)) {
-        report_error(btl::error_flags::nonfatal, ep->peer(), "vader: bad atomic target address");
-        h.result = 0;
+    h.result = 0;
+    if (const char* why = atomic_refusal(h); why != nullptr) [[unlikely]] {
+        report_error(btl::error_flags::nonfatal, ep->peer(), why);
+        h.atomic_status = static_cast<std::int16_t>(Status::bad_param);
         return;
     }
+    h.atomic_status = 0;
     void* target = reinterpret_cast<void*>(h.address);
     h.result = h.atomic_kind == AtomicKind::cswap
                    ? btl::apply_cswap(target, h.compare, h.operand, h.atomic_flags)
@@ -695,6 +701,8 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
     --ep->outstanding;
     if (f->header->kind == FragKind::atomic) {
         const FragHeader& h = *f->header;
+        if (ok(status) && h.atomic_status != 0) [[unlikely]]
+            status = static_cast<Status>(h.atomic_status);
         if (ok(status) && h.atomic_kind != AtomicKind::op && f->local_address != nullptr)
             std::memcpy(f->local_address, &h.result,
                         (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8);

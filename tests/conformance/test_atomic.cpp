@@ -271,6 +271,31 @@ TEST_P(Atomic, misaligned_target_is_refused) {
     EXPECT_FALSE(ok(s)) << "a misaligned 64-bit atomic was accepted";
 }
 
+// A value that names no operation (a caller's bug, or a cast from the wire) is
+// refused, and neither the target nor the fetch buffer changes.
+TEST_P(Atomic, unknown_op_is_refused) {
+    if (auto why = missing(true, false); !why.empty()) GTEST_SKIP() << why;
+    constexpr std::uint64_t initial = 0x0123456789abcdefull;
+    ASSERT_TRUE(set_target(initial, false));
+    alignas(8) std::uint64_t result = 0xdeadbeefdeadbeefull;
+    btl::RegistrationHandle* lh = register_local(&result, sizeof result);
+    for (const std::uint16_t raw :
+         {std::uint16_t{0}, std::uint16_t{0x0013}, std::uint16_t{0xffff}}) {
+        const std::string what = fmt::format("a fetching atomic with op code {:#x}", raw);
+        const Status s = run_atomic(AtomicKind::fop,
+                                    {.local = &result,
+                                     .remote = remote_address(target_offset),
+                                     .local_handle = lh,
+                                     .remote_handle = remote_handle(),
+                                     .op = static_cast<AtomicOp>(raw),
+                                     .operand = 1},
+                                    what);
+        EXPECT_FALSE(ok(s)) << what << " was accepted";
+        EXPECT_EQ(result, 0xdeadbeefdeadbeefull) << what << ": the fetch buffer was written";
+        EXPECT_EQ(read_target(false, what), initial) << what << ": the target changed";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(btl, Atomic, ::testing::ValuesIn(components_under_test()),
                          component_param_name);
 

@@ -1223,11 +1223,19 @@ Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
     return Status::not_found;
 }
 
-Status OfiModule::flush(btl::Endpoint*) {
-    // Completions arrive in any order; waiting for none pending covers every
-    // operation started before the call.
-    while (rdma_pending_ > 0) poll();
-    return Status::success;
+// Completions arrive in any order: waiting until none of the operations in
+// question is in flight covers every one started before the call.  A lost
+// peer's operations are left out: they already ended with peer_failed, and shm
+// may never give them back.
+Status OfiModule::flush(btl::Endpoint* endpoint) {
+    auto* only = static_cast<OfiEndpoint*>(endpoint);
+    auto in_flight = [&] {
+        for (const OfiRdma& op : rdma_.items())
+            if (op.in_use && !op.abandoned && (only == nullptr || op.endpoint == only)) return true;
+        return false;
+    };
+    while (rdma_pending_ > 0 && in_flight()) poll();
+    return only != nullptr && only->failed ? Status::peer_failed : Status::success;
 }
 
 void OfiModule::dump(btl::Endpoint*, int verbosity) {

@@ -934,14 +934,15 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
 
 // --- the rest ----------------------------------------------------------------
 
-Status UctModule::flush(btl::Endpoint*) {
+Status UctModule::flush(btl::Endpoint* endpoint) {
     // Replies come in any order: waiting for none pending covers every
     // operation started before the call.
     while (ops_pending_ > 0) {
         poll();
         if (failures_) handle_failures();
     }
-    return Status::success;
+    const auto* ep = static_cast<const UctEndpoint*>(endpoint);
+    return ep != nullptr && ep->failed ? Status::peer_failed : Status::success;
 }
 
 void UctModule::dump(btl::Endpoint*, int verbosity) {

@@ -583,7 +583,8 @@ Status VaderModule::flush(btl::Endpoint* endpoint) {
         check_pace_.hurry();  // a peer that died must not make flush hang
         check_peers();
     }
-    return Status::success;
+    const VaderEndpoint* ep = as_vader(endpoint);
+    return ep != nullptr && ep->dead ? Status::peer_failed : Status::success;
 }
 
 void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {

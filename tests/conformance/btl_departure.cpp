@@ -1,6 +1,6 @@
 // transit_btl_departure: how a btl takes a peer's exit.
 //
-//   transit_run -n 2 transit_btl_departure --component NAME --mode finalize|abandon|rejoin
+//   transit_run -n 2 transit_btl_departure --component NAME --mode finalize|abandon|rejoin|flush
 //
 // Rank 1 sends rank 0 a few messages, waits for rank 0's acknowledgement and
 // leaves, closing its runtime either way:
@@ -16,6 +16,12 @@
 //             messages and waits for a second acknowledgement over the new
 //             endpoint.  The goodbye was taken back: rank 1's exit is a loss
 //             again, reported once, like abandon's.
+//   flush     rank 1 registers memory and leaves without serving it while
+//             rank 0 has gets of it in flight: once rank 0 hears of the loss,
+//             every get has ended and flush (to rank 1, then to all) returns,
+//             not success if a get failed.  (A flush that waited for a lost
+//             peer's operations spun for good over libfabric's shm, which
+//             never completes them.)
 // Rank 0 watches rank 1's process, so the verdict is given only after rank 1
 // has really gone, a full second of progress has passed and rank 0 has
 // finalized its own modules (they must not report the peer that left either).
@@ -32,6 +38,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "framework/btl_framework.hpp"
@@ -111,7 +118,96 @@ bool parse(int argc, char** argv, Options& o) {
             return false;
     }
     return argc % 2 == 1 && !o.component.empty() &&
-           (o.mode == "finalize" || o.mode == "abandon" || o.mode == "rejoin");
+           (o.mode == "finalize" || o.mode == "abandon" || o.mode == "rejoin" || o.mode == "flush");
+}
+
+constexpr int get_count = 16;
+constexpr std::size_t get_size = 64 * 1024;
+
+struct Gets {
+    int ended = 0;
+    int failed = 0;
+};
+
+void on_get(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*, void* cbdata,
+            Status status) {
+    auto* g = static_cast<Gets*>(cbdata);
+    ++g->ended;
+    if (!ok(status)) ++g->failed;
+}
+
+// Rank 1: registers a buffer, publishes it and leaves without ever serving it.
+int leave_unserved(rt::Runtime& runtime, btl::Module& module, std::unique_ptr<rt::Runtime> owned) {
+    btl::Rdma* rdma = module.rdma();
+    static std::vector<std::byte> exposed(get_count * get_size, std::byte{0x3c});
+    btl::RegistrationHandle* h =
+        rdma->register_mem(nullptr, exposed.data(), exposed.size(), btl::reg_flags::access_any);
+    const std::size_t hs = module.attributes().registration_handle_size;
+    std::vector<std::byte> key(sizeof(std::uint64_t) + hs);
+    const auto address = reinterpret_cast<std::uint64_t>(exposed.data());
+    std::memcpy(key.data(), &address, sizeof address);
+    if (h != nullptr) std::memcpy(key.data() + sizeof address, h, hs);
+    if (!ok(runtime.modex_send("departure.key", key)) || !ok(runtime.fence()))
+        return failed(1, "publishing the registration");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // no progress: nothing served
+    owned.reset();
+    std::_Exit(0);
+}
+
+// Rank 0: gets from rank 1 until it is lost, then flushes.
+int flush_after_loss(rt::Runtime& runtime, btl::Module& module, ProgressEngine& engine,
+                     btl::Endpoint* ep, const State& st, pid_t rank1_pid) {
+    btl::Rdma* rdma = module.rdma();
+    if (!ok(runtime.fence())) return failed(0, "fence for the registration");
+    std::vector<std::byte> key;
+    if (!ok(runtime.modex_recv(1, "departure.key", key)) || key.size() < sizeof(std::uint64_t))
+        return failed(0, "reading rank 1's registration");
+    std::uint64_t remote = 0;
+    std::memcpy(&remote, key.data(), sizeof remote);
+    alignas(std::max_align_t) std::byte handle[btl::max_registration_handle_size] = {};
+    std::memcpy(handle, key.data() + sizeof remote,
+                std::min(key.size() - sizeof remote, sizeof handle));
+    static std::vector<std::byte> local(get_count * get_size);
+    btl::RegistrationHandle* lh =
+        rdma->register_mem(nullptr, local.data(), local.size(), btl::reg_flags::access_any);
+    Gets gets;
+    for (int i = 0; i < get_count; ++i) {
+        const btl::RdmaRequest r{
+            .endpoint = ep,
+            .local = local.data() + i * get_size,
+            .remote = remote + i * get_size,
+            .local_handle = lh,
+            .remote_handle = reinterpret_cast<const btl::RegistrationHandle*>(handle),
+            .size = get_size,
+            .cb = on_get,
+            .cbdata = &gets};
+        Status s;
+        while ((s = rdma->get(r)) == Status::out_of_resource) engine.progress();
+        if (s == Status::completed) {
+            ++gets.ended;
+        } else if (!ok(s)) {
+            ++gets.ended, ++gets.failed;
+        }
+    }
+    const btl::util::ProcessWatch rank1(rank1_pid);
+    if (!progress_until(
+            engine, [&] { return rank1.exited() && st.errors > 0; }, std::chrono::seconds(30)))
+        return failed(0, "rank 1's loss was not reported");
+    ::alarm(20);  // a flush that never returns ends the test
+    const Status to_peer = rdma->flush(ep);
+    const Status to_all = rdma->flush(nullptr);
+    ::alarm(0);
+    progress_until(
+        engine, [&] { return gets.ended == get_count; }, std::chrono::seconds(2));
+    if (gets.ended != get_count)
+        return failed(0,
+                      fmt::format("{} of {} gets ended after the flushes", gets.ended, get_count));
+    if (gets.failed > 0 && ok(to_peer))
+        return failed(
+            0, fmt::format("{} get(s) failed, yet the flush to rank 1 said success", gets.failed));
+    fmt::print("rank 0: {} of {} gets failed; flush to rank 1: {}, to all: {}\n", gets.failed,
+               get_count, to_string(to_peer), to_string(to_all));
+    return 0;
 }
 
 int run(const Options& opt) {
@@ -175,6 +271,20 @@ int run(const Options& opt) {
     if (!ok(module->add_procs(peers, eps, reachable)) || eps[peer] == nullptr)
         return failed(me, fmt::format("{} does not reach rank {}", opt.component, peer));
     if (!ok(runtime->fence())) return failed(me, "fence after add_procs");
+    if (opt.mode == "flush") {
+        if (module->rdma() == nullptr || !(module->attributes().flags & btl::flags::get)) {
+            fmt::print("rank {}: skipped: {} has no get\n", me, opt.component);
+            return skipped;
+        }
+        if (me == 1) {
+            rt::Runtime& r = *runtime;
+            return leave_unserved(r, *module, std::move(runtime));
+        }
+        const int rc =
+            flush_after_loss(*runtime, *module, engine, eps[1], st, static_cast<pid_t>(theirs[0]));
+        fw.reset();
+        return rc;
+    }
 
     if (me == 1) {
         // Small and eager-sized messages: every receive path of the module.
@@ -270,7 +380,7 @@ int main(int argc, char** argv) {
     if (!parse(argc, argv, opt)) {
         std::fputs(
             "usage: transit_run -n 2 transit_btl_departure --component NAME "
-            "--mode finalize|abandon|rejoin\n",
+            "--mode finalize|abandon|rejoin|flush\n",
             stderr);
         return 2;
     }

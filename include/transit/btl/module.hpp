@@ -132,6 +132,8 @@ class Rdma {
 
     // Returns once every put/get/atomic started before the call has completed
     // (to endpoint, or to all when null).  Drives progress while it waits.
+    // A lost peer's operations have already ended (with peer_failed): flush
+    // does not wait for them, and flush(endpoint) of a lost peer is peer_failed.
     virtual Status flush(Endpoint* endpoint) = 0;
 
     // Memory the module's peers reach more directly than the heap (vader: inside

@@ -111,8 +111,12 @@ class VaderComponent final : public btl::Component {
                                               config.fbox_size, config.fifo_size, config.heap_size);
         SharedFile segment;
         try {
+            // The fragments get pages as they are first used (VaderModule::supply_frags).
+            const SharedFile::Extent now[] = {
+                {0, layout.frag_offset},
+                {layout.region_offset, layout.total - layout.region_offset}};
             segment = SharedFile::create(config.backing_directory, rt.job_id(), rt.rank(),
-                                         layout.total, layout.heap_size, rt.numa_node());
+                                         layout.total, layout.heap_size, rt.numa_node(), now);
         } catch (const std::system_error& e) {
             decline_reason_ = e.what();
             log::warn("{}; shared memory is not used", e.what());

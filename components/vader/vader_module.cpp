@@ -300,6 +300,10 @@ Frag* VaderModule::take_frag(VaderEndpoint* ep) noexcept {
     Frag* f = frags_.get();
     if (f == nullptr) [[unlikely]]
         return nullptr;
+    if (f->index >= supplied_frags_ && !supply_frags(f->index)) [[unlikely]] {
+        frags_.put(f);
+        return nullptr;
+    }
     f->endpoint = ep;
     f->flags = 0;
     f->cbfunc = nullptr;
@@ -308,6 +312,25 @@ Frag* VaderModule::take_frag(VaderEndpoint* ep) noexcept {
     f->internal = false;
     f->header->kind = FragKind::data;
     return f;
+}
+
+// Pages for the fragments up to `index`, a few at a time.  A file system too
+// full to give them leaves the module with the fragments it has.
+bool VaderModule::supply_frags(std::uint32_t index) noexcept {
+    constexpr std::uint32_t step = 16;
+    const std::uint32_t upto = std::min(layout_.frag_count, (index / step + 1) * step);
+    const std::size_t offset =
+        layout_.frag_offset + std::size_t{supplied_frags_} * layout_.frag_stride;
+    const std::size_t len = std::size_t{upto - supplied_frags_} * layout_.frag_stride;
+    if (!segment_.provide(offset, len)) {
+        if (!warned_supply_)
+            log::warn("vader: {} has no room for more fragments; sends wait for the {} it has",
+                      segment_.path(), supplied_frags_);
+        warned_supply_ = true;
+        return false;
+    }
+    supplied_frags_ = upto;
+    return true;
 }
 
 bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {

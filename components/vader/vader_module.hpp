@@ -123,6 +123,7 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     void rebuild_pollfds();
 
     Frag* take_frag(VaderEndpoint* ep) noexcept;
+    [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
     [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
                                             const void* header, std::size_t header_size,
                                             std::size_t payload_size, std::uint8_t order,
@@ -166,6 +167,10 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     std::vector<std::uint32_t> active_;  // local indexes with an endpoint
     std::vector<bool> counted_;          // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
+    // Fragments [0, supplied_frags_) have pages in the segment.  The list hands
+    // fragments out in index order until it first runs dry, so what a job uses
+    // is a prefix: a light job never pays for the whole segment.
+    std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
     btl::util::WatchPace check_pace_;     // every 16th low-priority pass, at most every 100 ms
@@ -173,6 +178,7 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;
     bool warned_cma_ = false;
+    bool warned_supply_ = false;
 };
 
 }  // namespace transit::vader

@@ -74,26 +74,34 @@ void unlink_path(const std::string& path) noexcept {
 }
 
 SharedFile SharedFile::create(std::string_view dir, std::string_view job_id, Rank rank,
-                              std::size_t size, std::size_t reserve, int numa_node) {
+                              std::size_t size, std::size_t reserve, int numa_node,
+                              std::span<const Extent> supply_now) {
     SharedFile f;
     f.path_ = fmt::format("{}/{}", dir, segment_file_name(job_id, rank, random64()));
     f.fd_ = ::open(f.path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (f.fd_ < 0) fail("cannot create", f.path_);
     f.owner_ = true;
     f.linked_ = true;
-    const int fd = f.fd_;
     const std::size_t total = size + reserve;
-    if (::ftruncate(fd, static_cast<off_t>(total)) != 0) fail("cannot size", f.path_);
-    f.base_ = map(fd, total, f.path_);
+    if (::ftruncate(f.fd_, static_cast<off_t>(total)) != 0) fail("cannot size", f.path_);
+    f.base_ = map(f.fd_, total, f.path_);
     f.size_ = total;
     prefer_numa_node(f.base_, total, numa_node);
-    // Touch every page now: tmpfs pages are placed where first faulted, and a
-    // full /dev/shm should fail here (SIGBUS-free) rather than mid-transfer.
-    if (::posix_fallocate(fd, 0, static_cast<off_t>(size)) != 0) {
-        errno = ENOSPC;
-        fail("no space for", f.path_);
+    const Extent whole{0, size};
+    if (supply_now.empty()) supply_now = std::span(&whole, 1);
+    for (const Extent& e : supply_now) {
+        if (e.offset > size || e.len > size - e.offset) {
+            errno = EINVAL;
+            fail("a part outside", f.path_);
+        }
+        // Touched now: tmpfs pages are placed where first faulted, and a full
+        // /dev/shm should fail here (SIGBUS-free) rather than mid-transfer.
+        if (!f.provide(e.offset, e.len)) {
+            errno = ENOSPC;
+            fail("no space for", f.path_);
+        }
+        std::memset(f.data() + e.offset, 0, e.len);
     }
-    std::memset(f.base_, 0, size);
     return f;
 }
 

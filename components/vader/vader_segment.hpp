@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -20,13 +21,21 @@ class SharedFile {
     SharedFile(const SharedFile&) = delete;
     SharedFile& operator=(const SharedFile&) = delete;
 
-    // Creates <dir>/transit-<job>-vader-<rank>-<random>, sized and mapped, its
-    // first `size` bytes allocated and zeroed by this process (first touch)
-    // after asking for `numa_node` (-1: no preference).  `reserve` more bytes
-    // follow, mapped but without pages until provide() asks for them.  Throws
-    // std::system_error naming the path.
+    // A byte range of the file.
+    struct Extent {
+        std::size_t offset = 0;
+        std::size_t len = 0;
+    };
+
+    // Creates <dir>/transit-<job>-vader-<rank>-<random>, sized and mapped, after
+    // asking for `numa_node` (-1: no preference).  The `supply_now` parts of the
+    // first `size` bytes (all of them when empty) get their pages at once,
+    // allocated and touched by this process (first touch); the rest of `size`
+    // and the `reserve` bytes after it stay without pages until provide() asks
+    // for them.  Throws std::system_error naming the path.
     static SharedFile create(std::string_view dir, std::string_view job_id, Rank rank,
-                             std::size_t size, std::size_t reserve, int numa_node);
+                             std::size_t size, std::size_t reserve, int numa_node,
+                             std::span<const Extent> supply_now = {});
     // Maps a peer's file.  Throws std::system_error naming the path.
     static SharedFile attach(const std::string& path);
 
@@ -39,7 +48,7 @@ class SharedFile {
     // Removes the name (the mapping stays valid).  Idempotent, never throws.
     void unlink() noexcept;
 
-    // The owner's page supply for the reserved part: provide() allocates
+    // The owner's page supply for what create() left without pages: provide() allocates
     // [offset, offset + len) (false when the file system is full: touching
     // pages it could not supply would be a SIGBUS), reclaim() gives them back.
     bool provide(std::size_t offset, std::size_t len) noexcept;

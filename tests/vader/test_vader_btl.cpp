@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 
 #include <array>
@@ -711,6 +712,57 @@ TEST(VaderBtl, ProgressOnlyOnceAPeerIsAdded) {
         return check(p.has_module(), "a module") &&
                check(p.engine().size() == 2, "progress and peer watch registered",
                      static_cast<long long>(p.engine().size()));
+    });
+    EXPECT_EQ(codes, (std::vector<int>{0, 0}));
+    EXPECT_EQ(leftovers(job), 0u);
+}
+
+// Bytes of tmpfs pages behind this process's own segment (it keeps the file
+// open, unlinked), or -1 when it cannot be found.
+long long own_segment_bytes(Rank rank) {
+    const std::string mark = fmt::format("-vader-{}-", rank);
+    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+        std::error_code ec;
+        const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+        if (ec || target.find(mark) == std::string::npos) continue;
+        struct stat st {};
+        if (::stat(e.path().c_str(), &st) == 0) return static_cast<long long>(st.st_blocks) * 512;
+    }
+    return -1;
+}
+
+// The segment (8 MiB of fragments by default) gets pages as fragments are
+// used: a job with few sends in flight pays for a few fragments only.
+// (A burst of sends still uses as many fragments as it needs.)
+TEST(VaderBtl, SegmentPagesFollowUse) {
+    const std::string job = job_name("pages");
+    const auto codes = run_job(2, job, [](Rank r, JobArea* a, const std::string& j) {
+        Proc p(a, r, 2, j, {});
+        if (!check(p.has_module(), "a module")) return false;
+        const long long at_start = own_segment_bytes(r);
+        if (!check(at_start > 0 && at_start < (1 << 20), "under 1 MiB of pages at start", at_start))
+            return false;
+        Receiver rcv;
+        auto on_data = [](btl::Module*, const btl::ReceiveDescriptor&, void* cb) {
+            ++static_cast<Receiver*>(cb)->expected;
+        };
+        p.am().register_callback(tag_data, on_data, &rcv);
+        constexpr std::uint32_t count = 200;
+        const std::size_t len = p.module().attributes().max_send_size;
+        std::vector<char> buf(len, 'x');
+        // A ping-pong: one message in flight at a time.
+        for (std::uint32_t k = 0; k < count; ++k) {
+            if (r == 0) {
+                if (!check(ok(p.send(1, tag_data, buf.data(), len)), "send", k)) return false;
+                while (rcv.expected == k) p.progress();
+            } else {
+                while (rcv.expected == k) p.progress();
+                if (!check(ok(p.send(0, tag_data, buf.data(), len)), "send", k)) return false;
+            }
+        }
+        const long long after = own_segment_bytes(r);
+        return check(after < (2 << 20), "under 2 MiB of pages after a 200-message ping-pong",
+                     after);
     });
     EXPECT_EQ(codes, (std::vector<int>{0, 0}));
     EXPECT_EQ(leftovers(job), 0u);

@@ -251,7 +251,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     }
     AddressHeader h{};
     if (const char* refusal = read_address(blob, h)) {
-        if (why) *why = fmt::format("its address ({} bytes) has {}", blob.size(), refusal);
+        if (why) *why = fmt::format("its address ({} bytes) {}", blob.size(), refusal);
         return nullptr;
     }
     if (h.iface_len != iface_attr_.iface_addr_len ||

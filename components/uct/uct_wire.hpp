@@ -328,18 +328,18 @@ inline bool read_atomic_reply(std::span<const std::byte> body, AtomicReply& r) n
     return true;
 }
 
-// A peer's address blob (the modex): why it cannot be used, or nullptr with
-// `h` filled in when its magic and version are this module's and it holds
-// exactly the addresses its header counts.  The caller still compares the
-// lengths with its own interface's.
+// A peer's address blob (the modex): why it cannot be used ("is shorter than
+// a header"), or nullptr with `h` filled in when its magic and version are
+// this module's and it holds exactly the addresses its header counts.  The
+// caller still compares the lengths with its own interface's.
 inline const char* read_address(std::span<const std::byte> blob, AddressHeader& h) noexcept {
-    if (blob.size() < sizeof h) return "shorter than a header";
+    if (blob.size() < sizeof h) return "is shorter than a header";
     std::memcpy(&h, blob.data(), sizeof h);
     if (h.magic != address_magic || h.version != wire_version)
-        return "a wrong magic number or version";
+        return "has a wrong magic number or version";
     const std::size_t counted =
         sizeof h + std::size_t{h.device_len} + h.iface_len + h.rdma_device_len + h.rdma_iface_len;
-    if (blob.size() != counted) return "a length unlike its header's";
+    if (blob.size() != counted) return "has a length unlike its header's";
     return nullptr;
 }
 

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "ofi_wire.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/btl/util/free_list.hpp"
 
@@ -25,24 +26,6 @@ struct OpContext {
     fi_context2 fi{};  // first: the provider sees a pointer to it
     OpKind kind = OpKind::send;
 };
-
-// What travels in front of every active message.
-enum class WireKind : std::uint8_t {
-    message = 0,  // for the tag's callback
-    goodbye = 1,  // no payload: the sender is leaving; its exit is no failure
-    hello = 2,    // no payload: the sender added us again; its goodbye is taken back
-};
-struct WireHeader {
-    std::uint8_t tag;
-    std::uint8_t version;
-    WireKind kind;
-    std::uint8_t reserved;
-    Rank source;  // the sender's rank, to find its endpoint
-};
-static_assert(sizeof(WireHeader) == 8);
-// 2: the kind (goodbye).  3: hello.  Both travel in order with the messages
-// (FI_ORDER_SAS), so a hello is never taken before the goodbye it takes back.
-inline constexpr std::uint8_t wire_version = 3;
 
 // A send fragment: buffer = WireHeader + up to `capacity` bytes of payload.
 struct OfiFrag : OpContext, btl::Descriptor {

@@ -75,6 +75,18 @@ Status from_fi_error(int err) noexcept {
     }
 }
 
+AddressForm address_form(std::uint32_t format) noexcept {
+    switch (format) {
+        case FI_ADDR_STR:
+            return AddressForm::string;
+        case FI_SOCKADDR:
+        case FI_FORMAT_UNSPEC:
+            return AddressForm::variable;
+        default:
+            return AddressForm::fixed;
+    }
+}
+
 // The providers whose addresses only mean something on this node.
 bool node_local(const std::string& core) {
     return core == "shm" || core == "sm2";
@@ -124,6 +136,7 @@ void OfiModule::open_objects(const fi_info& info) {
     mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
     virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
     local_mr_ = (mr_mode_ & FI_MR_LOCAL) != 0;
+    address_form_ = address_form(info_->addr_format);
     // shm writes a put before it completes it; other providers say by
     // default that the data left, not that it arrived.
     delivery_complete_ = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
@@ -333,10 +346,15 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             out_.verbose(10, "{}: rank {} published no address ({})", name(), peer, to_string(s));
             continue;
         }
-        // The provider reads as many bytes as its own addresses have (or up to a
-        // NUL): a peer's shorter blob is handed over padded with zeros.
-        std::vector<std::byte> padded(std::max(blob.size() + 1, address_.size()));
-        std::copy(blob.begin(), blob.end(), padded.begin());
+        std::vector<std::byte> padded;
+        if (!av_address(blob, address_.size(), address_form_, padded)) {
+            log::error(
+                "{}: rank {}'s address ({} bytes) cannot be one of {}'s ({} bytes{}): "
+                "rank {} is left to other transports",
+                name(), peer, blob.size(), provider_, address_.size(),
+                address_form_ == AddressForm::fixed ? "" : " or a string", peer);
+            continue;
+        }
         fi_addr_t a = FI_ADDR_NOTAVAIL;
         if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
             out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
@@ -473,12 +491,11 @@ void OfiModule::watch(OfiEndpoint& ep) noexcept {
     std::uint32_t pid = 0;
     try {
         if (runtime_.modex_recv(ep.peer(), pid_key, blob) != Status::success ||
-            blob.size() != sizeof pid)
+            !read_pid(blob, pid))
             return;
     } catch (...) {
         return;
     }
-    std::memcpy(&pid, blob.data(), sizeof pid);
     ep.process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
 }
 
@@ -721,21 +738,16 @@ void OfiModule::complete_error() noexcept {
 }
 
 void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
-    if (len < header_size) [[unlikely]] {
-        report_error(btl::error_flags::nonfatal, any_rank,
-                     "ofi: a message shorter than its header");
-        repost(r);
-        return;
-    }
     WireHeader h;
-    std::memcpy(&h, r->buffer, sizeof h);
-    OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-    if (h.kind != WireKind::message || h.version != wire_version) [[unlikely]] {
-        on_control(h, from);
+    std::span<const std::byte> body;
+    const Received what = read_message({r->buffer, r->size}, len, h, body);
+    if (what != Received::message) [[unlikely]] {
+        on_control(what, h);
         repost(r);
         return;
     }
-    const btl::Segment seg{r->buffer + header_size, len - header_size};
+    OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    const btl::Segment seg{const_cast<std::byte*>(body.data()), body.size()};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (!am_table_.dispatch(this, d)) [[unlikely]]
         report_error(btl::error_flags::nonfatal, h.source,
@@ -744,20 +756,24 @@ void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
 }
 
 // Anything but a message of this version: goodbye, hello, or dropped.
-void OfiModule::on_control(const WireHeader& h, OfiEndpoint* from) noexcept {
-    if (h.version != wire_version) {
-        report_error(btl::error_flags::nonfatal, h.source,
-                     "ofi: a message of another wire version was dropped");
-        return;
-    }
-    switch (h.kind) {
-        case WireKind::goodbye:
-            if (from != nullptr) from->goodbye = true;
+// (`h` is unread when the message was too short.)
+void OfiModule::on_control(Received what, const WireHeader& h) noexcept {
+    switch (what) {
+        case Received::goodbye:
+        case Received::hello:
+            if (h.source < by_rank_.size() && by_rank_[h.source])
+                by_rank_[h.source]->goodbye = what == Received::goodbye;
             return;
-        case WireKind::hello:
-            if (from != nullptr) from->goodbye = false;
+        case Received::too_short:
+            report_error(btl::error_flags::nonfatal, any_rank,
+                         "ofi: a message shorter than its header");
             return;
-        case WireKind::message:
+        case Received::other_version:
+            report_error(btl::error_flags::nonfatal, h.source,
+                         "ofi: a message of another wire version was dropped");
+            return;
+        case Received::unknown_kind:
+        case Received::message:
             break;
     }
     report_error(btl::error_flags::nonfatal, h.source,
@@ -964,17 +980,8 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
 Status OfiModule::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
                                std::size_t size, std::uint32_t access,
                                PackedHandle& packed) const noexcept {
-    if (!unpack(handle, packed)) [[unlikely]]
-        return Status::bad_param;
-    // Another provider's registration of the same region: not ours to use.
-    if (packed.provider != provider_id_) [[unlikely]]
-        return Status::not_available;
-    if ((packed.access & access) != access) [[unlikely]]
-        return Status::access_denied;
-    if (address < packed.base || size > packed.len || address - packed.base > packed.len - size)
-        [[unlikely]]
-        return Status::bad_param;
-    return Status::success;
+    // Another provider's registration of the same region is not ours to use.
+    return remote_refusal(handle, provider_id_, address, size, access, packed);
 }
 
 void* OfiModule::local_desc(btl::RegistrationHandle* handle, const void* address,

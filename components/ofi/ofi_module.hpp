@@ -138,7 +138,7 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     void say_goodbye(OfiEndpoint& ep) noexcept;
     void say_hello(OfiEndpoint& ep) noexcept;
     Status post_control(OfiEndpoint& ep, WireKind kind, bool wait) noexcept;
-    void on_control(const WireHeader& h, OfiEndpoint* from) noexcept;
+    void on_control(Received what, const WireHeader& h) noexcept;
     void watch(OfiEndpoint& ep) noexcept;
     void complete(OpContext* ctx, std::size_t len) noexcept;
     void complete_error() noexcept;
@@ -221,6 +221,7 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;
+    AddressForm address_form_ = AddressForm::variable;  // from fi_info's addr_format
     bool virt_addr_ = false;
     bool local_mr_ = false;
     std::uint64_t delivery_complete_ = 0;  // flag for puts

@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "ofi_wire.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/btl/util/registration_cache.hpp"
 
@@ -55,29 +56,6 @@ class FidPtr {
   private:
     T* p_ = nullptr;
 };
-
-// The packed (remote) form of a registration: what a peer copies and passes
-// back as the remote handle.
-struct PackedHandle {
-    std::uint64_t key;      // the memory region's key
-    std::uint64_t mr_base;  // start of the registered region (offset addressing)
-    std::uint64_t base;     // the bounds the owner registered
-    std::uint64_t len;
-    std::uint32_t access;  // btl::reg_flags
-    std::uint32_t magic;
-    // Which provider's domain the key belongs to (name_hash of its name): each
-    // provider's module registers a region on its own, and a key is only valid
-    // in the domain that issued it.
-    std::uint64_t provider;
-};
-inline constexpr std::uint32_t handle_magic = 0x4f464931;  // "OFI1"
-
-// Reads a handle that may have been copied to an unaligned place.
-inline bool unpack(const btl::RegistrationHandle* h, PackedHandle& out) noexcept {
-    if (h == nullptr) return false;
-    std::memcpy(&out, h, sizeof out);
-    return out.magic == handle_magic;
-}
 
 // What the cache records of a libfabric registration (backend_handle is its fid_mr).
 struct OfiKeys {

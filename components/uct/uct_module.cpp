@@ -250,18 +250,11 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         return nullptr;
     }
     AddressHeader h{};
-    if (blob.size() < sizeof h) {
-        if (why) *why = fmt::format("its address is {} bytes, shorter than a header", blob.size());
+    if (const char* refusal = read_address(blob, h)) {
+        if (why) *why = fmt::format("its address ({} bytes) {}", blob.size(), refusal);
         return nullptr;
     }
-    std::memcpy(&h, blob.data(), sizeof h);
-    if (h.magic != address_magic || h.version != wire_version) {
-        if (why) *why = "its address has a wrong magic number or version";
-        return nullptr;
-    }
-    if (blob.size() !=
-            sizeof h + h.device_len + h.iface_len + h.rdma_device_len + h.rdma_iface_len ||
-        h.iface_len != iface_attr_.iface_addr_len ||
+    if (h.iface_len != iface_attr_.iface_addr_len ||
         (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
          h.device_len != iface_attr_.device_addr_len)) {
         if (why)
@@ -635,13 +628,12 @@ void UctModule::drop_unregistered(Rank source) noexcept {
 // straight to its callback; false for anything else.
 [[gnu::always_inline]] inline bool UctModule::deliver_now(const std::byte* data,
                                                           std::size_t length) noexcept {
-    WireHeader h{};
-    if (length < sizeof h) [[unlikely]]
+    WireHeader h;
+    std::span<const std::byte> body;
+    if (!read_message({data, length}, h, body) || static_cast<Kind>(h.kind) != Kind::message ||
+        h.version != wire_version) [[unlikely]]
         return false;
-    std::memcpy(&h, data, sizeof h);
-    if (static_cast<Kind>(h.kind) != Kind::message || h.version != wire_version) [[unlikely]]
-        return false;
-    dispatch(h, data + sizeof h, length - sizeof h);
+    dispatch(h, body.data(), body.size());
     return true;
 }
 
@@ -869,15 +861,13 @@ int UctModule::deliver() noexcept {
 // One received message.  Returns false, and leaves the message in the ring,
 // when it is a request that could need a reply slot and none is free.
 bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
-    WireHeader h{};
-    if (length < sizeof h) [[unlikely]] {
+    WireHeader h;
+    std::span<const std::byte> message{data, length}, body;
+    if (!read_message(message, h, body)) [[unlikely]] {
         ring_.pop();
         report_error(btl::error_flags::nonfatal, any_rank, "uct: a message shorter than a header");
         return true;
     }
-    std::memcpy(&h, data, sizeof h);
-    const std::byte* body = data + sizeof h;
-    const std::size_t body_len = length - sizeof h;
     const auto kind = static_cast<Kind>(h.kind);
     if (h.version != wire_version) [[unlikely]] {
         ring_.pop();
@@ -887,7 +877,7 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
     switch (kind) {
         case Kind::message: {
             ring_.pop();  // before the callback: a nested delivery takes the next one
-            dispatch(h, body, body_len);
+            dispatch(h, body.data(), body.size());
             return true;
         }
         case Kind::put:
@@ -895,9 +885,9 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::amo_req: {
             if (replies_.available() == 0) return false;
             ring_.pop();
-            const bool fine = kind == Kind::put       ? on_put(h.source, body, body_len)
-                              : kind == Kind::get_req ? on_get(h.source, body, body_len)
-                                                      : on_atomic(h.source, body, body_len);
+            const bool fine = kind == Kind::put       ? on_put(h.source, body)
+                              : kind == Kind::get_req ? on_get(h.source, body)
+                                                      : on_atomic(h.source, body);
             if (!fine) [[unlikely]]
                 report_error(btl::error_flags::nonfatal, h.source,
                              "uct: a malformed one-sided request was dropped");
@@ -906,11 +896,11 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::put_ack:
         case Kind::get_rep:
             ring_.pop();
-            on_rdma_reply(kind, h.source, body, body_len);
+            on_rdma_reply(kind, h.source, body);
             return true;
         case Kind::amo_rep:
             ring_.pop();
-            on_atomic_reply(h.source, body, body_len);
+            on_atomic_reply(h.source, body);
             return true;
         case Kind::goodbye:
             ring_.pop();

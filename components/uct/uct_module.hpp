@@ -19,6 +19,7 @@
 #include <cstring>
 #include <list>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -293,11 +294,11 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // One-sided, target side.
     const Regions::Region* region(std::uint64_t key, std::uint64_t address, std::uint64_t length,
                                   std::uint32_t access, Status& why) const noexcept;
-    bool on_put(Rank source, const std::byte* body, std::size_t length) noexcept;
-    bool on_get(Rank source, const std::byte* body, std::size_t length) noexcept;
-    bool on_atomic(Rank source, const std::byte* body, std::size_t length) noexcept;
-    void on_rdma_reply(Kind kind, Rank source, const std::byte* body, std::size_t length) noexcept;
-    void on_atomic_reply(Rank source, const std::byte* body, std::size_t length) noexcept;
+    bool on_put(Rank source, std::span<const std::byte> body) noexcept;
+    bool on_get(Rank source, std::span<const std::byte> body) noexcept;
+    bool on_atomic(Rank source, std::span<const std::byte> body) noexcept;
+    void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
+    void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
     Status send_reply(PendingReply& r) noexcept;
     void reply(PendingReply& r) noexcept;
     int retry_replies() noexcept;

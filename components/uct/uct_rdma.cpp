@@ -20,11 +20,7 @@ Status UctModule::check_remote(const btl::RegistrationHandle* handle, std::uint6
     std::memcpy(&p, handle, sizeof p);
     if (p.magic != handle_magic && p.magic != native_handle_magic) [[unlikely]]
         return Status::bad_param;
-    if ((p.access & access) != access) [[unlikely]]
-        return Status::access_denied;
-    if (address < p.base || size > p.len || address - p.base > p.len - size) [[unlikely]]
-        return Status::bad_param;
-    return Status::success;
+    return btl::range_permits(p.base, p.len, p.access, address, size, access);
 }
 
 RdmaOp* UctModule::start_op(OpKind kind, btl::Endpoint* endpoint, void* local_address,
@@ -246,14 +242,13 @@ Status UctModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
     return atomic_common(btl::as_atomic_cswap(req), AtomicMode::cswap);
 }
 
-void UctModule::on_rdma_reply(Kind kind, Rank source, const std::byte* body,
-                              std::size_t length) noexcept {
-    RdmaReply r{};
-    if (length < sizeof r) [[unlikely]] {
+void UctModule::on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept {
+    RdmaReply r;
+    std::span<const std::byte> data;
+    if (!read_rdma_reply(body, r, data)) [[unlikely]] {
         report_error(btl::error_flags::nonfatal, source, "uct: a short one-sided reply");
         return;
     }
-    std::memcpy(&r, body, sizeof r);
     RdmaOp* op = find_op(r.op, r.generation, source);
     const OpKind want = kind == Kind::put_ack ? OpKind::put : OpKind::get;
     if (op == nullptr || op->kind != want) [[unlikely]] {
@@ -263,24 +258,21 @@ void UctModule::on_rdma_reply(Kind kind, Rank source, const std::byte* body,
     }
     auto status = static_cast<Status>(r.status);
     if (kind == Kind::get_rep && ok(status)) {
-        const std::size_t data_len = length - sizeof r;
-        if (r.length != data_len || r.offset > op->size || r.length > op->size - r.offset)
-            [[unlikely]]
+        if (!reply_fits(r, data.size(), op->size)) [[unlikely]]
             status = Status::protocol_error;
-        else if (data_len > 0)
-            std::memcpy(static_cast<std::byte*>(op->local_address) + r.offset, body + sizeof r,
-                        data_len);
+        else if (!data.empty())
+            std::memcpy(static_cast<std::byte*>(op->local_address) + r.offset, data.data(),
+                        data.size());
     }
     answered(op, status);
 }
 
-void UctModule::on_atomic_reply(Rank source, const std::byte* body, std::size_t length) noexcept {
-    AtomicReply r{};
-    if (length < sizeof r) [[unlikely]] {
+void UctModule::on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept {
+    AtomicReply r;
+    if (!read_atomic_reply(body, r)) [[unlikely]] {
         report_error(btl::error_flags::nonfatal, source, "uct: a short atomic reply");
         return;
     }
-    std::memcpy(&r, body, sizeof r);
     RdmaOp* op = find_op(r.op, r.generation, source);
     if (op == nullptr || op->kind != OpKind::atomic) [[unlikely]] {
         out_.verbose(10, "{}: an atomic reply from rank {} matches no operation", name(), source);
@@ -309,27 +301,19 @@ const Regions::Region* UctModule::region(std::uint64_t key, std::uint64_t addres
         return nullptr;
     }
     const Regions::Region& r = it->second;
-    if ((r.access & access) != access) {
-        why = Status::access_denied;
-        return nullptr;
-    }
-    if (address < r.base || length > r.len || address - r.base > r.len - length) {
-        why = Status::bad_param;
-        return nullptr;
-    }
-    return &r;
+    why = btl::range_permits(r.base, r.len, r.access, address, length, access);
+    return why == Status::success ? &r : nullptr;
 }
 
-bool UctModule::on_put(Rank source, const std::byte* body, std::size_t length) noexcept {
-    RdmaRequest req{};
-    if (length < sizeof req) return false;
-    std::memcpy(&req, body, sizeof req);
-    if (req.length != length - sizeof req) return false;
+bool UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
+    RdmaRequest req;
+    std::span<const std::byte> data;
+    if (!read_put(body, req, data)) return false;
     Status s = Status::success;
-    if (region(req.key, req.address, req.length, btl::reg_flags::remote_write, s) != nullptr &&
-        req.length > 0)
-        std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)),
-                    body + sizeof req, req.length);
+    if (region(req.key, req.address, data.size(), btl::reg_flags::remote_write, s) != nullptr &&
+        !data.empty())
+        std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)), data.data(),
+                    data.size());
     PendingReply* r = replies_.get();  // handle() checked that one is free
     r->kind = Kind::put_ack;
     r->peer = source;
@@ -339,15 +323,11 @@ bool UctModule::on_put(Rank source, const std::byte* body, std::size_t length) n
     return true;
 }
 
-bool UctModule::on_get(Rank source, const std::byte* body, std::size_t length) noexcept {
-    RdmaRequest req{};
-    if (length < sizeof req) return false;
-    std::memcpy(&req, body, sizeof req);
-    Status s = Status::success;
-    if (req.length > chunk_)
-        s = Status::bad_param;
-    else
-        region(req.key, req.address, req.length, btl::reg_flags::remote_read, s);
+bool UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
+    RdmaRequest req;
+    if (!read_get(body, req)) return false;
+    Status s = get_refusal(req, chunk_);
+    if (ok(s)) region(req.key, req.address, req.length, btl::reg_flags::remote_read, s);
     PendingReply* r = replies_.get();
     r->kind = Kind::get_rep;
     r->peer = source;
@@ -359,21 +339,15 @@ bool UctModule::on_get(Rank source, const std::byte* body, std::size_t length) n
     return true;
 }
 
-bool UctModule::on_atomic(Rank source, const std::byte* body, std::size_t length) noexcept {
-    AtomicRequest req{};
-    if (length < sizeof req) return false;
-    std::memcpy(&req, body, sizeof req);
+bool UctModule::on_atomic(Rank source, std::span<const std::byte> body) noexcept {
+    AtomicRequest req;
+    if (!read_atomic(body, req)) return false;
     const auto mode = static_cast<AtomicMode>(req.mode);
-    if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap) ||
-        (mode != AtomicMode::cswap && !btl::is_atomic_op(req.amo)))
-        return false;
-    const std::size_t width = req.bits32 ? 4 : 8;
     const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;
-    Status s = Status::success;
     std::uint64_t old = 0;
-    if (req.address % width != 0) {
-        s = Status::bad_param;
-    } else if (region(req.key, req.address, width, btl::reg_flags::remote_atomic, s) != nullptr) {
+    Status s = atomic_alignment(req);
+    if (ok(s) && region(req.key, req.address, atomic_width(req), btl::reg_flags::remote_atomic,
+                        s) != nullptr) {
         void* target = reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address));
         old = mode == AtomicMode::cswap
                   ? btl::apply_cswap(target, req.compare, req.operand, flags)

@@ -15,8 +15,10 @@
 #include <span>
 #include <string_view>
 
+#include "transit/btl/region_table.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/runtime.hpp"
+#include "transit/status.hpp"
 
 namespace transit::uct {
 
@@ -244,6 +246,101 @@ inline bool append_rkey(std::span<std::byte, btl::max_registration_handle_size> 
     h.magic = native_handle_magic;
     std::memcpy(handle.data(), &h, sizeof h);
     return true;
+}
+
+// --- reading what a peer sent ----------------------------------------------------
+//
+// The module runs these on every message it receives and on every peer
+// address; each reads only inside the span it is given, and the fuzz target
+// tests/fuzz/fuzz_uct_messages.cpp runs them on arbitrary bytes.
+
+// The header of a received message and the body behind it; false when the
+// message is shorter than a header.
+inline bool read_message(std::span<const std::byte> message, WireHeader& h,
+                         std::span<const std::byte>& body) noexcept {
+    if (message.size() < sizeof h) [[unlikely]]
+        return false;
+    std::memcpy(&h, message.data(), sizeof h);
+    body = message.subspan(sizeof h);
+    return true;
+}
+
+constexpr bool known_kind(std::uint8_t kind) noexcept {
+    return kind >= static_cast<std::uint8_t>(Kind::message) &&
+           kind <= static_cast<std::uint8_t>(Kind::hello);
+}
+
+// A put: the request and its data, which must be exactly as long as the
+// request says.
+inline bool read_put(std::span<const std::byte> body, RdmaRequest& req,
+                     std::span<const std::byte>& data) noexcept {
+    if (body.size() < sizeof req) return false;
+    std::memcpy(&req, body.data(), sizeof req);
+    data = body.subspan(sizeof req);
+    return req.length == data.size();
+}
+
+// A get request: the bytes asked for come back in one reply, so a request for
+// more than `max_reply` (a piece) is refused with bad_param.
+inline bool read_get(std::span<const std::byte> body, RdmaRequest& req) noexcept {
+    if (body.size() < sizeof req) return false;
+    std::memcpy(&req, body.data(), sizeof req);
+    return true;
+}
+constexpr Status get_refusal(const RdmaRequest& req, std::size_t max_reply) noexcept {
+    return req.length > max_reply ? Status::bad_param : Status::success;
+}
+
+// An atomic request naming a known mode and, unless it is a compare-and-swap,
+// a known operation.
+inline bool read_atomic(std::span<const std::byte> body, AtomicRequest& req) noexcept {
+    if (body.size() < sizeof req) return false;
+    std::memcpy(&req, body.data(), sizeof req);
+    if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap)) return false;
+    return static_cast<AtomicMode>(req.mode) == AtomicMode::cswap || btl::is_atomic_op(req.amo);
+}
+constexpr std::size_t atomic_width(const AtomicRequest& req) noexcept {
+    return req.bits32 != 0 ? 4 : 8;
+}
+// An atomic's target must be aligned to its width (the CPU atomics need it).
+constexpr Status atomic_alignment(const AtomicRequest& req) noexcept {
+    return req.address % atomic_width(req) != 0 ? Status::bad_param : Status::success;
+}
+
+// put_ack and get_rep: the reply and the data behind it (a get's).
+inline bool read_rdma_reply(std::span<const std::byte> body, RdmaReply& r,
+                            std::span<const std::byte>& data) noexcept {
+    if (body.size() < sizeof r) return false;
+    std::memcpy(&r, body.data(), sizeof r);
+    data = body.subspan(sizeof r);
+    return true;
+}
+// Whether a get reply's data is what it says and lies inside the operation
+// of `op_size` bytes it answers.
+constexpr bool reply_fits(const RdmaReply& r, std::size_t data_len,
+                          std::uint64_t op_size) noexcept {
+    return r.length == data_len && r.offset <= op_size && r.length <= op_size - r.offset;
+}
+
+inline bool read_atomic_reply(std::span<const std::byte> body, AtomicReply& r) noexcept {
+    if (body.size() < sizeof r) return false;
+    std::memcpy(&r, body.data(), sizeof r);
+    return true;
+}
+
+// A peer's address blob (the modex): why it cannot be used ("is shorter than
+// a header"), or nullptr with `h` filled in when its magic and version are
+// this module's and it holds exactly the addresses its header counts.  The
+// caller still compares the lengths with its own interface's.
+inline const char* read_address(std::span<const std::byte> blob, AddressHeader& h) noexcept {
+    if (blob.size() < sizeof h) return "is shorter than a header";
+    std::memcpy(&h, blob.data(), sizeof h);
+    if (h.magic != address_magic || h.version != wire_version)
+        return "has a wrong magic number or version";
+    const std::size_t counted =
+        sizeof h + std::size_t{h.device_len} + h.iface_len + h.rdma_device_len + h.rdma_iface_len;
+    if (blob.size() != counted) return "has a length unlike its header's";
+    return nullptr;
 }
 
 }  // namespace transit::uct

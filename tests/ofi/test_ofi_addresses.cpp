@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "framework/btl_framework.hpp"
+#include "tests/ofi/two_rank_runtime.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/progress.hpp"
 #include "transit/runtime.hpp"
@@ -27,6 +28,8 @@
 namespace {
 
 using namespace transit;
+using transit::test::Opened;
+using transit::test::TwoRankRuntime;
 
 // The selection must be in the environment before the registry first reads it.
 [[maybe_unused]] const bool shm_selected = [] {
@@ -34,59 +37,6 @@ using namespace transit;
     ::setenv("TRANSIT_MCA_btl_ofi_provider_include", "shm", 1);
     return true;
 }();
-
-// Rank 0 of two on one node; rank 1 exists only as what the test puts in the modex.
-class TwoRankRuntime final : public rt::Runtime {
-  public:
-    Rank rank() const noexcept override { return 0; }
-    std::uint32_t size() const noexcept override { return 2; }
-    std::uint32_t local_rank() const noexcept override { return 0; }
-    std::uint32_t local_size() const noexcept override { return 2; }
-    const std::string& job_id() const noexcept override { return job_; }
-    const std::string& node_id() const noexcept override { return node_; }
-    bool is_singleton() const noexcept override { return false; }
-    std::span<const Rank> local_peers() const noexcept override { return peers_; }
-    bool on_this_node(Rank peer) const noexcept override { return peer < 2; }
-    const rt::Secret& job_secret() const noexcept override { return secret_; }
-    Status modex_send(std::string_view key, std::span<const std::byte> blob) override {
-        modex_[{0, std::string(key)}].assign(blob.begin(), blob.end());
-        return Status::success;
-    }
-    Status modex_recv(Rank peer, std::string_view key, std::vector<std::byte>& blob) override {
-        auto it = modex_.find({peer, std::string(key)});
-        if (it == modex_.end()) return Status::not_found;
-        blob = it->second;
-        return Status::success;
-    }
-    Status fence() override { return Status::success; }
-    int numa_node() const noexcept override { return -1; }
-    std::string binding() const override { return {}; }
-    int distance_to_device(std::string_view) const override { return -1; }
-
-    std::map<std::pair<Rank, std::string>, std::vector<std::byte>> modex_;
-
-  private:
-    std::string job_ = "ofi-address-test";
-    std::string node_ = "this-node";
-    std::vector<Rank> peers_{0, 1};
-    rt::Secret secret_{};
-};
-
-// A framework with ofi's shm module, or the reason there is none.
-struct Opened {
-    ProgressEngine progress;
-    btl::AmTable am;
-    std::unique_ptr<btl::Framework> fw;
-    btl::Module* shm = nullptr;
-
-    explicit Opened(rt::Runtime& runtime) {
-        fw = std::make_unique<btl::Framework>(runtime, progress, am);
-        fw->open();
-        fw->init();
-        for (btl::Module* m : fw->modules())
-            if (m->name() == "ofi:shm") shm = m;
-    }
-};
 
 // What a forked child wrote to its pipe, its pid and how it ended.
 struct ChildReport {
@@ -139,8 +89,8 @@ std::vector<std::byte> closed_endpoint_address() {
         TwoRankRuntime runtime;
         std::vector<std::byte> address;
         {
-            Opened opened(runtime);
-            if (opened.shm != nullptr) address = runtime.modex_.at({0, "btl.ofi.shm"});
+            Opened opened(runtime, "ofi:shm");
+            if (opened.module != nullptr) address = runtime.modex_.at({0, "btl.ofi.shm"});
         }
         const bool written =
             ::write(out, address.data(), address.size()) == ssize_t(address.size());
@@ -159,9 +109,9 @@ enum class Ending { normally, killed };
     TwoRankRuntime runtime;
     bool written = false;
     {
-        Opened opened(runtime);
-        std::string report = opened.shm != nullptr ? "opened" : "declined";
-        if (opened.shm == nullptr)
+        Opened opened(runtime, "ofi:shm");
+        std::string report = opened.module != nullptr ? "opened" : "declined";
+        if (opened.module == nullptr)
             for (const mca::ComponentRecord& r : opened.fw->records())
                 if (r.name == "ofi") report += ": " + r.reason;
         written = ::write(out, report.data(), report.size()) == ssize_t(report.size());
@@ -208,30 +158,30 @@ TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {
     TwoRankRuntime runtime;
     const std::string key = "btl.ofi.shm";
     runtime.modex_[{1, key}] = closed_address;
-    Opened opened(runtime);
-    ASSERT_NE(opened.shm, nullptr);
+    Opened opened(runtime, "ofi:shm");
+    ASSERT_NE(opened.module, nullptr);
     // Rank 1 first: its insert leaves shm's slot free, and rank 0's then took it.
     const std::vector<Rank> peers{1, 0};
     std::vector<btl::Endpoint*> endpoints(peers.size(), nullptr);
     btl::Reachability reachable(peers.size());
-    ASSERT_EQ(opened.shm->add_procs(peers, endpoints, reachable), Status::success);
+    ASSERT_EQ(opened.module->add_procs(peers, endpoints, reachable), Status::success);
     EXPECT_FALSE(reachable.test(0)) << "rank 1, at a closed endpoint's address, was accepted";
     EXPECT_EQ(endpoints[0], nullptr);
     EXPECT_TRUE(reachable.test(1)) << "rank 0 (this process) was refused";
     EXPECT_NE(endpoints[1], nullptr);
-    EXPECT_TRUE(ok(opened.shm->del_procs(peers, endpoints)));
+    EXPECT_TRUE(ok(opened.module->del_procs(peers, endpoints)));
 }
 
 TEST(OfiAddresses, AnAddressShorterThanTheProvidersIsRefused) {
     TwoRankRuntime runtime;
     const std::string key = "btl.ofi.shm";
     runtime.modex_[{1, key}] = {std::byte{'f'}, std::byte{'i'}, std::byte{'x'}};
-    Opened opened(runtime);
-    if (opened.shm == nullptr) GTEST_SKIP() << "libfabric's shm provider is not available here";
+    Opened opened(runtime, "ofi:shm");
+    if (opened.module == nullptr) GTEST_SKIP() << "libfabric's shm provider is not available here";
     const std::vector<Rank> peers{1};
     std::vector<btl::Endpoint*> endpoints(peers.size(), nullptr);
     btl::Reachability reachable(peers.size());
-    ASSERT_EQ(opened.shm->add_procs(peers, endpoints, reachable), Status::success);
+    ASSERT_EQ(opened.module->add_procs(peers, endpoints, reachable), Status::success);
     EXPECT_FALSE(reachable.test(0)) << "a 3-byte address was handed to libfabric";
     EXPECT_EQ(endpoints[0], nullptr);
 }

@@ -42,6 +42,20 @@ struct RegionKey {
 };
 inline constexpr std::uint32_t no_slot = 0xffffffffu;
 
+// Whether [address, address + size) lies inside a registration of
+// [base, base + len) granting `granted`, for `access`: success,
+// access_denied (not that access) or bad_param (outside its bounds).  No sum
+// is formed, so bounds near 2^64 cannot wrap into a pass.
+constexpr Status range_permits(std::uint64_t base, std::uint64_t len, std::uint32_t granted,
+                               std::uint64_t address, std::uint64_t size,
+                               std::uint32_t access) noexcept {
+    if ((granted & access) != access) [[unlikely]]
+        return Status::access_denied;
+    if (address < base || size > len || address - base > len - size) [[unlikely]]
+        return Status::bad_param;
+    return Status::success;
+}
+
 // Whether the registration `handle` names in `table` (the owner's, through our
 // mapping) is live and covers [address, address + size) with `access`:
 // success, access_denied (no such live registration or not that access) or
@@ -64,11 +78,7 @@ inline Status region_permits(std::span<const RegionSlot> table, const Registrati
     std::atomic_thread_fence(std::memory_order_acquire);
     if (s.generation.load(std::memory_order_relaxed) != key.generation) [[unlikely]]
         return Status::access_denied;
-    if ((granted & access) != access) [[unlikely]]
-        return Status::access_denied;
-    if (address < base || size > len || address - base > len - size) [[unlikely]]
-        return Status::bad_param;
-    return Status::success;
+    return range_permits(base, len, granted, address, size, access);
 }
 
 // The owner's side: hands out slots of its table and the handles naming them.

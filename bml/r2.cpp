@@ -3,31 +3,38 @@
 #include <algorithm>
 
 #include "transit/params.hpp"
+#include "transit/params_bind.hpp"
 
 namespace transit::bml {
 
 namespace {
 
-constexpr params::Decl bml_params[] = {
-    params::Decl{"verbose", params::Type::integer, "0",
-                 "Verbosity of the bml: 10 prints each peer's endpoint table and why each "
-                 "module was taken or left",
-                 5}
-        .range(0, 100),
+struct Config {
+    int verbose = 0;
+};
+
+constexpr params::Field<Config> bml_params[] = {
+    params::to<&Config::verbose>(
+        params::Decl{"verbose", params::Type::integer, "0",
+                     "Verbosity of the bml: 10 prints each peer's endpoint table and why each "
+                     "module was taken or left",
+                     5}
+            .range(0, 100)),
 };
 
 }  // namespace
 
 void register_params() {
-    params::registry().add_all("bml", "base", bml_params);
+    params::add_all(params::registry(), "bml", "base", bml_params);
 }
 
 namespace {
 
 int verbosity() {
-    auto& reg = params::registry();
     register_params();
-    return static_cast<int>(reg.get("bml_base_verbose").as_int());
+    Config c;
+    params::bind(params::registry(), "bml", "base", bml_params, c);
+    return c.verbose;
 }
 
 std::string describe(const BtlRef& r) {

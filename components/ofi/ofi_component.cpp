@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ofi_module.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
@@ -36,21 +37,18 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
         "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
         "the providers that duplicate tcp with less function or speed",
         1}),
-    params::to<&OfiConfig::eager_limit>(params::Decl{
-        "eager_limit", Type::size, "8k", "Largest message the upper layer sends eagerly", 4}
-                                            .at_least(1)),
-    params::to<&OfiConfig::max_send_size>(
-        params::Decl{"max_send_size", Type::size, "64k",
-                     "Largest fragment; also the size of each preposted receive buffer, so it must "
-                     "be the same in every process",
-                     4}
-            .range(1, 64 << 20)),
-    params::to<&OfiConfig::free_list_max>(params::Decl{
-        "free_list_max", Type::unsigned_integer, "128",
-        "Send fragments in each of the two pools (eager_limit and max_send_size bytes); "
-        "an empty pool makes alloc report out-of-resource",
-        6}
-                                              .range(1, 1 << 20)),
+    btl::inherit<OfiConfig>(btl::BaseParam::eager_limit, {.default_value = "8k"}),
+    btl::inherit<OfiConfig>(
+        btl::BaseParam::max_send_size,
+        {.default_value = "64k",
+         .help = "Largest fragment; also the size of each preposted receive buffer, so it must "
+                 "be the same in every process",
+         .max = 64 << 20}),
+    btl::inherit<OfiConfig>(
+        btl::BaseParam::free_list_max,
+        {.default_value = "128",
+         .help = "Send fragments in each of the two pools (eager_limit and max_send_size bytes); "
+                 "an empty pool makes alloc report out-of-resource"}),
     params::to<&OfiConfig::recv_buffers>(params::Decl{
         "recv_buffers", Type::unsigned_integer, "64",
         "Receive buffers of max_send_size bytes preposted per module and reposted after "
@@ -70,25 +68,24 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
                      "while a hardware provider is in use",
                      6}
             .range(0, 1 << 20)),
-    params::to<&OfiConfig::exclusivity>(
-        params::Decl{"exclusivity", Type::integer, "-1",
-                     "Priority against other transports; -1: from the provider (shm 32768, below "
-                     "vader; tcp/sockets 256, above the tcp btl; other providers 1024)",
-                     7}
-            .range(-1, UINT32_MAX)),
-    params::to<&OfiConfig::latency>(
-        params::Decl{"latency", Type::integer, "-1",
-                     "Relative latency, lower is preferred; -1: from the provider (shm 5, tcp 100, "
-                     "others 10)",
-                     7}
-            .range(-1, UINT32_MAX)),
-    params::to<&OfiConfig::bandwidth>(
-        params::Decl{"bandwidth", Type::integer, "-1",
-                     "Bandwidth in MB/s used to weigh striping; -1: the link speed the provider "
-                     "reports, else an estimate",
-                     7}
-            .range(-1, UINT32_MAX)),
+    btl::inherit<OfiConfig>(
+        btl::BaseParam::exclusivity,
+        {.default_value = "32768",
+         .help = "Priority against other transports; left at its default, from the provider (shm "
+                 "32768, below vader; tcp/sockets 256, above the tcp btl; other providers 1024)"}),
+    btl::inherit<OfiConfig>(btl::BaseParam::latency,
+                            {.default_value = "0",
+                             .help = "Relative latency, lower is preferred; 0: from the provider "
+                                     "(shm 5, tcp 100, others 10)"}),
+    btl::inherit<OfiConfig>(
+        btl::BaseParam::bandwidth,
+        {.default_value = "0",
+         .help = "Bandwidth in MB/s used to weigh striping; 0: the link speed the provider "
+                 "reports, else an estimate"}),
 };
+
+// The exclusivity default above is spelled out; keep it equal to the module's.
+static_assert(local_exclusivity == 32768);
 
 // Providers are matched by their full name or their core name.
 bool listed(const params::Selection& s, const std::string& provider) {
@@ -119,11 +116,7 @@ class OfiComponent final : public btl::Component {
     }
 
     mca::OpenResult open() override {
-        params::Registry& r = reg();
-        int verbosity = 0;
-        if (params::Variable* v = r.find("btl_base_verbose"))
-            verbosity = static_cast<int>(v->as_int());
-        out_ = log::Stream("btl:ofi", verbosity);
+        out_ = log::Stream("btl:ofi", btl::base_verbosity(reg()));
         selection_ = read_selection();
         return mca::OpenResult::ok();
     }
@@ -175,9 +168,9 @@ class OfiComponent final : public btl::Component {
     // Opening libfabric maps its shm provider's region and more per process:
     // it is opened only when a peer may need it.
     std::optional<btl::Prospect> prospect() const override {
-        const std::int64_t excl = reg().get("btl_ofi_exclusivity").as_int();
-        return btl::Prospect{btl::reach::any,
-                             excl >= 0 ? static_cast<std::uint32_t>(excl) : local_exclusivity,
+        // Left at its default, the exclusivity is local_exclusivity, the highest a
+        // module of this component takes.
+        return btl::Prospect{btl::reach::any, read_config().exclusivity,
                              btl::flags::send | btl::flags::one_sided};
     }
 
@@ -192,11 +185,13 @@ class OfiComponent final : public btl::Component {
 
     ProviderSelection read_selection() const {
         params::Registry& r = reg();
-        params::Variable& inc = r.get("btl_ofi_provider_include");
-        params::Variable& exc = r.get("btl_ofi_provider_exclude");
+        const params::Variable& inc =
+            params::variable_of<&OfiConfig::provider_include>(r, "btl", "ofi", ofi_params);
+        const params::Variable& exc =
+            params::variable_of<&OfiConfig::provider_exclude>(r, "btl", "ofi", ofi_params);
         ProviderSelection s;
-        s.include = params::parse_selection(inc.as_string(), {}, "btl_ofi_provider_include");
-        s.exclude = params::parse_selection(exc.as_string(), {}, "btl_ofi_provider_exclude");
+        s.include = params::parse_selection(inc.as_string(), {}, inc.full_name());
+        s.exclude = params::parse_selection(exc.as_string(), {}, exc.full_name());
         if (s.include.exclude || s.exclude.exclude)
             throw params::Error(
                 "btl_ofi_provider_include and btl_ofi_provider_exclude take plain lists of "
@@ -269,7 +264,7 @@ class OfiComponent final : public btl::Component {
         OfiConfig c;
         params::bind(r, "btl", "ofi", ofi_params, c);
         // The registry checked each value against its declared range.
-        params::require_at_most(r.get("btl_ofi_eager_limit"), r.get("btl_ofi_max_send_size"));
+        btl::require_eager_fits(r, "ofi");
         return c;
     }
 

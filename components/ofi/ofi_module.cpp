@@ -217,17 +217,13 @@ void OfiModule::choose_attributes(const fi_info& info) {
     // the default for hardware providers (as openib).
     const std::uint32_t excl = local ? local_exclusivity : soft ? 256 : btl::exclusivity_default;
     attr_.exclusivity =
-        config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
-    attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency)
-                    : local              ? 5
-                    : soft               ? 100
-                                         : 10;
+        config_.left_default(btl::BaseParam::exclusivity) ? excl : config_.exclusivity;
+    attr_.latency = config_.latency != 0 ? config_.latency : local ? 5 : soft ? 100 : 10;
     std::uint32_t bandwidth = local ? 10000 : soft ? 1000 : 10000;
     if (info.nic != nullptr && info.nic->link_attr != nullptr && info.nic->link_attr->speed > 0)
         bandwidth = static_cast<std::uint32_t>(
             std::max<std::size_t>(1, info.nic->link_attr->speed / 8 / 1000000));
-    attr_.bandwidth =
-        config_.bandwidth >= 0 ? static_cast<std::uint32_t>(config_.bandwidth) : bandwidth;
+    attr_.bandwidth = config_.bandwidth != 0 ? config_.bandwidth : bandwidth;
     // rxm delivers messages above its eager size by rendezvous, completing them
     // after later eager ones: fragments stay below it so they arrive in order.
     if (provider_.find("ofi_rxm") != std::string::npos) {

@@ -26,6 +26,7 @@
 #include "ofi_frag.hpp"
 #include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
@@ -41,18 +42,14 @@ using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 // a module gets unless btl_ofi_exclusivity says otherwise.
 inline constexpr std::uint32_t local_exclusivity = 32768;
 
-struct OfiConfig {
+// The base parameters' exclusivity left at its default: from the provider;
+// latency and bandwidth 0: from the provider.
+struct OfiConfig : btl::BaseConfig {
     std::string provider_include;  // selections, parsed at open
     std::string provider_exclude;
-    std::size_t eager_limit = 8192;
-    std::size_t max_send_size = 65536;
-    std::size_t free_list_max = 128;
     std::size_t recv_buffers = 64;
     std::size_t max_rdma_ops = 1024;
     std::size_t rcache_size = 16;
-    std::int64_t exclusivity = -1;  // -1: from the provider
-    std::int64_t latency = -1;
-    std::int64_t bandwidth = -1;
 };
 
 // The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".

@@ -45,17 +45,17 @@ constexpr params::Field<OpenibParams> openib_params[] = {
         "Without btl_openib_if_include, use only the devices nearest (NUMA distance) to the "
         "process",
         4}),
-    params::to<&OpenibParams::eager_limit, OpenibParams>(params::Decl{
-        "eager_limit", Type::size, "12k", "Largest message the upper layer sends eagerly", 4}
-                                                             .at_least(1)),
-    params::to<&OpenibParams::max_send_size, OpenibParams>(params::Decl{
-        "max_send_size", Type::size, "16k",
-        "Largest fragment, and the size of every receive buffer of the shared receive queue", 4}
-                                                               .range(64, 1 << 30)),
-    params::to<&OpenibParams::free_list_max, OpenibParams>(params::Decl{
-        "free_list_max", Type::unsigned_integer, "1024",
-        "Send fragments and RDMA operation slots per module (each); allocated at init", 6}
-                                                               .range(1, 1 << 20)),
+    btl::inherit<OpenibParams>(btl::BaseParam::eager_limit, {.default_value = "12k"}),
+    btl::inherit<OpenibParams>(
+        btl::BaseParam::max_send_size,
+        {.default_value = "16k",
+         .help =
+             "Largest fragment, and the size of every receive buffer of the shared receive queue",
+         .min = 64}),
+    btl::inherit<OpenibParams>(
+        btl::BaseParam::free_list_max,
+        {.default_value = "1024",
+         .help = "Send fragments and RDMA operation slots per module (each); allocated at init"}),
     params::to<&OpenibParams::srq_size, OpenibParams>(params::Decl{
         "srq_size", Type::unsigned_integer, "1024",
         "Most receive buffers the shared receive queue holds; bounds the credits granted to all "
@@ -130,17 +130,17 @@ constexpr params::Field<OpenibParams> openib_params[] = {
         "performed by the target; hardware: only fetch-add and compare-swap, always by the "
         "device; emulated: every op performed by the target",
         6, "auto,hardware,emulated"}),
-    params::to<&OpenibParams::exclusivity, OpenibParams>(
-        params::Decl{"exclusivity", Type::unsigned_integer, "1024",
-                     "Priority of openib among the transports that reach a peer (highest wins)", 7}
-            .range(0, UINT32_MAX)),
-    params::to<&OpenibParams::latency, OpenibParams>(params::Decl{
-        "latency", Type::unsigned_integer, "10", "Relative latency (lower is preferred)", 7}
-                                                         .range(0, UINT32_MAX)),
-    params::to<&OpenibParams::bandwidth, OpenibParams>(params::Decl{
-        "bandwidth", Type::unsigned_integer, "0",
-        "Bandwidth in MB/s for striping weights; 0 computes it from the port's speed and width", 7}
-                                                           .range(0, UINT32_MAX)),
+    btl::inherit<OpenibParams>(
+        btl::BaseParam::exclusivity,
+        {.default_value = "1024",
+         .help = "Priority of openib among the transports that reach a peer (highest wins)"}),
+    btl::inherit<OpenibParams>(
+        btl::BaseParam::latency,
+        {.default_value = "10", .help = "Relative latency (lower is preferred)"}),
+    btl::inherit<OpenibParams>(btl::BaseParam::bandwidth,
+                               {.default_value = "0",
+                                .help = "Bandwidth in MB/s for striping weights; 0 computes it "
+                                        "from the port's speed and width"}),
 };
 
 struct Settings {
@@ -152,12 +152,10 @@ struct Settings {
 Settings read_settings(params::Registry& r) {
     // The registry checked every value against its declared range, so each
     // fits its field; only the limits that must nest are left.
-    auto nest = [&](const char* lower, const char* upper) {
-        params::require_at_most(r.get(std::string("btl_openib_") + lower),
-                                r.get(std::string("btl_openib_") + upper));
-    };
-    nest("eager_limit", "max_send_size");
-    nest("srq_initial", "srq_size");
+    btl::require_eager_fits(r, "openib");
+    params::require_at_most(
+        params::variable_of<&OpenibParams::srq_initial>(r, "btl", "openib", openib_params),
+        params::variable_of<&OpenibParams::srq_size>(r, "btl", "openib", openib_params));
     OpenibParams p;
     params::bind(r, "btl", "openib", openib_params, p);
     Settings s;
@@ -225,10 +223,7 @@ struct Candidate {
 std::vector<std::unique_ptr<btl::Module>> OpenibComponent::init(btl::InitContext& ctx) {
     std::vector<std::unique_ptr<btl::Module>> out;
     const Settings s = read_settings(reg());
-    int verbosity = 0;
-    if (params::Variable* v = reg().find("btl_base_verbose"))
-        verbosity = static_cast<int>(v->as_int());
-    log::Stream log("btl:openib", verbosity);
+    log::Stream log("btl:openib", btl::base_verbosity(reg()));
 
     int n = 0;
     verbs::DeviceList list(ibv_get_device_list(&n));

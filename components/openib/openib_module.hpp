@@ -31,6 +31,7 @@
 #include "openib_verbs.hpp"
 #include "openib_wire.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -43,12 +44,11 @@ class Module;
 class Endpoint;
 
 // Settings read from the btl_openib_* parameters.
-struct Config {
-    std::size_t eager_limit = 12 * 1024;
-    std::size_t max_send_size = 16 * 1024;
-    std::uint32_t free_list_max = 1024;  // send fragments and RDMA operations, each
-    std::uint32_t srq_size = 1024;       // most receive buffers the SRQ may hold
-    std::uint32_t srq_initial = 256;     // posted at init
+// The base parameters' free_list_max: send fragments and RDMA operations,
+// each; bandwidth 0: from the port's speed and width.
+struct Config : btl::BaseConfig {
+    std::uint32_t srq_size = 1024;    // most receive buffers the SRQ may hold
+    std::uint32_t srq_initial = 256;  // posted at init
     std::uint32_t credits_per_peer = 32;
     std::uint32_t sq_depth = 128;  // send work requests per QP
     std::uint32_t send_cq_size = 4096;
@@ -72,9 +72,6 @@ struct Config {
         hardware,
         emulated
     } atomics = Atomics::automatic;
-    std::uint32_t exclusivity = btl::exclusivity_default;
-    std::uint32_t latency = 10;
-    std::uint32_t bandwidth = 0;  // 0: from the port's speed and width
 };
 
 // One opened device, shared by the modules of its ports.  It drains the async

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "self_module.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -16,28 +17,25 @@ using params::Type;
 
 // The parameter table: registration, transit_info and the docs all read it.
 constexpr params::Field<SelfConfig> self_params[] = {
-    params::to<&SelfConfig::eager_limit>(
-        params::Decl{"eager_limit", Type::size, "4k",
-                     "Largest message the upper layer sends in one fragment to its own process; "
-                     "above it, it uses put/get (single memcpy)",
-                     4}
-            .at_least(1)),
-    params::to<&SelfConfig::max_send_size>(
-        params::Decl{"max_send_size", Type::size, "64k",
-                     "Largest fragment alloc and prepare_src hand out (contiguous data above the "
-                     "eager limit is passed in place, without a copy)",
-                     4}
-            .range(1, 1 << 30)),
-    params::to<&SelfConfig::free_list_max>(
-        params::Decl{"free_list_max", Type::unsigned_integer, "32",
-                     "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
-                     "created at init; alloc reports out-of-resource when a pool is empty",
-                     6}
-            .range(1, 1 << 20)),
-    params::to<&SelfConfig::exclusivity>(
-        params::Decl{"exclusivity", Type::unsigned_integer, "65536",
-                     "Priority of self among the transports that reach a peer (highest wins)", 7}
-            .range(0, UINT32_MAX)),
+    btl::inherit<SelfConfig>(
+        btl::BaseParam::eager_limit,
+        {.default_value = "4k",
+         .help = "Largest message the upper layer sends in one fragment to its own process; "
+                 "above it, it uses put/get (single memcpy)"}),
+    btl::inherit<SelfConfig>(
+        btl::BaseParam::max_send_size,
+        {.default_value = "64k",
+         .help = "Largest fragment alloc and prepare_src hand out (contiguous data above the "
+                 "eager limit is passed in place, without a copy)"}),
+    btl::inherit<SelfConfig>(
+        btl::BaseParam::free_list_max,
+        {.default_value = "32",
+         .help = "Fragments in each of the two pools (eager_limit and max_send_size bytes), "
+                 "created at init; alloc reports out-of-resource when a pool is empty"}),
+    btl::inherit<SelfConfig>(
+        btl::BaseParam::exclusivity,
+        {.default_value = "65536",
+         .help = "Priority of self among the transports that reach a peer (highest wins)"}),
 };
 
 // The exclusivity default above is spelled out; keep it equal to the SDK's value.
@@ -66,7 +64,7 @@ class SelfComponent final : public btl::Component {
         params::Registry& r = registry_ ? *registry_ : params::registry();
         SelfConfig c;
         params::bind(r, "btl", "self", self_params, c);
-        params::require_at_most(r.get("btl_self_eager_limit"), r.get("btl_self_max_send_size"));
+        btl::require_eager_fits(r, "self");
         return c;
     }
 

@@ -9,6 +9,7 @@
 
 #include "self_frag.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/region_table.hpp"
 
@@ -18,11 +19,7 @@ namespace transit::self {
 // one that went through a copy, grants access only while its registration lives.
 inline constexpr std::uint32_t registration_slots = 1024;
 
-struct SelfConfig {
-    std::size_t eager_limit = 4096;
-    std::size_t max_send_size = 65536;
-    std::size_t free_list_max = 32;
-    std::uint32_t exclusivity = btl::exclusivity_high;
+struct SelfConfig : btl::BaseConfig {
     bool multi_threaded = false;  // lock the pools and the registration list
 };
 

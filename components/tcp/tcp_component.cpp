@@ -53,12 +53,10 @@ constexpr params::Field<TcpParams> param_table[] = {
     params::to<&TcpParams::rcvbuf>(params::Decl{
         "rcvbuf", Type::size, "0", "Socket receive buffer size (0: kernel autotuning)", 4}
                                        .range(0, INT32_MAX)),
-    params::to<&TcpParams::eager_limit>(
-        params::Decl{"eager_limit", Type::size, "64k", "Largest message sent eagerly", 4}.range(
-            1, 1 << 30)),
-    params::to<&TcpParams::max_send_size>(
-        params::Decl{"max_send_size", Type::size, "128k", "Largest fragment of a send", 4}.range(
-            64, 1 << 30)),
+    btl::inherit<TcpParams>(
+        btl::BaseParam::eager_limit,
+        {.default_value = "64k", .help = "Largest message sent eagerly", .max = 1 << 30}),
+    btl::inherit<TcpParams>(btl::BaseParam::max_send_size, {.default_value = "128k", .min = 64}),
     params::to<&TcpParams::max_rdma_size>(
         params::Decl{"max_rdma_size", Type::size, "4M",
                      "Largest put or get carried in one request (the target streams it)", 4}
@@ -68,10 +66,10 @@ constexpr params::Field<TcpParams> param_table[] = {
         "Write a burst of small messages (sent with no progress call between them) in one "
         "system call at the next progress call; the first message of a burst leaves at once",
         5}),
-    params::to<&TcpParams::free_list_max>(
-        params::Decl{"free_list_max", Type::unsigned_integer, "4096",
-                     "Send fragments per size class before sends report out-of-resource", 6}
-            .range(1, 1 << 20)),
+    btl::inherit<TcpParams>(
+        btl::BaseParam::free_list_max,
+        {.default_value = "4096",
+         .help = "Send fragments per size class before sends report out-of-resource"}),
     params::to<&TcpParams::max_rdma_ops>(
         params::Decl{"max_rdma_ops", Type::unsigned_integer, "1024",
                      "One-sided operations in flight per interface", 6}
@@ -91,16 +89,13 @@ constexpr params::Field<TcpParams> param_table[] = {
         "refusal_log_interval", Type::real, "60",
         "Seconds of the window in which btl_tcp_refusals_logged refusals are logged", 5}
                                                      .real_range(0.001, 1e6)),
-    params::to<&TcpParams::exclusivity>(params::Decl{"exclusivity", Type::unsigned_integer, "0",
-                                                     "Priority against other transports", 7}
-                                            .range(0, UINT32_MAX)),
-    params::to<&TcpParams::latency>(params::Decl{"latency", Type::unsigned_integer, "100",
-                                                 "Relative latency, lower is preferred", 7}
-                                        .range(0, UINT32_MAX)),
-    params::to<&TcpParams::bandwidth>(
-        params::Decl{"bandwidth", Type::unsigned_integer, "0",
-                     "Bandwidth in MB/s used to weigh striping (0: from the interface speed)", 7}
-            .range(0, UINT32_MAX)),
+    btl::inherit<TcpParams>(btl::BaseParam::exclusivity,
+                            {.default_value = "0", .help = "Priority against other transports"}),
+    btl::inherit<TcpParams>(btl::BaseParam::latency, {.default_value = "100"}),
+    btl::inherit<TcpParams>(
+        btl::BaseParam::bandwidth,
+        {.default_value = "0",
+         .help = "Bandwidth in MB/s used to weigh striping (0: from the interface speed)"}),
 };
 
 std::vector<std::string> drop_empty(std::vector<std::string> v) {
@@ -126,15 +121,13 @@ mca::OpenResult TcpComponent::open() {
     params::bind(r, "btl", "tcp", param_table, params_);
     params_.if_include = drop_empty(std::move(params_.if_include));
     params_.if_exclude = drop_empty(std::move(params_.if_exclude));
-    int verbosity = 0;
-    if (params::Variable* v = r.find("btl_base_verbose")) verbosity = static_cast<int>(v->as_int());
-    out_ = log::Stream("btl:tcp", verbosity);
+    out_ = log::Stream("btl:tcp", btl::base_verbosity(r));
 
     // The registry checked the declared ranges; what follows spans parameters
     // or is a real number.
     if (params_.port_min + params_.port_range > 65536 + 65535)
         throw params::Error("btl_tcp_port_min + btl_tcp_port_range must be at most 131071");
-    params::require_at_most(r.get("btl_tcp_eager_limit"), r.get("btl_tcp_max_send_size"));
+    btl::require_eager_fits(r, "tcp");
     if (!(params_.connect_timeout > 0)) throw params::Error("btl_tcp_connect_timeout must be > 0");
     const double interval = params_.refusal_log_interval;
     if (!(interval > 0 && interval < 1e9))

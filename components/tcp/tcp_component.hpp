@@ -15,6 +15,7 @@
 
 #include "tcp_endpoint.hpp"
 #include "tcp_interfaces.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/log.hpp"
 #include "transit/log_limiter.hpp"
@@ -35,7 +36,7 @@ inline constexpr std::size_t packed_registration_size = sizeof(TcpRegistration);
 static_assert(packed_registration_size == 32);
 
 // Values of the btl_tcp_* parameters, read once at open.
-struct TcpParams {
+struct TcpParams : btl::BaseConfig {
     std::vector<std::string> if_include;
     std::vector<std::string> if_exclude;
     unsigned port_min = 0;
@@ -43,16 +44,10 @@ struct TcpParams {
     unsigned links = 1;
     std::size_t sndbuf = 0;
     std::size_t rcvbuf = 0;
-    std::size_t eager_limit = 64 * 1024;
-    std::size_t max_send_size = 128 * 1024;
     std::size_t max_rdma_size = 4 << 20;
-    unsigned free_list_max = 4096;
     bool coalesce = true;
     unsigned max_rdma_ops = 1024;
     double connect_timeout = 10.0;
-    unsigned exclusivity = btl::exclusivity_low;
-    unsigned latency = 100;
-    unsigned bandwidth = 0;
     std::uint64_t refusals_logged = 5;
     double refusal_log_interval = 60;
 };

@@ -376,10 +376,7 @@ void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexce
     report_error(btl::error_flags::nonfatal, ep.peer(), info.c_str());
     for (std::size_t k = 0; k < ep.link_count(); ++k)
         while (Frag* f = ep.link(k).queue.pop()) complete_frag(f, Status::peer_failed);
-    for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (ops_[k].in_use && ops_[k].endpoint == &ep)
-            complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
-                        Status::peer_failed);
+    complete_ops(&ep, Status::peer_failed);
 }
 
 void TcpModule::say_goodbye(TcpEndpoint& ep) noexcept {

@@ -81,10 +81,11 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     max_ = std::make_unique<FragPool>(p.max_send_size, 4, p.free_list_max);
     // Requests are bounded by the op table, replies by the peers' op tables.
     control_ = std::make_unique<FragPool>(0, 64, 0);
-    ops_.resize(p.max_rdma_ops);
-    free_ops_.reserve(p.max_rdma_ops);
-    for (std::size_t i = p.max_rdma_ops; i > 0; --i)
-        free_ops_.push_back(static_cast<std::uint16_t>(i - 1));
+    // One block that never grows: an id's index reaches its op directly.
+    ops_.setup({.initial = p.max_rdma_ops, .max = p.max_rdma_ops});
+    op_table_ = ops_.chunk_items(0);
+    for (std::size_t i = 0; i < op_table_.size(); ++i)
+        op_table_[i].index = static_cast<std::uint16_t>(i);
     endpoints_.resize(component.runtime().size());
 }
 
@@ -203,10 +204,7 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             close_socket(l);
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
-        for (std::size_t k = 0; k < ops_.size(); ++k)
-            if (ops_[k].in_use && ops_[k].endpoint == ep)
-                complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
-                            Status::cancelled);
+        complete_ops(ep, Status::cancelled);
         endpoints[i] = nullptr;
     }
     return Status::success;
@@ -503,15 +501,20 @@ Status TcpModule::start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHan
     auto* ep = static_cast<TcpEndpoint*>(endpoint);
     if (ep == nullptr || remote_handle == nullptr) return Status::bad_param;
     if (ep->failed) return Status::peer_failed;
-    if (free_ops_.empty()) return Status::out_of_resource;
+    Op* slot = ops_.get();
+    if (slot == nullptr) return Status::out_of_resource;
     Frag* f = control_->get();
-    if (f == nullptr) return Status::out_of_resource;
+    if (f == nullptr) {
+        ops_.put(slot);
+        return Status::out_of_resource;
+    }
+    // No endpoint until it is sent: a failure of the link inside enqueue must
+    // not complete it (the caller hears of it from the return value).
+    slot->endpoint = nullptr;
     // The packed handle starts with the target's key (TcpRegistration::key).
     std::uint64_t key = 0;
     std::memcpy(&key, static_cast<const void*>(remote_handle), sizeof key);
-    const std::uint16_t idx = free_ops_.back();
-    const std::uint32_t op_id = idx | (static_cast<std::uint32_t>(ops_[idx].generation) << 16);
-    fill(*f, key, op_id);
+    fill(*f, key, id_of(*slot));
     f->kind = FragKind::control;
     f->endpoint = ep;
     Link& l = ep->next_rdma_link();
@@ -519,14 +522,17 @@ Status TcpModule::start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHan
     if (s == Status::completed) control_->put(f);
     if (s != Status::completed && s != Status::success) {
         control_->put(f);
+        ops_.put(slot);
         return s;
     }
-    free_ops_.pop_back();
-    const std::uint16_t gen = ops_[idx].generation;
-    ops_[idx] = op;
-    ops_[idx].generation = gen;
-    ops_[idx].endpoint = ep;
-    ops_[idx].in_use = true;
+    // The slot keeps its place in the table and its generation.
+    const std::uint16_t index = slot->index;
+    const std::uint16_t gen = slot->generation;
+    *slot = op;
+    slot->index = index;
+    slot->generation = gen;
+    slot->endpoint = ep;
+    slot->in_use = true;  // op's next_free is nullptr too
     ++ep->outstanding;
     return Status::success;
 }
@@ -604,21 +610,25 @@ Status TcpModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
 
 TcpModule::Op* TcpModule::find_op(const Link& l, std::uint32_t op_id) noexcept {
     const std::uint32_t idx = op_id & 0xffff;
-    if (idx >= ops_.size()) return nullptr;
-    Op& op = ops_[idx];
+    if (idx >= op_table_.size()) return nullptr;
+    Op& op = op_table_[idx];
     if (!op.in_use || op.generation != (op_id >> 16) || op.endpoint != l.endpoint) return nullptr;
     return &op;
 }
 
 void TcpModule::complete_op(std::uint32_t op_id, Status status) noexcept {
-    const std::uint32_t idx = op_id & 0xffff;
-    Op op = ops_[idx];
-    ops_[idx].in_use = false;
-    ++ops_[idx].generation;
-    free_ops_.push_back(static_cast<std::uint16_t>(idx));
+    Op& slot = op_table_[op_id & 0xffff];
+    const Op op = slot;
+    ++slot.generation;
+    ops_.put(&slot);
     if (op.endpoint) --op.endpoint->outstanding;
     if (op.cbfunc)
         op.cbfunc(this, op.endpoint, op.local, op.local_handle, op.cbcontext, op.cbdata, status);
+}
+
+void TcpModule::complete_ops(const TcpEndpoint* ep, Status status) noexcept {
+    for (Op& op : op_table_)
+        if (op.in_use && (ep == nullptr || op.endpoint == ep)) complete_op(id_of(op), status);
 }
 
 // --- registration and flush ------------------------------------------------------------
@@ -634,7 +644,7 @@ Status TcpModule::deregister_mem(btl::RegistrationHandle* handle) {
 
 Status TcpModule::flush(btl::Endpoint* endpoint) {
     auto* ep = static_cast<TcpEndpoint*>(endpoint);
-    auto pending = [&] { return ep ? ep->outstanding : ops_.size() - free_ops_.size(); };
+    auto pending = [&] { return ep ? ep->outstanding : ops_.size() - ops_.available(); };
     // Every operation ends: by its reply, by a failure of its link, or by a timeout.
     while (pending() > 0) tcp_.progress_engine().progress();
     return ep && ep->failed ? Status::peer_failed : Status::success;
@@ -665,10 +675,7 @@ Status TcpModule::finalize() {
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
     }
-    for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (ops_[k].in_use)
-            complete_op(static_cast<std::uint32_t>(k) | (ops_[k].generation << 16),
-                        Status::cancelled);
+    complete_ops(nullptr, Status::cancelled);
     for (auto& l : incoming_) close_socket(*l);
     incoming_.clear();
     tcp_.forget_module(this);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,24 @@
 namespace transit::tcp {
 
 class TcpComponent;
+
+// A one-sided operation in flight, in the module's op table.
+struct RdmaOp {
+    btl::RdmaCompletionFn cbfunc = nullptr;
+    void* cbcontext = nullptr;
+    void* cbdata = nullptr;
+    void* local = nullptr;
+    btl::RegistrationHandle* local_handle = nullptr;
+    TcpEndpoint* endpoint = nullptr;
+    std::uint64_t size = 0;
+    std::uint16_t generation = 0;
+    wire::FrameType type = wire::FrameType::put;
+    bool in_use = false;  // taken from the op table
+    bool fetch = false;   // an atomic that returns the old value
+    int atomic_flags = 0;
+    std::uint16_t index = 0;  // in the op table: the low half of its id
+    RdmaOp* next_free = nullptr;
+};
 
 class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
   public:
@@ -75,20 +94,7 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     std::uint64_t coalesced_frames() const noexcept { return coalesced_frames_; }
 
   private:
-    struct Op {
-        btl::RdmaCompletionFn cbfunc = nullptr;
-        void* cbcontext = nullptr;
-        void* cbdata = nullptr;
-        void* local = nullptr;
-        btl::RegistrationHandle* local_handle = nullptr;
-        TcpEndpoint* endpoint = nullptr;
-        std::uint64_t size = 0;
-        std::uint16_t generation = 0;
-        wire::FrameType type = wire::FrameType::put;
-        bool in_use = false;
-        bool fetch = false;  // an atomic that returns the old value
-        int atomic_flags = 0;
-    };
+    using Op = RdmaOp;
 
     TcpEndpoint* endpoint_for(Rank rank);
     void revive(TcpEndpoint& ep) noexcept;
@@ -133,6 +139,11 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
                     const void* data, std::size_t size) noexcept;
     void complete_op(std::uint32_t op_id, Status status) noexcept;
     Op* find_op(const Link& l, std::uint32_t op_id) noexcept;
+    std::uint32_t id_of(const Op& op) const noexcept {
+        return static_cast<std::uint32_t>(op.index) |
+               (static_cast<std::uint32_t>(op.generation) << 16);
+    }
+    void complete_ops(const TcpEndpoint* ep, Status status) noexcept;  // nullptr: all
 
     Status transfer(const btl::RdmaRequest& req, wire::FrameType type) noexcept;
     Status atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noexcept;
@@ -159,8 +170,9 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     std::unique_ptr<FragPool> eager_;
     std::unique_ptr<FragPool> max_;
     std::unique_ptr<FragPool> control_;
-    std::vector<Op> ops_;
-    std::vector<std::uint16_t> free_ops_;
+    // In flight by id: index (max_rdma_ops <= 65535) | generation << 16.
+    btl::util::FreeList<Op> ops_;
+    std::span<Op> op_table_;  // ops_'s items, by index
     bool finalized_ = false;
     std::uint64_t coalesced_frames_ = 0;
 };

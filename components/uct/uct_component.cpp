@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
@@ -34,20 +35,18 @@ constexpr params::Field<UctConfig> uct_params[] = {
         "network transport, on its first non-loopback device. Transports that cannot carry "
         "active messages or connect to a peer's interface (cma, rc_verbs) are never opened",
         1}),
-    params::to<&UctConfig::eager_limit>(params::Decl{
-        "eager_limit", Type::size, "4k", "Largest message the upper layer sends eagerly", 4}
-                                            .at_least(1)),
-    params::to<&UctConfig::max_send_size>(
-        params::Decl{"max_send_size", Type::size, "0",
-                     "Largest fragment; 0: what one buffered active message of the transport "
-                     "carries (about 8 KiB for posix, sysv and tcp). Must be the same in every "
-                     "process",
-                     4}
-            .range(0, 1 << 30)),
-    params::to<&UctConfig::free_list_max>(params::Decl{
-        "free_list_max", Type::unsigned_integer, "128",
-        "Send fragments per module; an empty pool makes alloc report out-of-resource", 6}
-                                              .range(1, 1 << 20)),
+    btl::inherit<UctConfig>(btl::BaseParam::eager_limit, {.default_value = "4k"}),
+    btl::inherit<UctConfig>(
+        btl::BaseParam::max_send_size,
+        {.default_value = "0",
+         .help = "Largest fragment; 0: what one buffered active message of the transport "
+                 "carries (about 8 KiB for posix, sysv and tcp). Must be the same in every "
+                 "process",
+         .min = 0}),
+    btl::inherit<UctConfig>(
+        btl::BaseParam::free_list_max,
+        {.default_value = "128",
+         .help = "Send fragments per module; an empty pool makes alloc report out-of-resource"}),
     params::to<&UctConfig::recv_ring>(
         params::Decl{"recv_ring", Type::unsigned_integer, "256",
                      "Receive slots per module (received messages wait there until UCT's progress "
@@ -60,22 +59,25 @@ constexpr params::Field<UctConfig> uct_params[] = {
                      "out-of-resource",
                      6}
             .range(1, 1 << 20)),
-    params::to<&UctConfig::exclusivity>(
-        params::Decl{"exclusivity", Type::integer, "-1",
-                     "Priority against other transports; -1: from the device type (shared memory "
-                     "32768, below vader; tcp 256, above the tcp btl; other networks 1024)",
-                     7}
-            .range(-1, UINT32_MAX)),
-    params::to<&UctConfig::latency>(params::Decl{
-        "latency", Type::integer, "-1",
-        "Relative latency, lower is preferred; -1: UCT's latency plus overhead in units "
-        "of 0.5 us",
-        7}
-                                        .range(-1, UINT32_MAX)),
-    params::to<&UctConfig::bandwidth>(
-        params::Decl{"bandwidth", Type::integer, "-1", "Bandwidth in MB/s; -1: what UCT reports", 7}
-            .range(-1, UINT32_MAX)),
+    btl::inherit<UctConfig>(
+        btl::BaseParam::exclusivity,
+        {.default_value = "32768",
+         .help = "Priority against other transports; left at its default, from the device type "
+                 "(shared memory 32768, below vader; tcp 256, above the tcp btl; other networks "
+                 "1024)"}),
+    btl::inherit<UctConfig>(btl::BaseParam::latency,
+                            {.default_value = "0",
+                             .help = "Relative latency, lower is preferred; 0: UCT's latency plus "
+                                     "overhead in units of 0.5 us"}),
+    btl::inherit<UctConfig>(
+        btl::BaseParam::bandwidth,
+        {.default_value = "0", .help = "Bandwidth in MB/s; 0: what UCT reports"}),
+    params::to<&UctConfig::rdma>(rdma_params[0]),
+    params::to<&UctConfig::rdma_min_size>(rdma_params[1]),
 };
+
+// The exclusivity default above is spelled out; keep it equal to the module's.
+static_assert(shm_exclusivity == 32768);
 
 // Preference among shared-memory transports when the list is empty.
 int shm_rank(const std::string& tl) {
@@ -100,26 +102,19 @@ class UctComponent final : public btl::Component {
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
         params::add_all(registry, "btl", "uct", uct_params);
-        registry.add_all("btl", "uct", rdma_params);
     }
 
     mca::OpenResult open() override {
-        params::Registry& r = reg();
-        int verbosity = 0;
-        if (params::Variable* v = r.find("btl_base_verbose"))
-            verbosity = static_cast<int>(v->as_int());
-        out_ = log::Stream("btl:uct", verbosity);
-        selection_ = params::parse_selection(r.get("btl_uct_transports").as_string(), {},
-                                             "btl_uct_transports");
+        out_ = log::Stream("btl:uct", btl::base_verbosity(reg()));
+        select(read_config());  // a mistyped transport list fails here, device or not
         return mca::OpenResult::ok();
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
         std::vector<std::unique_ptr<btl::Module>> modules;
         // Read again: a program (or the conformance suite) may set them after open.
-        selection_ = params::parse_selection(reg().get("btl_uct_transports").as_string(), {},
-                                             "btl_uct_transports");
         const UctConfig config = read_config();
+        select(config);
         // Before any interface opens: UCX logs as soon as a peer is lost.
         if (!quiet_log_) {
             quiet_log_.emplace();
@@ -172,9 +167,9 @@ class UctComponent final : public btl::Component {
     // Starting UCX costs a shared-memory region and more per process: it is
     // started only when a peer may need it.
     std::optional<btl::Prospect> prospect() const override {
-        const std::int64_t excl = reg().get("btl_uct_exclusivity").as_int();
-        return btl::Prospect{btl::reach::any,
-                             excl >= 0 ? static_cast<std::uint32_t>(excl) : shm_exclusivity,
+        // Left at its default, the exclusivity is shm_exclusivity, the highest a
+        // module of this component takes.
+        return btl::Prospect{btl::reach::any, read_config().exclusivity,
                              btl::flags::send | btl::flags::one_sided};
     }
 
@@ -309,8 +304,7 @@ class UctComponent final : public btl::Component {
             why = fmt::format(
                 "no selected UCT transport is available (available: {}; "
                 "btl_uct_transports={})",
-                fmt::join(available, ", "),
-                automatic ? "\"\"" : reg().get("btl_uct_transports").text());
+                fmt::join(available, ", "), automatic ? "\"\"" : transports_);
         return out;
     }
 
@@ -324,19 +318,22 @@ class UctComponent final : public btl::Component {
         params::Registry& r = reg();
         UctConfig c;
         params::bind(r, "btl", "uct", uct_params, c);
-        // The registry accepts only the declared choices.
-        c.rdma = parse_rdma_mode(r.get("btl_uct_rdma").as_string()).value_or(RdmaMode::automatic);
-        c.rdma_min_size = r.get("btl_uct_rdma_min_size").as_unsigned();
         // The registry checked each value against its declared range.
         if (c.max_send_size != 0)  // 0: the transport's own limit, known once opened
-            params::require_at_most(r.get("btl_uct_eager_limit"), r.get("btl_uct_max_send_size"));
+            btl::require_eager_fits(r, "uct");
         return c;
+    }
+
+    void select(const UctConfig& c) {
+        selection_ = params::parse_selection(c.transports, {}, "btl_uct_transports");
+        transports_ = c.transports;
     }
 
     params::Registry* registry_ = nullptr;
     log::Stream out_;
     std::optional<QuietUcxLog> quiet_log_;
     params::Selection selection_;
+    std::string transports_;  // as set, for messages
 };
 
 }  // namespace

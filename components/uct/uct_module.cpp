@@ -190,15 +190,15 @@ void UctModule::choose_attributes() {
     // below hardware networks (the openib default, 1024).
     const std::uint32_t excl = shm ? shm_exclusivity : software ? 256 : btl::exclusivity_default;
     attr_.exclusivity =
-        config_.exclusivity >= 0 ? static_cast<std::uint32_t>(config_.exclusivity) : excl;
+        config_.left_default(btl::BaseParam::exclusivity) ? excl : config_.exclusivity;
     // UCT reports seconds; Transit's latency is relative: one unit per 0.5 us
     // puts posix at vader's 1 and UCT's tcp near the tcp btl's 100.
     const double seconds = iface_attr_.latency.c + iface_attr_.overhead;
     const auto lat = static_cast<std::uint32_t>(std::clamp(seconds / 0.5e-6, 1.0, 1e6));
-    attr_.latency = config_.latency >= 0 ? static_cast<std::uint32_t>(config_.latency) : lat;
+    attr_.latency = config_.latency != 0 ? config_.latency : lat;
     const double bytes_per_s = iface_attr_.bandwidth.dedicated + iface_attr_.bandwidth.shared;
     const auto bw = static_cast<std::uint32_t>(std::clamp(bytes_per_s / 1e6, 1.0, 1e7));
-    attr_.bandwidth = config_.bandwidth >= 0 ? static_cast<std::uint32_t>(config_.bandwidth) : bw;
+    attr_.bandwidth = config_.bandwidth != 0 ? config_.bandwidth : bw;
 
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
@@ -76,16 +77,13 @@ struct Regions {
 // highest a module gets unless btl_uct_exclusivity says otherwise.
 inline constexpr std::uint32_t shm_exclusivity = 32768;
 
-struct UctConfig {
+// The base parameters' max_send_size 0: what the transport allows;
+// exclusivity left at its default: from the device type; latency and
+// bandwidth 0: from UCT's figures.
+struct UctConfig : btl::BaseConfig {
     std::string transports;  // a selection, parsed at open
-    std::size_t eager_limit = 4096;
-    std::size_t max_send_size = 0;  // 0: what the transport allows
-    std::size_t free_list_max = 128;
     std::size_t recv_ring = 256;
     std::size_t max_rdma_ops = 256;
-    std::int64_t exclusivity = -1;  // -1: from the device type
-    std::int64_t latency = -1;      // -1: from UCT's latency and overhead
-    std::int64_t bandwidth = -1;    // -1: from UCT's bandwidth
     RdmaMode rdma = RdmaMode::automatic;
     std::size_t rdma_min_size = 0;  // 0: rdma_threshold() decides
 };

@@ -50,6 +50,12 @@ constexpr std::optional<RdmaMode> parse_rdma_mode(std::string_view text) noexcep
     return std::nullopt;
 }
 
+// The parameter is bound to an RdmaMode by the position of its value among
+// the choices: keep both in the same order.
+static_assert(parse_rdma_mode("auto") == RdmaMode{0} && parse_rdma_mode("am") == RdmaMode{1} &&
+              parse_rdma_mode("transport") == RdmaMode{2} &&
+              rdma_mode_choices == "auto,am,transport");
+
 // Measured on a quiet 2-core VM (see README.md): a cma get or put costs one
 // system call, about 2 us; an active-message put/get through posix is cheaper
 // only up to about 1 KiB and then falls behind (5x at 64 KiB).

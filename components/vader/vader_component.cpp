@@ -9,6 +9,7 @@
 
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_module.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -19,19 +20,18 @@ namespace {
 using params::Type;
 
 constexpr params::Field<Config> vader_params[] = {
-    params::to<&Config::eager_limit>(params::Decl{
-        "eager_limit", Type::size, "32k",
-        "Largest message the upper layer sends eagerly in one fragment to a process on "
-        "this node; larger ones use put/get (single copy) or several fragments.  Left "
-        "at its default it follows a smaller max_send_size; a value set must fit it",
-        4}
-                                         .at_least(1)),
-    params::to<&Config::max_send_size>(params::Decl{
-        "max_send_size", Type::size, "32k",
-        "Largest fragment alloc, prepare_src and sendi accept (the payload room of each "
-        "shared fragment)",
-        4}
-                                           .range(0, 64 << 20)),
+    btl::inherit<Config>(
+        btl::BaseParam::eager_limit,
+        {.default_value = "32k",
+         .help = "Largest message the upper layer sends eagerly in one fragment to a process on "
+                 "this node; larger ones use put/get (single copy) or several fragments.  Left "
+                 "at its default it follows a smaller max_send_size; a value set must fit it"}),
+    btl::inherit<Config>(btl::BaseParam::max_send_size,
+                         {.default_value = "32k",
+                          .help = "Largest fragment alloc, prepare_src and sendi accept (the "
+                                  "payload room of each shared fragment)",
+                          .min = 0,
+                          .max = 64 << 20}),
     params::to<&Config::fbox_size>(params::Decl{
         "fbox_size", Type::size, "16k",
         "Bytes of each fast box (per sender, in the receiver's segment; rounded up to a "
@@ -76,12 +76,10 @@ constexpr params::Field<Config> vader_params[] = {
         "Directory of the shared-memory files (a tmpfs); each is removed as soon as every local "
         "peer has mapped it",
         5}),
-    params::to<&Config::exclusivity>(
-        params::Decl{"exclusivity", Type::unsigned_integer, "65535",
-                     "Priority of vader among the transports that reach a peer (highest wins; self "
-                     "has 65536)",
-                     7}
-            .range(0, UINT32_MAX)),
+    btl::inherit<Config>(btl::BaseParam::exclusivity,
+                         {.default_value = "65535",
+                          .help = "Priority of vader among the transports that reach a peer "
+                                  "(highest wins; self has 65536)"}),
     params::to<&Config::cma_probe_fail>(params::Decl{
         "cma_probe_fail", Type::boolean, "false",
         "Testing only: make the CMA probe fail, to exercise the fallback without single copy", 9}),
@@ -142,10 +140,7 @@ class VaderComponent final : public btl::Component {
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
 
-    int verbosity() const {
-        params::Variable* v = reg().find("btl_base_verbose");
-        return v ? static_cast<int>(v->as_int()) : 0;
-    }
+    int verbosity() const { return btl::base_verbosity(reg()); }
 
     Config read_config() const {
         params::Registry& r = reg();
@@ -154,11 +149,10 @@ class VaderComponent final : public btl::Component {
         // The declared ranges keep the sizes and counts within 32 bits.
         // The default eager limit follows a smaller max_send_size; one the user
         // chose must fit it.
-        const params::Variable& eager = r.get("btl_vader_eager_limit");
-        if (eager.source().origin == params::Origin::default_value)
+        if (c.left_default(btl::BaseParam::eager_limit))
             c.eager_limit = std::min(c.eager_limit, c.max_send_size);
         else
-            params::require_at_most(eager, r.get("btl_vader_max_send_size"));
+            btl::require_eager_fits(r, "vader");
         if (c.backing_directory.empty())
             throw params::Error("btl_vader_backing_directory must not be empty");
         c.single_copy =

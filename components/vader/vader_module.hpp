@@ -15,6 +15,7 @@
 #include "components/vader/vader_heap.hpp"
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
+#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
@@ -25,9 +26,7 @@ enum class SingleCopy { none, cma };
 // btl_vader_single_copy_mechanism, in the order of its choices.
 enum class SingleCopyMechanism { automatic, cma, none };
 
-struct Config {
-    std::size_t eager_limit = 32768;
-    std::size_t max_send_size = 32768;
+struct Config : btl::BaseConfig {
     std::uint32_t fbox_size = 16384;
     std::uint32_t fbox_threshold = 16;
     std::uint32_t fifo_size = 4096;
@@ -37,7 +36,6 @@ struct Config {
     SingleCopy single_copy = SingleCopy::cma;
     bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
     bool cma_probe_fail = false;  // testing only
-    std::uint32_t exclusivity = btl::exclusivity_high - 1;
     std::string backing_directory = "/dev/shm";
 };
 

@@ -11,8 +11,9 @@
 #include <cstring>
 #include <span>
 
+#include <transit/btl/base_params.hpp>
 #include <transit/btl/component.hpp>
-#include <transit/params.hpp>
+#include <transit/params_bind.hpp>
 #include <transit/version.hpp>
 
 #include "unix_module.hpp"
@@ -22,34 +23,42 @@ namespace {
 
 using transit::params::Type;
 
-// One table drives registration, transit_info and the documentation.  Full
-// names are btl_unix_<name>; set them like any other parameter, e.g.
+// One table drives registration, transit_info and the documentation, each
+// entry bound to a field of Config.  The parameters every transport has
+// (eager_limit, max_send_size, free_list_max, exclusivity, ...) come from the
+// SDK's base table with their type, level and range: the component gives its
+// default, and its own help or bounds where it has more to say.  Full names are
+// btl_unix_<name>; set them like any other parameter, e.g.
 // TRANSIT_MCA_btl_unix_eager_limit=8k or --mca btl_unix_eager_limit 8k.
-// A declared range (range(lo, hi), at_least(lo)) is checked by the registry:
-// a value outside it is refused, naming the parameter, the value and where it
-// was set, before the component sees it.
+// A declared range is checked by the registry: a value outside it is refused,
+// naming the parameter, the value and where it was set, before the component
+// sees it.
 constexpr std::size_t max_message = 128 * 1024;  // fits a default socket send buffer
 
-constexpr transit::params::Decl unix_params[] = {
-    transit::params::Decl{"eager_limit", Type::size, "4k",
-                          "Largest message the upper layer sends in one go", 4}
-        .at_least(1),
-    transit::params::Decl{"max_send_size", Type::size, "64k",
-                          "Largest message on a socket (fragment, put or get); at most 128k, the "
-                          "same on every rank",
-                          4}
-        .range(sizeof(Header), max_message),
-    transit::params::Decl{"free_list_max", Type::unsigned_integer, "64",
-                          "Send descriptors, created at init; alloc reports out-of-resource when "
-                          "all are in use",
-                          6}
-        .range(1, 65536),
-    transit::params::Decl{"exclusivity", Type::unsigned_integer, "512",
-                          "Priority among the transports that reach a peer (highest wins; vader "
-                          "is 65535)",
-                          7}
-        .range(0, UINT32_MAX),
-    transit::params::Decl{"verbose", Type::integer, "0", "Verbosity of btl/unix", 9}.range(0, 100),
+using btl::BaseParam;
+
+constexpr transit::params::Field<Config> unix_params[] = {
+    btl::inherit<Config>(
+        BaseParam::eager_limit,
+        {.default_value = "4k", .help = "Largest message the upper layer sends in one go"}),
+    btl::inherit<Config>(BaseParam::max_send_size,
+                         {.default_value = "64k",
+                          .help = "Largest message on a socket (fragment, put or get); at most "
+                                  "128k, the same on every rank",
+                          .min = sizeof(Header),
+                          .max = max_message}),
+    btl::inherit<Config>(BaseParam::free_list_max,
+                         {.default_value = "64",
+                          .help = "Send descriptors, created at init; alloc reports "
+                                  "out-of-resource when all are in use",
+                          .max = 65536}),
+    btl::inherit<Config>(BaseParam::exclusivity,
+                         {.default_value = "512",
+                          .help = "Priority among the transports that reach a peer (highest "
+                                  "wins; vader is 65535)"}),
+    transit::params::to<&Config::verbose>(
+        transit::params::Decl{"verbose", Type::integer, "0", "Verbosity of btl/unix", 9}.range(
+            0, 100)),
 };
 
 // The socket the peers send to.  Binding with no name asks Linux for a
@@ -74,7 +83,7 @@ class UnixComponent final : public btl::Component {
   public:
     void register_params(transit::params::Registry& registry) override {
         registry_ = &registry;
-        registry.add_all("btl", "unix", unix_params);
+        transit::params::add_all(registry, "btl", "unix", unix_params);
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
@@ -107,13 +116,8 @@ class UnixComponent final : public btl::Component {
     Config read_config() const {
         transit::params::Registry& r = registry_ ? *registry_ : transit::params::registry();
         Config c;
-        c.eager_limit = r.get("btl_unix_eager_limit").as_unsigned();
-        c.max_send_size = r.get("btl_unix_max_send_size").as_unsigned();
-        c.free_list_max = r.get("btl_unix_free_list_max").as_unsigned();
-        c.exclusivity = static_cast<std::uint32_t>(r.get("btl_unix_exclusivity").as_unsigned());
-        c.verbose = static_cast<int>(r.get("btl_unix_verbose").as_int());
-        transit::params::require_at_most(r.get("btl_unix_eager_limit"),
-                                         r.get("btl_unix_max_send_size"));
+        transit::params::bind(r, "btl", "unix", unix_params, c);
+        btl::require_eager_fits(r, "unix");
         return c;
     }
 

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include <transit/btl/base_params.hpp>
 #include <transit/btl/component.hpp>
 #include <transit/btl/module.hpp>
 #include <transit/log.hpp>
@@ -52,11 +53,8 @@ class Fd {
 };
 
 // The component's parameters, read once at init (see unix_component.cpp).
-struct Config {
-    std::size_t eager_limit = 0;
-    std::size_t max_send_size = 0;
-    std::size_t free_list_max = 0;
-    std::uint32_t exclusivity = 0;
+// The base parameters (eager_limit, max_send_size, ...) and our own.
+struct Config : btl::BaseConfig {
     int verbose = 0;
 };
 

@@ -71,15 +71,27 @@ T value_as(const Variable& v) {
     }
 }
 
+// One function per bound field: its address also names the field
+// (variable_of finds a table's entry by it).
+template <auto Member, typename Config>
+void store(const Variable& v, Config& c) {
+    c.*Member = value_as<typename MemberOf<decltype(Member)>::Type>(v);
+}
+
+inline std::string full_name(std::string_view framework, std::string_view component,
+                             std::string_view name) {
+    std::string full;
+    full.append(framework).append("_").append(component).append("_").append(name);
+    return full;
+}
+
 }  // namespace detail
 
 // The declaration `decl`, its value stored in the field `Member` (of Config,
 // or of a base of it).
 template <auto Member, typename Config = typename detail::MemberOf<decltype(Member)>::Class>
 constexpr Field<Config> to(Decl decl) {
-    using T = typename detail::MemberOf<decltype(Member)>::Type;
-    return Field<Config>{decl,
-                         [](const Variable& v, Config& c) { c.*Member = detail::value_as<T>(v); }};
+    return Field<Config>{decl, &detail::store<Member, Config>};
 }
 
 // Registers a bound table (as Registry::add_all does a table of Decl).
@@ -93,11 +105,21 @@ void add_all(Registry& registry, std::string_view framework, std::string_view co
 template <typename Config, std::size_t N>
 void bind(Registry& registry, std::string_view framework, std::string_view component,
           const Field<Config> (&table)[N], Config& config) {
-    for (const Field<Config>& f : table) {
-        std::string name;
-        name.append(framework).append("_").append(component).append("_").append(f.decl.name);
-        f.store(registry.get(name), config);
-    }
+    for (const Field<Config>& f : table)
+        f.store(registry.get(detail::full_name(framework, component, f.decl.name)), config);
+}
+
+// The variable bound to the field `Member` in `table`: for a check across
+// parameters (require_at_most) or the source of its value.  Throws Error
+// when the table binds no parameter to that field.
+template <auto Member, typename Config, std::size_t N>
+Variable& variable_of(Registry& registry, std::string_view framework, std::string_view component,
+                      const Field<Config> (&table)[N]) {
+    for (const Field<Config>& f : table)
+        if (f.store == &detail::store<Member, Config>)
+            return registry.get(detail::full_name(framework, component, f.decl.name));
+    throw Error(detail::full_name(framework, component, "*") +
+                ": no parameter of the table is bound to this field");
 }
 
 }  // namespace transit::params

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 
 #include "pml/pools.hpp"
 
@@ -75,6 +76,18 @@ void to_c(const transit::RequestStatus& s, transit_status* out) noexcept {
     out->length = s.length;
     out->sent_length = s.sent_length;
     out->status = code(s.status);
+}
+
+// transit::init with argc/argv that may be null, at `level` if given.
+std::unique_ptr<transit_context> open_context(int* argc, char*** argv,
+                                              std::optional<transit::ThreadLevel> level) {
+    int zero = 0;
+    char* none[] = {nullptr};
+    char** empty = none;
+    int& ac = argc ? *argc : zero;
+    char**& av = argv ? *argv : empty;
+    return std::make_unique<transit_context>(level ? transit::init(ac, av, *level)
+                                                   : transit::init(ac, av));
 }
 
 transit::Request*& as_req(transit_request*& r) noexcept {
@@ -172,14 +185,26 @@ void transit_set_log_sink(transit_log_fn fn, void* arg) {
 
 int transit_init(int* argc, char*** argv, transit_context** ctx) {
     return guarded([&] {
-        int zero = 0;
-        char* none[] = {nullptr};
-        char** empty = none;
-        int& ac = argc ? *argc : zero;
-        char**& av = argv ? *argv : empty;
-        *ctx = std::make_unique<transit_context>(transit::init(ac, av)).release();
+        *ctx = open_context(argc, argv, {}).release();
         return TRANSIT_SUCCESS;
     });
+}
+
+int transit_init_thread(int* argc, char*** argv, int required, int* provided,
+                        transit_context** ctx) {
+    if (required < TRANSIT_THREAD_SINGLE || required > TRANSIT_THREAD_MULTIPLE)
+        return failed(
+            TRANSIT_BAD_PARAM,
+            fmt::format("transit_init_thread: {} is not a thread level (0..3)", required));
+    return guarded([&] {
+        *ctx = open_context(argc, argv, static_cast<transit::ThreadLevel>(required)).release();
+        if (provided) *provided = transit_query_thread(*ctx);
+        return TRANSIT_SUCCESS;
+    });
+}
+
+int transit_query_thread(const transit_context* ctx) {
+    return static_cast<int>(ctx->ctx.thread_level());
 }
 
 int transit_finalize(transit_context* ctx) {

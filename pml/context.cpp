@@ -23,15 +23,32 @@ const pml::RemoteKeyImpl* as_key(const RemoteKey* k) noexcept {
 
 }  // namespace
 
+namespace {
+
+Context open_context(std::optional<ThreadLevel> level) {
+    auto engine = std::make_unique<pml::Engine>(rt::open_runtime(), level);
+    params::registry().warn_unknown();
+    return Context(std::move(engine));
+}
+
+}  // namespace
+
 Context init(int& argc, char**& argv) {
     params::parse_command_line(argc, argv);
-    return init();
+    return open_context({});
 }
 
 Context init() {
-    auto engine = std::make_unique<pml::Engine>(rt::open_runtime());
-    params::registry().warn_unknown();
-    return Context(std::move(engine));
+    return open_context({});
+}
+
+Context init(int& argc, char**& argv, ThreadLevel level) {
+    params::parse_command_line(argc, argv);
+    return open_context(level);
+}
+
+Context init(ThreadLevel level) {
+    return open_context(level);
 }
 
 Context::Context(std::unique_ptr<pml::Engine> engine) : engine_(std::move(engine)) {
@@ -57,6 +74,9 @@ Rank Context::rank() const noexcept {
 }
 std::uint32_t Context::size() const noexcept {
     return engine_->size();
+}
+ThreadLevel Context::thread_level() const noexcept {
+    return engine_->thread_level();
 }
 int Context::progress() noexcept {
     auto guard = engine_->lock();
@@ -186,10 +206,15 @@ Status Context::probe(Rank src, std::uint32_t tag, RequestStatus& status) noexce
     return Status::success;
 }
 
+// The blocking calls let go of the lock before waiting (wait takes it again):
+// held twice, wait_until could not let other threads in.
 Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len) noexcept {
-    auto guard = engine_->lock();
     pml::Req* r = nullptr;
-    Status s = engine_->send(dst, tag, buf, len, r);
+    Status s;
+    {
+        auto guard = engine_->lock();
+        s = engine_->send(dst, tag, buf, len, r);
+    }
     if (!r) [[likely]]
         return s;
     Request* req = r;
@@ -198,7 +223,6 @@ Status Context::send(Rank dst, std::uint32_t tag, const void* buf, std::size_t l
 
 Status Context::recv(Rank src, std::uint32_t tag, void* buf, std::size_t len,
                      RequestStatus* status) noexcept {
-    auto guard = engine_->lock();
     Request* r;
     Status s = irecv(src, tag, buf, len, r);
     if (!r) return s;

@@ -13,7 +13,23 @@
 
 namespace transit::pml {
 
-Engine::Engine(std::unique_ptr<rt::Runtime> runtime)
+namespace {
+
+ThreadLevel parse_thread_level(const std::string& text) noexcept {
+    if (text == "funneled") return ThreadLevel::funneled;
+    if (text == "serialized") return ThreadLevel::serialized;
+    if (text == "multiple") return ThreadLevel::multiple;
+    return ThreadLevel::single;  // the registry accepts only the four choices
+}
+
+const char* level_name(ThreadLevel l) noexcept {
+    constexpr const char* names[] = {"single", "funneled", "serialized", "multiple"};
+    return names[static_cast<int>(l)];
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> level)
     : runtime_(std::move(runtime)),
       progress_(progress_engine()),
       failure_(c_, *runtime_, outbox_, tagged_, am_, osc_) {
@@ -22,6 +38,9 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime)
     c_.am = &am_;
     outbox_.wire_to(&tagged_, &failure_);
     read_params();
+    level_ = level.value_or(
+        parse_thread_level(params::registry().get("pml_base_thread_level").as_string()));
+    threaded_ = level_ == ThreadLevel::multiple || c_.settings.progress_thread;
     setup();
 }
 
@@ -65,8 +84,14 @@ void Engine::setup() {
     for (Rank r = 0; r < c_.size; ++r) c_.peers.send_peer(r);
     if (c_.size > 1 && !runtime_->is_singleton())
         launcher_watch_ = progress_.add(&Failure::check_launcher, &failure_, ProgressPriority::low);
-    c_.out.verbose(10, "pml ready: rank {} of {}, {} btl module(s)", c_.rank, c_.size,
-                   framework_->modules().size());
+    c_.out.verbose(10, "pml ready: rank {} of {}, {} btl module(s), thread level {}", c_.rank,
+                   c_.size, framework_->modules().size(), level_name(level_));
+    // Until the pml locks per module, every module is serialised by its lock.
+    if (level_ == ThreadLevel::multiple)
+        for (btl::Module* m : framework_->modules())
+            if (!(m->attributes().flags & btl::flags::thread_safe))
+                c_.out.verbose(10, "{}: not safe for concurrent calls, serialised by the pml lock",
+                               m->name());
     if (c_.settings.progress_thread) start_progress_thread();
 }
 
@@ -83,7 +108,6 @@ Engine::~Engine() {
 }
 
 void Engine::start_progress_thread() {
-    threaded_ = true;
     thread_ = std::thread([this] {
         std::uint64_t idle = 0;
         while (!stop_thread_.load(std::memory_order_relaxed)) {
@@ -108,13 +132,13 @@ void Engine::stop_progress_thread() noexcept {
     if (!thread_.joinable()) return;
     stop_thread_.store(true);
     thread_.join();
-    threaded_ = false;
 }
 
 void Engine::shutdown() noexcept {
     if (shut_down_) return;
     shut_down_ = true;
     stop_progress_thread();
+    auto guard = lock();  // wait_until lets it go between polls when threaded
     // Our own queues first, so nothing of ours is still on its way; then a
     // barrier so no peer still sends to us; then the launcher's fence so no
     // peer tears down its transports while our last barrier message travels.

@@ -1,5 +1,7 @@
-// The pml engine: everything behind transit::Context.  One object per process,
-// single-threaded (the progress thread, when enabled, takes a lock around it).
+// The pml engine: everything behind transit::Context.  One object per process.
+// Below ThreadLevel::multiple it takes no lock; at multiple, or with the
+// progress thread, every API call holds one recursive lock (lock()), which a
+// waiting thread lets go between polls (wait_until).
 //
 // It owns the btl framework, the bml and the pml's pieces, wires them, and
 // drives progress; the protocols live in their collaborators:
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -39,7 +42,8 @@ void register_receivers(Engine* e);
 
 class Engine {
   public:
-    Engine(std::unique_ptr<rt::Runtime> runtime);
+    // `level`: the program's choice; none: pml_base_thread_level.
+    Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> level = {});
     ~Engine();
     Engine(const Engine&) = delete;
     Engine& operator=(const Engine&) = delete;
@@ -49,6 +53,7 @@ class Engine {
 
     Rank rank() const noexcept { return c_.rank; }
     std::uint32_t size() const noexcept { return c_.size; }
+    ThreadLevel thread_level() const noexcept { return level_; }
     rt::Runtime& runtime() noexcept { return *runtime_; }
     const Settings& settings() const noexcept { return c_.settings; }
     // How often this process asked a sender to stop sending eagerly.
@@ -77,6 +82,8 @@ class Engine {
     // Progress until pred() holds: spin, then yield between polls.
     template <typename Pred>
     void wait_until(Pred pred) noexcept {
+        if (threaded_) [[unlikely]]
+            return wait_until_unlocking(pred);
         std::uint64_t idle = 0;
         while (!pred()) {
             if (progress() > 0)
@@ -85,8 +92,9 @@ class Engine {
                 yield();
         }
     }
-    // Held by every API call when the progress thread runs; empty (no lock
-    // taken) otherwise.  Recursive: handlers run under it and may call the API.
+    // Held by every API call at ThreadLevel::multiple or when the progress
+    // thread runs; empty (no lock taken) otherwise.  Recursive: handlers run
+    // under it and may call the API.
     std::unique_lock<std::recursive_mutex> lock() noexcept {
         if (!threaded_) [[likely]]
             return {};
@@ -149,6 +157,23 @@ class Engine {
 
   private:
     friend struct Dispatch;
+    // wait_until when threaded: the caller holds the lock (once, from its API
+    // call); it is let go after each poll, so other threads post, test and
+    // progress while this one waits, and never held while yielding.  pred()
+    // runs under the lock.
+    template <typename Pred>
+    void wait_until_unlocking(Pred pred) noexcept {
+        std::uint64_t idle = 0;
+        while (!pred()) {
+            const int events = progress();
+            mutex_.unlock();
+            if (events > 0)
+                idle = 0;
+            else if (++idle > c_.settings.wait_spin_count)
+                yield();
+            mutex_.lock();
+        }
+    }
     void setup();
     void read_params();
     void yield() noexcept;
@@ -179,7 +204,8 @@ class Engine {
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
     std::vector<std::byte> scratch_;  // a message a btl split into several segments
-    bool threaded_ = false;
+    ThreadLevel level_ = ThreadLevel::single;
+    bool threaded_ = false;  // lock() takes mutex_: level multiple or the progress thread
     std::recursive_mutex mutex_;
     std::atomic<bool> stop_thread_{false};
     std::thread thread_;

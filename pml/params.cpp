@@ -18,6 +18,11 @@ constexpr params::Decl pml_params[] = {
      "Run a progress thread that drives transfers while the program computes; every API "
      "call then takes a lock",
      6},
+    {"thread_level", params::Type::enumeration, "single",
+     "How the program's threads may call the API when it does not say at init: single, "
+     "funneled (only the thread that called init), serialized (one at a time) or multiple "
+     "(any thread at any time; each call then takes the pml's lock)",
+     4, "single,funneled,serialized,multiple"},
     params::Decl{"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)",
                  5}
         .range(0, 100),

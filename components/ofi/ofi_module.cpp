@@ -241,6 +241,8 @@ void OfiModule::choose_attributes(const fi_info& info) {
     attr_.eager_limit = config_.eager_limit;
     attr_.rndv_eager_limit = config_.eager_limit;
     attr_.max_send_size = config_.max_send_size;
+    // Not flags::thread_safe: the domain is opened FI_THREAD_DOMAIN (the
+    // caller serialises), and the fragment free lists are unlocked.
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush;
     // A hardware provider's RMA runs on the NIC; shm's and the software
     // networks' are served by the target's progress.

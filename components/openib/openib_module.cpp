@@ -380,6 +380,8 @@ void Module::setup() {
     attr_.exclusivity = config_.exclusivity;
     attr_.latency = config_.latency;
     attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_attr_);
+    // Not flags::thread_safe: the send credits, the queue pairs' pending lists
+    // and the fragment free lists are unlocked, and one thread polls the CQ.
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
                   btl::flags::atomic_fops | btl::flags::rdma_without_target;
     attr_.reach = btl::reach::node | btl::reach::remote;

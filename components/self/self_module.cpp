@@ -59,6 +59,8 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     attr_.exclusivity = config.exclusivity;
     attr_.latency = 0;
     attr_.bandwidth = 100000;
+    // Not flags::thread_safe: its fragment free list and the queue of messages
+    // to deliver to ourselves are unlocked (only registrations take a lock).
     attr_.flags = btl::flags::send | btl::flags::rdma | btl::flags::send_inplace |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush |
                   btl::flags::rdma_without_target;

@@ -61,6 +61,9 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     attr_.exclusivity = p.exclusivity;
     attr_.latency = p.latency;
     attr_.bandwidth = p.bandwidth ? p.bandwidth : interface_bandwidth(iface_);
+    // Not flags::thread_safe: the per-peer send queues, the fragment free lists
+    // and the endpoints' connection state are unlocked (only the listener
+    // thread's hand-over of accepted sockets is).
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
                   btl::flags::atomic_fops;
     attr_.reach = btl::reach::node | btl::reach::remote;

@@ -200,6 +200,8 @@ void UctModule::choose_attributes() {
     const auto bw = static_cast<std::uint32_t>(std::clamp(bytes_per_s / 1e6, 1.0, 1e7));
     attr_.bandwidth = config_.bandwidth != 0 ? config_.bandwidth : bw;
 
+    // Not flags::thread_safe: the UCT worker is created UCS_THREAD_MODE_SINGLE,
+    // and the fragment free lists and pending queues are unlocked.
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops;
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.

@@ -104,6 +104,8 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     attr_.exclusivity = config_.exclusivity;  // default: just below self, above every network
     attr_.latency = 1;
     attr_.bandwidth = single_copy_ == SingleCopy::cma ? 10000 : 5000;
+    // Not flags::thread_safe: a fast box and a FIFO each have one writer per
+    // process, and the fragment free lists and pending queues are unlocked.
     attr_.flags = btl::flags::send | btl::flags::atomic_ops | btl::flags::atomic_fops |
                   btl::flags::rdma_flush;
     // CMA reads and writes the target's memory from here: the target need not run.

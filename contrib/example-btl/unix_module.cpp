@@ -39,6 +39,7 @@ UnixModule::UnixModule(btl::Component& component, const Config& config, btl::Ini
     attr_.exclusivity = config.exclusivity;
     attr_.latency = 5;
     attr_.bandwidth = 5000;
+    // Not flags::thread_safe: its free fragment list is unlocked.
     attr_.flags = btl::flags::send;  // no put, get or atomics: no rdma(), no atomics()
     free_frags_.reserve(frags_.size());
     for (Frag& f : frags_) {

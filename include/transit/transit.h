@@ -95,8 +95,25 @@ typedef void (*transit_log_fn)(transit_log_severity severity, int verbosity, con
                                const char* text, void* arg);
 void transit_set_log_sink(transit_log_fn fn, void* arg);
 
-/* argc/argv may be NULL. */
+/* How the program's threads may call the API (transit::ThreadLevel, MPI's
+ * levels): SINGLE one thread; FUNNELED only the thread that called init;
+ * SERIALIZED any thread, never two at once; MULTIPLE any thread at any time. */
+typedef enum {
+    TRANSIT_THREAD_SINGLE,
+    TRANSIT_THREAD_FUNNELED,
+    TRANSIT_THREAD_SERIALIZED,
+    TRANSIT_THREAD_MULTIPLE
+} transit_thread_level;
+
+/* argc/argv may be NULL.  The thread level is the parameter
+ * pml_base_thread_level (default single). */
 int transit_init(int* argc, char*** argv, transit_context** ctx);
+/* transit_init at thread level `required`; *provided (may be NULL) is set to
+ * the level granted.  TRANSIT_BAD_PARAM when `required` is not a level. */
+int transit_init_thread(int* argc, char*** argv, int required, int* provided,
+                        transit_context** ctx);
+/* The thread level granted. */
+int transit_query_thread(const transit_context* ctx);
 int transit_finalize(transit_context* ctx);
 uint32_t transit_rank(const transit_context* ctx);
 uint32_t transit_size(const transit_context* ctx);

@@ -142,6 +142,18 @@ class MemoryRegion;
 // A peer's memory region, unpacked from the bytes its owner sent.
 class RemoteKey;
 
+// --- threads ------------------------------------------------------------------
+// How the program's threads may call the API, as MPI names the levels (lowest
+// first).  Asked for at init; Context::thread_level() says what was granted.
+//   single      one thread only
+//   funneled    several threads, but only the one that called init calls the API
+//   serialized  any thread, but never two at once (the program orders them)
+//   multiple    any thread at any time: wait/test on a request another thread
+//               posted, progress from several threads, active messages and
+//               one-sided operations.  The pml then takes a lock per call
+//               (released while a thread waits); the lower levels take none.
+enum class ThreadLevel : std::uint8_t { single, funneled, serialized, multiple };
+
 // --- the context ------------------------------------------------------------
 class Context {
   public:
@@ -154,6 +166,8 @@ class Context {
 
     Rank rank() const noexcept;
     std::uint32_t size() const noexcept;
+    // The thread level granted (see ThreadLevel).
+    ThreadLevel thread_level() const noexcept;
     // Runs every transport's progress once; returns the events completed.
     int progress() noexcept;
 
@@ -261,7 +275,11 @@ class Context {
 
 // Parses --mca options out of argv, joins the job, opens the transports.
 // Throws std::runtime_error (or params::Error) with a clear message on failure.
+// The thread level is the one asked for here, else the parameter
+// pml_base_thread_level (default single).
 Context init(int& argc, char**& argv);
 Context init();
+Context init(int& argc, char**& argv, ThreadLevel level);
+Context init(ThreadLevel level);
 
 }  // namespace transit

@@ -30,6 +30,7 @@ struct Options {
     bool csv = false;
     bool mem_alloc = false;  // message buffers from Context::mem_alloc, not the heap
     bool loopback = false;   // one rank timing itself through self, asked for
+    int threads = 1;         // latency, msgrate: pairs of threads, each its own tags
     LatencyStat stat = LatencyStat::block;
 };
 

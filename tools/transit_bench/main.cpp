@@ -51,6 +51,12 @@ int main(int argc, char** argv) {
                    "Timed trials of bw, bibw and msgrate; the median is printed (default 3, "
                    "each calibrated to 0.25 s, 0.5 s for msgrate; 1 with --iterations)")
         ->check(CLI::Range(1, 1000));
+    app.add_option("--threads", o.threads,
+                   "latency and msgrate: T pairs of threads between ranks 0 and 1, each pair "
+                   "with its own tags, at thread level multiple (latency: the mean of all round "
+                   "trips of each pair, averaged over the pairs; msgrate: all pairs' messages "
+                   "together)")
+        ->check(CLI::Range(1, 64));
     app.add_flag("--csv", o.csv, "Print bytes,value lines (us for latencies, MB/s for bandwidths)");
     app.add_flag("--mem-alloc", o.mem_alloc,
                  "Message buffers from the transports' own memory (mem_alloc: shared and "
@@ -83,6 +89,10 @@ int main(int argc, char** argv) {
         if (o.min_size > o.max_size) {
             std::fprintf(stderr, "transit_bench: --min (%zu) is larger than --max (%zu)\n",
                          o.min_size, o.max_size);
+            return 2;
+        }
+        if (o.threads > 1 && (!o.raw_btl.empty() || (o.test != "latency" && o.test != "msgrate"))) {
+            std::fprintf(stderr, "transit_bench: --threads is for the pml's latency and msgrate\n");
             return 2;
         }
         if (!o.raw_btl.empty() && o.mem_alloc) {

@@ -74,6 +74,7 @@ std::string csv_column(const Options& o) {
 
 void print_header(const Options& o, const std::string& transport) {
     fmt::print("# transit_bench {} over {}\n", o.test, transport);
+    if (o.threads > 1) fmt::print("# {} pairs of threads, thread level multiple\n", o.threads);
     if (o.csv)
         fmt::print("bytes,{}\n", csv_column(o));
     else

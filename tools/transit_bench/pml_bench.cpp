@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "tools/transit_bench/bench.hpp"
@@ -69,6 +71,9 @@ struct Bench {
     bool active;  // ranks 0 and 1 run the test; others only join barriers
     Buffer& sbuf;
     Buffer& rbuf;
+    // Each pair of threads its own (--threads).
+    std::uint32_t data = data_tag;
+    std::uint32_t ack = ack_tag;
 
     // Half-round-trip latency in µs (a whole round trip with one rank).
     double latency(std::size_t size, int iters, int warm) {
@@ -80,16 +85,16 @@ struct Bench {
         if (peer == me) {  // one rank: loopback through self
             Request* r;
             Request* s;
-            check(ctx.irecv(me, data_tag, rbuf.data(), size, r), "irecv");
-            check(ctx.isend(me, data_tag, sbuf.data(), size, s), "isend");
+            check(ctx.irecv(me, data, rbuf.data(), size, r), "irecv");
+            check(ctx.isend(me, data, sbuf.data(), size, s), "isend");
             check(ctx.wait(s), "wait");
             check(ctx.wait(r), "wait");
         } else if (me == 0) {
-            check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
-            check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
+            check(ctx.send(peer, data, sbuf.data(), size), "send");
+            check(ctx.recv(peer, data, rbuf.data(), size), "recv");
         } else {
-            check(ctx.recv(peer, data_tag, rbuf.data(), size), "recv");
-            check(ctx.send(peer, data_tag, sbuf.data(), size), "send");
+            check(ctx.recv(peer, data, rbuf.data(), size), "recv");
+            check(ctx.send(peer, data, sbuf.data(), size), "send");
         }
     }
 
@@ -139,15 +144,15 @@ struct Bench {
             const bool receiver = me == 1 || both || peer == me;
             for (int w = 0; w < o.window; ++w) {
                 if (receiver)
-                    check(ctx.irecv(peer, data_tag, rbuf.data() + 0, size, reqs[n++]), "irecv");
-                if (sender) check(ctx.isend(peer, data_tag, sbuf.data(), size, reqs[n++]), "isend");
+                    check(ctx.irecv(peer, data, rbuf.data() + 0, size, reqs[n++]), "irecv");
+                if (sender) check(ctx.isend(peer, data, sbuf.data(), size, reqs[n++]), "isend");
             }
             check(ctx.wait_all({reqs.data(), n}), "wait_all");
             if (peer == me) continue;
             if (me == 0)
-                check(ctx.recv(peer, ack_tag, &ack, 1), "recv ack");
+                check(ctx.recv(peer, ack, &ack, 1), "recv ack");
             else
-                check(ctx.send(peer, ack_tag, &ack, 1), "send ack");
+                check(ctx.send(peer, ack, &ack, 1), "send ack");
         }
         return seconds_since(t0);
     }
@@ -171,6 +176,61 @@ struct Bench {
     }
 };
 
+// --threads: T copies of `b`, each with its own buffers and tags, run at once.
+class ThreadPairs {
+  public:
+    ThreadPairs(const Bench& b, std::size_t bufsize) : o_(b.o) {
+        // Pairs take turns at the lock: a block's median would time the turns
+        // a pair was given alone; the mean times them all.
+        o_.stat = LatencyStat::mean;
+        for (int t = 0; t < b.o.threads; ++t) {
+            bufs_.push_back(
+                std::make_unique<Buffer>(b.ctx, bufsize, b.o.mem_alloc, std::byte{0x5a}));
+            bufs_.push_back(std::make_unique<Buffer>(b.ctx, bufsize, b.o.mem_alloc, std::byte{0}));
+            const auto tag = 16 + 2 * static_cast<std::uint32_t>(t);
+            benches_.push_back(Bench{b.ctx, o_, b.me, b.peer, b.active, *bufs_[2 * t],
+                                     *bufs_[2 * t + 1], tag, tag + 1});
+        }
+    }
+
+    // The mean over the pairs of each one's half round trip.
+    double latency(std::size_t size, int iters, int warm) {
+        std::vector<double> us(benches_.size());
+        run([&](std::size_t t) { us[t] = benches_[t].latency(size, iters, warm); });
+        double sum = 0;
+        for (double v : us) sum += v;
+        return sum / static_cast<double>(us.size());
+    }
+
+    // Million messages a second, all pairs together; trials as Bench::streaming,
+    // each pair streaming a share of the calibrated windows.
+    double msgrate(Bench& b, std::size_t size, int iters, int warm) {
+        const double probe = warm > 0 ? b.stream(size, warm, false) : 0;
+        if (b.o.iterations == 0) iters = b.agree_on(b.calibrated(iters, warm, probe));
+        iters = std::max(3, iters / static_cast<int>(benches_.size()));
+        std::vector<double> values;
+        const double msgs = static_cast<double>(iters) * b.o.window * benches_.size();
+        for (int t = 0; t < trials_for(b.o); ++t) {
+            const clock::time_point t0 = clock::now();
+            run([&](std::size_t p) { benches_[p].stream(size, iters, false); });
+            values.push_back(msgs / seconds_since(t0) / 1e6);
+        }
+        return median(values);
+    }
+
+  private:
+    template <typename F>
+    void run(F f) {
+        std::vector<std::thread> ts;
+        for (std::size_t t = 0; t < benches_.size(); ++t) ts.emplace_back(f, t);
+        for (std::thread& t : ts) t.join();
+    }
+
+    Options o_;
+    std::vector<std::unique_ptr<Buffer>> bufs_;
+    std::vector<Bench> benches_;
+};
+
 // What the bml chose for the peer, so the header says what was measured.
 std::string transports(Context& ctx, Rank peer) {
     const PeerTransports t = ctx.transports(peer);
@@ -184,7 +244,7 @@ std::string transports(Context& ctx, Rank peer) {
 }  // namespace
 
 int run_pml(const Options& o, int, char**) {
-    Context ctx = init();
+    Context ctx = o.threads > 1 ? init(ThreadLevel::multiple) : init();
     Rank me = ctx.rank();
     require_two_ranks(o, ctx.size());
     if (ctx.size() > 2 && me == 0)
@@ -195,6 +255,8 @@ int run_pml(const Options& o, int, char**) {
     Buffer sbuf(ctx, bufsize, o.mem_alloc, std::byte{0x5a});
     Buffer rbuf(ctx, bufsize, o.mem_alloc, std::byte{0});
     Bench b{ctx, o, me, ctx.size() == 1 ? 0 : (me == 0 ? 1u : 0u), me < 2, sbuf, rbuf};
+    std::unique_ptr<ThreadPairs> pairs;
+    if (o.threads > 1) pairs = std::make_unique<ThreadPairs>(b, bufsize);
 
     // One-sided tests: rank 1 (or 0 alone) exposes a region and sends its key.
     MemoryRegion* region = nullptr;
@@ -233,7 +295,11 @@ int run_pml(const Options& o, int, char**) {
         check(ctx.barrier(), "barrier");
         if (!b.active) continue;
         double value = 0;
-        if (o.test == "latency") {
+        if (pairs && o.test == "latency") {
+            value = pairs->latency(size, iters, warm);
+        } else if (pairs) {
+            value = pairs->msgrate(b, size, iters, warm);
+        } else if (o.test == "latency") {
             value = b.latency(size, iters, warm);
         } else if (bw) {
             value = b.streaming(size, iters, warm, o.test == "bibw");
@@ -243,6 +309,7 @@ int run_pml(const Options& o, int, char**) {
         if (me == 0) print_row(o, {size, value});
     }
     check(ctx.barrier(), "barrier");
+    pairs.reset();
     if (key) ctx.release_key(key);
     if (region) ctx.deregister_memory(region);
     if (window) ctx.mem_free(window);

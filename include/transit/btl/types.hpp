@@ -54,6 +54,11 @@ inline constexpr std::uint32_t rdma_flush = 0x80000;
 // vader's CMA): a target busy computing does not delay them.  Without it they
 // are carried out by the target's progress (active messages).
 inline constexpr std::uint32_t rdma_without_target = 0x100000;
+// Every operation of the module (the core, Rdma, Atomics, its progress
+// callback) may be called by several threads at once, with no lock above it.
+// Without it the pml serialises its calls (at ThreadLevel::multiple it holds
+// its lock around every call into the module).
+inline constexpr std::uint32_t thread_safe = 0x200000;
 // The one-sided capabilities, for comparing what two modules offer.
 inline constexpr std::uint32_t one_sided = put | get | atomic_ops | atomic_fops;
 }  // namespace flags

@@ -70,6 +70,16 @@ Status from_fi_error(int err) noexcept {
         case FI_ENOSYS:
         case FI_EOPNOTSUPP:
             return Status::not_supported;
+        // The connection to the peer is gone: what it carried is lost with it.
+        case FI_ECONNRESET:
+        case FI_ECONNABORTED:
+        case FI_ECONNREFUSED:
+        case FI_ENOTCONN:
+        case FI_ESHUTDOWN:
+        case FI_EHOSTUNREACH:
+        case FI_ENETUNREACH:
+        case FI_ENETDOWN:
+            return Status::peer_failed;
         default:
             return Status::error;
     }

@@ -1,6 +1,7 @@
 // The ofi module: setup of the libfabric objects, the active-message path,
 // one-sided operations, registrations and completion handling.
 #include "ofi_module.hpp"
+#include "ofi_status.hpp"
 
 #include <fmt/format.h>
 #include <rdma/fi_cm.h>
@@ -51,38 +52,6 @@ int op_slot(btl::AtomicOp op) noexcept {
 fi_datatype datatype(bool bits32, bool is_signed) noexcept {
     if (bits32) return is_signed ? FI_INT32 : FI_UINT32;
     return is_signed ? FI_INT64 : FI_UINT64;
-}
-
-Status from_fi_error(int err) noexcept {
-    switch (err) {
-        case FI_EAGAIN:
-            return Status::out_of_resource;
-        case FI_ECANCELED:
-            return Status::cancelled;
-        case FI_EACCES:
-        case FI_EPERM:
-        case FI_EKEYREJECTED:
-            return Status::access_denied;
-        case FI_EINVAL:
-            return Status::bad_param;
-        case FI_ETRUNC:
-            return Status::truncated;
-        case FI_ENOSYS:
-        case FI_EOPNOTSUPP:
-            return Status::not_supported;
-        // The connection to the peer is gone: what it carried is lost with it.
-        case FI_ECONNRESET:
-        case FI_ECONNABORTED:
-        case FI_ECONNREFUSED:
-        case FI_ENOTCONN:
-        case FI_ESHUTDOWN:
-        case FI_EHOSTUNREACH:
-        case FI_ENETUNREACH:
-        case FI_ENETDOWN:
-            return Status::peer_failed;
-        default:
-            return Status::error;
-    }
 }
 
 AddressForm address_form(std::uint32_t format) noexcept {
@@ -696,7 +665,7 @@ void OfiModule::complete_error() noexcept {
     if (fi_cq_readerr(cq_.get(), &err, 0) <= 0) return;
     char text[256];
     const char* why = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, text, sizeof text);
-    const Status status = from_fi_error(err.err);
+    const Status status = status_of_fi_error(err.err);
     auto* ctx = static_cast<OpContext*>(err.op_context);
     if (ctx == nullptr) {
         report_error(btl::error_flags::nonfatal, any_rank, why);
@@ -736,10 +705,11 @@ void OfiModule::complete_error() noexcept {
             rdma_.put(op);
             --rdma_pending_;
             if (done.abandoned) return;  // its peer was lost: called back then
-            out_.verbose(10, "{}: one-sided operation failed: {}", name(), why);
+            out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
+                         done.endpoint ? done.endpoint->peer() : any_rank, err.err, why);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
-                            done.cbcontext, done.cbdata, ok(status) ? Status::error : status);
+                            done.cbcontext, done.cbdata, status_of_rdma_failure(err.err));
             return;
         }
     }
@@ -888,7 +858,7 @@ Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag, WireKind 
         f->posted = true;
         return Status::success;
     }
-    return rc == -FI_EAGAIN ? Status::out_of_resource : from_fi_error(static_cast<int>(-rc));
+    return rc == -FI_EAGAIN ? Status::out_of_resource : status_of_fi_error(static_cast<int>(-rc));
 }
 
 Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
@@ -1026,7 +996,7 @@ Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
         return Status::success;
     }
     rdma_.put(op);
-    return rc == -FI_EAGAIN ? Status::out_of_resource : from_fi_error(static_cast<int>(-rc));
+    return rc == -FI_EAGAIN ? Status::out_of_resource : status_of_fi_error(static_cast<int>(-rc));
 }
 
 // Providers that need local registrations (FI_MR_LOCAL) get them from the

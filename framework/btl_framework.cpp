@@ -98,14 +98,21 @@ Framework::~Framework() {
 void Framework::open() {
     if (opened_) return;
     opened_ = true;
-    mca::LoadResult loaded = mca::load_components("btl");
+    const params::Selection chosen = selection();
+    mca::LoadResult loaded = mca::load_components("btl", [&](std::string_view name) {
+        return chosen.empty() || chosen.selects(name) ? std::string() : exclusion_reason();
+    });
     components_ = std::move(loaded.components);
     failures_ = std::move(loaded.failures);
-    for (const mca::ComponentRecord& f : failures_)
-        out_.verbose(1, "rejected {} ({}): {}", f.name, f.path, f.reason);
+    for (const mca::ComponentRecord& f : failures_) {
+        if (f.state == ComponentState::excluded)
+            out_.verbose(1, "excluded {}: {} (not loaded: {})", f.name, f.reason, f.path);
+        else
+            out_.verbose(1, "rejected {} ({}): {}", f.name, f.path, f.reason);
+    }
     check_types();
     register_component_params();
-    apply_selection();
+    apply_selection(chosen);
     open_selected();
     unload_unused();
 }
@@ -241,18 +248,26 @@ void Framework::register_component_params() {
     }
 }
 
-void Framework::apply_selection() {
-    params::Variable& var = params::registry().get("btl");
-    std::vector<std::string> known;
-    for (const mca::LoadedComponent& c : components_) known.push_back(c.record().name);
-    for (const mca::ComponentRecord& f : failures_) known.push_back(f.name);
-    const params::Selection selection = params::parse_selection(var.text(), known, "btl");
+// Parsed before any plugin is loaded, against the names the plugin files carry.
+params::Selection Framework::selection() const {
+    return params::parse_selection(params::registry().get("btl").text(),
+                                   mca::component_names("btl"), "btl");
+}
+
+std::string Framework::exclusion_reason() const {
+    const params::Variable& var = params::registry().get("btl");
+    return fmt::format("excluded by btl={} (from {})", var.text(), var.source().describe());
+}
+
+// Plugin files the selection leaves out are not even loaded; this is for the
+// components built into the library.
+void Framework::apply_selection(const params::Selection& selection) {
     if (selection.empty()) return;
     for (mca::LoadedComponent& c : components_) {
         mca::ComponentRecord& r = c.record();
         if (r.state != ComponentState::loaded || selection.selects(r.name)) continue;
         r.state = ComponentState::excluded;
-        r.reason = fmt::format("excluded by btl={} (from {})", var.text(), var.source().describe());
+        r.reason = exclusion_reason();
         out_.verbose(1, "excluded {}: {}", r.name, r.reason);
     }
 }

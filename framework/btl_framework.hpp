@@ -11,6 +11,7 @@
 #include "framework/repository.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/log.hpp"
+#include "transit/params.hpp"
 
 namespace transit::btl {
 
@@ -48,7 +49,9 @@ class Framework {
   private:
     void check_types();
     void register_component_params();
-    void apply_selection();
+    params::Selection selection() const;
+    std::string exclusion_reason() const;
+    void apply_selection(const params::Selection& selection);
     void open_selected();
     std::vector<std::unique_ptr<Module>> init_one(mca::LoadedComponent& c, InitContext& ctx);
     std::optional<Prospect> prospect_of(mca::LoadedComponent& c);

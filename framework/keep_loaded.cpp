@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "framework/signal_guard.hpp"
+
 namespace transit::mca {
 
 std::size_t keep_loaded(std::span<const char* const> sonames) noexcept {
@@ -15,6 +17,16 @@ std::size_t keep_loaded(std::span<const char* const> sonames) noexcept {
         ++pinned;
     }
     return pinned;
+}
+
+void* load_for_good(const char* soname, std::string& error) {
+    const SignalDispositionGuard keep_signals;
+    void* handle = ::dlopen(soname, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (handle == nullptr) {
+        const char* why = ::dlerror();
+        error = why ? why : "cannot load";
+    }
+    return handle;
 }
 
 }  // namespace transit::mca

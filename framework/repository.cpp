@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "framework/plugin_file.hpp"
+#include "framework/signal_guard.hpp"
 #include "framework/static_components.hpp"
 #include "transit/params.hpp"
 #include "transit/version.hpp"
@@ -104,38 +105,6 @@ std::string system_loader_error(const std::string& path) {
     const char* e = ::dlerror();
     return e ? e : "";
 }
-
-// A plugin's dependencies run their constructors inside dlopen, and some
-// network libraries install handlers there (libpsm's call exit() on SIGTERM,
-// which turns a launcher's orderly kill into a teardown from inside the handler).
-// Signal dispositions belong to the application: whatever a load changed, the
-// guard puts back.
-class SignalDispositionGuard {
-  public:
-    SignalDispositionGuard() {
-        for (int s = 1; s < NSIG; ++s)
-            saved_[s].valid = ::sigaction(s, nullptr, &saved_[s].action) == 0;
-    }
-    ~SignalDispositionGuard() {
-        for (int s = 1; s < NSIG; ++s) {
-            if (!saved_[s].valid) continue;
-            struct sigaction now {};
-            if (::sigaction(s, nullptr, &now) != 0) continue;
-            if (now.sa_handler != saved_[s].action.sa_handler ||
-                now.sa_flags != saved_[s].action.sa_flags)
-                ::sigaction(s, &saved_[s].action, nullptr);
-        }
-    }
-    SignalDispositionGuard(const SignalDispositionGuard&) = delete;
-    SignalDispositionGuard& operator=(const SignalDispositionGuard&) = delete;
-
-  private:
-    struct Saved {
-        struct sigaction action {};
-        bool valid = false;
-    };
-    std::array<Saved, NSIG> saved_{};
-};
 
 struct Opened {
     std::shared_ptr<void> handle;
@@ -276,9 +245,12 @@ class Loader {
         accept(nullptr, *d, std::string(field(d->name)), "(static)");
     }
 
-    void add_file(const Candidate& c) {
+    void add_file(const Candidate& c, const LoadFilter& unwanted) {
         if (auto dup = seen_.find(c.name); dup != seen_.end())
             return fail(c, "duplicate of " + dup->second);
+        if (unwanted) {
+            if (std::string why = unwanted(c.name); !why.empty()) return exclude(c, std::move(why));
+        }
         Opened lib = open_library(c.path);
         if (!lib.handle) return fail(c, lib.error);
         const std::string symbol = fmt::format("transit_{}_{}_component", framework_, c.name);
@@ -297,6 +269,17 @@ class Loader {
     }
 
   private:
+    void exclude(const Candidate& c, std::string reason) {
+        ComponentRecord r;
+        r.framework = framework_;
+        r.name = c.name;
+        r.path = c.path;
+        r.state = ComponentState::excluded;
+        r.reason = std::move(reason);
+        seen_.emplace(c.name, c.path);
+        result_.failures.push_back(std::move(r));
+    }
+
     // `d`, when given, is a refused descriptor: what it was built with is still
     // worth showing, if the descriptor is at least Transit's and large enough.
     void fail(const Candidate& c, std::string reason,
@@ -378,12 +361,25 @@ std::vector<std::string> component_path() {
     return dirs;
 }
 
-LoadResult load_components(std::string_view framework) {
+LoadResult load_components(std::string_view framework, const LoadFilter& unwanted) {
     Loader loader(framework);
     for (const transit_component_descriptor* d : static_components()) loader.add_static(d);
     for (const std::string& dir : component_path())
-        for (const Candidate& c : scan_directory(dir, framework)) loader.add_file(c);
+        for (const Candidate& c : scan_directory(dir, framework)) loader.add_file(c, unwanted);
     return std::move(loader).finish();
+}
+
+std::vector<std::string> component_names(std::string_view framework) {
+    std::vector<std::string> names;
+    for (const transit_component_descriptor* d : static_components())
+        if (d != nullptr && d->magic == descriptor_magic &&
+            field(d->framework) == std::string_view(framework))
+            names.emplace_back(field(d->name));
+    for (const std::string& dir : component_path())
+        for (const Candidate& c : scan_directory(dir, framework)) names.push_back(c.name);
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
 }
 
 std::string check_descriptor(const transit_component_descriptor& d,

@@ -16,7 +16,6 @@
 #include "ofi_module.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
-#include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
@@ -98,15 +97,9 @@ bool listed(const params::Selection& s, const std::string& provider) {
 struct InfoList {
     fi_info* head = nullptr;
     ~InfoList() {
-        if (head) fi_freeinfo(head);
+        if (head) libfabric().freeinfo(head);
     }
 };
-
-// libfabric keeps what its providers allocate at start-up until the process
-// exits, and unloading it with this plugin would only turn that into leaks of
-// an unnamed module: it stays until the process exits (see mca::keep_loaded).
-constexpr const char* libfabric[] = {"libfabric.so.1"};
-[[maybe_unused]] const std::size_t libfabric_pinned = mca::keep_loaded(libfabric);
 
 class OfiComponent final : public btl::Component {
   public:
@@ -123,9 +116,16 @@ class OfiComponent final : public btl::Component {
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
         std::vector<std::unique_ptr<btl::Module>> modules;
+        std::string why;
+        // It stays until the process exits: libfabric keeps what its providers
+        // allocate at start-up, and unloading it would turn that into leaks of
+        // an unnamed module.
+        if (load_libfabric(why) == nullptr) {
+            decline_reason_ = "cannot load libfabric: " + why;
+            return modules;
+        }
         const OfiConfig config = read_config();
         InfoList infos;
-        std::string why;
         const std::vector<const fi_info*> chosen = choose(infos, why);
         if (chosen.empty()) {
             decline_reason_ = why;
@@ -214,7 +214,7 @@ class OfiComponent final : public btl::Component {
     // The first domain of each selected provider, in libfabric's order of preference.
     std::vector<const fi_info*> choose(InfoList& infos, std::string& why) const {
         std::vector<const fi_info*> out;
-        fi_info* hints = fi_allocinfo();
+        fi_info* hints = libfabric().allocinfo();
         if (hints == nullptr) {
             why = "fi_allocinfo failed";
             return out;
@@ -227,13 +227,14 @@ class OfiComponent final : public btl::Component {
         hints->domain_attr->threading = FI_THREAD_DOMAIN;
         hints->tx_attr->msg_order = FI_ORDER_SAS;
         hints->rx_attr->msg_order = FI_ORDER_SAS;
-        const int rc = fi_getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &infos.head);
-        fi_freeinfo(hints);
+        const int rc =
+            libfabric().getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, hints, &infos.head);
+        libfabric().freeinfo(hints);
         if (rc != 0) {
             why = fmt::format(
                 "libfabric offers no reliable-datagram provider with messages, "
                 "RMA and atomics ({})",
-                fi_strerror(-rc));
+                libfabric().strerror(-rc));
             return out;
         }
         std::set<std::string> seen, skipped;

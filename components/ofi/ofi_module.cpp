@@ -76,7 +76,7 @@ bool software_network(const std::string& core) {
 }
 
 [[noreturn]] void fail(const char* what, int rc) {
-    throw std::runtime_error(fmt::format("{} failed: {}", what, fi_strerror(-rc)));
+    throw std::runtime_error(fmt::format("{} failed: {}", what, libfabric().strerror(-rc)));
 }
 
 }  // namespace
@@ -110,7 +110,7 @@ OfiModule::~OfiModule() {
 }
 
 void OfiModule::open_objects(const fi_info& info) {
-    info_.reset(fi_dupinfo(&info));
+    info_.reset(libfabric().dupinfo(&info));
     if (!info_) throw std::runtime_error("fi_dupinfo failed");
     mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
     virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
@@ -119,7 +119,7 @@ void OfiModule::open_objects(const fi_info& info) {
     // shm writes a put before it completes it; other providers say by
     // default that the data left, not that it arrived.
     delivery_complete_ = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
-    if (int rc = fi_fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
+    if (int rc = libfabric().fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
         fail("fi_fabric", rc);
     if (int rc = fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr); rc != 0)
         fail("fi_domain", rc);

@@ -24,6 +24,7 @@
 
 #include "ofi_endpoint.hpp"
 #include "ofi_frag.hpp"
+#include "ofi_library.hpp"
 #include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
@@ -34,7 +35,7 @@
 namespace transit::ofi {
 
 struct InfoDeleter {
-    void operator()(fi_info* i) const noexcept { fi_freeinfo(i); }
+    void operator()(fi_info* i) const noexcept { libfabric().freeinfo(i); }
 };
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 

@@ -17,6 +17,7 @@
 #include <string>
 #include <utility>
 
+#include "ofi_library.hpp"
 #include "ofi_wire.hpp"
 #include "transit/btl/types.hpp"
 #include "transit/btl/util/registration_cache.hpp"
@@ -91,7 +92,7 @@ class MrBackend final : public btl::util::RegistrationBackend<OfiKeys> {
             if (rc == 0) rc = fi_mr_enable(mr.get());
         }
         if (rc != 0) {
-            error_ = fi_strerror(-rc);
+            error_ = libfabric().strerror(-rc);
             return false;
         }
         e.key = fi_mr_key(mr.get());

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 
 namespace transit::mca {
 
@@ -18,5 +19,14 @@ namespace transit::mca {
 // loaded, from the initializer of a namespace-scope constant: a process may
 // list a plugin and unload it without ever opening it.
 std::size_t keep_loaded(std::span<const char* const> sonames) noexcept;
+
+// Loads a library that a plugin needs only once it is started, rather than
+// linking it: loading libfabric runs its providers' constructors (a quarter of a
+// second calibrating clocks), a cost a job that never starts the plugin must
+// not pay.  The library stays until the process exits (as with keep_loaded),
+// and any signal handler its constructors installed is taken back (libpsm's
+// call exit() on SIGTERM).  Returns the handle for dlsym, or nullptr with
+// `error` set to the loader's reason.
+void* load_for_good(const char* soname, std::string& error);
 
 }  // namespace transit::mca

@@ -123,6 +123,32 @@ TEST_F(BtlFramework, ExcludedComponentsAreUnloaded) {
     EXPECT_TRUE(test::is_mapped(fixture("fixturemods")));
 }
 
+// Loading runs the constructors of the plugin and of everything it links
+// (libfabric's providers spend a quarter of a second calibrating clocks): a
+// plugin the selection leaves out is never loaded, whichever way it is left out.
+TEST_F(BtlFramework, ExcludedPluginsAreNeverLoaded) {
+    for (const char* list : {"fixturegood,fixturemods", "^sigtakeover"}) {
+        ::unsetenv("TRANSIT_TEST_SIGTAKEOVER_LOADS");
+        params::reset_for_testing();
+        set_param("mca_base_component_path", test::fixture_dir);
+        set_param("btl", list);
+        make().open();
+        EXPECT_EQ(std::getenv("TRANSIT_TEST_SIGTAKEOVER_LOADS"), nullptr) << list;
+        auto r = record("sigtakeover");
+        ASSERT_TRUE(r) << list;
+        EXPECT_EQ(r->state, ComponentState::excluded) << list;
+        EXPECT_EQ(r->path, fixture("sigtakeover")) << list;
+        framework_.reset();
+    }
+    // Selected, it is loaded (so the check above can fail).
+    params::reset_for_testing();
+    set_param("mca_base_component_path", test::fixture_dir);
+    set_param("btl", "sigtakeover");
+    make().open();
+    EXPECT_NE(std::getenv("TRANSIT_TEST_SIGTAKEOVER_LOADS"), nullptr);
+    ::unsetenv("TRANSIT_TEST_SIGTAKEOVER_LOADS");
+}
+
 TEST_F(BtlFramework, UnknownNameInTheListIsAnError) {
     set_param("btl", "fixturegood,nosuchbtl");
     Framework& f = make();

@@ -1,8 +1,11 @@
 // mca::keep_loaded with real libraries: a pinned library stays mapped after its
 // last dlclose, one not pinned goes, and a name that is not loaded is neither
-// pinned nor loaded.
+// pinned nor loaded.  mca::load_for_good: a library loaded late stays, and the
+// signal handlers its constructor installed are taken back.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 #include "tests/framework/plugin_env.hpp"
 #include "transit/keep_loaded.hpp"
@@ -39,6 +42,28 @@ TEST(KeepLoaded, NamesNotLoadedAreSkippedNotLoaded) {
     EXPECT_EQ(mca::keep_loaded(names), 0u);
     EXPECT_FALSE(is_mapped(lib));
     EXPECT_EQ(mca::keep_loaded({}), 0u);
+}
+
+TEST(LoadForGood, StaysAndGivesTheApplicationItsSignalsBack) {
+    const std::string lib = fixture("sigtakeover");  // its constructor takes SIGTERM, SIGUSR2
+    ASSERT_FALSE(is_mapped(lib));
+    struct sigaction before {};
+    ASSERT_EQ(::sigaction(SIGUSR2, nullptr, &before), 0);
+    std::string error;
+    void* h = mca::load_for_good(lib.c_str(), error);
+    ASSERT_NE(h, nullptr) << error;
+    EXPECT_TRUE(is_mapped(lib));
+    struct sigaction after {};
+    ASSERT_EQ(::sigaction(SIGUSR2, nullptr, &after), 0);
+    EXPECT_EQ(after.sa_handler, before.sa_handler);
+    ::dlclose(h);
+    EXPECT_TRUE(is_mapped(lib)) << "unloaded by its last close";
+}
+
+TEST(LoadForGood, SaysWhyALibraryCannotBeLoaded) {
+    std::string error;
+    EXPECT_EQ(mca::load_for_good("libtransit-no-such-library.so.7", error), nullptr);
+    EXPECT_NE(error.find("libtransit-no-such-library.so.7"), std::string::npos) << error;
 }
 
 }  // namespace

@@ -502,15 +502,9 @@ int OfiModule::check_peers_cb(void* self) noexcept {
 }
 
 int OfiModule::check_peers() noexcept {
-    if (!check_pace_.due()) return 0;
-    int events = 0;
-    for (std::size_t r = 0; r < by_rank_.size(); ++r) {
-        OfiEndpoint* ep = by_rank_[r].get();
-        if (ep == nullptr || ep->failed || !ep->process.exited()) continue;
-        lose_peer(*ep);
-        ++events;
-    }
-    return events;
+    return btl::util::lose_exited(
+        check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
+        [this](OfiEndpoint& ep) { lose_peer(ep); });
 }
 
 // What the peer sent before it went is real, its goodbye among it: that is

@@ -122,6 +122,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
+    rdma_live_to_.assign(runtime_.size(), 0);
     owe_hello_.assign(runtime_.size(), false);
     av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
 }
@@ -527,9 +528,7 @@ bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
     for (FragPool* pool : {&eager_, &large_})
         for (const OfiFrag& f : pool->items())
             if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    for (const OfiRdma& op : rdma_.items())
-        if (op.in_use && !op.abandoned && op.endpoint == &ep) return true;
-    return false;
+    return rdma_live_to_[ep.peer()] > 0;
 }
 
 // The lost peer's sends and one-sided operations end now, with peer_failed:
@@ -543,11 +542,14 @@ void OfiModule::abandon_operations(OfiEndpoint& ep) noexcept {
             if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, Status::peer_failed);
         }
     }
+    // By rank: an operation started before the peer was deleted and added
+    // again is lost with it too.
     for (OfiRdma& op : rdma_.items()) {
-        if (!op.in_use || op.abandoned || op.endpoint != &ep) continue;
+        if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
         op.abandoned = true;
+        end_live(op);
         if (op.cbfunc != nullptr)
-            op.cbfunc(this, &ep, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
+            op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
                       Status::peer_failed);
     }
 }
@@ -667,6 +669,7 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
             rdma_.put(op);
             --rdma_pending_;
             if (done.abandoned) return;  // its peer was lost: called back then
+            end_live(done);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
                             done.cbcontext, done.cbdata, Status::success);
@@ -720,6 +723,7 @@ void OfiModule::complete_error() noexcept {
             rdma_.put(op);
             --rdma_pending_;
             if (done.abandoned) return;  // its peer was lost: called back then
+            end_live(done);
             out_.verbose(10, "{}: one-sided operation failed: {}", name(), why);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
@@ -997,6 +1001,7 @@ OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
     op->endpoint = static_cast<OfiEndpoint*>(endpoint);
+    op->peer = endpoint->peer();
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->temp_registration = nullptr;
@@ -1007,6 +1012,8 @@ OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
 Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
     if (rc == 0) {
         ++rdma_pending_;
+        ++rdma_live_;
+        ++rdma_live_to_[op->peer];
         return Status::success;
     }
     rdma_.put(op);
@@ -1228,12 +1235,8 @@ Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
 // may never give them back.
 Status OfiModule::flush(btl::Endpoint* endpoint) {
     auto* only = static_cast<OfiEndpoint*>(endpoint);
-    auto in_flight = [&] {
-        for (const OfiRdma& op : rdma_.items())
-            if (op.in_use && !op.abandoned && (only == nullptr || op.endpoint == only)) return true;
-        return false;
-    };
-    while (rdma_pending_ > 0 && in_flight()) poll();
+    const std::size_t& live = only == nullptr ? rdma_live_ : rdma_live_to_[only->peer()];
+    while (live > 0) poll();
     return only != nullptr && only->failed ? Status::peer_failed : Status::success;
 }
 

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "transit/params.hpp"
+#include "transit/params_bind.hpp"
 
 namespace transit::btl {
 
@@ -42,9 +43,23 @@ constexpr params::Decl lazy_decl = {
     "could reach (on one node: self and vader). 0: start every selected component",
     6};
 
-// The registry keeps the value within the declared range.
-int verbosity(params::Variable& v) {
-    return static_cast<int>(v.as_int());
+// The framework's own settings (btl_base_*), bound like a component's.
+struct BaseSettings {
+    int verbose = 0;
+    bool lazy = true;
+};
+
+constexpr params::Field<BaseSettings> base_settings_table[] = {
+    params::to<&BaseSettings::verbose>(verbose_decl),
+    params::to<&BaseSettings::lazy>(lazy_decl),
+};
+
+// Read where each is used (verbose when the framework is made, lazy at init),
+// so a value set between the two still counts.
+BaseSettings base_settings() {
+    BaseSettings s;
+    params::bind(params::registry(), "btl", "base", base_settings_table, s);
+    return s;
 }
 
 // Only the btl framework's own objects reach here (the loader checked the
@@ -75,8 +90,8 @@ Framework::Framework(rt::Runtime& runtime, ProgressEngine& progress, AmTable& am
     : runtime_(runtime), progress_(progress), am_table_(am_table) {
     params::Registry& registry = params::registry();
     registry.add("btl", "", selection_decl);
-    out_ = log::Stream("btl", verbosity(registry.add("btl", "base", verbose_decl)));
-    registry.add("btl", "base", lazy_decl);
+    params::add_all(registry, "btl", "base", base_settings_table);
+    out_ = log::Stream("btl", base_settings().verbose);
 }
 
 Framework::~Framework() {
@@ -122,7 +137,7 @@ void Framework::init() {
     if (initialized_) return;
     initialized_ = true;
     InitContext ctx{runtime_, progress_, am_table_};
-    const bool lazy = params::registry().get("btl_base_lazy").as_bool();
+    const bool lazy = base_settings().lazy;
     // Each component's modules, kept in the components' order whatever order
     // they were started in.
     std::vector<std::vector<std::unique_ptr<Module>>> made(components_.size());

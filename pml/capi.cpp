@@ -97,14 +97,15 @@ transit::Request*& as_req(transit_request*& r) noexcept {
 // A C header handler's answer, carried to the completion as its user data.
 // Records come from a free list, so steady traffic does not allocate.
 struct CompletionRecord {
-    CompletionRecord* next = nullptr;
+    CompletionRecord* next_free = nullptr;
+    bool in_use = false;
     transit_am_completion_fn fn = nullptr;
     void* user = nullptr;
     transit_context* self = nullptr;
 };
 
-transit::pml::FreeList<CompletionRecord>& records() {
-    static transit::pml::FreeList<CompletionRecord> list;
+transit::pml::Pool<CompletionRecord>& records() {
+    static transit::pml::Pool<CompletionRecord> list;
     return list;
 }
 

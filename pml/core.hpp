@@ -37,8 +37,8 @@ struct Core {
     Context* ctx = nullptr;
     std::vector<std::uint32_t> component_hash;  // by module index
     PeerTable peers;
-    FreeList<Req> reqs;
-    FreeList<RawMsg> raws;
+    Pool<Req> reqs;
+    Pool<RawMsg> raws;
     BufferPool buffers;
     DropLog drops;
     ActiveMessages* am = nullptr;  // ends the pml's own receives (complete_internal)

@@ -54,7 +54,7 @@ void Engine::read_params() {
     s.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
     s.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
     s.launcher_grace = std::chrono::milliseconds(reg.get("pml_base_launcher_grace").as_unsigned());
-    c_.reqs.set_limit(reg.get("pml_base_max_requests").as_unsigned());
+    c_.reqs.bound(reg.get("pml_base_max_requests").as_unsigned());
     s.control_refusal_grace =
         std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
     c_.out = log::Stream("pml", s.verbose);

@@ -131,13 +131,17 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
         ++failed;
     }
     // Requests in flight with it: queued, or waiting for an ack, fin or data.
-    c_.reqs.for_each([&](Req* r) {
-        // Done (or free), or ended inside its own send (its sender completes it).
-        if (r->done() || r->stage == Req::Stage::ended || r->peer != p) return;
-        if (r->kind == Req::Kind::recv && !r->matched) return;
-        fail_req(r);
-        ++failed;
-    });
+    // Chunk by chunk, so that requests made while failing these (by the
+    // callbacks) are visited too; requests never move.
+    for (std::size_t c = 0; c < c_.reqs.chunk_count(); ++c) {
+        for (Req& r : c_.reqs.chunk_items(c)) {
+            // Done (or free), or ended inside its own send (its sender completes it).
+            if (r.done() || r.stage == Req::Stage::ended || r.peer != p) continue;
+            if (r.kind == Req::Kind::recv && !r.matched) continue;
+            fail_req(&r);
+            ++failed;
+        }
+    }
     if (failed > 0)
         log::error("pml: rank {} failed; {} pending request(s) to or from it completed with '{}'",
                    p->rank, failed, to_string(Status::peer_failed));

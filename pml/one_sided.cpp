@@ -213,7 +213,7 @@ Status OneSided::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key
 // when the pool is empty.
 OscOp* OneSided::new_osc_op(const bml::BtlRef& b, Peer* p) noexcept {
     OscOp* op = osc_ops_.get();
-    if (op) *op = OscOp{nullptr, p, b.module};
+    if (op) *op = OscOp{.next_free = nullptr, .in_use = true, .peer = p, .module = b.module};
     return op;
 }
 

@@ -29,7 +29,8 @@ struct RegionImpl {
 
 // One-sided operation in flight over a btl.
 struct OscOp {
-    OscOp* next = nullptr;
+    OscOp* next_free = nullptr;  // the pool's
+    bool in_use = false;
     Peer* peer = nullptr;
     btl::Module* module = nullptr;
     btl::RegistrationHandle* local_handle = nullptr;
@@ -96,7 +97,7 @@ class OneSided {
     Outbox& outbox_;
     std::span<btl::Module* const> modules_;
     std::vector<RegionImpl*> regions_;
-    FreeList<OscOp> osc_ops_;
+    Pool<OscOp> osc_ops_;
     std::uint64_t outstanding_total_ = 0;
     bool any_refused_ = false;  // some peer's osc_refused is set
 };

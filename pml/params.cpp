@@ -39,8 +39,8 @@ constexpr params::Decl pml_params[] = {
                  6}
         .range(0, 600000),
     params::Decl{"max_requests", params::Type::unsigned_integer, "0",
-                 "Most requests, the user's and the pml's own, that may exist at once (rounded "
-                 "up to a multiple of 64); past it a new send or receive returns "
+                 "Most requests, the user's and the pml's own, that may exist at once; past it "
+                 "a new send or receive returns "
                  "out_of_resource and a large incoming active message is declined (its "
                  "counters count it lost). 0: no limit",
                  6},

@@ -23,8 +23,10 @@ namespace transit::pml {
 
 // A message kept for later: unexpected, out of order, or a queued control message.
 struct RawMsg {
-    RawMsg* next = nullptr;
+    RawMsg* next = nullptr;  // on a List (unexpected, out of order, queued)
     RawMsg* prev = nullptr;
+    RawMsg* next_free = nullptr;  // the pool's
+    bool in_use = false;
     btl::Tag btl_tag = 0;
     Rank src = any_rank;  // sender (unexpected) or destination (queued)
     std::uint32_t tag = 0;

@@ -1,6 +1,6 @@
-// Free lists and intrusive lists for the hot path: objects are allocated in
-// blocks when a pool runs dry and recycled forever after, so steady-state
-// traffic never touches the heap.
+// Pools and intrusive lists for the hot path: objects are allocated in blocks
+// when a pool runs dry and recycled forever after, so steady-state traffic
+// never touches the heap.
 #pragma once
 
 #include <array>
@@ -8,52 +8,22 @@
 #include <memory>
 #include <vector>
 
+#include "transit/btl/util/free_list.hpp"
+
 namespace transit::pml {
 
-// T must have a `T* next` member (used while the object is free).
-template <typename T, std::size_t Block = 64>
-class FreeList {
+// A pool of the pml's objects: the toolkit's free list, grown `block` objects
+// at a time whenever it runs dry.  T names the list's link and state
+// (`T* next_free`, `bool in_use`), apart from any `next` it has for a List.
+template <typename T>
+class Pool : public btl::util::FreeList<T> {
   public:
-    T* get() noexcept {
-        if (!head_) [[unlikely]]
-            if (!grow()) return nullptr;
-        T* t = head_;
-        head_ = t->next;
-        t->next = nullptr;
-        return t;
-    }
-    void put(T* t) noexcept {
-        t->next = head_;
-        head_ = t;
-    }
-    // Visits every object, free or not (for rare whole-pool sweeps).  Blocks
-    // added while visiting are visited too; objects never move.
-    template <typename F>
-    void for_each(F f) noexcept {
-        for (std::size_t b = 0; b < blocks_.size(); ++b)
-            for (T& t : *blocks_[b]) f(&t);
-    }
-    // At most about `objects` (rounded up to whole blocks) ever exist; past
-    // that get() returns null as when memory runs out.  0: no limit.
-    void set_limit(std::size_t objects) noexcept {
-        max_blocks_ = objects == 0 ? 0 : (objects + Block - 1) / Block;
-    }
+    static constexpr std::size_t block = 64;
 
-  private:
-    bool grow() noexcept {
-        if (max_blocks_ != 0 && blocks_.size() >= max_blocks_) return false;
-        try {
-            auto block = std::make_unique<std::array<T, Block>>();
-            for (T& t : *block) put(&t);
-            blocks_.push_back(std::move(block));
-            return true;
-        } catch (...) {
-            return false;
-        }
-    }
-    T* head_ = nullptr;
-    std::vector<std::unique_ptr<std::array<T, Block>>> blocks_;
-    std::size_t max_blocks_ = 0;
+    Pool() { bound(0); }
+    // At most `max` objects ever exist (0: no limit); past that get() returns
+    // nullptr as when memory runs out.  Before the first get() only.
+    void bound(std::size_t max) { this->setup({.max = max, .grow_by = block}); }
 };
 
 // Doubly linked list threading through T::prev / T::next.

@@ -33,8 +33,10 @@ struct Req : Request {
 
     Req() noexcept { set_done(); }  // free requests are never live (see Failure)
 
-    Req* next = nullptr;
+    Req* next = nullptr;  // on a List (posted receives, queued sends)
     Req* prev = nullptr;
+    Req* next_free = nullptr;  // the pool's
+    bool in_use = false;
     Kind kind = Kind::send;
     Stage stage = Stage::none;
     bool internal = false;  // no user handle: released by the pml on completion

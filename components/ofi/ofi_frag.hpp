@@ -56,6 +56,7 @@ struct OfiRdma : OpContext {
     void* cbcontext = nullptr;
     void* cbdata = nullptr;
     OfiEndpoint* endpoint = nullptr;
+    Rank peer = any_rank;  // endpoint's: read where the endpoint may be gone
     void* local_address = nullptr;
     btl::RegistrationHandle* local_handle = nullptr;
     std::uint64_t operand = 0;  // atomics read these until completion

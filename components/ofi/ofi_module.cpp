@@ -101,6 +101,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
+    rdma_live_to_.assign(runtime_.size(), 0);
     owe_hello_.assign(runtime_.size(), false);
     av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
 }
@@ -481,15 +482,9 @@ int OfiModule::check_peers_cb(void* self) noexcept {
 }
 
 int OfiModule::check_peers() noexcept {
-    if (!check_pace_.due()) return 0;
-    int events = 0;
-    for (std::size_t r = 0; r < by_rank_.size(); ++r) {
-        OfiEndpoint* ep = by_rank_[r].get();
-        if (ep == nullptr || ep->failed || !ep->process.exited()) continue;
-        lose_peer(*ep);
-        ++events;
-    }
-    return events;
+    return btl::util::lose_exited(
+        check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
+        [this](OfiEndpoint& ep) { lose_peer(ep); });
 }
 
 // What the peer sent before it went is real, its goodbye among it: that is
@@ -512,9 +507,7 @@ bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
     for (FragPool* pool : {&eager_, &large_})
         for (const OfiFrag& f : pool->items())
             if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    for (const OfiRdma& op : rdma_.items())
-        if (op.in_use && !op.abandoned && op.endpoint == &ep) return true;
-    return false;
+    return rdma_live_to_[ep.peer()] > 0;
 }
 
 // The lost peer's sends and one-sided operations end now, with peer_failed:
@@ -528,11 +521,14 @@ void OfiModule::abandon_operations(OfiEndpoint& ep) noexcept {
             if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, Status::peer_failed);
         }
     }
+    // By rank: an operation started before the peer was deleted and added
+    // again is lost with it too.
     for (OfiRdma& op : rdma_.items()) {
-        if (!op.in_use || op.abandoned || op.endpoint != &ep) continue;
+        if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
         op.abandoned = true;
+        end_live(op);
         if (op.cbfunc != nullptr)
-            op.cbfunc(this, &ep, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
+            op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
                       Status::peer_failed);
     }
 }
@@ -652,6 +648,7 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
             rdma_.put(op);
             --rdma_pending_;
             if (done.abandoned) return;  // its peer was lost: called back then
+            end_live(done);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
                             done.cbcontext, done.cbdata, Status::success);
@@ -705,8 +702,9 @@ void OfiModule::complete_error() noexcept {
             rdma_.put(op);
             --rdma_pending_;
             if (done.abandoned) return;  // its peer was lost: called back then
+            end_live(done);
             out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
-                         done.endpoint ? done.endpoint->peer() : any_rank, err.err, why);
+                         done.peer, err.err, why);
             if (done.cbfunc != nullptr)
                 done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
                             done.cbcontext, done.cbdata, status_of_rdma_failure(err.err));
@@ -983,6 +981,7 @@ OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
     op->cbcontext = cbcontext;
     op->cbdata = cbdata;
     op->endpoint = static_cast<OfiEndpoint*>(endpoint);
+    op->peer = endpoint->peer();
     op->local_address = local_address;
     op->local_handle = local_handle;
     op->temp_registration = nullptr;
@@ -993,6 +992,8 @@ OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
 Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
     if (rc == 0) {
         ++rdma_pending_;
+        ++rdma_live_;
+        ++rdma_live_to_[op->peer];
         return Status::success;
     }
     rdma_.put(op);
@@ -1214,12 +1215,8 @@ Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
 // may never give them back.
 Status OfiModule::flush(btl::Endpoint* endpoint) {
     auto* only = static_cast<OfiEndpoint*>(endpoint);
-    auto in_flight = [&] {
-        for (const OfiRdma& op : rdma_.items())
-            if (op.in_use && !op.abandoned && (only == nullptr || op.endpoint == only)) return true;
-        return false;
-    };
-    while (rdma_pending_ > 0 && in_flight()) poll();
+    const std::size_t& live = only == nullptr ? rdma_live_ : rdma_live_to_[only->peer()];
+    while (live > 0) poll();
     return only != nullptr && only->failed ? Status::peer_failed : Status::success;
 }
 

@@ -166,6 +166,10 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept;
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
+    void end_live(const OfiRdma& op) noexcept {
+        --rdma_live_;
+        --rdma_live_to_[op.peer];
+    }
     ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
                         fi_op op, bool can_fetch) noexcept;
     Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
@@ -208,7 +212,11 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     std::vector<fi_addr_t> av_addr_;  // FI_ADDR_NOTAVAIL until inserted
     std::size_t peer_count_ = 0;
     std::size_t sends_pending_ = 0;
-    std::size_t rdma_pending_ = 0;
+    std::size_t rdma_pending_ = 0;  // one-sided operations the provider holds
+    // Of those, the ones not abandoned: all, and per rank (outliving the
+    // endpoint).  flush waits for these alone.
+    std::size_t rdma_live_ = 0;
+    std::vector<std::size_t> rdma_live_to_;
     OfiRecv* repost_head_ = nullptr;
     std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
     std::size_t batch_pos_ = 0;

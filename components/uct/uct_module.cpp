@@ -777,14 +777,14 @@ void UctModule::say_hello(UctEndpoint& e) noexcept {
 // A local peer whose process has exited is lost like one UCT reports (at
 // most every 100 ms: one poll() or kill() per peer).
 void UctModule::check_local_peers() noexcept {
-    if (!check_pace_.due()) return;
-    for (auto& e : by_rank_) {
-        if (!e || e->failed || !e->process.exited()) continue;
-        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e->peer(), e->process.pid());
-        e->failed = true;
-        failures_ = true;
-        attention_ = true;
-    }
+    btl::util::lose_exited(
+        check_pace_, by_rank_, [](const UctEndpoint& e) { return e.failed; },
+        [this](UctEndpoint& e) {
+            out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e.peer(), e.process.pid());
+            e.failed = true;
+            failures_ = true;
+            attention_ = true;
+        });
 }
 
 void UctModule::update_progress() noexcept {

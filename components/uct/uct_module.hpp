@@ -217,11 +217,9 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // Native atomics (uct_native.cpp): on memory this module's memory domain
     // allocated (mem_alloc), through the interface's own UCT atomics.
     void open_native_atomics();
-    Status native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* remote_handle,
-                         std::uint64_t key, void* local_address, std::uint64_t remote_address,
-                         btl::AtomicOp amo, std::uint64_t operand, std::uint64_t compare,
-                         bool bits32, AtomicMode mode, btl::RdmaCompletionFn cbfunc,
-                         void* cbcontext, void* cbdata) noexcept;
+    // `key`: the remote registration's, from its handle.
+    Status native_atomic(const btl::AtomicRequest& req, std::uint64_t key,
+                         AtomicMode mode) noexcept;
     bool amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
                       uct_rkey_t& rkey) noexcept;
     const uct_allocated_memory_t* allocation_of(const void* base, std::size_t size) const noexcept;
@@ -245,9 +243,11 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // One-sided, initiator side.
     Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
                         std::size_t size, std::uint32_t access, PackedHandle& p) const noexcept;
-    RdmaOp* start_op(OpKind kind, btl::Endpoint* endpoint, void* local_address,
-                     btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                     void* cbcontext, void* cbdata) noexcept;
+    // An operation of `kind` for the request (btl::RdmaRequest or
+    // btl::AtomicRequest): its endpoint, local side and completion; nullptr
+    // when none is free.
+    template <typename Request>
+    RdmaOp* start_op(OpKind kind, const Request& req) noexcept;
     Status launch(RdmaOp* op) noexcept;
     Status advance(RdmaOp* op) noexcept;
     int retry_ops() noexcept;
@@ -270,15 +270,10 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
                   uct_rkey_t& rkey) noexcept;
     bool local_memh(const btl::RegistrationHandle* handle, uct_mem_h& memh) const noexcept;
     // not_available: this one goes by active messages.
-    Status native_transfer(OpKind kind, UctEndpoint* ep, void* local_address,
-                           std::uint64_t remote_address, btl::RegistrationHandle* local_handle,
-                           const btl::RegistrationHandle* remote_handle, std::uint64_t key,
-                           std::size_t size, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                           void* cbdata) noexcept;
+    Status native_transfer(OpKind kind, const btl::RdmaRequest& req, std::uint64_t key) noexcept;
     Status native_flush(RdmaOp* op) noexcept;
-    RdmaOp* start_native(OpKind kind, UctEndpoint* ep, void* local_address,
-                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                         void* cbcontext, void* cbdata) noexcept;
+    template <typename Request>
+    RdmaOp* start_native(OpKind kind, const Request& req) noexcept;
     void release_op(RdmaOp* op) noexcept;
     void set_cma_progress(bool on) noexcept;
     Status in_flight() noexcept;

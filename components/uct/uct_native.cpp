@@ -268,32 +268,30 @@ bool UctModule::local_memh(const btl::RegistrationHandle* handle, uct_mem_h& mem
     return true;
 }
 
-Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_address,
-                                  std::uint64_t remote_address,
-                                  btl::RegistrationHandle* local_handle,
-                                  const btl::RegistrationHandle* remote_handle, std::uint64_t key,
-                                  std::size_t size, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                  void* cbdata) noexcept {
+Status UctModule::native_transfer(OpKind kind, const btl::RdmaRequest& req,
+                                  std::uint64_t key) noexcept {
+    auto* ep = static_cast<UctEndpoint*>(req.endpoint);
+    const std::size_t size = req.size;
     if (ep->rdma_ep == nullptr || ep->rdma_broken) return Status::not_available;
     const bool put = kind == OpKind::put;
     const std::size_t max = put ? rdma_attr_.cap.put.max_zcopy : rdma_attr_.cap.get.max_zcopy;
     if (size > max) return Status::not_available;
     uct_mem_h memh = UCT_MEM_HANDLE_NULL;
     uct_rkey_t rkey = UCT_INVALID_RKEY;
-    if (!local_memh(local_handle, memh) || !rkey_for(ep, remote_handle, key, rkey))
+    if (!local_memh(req.local_handle, memh) || !rkey_for(ep, req.remote_handle, key, rkey))
         return Status::not_available;
     if (ep->failed) [[unlikely]]
         return Status::peer_failed;
-    RdmaOp* op = start_native(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
+    RdmaOp* op = start_native(kind, req);
     if (op == nullptr) return Status::out_of_resource;
-    op->remote_address = remote_address;
+    op->remote_address = req.remote;
     op->size = size;
-    uct_iov_t iov{local_address, size, memh, 0, 1};
+    uct_iov_t iov{req.local, size, memh, 0, 1};
     set_cma_progress(true);  // UCT copies from its progress (scopy), and flushes there
     // A put is complete for the upper layer when the data is at the target:
     // the flush after it says so (at once for cma, whose put is a system call).
-    ucs_status_t s = put ? uct_ep_put_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, nullptr)
-                         : uct_ep_get_zcopy(ep->rdma_ep, &iov, 1, remote_address, rkey, &op->comp);
+    ucs_status_t s = put ? uct_ep_put_zcopy(ep->rdma_ep, &iov, 1, req.remote, rkey, nullptr)
+                         : uct_ep_get_zcopy(ep->rdma_ep, &iov, 1, req.remote, rkey, &op->comp);
     if (s == UCS_OK || s == UCS_INPROGRESS) ++native_ops_;
     if (put && (s == UCS_OK || s == UCS_INPROGRESS)) return complete_after_flush(op);
     if (s == UCS_INPROGRESS) return in_flight();
@@ -314,10 +312,9 @@ Status UctModule::native_transfer(OpKind kind, UctEndpoint* ep, void* local_addr
 }
 
 // A slot for an operation UCT carries itself: it completes through `comp`.
-RdmaOp* UctModule::start_native(OpKind kind, UctEndpoint* ep, void* local_address,
-                                btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                                void* cbcontext, void* cbdata) noexcept {
-    RdmaOp* op = start_op(kind, ep, local_address, local_handle, cbfunc, cbcontext, cbdata);
+template <typename Request>
+RdmaOp* UctModule::start_native(OpKind kind, const Request& req) noexcept {
+    RdmaOp* op = start_op(kind, req);
     if (op == nullptr) return nullptr;
     op->native = true;
     op->owner = this;
@@ -579,24 +576,25 @@ bool UctModule::amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* han
                        rkey);
 }
 
-Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* remote_handle,
-                                std::uint64_t key, void* local_address,
-                                std::uint64_t remote_address, btl::AtomicOp amo,
-                                std::uint64_t operand, std::uint64_t compare, bool bits32,
-                                AtomicMode mode, btl::RdmaCompletionFn cbfunc, void* cbcontext,
-                                void* cbdata) noexcept {
+Status UctModule::native_atomic(const btl::AtomicRequest& req, std::uint64_t key,
+                                AtomicMode mode) noexcept {
+    auto* ep = static_cast<UctEndpoint*>(req.endpoint);
+    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
+    const std::uint64_t operand = req.operand;
+    const std::uint64_t compare = req.compare;
+    const std::uint64_t remote_address = req.remote;
     if (ep->amo_broken || ep->failed) return Status::not_available;
     const std::optional<uct_atomic_op_t> op =
-        mode == AtomicMode::cswap ? std::optional(UCT_ATOMIC_OP_CSWAP) : uct_op(amo);
+        mode == AtomicMode::cswap ? std::optional(UCT_ATOMIC_OP_CSWAP) : uct_op(req.op);
     if (!op) return Status::not_available;
     const auto& caps = bits32 ? iface_attr_.cap.atomic32 : iface_attr_.cap.atomic64;
     const std::uint64_t offered = mode == AtomicMode::post ? caps.op_flags : caps.fop_flags;
     if (!(offered & UCS_BIT(*op))) return Status::not_available;
     if (mode == AtomicMode::fetch && !fetch_is_trusted(*op)) return Status::not_available;
     uct_rkey_t rkey = UCT_INVALID_RKEY;
-    if (!amo_rkey_for(ep, remote_handle, key, rkey)) return Status::not_available;
+    if (!amo_rkey_for(ep, req.remote_handle, key, rkey)) return Status::not_available;
 
-    RdmaOp* o = start_native(OpKind::atomic, ep, local_address, nullptr, cbfunc, cbcontext, cbdata);
+    RdmaOp* o = start_native(OpKind::atomic, req);
     if (o == nullptr) return Status::out_of_resource;
     o->mode = mode;
     o->bits32 = bits32;
@@ -631,7 +629,7 @@ Status UctModule::native_atomic(UctEndpoint* ep, const btl::RegistrationHandle* 
     const std::uint64_t old = o->result;
     release_op(o);
     if (s == UCS_OK) {
-        std::memcpy(local_address, &old, bits32 ? 4 : 8);
+        std::memcpy(req.local, &old, bits32 ? 4 : 8);
         return Status::completed;
     }
     if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;

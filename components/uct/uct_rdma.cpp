@@ -23,20 +23,19 @@ Status UctModule::check_remote(const btl::RegistrationHandle* handle, std::uint6
     return btl::range_permits(p.base, p.len, p.access, address, size, access);
 }
 
-RdmaOp* UctModule::start_op(OpKind kind, btl::Endpoint* endpoint, void* local_address,
-                            btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                            void* cbcontext, void* cbdata) noexcept {
+template <typename Request>
+RdmaOp* UctModule::start_op(OpKind kind, const Request& req) noexcept {
     RdmaOp* op = ops_.get();
     if (op == nullptr) return nullptr;
     op->kind = kind;
     op->status = Status::success;
-    op->endpoint = static_cast<UctEndpoint*>(endpoint);
-    op->peer = endpoint->peer();
-    op->local_address = local_address;
-    op->local_handle = local_handle;
-    op->cbfunc = cbfunc;
-    op->cbcontext = cbcontext;
-    op->cbdata = cbdata;
+    op->endpoint = static_cast<UctEndpoint*>(req.endpoint);
+    op->peer = req.endpoint->peer();
+    op->local_address = req.local;
+    op->local_handle = req.local_handle;
+    op->cbfunc = req.cb;
+    op->cbcontext = req.cbcontext;
+    op->cbdata = req.cbdata;
     op->native = false;
     op->next_done = nullptr;
     op->sent = 0;
@@ -47,6 +46,9 @@ RdmaOp* UctModule::start_op(OpKind kind, btl::Endpoint* endpoint, void* local_ad
     op->next_queued = nullptr;
     return op;
 }
+
+template RdmaOp* UctModule::start_op(OpKind, const btl::RdmaRequest&) noexcept;
+template RdmaOp* UctModule::start_op(OpKind, const btl::AtomicRequest&) noexcept;
 
 // Sends the pieces not sent yet, until all are out or UCT has no room.
 Status UctModule::advance(RdmaOp* op) noexcept {
@@ -172,13 +174,10 @@ Status UctModule::transfer(OpKind kind, const btl::RdmaRequest& req) noexcept {
         return s;
     if (native_rw_ && req.size >= native_min_ && p.magic == native_handle_magic) {
         if (req.size == 0) return Status::completed;
-        const Status s = native_transfer(kind, static_cast<UctEndpoint*>(req.endpoint), req.local,
-                                         req.remote, req.local_handle, req.remote_handle, p.key,
-                                         req.size, req.cb, req.cbcontext, req.cbdata);
+        const Status s = native_transfer(kind, req, p.key);
         if (s != Status::not_available) return s;
     }
-    RdmaOp* op = start_op(kind, req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext,
-                          req.cbdata);
+    RdmaOp* op = start_op(kind, req);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
     op->remote_address = req.remote;
@@ -210,14 +209,10 @@ Status UctModule::atomic_common(const btl::AtomicRequest& req, AtomicMode mode) 
         s != Status::success) [[unlikely]]
         return s;
     if (native_amo_ && p.magic == native_handle_magic) {
-        const Status s =
-            native_atomic(static_cast<UctEndpoint*>(req.endpoint), req.remote_handle, p.key,
-                          req.local, req.remote, req.op, req.operand, req.compare, bits32, mode,
-                          req.cb, req.cbcontext, req.cbdata);
+        const Status s = native_atomic(req, p.key, mode);
         if (s != Status::not_available) return s;
     }
-    RdmaOp* op = start_op(OpKind::atomic, req.endpoint, req.local, req.local_handle, req.cb,
-                          req.cbcontext, req.cbdata);
+    RdmaOp* op = start_op(OpKind::atomic, req);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
     op->remote_address = req.remote;

@@ -750,15 +750,9 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
-    if (!check_pace_.due()) return 0;
-    int events = 0;
-    for (std::size_t i = 0; i < polled_.size(); ++i) {
-        VaderEndpoint* ep = polled_[i];
-        if (!ep->dead && ep->process.exited()) {
-            peer_died(ep);
-            ++events;
-        }
-    }
+    const int events = btl::util::lose_exited(
+        check_pace_, polled_, [](const VaderEndpoint& ep) { return ep.dead; },
+        [this](VaderEndpoint& ep) { peer_died(&ep); });
     if (events != 0) {
         try {
             rebuild_pollfds();

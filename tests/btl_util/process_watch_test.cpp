@@ -7,8 +7,10 @@
 
 #include <chrono>
 #include <csignal>
+#include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "transit/btl/util/process_watch.hpp"
 
@@ -156,6 +158,50 @@ TEST(WatchPace, EveryNthCallAndNoSoonerThanTheInterval) {
     for (int i = 0; i < 3; ++i) due += pace.due();
     EXPECT_EQ(due, 0);
     EXPECT_TRUE(pace.due()) << "after the interval, the next 4th call looks";
+}
+
+// What a module's look at its peers does: only an endpoint not yet given up
+// whose process exited is lost, once; null entries are passed over; nothing
+// is looked at before the pace says so.
+TEST(LoseExited, LosesEachExitedPeerOnce) {
+    struct Peer {
+        ProcessWatch process;
+        bool gone = false;
+    };
+    // Each child exits before the next is forked: a later child would hold an
+    // earlier one's pipe open and keep it from exiting.
+    auto exited_peer = [](bool given_up) {
+        Child child;
+        auto peer = std::make_unique<Peer>(Peer{ProcessWatch(child.pid()), given_up});
+        child.let_exit();
+        child.reap();
+        return peer;
+    };
+    std::vector<std::unique_ptr<Peer>> peers;
+    peers.push_back(exited_peer(false));
+    peers.push_back(exited_peer(true));
+    peers.push_back(nullptr);
+    Child live;
+    ASSERT_GT(live.pid(), 0);
+    peers.push_back(std::make_unique<Peer>(Peer{ProcessWatch(live.pid())}));
+    ASSERT_TRUE(becomes_exited(peers[0]->process));
+    ASSERT_TRUE(becomes_exited(peers[1]->process));
+
+    std::vector<Peer*> lost;
+    auto given_up = [](const Peer& p) { return p.gone; };
+    auto lose = [&](Peer& p) {
+        p.gone = true;
+        lost.push_back(&p);
+    };
+    WatchPace pace(std::chrono::milliseconds(0), 2);
+    EXPECT_EQ(btl::util::lose_exited(pace, peers, given_up, lose), 0) << "not due yet";
+    EXPECT_TRUE(lost.empty());
+    EXPECT_EQ(btl::util::lose_exited(pace, peers, given_up, lose), 1);
+    ASSERT_EQ(lost.size(), 1u);
+    EXPECT_EQ(lost[0], peers[0].get());
+    pace.hurry();
+    EXPECT_EQ(btl::util::lose_exited(pace, peers, given_up, lose), 0) << "lost once only";
+    EXPECT_FALSE(peers[3]->gone);
 }
 
 }  // namespace

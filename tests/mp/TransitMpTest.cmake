@@ -9,6 +9,14 @@
 #   transit_add_mpirun_test(<name> [NP 2 ...] [ENV ...] [ARGS ...])
 # registers "<name>.mpirun.np<N>" running the same program under Open MPI's
 # mpirun, when mpirun was found (TRANSIT_MPIRUN).
+#   transit_add_mp_run(<name> PROGRAM <command...> [BTL <list> | EACH_BTL <list>...]
+#                      [NP 2 ...] [ENV ...] [LAUNCHER_ARGS ...] [LABELS ...]
+#                      [TIMEOUT seconds] [PASS regex...] [FAIL regex...]
+#                      [SKIP_RETURN_CODE code])
+# registers "<name>.np<N>" running a program already built (any command) the
+# same way, with TRANSIT_MCA_btl=<list> before ENV ("default" or no BTL: the
+# default selection).  EACH_BTL registers that set once per list, named
+# "<name>_<list with commas as underscores>.np<N>".
 include_guard(GLOBAL)
 
 set(TRANSIT_MP_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -25,24 +33,61 @@ function(transit_add_mp_test name)
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "transit_add_mp_test(${name}): SOURCES is required")
   endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE transit_mp_gtest_main ${ARG_LIBRARIES})
+  # Building a test builds the launcher it needs.
+  add_dependencies(${name} transit_run)
+  transit_add_mp_run(${name} PROGRAM $<TARGET_FILE:${name}> ${ARG_ARGS} NP ${ARG_NP}
+    ENV ${ARG_ENV} LAUNCHER_ARGS ${ARG_LAUNCHER_ARGS} LABELS ${ARG_LABELS} TIMEOUT ${ARG_TIMEOUT})
+endfunction()
+
+function(transit_add_mp_run name)
+  cmake_parse_arguments(ARG "" "BTL;TIMEOUT;SKIP_RETURN_CODE"
+    "PROGRAM;EACH_BTL;NP;ENV;LAUNCHER_ARGS;LABELS;PASS;FAIL" ${ARGN})
+  if(NOT ARG_PROGRAM)
+    message(FATAL_ERROR "transit_add_mp_run(${name}): PROGRAM is required")
+  endif()
+  if(ARG_EACH_BTL)
+    set(pass_on "")
+    foreach(key NP ENV LAUNCHER_ARGS LABELS PASS FAIL TIMEOUT SKIP_RETURN_CODE)
+      if(DEFINED ARG_${key})
+        list(APPEND pass_on ${key} ${ARG_${key}})
+      endif()
+    endforeach()
+    foreach(btl IN LISTS ARG_EACH_BTL)
+      string(REPLACE "," "_" suffix ${btl})
+      transit_add_mp_run(${name}_${suffix} PROGRAM ${ARG_PROGRAM} BTL ${btl} ${pass_on})
+    endforeach()
+    return()
+  endif()
   if(NOT ARG_NP)
     set(ARG_NP 2 3 4)
   endif()
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
-  add_executable(${name} ${ARG_SOURCES})
-  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
-  target_link_libraries(${name} PRIVATE transit_mp_gtest_main ${ARG_LIBRARIES})
-  # Building a test builds the launcher it needs.
-  add_dependencies(${name} transit_run)
+  set(env ${ARG_ENV})
+  if(ARG_BTL AND NOT ARG_BTL STREQUAL "default")
+    list(PREPEND env "TRANSIT_MCA_btl=${ARG_BTL}")
+  endif()
   math(EXPR ctest_timeout "${ARG_TIMEOUT} + 30")
   foreach(np IN LISTS ARG_NP)
-    add_test(NAME ${name}.np${np}
+    set(test ${name}.np${np})
+    add_test(NAME ${test}
       COMMAND $<TARGET_FILE:transit_run> -n ${np} --timeout ${ARG_TIMEOUT} --tag-output
-              ${ARG_LAUNCHER_ARGS} $<TARGET_FILE:${name}> ${ARG_ARGS})
-    set_tests_properties(${name}.np${np} PROPERTIES
-      LABELS "mp;${ARG_LABELS}" TIMEOUT ${ctest_timeout} ENVIRONMENT "${ARG_ENV}")
+              ${ARG_LAUNCHER_ARGS} ${ARG_PROGRAM})
+    set_tests_properties(${test} PROPERTIES
+      LABELS "mp;${ARG_LABELS}" TIMEOUT ${ctest_timeout} ENVIRONMENT "${env}")
+    if(ARG_PASS)
+      set_tests_properties(${test} PROPERTIES PASS_REGULAR_EXPRESSION "${ARG_PASS}")
+    endif()
+    if(ARG_FAIL)
+      set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${ARG_FAIL}")
+    endif()
+    if(ARG_SKIP_RETURN_CODE)
+      set_tests_properties(${test} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
+    endif()
   endforeach()
 endfunction()
 

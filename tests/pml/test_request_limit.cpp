@@ -123,4 +123,21 @@ TEST_F(RequestLimit, ALargeActiveMessageWithNoRequestLeftIsDeclined) {
     EXPECT_EQ(landing.buffer, data);
 }
 
+// The limit is the number given, not rounded up to the pool's growth step
+// (64 requests): before, 10 let 64 requests exist.
+TEST_F(RequestLimit, TheLimitIsExact) {
+    constexpr std::size_t exact = 10;
+    params::registry().set("pml_base_max_requests", std::to_string(exact),
+                           params::Source{params::Origin::api, "", 0});
+    Context ctx = init();
+    std::vector<Request*> idle(exact, nullptr);
+    std::byte sink[8];
+    for (Request*& r : idle)
+        ASSERT_EQ(ctx.irecv(0, idle_tag, sink, sizeof sink, r), Status::success);
+    Request* one_more = nullptr;
+    EXPECT_EQ(ctx.irecv(0, idle_tag, sink, sizeof sink, one_more), Status::out_of_resource);
+    if (one_more) release(ctx, one_more);
+    for (Request*& r : idle) release(ctx, r);
+}
+
 }  // namespace

@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 namespace transit::btl::util {
@@ -71,5 +72,22 @@ class WatchPace {
     std::uint32_t calls_ = 0;
     std::chrono::steady_clock::time_point last_{};
 };
+
+// A module's look at the peers it watches, when `pace` says one is due: each
+// endpoint (a pointer, maybe null) not yet `given_up` whose `process` has
+// exited is handed to `lose`, which gives it up.  Returns how many.  Indexed,
+// so `lose` may progress the module; it must not shrink `endpoints`.
+template <typename Endpoints, typename GivenUp, typename Lose>
+int lose_exited(WatchPace& pace, const Endpoints& endpoints, GivenUp given_up, Lose lose) noexcept {
+    if (!pace.due()) return 0;
+    int lost = 0;
+    for (std::size_t i = 0; i < endpoints.size(); ++i) {
+        const auto& ep = endpoints[i];
+        if (ep == nullptr || given_up(*ep) || !ep->process.exited()) continue;
+        lose(*ep);
+        ++lost;
+    }
+    return lost;
+}
 
 }  // namespace transit::btl::util

@@ -15,14 +15,17 @@
 #include <optional>
 #include <vector>
 
+#include "tests/fixtures/rdma_outcome.hpp"
 #include "tests/fixtures/two_rank_runtime.hpp"
 #include "tests/uct/raw_uct_peer.hpp"
 
 namespace {
 
 using namespace transit;
+using transit::test::note_outcome;
 using transit::test::Opened;
 using transit::test::RawUctPeer;
+using transit::test::RdmaOutcome;
 using transit::test::TwoRankRuntime;
 using uct::Kind;
 
@@ -238,18 +241,6 @@ TEST_F(UctHostilePeer, ARequestTooShortToNameItsOperationLeavesTheModuleWorking)
 
 // --- the module as the initiator -------------------------------------------------------
 
-struct Outcome {
-    int calls = 0;
-    Status status = Status::success;
-};
-
-void note(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*, void* cbdata,
-          Status s) {
-    auto* o = static_cast<Outcome*>(cbdata);
-    ++o->calls;
-    o->status = s;
-}
-
 // The peer's "registration": what it hands out as its handle.
 constexpr std::uint64_t peer_base = 0x10000;
 const uct::PackedHandle peer_handle{5, peer_base, 4096, btl::reg_flags::access_any,
@@ -285,13 +276,13 @@ TEST_F(UctHostileTarget, AGetAnsweredWithAStatusThatNamesNoneFailsAndLeavesItsBu
         SCOPED_TRACE(status);
         std::array<std::uint64_t, 4> local;
         local.fill(fill);
-        Outcome outcome;
+        RdmaOutcome outcome;
         const Status s = rdma().get({.endpoint = rank1(),
                                      .local = local.data(),
                                      .remote = peer_base,
                                      .remote_handle = peer_remote,
                                      .size = sizeof local,
-                                     .cb = &note,
+                                     .cb = &note_outcome,
                                      .cbdata = &outcome});
         ASSERT_EQ(s, Status::success);
         const auto req = request_sent<uct::RdmaRequest>(Kind::get_req);
@@ -307,14 +298,14 @@ TEST_F(UctHostileTarget, AFetchingAtomicTheTargetRefusedLeavesItsResult) {
     for (const std::int32_t status : {static_cast<std::int32_t>(Status::access_denied), 5}) {
         SCOPED_TRACE(status);
         std::uint64_t result = fill;
-        Outcome outcome;
+        RdmaOutcome outcome;
         const Status s = opened_->module->atomics()->atomic_fop({.endpoint = rank1(),
                                                                  .local = &result,
                                                                  .remote = peer_base,
                                                                  .remote_handle = peer_remote,
                                                                  .op = btl::AtomicOp::add,
                                                                  .operand = 1,
-                                                                 .cb = &note,
+                                                                 .cb = &note_outcome,
                                                                  .cbdata = &outcome});
         ASSERT_EQ(s, Status::success);
         const auto req = request_sent<uct::AtomicRequest>(Kind::amo_req);

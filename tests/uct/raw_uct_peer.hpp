@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "components/uct/uct_wire.hpp"
@@ -87,6 +88,7 @@ class RawUctPeer {
         return true;
     }
     template <typename T>
+    requires std::is_trivially_copyable_v<T>
     bool send(uct::Kind kind, const T& body) {
         return send(kind, std::as_bytes(std::span(&body, 1)));
     }

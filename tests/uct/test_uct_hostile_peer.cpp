@@ -13,6 +13,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "tests/fixtures/rdma_outcome.hpp"
@@ -104,7 +105,8 @@ class UctHostilePeer : public ::testing::Test {
         return peer_->received.front();
     }
     template <typename T>
-    std::optional<std::vector<std::byte>> ask(Kind kind, const T& request) {
+    requires std::is_trivially_copyable_v<T> std::optional<std::vector<std::byte>> ask(
+        Kind kind, const T& request) {
         return ask(kind, std::as_bytes(std::span(&request, 1)));
     }
 
@@ -237,6 +239,105 @@ TEST_F(UctHostilePeer, ARequestTooShortToNameItsOperationLeavesTheModuleWorking)
         << "a 4-byte request was answered";
     EXPECT_TRUE(memory_untouched());
     expect_put_served();
+}
+
+// Requests made from valid ones by a seeded generator: any key, address,
+// length, operation, mode and width, cut anywhere past the operation's name,
+// with data of any length.  Each is answered once, served exactly when a
+// model of the rules says so; a refused one changes no byte, a served one
+// none outside the region, and a served get returns the region's bytes.
+TEST_F(UctHostilePeer, RandomRequestsAreEachAnsweredAsTheRulesSay) {
+    constexpr std::uint64_t seed = 0x75637472;  // fixed: a failure reproduces
+    std::mt19937_64 random(seed);
+    auto pick = [&](std::uint64_t n) { return n == 0 ? 0 : random() % n; };
+    const std::uint64_t base = region_address();
+    constexpr std::size_t rounds = 3000;
+    std::size_t served = 0;
+    for (std::uint32_t i = 0; i < rounds; ++i) {
+        SCOPED_TRACE(::testing::Message() << "request " << i << " (seed " << seed << ")");
+        const Kind kind = std::array{Kind::put, Kind::get_req, Kind::amo_req}[pick(3)];
+        const std::uint64_t key = pick(8) == 0 ? packed_.key + 1 + pick(3) : packed_.key;
+        const std::uint64_t address = base - 72 + pick(region_size + 144);
+        std::uint64_t length = pick(4) == 0 ? pick(1000) : pick(64);
+        if (pick(50) == 0) length = std::uint64_t{1} << (40 + pick(20));
+        std::vector<std::byte> body;
+        bool valid = key == packed_.key;
+        if (kind == Kind::amo_req) {
+            const uct::AtomicRequest req{
+                i,
+                ~i,
+                key,
+                address,
+                random(),
+                random(),
+                static_cast<std::uint16_t>(pick(4) == 0 ? random() : pick(12)),
+                static_cast<std::uint8_t>(pick(5) == 0 ? pick(256) : pick(3)),
+                static_cast<std::uint8_t>(pick(2)),
+                0};
+            const std::size_t width = req.bits32 != 0 ? 4 : 8;
+            valid = valid && req.mode <= 2 && (req.mode == 2 || btl::is_atomic_op(req.amo)) &&
+                    address % width == 0 && address >= base &&
+                    address + width <= base + region_size;
+            body.resize(sizeof req);
+            std::memcpy(body.data(), &req, sizeof req);
+        } else {
+            const uct::RdmaRequest req{i, ~i, key, address, length, pick(1000)};
+            body.resize(sizeof req);
+            std::memcpy(body.data(), &req, sizeof req);
+            std::uint64_t data = 0;
+            if (kind == Kind::put) {
+                data = pick(8) == 0 ? pick(300) : std::min<std::uint64_t>(length, 1000);
+                for (std::uint64_t b = 0; b < data; ++b)
+                    body.push_back(static_cast<std::byte>(random()));
+            }
+            valid = valid && (kind == Kind::get_req || data == length) && address >= base &&
+                    length <= region_size && address + length <= base + region_size;
+        }
+        if (pick(6) == 0) {  // cut anywhere past the operation's name
+            body.resize(uct::request_id_size + pick(body.size() - uct::request_id_size));
+            const std::size_t whole =
+                kind == Kind::amo_req ? sizeof(uct::AtomicRequest) : sizeof(uct::RdmaRequest);
+            valid = valid && body.size() >= whole &&
+                    (kind != Kind::put || body.size() - whole == length);
+        }
+        const auto before = memory_;
+        const auto message = ask(kind, std::span<const std::byte>(body));
+        ASSERT_TRUE(message.has_value()) << "no answer within 5 s";
+        const Kind answer = kind == Kind::put       ? Kind::put_ack
+                            : kind == Kind::get_req ? Kind::get_rep
+                                                    : Kind::amo_rep;
+        uct::WireHeader h{};
+        std::span<const std::byte> reply_body;
+        ASSERT_TRUE(uct::read_message(*message, h, reply_body));
+        ASSERT_EQ(h.kind, static_cast<std::uint8_t>(answer));
+        std::int32_t status = 0;
+        std::uint32_t ids[2];
+        ASSERT_GE(reply_body.size(), 12u);
+        std::memcpy(ids, reply_body.data(), sizeof ids);
+        std::memcpy(&status, reply_body.data() + 8, sizeof status);
+        EXPECT_EQ(ids[0], i);
+        EXPECT_EQ(ids[1], ~i);
+        ASSERT_EQ(ok(status_from_wire(status)), valid) << "status " << status;
+        for (std::size_t w = 0; w < 8; ++w) {
+            ASSERT_EQ(memory_[w], fill) << "the guard below the region changed";
+            ASSERT_EQ(memory_[memory_.size() - 1 - w], fill) << "the guard above it changed";
+        }
+        if (!valid) {
+            ASSERT_EQ(memory_, before) << "a refused request changed the target's memory";
+            continue;
+        }
+        ++served;
+        if (kind == Kind::get_req) {
+            const auto* at =
+                reinterpret_cast<const std::byte*>(before.data()) + (address - base) + 64;
+            ASSERT_EQ(reply_body.size(), sizeof(uct::RdmaReply) + length);
+            EXPECT_EQ(std::memcmp(reply_body.data() + sizeof(uct::RdmaReply), at, length), 0);
+        }
+    }
+    EXPECT_TRUE(peer_->received.size() <= 1);
+    // Both kinds happen, so the model is exercised both ways.
+    EXPECT_GT(served, rounds / 20);
+    EXPECT_LT(served, rounds - rounds / 20);
 }
 
 // --- the module as the initiator -------------------------------------------------------

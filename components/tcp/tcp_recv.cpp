@@ -38,12 +38,6 @@ bool would_block(int e) noexcept {
     return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
 }
 
-Status status_from_wire(std::int32_t v) noexcept {
-    if (v >= static_cast<int>(Status::protocol_error) && v <= static_cast<int>(Status::completed))
-        return static_cast<Status>(v);
-    return Status::error;
-}
-
 }  // namespace
 
 void TcpModule::on_readable(Link& l) noexcept {

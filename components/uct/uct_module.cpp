@@ -887,12 +887,17 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::amo_req: {
             if (replies_.available() == 0) return false;
             ring_.pop();
-            const bool fine = kind == Kind::put       ? on_put(h.source, body)
-                              : kind == Kind::get_req ? on_get(h.source, body)
-                                                      : on_atomic(h.source, body);
-            if (!fine) [[unlikely]]
+            if (!answerable(body)) [[unlikely]] {
                 report_error(btl::error_flags::nonfatal, h.source,
-                             "uct: a malformed one-sided request was dropped");
+                             "uct: a one-sided request too short to name its operation");
+                return true;
+            }
+            if (kind == Kind::put)
+                on_put(h.source, body);
+            else if (kind == Kind::get_req)
+                on_get(h.source, body);
+            else
+                on_atomic(h.source, body);
             return true;
         }
         case Kind::put_ack:

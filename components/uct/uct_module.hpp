@@ -287,9 +287,12 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // One-sided, target side.
     const Regions::Region* region(std::uint64_t key, std::uint64_t address, std::uint64_t length,
                                   std::uint32_t access, Status& why) const noexcept;
-    bool on_put(Rank source, std::span<const std::byte> body) noexcept;
-    bool on_get(Rank source, std::span<const std::byte> body) noexcept;
-    bool on_atomic(Rank source, std::span<const std::byte> body) noexcept;
+    // Each answers the request in `body`, which is answerable(): served, or
+    // refused with the reason in the reply.
+    void on_put(Rank source, std::span<const std::byte> body) noexcept;
+    void on_get(Rank source, std::span<const std::byte> body) noexcept;
+    void on_atomic(Rank source, std::span<const std::byte> body) noexcept;
+    void refused(const char* what, Rank source, std::uint64_t address, Status why) const noexcept;
     void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
     void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
     Status send_reply(PendingReply& r) noexcept;

@@ -251,7 +251,7 @@ void UctModule::on_rdma_reply(Kind kind, Rank source, std::span<const std::byte>
                      source);
         return;
     }
-    auto status = static_cast<Status>(r.status);
+    auto status = status_from_wire(r.status);
     if (kind == Kind::get_rep && ok(status)) {
         if (!reply_fits(r, data.size(), op->size)) [[unlikely]]
             status = Status::protocol_error;
@@ -273,7 +273,7 @@ void UctModule::on_atomic_reply(Rank source, std::span<const std::byte> body) no
         out_.verbose(10, "{}: an atomic reply from rank {} matches no operation", name(), source);
         return;
     }
-    const auto status = static_cast<Status>(r.status);
+    const auto status = status_from_wire(r.status);
     if (ok(status) && op->mode != AtomicMode::post) {
         if (op->bits32) {
             const auto v = static_cast<std::uint32_t>(r.value);
@@ -300,29 +300,39 @@ const Regions::Region* UctModule::region(std::uint64_t key, std::uint64_t addres
     return why == Status::success ? &r : nullptr;
 }
 
-bool UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
+// Each handler below answers every request long enough to name its
+// operation (answerable), with the refusal's status when it is refused, so the
+// initiator's operation ends with that error instead of waiting for good.
+
+void UctModule::refused(const char* what, Rank source, std::uint64_t address,
+                        Status why) const noexcept {
+    out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", name(), what, address, source,
+                 to_string(why));
+}
+
+void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
     std::span<const std::byte> data;
-    if (!read_put(body, req, data)) return false;
-    Status s = Status::success;
-    if (region(req.key, req.address, data.size(), btl::reg_flags::remote_write, s) != nullptr &&
+    Status s = read_put(body, req, data);
+    if (ok(s) &&
+        region(req.key, req.address, data.size(), btl::reg_flags::remote_write, s) != nullptr &&
         !data.empty())
         std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)), data.data(),
                     data.size());
+    if (!ok(s)) refused("a put", source, req.address, s);
     PendingReply* r = replies_.get();  // handle() checked that one is free
     r->kind = Kind::put_ack;
     r->peer = source;
     r->rdma = RdmaReply{req.op, req.generation, static_cast<std::int32_t>(s), 0, req.offset, 0};
     r->data = nullptr;
     reply(*r);
-    return true;
 }
 
-bool UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
+void UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
-    if (!read_get(body, req)) return false;
-    Status s = get_refusal(req, chunk_);
+    Status s = read_get(body, chunk_, req);
     if (ok(s)) region(req.key, req.address, req.length, btl::reg_flags::remote_read, s);
+    if (!ok(s)) refused("a get", source, req.address, s);
     PendingReply* r = replies_.get();
     r->kind = Kind::get_rep;
     r->peer = source;
@@ -331,31 +341,28 @@ bool UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
     r->data =
         ok(s) ? reinterpret_cast<const void*>(static_cast<std::uintptr_t>(req.address)) : nullptr;
     reply(*r);
-    return true;
 }
 
-bool UctModule::on_atomic(Rank source, std::span<const std::byte> body) noexcept {
+void UctModule::on_atomic(Rank source, std::span<const std::byte> body) noexcept {
     AtomicRequest req;
-    if (!read_atomic(body, req)) return false;
-    const auto mode = static_cast<AtomicMode>(req.mode);
-    const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;
+    Status s = read_atomic(body, req);
     std::uint64_t old = 0;
-    Status s = atomic_alignment(req);
     if (ok(s) && region(req.key, req.address, atomic_width(req), btl::reg_flags::remote_atomic,
                         s) != nullptr) {
         void* target = reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address));
-        old = mode == AtomicMode::cswap
+        const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;
+        old = static_cast<AtomicMode>(req.mode) == AtomicMode::cswap
                   ? btl::apply_cswap(target, req.compare, req.operand, flags)
                   : btl::apply_atomic(target, static_cast<btl::AtomicOp>(req.amo), req.operand,
                                       flags);
     }
+    if (!ok(s)) refused("an atomic", source, req.address, s);
     PendingReply* r = replies_.get();
     r->kind = Kind::amo_rep;
     r->peer = source;
     r->atomic = AtomicReply{req.op, req.generation, static_cast<std::int32_t>(s), 0, old};
     r->data = nullptr;
     reply(*r);
-    return true;
 }
 
 Status UctModule::send_reply(PendingReply& r) noexcept {

@@ -8,6 +8,7 @@
 // alignment, lengths or indexes.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -270,40 +271,56 @@ constexpr bool known_kind(std::uint8_t kind) noexcept {
            kind <= static_cast<std::uint8_t>(Kind::hello);
 }
 
+// Every request starts with the operation it belongs to (op, generation): a
+// request at least that long is answered, with an error when it is refused,
+// so the initiator's operation ends; a shorter one names nothing to answer.
+inline constexpr std::size_t request_id_size = 8;
+static_assert(offsetof(RdmaRequest, op) == 0 && offsetof(RdmaRequest, generation) == 4);
+static_assert(offsetof(AtomicRequest, op) == 0 && offsetof(AtomicRequest, generation) == 4);
+constexpr bool answerable(std::span<const std::byte> body) noexcept {
+    return body.size() >= request_id_size;
+}
+
+// What `body` holds of a request, zeros for what it lacks; false when it is
+// shorter than a whole request.
+template <typename Request>
+bool read_request(std::span<const std::byte> body, Request& req) noexcept {
+    req = Request{};
+    std::memcpy(&req, body.data(), std::min(body.size(), sizeof req));
+    return body.size() >= sizeof req;
+}
+
 // A put: the request and its data, which must be exactly as long as the
-// request says.
-inline bool read_put(std::span<const std::byte> body, RdmaRequest& req,
-                     std::span<const std::byte>& data) noexcept {
-    if (body.size() < sizeof req) return false;
-    std::memcpy(&req, body.data(), sizeof req);
+// request says.  success, or bad_param (the put is refused; `data` empty).
+inline Status read_put(std::span<const std::byte> body, RdmaRequest& req,
+                       std::span<const std::byte>& data) noexcept {
+    data = {};
+    if (!read_request(body, req) || req.length != body.size() - sizeof req)
+        return Status::bad_param;
     data = body.subspan(sizeof req);
-    return req.length == data.size();
+    return Status::success;
 }
 
 // A get request: the bytes asked for come back in one reply, so a request for
-// more than `max_reply` (a piece) is refused with bad_param.
-inline bool read_get(std::span<const std::byte> body, RdmaRequest& req) noexcept {
-    if (body.size() < sizeof req) return false;
-    std::memcpy(&req, body.data(), sizeof req);
-    return true;
-}
-constexpr Status get_refusal(const RdmaRequest& req, std::size_t max_reply) noexcept {
+// more than `max_reply` (a piece) is refused with bad_param, as a short one is.
+inline Status read_get(std::span<const std::byte> body, std::size_t max_reply,
+                       RdmaRequest& req) noexcept {
+    if (!read_request(body, req)) return Status::bad_param;
     return req.length > max_reply ? Status::bad_param : Status::success;
 }
 
-// An atomic request naming a known mode and, unless it is a compare-and-swap,
-// a known operation.
-inline bool read_atomic(std::span<const std::byte> body, AtomicRequest& req) noexcept {
-    if (body.size() < sizeof req) return false;
-    std::memcpy(&req, body.data(), sizeof req);
-    if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap)) return false;
-    return static_cast<AtomicMode>(req.mode) == AtomicMode::cswap || btl::is_atomic_op(req.amo);
-}
 constexpr std::size_t atomic_width(const AtomicRequest& req) noexcept {
     return req.bits32 != 0 ? 4 : 8;
 }
-// An atomic's target must be aligned to its width (the CPU atomics need it).
-constexpr Status atomic_alignment(const AtomicRequest& req) noexcept {
+
+// An atomic request: success when it names a known mode and, unless it is a
+// compare-and-swap, a known operation, on an address aligned to its width
+// (the CPU atomics need it); bad_param otherwise.
+inline Status read_atomic(std::span<const std::byte> body, AtomicRequest& req) noexcept {
+    if (!read_request(body, req)) return Status::bad_param;
+    if (req.mode > static_cast<std::uint8_t>(AtomicMode::cswap)) return Status::bad_param;
+    if (static_cast<AtomicMode>(req.mode) != AtomicMode::cswap && !btl::is_atomic_op(req.amo))
+        return Status::bad_param;
     return req.address % atomic_width(req) != 0 ? Status::bad_param : Status::success;
 }
 

@@ -223,20 +223,29 @@ class RdmaRefusal : public Rdma {
             for (std::size_t i = 0; i < local.size(); ++i)
                 ASSERT_EQ(local[i], sentinel) << "a refused get " << what << " wrote byte " << i;
         }
-        if (has_flags(btl::flags::atomic_fops) && has_atomics(btl::atomic_support::add)) {
+        // A fetching atomic the module offers (`support`): refused, its
+        // result untouched.
+        auto expect_fetch_refused = [&](const std::string& op, std::uint32_t support,
+                                        AtomicKind kind, btl::AtomicRequest req) {
+            if (!has_flags(btl::flags::atomic_fops) || !has_atomics(support)) return;
             alignas(8) std::uint64_t fetched = sentinel_word;
-            expect_failed("fetch-add", run_atomic(AtomicKind::fop,
-                                                  {.local = &fetched,
-                                                   .remote = addr,
-                                                   .local_handle = lh,
-                                                   .remote_handle = rh,
-                                                   .op = btl::AtomicOp::add,
-                                                   .operand = 1},
-                                                  "fetch-add " + what));
+            req.local = &fetched;
+            req.remote = addr;
+            req.local_handle = lh;
+            req.remote_handle = rh;
+            expect_failed(op, run_atomic(kind, req, op + " " + what));
             EXPECT_EQ(fetched, sentinel_word)
-                << "a refused fetch-add " << what << " wrote its result";
-        }
-        if (has_flags(btl::flags::atomic_ops) && has_atomics(btl::atomic_support::or_))
+                << "a refused " << op << " " << what << " wrote its result";
+        };
+        using namespace btl::atomic_support;
+        expect_fetch_refused("fetch-add", add, AtomicKind::fop,
+                             {.op = btl::AtomicOp::add, .operand = 1});
+        expect_fetch_refused(
+            "32-bit fetch-add", add | bits32, AtomicKind::fop,
+            {.op = btl::AtomicOp::add, .operand = 1, .flags = btl::atomic_flags::bits32});
+        expect_fetch_refused("compare-and-swap", cswap, AtomicKind::cswap,
+                             {.operand = 1, .compare = 0});
+        if (has_flags(btl::flags::atomic_ops) && has_atomics(or_))
             expect_failed("atomic or", run_atomic(AtomicKind::op,
                                                   {.remote = addr,
                                                    .remote_handle = rh,

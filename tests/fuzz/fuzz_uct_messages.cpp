@@ -2,7 +2,8 @@
 // and address: the wire header (read_message, as UctModule::handle and
 // deliver_now run it), the one-sided requests a target serves (read_put,
 // read_get, read_atomic and the registration check they pass, as on_put,
-// on_get and on_atomic run them), the replies an initiator takes
+// on_get and on_atomic run them; a refused request still names the operation
+// its error answer goes to), the replies an initiator takes
 // (read_rdma_reply, reply_fits, read_atomic_reply) and the modex blob
 // (read_address, as connect runs it).  Header-only; see uct_messages.cmake.
 //
@@ -22,6 +23,7 @@
 
 namespace uct = transit::uct;
 namespace btl = transit::btl;
+using transit::ok;
 using transit::Status;
 
 namespace {
@@ -58,11 +60,22 @@ std::byte* at(std::array<std::byte, region_len>& memory, std::uint64_t address) 
     return memory.data() + (address - region_base);
 }
 
+// What a refused request is answered with: its operation, read from the
+// body, whenever the body is long enough to name one.
+void check_answerable(std::span<const std::byte> body, std::uint32_t op, std::uint32_t generation) {
+    if (!uct::answerable(body)) return;
+    std::uint32_t want[2];
+    std::memcpy(want, body.data(), sizeof want);
+    check(op == want[0] && generation == want[1]);
+}
+
 void requests(std::span<const std::byte> body, std::size_t max_reply) {
     std::array<std::byte, region_len> memory{};
     uct::RdmaRequest req;
     std::span<const std::byte> data;
-    if (uct::read_put(body, req, data)) {
+    Status s = uct::read_put(body, req, data);
+    check_answerable(body, req.op, req.generation);
+    if (s == Status::success) {
         check(body.size() == sizeof req + req.length && data.size() == req.length &&
               inside(data, body));
         if (check_range(req.address, data.size(), btl::reg_flags::remote_write) ==
@@ -70,39 +83,30 @@ void requests(std::span<const std::byte> body, std::size_t max_reply) {
             !data.empty())
             std::memcpy(at(memory, req.address), data.data(), data.size());
     } else {
-        check(body.size() < sizeof req || body.size() - sizeof req != req.length);
+        check(s == Status::bad_param && data.empty() &&
+              (body.size() < sizeof req || body.size() - sizeof req != req.length));
     }
-    if (uct::read_get(body, req)) {
-        check(body.size() >= sizeof req);
-        Status s = uct::get_refusal(req, max_reply);
-        check((s == Status::success) == (req.length <= max_reply));
-        if (s == Status::success)
-            s = check_range(req.address, req.length, btl::reg_flags::remote_read);
-        if (s == Status::success) {
-            std::vector<std::byte> reply(req.length);  // the get_rep's data
-            if (!reply.empty()) std::memcpy(reply.data(), at(memory, req.address), reply.size());
-        }
-    } else {
-        check(body.size() < sizeof req);
+    s = uct::read_get(body, max_reply, req);
+    check_answerable(body, req.op, req.generation);
+    check((s == Status::success) == (body.size() >= sizeof req && req.length <= max_reply));
+    if (s == Status::success) s = check_range(req.address, req.length, btl::reg_flags::remote_read);
+    if (s == Status::success) {
+        std::vector<std::byte> reply(req.length);  // the get_rep's data
+        if (!reply.empty()) std::memcpy(reply.data(), at(memory, req.address), reply.size());
     }
     uct::AtomicRequest amo;
-    if (uct::read_atomic(body, amo)) {
-        check(body.size() >= sizeof amo && amo.mode <= 2 &&
-              (amo.mode == 2 || btl::is_atomic_op(amo.amo)));
-        const std::size_t width = uct::atomic_width(amo);
-        check(width == (amo.bits32 != 0 ? 4u : 8u));
-        Status s = uct::atomic_alignment(amo);
-        check((s == Status::success) == (amo.address % width == 0));
-        if (s == Status::success)
-            s = check_range(amo.address, width, btl::reg_flags::remote_atomic);
-        if (s == Status::success) {
-            // What btl::apply_atomic reads and writes: the aligned word.
-            std::uint64_t word = amo.operand;
-            std::memcpy(at(memory, amo.address), &word, width);
-        }
-    } else {
-        check(body.size() < sizeof amo || amo.mode > 2 ||
-              (amo.mode != 2 && !btl::is_atomic_op(amo.amo)));
+    s = uct::read_atomic(body, amo);
+    check_answerable(body, amo.op, amo.generation);
+    const std::size_t width = uct::atomic_width(amo);
+    check(width == (amo.bits32 != 0 ? 4u : 8u));
+    check((s == Status::success) ==
+          (body.size() >= sizeof amo && amo.mode <= 2 &&
+           (amo.mode == 2 || btl::is_atomic_op(amo.amo)) && amo.address % width == 0));
+    if (s == Status::success) s = check_range(amo.address, width, btl::reg_flags::remote_atomic);
+    if (s == Status::success) {
+        // What btl::apply_atomic reads and writes: the aligned word.
+        std::uint64_t word = amo.operand;
+        std::memcpy(at(memory, amo.address), &word, width);
     }
 }
 
@@ -112,6 +116,8 @@ void replies(std::span<const std::byte> body, std::uint64_t op_size) {
     if (uct::read_rdma_reply(body, r, data)) {
         check(body.size() >= sizeof r && data.size() == body.size() - sizeof r &&
               inside(data, body));
+        // A status that names none is an error, never success.
+        check(ok(transit::status_from_wire(r.status)) == (r.status == 0 || r.status == 1));
         const bool fits = uct::reply_fits(r, data.size(), op_size);
         check(fits == (r.length == data.size() && u128{r.offset} + r.length <= op_size));
         if (fits && !data.empty()) {

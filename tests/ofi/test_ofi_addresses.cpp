@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "framework/btl_framework.hpp"
-#include "tests/ofi/two_rank_runtime.hpp"
+#include "tests/fixtures/two_rank_runtime.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/progress.hpp"
 #include "transit/runtime.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tests/ofi/two_rank_runtime.hpp"
+#include "tests/fixtures/two_rank_runtime.hpp"
 
 namespace {
 

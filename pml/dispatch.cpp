@@ -4,6 +4,9 @@
 #include "pml/engine.hpp"
 #include "pml/header_parts.hpp"
 
+#include <cstddef>
+#include <cstring>
+
 namespace transit::pml {
 
 // The am table calls these with the engine as cbdata.
@@ -30,6 +33,39 @@ struct Dispatch {
         btl::gather_segments(btl::segments_of(d), scratch.data());
         return scratch.data();
     }
+    // Where a kind's header names its sender; -1: it names none (it refers
+    // to a request instead).
+    static constexpr int source_offset(wire::Kind k) noexcept {
+        switch (k) {
+            case wire::match:
+            case wire::rndv:
+            case wire::lost:
+            case wire::am:
+            case wire::osc_put:
+            case wire::osc_get:
+            case wire::osc_atomic:
+            case wire::osc_ack:
+            case wire::osc_get_reply:
+            case wire::osc_atomic_reply:
+            case wire::barrier:
+            case wire::throttle:
+                return 0;
+            case wire::am_done:
+                return offsetof(wire::AmDoneHdr, src);
+            default:
+                return -1;
+        }
+    }
+    // A peer outside the job names itself by its rank in its own job: the
+    // header is made to name it by our id for it, the one its endpoint has.
+    // The bytes are the transport's receive buffer or our scratch copy, both
+    // ours to write for the length of the callback.
+    [[gnu::noinline]] static void name_source(Engine* e, const btl::ReceiveDescriptor& d,
+                                              const std::byte* b, int offset) noexcept {
+        if (!d.endpoint || d.endpoint->peer() < e->c_.size) return;
+        const Rank id = d.endpoint->peer();
+        std::memcpy(const_cast<std::byte*>(b) + offset, &id, sizeof id);
+    }
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
@@ -46,6 +82,9 @@ struct Dispatch {
             e->c_.drops.received(K, d, "shorter than its header");
             return;
         }
+        if constexpr (source_offset(K) >= 0)
+            if (e->c_.any_dynamic) [[unlikely]]
+                name_source(e, d, b, source_offset(K));
         if constexpr (K == wire::match)
             e->tagged_.on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv) {

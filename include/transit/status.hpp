@@ -25,6 +25,7 @@ enum class Status : int {
     exists = -12,
     access_denied = -13,
     protocol_error = -14,
+    peer_departed = -15,  // a peer outside the job disconnected (on purpose)
 };
 
 constexpr std::string_view to_string(Status s) noexcept {
@@ -45,6 +46,7 @@ constexpr std::string_view to_string(Status s) noexcept {
         case Status::exists: return "already exists";
         case Status::access_denied: return "access denied";
         case Status::protocol_error: return "protocol error";
+        case Status::peer_departed: return "peer departed";
     }
     return "unknown status";
 }

@@ -47,6 +47,8 @@ struct Core {
     // The context listens or connected by address: messages may come from
     // peers outside the job, whose headers name them by their own rank.
     bool any_dynamic = false;
+    // any_failed or any_dynamic: received messages are screened (Dispatch).
+    bool receive_checks = false;
 
     Req* new_req(Req::Kind k, void* user) noexcept {
         Req* r = reqs.get();

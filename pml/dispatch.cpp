@@ -60,18 +60,26 @@ struct Dispatch {
     // header is made to name it by our id for it, the one its endpoint has.
     // The bytes are the transport's receive buffer or our scratch copy, both
     // ours to write for the length of the callback.
-    [[gnu::noinline]] static void name_source(Engine* e, const btl::ReceiveDescriptor& d,
-                                              const std::byte* b, int offset) noexcept {
-        if (!d.endpoint || d.endpoint->peer() < e->c_.size) return;
+    static void name_source(Engine* e, const btl::ReceiveDescriptor& d, const std::byte* b,
+                            int offset) noexcept {
+        if (offset < 0 || !d.endpoint || d.endpoint->peer() < e->c_.size) return;
         const Rank id = d.endpoint->peer();
         std::memcpy(const_cast<std::byte*>(b) + offset, &id, sizeof id);
+    }
+    // What a message goes through once some peer failed or the context meets
+    // peers outside the job (Core::receive_checks; one branch otherwise):
+    // false when it is to be ignored.
+    [[gnu::noinline]] static bool screen(Engine* e, const btl::ReceiveDescriptor& d,
+                                         const std::byte* b, int source_offset) noexcept {
+        // A written-off peer's messages refer to requests already ended.
+        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
+            return false;
+        if (e->c_.any_dynamic) name_source(e, d, b, source_offset);
+        return true;
     }
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
-        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
-            [[unlikely]]
-            return;
         std::size_t n;
         const std::byte* b = view(e, d, n);
         if (!b) [[unlikely]] {
@@ -82,9 +90,8 @@ struct Dispatch {
             e->c_.drops.received(K, d, "shorter than its header");
             return;
         }
-        if constexpr (source_offset(K) >= 0)
-            if (e->c_.any_dynamic) [[unlikely]]
-                name_source(e, d, b, source_offset(K));
+        if (e->c_.receive_checks) [[unlikely]]
+            if (!screen(e, d, b, source_offset(K))) return;
         if constexpr (K == wire::match)
             e->tagged_.on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv) {

@@ -20,7 +20,7 @@ std::string Engine::listen() {
     if (a.blobs.empty())
         throw std::runtime_error(
             "listen: no selected transport carries peers outside the job (tcp does)");
-    c_.any_dynamic = true;
+    c_.any_dynamic = c_.receive_checks = true;
     return format_address(a);
 }
 
@@ -33,7 +33,7 @@ Status Engine::connect(std::string_view address, Rank& peer) {
     }
     const Rank id = runtime_->add_server(std::move(a));
     if (id == any_rank) return Status::out_of_resource;
-    c_.any_dynamic = true;
+    c_.any_dynamic = c_.receive_checks = true;
     // Only the endpoint is made here (bounded work); the transport connects
     // when the first message leaves.
     if (!c_.peers.send_peer(id)) {

@@ -75,6 +75,7 @@ void Failure::declare_failed(Peer* p, const char* info) noexcept {
     if (p->failed) return;
     p->failed = true;
     c_.any_failed = true;
+    c_.receive_checks = true;
     to_handle_ = true;
     c_.has_pending = true;  // so progress() reaches handle()
     c_.out.verbose(1, "rank {} is gone: {}", p->rank, info);

@@ -145,8 +145,9 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
         c_.out.verbose(1, "peer {} departed; {} pending request(s) with it completed with '{}'",
                        p->rank, failed, to_string(p->gone_status()));
     else if (failed > 0)
-        log::error("pml: rank {} failed; {} pending request(s) to or from it completed with '{}'",
-                   p->rank, failed, to_string(Status::peer_failed));
+        log::error("pml: {} {} failed; {} pending request(s) to or from it completed with '{}'",
+                   p->rank < c_.size ? "rank" : "peer outside the job", p->rank, failed,
+                   to_string(Status::peer_failed));
 }
 
 void Failure::fail_req(Req* r) noexcept {

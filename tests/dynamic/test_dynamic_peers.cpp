@@ -158,8 +158,15 @@ int client(const std::string& address, const std::string& mode) {
     }
     check(ctx.connect(addr, server) == Status::success, "connect");
     check(server >= ctx.size(), "a server's id follows the job's ranks");
-    Rank again = transit::any_rank;
-    check(ctx.connect("transit:1;token=zz", again) == Status::bad_param, "a bad address refused");
+    // Text that is no address: refused with a clear error, no peer made.
+    for (const char* bad :
+         {"", "transit:1;token=zz", "http://server:80", "transit:1;token=00",
+          "transit:1;node=00;btl.tcp.1=00", "transit:1;token=", "transit:2;x=1"}) {
+        Rank again = 7;
+        check(ctx.connect(bad, again) == Status::bad_param && again == transit::any_rank,
+              std::string("address '") + bad + "' not refused");
+    }
+    check(ctx.disconnect(0) == Status::bad_param, "a job rank disconnected");
     if (mode == "echo") {
         echo_sizes(ctx, server);
         echo_order(ctx, server);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -44,8 +45,19 @@ void check(bool cond, const std::string& what) {
 
 // --- server ----------------------------------------------------------------------
 
+// Active messages from clients land here; their completions go back to the
+// sender (which waits on its completion counter).
+std::byte am_landing[65536];
+std::uint32_t am_from_dynamic = 0;
+
+transit::AmDestination on_am(transit::Context& ctx, const transit::AmInfo& info, void*) {
+    if (info.source >= ctx.size() && info.data_length <= sizeof am_landing) ++am_from_dynamic;
+    return {info.data_length <= sizeof am_landing ? am_landing : nullptr, nullptr, nullptr};
+}
+
 int server() {
     auto ctx = transit::init();
+    check(ctx.register_am_handler(3, on_am, nullptr, nullptr) == Status::success, "am handler");
     std::printf("%s\n", ctx.listen().c_str());
     std::fflush(stdout);
     std::vector<std::byte> buf(max_message);
@@ -88,6 +100,7 @@ int server() {
               "server reply");
         if (st.tag == tag_quit) break;
     }
+    check(am_from_dynamic == 8, "active messages from clients: " + std::to_string(am_from_dynamic));
     for (auto& [peer, w] : watches) {
         ctx.cancel(w);
         ctx.wait(w);
@@ -170,6 +183,16 @@ int client(const std::string& address, const std::string& mode) {
     if (mode == "echo") {
         echo_sizes(ctx, server);
         echo_order(ctx, server);
+        // Active messages to the server, eager and rendezvous sized.
+        for (std::size_t n : {std::size_t{8}, std::size_t{60000}}) {
+            auto data = pattern(n, 3);
+            transit::Counter done;
+            const std::uint32_t hdr = 42;
+            check(transit::ok(ctx.am_send(server, 3, std::as_bytes(std::span(&hdr, 1)), data.data(),
+                                          n, {nullptr, 0, &done})),
+                  "am_send");
+            check(ctx.counter_wait(done, 1) == Status::success, "am completion");
+        }
         check(ctx.disconnect(server) == Status::success, "client disconnect");
         std::byte b{};
         check(ctx.send(server, tag_echo, &b, 1) != Status::success, "send after disconnect");

@@ -266,10 +266,11 @@ class Context {
     // Throws std::runtime_error when no selected transport carries such peers.
     std::string listen();
     // A peer id (numbered after the job's ranks, never reused) for the
-    // context at `address`, usable with the tagged, active-message and
-    // one-sided operations.  Bounded work: the transport connects when the
-    // first message leaves.  bad_param: not an address; unreachable: no
-    // transport here reaches it (the log says why).
+    // context at `address`, usable with the tagged and active-message
+    // operations (one-sided ones take the same paths, untested with such
+    // peers).  Bounded work: the transport connects when the first message
+    // leaves.  bad_param: not an address; unreachable: no transport here
+    // reaches it (the log says why).
     Status connect(std::string_view address, Rank& peer);
     // Releases a peer outside the job on both sides: our pending operations
     // with it end with peer_departed, and so do the other side's.  Ids of

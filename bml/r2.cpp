@@ -59,6 +59,7 @@ R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> compone
       endpoints_(job_size),
       reported_(job_size, false),
       self_(self),
+      job_size_(job_size),
       out_("bml", verbosity()) {
     for (const ComponentInfo& c : components_)
         if (c.state != mca::ComponentState::active)
@@ -67,30 +68,51 @@ R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> compone
 }
 
 R2::~R2() {
-    for (std::size_t peer = 0; peer < endpoints_.size(); ++peer) {
-        Endpoint* ep = endpoints_[peer].get();
-        if (!ep) continue;
-        Rank r = static_cast<Rank>(peer);
-        for (const BtlRef& ref : ep->send) {
-            btl::Endpoint* e = ref.endpoint;
-            ref.module->del_procs({&r, 1}, {&e, 1});
-        }
-        // rdma-only modules (lower exclusivity) hold their own endpoints too.
-        for (const BtlRef& ref : ep->rdma) {
-            bool in_send = std::any_of(ep->send.begin(), ep->send.end(),
-                                       [&](const BtlRef& s) { return s.module == ref.module; });
-            if (in_send) continue;
-            btl::Endpoint* e = ref.endpoint;
-            ref.module->del_procs({&r, 1}, {&e, 1});
-        }
+    for (std::size_t peer = 0; peer < endpoints_.size(); ++peer)
+        if (endpoints_[peer]) delete_endpoint(static_cast<Rank>(peer), *endpoints_[peer]);
+}
+
+void R2::delete_endpoint(Rank r, Endpoint& ep) noexcept {
+    for (const BtlRef& ref : ep.send) {
+        btl::Endpoint* e = ref.endpoint;
+        ref.module->del_procs({&r, 1}, {&e, 1});
+    }
+    // rdma-only modules (lower exclusivity) hold their own endpoints too.
+    for (const BtlRef& ref : ep.rdma) {
+        bool in_send = std::any_of(ep.send.begin(), ep.send.end(),
+                                   [&](const BtlRef& s) { return s.module == ref.module; });
+        if (in_send) continue;
+        btl::Endpoint* e = ref.endpoint;
+        ref.module->del_procs({&r, 1}, {&e, 1});
     }
 }
 
+void R2::release(Rank peer) noexcept {
+    if (peer < job_size_ || peer == any_rank) return;
+    // A client we only received from has no endpoint here, but its transport
+    // holds its connection: built now, so that deleting it closes that.
+    if (!existing(peer)) endpoint(peer);
+    if (peer >= endpoints_.size()) return;
+    reported_[peer] = true;  // never built again: ids are not reused
+    if (!endpoints_[peer]) return;
+    delete_endpoint(peer, *endpoints_[peer]);
+    endpoints_[peer].reset();
+}
+
 Endpoint* R2::create(Rank peer) noexcept {
-    if (peer >= endpoints_.size()) {
-        last_error_ = fmt::format("rank {} is outside the job (size {})", peer, endpoints_.size());
+    if (peer == any_rank) {
+        last_error_ = "any_rank names no peer";
         return nullptr;
     }
+    // Ids past the job are peers outside it (the pml asks only for those it
+    // knows); the tables grow to them.
+    if (peer >= endpoints_.size()) try {
+            endpoints_.resize(peer + std::size_t{1});
+            reported_.resize(peer + std::size_t{1}, false);
+        } catch (const std::exception&) {
+            last_error_ = "out of memory for the endpoint table";
+            return nullptr;
+        }
     if (reported_[peer]) return nullptr;  // known unreachable: the error was printed once
     try {
         auto ep = std::make_unique<Endpoint>();
@@ -135,6 +157,10 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     for (std::uint32_t i : order) {
         btl::Module* m = modules_[i];
         const auto& a = m->attributes();
+        if (peer >= job_size_ && !(a.flags & btl::flags::dynamic_peers)) {
+            why.push_back(fmt::format("{}: does not carry peers outside the job", m->name()));
+            continue;
+        }
         if (top_sends && a.exclusivity < top && (a.flags & rdma_caps & ~top_caps) == 0) {
             why.push_back(
                 fmt::format("{}: left out of the send list, exclusivity {} < {} (its rdma "
@@ -165,6 +191,10 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         }
     }
     if (reach.empty()) return;
+    // A peer outside the job knows us by the one connection we open: a second
+    // module (another interface) would open another and be taken for another
+    // client.  The first that sends (highest exclusivity) carries everything.
+    if (peer >= job_size_) keep_one_module(peer, reach, why);
     // The lists below are built in the framework's module order, as before.
     std::sort(reach.begin(), reach.end(),
               [](const BtlRef& a, const BtlRef& b) { return a.index < b.index; });
@@ -231,6 +261,23 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         if (r.module->attributes().latency == lat) ++ep.eager_equal;
         ep.eager_limit = std::min(ep.eager_limit, r.module->attributes().eager_limit);
     }
+}
+
+void R2::keep_one_module(Rank peer, std::vector<BtlRef>& reach, std::vector<std::string>& why) {
+    auto sends = [](const BtlRef& r) {
+        return (r.module->attributes().flags & btl::flags::send) != 0;
+    };
+    auto best = std::find_if(reach.begin(), reach.end(), sends);
+    if (best == reach.end()) return;
+    for (auto it = reach.begin(); it != reach.end(); ++it) {
+        if (it == best) continue;
+        why.push_back(fmt::format("{}: left out, a peer outside the job is reached by one module",
+                                  it->module->name()));
+        btl::Endpoint* e = it->endpoint;
+        it->module->del_procs({&peer, 1}, {&e, 1});
+    }
+    const BtlRef kept = *best;
+    reach.assign(1, kept);
 }
 
 void R2::print_table(const Endpoint& ep, const std::vector<std::string>& why) const {

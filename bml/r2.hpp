@@ -83,6 +83,9 @@ class R2 {
             return endpoints_[peer].get();
         return create(peer);
     }
+    // Releases a peer outside the job (ids >= the job size): its endpoints go
+    // (the modules close what they hold) and it is never built again.
+    void release(Rank peer) noexcept;
     // The same, without building (for progress-side lookups).
     Endpoint* existing(Rank peer) const noexcept {
         return peer < endpoints_.size() ? endpoints_[peer].get() : nullptr;
@@ -93,6 +96,8 @@ class R2 {
   private:
     Endpoint* create(Rank peer) noexcept;
     void build(Rank peer, Endpoint& ep, std::vector<std::string>& why);
+    void keep_one_module(Rank peer, std::vector<BtlRef>& reach, std::vector<std::string>& why);
+    void delete_endpoint(Rank peer, Endpoint& ep) noexcept;
     void print_table(const Endpoint& ep, const std::vector<std::string>& why) const;
     std::string unreachable_message(Rank peer, const std::vector<std::string>& why) const;
 
@@ -101,6 +106,7 @@ class R2 {
     std::vector<std::unique_ptr<Endpoint>> endpoints_;
     std::vector<bool> reported_;
     Rank self_;
+    std::uint32_t job_size_;
     log::Stream out_;
     std::string last_error_;
 };

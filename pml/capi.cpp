@@ -441,6 +441,24 @@ int transit_barrier(transit_context* ctx) {
     return code(ctx->ctx.barrier());
 }
 
+int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed) {
+    return guarded([&] {
+        const std::string address = ctx->ctx.listen();
+        if (needed) *needed = address.size() + 1;
+        if (!buf || size < address.size() + 1)
+            return failed(TRANSIT_TRUNCATED, "transit_listen: the buffer is too small");
+        std::memcpy(buf, address.c_str(), address.size() + 1);
+        return static_cast<int>(TRANSIT_SUCCESS);
+    });
+}
+int transit_connect(transit_context* ctx, const char* address, uint32_t* peer) {
+    if (!address || !peer) return failed(TRANSIT_BAD_PARAM, "transit_connect: null argument");
+    return code(ctx->ctx.connect(address, *peer));
+}
+int transit_disconnect(transit_context* ctx, uint32_t peer) {
+    return code(ctx->ctx.disconnect(peer));
+}
+
 void* transit_mem_alloc(transit_context* ctx, size_t size) {
     return ctx->ctx.mem_alloc(size);
 }

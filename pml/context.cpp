@@ -332,6 +332,23 @@ Status Context::barrier() noexcept {
     auto guard = engine_->lock();
     return engine_->barrier();
 }
+std::string Context::listen() {
+    auto guard = engine_->lock();
+    return engine_->listen();
+}
+Status Context::connect(std::string_view address, Rank& peer) {
+    auto guard = engine_->lock();
+    try {
+        return engine_->connect(address, peer);
+    } catch (const std::exception& e) {
+        log::error("pml: connect: {}", e.what());
+        return Status::out_of_resource;
+    }
+}
+Status Context::disconnect(Rank peer) noexcept {
+    auto guard = engine_->lock();
+    return engine_->disconnect(peer);
+}
 PeerTransports Context::transports(Rank peer) {
     auto guard = engine_->lock();
     PeerTransports t;

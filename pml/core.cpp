@@ -36,3 +36,22 @@ RawMsg* Core::keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noexce
 }
 
 }  // namespace transit::pml
+
+namespace transit::pml {
+
+Peer* PeerTable::dynamic_peer(Rank r) noexcept {
+    if (r == any_rank) return nullptr;
+    const std::size_t i = r - std::size_t{size_};
+    if (i < dynamic_.size() && dynamic_[i]) return dynamic_[i].get();
+    if (!dynamic_peers_ || !dynamic_peers_->is_dynamic(r)) return nullptr;
+    try {
+        if (i >= dynamic_.size()) dynamic_.resize(i + 1);
+        dynamic_[i] = std::make_unique<Peer>();
+    } catch (...) {
+        return nullptr;
+    }
+    dynamic_[i]->rank = r;
+    return dynamic_[i].get();
+}
+
+}  // namespace transit::pml

@@ -44,6 +44,11 @@ struct Core {
     ActiveMessages* am = nullptr;  // ends the pml's own receives (complete_internal)
     bool has_pending = false;      // a queue or a failure waits for progress
     bool any_failed = false;       // some peer failed
+    // The context listens or connected by address: messages may come from
+    // peers outside the job, whose headers name them by their own rank.
+    bool any_dynamic = false;
+    // any_failed or any_dynamic: received messages are screened (Dispatch).
+    bool receive_checks = false;
 
     Req* new_req(Req::Kind k, void* user) noexcept {
         Req* r = reqs.get();
@@ -71,8 +76,9 @@ struct Core {
     // is known gone, that is the cause whatever the transport said, and a
     // request already failed keeps peer_failed.
     static void transfer_failed(Req* r, Status s) noexcept {
-        if (r->st().status == Status::peer_failed) return;
-        r->st().status = r->peer && r->peer->failed ? Status::peer_failed : s;
+        if (r->st().status == Status::peer_failed || r->st().status == Status::peer_departed)
+            return;
+        r->st().status = r->peer && r->peer->failed ? r->peer->gone_status() : s;
     }
 
     // A copy of a message in a pooled buffer (nullptr when out of memory).

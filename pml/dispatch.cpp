@@ -4,6 +4,9 @@
 #include "pml/engine.hpp"
 #include "pml/header_parts.hpp"
 
+#include <cstddef>
+#include <cstring>
+
 namespace transit::pml {
 
 // The am table calls these with the engine as cbdata.
@@ -30,12 +33,53 @@ struct Dispatch {
         btl::gather_segments(btl::segments_of(d), scratch.data());
         return scratch.data();
     }
+    // Where a kind's header names its sender; -1: it names none (it refers
+    // to a request instead).
+    static constexpr int source_offset(wire::Kind k) noexcept {
+        switch (k) {
+            case wire::match:
+            case wire::rndv:
+            case wire::lost:
+            case wire::am:
+            case wire::osc_put:
+            case wire::osc_get:
+            case wire::osc_atomic:
+            case wire::osc_ack:
+            case wire::osc_get_reply:
+            case wire::osc_atomic_reply:
+            case wire::barrier:
+            case wire::throttle:
+                return 0;
+            case wire::am_done:
+                return offsetof(wire::AmDoneHdr, src);
+            default:
+                return -1;
+        }
+    }
+    // A peer outside the job names itself by its rank in its own job: the
+    // header is made to name it by our id for it, the one its endpoint has.
+    // The bytes are the transport's receive buffer or our scratch copy, both
+    // ours to write for the length of the callback.
+    static void name_source(Engine* e, const btl::ReceiveDescriptor& d, const std::byte* b,
+                            int offset) noexcept {
+        if (offset < 0 || !d.endpoint || d.endpoint->peer() < e->c_.size) return;
+        const Rank id = d.endpoint->peer();
+        std::memcpy(const_cast<std::byte*>(b) + offset, &id, sizeof id);
+    }
+    // What a message goes through once some peer failed or the context meets
+    // peers outside the job (Core::receive_checks; one branch otherwise):
+    // false when it is to be ignored.
+    [[gnu::noinline]] static bool screen(Engine* e, const btl::ReceiveDescriptor& d,
+                                         const std::byte* b, int source_offset) noexcept {
+        // A written-off peer's messages refer to requests already ended.
+        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
+            return false;
+        if (e->c_.any_dynamic) name_source(e, d, b, source_offset);
+        return true;
+    }
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
-        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
-            [[unlikely]]
-            return;
         std::size_t n;
         const std::byte* b = view(e, d, n);
         if (!b) [[unlikely]] {
@@ -46,6 +90,8 @@ struct Dispatch {
             e->c_.drops.received(K, d, "shorter than its header");
             return;
         }
+        if (e->c_.receive_checks) [[unlikely]]
+            if (!screen(e, d, b, source_offset(K))) return;
         if constexpr (K == wire::match)
             e->tagged_.on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv) {

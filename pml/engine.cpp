@@ -30,7 +30,7 @@ const char* level_name(ThreadLevel l) noexcept {
 }  // namespace
 
 Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> level)
-    : runtime_(std::move(runtime)),
+    : runtime_(std::make_unique<rt::DynamicRuntime>(std::move(runtime))),
       progress_(progress_engine()),
       failure_(c_, *runtime_, outbox_, tagged_, am_, osc_) {
     c_.rank = runtime_->rank();
@@ -76,7 +76,7 @@ void Engine::setup() {
     for (btl::Module* m : framework_->modules())
         c_.component_hash.push_back(name_hash(m->component().name()));
     bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), c_.rank, c_.size);
-    c_.peers.init(c_.size, bml_.get());
+    c_.peers.init(c_.size, bml_.get(), runtime_.get());
     osc_.set_modules(framework_->modules());
     // Every peer's endpoints now, not on our first send to it: a transport
     // only listens to (and watches for the death of) peers it was given, and a
@@ -161,6 +161,7 @@ int Engine::drain_pending() noexcept {
     int events = 0;
     if (failure_.pending()) [[unlikely]] {
         failure_.handle();
+        if (c_.any_dynamic) release_gone_peers();
         ++events;
     }
     events += outbox_.drain();

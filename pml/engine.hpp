@@ -32,6 +32,7 @@
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
 #include "pml/tagged.hpp"
+#include "runtime/dynamic_runtime.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::pml {
@@ -152,6 +153,12 @@ class Engine {
     Status flush_all() noexcept;
 
     Status barrier() noexcept;
+
+    // peers outside the job (dynamic_peers.cpp)
+    std::string listen();
+    Status connect(std::string_view address, Rank& peer);
+    Status disconnect(Rank peer) noexcept;
+
     void* mem_alloc(std::size_t size) noexcept;
     void mem_free(void* p) noexcept;
 
@@ -176,13 +183,15 @@ class Engine {
     }
     void setup();
     void read_params();
+    void release_peer(Rank peer) noexcept;
+    void release_gone_peers() noexcept;
     void yield() noexcept;
     int drain_pending() noexcept;
     void on_barrier(const std::byte* b, std::size_t n) noexcept;
     void start_progress_thread();
     void stop_progress_thread() noexcept;
 
-    std::unique_ptr<rt::Runtime> runtime_;
+    std::unique_ptr<rt::DynamicRuntime> runtime_;
     ProgressEngine& progress_;
     std::unique_ptr<btl::Framework> framework_;
     std::unique_ptr<bml::R2> bml_;

@@ -16,6 +16,8 @@ void Failure::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const
         // The transports report a lost peer as nonfatal (the module itself
         // still works) and fatal alike; either way that peer's messages and
         // replies can no longer all arrive, so its protocol state is dead.
+        if (flags & btl::error_flags::departed)
+            if (Peer* p = e->c_.peers.peer(peer); p && !p->failed) p->departed = true;
         e->mark_failed(peer, info);
         return;
     }
@@ -24,12 +26,12 @@ void Failure::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const
         return;
     }
     // The module is unusable: peers it alone carried are lost with it.
-    for (const Peer& p : e->c_.peers) {
-        if (!p.ep || p.failed) continue;
+    e->c_.peers.for_each([&](const Peer& p) {
+        if (!p.ep || p.failed) return;
         bool only_m = true;
         for (const bml::BtlRef& b : p.ep->eager) only_m = only_m && b.module == m;
         if (only_m) e->mark_failed(p.rank, info);
-    }
+    });
 }
 
 // The launcher's word that a rank is gone (Runtime::lost_count): it covers a
@@ -73,6 +75,7 @@ void Failure::declare_failed(Peer* p, const char* info) noexcept {
     if (p->failed) return;
     p->failed = true;
     c_.any_failed = true;
+    c_.receive_checks = true;
     to_handle_ = true;
     c_.has_pending = true;  // so progress() reaches handle()
     c_.out.verbose(1, "rank {} is gone: {}", p->rank, info);
@@ -102,13 +105,13 @@ void Failure::control_refused(Peer* p, Status s) noexcept {
 
 void Failure::handle() noexcept {
     to_handle_ = false;  // first: failing requests may run handlers that progress
-    for (Peer& p : c_.peers) {
-        if (!p.failed || p.failure_handled) continue;
+    c_.peers.for_each([&](Peer& p) {
+        if (!p.failed || p.failure_handled) return;
         p.failure_handled = true;
         drop_queued_to(&p);
         fail_peer_requests(&p);
         am_.write_off_completions(&p);
-    }
+    });
 }
 
 // Messages and descriptors queued for the peer can never be delivered.
@@ -126,7 +129,7 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
     // Receives posted for exactly this peer (wildcards stay posted).
     while (Req* r = p->posted.pop_front()) {
         r->posted = false;
-        r->st().status = Status::peer_failed;
+        r->st().status = p->gone_status();
         c_.complete(r);
         ++failed;
     }
@@ -142,14 +145,18 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
             ++failed;
         }
     }
-    if (failed > 0)
-        log::error("pml: rank {} failed; {} pending request(s) to or from it completed with '{}'",
-                   p->rank, failed, to_string(Status::peer_failed));
+    if (failed > 0 && p->departed)
+        c_.out.verbose(1, "peer {} departed; {} pending request(s) with it completed with '{}'",
+                       p->rank, failed, to_string(p->gone_status()));
+    else if (failed > 0)
+        log::error("pml: {} {} failed; {} pending request(s) to or from it completed with '{}'",
+                   p->rank < c_.size ? "rank" : "peer outside the job", p->rank, failed,
+                   to_string(Status::peer_failed));
 }
 
 void Failure::fail_req(Req* r) noexcept {
     tagged_.unqueue(r);
-    r->st().status = Status::peer_failed;
+    r->st().status = r->peer->gone_status();
     if (r->kind == Req::Kind::send) {
         // Fragments still in the transport complete it from frag_done.
         r->conv.seek(r->total);

@@ -40,10 +40,11 @@ class Failure {
     // Failed peers whose requests still wait to be failed.
     bool pending() const noexcept { return to_handle_; }
     void handle() noexcept;
+    // Marks the peer failed; its requests end at the next handle().
+    void declare_failed(Peer* p, const char* info) noexcept;
 
   private:
     void mark_failed(Rank r, const char* info) noexcept;
-    void declare_failed(Peer* p, const char* info) noexcept;
     void drop_queued_to(Peer* p) noexcept;
     void fail_peer_requests(Peer* p) noexcept;
     void fail_req(Req* r) noexcept;

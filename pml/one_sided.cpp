@@ -464,15 +464,15 @@ Status OneSided::flush_all_result() noexcept {
     Status s = Status::success;
     if (any_refused_) {
         any_refused_ = false;
-        for (Peer& p : c_.peers) {
+        c_.peers.for_each([&](Peer& p) {
             const Status refused = take_refused(&p);
             if (ok(s)) s = refused;
-        }
+        });
     }
+    bool lost = false;
     if (c_.any_failed)
-        for (const Peer& p : c_.peers)
-            if (p.failed && p.osc_lost) return Status::peer_failed;
-    return s;
+        c_.peers.for_each([&](const Peer& p) { lost = lost || (p.failed && p.osc_lost); });
+    return lost ? Status::peer_failed : s;
 }
 
 // Replies the target would have sent: written off so flush returns.

@@ -18,6 +18,7 @@
 #include "pml/pools.hpp"
 #include "pml/request.hpp"
 #include "transit/btl/types.hpp"
+#include "transit/runtime.hpp"
 
 namespace transit::pml {
 
@@ -53,6 +54,7 @@ struct Peer {
     std::uint64_t osc_emulated = 0;  // the part of osc_outstanding the target answers
     bool failed = false;             // a transport reported it gone
     bool failure_handled = false;    // its requests were failed
+    bool departed = false;           // a peer outside the job disconnected on purpose
     bool osc_lost = false;           // one-sided operations to it were lost
     // The first one-sided operation to it that its target refused since the
     // last flush of it (returned, then cleared, by flush and flush_all).
@@ -63,19 +65,32 @@ struct Peer {
     // Since when its transport has refused our control messages for good with
     // none sent in between: past settings' grace, the peer is failed.
     std::optional<std::chrono::steady_clock::time_point> control_refused_since;
+
+    // What its failed requests end with.
+    Status gone_status() const noexcept {
+        return departed ? Status::peer_departed : Status::peer_failed;
+    }
 };
 
-// Every rank's Peer, made at setup (one allocation).
+// Every rank's Peer, made at setup (one allocation), and the Peers of peers
+// outside the job (ids >= size, made when first named; see rt::DynamicPeers).
+// Peer pointers stay valid for the table's life: requests keep them.
 class PeerTable {
   public:
-    void init(std::uint32_t size, bml::R2* bml) {
+    void init(std::uint32_t size, bml::R2* bml, rt::DynamicPeers* dynamic) {
         peers_ = std::make_unique<Peer[]>(size);
         size_ = size;
         bml_ = bml;
+        dynamic_peers_ = dynamic;
         for (Rank r = 0; r < size; ++r) peers_[r].rank = r;
     }
-    // State, no endpoint needed; nullptr outside the job.
-    Peer* peer(Rank r) noexcept { return r < size_ ? &peers_[r] : nullptr; }
+    // State, no endpoint needed; nullptr outside the job (save a known
+    // dynamic peer's).
+    Peer* peer(Rank r) noexcept {
+        if (r < size_) [[likely]]
+            return &peers_[r];
+        return dynamic_peer(r);
+    }
     // State with an endpoint; nullptr when no transport reaches the rank.
     Peer* send_peer(Rank r) noexcept {
         Peer* p = peer(r);
@@ -83,22 +98,47 @@ class PeerTable {
             return p;
         return connect(p);
     }
-    bool failed(Rank r) const noexcept { return r < size_ && peers_[r].failed; }
+    bool failed(Rank r) const noexcept {
+        const Peer* p = find(r);
+        return p && p->failed;
+    }
     // Its requests were failed: what it still sends refers to requests that
     // are complete (maybe reused), and to replies already written off.
-    bool written_off(Rank r) const noexcept { return r < size_ && peers_[r].failure_handled; }
-    Peer* begin() noexcept { return peers_.get(); }
-    Peer* end() noexcept { return peers_.get() + size_; }
+    bool written_off(Rank r) const noexcept {
+        const Peer* p = find(r);
+        return p && p->failure_handled;
+    }
+    // Every Peer: the job's ranks, then the dynamic peers made so far.
+    template <typename F>
+    void for_each(F f) {
+        for (Rank r = 0; r < size_; ++r) f(peers_[r]);
+        for (std::size_t i = 0; i < dynamic_.size(); ++i)  // f may name a new peer
+            if (dynamic_[i]) f(*dynamic_[i]);
+    }
+    // A dynamic peer released: its endpoint is gone, its state stays (failed)
+    // for the requests that still point at it.
+    void forget_endpoint(Peer* p) noexcept { p->ep = nullptr; }
 
   private:
+    const Peer* find(Rank r) const noexcept {
+        if (r < size_) [[likely]]
+            return &peers_[r];
+        const std::size_t i = r - std::size_t{size_};
+        return r != any_rank && i < dynamic_.size() ? dynamic_[i].get() : nullptr;
+    }
+    Peer* dynamic_peer(Rank r) noexcept;
     Peer* connect(Peer* p) noexcept {
         if (!p) return nullptr;
+        if (p->rank >= size_ && (p->failed || !dynamic_peers_->is_dynamic(p->rank)))
+            return nullptr;  // departed or released: never connected again
         p->ep = bml_->endpoint(p->rank);
         return p->ep ? p : nullptr;
     }
     std::unique_ptr<Peer[]> peers_;
     std::uint32_t size_ = 0;
     bml::R2* bml_ = nullptr;
+    rt::DynamicPeers* dynamic_peers_ = nullptr;
+    std::vector<std::unique_ptr<Peer>> dynamic_;  // by id - size_
 };
 
 }  // namespace transit::pml

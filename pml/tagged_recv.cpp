@@ -35,7 +35,7 @@ Status lost_status(const wire::LostHdr& h) noexcept {
 Status Tagged::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* iov,
                           std::size_t count, std::size_t len, Req*& out, void* user) noexcept {
     out = nullptr;
-    if (src != any_rank && src >= c_.size) [[unlikely]]
+    if (src >= c_.size && src != any_rank && !c_.peers.peer(src)) [[unlikely]]
         return Status::bad_param;
     Req* r = c_.new_req(Req::Kind::recv, user);
     if (!r) [[unlikely]]

@@ -118,7 +118,9 @@ void TcpModule::on_connected(Link& l) noexcept {
         fail_link(l, "connect to " + l.peer_text + ": " + std::strerror(err));
         return;
     }
-    if (!send_handshake(l, wire::HandshakeKind::hello)) {
+    // A server outside the job is asked to admit us by its token.
+    const rt::Secret* token = server_token(*l.endpoint);
+    if (!send_handshake(l, token ? wire::HandshakeKind::join : wire::HandshakeKind::hello, token)) {
         fail_link(l, "cannot send the handshake to " + l.peer_text);
         return;
     }
@@ -126,14 +128,21 @@ void TcpModule::on_connected(Link& l) noexcept {
     tcp_.rewatch(l, false);
 }
 
-bool TcpModule::send_handshake(Link& l, wire::HandshakeKind kind) noexcept {
+const rt::Secret* TcpModule::server_token(const TcpEndpoint& ep) const noexcept {
+    if (ep.peer() < tcp_.runtime().size()) return nullptr;
+    rt::DynamicPeers* d = tcp_.runtime().dynamic_peers();
+    return d ? d->token_for(ep.peer()) : nullptr;
+}
+
+bool TcpModule::send_handshake(Link& l, wire::HandshakeKind kind, const rt::Secret* token,
+                               Rank as) noexcept {
     rt::Runtime& rt = tcp_.runtime();
     wire::Handshake h;
     h.kind = kind;
-    h.rank = rt.rank();
+    h.rank = as == any_rank ? rt.rank() : as;
     h.link = l.index;
     h.job_id = rt.job_id();
-    h.secret = rt.job_secret();
+    h.secret = token ? *token : rt.job_secret();
     const auto bytes = wire::encode(h);
     // A fresh socket always has room for 104 bytes; anything else is a failure.
     return ::send(l.fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
@@ -199,10 +208,11 @@ void TcpModule::on_handshake_input(Link& l) noexcept {
 
 void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
     rt::Runtime& rt = tcp_.runtime();
+    if (h.kind == wire::HandshakeKind::join) return handle_join(in, h);
     if (h.kind != wire::HandshakeKind::hello) return drop_incoming(in, "expected a hello");
     const std::string bad = wire::verify(h, rt.job_id(), rt.job_secret());
     if (!bad.empty()) return drop_incoming(in, bad);
-    if (h.rank >= endpoints_.size() || h.rank == rt.rank())
+    if (h.rank >= rt.size() || h.rank == rt.rank())
         return drop_incoming(in, "claims impossible rank " + std::to_string(h.rank));
     if (h.link >= tcp_.params().links)
         return drop_incoming(in, "asks for link " + std::to_string(h.link) +
@@ -245,8 +255,44 @@ void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
     become_connected(l);
 }
 
+// A client outside the job: admitted with the listening context's token, it
+// gets a new peer id and this socket is its one link.
+void TcpModule::handle_join(Link& in, const wire::Handshake& h) noexcept {
+    rt::DynamicPeers* d = tcp_.runtime().dynamic_peers();
+    const std::string who =
+        "a client (rank " + std::to_string(h.rank) + " of job '" + h.job_id + "')";
+    if (!d || !d->token_matches(h.secret))
+        return drop_incoming(in, who + " without this context's access token");
+    if (h.link != 0) return drop_incoming(in, who + " asks for link " + std::to_string(h.link));
+    const Rank id = d->admit();
+    if (id == any_rank) return drop_incoming(in, "no peer id left for " + who);
+    TcpEndpoint* ep = nullptr;
+    try {
+        ep = endpoint_for(id);
+    } catch (...) {
+        return drop_incoming(in, "out of memory");
+    }
+    Link& l = ep->link(0);
+    l.fd = std::move(in.fd);
+    l.peer_text = in.peer_text;
+    in.state = LinkState::closed;
+    tcp_.rewatch(l, false);
+    retire_incoming(in);
+    if (!send_handshake(l, wire::HandshakeKind::welcome, &h.secret, id)) {
+        fail_link(l, "cannot answer the handshake of " + l.peer_text);
+        return;
+    }
+    tcp_.out().verbose(10, "{}: {} joined as peer {}", name(), who, id);
+    become_connected(l);
+}
+
 void TcpModule::handle_answer(Link& l, const wire::Handshake& h) noexcept {
     TcpEndpoint& ep = *l.endpoint;
+    if (const rt::Secret* token = server_token(ep)) {
+        if (h.kind != wire::HandshakeKind::welcome || h.secret != *token || h.link != l.index)
+            return fail_link(l, "the server at " + l.peer_text + " did not admit us");
+        return become_connected(l);
+    }
     if (h.kind == wire::HandshakeKind::reject) {
         // The peer is connecting to us at the same time and its connection wins.
         tcp_.out().verbose(20, "{}: rank {} link {}: waiting for the peer's connection", name(),
@@ -354,6 +400,9 @@ void TcpModule::fail_link(Link& l, const std::string& reason) noexcept {
     set_state(l, LinkState::closed);
     bool quiet = ep.goodbye && ep.outstanding == 0;
     for (std::size_t k = 0; k < ep.link_count(); ++k) quiet = quiet && ep.link(k).queue.empty();
+    // A peer outside the job that said goodbye disconnected: a departure.
+    if (ep.goodbye && is_dynamic(ep.peer()))
+        return fail_endpoint(ep, "it disconnected", btl::error_flags::departed);
     if (quiet) {
         tcp_.out().verbose(20, "{}: rank {} closed link {} after saying goodbye", name(), ep.peer(),
                            l.index);
@@ -362,7 +411,8 @@ void TcpModule::fail_link(Link& l, const std::string& reason) noexcept {
     fail_endpoint(ep, reason);
 }
 
-void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexcept {
+void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason,
+                              std::uint32_t flags) noexcept {
     if (ep.failed) return;
     ep.failed = true;
     const std::string info =
@@ -373,7 +423,7 @@ void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexce
         close_socket(l);
         set_state(l, LinkState::closed);
     }
-    report_error(btl::error_flags::nonfatal, ep.peer(), info.c_str());
+    report_error(btl::error_flags::nonfatal | flags, ep.peer(), info.c_str());
     for (std::size_t k = 0; k < ep.link_count(); ++k)
         while (Frag* f = ep.link(k).queue.pop()) complete_frag(f, Status::peer_failed);
     complete_ops(&ep, Status::peer_failed);

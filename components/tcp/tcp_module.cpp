@@ -65,7 +65,7 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     // and the endpoints' connection state are unlocked (only the listener
     // thread's hand-over of accepted sockets is).
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
-                  btl::flags::atomic_fops;
+                  btl::flags::atomic_fops | btl::flags::dynamic_peers;
     attr_.reach = btl::reach::node | btl::reach::remote;
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |
@@ -140,9 +140,18 @@ void TcpModule::listen() {
 // --- peers -----------------------------------------------------------------------------
 
 TcpEndpoint* TcpModule::endpoint_for(Rank rank) {
+    // A peer outside the job is one connection: each would be another client.
+    const bool dynamic = rank >= tcp_.runtime().size();
+    if (dynamic && rank >= endpoints_.size()) endpoints_.resize(rank + std::size_t{1});
     auto& slot = endpoints_.at(rank);
-    if (!slot) slot = std::make_unique<TcpEndpoint>(*this, rank, tcp_.params().links);
+    if (!slot) slot = std::make_unique<TcpEndpoint>(*this, rank, dynamic ? 1 : tcp_.params().links);
     return slot.get();
+}
+
+bool TcpModule::is_dynamic(Rank rank) const noexcept {
+    if (rank < tcp_.runtime().size()) return false;
+    rt::DynamicPeers* d = tcp_.runtime().dynamic_peers();
+    return d && d->is_dynamic(rank);
 }
 
 Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -152,7 +161,15 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     try {
         for (std::size_t i = 0; i < peers.size(); ++i) {
             const Rank rank = peers[i];
-            if (rank == rt.rank() || rank >= endpoints_.size()) continue;
+            const bool dynamic = is_dynamic(rank);
+            if (rank == rt.rank() || (rank >= rt.size() && !dynamic)) continue;
+            // A client that connected to this module: its link is the way.
+            if (dynamic && rank < endpoints_.size() && endpoints_[rank] &&
+                !endpoints_[rank]->deleted) {
+                endpoints[i] = endpoints_[rank].get();
+                reachable.set(i);
+                continue;
+            }
             std::vector<std::byte> blob;
             if (!ok(rt.modex_recv(rank, "btl.tcp.1", blob))) {
                 out.verbose(10, "{}: rank {} published no tcp address", name(), rank);
@@ -208,6 +225,12 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
         complete_ops(ep, Status::cancelled);
+        // A peer outside the job never comes back (ids are not reused).
+        if (ep->peer() >= tcp_.runtime().size())
+            for (std::size_t k = 0; k < ep->link_count(); ++k) {
+                ep->link(k).rbuf.reset();
+                ep->link(k).rcap = 0;
+            }
         endpoints[i] = nullptr;
     }
     return Status::success;

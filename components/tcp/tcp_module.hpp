@@ -97,6 +97,8 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     using Op = RdmaOp;
 
     TcpEndpoint* endpoint_for(Rank rank);
+    // A peer outside the job (rt::DynamicPeers) that is not released.
+    bool is_dynamic(Rank rank) const noexcept;
     void revive(TcpEndpoint& ep) noexcept;
     // Starts connecting link `l`; returns "" or why it cannot.
     std::string start_connect(Link& l) noexcept;
@@ -105,7 +107,13 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     void on_handshake_input(Link& l) noexcept;
     void handle_hello(Link& incoming, const wire::Handshake& h) noexcept;
     void handle_answer(Link& l, const wire::Handshake& h) noexcept;
-    bool send_handshake(Link& l, wire::HandshakeKind kind) noexcept;
+    void handle_join(Link& incoming, const wire::Handshake& h) noexcept;
+    // token: the secret to present (the job's when null); as: the rank to
+    // name (ours when any_rank).
+    bool send_handshake(Link& l, wire::HandshakeKind kind, const rt::Secret* token = nullptr,
+                        Rank as = any_rank) noexcept;
+    // The token of a server outside the job we connect to, else nullptr.
+    const rt::Secret* server_token(const TcpEndpoint& ep) const noexcept;
     void become_connected(Link& l) noexcept;
 
     // Sending.  enqueue returns completed (written inline), success (queued,
@@ -154,7 +162,9 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // Failure: closes the link; unless the peer said goodbye and nothing is
     // pending, the whole endpoint fails and the upper layer is told.
     void fail_link(Link& l, const std::string& reason) noexcept;
-    void fail_endpoint(TcpEndpoint& ep, const std::string& reason) noexcept;
+    // flags: added to nonfatal in the error report (btl::error_flags::departed).
+    void fail_endpoint(TcpEndpoint& ep, const std::string& reason,
+                       std::uint32_t flags = 0) noexcept;
     void drop_incoming(Link& l, const std::string& reason) noexcept;
     void retire_incoming(Link& l) noexcept;
     void say_goodbye(TcpEndpoint& ep) noexcept;

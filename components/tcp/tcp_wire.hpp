@@ -142,7 +142,17 @@ inline constexpr std::uint16_t protocol_version = 1;
 inline constexpr std::size_t max_job_id = 64;
 inline constexpr std::size_t handshake_size = 104;
 
-enum class HandshakeKind : std::uint8_t { hello = 1, accept = 2, reject = 3 };
+// A client outside the job (rt::DynamicPeers) sends join instead of hello:
+// `secret` holds the listening context's token, rank and job id its own (for
+// messages only); the server answers welcome (its token again, rank the id
+// it gave the client) or closes.
+enum class HandshakeKind : std::uint8_t {
+    hello = 1,
+    accept = 2,
+    reject = 3,
+    join = 4,
+    welcome = 5
+};
 
 struct Handshake {
     HandshakeKind kind = HandshakeKind::hello;

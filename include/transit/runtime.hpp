@@ -22,6 +22,30 @@ namespace rt {
 
 using Secret = std::array<std::byte, 16>;
 
+// Peers outside the job: servers this process connected to by address, and
+// clients that connected to its listening context.  Their ids follow the
+// job's ranks (>= size()) and are never reused within the process's life.
+// Only transports whose attributes carry btl::flags::dynamic_peers are asked
+// about them; modex_recv answers with what the address (or nothing, for a
+// client) gave.
+class DynamicPeers {
+  public:
+    // Whether `peer` names a dynamic peer that is not released.
+    virtual bool is_dynamic(Rank peer) const noexcept = 0;
+    // Whether `token` opens this process's listening context (compared in
+    // constant time); false when it does not listen.
+    virtual bool token_matches(const Secret& token) const noexcept = 0;
+    // The token to present to `peer` (a server we connected to), or nullptr
+    // when the peer is a client that connected to us.
+    virtual const Secret* token_for(Rank peer) const noexcept = 0;
+    // A client presented the right token: its new id, or any_rank when no id
+    // is left.
+    virtual Rank admit() noexcept = 0;
+
+  protected:
+    ~DynamicPeers() = default;
+};
+
 class Runtime {
   public:
     virtual ~Runtime() = default;
@@ -75,6 +99,10 @@ class Runtime {
     // --enable-recovery but sends no event), and a fence the dead rank
     // cannot join would wait for good.  Idempotent.
     virtual void report_lost(Rank) noexcept {}
+
+    // The peers outside the job, when the context offers them (the pml's
+    // runtime does); nullptr otherwise.
+    virtual DynamicPeers* dynamic_peers() noexcept { return nullptr; }
 };
 
 }  // namespace rt

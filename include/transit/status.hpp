@@ -26,6 +26,7 @@ enum class Status : int {
     exists = -12,
     access_denied = -13,
     protocol_error = -14,
+    peer_departed = -15,  // a peer outside the job disconnected (on purpose)
 };
 
 constexpr std::string_view to_string(Status s) noexcept {
@@ -62,6 +63,8 @@ constexpr std::string_view to_string(Status s) noexcept {
             return "access denied";
         case Status::protocol_error:
             return "protocol error";
+        case Status::peer_departed:
+            return "peer departed";
     }
     return "unknown status";
 }
@@ -74,7 +77,7 @@ constexpr bool ok(Status s) noexcept {
 // A status another process sent: a value that names none is an error, never
 // taken for success.
 constexpr Status status_from_wire(std::int32_t v) noexcept {
-    if (v >= static_cast<int>(Status::protocol_error) && v <= static_cast<int>(Status::completed))
+    if (v >= static_cast<int>(Status::peer_departed) && v <= static_cast<int>(Status::completed))
         return static_cast<Status>(v);
     return Status::error;
 }

@@ -28,7 +28,8 @@ enum {
     TRANSIT_PEER_FAILED = -11,
     TRANSIT_EXISTS = -12,
     TRANSIT_ACCESS_DENIED = -13,
-    TRANSIT_PROTOCOL_ERROR = -14
+    TRANSIT_PROTOCOL_ERROR = -14,
+    TRANSIT_PEER_DEPARTED = -15
 };
 
 #define TRANSIT_ANY_RANK 0xffffffffu
@@ -184,6 +185,14 @@ int transit_flush(transit_context* ctx, uint32_t dst);
 int transit_flush_all(transit_context* ctx);
 int transit_fence(transit_context* ctx);
 int transit_barrier(transit_context* ctx);
+
+/* Peers outside the job (see Context::listen/connect/disconnect in
+ * transit.hpp).  transit_listen writes the context's address, a
+ * NUL-terminated line, into buf; TRANSIT_TRUNCATED (and *needed, when not
+ * NULL, the size to pass) when it does not fit. */
+int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed);
+int transit_connect(transit_context* ctx, const char* address, uint32_t* peer);
+int transit_disconnect(transit_context* ctx, uint32_t peer);
 
 void* transit_mem_alloc(transit_context* ctx, size_t size);
 void transit_mem_free(transit_context* ctx, void* ptr);

@@ -20,6 +20,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "transit/runtime.hpp"
@@ -254,6 +255,28 @@ class Context {
     Status fence() noexcept;
     // No rank returns before every rank has entered.
     Status barrier() noexcept;
+
+    // --- peers outside the job (clients and servers) -----------------------------
+    // Makes this context reachable from processes outside its job and returns
+    // its address: one printable line, the same for the process's life, with
+    // the transports' addresses (tcp) and a random 128-bit access token.
+    // Whoever has the address may connect; a connection without the token is
+    // refused and logged.  A client needs no call here: its first message
+    // matches irecv(any_rank, ...) and the status names its new peer id.
+    // Throws std::runtime_error when no selected transport carries such peers.
+    std::string listen();
+    // A peer id (numbered after the job's ranks, never reused) for the
+    // context at `address`, usable with the tagged and active-message
+    // operations (one-sided ones take the same paths, untested with such
+    // peers).  Bounded work: the transport connects when the first message
+    // leaves.  bad_param: not an address; unreachable: no transport here
+    // reaches it (the log says why).
+    Status connect(std::string_view address, Rank& peer);
+    // Releases a peer outside the job on both sides: our pending operations
+    // with it end with peer_departed, and so do the other side's.  Ids of
+    // peers that departed or failed are released by the context itself;
+    // disconnecting them again is success.  bad_param for a job rank.
+    Status disconnect(Rank peer) noexcept;
 
     // Which transports carry messages to `peer` (connecting to it if needed).
     PeerTransports transports(Rank peer);

@@ -89,6 +89,27 @@ int main(int argc, char** argv) {
     CHECK(transit_cancel(ctx, c) == TRANSIT_SUCCESS);
     CHECK(transit_wait(ctx, &c, NULL) == TRANSIT_CANCELLED);
 
+    /* Peers outside the job: an address when a selected transport carries them
+     * (tcp), else an error; a job rank is no peer to disconnect. */
+    {
+        char small[4];
+        size_t needed = 0;
+        const int rc = transit_listen(ctx, small, sizeof small, &needed);
+        if (rc == TRANSIT_TRUNCATED) {
+            char* address = malloc(needed);
+            CHECK(address != NULL);
+            CHECK(transit_listen(ctx, address, needed, NULL) == TRANSIT_SUCCESS);
+            CHECK(strncmp(address, "transit:1;token=", 16) == 0);
+            CHECK(strlen(address) + 1 == needed);
+            free(address);
+        } else {
+            CHECK(rc == TRANSIT_ERROR);
+        }
+        uint32_t peer = 0;
+        CHECK(transit_connect(ctx, "transit:1;token=00", &peer) == TRANSIT_BAD_PARAM);
+        CHECK(transit_disconnect(ctx, 0) == TRANSIT_BAD_PARAM);
+    }
+
     /* Active messages: data lands at the offset named in the header. */
     CHECK(transit_register_am_handler(ctx, 1, header_handler, completion_handler, NULL) ==
           TRANSIT_SUCCESS);

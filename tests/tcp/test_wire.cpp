@@ -149,6 +149,18 @@ TEST(TcpWire, HandshakeRoundTripAndVerify) {
     EXPECT_EQ(wire::verify(out, "job-42", h.secret), "");
 }
 
+TEST(TcpWire, JoinAndWelcomeRoundTrip) {
+    for (auto kind : {wire::HandshakeKind::join, wire::HandshakeKind::welcome}) {
+        auto h = our_hello();
+        h.kind = kind;
+        h.secret[0] = std::byte{0x5a};  // a listening context's token, not the job secret
+        wire::Handshake out;
+        ASSERT_EQ(wire::decode(wire::encode(h), out), "");
+        EXPECT_EQ(out.kind, kind);
+        EXPECT_EQ(out.secret, h.secret);
+    }
+}
+
 TEST(TcpWire, HandshakeWrongSecretOrJobRefused) {
     const auto h = our_hello();
     wire::Handshake out;

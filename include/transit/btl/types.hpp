@@ -59,6 +59,11 @@ inline constexpr std::uint32_t rdma_without_target = 0x100000;
 // Without it the pml serialises its calls (at ThreadLevel::multiple it holds
 // its lock around every call into the module).
 inline constexpr std::uint32_t thread_safe = 0x200000;
+// The module carries peers outside the job (rt::DynamicPeers): it connects to
+// a server from the modex blobs of its address and accepts clients that
+// present the listening context's token.  Modules without it are never asked
+// about such peers.
+inline constexpr std::uint32_t dynamic_peers = 0x400000;
 // The one-sided capabilities, for comparing what two modules offer.
 inline constexpr std::uint32_t one_sided = put | get | atomic_ops | atomic_fops;
 }  // namespace flags
@@ -163,6 +168,8 @@ inline constexpr std::uint32_t access_any = 0xf;
 namespace error_flags {
 inline constexpr std::uint32_t fatal = 0x1;
 inline constexpr std::uint32_t nonfatal = 0x2;
+// With nonfatal: a peer outside the job closed on purpose (it disconnected).
+inline constexpr std::uint32_t departed = 0x4;
 }  // namespace error_flags
 
 inline constexpr std::uint32_t exclusivity_high = 64 * 1024;  // own process

@@ -269,27 +269,27 @@ class Loader {
     }
 
   private:
-    void exclude(const Candidate& c, std::string reason) {
+    // A file not loaded: its record, from what its name and path say.
+    ComponentRecord unloaded(const Candidate& c, ComponentState state, std::string reason) const {
         ComponentRecord r;
         r.framework = framework_;
         r.name = c.name;
         r.path = c.path;
-        r.state = ComponentState::excluded;
+        r.state = state;
         r.reason = std::move(reason);
+        return r;
+    }
+
+    void exclude(const Candidate& c, std::string reason) {
         seen_.emplace(c.name, c.path);
-        result_.failures.push_back(std::move(r));
+        result_.failures.push_back(unloaded(c, ComponentState::excluded, std::move(reason)));
     }
 
     // `d`, when given, is a refused descriptor: what it was built with is still
     // worth showing, if the descriptor is at least Transit's and large enough.
     void fail(const Candidate& c, std::string reason,
               const transit_component_descriptor* d = nullptr) {
-        ComponentRecord r;
-        r.framework = framework_;
-        r.name = c.name;
-        r.path = c.path;
-        r.state = ComponentState::failed;
-        r.reason = std::move(reason);
+        ComponentRecord r = unloaded(c, ComponentState::failed, std::move(reason));
         if (d != nullptr && d->magic == descriptor_magic &&
             d->struct_size >= descriptor_size_read) {
             r.version = version_text(*d);

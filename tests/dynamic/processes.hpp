@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace transit_test {
@@ -56,8 +57,8 @@ struct Child {
     std::string pending;
 };
 
-// This program again, with `args` (args[0] is argv[0]).
-inline Child start(std::vector<std::string> args) {
+// `program` with `args` (args[0] is its argv[0]).
+inline Child start_program(const char* program, std::vector<std::string> args) {
     int fds[2];
     check(::pipe(fds) == 0, "pipe");
     Child c;
@@ -70,13 +71,18 @@ inline Child start(std::vector<std::string> args) {
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        ::execv("/proc/self/exe", argv.data());
+        ::execv(program, argv.data());
         std::_Exit(127);
     }
     ::close(fds[1]);
     c.out = fds[0];
     running().push_back(c.pid);
     return c;
+}
+
+// This program again, with `args` (args[0] is argv[0]).
+inline Child start(std::vector<std::string> args) {
+    return start_program("/proc/self/exe", std::move(args));
 }
 
 // The child's next line, or fail after `seconds`.

@@ -12,7 +12,7 @@ packages=(
   cmake g++ make pkg-config git ca-certificates
   libgtest-dev libltdl-dev libpmix-dev libhwloc-dev libibverbs-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev python3-mpi4py
   libfabric-dev libfabric-bin libucx-dev ucx-utils
   clang libclang-rt-14-dev iproute2 procps help2man
 )

@@ -40,7 +40,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
     read_params();
     level_ = level.value_or(
         parse_thread_level(params::registry().get("pml_base_thread_level").as_string()));
-    threaded_ = level_ == ThreadLevel::multiple || c_.settings.progress_thread;
+    calls_.enable(level_ == ThreadLevel::multiple || c_.settings.progress_thread);
     setup();
 }
 
@@ -114,7 +114,7 @@ void Engine::start_progress_thread() {
         while (!stop_thread_.load(std::memory_order_relaxed)) {
             int events;
             {
-                std::lock_guard<std::recursive_mutex> g(mutex_);
+                std::lock_guard<std::recursive_mutex> g(calls_.mutex());
                 events = progress();
             }
             // Busy for a while after activity, then gentle: the program's own

@@ -33,6 +33,7 @@
 #include "pml/params.hpp"
 #include "pml/tagged.hpp"
 #include "runtime/dynamic_runtime.hpp"
+#include "transit/call_lock.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::pml {
@@ -83,7 +84,7 @@ class Engine {
     // Progress until pred() holds: spin, then yield between polls.
     template <typename Pred>
     void wait_until(Pred pred) noexcept {
-        if (threaded_) [[unlikely]]
+        if (calls_.enabled()) [[unlikely]]
             return wait_until_unlocking(pred);
         std::uint64_t idle = 0;
         while (!pred()) {
@@ -96,11 +97,7 @@ class Engine {
     // Held by every API call at ThreadLevel::multiple or when the progress
     // thread runs; empty (no lock taken) otherwise.  Recursive: handlers run
     // under it and may call the API.
-    std::unique_lock<std::recursive_mutex> lock() noexcept {
-        if (!threaded_) [[likely]]
-            return {};
-        return std::unique_lock<std::recursive_mutex>(mutex_);
-    }
+    std::unique_lock<std::recursive_mutex> lock() noexcept { return calls_.hold(); }
 
     // tagged
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
@@ -186,12 +183,12 @@ class Engine {
         std::uint64_t idle = 0;
         while (!pred()) {
             const int events = progress();
-            mutex_.unlock();
+            calls_.mutex().unlock();
             if (events > 0)
                 idle = 0;
             else if (++idle > c_.settings.wait_spin_count)
                 yield();
-            mutex_.lock();
+            calls_.mutex().lock();
         }
     }
     void setup();
@@ -236,8 +233,7 @@ class Engine {
     std::vector<Peer*> erasable_;        // release_gone_peers' scratch
     std::vector<std::byte> scratch_;     // a message a btl split into several segments
     ThreadLevel level_ = ThreadLevel::single;
-    bool threaded_ = false;  // lock() takes mutex_: level multiple or the progress thread
-    std::recursive_mutex mutex_;
+    CallLock calls_;  // taken by lock(): at level multiple or with the progress thread
     std::atomic<bool> stop_thread_{false};
     std::thread thread_;
 };

@@ -52,6 +52,7 @@ struct Session {
 
 std::unique_ptr<Session> session;
 int output = -1;  // opal_output stream for verbose lines
+CallLock the_calls;
 
 template <typename... Args>
 void say(int level, fmt::format_string<Args...> f, Args&&... args) {
@@ -94,8 +95,14 @@ void forward_message(btl::Module* m, const btl::ReceiveDescriptor& d, void* cbda
     trigger->cbfunc(a->ompi(), d.tag, &des, trigger->cbdata);
 }
 
+// A thread that finds another inside Transit leaves: that one is sending or
+// polling already, and Open MPI's waiters call again.  Threads queueing here
+// would only hand the lock round while none of them waits for anything new.
 int progress() {
-    return progress_engine().progress();
+    if (!the_calls.enabled()) [[likely]]
+        return progress_engine().progress();
+    std::unique_lock held(the_calls.mutex(), std::try_to_lock);
+    return held.owns_lock() ? progress_engine().progress() : 0;
 }
 
 // Open MPI's btl_transit_include becomes Transit's own `btl` selection.  Left
@@ -115,11 +122,16 @@ void select_transports() {
     if (verbose_param > 0) reg.set("btl_base_verbose", std::to_string(verbose_param), api);
 }
 
-std::unique_ptr<Session> open_session(bool mpi_threads) {
-    if (mpi_threads) {
-        say(1, "declined: Transit's transports are not thread safe (MPI_THREAD_MULTIPLE)");
-        return nullptr;
-    }
+// Why no Transit transport is offered, from each one's record.
+std::string no_transport_reason(const Session& s) {
+    std::string why;
+    for (const mca::ComponentRecord& r : s.framework->records())
+        if (!r.reason.empty())
+            why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", r.name, r.reason);
+    return why.empty() ? "none selected" : why;
+}
+
+std::unique_ptr<Session> open_session() {
     auto s = std::make_unique<Session>();
     // Open MPI has published its own modex and will run the fence after every
     // btl has published: Transit puts its data now and reads it in add_procs.
@@ -152,6 +164,11 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
         opal_output(0, "btl:transit: btl_transit_descriptors %d is below %d; using %d",
                     records_param, min_records, min_records);
     const auto records = static_cast<std::size_t>(std::max(records_param, min_records));
+    if (s->framework->modules().empty()) {
+        opal_output(0, "btl:transit: declined: no Transit transport started (%s)",
+                    no_transport_reason(*s).c_str());
+        return nullptr;
+    }
     for (btl::Module* m : s->framework->modules()) {
         s->adapters.push_back(std::make_unique<Adapter>(*m, mca_btl_transit_component, records));
         say(1, "module {}: eager limit {}, max send {}, exclusivity {}, flags {:#x}", m->name(),
@@ -164,11 +181,14 @@ std::unique_ptr<Session> open_session(bool mpi_threads) {
 mca_btl_base_module_t** component_init(int* count, bool progress_threads, bool mpi_threads) {
     (void)progress_threads;
     *count = 0;
+    // Under MPI_THREAD_MULTIPLE ob1 calls the modules and progress from any
+    // thread; the lock is switched on before a second thread can call.
+    the_calls.enable(mpi_threads);
     try {
-        session = open_session(mpi_threads);
+        session = open_session();
     } catch (const std::exception& e) {
         // A bad parameter or a broken launcher: Open MPI carries on without us.
-        opal_output(0, "btl:transit: Transit did not start: %s", e.what());
+        opal_output(0, "btl:transit: declined: Transit did not start: %s", e.what());
         session.reset();
     }
     if (!session || session->adapters.empty()) {
@@ -229,6 +249,10 @@ int component_close() {
 }
 
 }  // namespace
+
+CallLock& calls() noexcept {
+    return the_calls;
+}
 
 int forward_tag(mca_btl_base_tag_t tag) noexcept {
     if (!session) return OPAL_ERR_NOT_AVAILABLE;

@@ -65,6 +65,7 @@ void on_error(btl::Module*, std::uint32_t flags, Rank peer, const char* info,
 
 int add_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
               mca_btl_base_endpoint_t** endpoints, opal_bitmap_t* reachable) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     try {
         before_first_add_procs();
@@ -97,6 +98,7 @@ int add_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
 
 int del_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
               mca_btl_base_endpoint_t** endpoints) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     try {
         std::vector<Rank> ranks;
@@ -115,17 +117,20 @@ int del_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
 
 int register_tag(mca_btl_base_module_t*, mca_btl_base_tag_t tag, mca_btl_base_module_recv_cb_fn_t,
                  void*) {
+    const auto held = calls().hold();
     // The trigger table already holds (cbfunc, cbdata); the forwarder reads it.
     return forward_tag(tag);
 }
 
 int register_error(mca_btl_base_module_t* m, mca_btl_base_module_error_cb_fn_t cb) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     a.error_cb = cb;
     return to_opal(a.inner().register_error(&on_error, &a));
 }
 
 int finalize(mca_btl_base_module_t* m) {
+    const auto held = calls().hold();
     // The Transit module lives until the component closes (its framework owns
     // it); here Open MPI only stops hearing about errors.
     self(m).error_cb = nullptr;
@@ -136,12 +141,14 @@ int finalize(mca_btl_base_module_t* m) {
 
 mca_btl_base_descriptor_t* alloc(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep,
                                  uint8_t order, size_t size, uint32_t flags) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     btl::Descriptor* d = a.inner().alloc(inner(ep), order, size, flags);
     return d != nullptr ? a.wrap(d, flags) : nullptr;
 }
 
 int free_des(mca_btl_base_module_t* m, mca_btl_base_descriptor_t* des) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     auto* f = reinterpret_cast<Frag*>(des);
     const Status s = a.inner().free(f->inner);
@@ -175,6 +182,7 @@ btl::Descriptor* prepare_packed(Adapter& a, btl::Endpoint* ep, opal_convertor_t*
 mca_btl_base_descriptor_t* prepare_src(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep,
                                        opal_convertor_t* conv, uint8_t order, size_t reserve,
                                        size_t* size, uint32_t flags) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     btl::Descriptor* d = nullptr;
     if (*size == 0) {
@@ -198,6 +206,7 @@ mca_btl_base_descriptor_t* prepare_src(mca_btl_base_module_t* m, mca_btl_base_en
 
 int send(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, mca_btl_base_descriptor_t* des,
          mca_btl_base_tag_t tag) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     auto* f = reinterpret_cast<Frag*>(des);
     btl::Descriptor* d = f->inner;
@@ -218,6 +227,7 @@ int send(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, mca_btl_base_des
 int sendi(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, opal_convertor_t* conv,
           void* header, size_t header_size, size_t payload_size, uint8_t order, uint32_t flags,
           mca_btl_base_tag_t tag, mca_btl_base_descriptor_t** des) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     if (payload_size != 0 && opal_convertor_need_buffers(conv) != 0) {
         // Transit's sendi takes contiguous data; hand back a fragment to pack.
@@ -265,6 +275,7 @@ Request request_of(mca_btl_base_endpoint_t* ep, void* local, uint64_t remote,
 int put(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* local, uint64_t remote,
         mca_btl_base_registration_handle_t* lh, mca_btl_base_registration_handle_t* rh, size_t size,
         int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void* context, void* cbdata) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     RdmaOp* op = a.take_op(cb, context, cbdata);
     if (op == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -277,6 +288,7 @@ int put(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* local, uint
 int get(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* local, uint64_t remote,
         mca_btl_base_registration_handle_t* lh, mca_btl_base_registration_handle_t* rh, size_t size,
         int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void* context, void* cbdata) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     RdmaOp* op = a.take_op(cb, context, cbdata);
     if (op == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -290,6 +302,7 @@ int atomic_op(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, uint64_t re
               mca_btl_base_registration_handle_t* rh, mca_btl_base_atomic_op_t op, uint64_t operand,
               int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void* context,
               void* cbdata) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -304,6 +317,7 @@ int atomic_fop(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* loca
                mca_btl_base_registration_handle_t* lh, mca_btl_base_registration_handle_t* rh,
                mca_btl_base_atomic_op_t op, uint64_t operand, int flags, int order,
                mca_btl_base_rdma_completion_fn_t cb, void* context, void* cbdata) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -319,6 +333,7 @@ int atomic_cswap(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* lo
                  mca_btl_base_registration_handle_t* rh, uint64_t compare, uint64_t value,
                  int flags, int order, mca_btl_base_rdma_completion_fn_t cb, void* context,
                  void* cbdata) {
+    const auto held = calls().hold();
     Adapter& a = self(m);
     RdmaOp* rec = a.take_op(cb, context, cbdata);
     if (rec == nullptr) return OPAL_ERR_OUT_OF_RESOURCE;
@@ -332,6 +347,7 @@ int atomic_cswap(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, void* lo
 mca_btl_base_registration_handle_t* register_mem(mca_btl_base_module_t* m,
                                                  mca_btl_base_endpoint_t* ep, void* base,
                                                  size_t size, uint32_t flags) {
+    const auto held = calls().hold();
     btl::Endpoint* target = ep == MCA_BTL_ENDPOINT_ANY ? nullptr : inner(ep);
     try {
         // The handle's first registration_handle_size bytes are its packed
@@ -344,6 +360,7 @@ mca_btl_base_registration_handle_t* register_mem(mca_btl_base_module_t* m,
 }
 
 int deregister_mem(mca_btl_base_module_t* m, mca_btl_base_registration_handle_t* h) {
+    const auto held = calls().hold();
     try {
         return to_opal(self(m).rdma().deregister_mem(reg(h)));
     } catch (...) {
@@ -352,6 +369,7 @@ int deregister_mem(mca_btl_base_module_t* m, mca_btl_base_registration_handle_t*
 }
 
 int flush(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep) {
+    const auto held = calls().hold();
     try {
         return to_opal(self(m).rdma().flush(ep == nullptr ? nullptr : inner(ep)));
     } catch (...) {
@@ -360,6 +378,7 @@ int flush(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep) {
 }
 
 void dump(mca_btl_base_module_t* m, mca_btl_base_endpoint_t* ep, int verbose) {
+    const auto held = calls().hold();
     try {
         self(m).inner().dump(ep == nullptr ? nullptr : inner(ep), verbose);
     } catch (...) {

@@ -11,6 +11,7 @@
 
 #include "ompi_headers.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/call_lock.hpp"
 
 namespace transit::ompi {
 
@@ -118,6 +119,12 @@ inline btl::Endpoint* inner(mca_btl_base_endpoint_t* ep) noexcept {
 inline mca_btl_base_endpoint_t* outer(btl::Endpoint* ep) noexcept {
     return reinterpret_cast<mca_btl_base_endpoint_t*>(ep);
 }
+
+// Held around every call from Open MPI into Transit (module operations and
+// progress), switched on under MPI_THREAD_MULTIPLE: Transit's modules are not
+// safe for concurrent calls, nor are the adapter's pools.  Recursive: Open MPI's
+// callbacks, run under it, send again.
+CallLock& calls() noexcept;
 
 // Implemented by the component: registers the Transit active-message forwarder
 // for an Open MPI tag, and refreshes the runtime's view of the peers once.

@@ -1,13 +1,9 @@
 #include "peer_check.hpp"
 
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,12 +36,23 @@ long port_of(const std::string& address) {
 struct TcpEntry {
     long local_port = -1, remote_port = -1;
     bool established = false;
+    unsigned long received = 0;  // bytes in its receive queue, not yet read
     unsigned long uid = 0;
+    unsigned long inode = 0;
 };
 
+// The receive queue of a "<hex tx>:<hex rx>" column; 0 if malformed.
+unsigned long rx_queue_of(const std::string& queues) {
+    const std::size_t colon = queues.find(':');
+    if (colon == std::string::npos) return 0;
+    unsigned long rx = 0;
+    std::from_chars(queues.data() + colon + 1, queues.data() + queues.size(), rx, 16);
+    return rx;
+}
+
 // Calls `visit` with each entry of `table` until it returns true; whether one
-// did.  Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid ...".
-// Throws what reading the file throws.
+// did.  Lines: "sl local_address rem_address st tx:rx tr:when retrnsmt uid
+// timeout inode ...".  Throws what reading the file throws.
 template <class Visit>
 bool any_entry(const char* table, Visit&& visit) {
     std::ifstream in(table);
@@ -52,13 +60,15 @@ bool any_entry(const char* table, Visit&& visit) {
     std::getline(in, line);  // the header
     while (std::getline(in, line)) {
         std::istringstream f(line);
-        std::string sl, local, remote, state, queues, timer, retransmits;
+        std::string sl, local, remote, state, queues, timer, retransmits, timeout;
         TcpEntry e;
-        if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> e.uid))
+        if (!(f >> sl >> local >> remote >> state >> queues >> timer >> retransmits >> e.uid >>
+              timeout >> e.inode))
             continue;
         e.local_port = port_of(local);
         e.remote_port = port_of(remote);
         e.established = state == established;
+        e.received = rx_queue_of(queues);
         if (visit(e)) return true;
     }
     return false;
@@ -87,75 +97,96 @@ long owner_of(const char* table, std::uint16_t client_port, std::uint16_t server
     return -1;
 }
 
-std::uint16_t port_in(const sockaddr_storage& addr) noexcept {
-    if (addr.ss_family == AF_INET)
-        return ntohs(reinterpret_cast<const sockaddr_in*>(&addr)->sin_port);
-    if (addr.ss_family == AF_INET6)
-        return ntohs(reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_port);
-    return 0;
+// The server's ends of the connections to local port `port`, by socket inode.
+std::map<ino_t, TcpEntry> server_ends(std::uint16_t port) noexcept try {
+    std::map<ino_t, TcpEntry> ends;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"})
+        any_entry(table, [&](const TcpEntry& e) {
+            if (e.established && e.local_port == port && e.inode != 0) ends.emplace(e.inode, e);
+            return false;
+        });
+    return ends;
+} catch (...) {
+    return {};
 }
 
-// The local port of `fd` if it is a connected TCP socket, else 0.
-std::uint16_t connected_port(int fd) noexcept {
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return 0;
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-    len = sizeof addr;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-    return port_in(addr);
+// The socket inode descriptor `fd` names, 0 if it is no socket.  Read from
+// /proc/self/fd without touching the descriptor: other threads (the
+// launcher's, the PMIx library's) open and close descriptors all the time, and
+// a number read from the directory may name something else by now.
+ino_t socket_inode(const std::string& fd) {
+    char link[64];
+    const std::string path = "/proc/self/fd/" + fd;
+    const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
+    if (n <= 0) return 0;
+    const std::string_view target(link, static_cast<std::size_t>(n));
+    constexpr std::string_view prefix = "socket:[";
+    if (!target.starts_with(prefix) || !target.ends_with(']')) return 0;
+    unsigned long inode = 0;
+    const char* first = target.data() + prefix.size();
+    const char* last = target.data() + target.size() - 1;
+    const auto [at, ec] = std::from_chars(first, last, inode);
+    return ec == std::errc() && at == last ? static_cast<ino_t>(inode) : 0;
 }
 
-// The peer's port of connected socket `fd`, 0 if unknown.
-std::uint16_t peer_port(int fd) noexcept {
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-    return port_in(addr);
+// Whether descriptor `fd` is in blocking mode, from its /proc/self/fdinfo
+// "flags:" line (octal open flags); false if unknown.
+bool blocking(const std::string& fd) {
+    std::ifstream in("/proc/self/fdinfo/" + fd);
+    std::string key;
+    while (in >> key) {
+        if (key != "flags:") continue;
+        std::string octal;
+        in >> octal;
+        unsigned long flags = 0;
+        const auto [at, ec] = std::from_chars(octal.data(), octal.data() + octal.size(), flags, 8);
+        return ec == std::errc() && (flags & O_NONBLOCK) == 0;
+    }
+    return false;
 }
 
-// Every blocking socket of this process connected to local port `port`: the
+// A connection the PMIx library has accepted but not yet admitted.
+struct Unadmitted {
+    int fd = -1;
+    ino_t inode = 0;
+    std::uint16_t client_port = 0;
+    unsigned long received = 0;
+};
+
+// The blocking sockets of this process connected to local port `port`: the
 // connections the PMIx library has accepted but not yet admitted (it makes a
-// client's socket non-blocking once the client is in).
-std::vector<int> unadmitted_sockets(std::uint16_t port) {
-    std::vector<int> fds;
+// client's socket non-blocking once the client is in).  Found from the kernel's
+// tables alone: no descriptor is touched, so none of another thread's can be
+// met while it is being opened or closed.
+std::vector<Unadmitted> unadmitted_connections(std::uint16_t port) {
+    std::vector<Unadmitted> found;
+    const std::map<ino_t, TcpEntry> ends = server_ends(port);
+    if (ends.empty()) return found;
     DIR* dir = ::opendir("/proc/self/fd");
-    if (!dir) return fds;
+    if (!dir) return found;
     while (const dirent* e = ::readdir(dir)) {
         char* end = nullptr;
         const long fd = std::strtol(e->d_name, &end, 10);
-        if (end == e->d_name || *end != '\0' || fd == ::dirfd(dir)) continue;
-        const int flags = ::fcntl(static_cast<int>(fd), F_GETFL);
-        if (flags < 0 || (flags & O_NONBLOCK) != 0) continue;
-        if (connected_port(static_cast<int>(fd)) == port) fds.push_back(static_cast<int>(fd));
+        if (end == e->d_name || *end != '\0') continue;
+        const std::string name = e->d_name;
+        const auto end_of = ends.find(socket_inode(name));
+        if (end_of == ends.end() || !blocking(name)) continue;
+        found.push_back({static_cast<int>(fd), end_of->first,
+                         static_cast<std::uint16_t>(end_of->second.remote_port),
+                         end_of->second.received});
     }
     ::closedir(dir);
-    return fds;
-}
-
-// Bytes waiting to be read in `fd`; -1 if unknown.
-int queued_bytes(int fd) noexcept {
-    int queued = 0;
-    return ::ioctl(fd, FIONREAD, &queued) == 0 ? queued : -1;
-}
-
-// The one blocking socket of this process connected to local port `port`;
-// -1 if there is none or more than one.
-int admitting_socket(std::uint16_t port) {
-    const std::vector<int> fds = unadmitted_sockets(port);
-    return fds.size() == 1 ? fds.front() : -1;
+    return found;
 }
 
 }  // namespace
 
 bool admitting_client_may_be_a_stranger(std::uint16_t port) {
     bool candidates = false, ours = false;
-    for (const int fd : unadmitted_sockets(port)) {
-        if (queued_bytes(fd) != 0) continue;  // not yet read by the library
-        const std::uint16_t client = peer_port(fd);
-        long uid = owner_of("/proc/net/tcp", client, port);
-        if (uid < 0) uid = owner_of("/proc/net/tcp6", client, port);
+    for (const Unadmitted& c : unadmitted_connections(port)) {
+        if (c.received != 0) continue;  // not yet read by the library
+        long uid = owner_of("/proc/net/tcp", c.client_port, port);
+        if (uid < 0) uid = owner_of("/proc/net/tcp6", c.client_port, port);
         // A client in another network namespace or on another host (the
         // server then listens beyond loopback, by the user's choice) has no
         // entry here: it is judged by the table-wide check below.
@@ -167,8 +198,9 @@ bool admitting_client_may_be_a_stranger(std::uint16_t port) {
 }
 
 bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds patience) {
-    const int fd = admitting_socket(port);
-    if (fd < 0) return false;
+    const std::vector<Unadmitted> found = unadmitted_connections(port);
+    if (found.size() != 1) return false;
+    const int fd = found.front().fd;
     const auto until = std::chrono::steady_clock::now() + patience;
     for (;;) {
         const auto left =
@@ -185,18 +217,19 @@ unsigned IdleConnectionGuard::scan() {
     const auto now = Clock::now();
     std::map<ino_t, Clock::time_point> seen;
     unsigned closed = 0;
-    for (const int fd : unadmitted_sockets(port_)) {
-        struct stat st {};
-        if (::fstat(fd, &st) != 0) continue;
-        const int queued = queued_bytes(fd);
-        if (queued != 0) continue;  // waiting for the library, not idle (or unknown)
-        const auto known = empty_since_.find(st.st_ino);
+    for (const Unadmitted& c : unadmitted_connections(port_)) {
+        if (c.received != 0) continue;  // waiting for the library, not idle
+        const auto known = empty_since_.find(c.inode);
         const Clock::time_point since = known == empty_since_.end() ? now : known->second;
         if (now - since >= limit_) {
-            ::shutdown(fd, SHUT_RDWR);
-            ++closed;
+            // Still the socket found (the library may have closed it and the
+            // number been reused since): only then is it ours to end.
+            if (socket_inode(std::to_string(c.fd)) == c.inode) {
+                ::shutdown(c.fd, SHUT_RDWR);
+                ++closed;
+            }
         } else {
-            seen.emplace(st.st_ino, since);
+            seen.emplace(c.inode, since);
         }
     }
     empty_since_ = std::move(seen);

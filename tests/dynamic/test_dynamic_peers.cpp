@@ -20,10 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/dynamic/processes.hpp"
 #include "transit/transit.hpp"
 
 namespace {
 
+using namespace transit::test;
 using transit::Rank;
 using transit::RequestStatus;
 using transit::Status;
@@ -35,15 +37,6 @@ constexpr std::uint32_t tag_watch = 5;  // never sent: ends only when the peer g
 constexpr std::uint32_t tag_drop_me = 7;
 constexpr std::uint32_t tag_quit = 9;
 constexpr std::size_t max_message = 4u << 20;
-
-[[noreturn]] void fail(const std::string& what) {
-    std::fprintf(stderr, "[%d] FAILED: %s\n", static_cast<int>(::getpid()), what.c_str());
-    std::exit(1);
-}
-
-void check(bool cond, const std::string& what) {
-    if (!cond) fail(what);
-}
 
 // --- server ----------------------------------------------------------------------
 
@@ -235,61 +228,6 @@ int client(const std::string& address, const std::string& mode) {
 }
 
 // --- driver ----------------------------------------------------------------------
-
-struct Child {
-    pid_t pid = -1;
-    int out = -1;  // its stdout
-    std::string pending;
-};
-
-Child start(std::vector<std::string> args) {
-    int fds[2];
-    check(::pipe(fds) == 0, "pipe");
-    Child c;
-    c.pid = ::fork();
-    check(c.pid >= 0, "fork");
-    if (c.pid == 0) {
-        ::dup2(fds[1], 1);
-        ::close(fds[0]);
-        ::close(fds[1]);
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv("/proc/self/exe", argv.data());
-        std::_Exit(127);
-    }
-    ::close(fds[1]);
-    c.out = fds[0];
-    return c;
-}
-
-// The child's next line, or fail after `seconds`.
-std::string read_line(Child& c, int seconds, const std::string& what) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    for (;;) {
-        if (auto nl = c.pending.find('\n'); nl != std::string::npos) {
-            std::string line = c.pending.substr(0, nl);
-            c.pending.erase(0, nl + 1);
-            return line;
-        }
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            end - std::chrono::steady_clock::now());
-        check(left.count() > 0, "timed out waiting for " + what);
-        pollfd p{c.out, POLLIN, 0};
-        if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-        char buf[4096];
-        const ssize_t n = ::read(c.out, buf, sizeof buf);
-        check(n > 0, "end of output waiting for " + what);
-        c.pending.append(buf, static_cast<std::size_t>(n));
-    }
-}
-
-int wait_exit(Child& c) {
-    int status = 0;
-    ::waitpid(c.pid, &status, 0);
-    ::close(c.out);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-}
 
 int driver(const char* self) {
     const std::string me = self;

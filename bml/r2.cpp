@@ -70,6 +70,7 @@ R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> compone
 R2::~R2() {
     for (std::size_t peer = 0; peer < endpoints_.size(); ++peer)
         if (endpoints_[peer]) delete_endpoint(static_cast<Rank>(peer), *endpoints_[peer]);
+    for (auto& [peer, ep] : dynamic_) delete_endpoint(peer, *ep);
 }
 
 void R2::delete_endpoint(Rank r, Endpoint& ep) noexcept {
@@ -92,11 +93,11 @@ void R2::release(Rank peer) noexcept {
     // A client we only received from has no endpoint here, but its transport
     // holds its connection: built now, so that deleting it closes that.
     if (!existing(peer)) endpoint(peer);
-    if (peer >= endpoints_.size()) return;
-    reported_[peer] = true;  // never built again: ids are not reused
-    if (!endpoints_[peer]) return;
-    delete_endpoint(peer, *endpoints_[peer]);
-    endpoints_[peer].reset();
+    auto it = dynamic_.find(peer);
+    if (it == dynamic_.end()) return;
+    const std::unique_ptr<Endpoint> ep = std::move(it->second);
+    dynamic_.erase(it);
+    delete_endpoint(peer, *ep);
 }
 
 Endpoint* R2::create(Rank peer) noexcept {
@@ -105,15 +106,11 @@ Endpoint* R2::create(Rank peer) noexcept {
         return nullptr;
     }
     // Ids past the job are peers outside it (the pml asks only for those it
-    // knows); the tables grow to them.
-    if (peer >= endpoints_.size()) try {
-            endpoints_.resize(peer + std::size_t{1});
-            reported_.resize(peer + std::size_t{1}, false);
-        } catch (const std::exception&) {
-            last_error_ = "out of memory for the endpoint table";
-            return nullptr;
-        }
-    if (reported_[peer]) return nullptr;  // known unreachable: the error was printed once
+    // knows, and never again for one released).
+    const bool dynamic = peer >= job_size_;
+    if (Endpoint* known = dynamic ? existing(peer) : nullptr) return known;
+    if (!dynamic && reported_[peer])
+        return nullptr;  // known unreachable: the error was printed once
     try {
         auto ep = std::make_unique<Endpoint>();
         ep->peer = peer;
@@ -122,16 +119,17 @@ Endpoint* R2::create(Rank peer) noexcept {
         if (ep->send.empty()) {
             last_error_ = unreachable_message(peer, why);
             log::error("{}", last_error_);
-            reported_[peer] = true;
+            if (!dynamic) reported_[peer] = true;
             return nullptr;
         }
         if (out_.enabled(10)) print_table(*ep, why);
-        endpoints_[peer] = std::move(ep);
-        return endpoints_[peer].get();
+        auto& slot = dynamic ? dynamic_[peer] : endpoints_[peer];
+        slot = std::move(ep);
+        return slot.get();
     } catch (const std::exception& e) {
         last_error_ = fmt::format("building the endpoint of rank {} failed: {}", peer, e.what());
         log::error("{}", last_error_);
-        reported_[peer] = true;
+        if (!dynamic) reported_[peer] = true;
         return nullptr;
     }
 }

@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "framework/repository.hpp"
@@ -84,12 +85,17 @@ class R2 {
         return create(peer);
     }
     // Releases a peer outside the job (ids >= the job size): its endpoints go
-    // (the modules close what they hold) and it is never built again.
+    // (the modules close what they hold) and nothing of it stays here; the
+    // pml never asks for it again (ids are not reused).
     void release(Rank peer) noexcept;
-    // The same, without building (for progress-side lookups).
+    // The same, without building.
     Endpoint* existing(Rank peer) const noexcept {
-        return peer < endpoints_.size() ? endpoints_[peer].get() : nullptr;
+        if (peer < endpoints_.size()) return endpoints_[peer].get();
+        auto it = dynamic_.find(peer);
+        return it == dynamic_.end() ? nullptr : it->second.get();
     }
+    // Endpoints of peers outside the job (for tests and tools).
+    std::size_t dynamic_count() const noexcept { return dynamic_.size(); }
     std::span<btl::Module* const> modules() const noexcept { return modules_; }
     const std::string& last_error() const noexcept { return last_error_; }
 
@@ -103,8 +109,9 @@ class R2 {
 
     std::vector<btl::Module*> modules_;
     std::vector<ComponentInfo> components_;
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;
-    std::vector<bool> reported_;
+    std::vector<std::unique_ptr<Endpoint>> endpoints_;             // the job's ranks
+    std::vector<bool> reported_;                                   // the job's ranks
+    std::unordered_map<Rank, std::unique_ptr<Endpoint>> dynamic_;  // peers outside the job
     Rank self_;
     std::uint32_t job_size_;
     log::Stream out_;

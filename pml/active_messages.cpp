@@ -22,7 +22,7 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
     if (header.size() > Context::am_max_header || id >= am_handlers_.size())
         return Status::bad_param;
     Peer* p = c_.peers.send_peer(dst);
-    if (!p) return dst >= c_.size ? Status::bad_param : Status::unreachable;
+    if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     // Owed before it goes: over a loopback the answer comes back inside the send.

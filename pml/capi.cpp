@@ -25,6 +25,8 @@ struct transit_context {
         transit_context* self = nullptr;
     };
     std::array<CHandler, transit::Context::am_max_handlers> handlers{};
+    transit_peer_event_fn peer_event = nullptr;
+    void* peer_event_user = nullptr;
 };
 
 struct transit_counter {
@@ -457,6 +459,22 @@ int transit_connect(transit_context* ctx, const char* address, uint32_t* peer) {
 }
 int transit_disconnect(transit_context* ctx, uint32_t peer) {
     return code(ctx->ctx.disconnect(peer));
+}
+static_assert(TRANSIT_PEER_EVENT_JOINED == static_cast<int>(transit::PeerEventKind::joined) &&
+              TRANSIT_PEER_EVENT_DEPARTED == static_cast<int>(transit::PeerEventKind::departed) &&
+              TRANSIT_PEER_EVENT_FAILED == static_cast<int>(transit::PeerEventKind::failed));
+void transit_on_peer_event(transit_context* ctx, transit_peer_event_fn fn, void* user) {
+    ctx->peer_event = fn;
+    ctx->peer_event_user = user;
+    if (!fn) return ctx->ctx.on_peer_event(nullptr, nullptr);
+    ctx->ctx.on_peer_event(
+        [](transit::Context&, const transit::PeerEvent& e, void* self) {
+            auto* c = static_cast<transit_context*>(self);
+            if (c->peer_event)
+                c->peer_event(c, e.peer, static_cast<transit_peer_event_kind>(e.kind),
+                              c->peer_event_user);
+        },
+        ctx);
 }
 
 void* transit_mem_alloc(transit_context* ctx, size_t size) {

@@ -346,6 +346,11 @@ Status Context::connect(std::string_view address, Rank& peer) {
         return Status::out_of_resource;
     }
 }
+void Context::on_peer_event(PeerEventFn fn, void* user) noexcept {
+    auto guard = engine_->lock();
+    engine_->on_peer_event(fn, user);
+}
+
 Status Context::disconnect(Rank peer) noexcept {
     auto guard = engine_->lock();
     return engine_->disconnect(peer);

@@ -80,17 +80,36 @@ namespace transit::pml {
 
 Peer* PeerTable::dynamic_peer(Rank r) noexcept {
     if (r == any_rank) return nullptr;
-    const std::size_t i = r - std::size_t{size_};
-    if (i < dynamic_.size() && dynamic_[i]) return dynamic_[i].get();
+    if (auto it = by_id_.find(r); it != by_id_.end()) return it->second;
     if (!dynamic_peers_ || !dynamic_peers_->is_dynamic(r)) return nullptr;
     try {
-        if (i >= dynamic_.size()) dynamic_.resize(i + 1);
-        dynamic_[i] = std::make_unique<Peer>();
+        dynamic_.reserve(dynamic_.size() + 1);
+        auto p = std::make_unique<Peer>();
+        p->rank = r;
+        by_id_.emplace(r, p.get());
+        dynamic_.push_back(std::move(p));
     } catch (...) {
+        by_id_.erase(r);
         return nullptr;
     }
-    dynamic_[i]->rank = r;
-    return dynamic_[i].get();
+    return dynamic_.back().get();
+}
+
+void PeerTable::erase(Peer* p) noexcept {
+    const std::size_t i = p->rank - std::size_t{size_};
+    try {
+        if (departed_.size() <= i) departed_.resize(i + 1);
+    } catch (...) {
+        return;  // out of memory: the record stays, whole
+    }
+    departed_[i] = p->departed;
+    by_id_.erase(p->rank);
+    for (auto& slot : dynamic_) {
+        if (slot.get() != p) continue;
+        std::swap(slot, dynamic_.back());
+        dynamic_.pop_back();
+        return;
+    }
 }
 
 }  // namespace transit::pml

@@ -38,7 +38,9 @@ Status Engine::connect(std::string_view address, Rank& peer) {
     // when the first message leaves.
     if (!c_.peers.send_peer(id)) {
         log::error("pml: connect: {}", bml_->last_error());
-        release_peer(id);
+        Peer* p = c_.peers.peer(id);
+        release_peer(p, id);
+        if (p) c_.peers.erase(p);
         return Status::unreachable;
     }
     peer = id;
@@ -52,25 +54,99 @@ Status Engine::disconnect(Rank peer) noexcept {
         p->departed = true;
         failure_.declare_failed(p, "disconnected");
     }
-    release_peer(peer);
+    release_peer(p, peer);
     drain_pending();  // its requests end now, with peer_departed
     return Status::success;
 }
 
-void Engine::release_peer(Rank peer) noexcept {
-    if (Peer* p = c_.peers.peer(peer)) c_.peers.forget_endpoint(p);
-    bml_->release(peer);  // the transports close what they hold (tcp says goodbye)
+// Its transports close what they hold (tcp says goodbye) and the runtime
+// forgets it; the Peer record stays until nothing names it.
+void Engine::release_peer(Peer* p, Rank peer) noexcept {
+    if (p) {
+        if (p->released) return;
+        p->released = true;
+        c_.peers.forget_endpoint(p);
+    }
+    bml_->release(peer);
     runtime_->release(peer);
 }
 
-// Peers outside the job that departed or failed are released once their
-// requests have ended: a server running for days keeps nothing of its
-// clients but their (small) Peer state.
+// Whether anything still points at a released peer's record: a request in
+// flight with it, a message it sent that no receive took yet (a wildcard
+// receive may still take it), a one-sided operation or a completion owed.
+bool Engine::named(const Peer& p) noexcept {
+    if (!p.unexpected.empty() || !p.posted.empty() || !p.out_of_order.empty() ||
+        p.osc_outstanding != 0 || p.owes_completions())
+        return true;
+    for (std::size_t c = 0; c < c_.reqs.chunk_count(); ++c)
+        for (const Req& r : c_.reqs.chunk_items(c))
+            if (r.peer == &p && !r.done()) return true;
+    return false;
+}
+
+// Peers outside the job that departed or failed, once their requests have
+// ended: released (their transport endpoints and buffers go), reported
+// (on_peer_event), and their records erased once nothing names them, so a
+// server running for days keeps nothing of its clients.  A record still
+// named (by messages no receive took) is looked at again at the next
+// departure or failure.
 void Engine::release_gone_peers() noexcept {
+    erasable_.clear();
     c_.peers.for_each([&](Peer& p) {
-        if (p.rank >= c_.size && p.failure_handled && runtime_->is_dynamic(p.rank))
-            release_peer(p.rank);
+        if (p.rank < c_.size || !p.failure_handled) return;
+        release_peer(&p, p.rank);
+        if (!p.left_reported) {
+            p.left_reported = true;
+            queue_event(p.rank, p.departed ? PeerEventKind::departed : PeerEventKind::failed);
+        }
+        if (named(p)) return;
+        try {
+            erasable_.push_back(&p);
+        } catch (...) {
+            // Kept for now: the next pass erases it.
+        }
     });
+    for (Peer* p : erasable_) {
+        tagged_.forget(p);
+        c_.peers.erase(p);
+    }
+    erasable_.clear();
+}
+
+void Engine::on_admit(void* self, Rank peer) noexcept {
+    static_cast<Engine*>(self)->queue_event(peer, PeerEventKind::joined);
+}
+
+void Engine::queue_event(Rank peer, PeerEventKind kind) noexcept {
+    if (!event_fn_) return;
+    try {
+        events_.push_back({peer, kind});
+    } catch (...) {
+        log::error("pml: out of memory: the event of peer {} is lost", peer);
+        return;
+    }
+    c_.has_pending = true;
+}
+
+// From drain_pending: fn may call the Context, which may queue events or
+// drain again, so it is given a batch of its own.
+void Engine::deliver_events() noexcept {
+    if (!delivering_.empty()) return;  // a handler's own call: its batch goes on first
+    delivering_.swap(events_);
+    for (const PeerEvent& e : delivering_)
+        if (event_fn_ && c_.ctx) event_fn_(*c_.ctx, e, event_user_);
+    delivering_.clear();
+}
+
+Engine::DynamicRecords Engine::dynamic_records() noexcept {
+    DynamicRecords d;
+    d.pml = c_.peers.dynamic_count();
+    d.runtime = runtime_->live_count();
+    d.bml = bml_->dynamic_count();
+    for (btl::Module* m : framework_->modules())
+        if (auto* r = btl::capability<btl::DynamicPeerRecords>(*m))
+            d.transports += r->dynamic_endpoints();
+    return d;
 }
 
 }  // namespace transit::pml

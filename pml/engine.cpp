@@ -77,6 +77,7 @@ void Engine::setup() {
         c_.component_hash.push_back(name_hash(m->component().name()));
     bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), c_.rank, c_.size);
     c_.peers.init(c_.size, bml_.get(), runtime_.get());
+    runtime_->on_admit(&Engine::on_admit, this);
     osc_.set_modules(framework_->modules());
     // Every peer's endpoints now, not on our first send to it: a transport
     // only listens to (and watches for the death of) peers it was given, and a
@@ -166,7 +167,11 @@ int Engine::drain_pending() noexcept {
     }
     events += outbox_.drain();
     events += tagged_.drain();
-    c_.has_pending = outbox_.busy() || tagged_.busy() || failure_.pending();
+    if (!events_.empty()) [[unlikely]] {
+        deliver_events();
+        ++events;
+    }
+    c_.has_pending = outbox_.busy() || tagged_.busy() || failure_.pending() || !events_.empty();
     return events;
 }
 

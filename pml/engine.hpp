@@ -159,6 +159,19 @@ class Engine {
     std::string listen();
     Status connect(std::string_view address, Rank& peer);
     Status disconnect(Rank peer) noexcept;
+    void on_peer_event(PeerEventFn fn, void* user) noexcept {
+        event_fn_ = fn;
+        event_user_ = user;
+    }
+    // What this process holds for peers outside the job, layer by layer (for
+    // tests and tools: each count is of live peers, none of those gone).
+    struct DynamicRecords {
+        std::size_t pml = 0;         // Peer records (a gone one's until nothing names it)
+        std::size_t runtime = 0;     // rt::DynamicRuntime entries
+        std::size_t bml = 0;         // bml endpoints
+        std::size_t transports = 0;  // btl endpoints (btl::DynamicPeerRecords)
+    };
+    DynamicRecords dynamic_records() noexcept;
 
     void* mem_alloc(std::size_t size) noexcept;
     void mem_free(void* p) noexcept;
@@ -184,8 +197,12 @@ class Engine {
     }
     void setup();
     void read_params();
-    void release_peer(Rank peer) noexcept;
+    void release_peer(Peer* p, Rank peer) noexcept;
     void release_gone_peers() noexcept;
+    bool named(const Peer& p) noexcept;
+    static void on_admit(void* self, Rank peer) noexcept;
+    void queue_event(Rank peer, PeerEventKind kind) noexcept;
+    void deliver_events() noexcept;
     void yield() noexcept;
     int drain_pending() noexcept;
     void on_barrier(const std::byte* b, std::size_t n) noexcept;
@@ -213,7 +230,12 @@ class Engine {
     std::vector<Allocation> allocations_;
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
-    std::vector<std::byte> scratch_;  // a message a btl split into several segments
+    PeerEventFn event_fn_ = nullptr;
+    void* event_user_ = nullptr;
+    std::vector<PeerEvent> events_;      // queued for the next drain_pending
+    std::vector<PeerEvent> delivering_;  // being delivered (fn may queue more)
+    std::vector<Peer*> erasable_;        // release_gone_peers' scratch
+    std::vector<std::byte> scratch_;     // a message a btl split into several segments
     ThreadLevel level_ = ThreadLevel::single;
     bool threaded_ = false;  // lock() takes mutex_: level multiple or the progress thread
     std::recursive_mutex mutex_;

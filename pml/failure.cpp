@@ -74,6 +74,11 @@ void Failure::mark_failed(Rank r, const char* info) noexcept {
 void Failure::declare_failed(Peer* p, const char* info) noexcept {
     if (p->failed) return;
     p->failed = true;
+    try {
+        p->gone_reason = info;
+    } catch (...) {
+        // Out of memory: the log says less.
+    }
     c_.any_failed = true;
     c_.receive_checks = true;
     to_handle_ = true;
@@ -149,9 +154,11 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
         c_.out.verbose(1, "peer {} departed; {} pending request(s) with it completed with '{}'",
                        p->rank, failed, to_string(p->gone_status()));
     else if (failed > 0)
-        log::error("pml: {} {} failed; {} pending request(s) to or from it completed with '{}'",
-                   p->rank < c_.size ? "rank" : "peer outside the job", p->rank, failed,
-                   to_string(Status::peer_failed));
+        log::error(
+            "pml: {} {} failed ({}); {} pending request(s) to or from it completed "
+            "with '{}'",
+            p->rank < c_.size ? "rank" : "peer outside the job", p->rank, p->gone_reason, failed,
+            to_string(Status::peer_failed));
 }
 
 void Failure::fail_req(Req* r) noexcept {

@@ -319,7 +319,7 @@ Status OneSided::rma(bool is_put, Rank dst, void* local, std::size_t len, const 
     if (!key || offset > key->size || len > key->size - offset) return Status::bad_param;
     if (len == 0) return Status::success;
     Peer* p = c_.peers.send_peer(dst);
-    if (!p) return dst >= c_.size ? Status::bad_param : Status::unreachable;
+    if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;
@@ -396,7 +396,7 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
     if (op != wire::cswap_op && op > static_cast<std::uint8_t>(AtomicOp::max))
         return Status::bad_param;
     Peer* p = c_.peers.send_peer(dst);
-    if (!p) return dst >= c_.size ? Status::bad_param : Status::unreachable;
+    if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
     const std::uint64_t raddr = key->base + offset;

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -55,6 +57,9 @@ struct Peer {
     bool failed = false;             // a transport reported it gone
     bool failure_handled = false;    // its requests were failed
     bool departed = false;           // a peer outside the job disconnected on purpose
+    bool released = false;           // a peer outside the job: its transports let it go
+    bool left_reported = false;      // its PeerEvent (departed or failed) was queued
+    std::string gone_reason;         // what reported it failed, for the log
     bool osc_lost = false;           // one-sided operations to it were lost
     // The first one-sided operation to it that its target refused since the
     // last flush of it (returned, then cleared, by flush and flush_all).
@@ -69,6 +74,13 @@ struct Peer {
         std::uint32_t generation = 1;  // moved on when the slot is freed
     };
     std::vector<Owed> owed_completions;
+    // Some active message sent to it still waits for its completion (the
+    // slots of owed_completions stay, free, once settled).
+    bool owes_completions() const noexcept {
+        for (const Owed& o : owed_completions)
+            if (o.counter) return true;
+        return false;
+    }
     // Since when its transport has refused our control messages for good with
     // none sent in between: past settings' grace, the peer is failed.
     std::optional<std::chrono::steady_clock::time_point> control_refused_since;
@@ -81,7 +93,9 @@ struct Peer {
 
 // Every rank's Peer, made at setup (one allocation), and the Peers of peers
 // outside the job (ids >= size, made when first named; see rt::DynamicPeers).
-// Peer pointers stay valid for the table's life: requests keep them.
+// A job rank's Peer pointer stays valid for the table's life; a dynamic
+// peer's until erase(), which the engine calls once the peer is released and
+// nothing names it (no request, no kept message, no one-sided operation).
 class PeerTable {
   public:
     void init(std::uint32_t size, bml::R2* bml, rt::DynamicPeers* dynamic) {
@@ -107,31 +121,52 @@ class PeerTable {
     }
     bool failed(Rank r) const noexcept {
         const Peer* p = find(r);
-        return p && p->failed;
+        return p ? p->failed : erased(r);
     }
     // Its requests were failed: what it still sends refers to requests that
     // are complete (maybe reused), and to replies already written off.
     bool written_off(Rank r) const noexcept {
         const Peer* p = find(r);
-        return p && p->failure_handled;
+        return p ? p->failure_handled : erased(r);
     }
-    // Every Peer: the job's ranks, then the dynamic peers made so far.
+    // What an operation naming `r` ends with when r names no Peer: the gone
+    // status of a dynamic peer erased, else bad_param.
+    Status missing(Rank r) const noexcept {
+        if (!erased(r)) return Status::bad_param;
+        return departed_[r - size_] ? Status::peer_departed : Status::peer_failed;
+    }
+    // Why send_peer(r) gave nullptr: unreachable for a job rank, else missing(r).
+    Status why_unsendable(Rank r) const noexcept {
+        return r < size_ ? Status::unreachable : missing(r);
+    }
+    // Every Peer: the job's ranks, then the dynamic peers.
     template <typename F>
     void for_each(F f) {
         for (Rank r = 0; r < size_; ++r) f(peers_[r]);
         for (std::size_t i = 0; i < dynamic_.size(); ++i)  // f may name a new peer
-            if (dynamic_[i]) f(*dynamic_[i]);
+            f(*dynamic_[i]);
     }
     // A dynamic peer released: its endpoint is gone, its state stays (failed)
     // for the requests that still point at it.
     void forget_endpoint(Peer* p) noexcept { p->ep = nullptr; }
+    // A released dynamic peer's record goes; what stays of it is one bit
+    // (departed or failed), for operations that still name its id.  Not
+    // during for_each.
+    void erase(Peer* p) noexcept;
+    std::size_t dynamic_count() const noexcept { return dynamic_.size(); }
 
   private:
     const Peer* find(Rank r) const noexcept {
         if (r < size_) [[likely]]
             return &peers_[r];
-        const std::size_t i = r - std::size_t{size_};
-        return r != any_rank && i < dynamic_.size() ? dynamic_[i].get() : nullptr;
+        auto it = by_id_.find(r);
+        return it == by_id_.end() ? nullptr : it->second;
+    }
+    // Given, released and its record gone (an id given but not yet named here
+    // is still dynamic).
+    bool erased(Rank r) const noexcept {
+        return r >= size_ && r != any_rank && r - size_ < departed_.size() && !by_id_.count(r) &&
+               !dynamic_peers_->is_dynamic(r);
     }
     Peer* dynamic_peer(Rank r) noexcept;
     Peer* connect(Peer* p) noexcept {
@@ -145,7 +180,10 @@ class PeerTable {
     std::uint32_t size_ = 0;
     bml::R2* bml_ = nullptr;
     rt::DynamicPeers* dynamic_peers_ = nullptr;
-    std::vector<std::unique_ptr<Peer>> dynamic_;  // by id - size_
+    std::vector<std::unique_ptr<Peer>> dynamic_;  // live dynamic peers, in no order
+    std::unordered_map<Rank, Peer*> by_id_;       // the same, by id
+    // By id - size, up to the highest id erased: whether it departed.
+    std::vector<bool> departed_;
 };
 
 }  // namespace transit::pml

@@ -108,6 +108,7 @@ struct Req : Request {
         frags_out = rdma_pending = 0;
         frag_bytes_sent = 0;
         split_wait = own_done = false;
+        peer = nullptr;  // a stale one may name a dynamic peer's record since erased
         local_handle = nullptr;
         handle_module = nullptr;
         origin_counter = nullptr;

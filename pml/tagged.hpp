@@ -89,6 +89,8 @@ class Tagged {
 
     // For the engine's progress: the sends and gets waiting for room.
     int drain() noexcept;
+    // A dynamic peer's record goes (PeerTable::erase): no list here names it.
+    void forget(Peer* p) noexcept;
     bool busy() const noexcept { return !pending_sends_.empty() || !pending_gets_.empty(); }
     // For failure handling: r leaves the queues.
     void unqueue(Req* r) noexcept {

@@ -36,7 +36,7 @@ Status Tagged::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* i
                           std::size_t count, std::size_t len, Req*& out, void* user) noexcept {
     out = nullptr;
     if (src >= c_.size && src != any_rank && !c_.peers.peer(src)) [[unlikely]]
-        return Status::bad_param;
+        return c_.peers.missing(src);
     Req* r = c_.new_req(Req::Kind::recv, user);
     if (!r) [[unlikely]]
         return Status::out_of_resource;
@@ -238,6 +238,11 @@ void Tagged::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, 
         Peer* sp = c_.peers.send_peer(p->rank);
         if (sp) outbox_.send_ctrl(sp, wire::throttle, &th, sizeof th);
     }
+}
+
+void Tagged::forget(Peer* p) noexcept {
+    if (p->has_unexpected_listed) std::erase(unexpected_peers_, p);
+    p->has_unexpected_listed = false;
 }
 
 void Tagged::check_throttle() noexcept {

@@ -9,33 +9,34 @@ const Secret& DynamicRuntime::listen_token() {
     return *token_;
 }
 
-Rank DynamicRuntime::add_server(PeerAddress address) {
-    if (next_id_ == any_rank) return any_rank;
-    entries_.push_back({false, std::move(address)});
-    return next_id_++;
-}
-
-Rank DynamicRuntime::admit() noexcept {
+Rank DynamicRuntime::add(Entry e) noexcept {
     if (next_id_ == any_rank) return any_rank;
     try {
-        entries_.push_back({});
+        entries_.emplace(next_id_, std::move(e));
     } catch (...) {
         return any_rank;
     }
     return next_id_++;
 }
 
+Rank DynamicRuntime::add_server(PeerAddress address) {
+    return add({std::move(address)});
+}
+
+Rank DynamicRuntime::admit() noexcept {
+    const Rank id = add({});
+    if (id != any_rank && admit_fn_) admit_fn_(admit_cbdata_, id);
+    return id;
+}
+
 void DynamicRuntime::release(Rank peer) noexcept {
-    if (peer < inner_->size() || peer >= next_id_) return;
-    Entry& e = entries_[peer - inner_->size()];
-    e.released = true;
-    e.address.reset();
+    entries_.erase(peer);
 }
 
 const DynamicRuntime::Entry* DynamicRuntime::entry(Rank peer) const noexcept {
-    if (peer < inner_->size() || peer >= next_id_) return nullptr;
-    const Entry& e = entries_[peer - inner_->size()];
-    return e.released ? nullptr : &e;
+    if (peer < inner_->size()) return nullptr;
+    auto it = entries_.find(peer);
+    return it == entries_.end() ? nullptr : &it->second;
 }
 
 bool DynamicRuntime::is_dynamic(Rank peer) const noexcept {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "transit/runtime.hpp"
@@ -35,10 +36,17 @@ class DynamicRuntime final : public Runtime, public DynamicPeers {
     }
     // A server reached by its address: its new id.
     Rank add_server(PeerAddress address);
-    // The peer is gone for good: its id is never given again.
+    // The peer is gone for good: its entry goes, its id is never given again.
     void release(Rank peer) noexcept;
     // Every id given so far is below this.
     Rank id_limit() const noexcept { return next_id_; }
+    // Dynamic peers not released (for tests and tools: a released one keeps nothing).
+    std::size_t live_count() const noexcept { return entries_.size(); }
+    // Called (from inside the transport's progress) with each client admitted.
+    void on_admit(void (*fn)(void* cbdata, Rank peer), void* cbdata) noexcept {
+        admit_fn_ = fn;
+        admit_cbdata_ = cbdata;
+    }
 
     // --- DynamicPeers --------------------------------------------------------------
     bool is_dynamic(Rank peer) const noexcept override;
@@ -72,16 +80,19 @@ class DynamicRuntime final : public Runtime, public DynamicPeers {
 
   private:
     struct Entry {
-        bool released = false;
         std::optional<PeerAddress> address;  // a server's; none for a client
     };
     const Entry* entry(Rank peer) const noexcept;
+    Rank add(Entry e) noexcept;
 
     std::unique_ptr<Runtime> inner_;
     std::optional<Secret> token_;
     std::map<std::string, std::vector<std::byte>, std::less<>> published_;
-    std::vector<Entry> entries_;  // by id - size()
+    // Live peers only: a server up for days keeps nothing of the clients gone.
+    std::unordered_map<Rank, Entry> entries_;
     Rank next_id_ = inner_->size();
+    void (*admit_fn_)(void*, Rank) = nullptr;
+    void* admit_cbdata_ = nullptr;
 };
 
 }  // namespace transit::rt

@@ -217,7 +217,7 @@ void TcpComponent::close() {
     idle_handle_ = {};
     // Nothing may register a callback for a component that is going away.
     progress_ = nullptr;
-    graveyard_.clear();
+    bury();
 }
 
 // --- sockets and progress ------------------------------------------------------
@@ -309,7 +309,7 @@ int TcpComponent::poll() noexcept {
                 Link* l = connected_[i];
                 l->module->on_event(*l, EPOLLIN);
             }
-            if (!graveyard_.empty()) graveyard_.clear();
+            bury();
             return events_;
         }
     }
@@ -325,7 +325,7 @@ int TcpComponent::poll() noexcept {
         next_timeout_check_ = now + 100'000'000ull;
         check_timeouts(now);
     }
-    if (!graveyard_.empty()) graveyard_.clear();
+    bury();
     return events_ + (n > 0 ? n : 0);
 }
 
@@ -398,6 +398,12 @@ Status TcpComponent::deregister_mem(btl::RegistrationHandle* handle) {
 void TcpComponent::defer_free(std::unique_ptr<Link> link) {
     // A link may still be named by an event later in the current epoll batch.
     graveyard_.push_back(std::move(link));
+}
+
+void TcpComponent::defer_free(std::unique_ptr<TcpEndpoint> endpoint) {
+    // Its links may still be named by events later in the current epoll batch,
+    // or be the one whose frame is being handled.
+    endpoint_graveyard_.push_back(std::move(endpoint));
 }
 
 // --- accepting -------------------------------------------------------------------

@@ -79,6 +79,7 @@ class TcpComponent : public btl::Component {
     void watch_listener(int fd, TcpModule* module);
     void forget_module(TcpModule* module);
     void defer_free(std::unique_ptr<Link> link);
+    void defer_free(std::unique_ptr<TcpEndpoint> endpoint);
     // Logs an incoming connection refused (rate-limited, see btl_tcp_refusals_logged).
     void refused(std::string_view where, std::string_view peer, std::string_view reason) noexcept;
     // A link waiting for the peer's connection holds the component active too,
@@ -146,6 +147,11 @@ class TcpComponent : public btl::Component {
     ProgressEngine::Handle idle_handle_{};
     std::uint64_t next_timeout_check_ = 0;
     std::vector<std::unique_ptr<Link>> graveyard_;
+    std::vector<std::unique_ptr<TcpEndpoint>> endpoint_graveyard_;
+    void bury() noexcept {
+        graveyard_.clear();
+        endpoint_graveyard_.clear();
+    }
     log::Limiter refusals_;
 
     // Accepting runs on a thread that sleeps in epoll_wait, so an idle tcp costs

@@ -333,20 +333,22 @@ void TcpModule::become_connected(Link& l) noexcept {
 }
 
 void TcpModule::check_timeouts(std::uint64_t now) noexcept {
-    for (auto& ep : endpoints_) {
-        if (!ep || ep->failed) continue;
-        for (std::size_t k = 0; k < ep->link_count(); ++k) {
-            Link& l = ep->link(k);
+    // Failing one only marks it (the pml releases peers from its own
+    // progress), so no endpoint goes while these are walked.
+    for_each_endpoint([&](TcpEndpoint& ep) {
+        if (ep.failed) return;
+        for (std::size_t k = 0; k < ep.link_count(); ++k) {
+            Link& l = ep.link(k);
             const bool waiting = l.state == LinkState::connecting ||
                                  l.state == LinkState::hello_sent ||
                                  l.state == LinkState::await_incoming;
             if (waiting && l.deadline_ns != 0 && now >= l.deadline_ns) {
-                fail_link(l, "connection to rank " + std::to_string(ep->peer()) + " (" +
+                fail_link(l, "connection to rank " + std::to_string(ep.peer()) + " (" +
                                  l.peer_text + ") timed out in state " + to_string(l.state));
                 break;  // the endpoint failed: its other links are closed too
             }
         }
-    }
+    });
     for (std::size_t i = 0; i < incoming_.size();) {
         Link& l = *incoming_[i];
         if (now >= l.deadline_ns) {

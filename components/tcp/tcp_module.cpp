@@ -142,10 +142,15 @@ void TcpModule::listen() {
 TcpEndpoint* TcpModule::endpoint_for(Rank rank) {
     // A peer outside the job is one connection: each would be another client.
     const bool dynamic = rank >= tcp_.runtime().size();
-    if (dynamic && rank >= endpoints_.size()) endpoints_.resize(rank + std::size_t{1});
-    auto& slot = endpoints_.at(rank);
+    auto& slot = dynamic ? dynamic_[rank] : endpoints_.at(rank);
     if (!slot) slot = std::make_unique<TcpEndpoint>(*this, rank, dynamic ? 1 : tcp_.params().links);
     return slot.get();
+}
+
+TcpEndpoint* TcpModule::existing_endpoint(Rank rank) const noexcept {
+    if (rank < endpoints_.size()) return endpoints_[rank].get();
+    auto it = dynamic_.find(rank);
+    return it == dynamic_.end() ? nullptr : it->second.get();
 }
 
 bool TcpModule::is_dynamic(Rank rank) const noexcept {
@@ -164,9 +169,9 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             const bool dynamic = is_dynamic(rank);
             if (rank == rt.rank() || (rank >= rt.size() && !dynamic)) continue;
             // A client that connected to this module: its link is the way.
-            if (dynamic && rank < endpoints_.size() && endpoints_[rank] &&
-                !endpoints_[rank]->deleted) {
-                endpoints[i] = endpoints_[rank].get();
+            if (TcpEndpoint* known = dynamic ? existing_endpoint(rank) : nullptr;
+                known && !known->deleted) {
+                endpoints[i] = known;
                 reachable.set(i);
                 continue;
             }
@@ -225,12 +230,16 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
         complete_ops(ep, Status::cancelled);
-        // A peer outside the job never comes back (ids are not reused).
-        if (ep->peer() >= tcp_.runtime().size())
-            for (std::size_t k = 0; k < ep->link_count(); ++k) {
-                ep->link(k).rbuf.reset();
-                ep->link(k).rcap = 0;
+        // A peer outside the job never comes back (ids are not reused): its
+        // endpoint goes, once no event of the current poll can name it.
+        if (auto it = dynamic_.find(ep->peer()); it != dynamic_.end()) {
+            try {
+                tcp_.defer_free(std::move(it->second));
+                dynamic_.erase(it);
+            } catch (...) {
+                it->second->link(0).rbuf.reset();  // kept, deleted, without its buffer
             }
+        }
         endpoints[i] = nullptr;
     }
     return Status::success;
@@ -691,16 +700,15 @@ void TcpModule::dump(btl::Endpoint* endpoint, int verbosity) {
 Status TcpModule::finalize() {
     if (finalized_) return Status::success;
     finalized_ = true;
-    for (auto& ep : endpoints_) {
-        if (!ep) continue;
-        say_goodbye(*ep);
-        ep->failed = true;
-        for (std::size_t k = 0; k < ep->link_count(); ++k) {
-            Link& l = ep->link(k);
+    for_each_endpoint([&](TcpEndpoint& ep) {
+        say_goodbye(ep);
+        ep.failed = true;
+        for (std::size_t k = 0; k < ep.link_count(); ++k) {
+            Link& l = ep.link(k);
             close_socket(l);
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
-    }
+    });
     complete_ops(nullptr, Status::cancelled);
     for (auto& l : incoming_) close_socket(*l);
     incoming_.clear();

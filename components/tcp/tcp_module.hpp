@@ -40,7 +40,10 @@ struct RdmaOp {
     RdmaOp* next_free = nullptr;
 };
 
-class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
+class TcpModule final : public btl::Module,
+                        public btl::Rdma,
+                        public btl::Atomics,
+                        public btl::DynamicPeerRecords {
   public:
     TcpModule(TcpComponent& component, Interface iface);
     ~TcpModule() override;
@@ -55,6 +58,11 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
 
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
+    void* extension(std::uint32_t id) noexcept override {
+        return id == btl::DynamicPeerRecords::id ? static_cast<btl::DynamicPeerRecords*>(this)
+                                                 : nullptr;
+    }
+    std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -97,6 +105,13 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     using Op = RdmaOp;
 
     TcpEndpoint* endpoint_for(Rank rank);
+    TcpEndpoint* existing_endpoint(Rank rank) const noexcept;
+    template <typename F>
+    void for_each_endpoint(F f) {
+        for (auto& ep : endpoints_)
+            if (ep) f(*ep);
+        for (auto& [rank, ep] : dynamic_) f(*ep);
+    }
     // A peer outside the job (rt::DynamicPeers) that is not released.
     bool is_dynamic(Rank rank) const noexcept;
     void revive(TcpEndpoint& ep) noexcept;
@@ -173,8 +188,11 @@ class TcpModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     Interface iface_;
     std::vector<Fd> listeners_;
     std::vector<PeerAddress> published_;
-    std::vector<std::unique_ptr<TcpEndpoint>> endpoints_;  // by rank
-    std::vector<std::unique_ptr<Link>> incoming_;          // accepted, awaiting a hello
+    std::vector<std::unique_ptr<TcpEndpoint>> endpoints_;  // by rank, the job's
+    // Peers outside the job, while they are not deleted (ids are not reused:
+    // a server up for days keeps nothing of its clients gone).
+    std::unordered_map<Rank, std::unique_ptr<TcpEndpoint>> dynamic_;
+    std::vector<std::unique_ptr<Link>> incoming_;  // accepted, awaiting a hello
     wire::Limits limits_;
     std::size_t rbuf_size_ = 0;
     std::unique_ptr<FragPool> eager_;

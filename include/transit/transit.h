@@ -193,6 +193,16 @@ int transit_barrier(transit_context* ctx);
 int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed);
 int transit_connect(transit_context* ctx, const char* address, uint32_t* peer);
 int transit_disconnect(transit_context* ctx, uint32_t peer);
+/* Peers outside the job that join, depart or fail (Context::on_peer_event):
+ * fn (NULL: none) is called from progress with the peer's id. */
+typedef enum {
+    TRANSIT_PEER_EVENT_JOINED,
+    TRANSIT_PEER_EVENT_DEPARTED,
+    TRANSIT_PEER_EVENT_FAILED
+} transit_peer_event_kind;
+typedef void (*transit_peer_event_fn)(transit_context* ctx, uint32_t peer,
+                                      transit_peer_event_kind kind, void* user);
+void transit_on_peer_event(transit_context* ctx, transit_peer_event_fn fn, void* user);
 
 void* transit_mem_alloc(transit_context* ctx, size_t size);
 void transit_mem_free(transit_context* ctx, void* ptr);

@@ -157,6 +157,17 @@ class RemoteKey;
 //               (released while a thread waits); the lower levels take none.
 enum class ThreadLevel : std::uint8_t { single, funneled, serialized, multiple };
 
+// A peer outside the job came or went (Context::on_peer_event).  joined: a
+// client connected to this context (not a server this context connected
+// to); departed: it disconnected (or we did); failed: its process died or its
+// connection broke.  Every peer that joined later departs or fails once.
+enum class PeerEventKind : std::uint8_t { joined, departed, failed };
+struct PeerEvent {
+    Rank peer = any_rank;
+    PeerEventKind kind = PeerEventKind::joined;
+};
+using PeerEventFn = void (*)(Context& ctx, const PeerEvent& event, void* user);
+
 // --- the context ------------------------------------------------------------
 class Context {
   public:
@@ -270,17 +281,27 @@ class Context {
     // Throws std::runtime_error when no selected transport carries such peers.
     std::string listen();
     // A peer id (numbered after the job's ranks, never reused) for the
-    // context at `address`, usable with the tagged and active-message
-    // operations (one-sided ones take the same paths, untested with such
-    // peers).  Bounded work: the transport connects when the first message
-    // leaves.  bad_param: not an address; unreachable: no transport here
-    // reaches it (the log says why).
+    // context at `address`, usable with every operation (tagged, active
+    // messages, put/get/atomics with keys the server sends, flush).  Bounded
+    // work: the transport connects when the first message leaves; a server
+    // that is not there makes the first operations end with peer_failed.
+    // bad_param: not an address; unreachable: no transport here reaches it
+    // (the log says why).
     Status connect(std::string_view address, Rank& peer);
     // Releases a peer outside the job on both sides: our pending operations
     // with it end with peer_departed, and so do the other side's.  Ids of
     // peers that departed or failed are released by the context itself;
-    // disconnecting them again is success.  bad_param for a job rank.
+    // disconnecting them again is success.  Operations naming a released id
+    // fail at once with peer_departed or peer_failed.  bad_param for a job rank.
     Status disconnect(Rank peer) noexcept;
+
+    // Calls fn (nullptr: none) from progress, in the thread that progresses,
+    // for each peer outside the job that joins, departs or fails from now on.
+    // A joined event comes from the progress call that admitted the client,
+    // perhaps after its first message was matched; a peer's departed or
+    // failed event comes once its pending operations have ended.  fn may call
+    // the Context (send, disconnect...).
+    void on_peer_event(PeerEventFn fn, void* user) noexcept;
 
     // Which transports carry messages to `peer` (connecting to it if needed).
     PeerTransports transports(Rank peer);

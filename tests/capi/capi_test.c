@@ -19,6 +19,41 @@ static uint32_t me = 0;
         }                                                                                         \
     } while (0)
 
+static int peer_events[3];
+static uint32_t joined_peer = TRANSIT_ANY_RANK;
+
+static void on_peer_event(transit_context* ctx, uint32_t peer, transit_peer_event_kind kind,
+                          void* user) {
+    (void)ctx, (void)user;
+    ++peer_events[kind];
+    if (kind == TRANSIT_PEER_EVENT_JOINED) joined_peer = peer;
+}
+
+/* The context connects to its own address: it is then its own client (one
+ * id) and server (another); the events say the client joined, then that both
+ * departed once the client side disconnects. */
+static void connect_to_self(transit_context* ctx, const char* address) {
+    transit_on_peer_event(ctx, on_peer_event, NULL);
+    uint32_t server = 0;
+    CHECK(transit_connect(ctx, address, &server) == TRANSIT_SUCCESS);
+    const uint32_t tag = 0x7e57;
+    int v = 5, got = 0;
+    CHECK(transit_send(ctx, server, tag, &v, sizeof v) == TRANSIT_SUCCESS);
+    transit_status st;
+    CHECK(transit_recv(ctx, TRANSIT_ANY_RANK, tag, &got, sizeof got, &st) == TRANSIT_SUCCESS);
+    CHECK(got == 5 && st.source != server && st.source >= transit_size(ctx));
+    for (long i = 0; i < 100000000 && peer_events[TRANSIT_PEER_EVENT_JOINED] == 0; ++i)
+        transit_progress(ctx);
+    CHECK(peer_events[TRANSIT_PEER_EVENT_JOINED] == 1 && joined_peer == st.source);
+    CHECK(transit_disconnect(ctx, server) == TRANSIT_SUCCESS);
+    for (long i = 0; i < 100000000 && peer_events[TRANSIT_PEER_EVENT_DEPARTED] < 2; ++i)
+        transit_progress(ctx);
+    CHECK(peer_events[TRANSIT_PEER_EVENT_DEPARTED] == 2 &&
+          peer_events[TRANSIT_PEER_EVENT_FAILED] == 0);
+    CHECK(transit_send(ctx, server, tag, &v, sizeof v) == TRANSIT_PEER_DEPARTED);
+    transit_on_peer_event(ctx, NULL, NULL);
+}
+
 static char landing[4096];
 static int am_completions = 0;
 
@@ -101,6 +136,7 @@ int main(int argc, char** argv) {
             CHECK(transit_listen(ctx, address, needed, NULL) == TRANSIT_SUCCESS);
             CHECK(strncmp(address, "transit:1;token=", 16) == 0);
             CHECK(strlen(address) + 1 == needed);
+            connect_to_self(ctx, address);
             free(address);
         } else {
             CHECK(rc == TRANSIT_ERROR);

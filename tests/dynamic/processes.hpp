@@ -1,27 +1,54 @@
-// The processes of a test with peers outside the job: this program is the
-// driver and (with a role argument) each of the processes it starts, which
-// report on their stdout.
+// What the tests of peers outside the job share: each test program is a
+// driver that starts itself again as the server and the clients, separate
+// processes (not one job), and reads their output lines.
 #pragma once
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
-namespace transit::test {
+namespace transit_test {
+
+// The processes this one started and has not waited for: a failing driver
+// kills them, so no server outlives its test.
+inline std::vector<pid_t>& running() {
+    static std::vector<pid_t> pids;
+    return pids;
+}
 
 [[noreturn]] inline void fail(const std::string& what) {
     std::fprintf(stderr, "[%d] FAILED: %s\n", static_cast<int>(::getpid()), what.c_str());
+    for (pid_t p : running()) ::kill(p, SIGKILL);
     std::exit(1);
 }
 
 inline void check(bool cond, const std::string& what) {
     if (!cond) fail(what);
+}
+
+// A recognisable pattern for a message of n bytes.
+inline std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
+    std::vector<std::byte> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+    return v;
+}
+
+// A line to the driver, at once (stdout is a pipe).
+template <typename... A>
+void say(const char* fmt, A... a) {
+    std::printf(fmt, a...);
+    std::printf("\n");
+    std::fflush(stdout);
 }
 
 struct Child {
@@ -30,7 +57,8 @@ struct Child {
     std::string pending;
 };
 
-inline Child start(std::vector<std::string> args) {
+// `program` with `args` (args[0] is its argv[0]).
+inline Child start_program(const char* program, std::vector<std::string> args) {
     int fds[2];
     check(::pipe(fds) == 0, "pipe");
     Child c;
@@ -43,12 +71,18 @@ inline Child start(std::vector<std::string> args) {
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        ::execv("/proc/self/exe", argv.data());
+        ::execv(program, argv.data());
         std::_Exit(127);
     }
     ::close(fds[1]);
     c.out = fds[0];
+    running().push_back(c.pid);
     return c;
+}
+
+// This program again, with `args` (args[0] is argv[0]).
+inline Child start(std::vector<std::string> args) {
+    return start_program("/proc/self/exe", std::move(args));
 }
 
 // The child's next line, or fail after `seconds`.
@@ -75,8 +109,15 @@ inline std::string read_line(Child& c, int seconds, const std::string& what) {
 inline int wait_exit(Child& c) {
     int status = 0;
     ::waitpid(c.pid, &status, 0);
+    std::erase(running(), c.pid);
     ::close(c.out);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-}  // namespace transit::test
+inline long long ms_since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t)
+        .count();
+}
+
+}  // namespace transit_test

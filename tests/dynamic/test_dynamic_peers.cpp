@@ -4,11 +4,8 @@
 //                          sender, prints "gone <peer> <status>" when a
 //                          client departs or fails; ends on tag `quit`
 //   client ADDRESS MODE    echo | hang | badtoken | dropped | quit
-#include <poll.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
-#include <algorithm>
 
 #include <algorithm>
 #include <chrono>
@@ -20,12 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "tests/dynamic/processes.hpp"
+#include "processes.hpp"
 #include "transit/transit.hpp"
 
 namespace {
 
-using namespace transit::test;
+using namespace transit_test;
+
 using transit::Rank;
 using transit::RequestStatus;
 using transit::Status;
@@ -104,12 +102,6 @@ int server() {
 }
 
 // --- clients ---------------------------------------------------------------------
-
-std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
-    std::vector<std::byte> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
-    return v;
-}
 
 void echo_sizes(transit::Context& ctx, Rank server) {
     const std::size_t sizes[] = {0, 1, 100, 4096, 65536, 1u << 20, max_message};

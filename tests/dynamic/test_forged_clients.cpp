@@ -27,10 +27,11 @@
 
 namespace {
 
-using namespace transit::test;
+using namespace transit_test;
 using transit::Rank;
 using transit::RequestStatus;
 using transit::Status;
+using transit::test::StderrCapture;
 namespace wire = transit::pml::wire;
 
 constexpr std::uint32_t tag_hello = 1;
@@ -39,12 +40,6 @@ constexpr std::uint32_t tag_names = 3;
 constexpr std::uint32_t tag_done = 4;
 constexpr std::uint32_t tag_go = 5;
 constexpr std::size_t big = 1u << 20;  // a rendezvous over tcp
-
-std::vector<std::byte> pattern(std::size_t n) {
-    std::vector<std::byte> v(n);
-    for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 7 + 1) & 0xff);
-    return v;
-}
 
 std::uint64_t handle_of(transit::Request* r) {
     return transit::pml::NamedPool<transit::pml::Req>::handle(*static_cast<transit::pml::Req*>(r));
@@ -79,7 +74,7 @@ int server() {
     }
     check(a != transit::any_rank && b != transit::any_rank, "both clients said hello");
 
-    const auto out = pattern(big);
+    const auto out = pattern(big, 1);
     transit::Request* victim = nullptr;
     check(transit::ok(ctx.isend(a, tag_data, out.data(), out.size(), victim)), "victim isend");
     check(victim && !victim->done(), "the victim send waits for its receiver");
@@ -175,7 +170,7 @@ int client(const std::string& address, const std::string& role) {
         std::vector<std::byte> in(big);
         RequestStatus st;
         check(ctx.recv(server, tag_data, in.data(), in.size(), &st) == Status::success, "data");
-        const auto want = pattern(big);
+        const auto want = pattern(big, 1);
         const char ok = st.length == big && std::equal(in.begin(), in.end(), want.begin()) ? 1 : 0;
         check(ctx.send(server, tag_done, &ok, 1) == Status::success, "done");
     }

@@ -13,6 +13,10 @@
 #include <x86intrin.h>
 #endif
 
+namespace transit {
+class Context;
+}
+
 namespace transit::bench {
 
 // How a latency test sums up its round trips (see round_trip_us).
@@ -32,6 +36,9 @@ struct Options {
     bool loopback = false;   // one rank timing itself through self, asked for
     int threads = 1;         // latency, msgrate: pairs of threads, each its own tags
     LatencyStat stat = LatencyStat::block;
+    bool listen = false;  // rpc: be the server
+    std::string connect;  // rpc: be a client of the server at this address
+    int serve = 0;        // rpc server: exit after this many clients said goodbye (0: never)
 };
 
 // A command line or a job the benchmarks cannot use (exit status 2).
@@ -149,6 +156,12 @@ double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
 int run_pml(const Options& o, int argc, char** argv);
 // Run over one btl module with no pml (latency, bw, bibw, msgrate).
 int run_raw(const Options& o);
+// The RPC benchmark: a server (--listen) and clients outside its job (--connect).
+int run_rpc(const Options& o, int argc, char** argv);
+
+// What the bml chose for a peer ("eager vader, send vader, rdma vader"), so a
+// header says what was measured.
+std::string peer_transports(Context& ctx, std::uint32_t peer);
 
 // Prints the header (rank 0 only).
 void print_header(const Options& o, const std::string& transport);

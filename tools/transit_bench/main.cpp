@@ -12,8 +12,8 @@ namespace tb = transit::bench;
 
 namespace {
 
-constexpr const char* tests[] = {"latency",     "bw",          "bibw",          "msgrate",
-                                 "put_latency", "get_latency", "atomic_latency"};
+constexpr const char* tests[] = {"latency",     "bw",          "bibw",           "msgrate",
+                                 "put_latency", "get_latency", "atomic_latency", "rpc"};
 
 std::size_t size_arg(const std::string& s, const char* what) {
     try {
@@ -74,6 +74,15 @@ int main(int argc, char** argv) {
                  "measurement of any transport between processes)");
     app.add_option("--raw-btl", o.raw_btl,
                    "Time one transport (self, vader, tcp, ...) directly, without the pml");
+    app.add_flag("--listen", o.listen,
+                 "rpc: be the server; print the address clients connect to, then answer every "
+                 "request with an echo of it");
+    app.add_option("--connect", o.connect,
+                   "rpc: be a client (each rank of a job one) of the server at this address; "
+                   "time 8 B, 4 KiB and 1 MiB calls");
+    app.add_option("--serve", o.serve,
+                   "rpc server: exit after this many clients have finished (default: never)")
+        ->check(CLI::NonNegativeNumber);
     app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
     try {
         app.parse(argc, argv);
@@ -100,6 +109,11 @@ int main(int argc, char** argv) {
                          "transit_bench: --mem-alloc is for the pml tests, not --raw-btl\n");
             return 2;
         }
+        if ((o.listen || !o.connect.empty() || o.serve > 0) && o.test != "rpc") {
+            std::fprintf(stderr, "transit_bench: --listen, --connect and --serve are for rpc\n");
+            return 2;
+        }
+        if (o.test == "rpc") return tb::run_rpc(o, argc, argv);
         if (!o.raw_btl.empty()) return tb::run_raw(o);
         return tb::run_pml(o, argc, argv);
     } catch (const tb::UsageError& e) {

@@ -231,17 +231,15 @@ class ThreadPairs {
     std::vector<Bench> benches_;
 };
 
-// What the bml chose for the peer, so the header says what was measured.
-std::string transports(Context& ctx, Rank peer) {
+}  // namespace
+
+std::string peer_transports(Context& ctx, std::uint32_t peer) {
     const PeerTransports t = ctx.transports(peer);
     auto list = [](const std::vector<std::string>& names) {
         return names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, "+"));
     };
-    return fmt::format("the pml to rank {}: eager {}, send {}, rdma {}", peer, list(t.eager),
-                       list(t.send), list(t.rdma));
+    return fmt::format("eager {}, send {}, rdma {}", list(t.eager), list(t.send), list(t.rdma));
 }
-
-}  // namespace
 
 int run_pml(const Options& o, int, char**) {
     Context ctx = o.threads > 1 ? init(ThreadLevel::multiple) : init();
@@ -284,7 +282,9 @@ int run_pml(const Options& o, int, char**) {
         }
     }
 
-    if (me == 0) print_header(o, transports(ctx, b.peer));
+    if (me == 0)
+        print_header(o,
+                     fmt::format("the pml to rank {}: {}", b.peer, peer_transports(ctx, b.peer)));
     std::vector<std::size_t> list = sizes(o);
     if (o.test == "atomic_latency") list = {8};
     if (o.test == "msgrate" && o.min_size == 0 && o.max_size == (4u << 20)) list = {8};

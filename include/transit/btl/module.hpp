@@ -160,6 +160,18 @@ class Atomics {
     ~Atomics() = default;
 };
 
+// A capability (Module::extension): how many peers outside the job
+// (rt::DynamicPeers) the module holds state for.  Tests and tools read it to
+// see that a departed client leaves nothing behind.
+class DynamicPeerRecords {
+  public:
+    static constexpr std::uint32_t id = 1;
+    virtual std::size_t dynamic_endpoints() const noexcept = 0;
+
+  protected:
+    ~DynamicPeerRecords() = default;
+};
+
 class Module {
   public:
     explicit Module(Component& component) : component_(&component) {}

@@ -1,0 +1,319 @@
+// Peers outside the job that die: a client killed with SIGKILL in the middle
+// of large rendezvous transfers, and a server killed under its clients.
+// Separate processes (not one job): this program is the driver and, with a
+// role argument, the processes it starts.
+//   server                  echoes; streams 4 MiB messages to who asks; prints
+//                           its peer events and how a streaming client's
+//                           operations ended
+//   victim                  a server that answers nothing (killed by the driver)
+//   client ADDRESS echo     echoes of 0 B to 4 MiB, then disconnect
+//   client ADDRESS stream   receives the server's stream until killed
+//   client ADDRESS held     operations pending with the victim when it dies,
+//                           then connects to it again
+//   client ADDRESS quit     ends the server
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "processes.hpp"
+#include "transit/transit.hpp"
+
+namespace {
+
+using namespace transit_test;
+using transit::PeerEvent;
+using transit::PeerEventKind;
+using transit::Rank;
+using transit::Request;
+using transit::RequestStatus;
+using transit::Status;
+
+constexpr std::uint32_t tag_echo = 1;
+constexpr std::uint32_t tag_stream = 2;  // client -> server: stream to me; server -> client: data
+constexpr std::uint32_t tag_never = 3;   // never sent: a receive posted for the peer
+constexpr std::uint32_t tag_hold = 4;
+constexpr std::uint32_t tag_big = 6;
+constexpr std::uint32_t tag_quit = 9;
+constexpr std::size_t big = 4u << 20;
+
+std::string status_text(Status s) {
+    return std::string(transit::to_string(s));
+}
+
+const char* kind_text(PeerEventKind k) {
+    switch (k) {
+        case PeerEventKind::joined:
+            return "joined";
+        case PeerEventKind::departed:
+            return "departed";
+        case PeerEventKind::failed:
+            return "failed";
+    }
+    return "?";
+}
+
+void print_event(transit::Context&, const PeerEvent& e, void*) {
+    say("event %s %u", kind_text(e.kind), e.peer);
+}
+
+// --- the server ------------------------------------------------------------------
+
+// A client being streamed to: a receive posted for it and one 4 MiB send
+// after another.
+struct Stream {
+    Request* never = nullptr;  // null once ended
+    Request* send = nullptr;   // null once ended with an error
+    Status never_status = Status::success;
+    Status send_status = Status::success;
+    std::uint32_t sent = 0;
+};
+
+int server() {
+    auto ctx = transit::init();
+    ctx.on_peer_event(print_event, nullptr);
+    say("%s", ctx.listen().c_str());
+    std::vector<std::byte> buf(big + 1);
+    const std::vector<std::byte> data = pattern(big, 7);
+    std::uint32_t never_buf = 0;
+    std::map<Rank, Stream> streams;
+    Request* r = nullptr;
+    check(transit::ok(ctx.irecv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), r)),
+          "server irecv");
+    for (;;) {
+        bool done = false;
+        RequestStatus st;
+        ctx.test(r, done, &st);
+        for (auto it = streams.begin(); it != streams.end();) {
+            Stream& s = it->second;
+            bool ended = false;
+            RequestStatus es;
+            if (s.never && (ctx.test(s.never, ended, &es), ended)) s.never_status = es.status;
+            if (s.send && (ctx.test(s.send, ended, &es), ended)) {
+                s.send_status = es.status;
+                if (es.status == Status::success) {
+                    ++s.sent;
+                    // The peer may be known gone already: the error is the end.
+                    const Status is =
+                        ctx.isend(it->first, tag_stream, data.data(), data.size(), s.send);
+                    if (!transit::ok(is)) s.send_status = is;
+                }
+            }
+            if (s.never || s.send) {
+                ++it;
+                continue;
+            }
+            say("ended %u recv=%s send=%s after %u messages", it->first,
+                status_text(s.never_status).c_str(), status_text(s.send_status).c_str(), s.sent);
+            it = streams.erase(it);
+        }
+        if (!done) continue;
+        check(st.status == Status::success, "server receive: " + status_text(st.status));
+        if (st.tag == tag_stream) {
+            Stream s;
+            check(
+                transit::ok(ctx.irecv(st.source, tag_never, &never_buf, sizeof never_buf, s.never)),
+                "never irecv");
+            check(transit::ok(ctx.isend(st.source, tag_stream, data.data(), data.size(), s.send)),
+                  "stream isend");
+            streams[st.source] = s;
+        } else {
+            check(ctx.send(st.source, st.tag, buf.data(), st.length) == Status::success,
+                  "server reply");
+            if (st.tag == tag_quit) break;
+        }
+        check(
+            transit::ok(ctx.irecv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), r)),
+            "server irecv");
+    }
+    check(streams.empty(), "a stream outlived its client");
+    return 0;
+}
+
+// Answers nothing: its clients' operations wait until it is killed.
+int victim() {
+    auto ctx = transit::init();
+    say("%s", ctx.listen().c_str());
+    std::uint32_t v = 0;
+    check(ctx.recv(transit::any_rank, tag_hold, &v, sizeof v) == Status::success, "victim recv");
+    for (;;) ctx.progress();
+}
+
+// --- clients ---------------------------------------------------------------------
+
+void echo(transit::Context& ctx, Rank server) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big}) {
+        const auto out = pattern(n, static_cast<std::uint32_t>(n));
+        std::vector<std::byte> in(n + 1);
+        Request* r = nullptr;
+        check(transit::ok(ctx.irecv(server, tag_echo, in.data(), in.size(), r)), "echo irecv");
+        check(ctx.send(server, tag_echo, out.data(), n) == Status::success, "echo send");
+        RequestStatus st;
+        ctx.wait(r, &st);
+        check(st.status == Status::success && st.length == n,
+              "echo of " + std::to_string(n) + " B: " + status_text(st.status));
+        check(std::equal(out.begin(), out.end(), in.begin()), "echo differs");
+    }
+}
+
+int client(const std::string& address, const std::string& mode) {
+    auto ctx = transit::init();
+    Rank server = transit::any_rank;
+    check(ctx.connect(address, server) == Status::success, "connect");
+    if (mode == "echo") {
+        echo(ctx, server);
+        check(ctx.disconnect(server) == Status::success, "disconnect");
+    } else if (mode == "quit") {
+        std::uint32_t v = 0;
+        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit send");
+        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit recv");
+    } else if (mode == "stream") {
+        std::uint32_t v = 0;
+        check(ctx.send(server, tag_stream, &v, sizeof v) == Status::success, "stream ask");
+        std::vector<std::byte> in(big);
+        for (std::uint64_t n = 0;; ++n) {
+            check(ctx.recv(server, tag_stream, in.data(), in.size()) == Status::success,
+                  "stream recv");
+            if (n == 1) say("streaming");  // the driver kills us from here on
+        }
+    } else if (mode == "held") {
+        std::map<PeerEventKind, int> events;
+        ctx.on_peer_event(
+            [](transit::Context&, const PeerEvent& e, void* m) {
+                ++(*static_cast<std::map<PeerEventKind, int>*>(m))[e.kind];
+            },
+            &events);
+        std::uint32_t v = 0;
+        check(ctx.send(server, tag_hold, &v, sizeof v) == Status::success, "hold send");
+        const auto out = pattern(big, 1);
+        Request* recv = nullptr;
+        Request* send = nullptr;
+        check(transit::ok(ctx.irecv(server, tag_echo, &v, sizeof v, recv)), "held irecv");
+        check(transit::ok(ctx.isend(server, tag_big, out.data(), out.size(), send)), "held isend");
+        // Long enough for the rendezvous header to reach the victim.
+        const auto t = std::chrono::steady_clock::now();
+        while (ms_since(t) < 300) ctx.progress();
+        say("ready");
+        RequestStatus rs, ss;
+        ctx.wait(recv, &rs);
+        ctx.wait(send, &ss);
+        say("ended recv=%s send=%s", status_text(rs.status).c_str(),
+            status_text(ss.status).c_str());
+        const auto e = std::chrono::steady_clock::now();
+        while (events[PeerEventKind::failed] == 0 && ms_since(e) < 5000) ctx.progress();
+        say("events failed=%d departed=%d", events[PeerEventKind::failed],
+            events[PeerEventKind::departed]);
+        // The address names a process that is gone.
+        Rank again = transit::any_rank;
+        const auto c = std::chrono::steady_clock::now();
+        const Status cs = ctx.connect(address, again);
+        Status first = cs;
+        if (transit::ok(cs)) {
+            Request* r = nullptr;
+            first = ctx.irecv(again, tag_echo, &v, sizeof v, r);
+            const Status sent = ctx.send(again, tag_echo, &v, sizeof v);
+            if (transit::ok(first)) {
+                RequestStatus st;
+                ctx.wait(r, &st);
+                first = st.status;
+            }
+            if (first == Status::success) first = sent;
+        }
+        say("reconnect connect=%s first=%s in %lld ms", status_text(cs).c_str(),
+            status_text(first).c_str(), ms_since(c));
+    } else {
+        fail("unknown mode " + mode);
+    }
+    return 0;
+}
+
+// --- driver ----------------------------------------------------------------------
+
+// The server's next line starting with `prefix`; its event lines on the
+// way are counted by kind.
+std::string server_line(Child& srv, std::map<std::string, int>& events, const std::string& prefix,
+                        const std::string& what) {
+    for (;;) {
+        std::string line = read_line(srv, 10, what);
+        if (line.rfind("event ", 0) == 0) ++events[line.substr(6, line.find(' ', 6) - 6)];
+        if (line.rfind(prefix, 0) == 0) return line;
+    }
+}
+
+int killed_client(const std::string& me) {
+    std::map<std::string, int> events;
+    Child srv = start({me, "server"});
+    const std::string address = read_line(srv, 20, "the server's address");
+    std::vector<Child> echoes;
+    Child streamer = start({me, "client", address, "stream"});
+    for (int i = 0; i < 2; ++i) echoes.push_back(start({me, "client", address, "echo"}));
+    check(read_line(streamer, 30, "the stream") == "streaming", "streaming client");
+    const auto killed_at = std::chrono::steady_clock::now();
+    ::kill(streamer.pid, SIGKILL);
+    const std::string ended = server_line(srv, events, "ended", "the killed client's end");
+    const long long ms = ms_since(killed_at);
+    wait_exit(streamer);
+    say("killed client: %s, %lld ms after the kill", ended.c_str(), ms);
+    check(ended.find("recv=peer failed send=peer failed") != std::string::npos,
+          "the killed client's operations ended as: " + ended);
+    check(ms < 1000, "peer_failed took " + std::to_string(ms) + " ms (more than 1 s)");
+    for (Child& c : echoes) check(wait_exit(c) == 0, "an echo client beside the killed one failed");
+    Child after = start({me, "client", address, "echo"});
+    check(wait_exit(after) == 0, "a client after the kill was not served");
+    say("the other clients were served, before and after");
+    // Every client's coming and going, as the server's events say: 4 joined,
+    // 3 departed (the echo clients), 1 failed (the killed one).
+    while (events["joined"] < 4 || events["departed"] < 3 || events["failed"] < 1)
+        server_line(srv, events, "event", "the server's peer events");
+    check(events["joined"] == 4 && events["departed"] == 3 && events["failed"] == 1,
+          "server events: " + std::to_string(events["joined"]) + " joined, " +
+              std::to_string(events["departed"]) + " departed, " +
+              std::to_string(events["failed"]) + " failed");
+    say("server events: 4 joined, 3 departed, 1 failed");
+    Child quit = start({me, "client", address, "quit"});
+    check(wait_exit(quit) == 0, "quit client");
+    check(wait_exit(srv) == 0, "the server failed");
+    return 0;
+}
+
+int killed_server(const std::string& me) {
+    Child srv = start({me, "victim"});
+    const std::string address = read_line(srv, 20, "the victim's address");
+    Child held = start({me, "client", address, "held"});
+    check(read_line(held, 30, "the held client") == "ready", "held client");
+    const auto killed_at = std::chrono::steady_clock::now();
+    ::kill(srv.pid, SIGKILL);
+    wait_exit(srv);
+    const std::string ended = read_line(held, 10, "the client's operations to end");
+    const long long ms = ms_since(killed_at);
+    say("killed server: client's %s, %lld ms after the kill", ended.c_str(), ms);
+    check(ended == "ended recv=peer failed send=peer failed",
+          "the client's operations ended as: " + ended);
+    check(ms < 1000, "peer_failed took " + std::to_string(ms) + " ms (more than 1 s)");
+    const std::string events = read_line(held, 10, "the client's events");
+    check(events == "events failed=1 departed=0", "client events: " + events);
+    const std::string again = read_line(held, 20, "the reconnection");
+    say("%s", again.c_str());
+    check(again.find("first=peer failed") != std::string::npos ||
+              again.find("first=unreachable") != std::string::npos,
+          "connecting to a dead server: " + again);
+    check(wait_exit(held) == 0, "the held client failed");
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc >= 2 && std::string(argv[1]) == "server") return server();
+    if (argc >= 2 && std::string(argv[1]) == "victim") return victim();
+    if (argc >= 4 && std::string(argv[1]) == "client") return client(argv[2], argv[3]);
+    ::signal(SIGPIPE, SIG_IGN);
+    if (killed_client(argv[0]) != 0) return 1;
+    if (killed_server(argv[0]) != 0) return 1;
+    say("PASS");
+    return 0;
+}

@@ -25,27 +25,25 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
     if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
         return Status::peer_failed;
+    // Owed before it goes: over a loopback the answer comes back inside the send.
+    const std::uint64_t token = c.completion ? owe_completion(p, c.completion) : 0;
+    if (c.completion && !token) [[unlikely]]
+        return Status::out_of_resource;
     if (sizeof(wire::AmHdr) + header.size() + len <= p->ep->eager_limit) [[likely]] {
-        wire::AmHdr h{c_.rank, id,       static_cast<std::uint32_t>(header.size()),
-                      0,       c.target, reinterpret_cast<std::uint64_t>(c.completion)};
+        wire::AmHdr h{c_.rank, id, static_cast<std::uint32_t>(header.size()), 0, c.target, token};
         iovec v[2] = {{const_cast<std::byte*>(header.data()), header.size()},
                       {const_cast<void*>(data), len}};
-        // Owed before it goes: over a loopback the answer comes back inside the send.
-        if (c.completion && !owe_completion(p, c.completion)) [[unlikely]]
-            return Status::out_of_resource;
         Status s = outbox_.send_ctrlv(p, wire::am, &h, sizeof h, v, 2);
         if (!ok(s)) {
-            if (c.completion) forget_owed(p, c.completion);
+            if (token) take_owed(p, token);
             return s;
         }
         if (c.origin) c.origin->add(1);  // copied: the buffer is free again
         return Status::completed;
     }
-    if (c.completion && !owe_completion(p, c.completion)) [[unlikely]]
-        return Status::out_of_resource;
     Req* r = c_.new_req(Req::Kind::send, nullptr);
     if (!r) {
-        if (c.completion) forget_owed(p, c.completion);
+        if (token) take_owed(p, token);
         return Status::out_of_resource;
     }
     r->internal = true;
@@ -54,7 +52,7 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
     r->am_handler = id;
     r->origin_counter = c.origin;
     r->am_target_counter = c.target;
-    r->am_completion_token = reinterpret_cast<std::uint64_t>(c.completion);
+    r->am_completion_token = token;
     r->am_header_len = static_cast<std::uint32_t>(header.size());
     if (!header.empty()) std::memcpy(r->remote_handle.data(), header.data(), header.size());
     std::destroy_at(&r->conv);
@@ -66,8 +64,9 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
 
 namespace {
 
-auto owed_entry(std::vector<std::pair<Counter*, std::uint64_t>>& owed, const Counter* c) {
-    return std::find_if(owed.begin(), owed.end(), [c](const auto& e) { return e.first == c; });
+// A completion token: the owed slot's index (low 32 bits) and generation.
+std::uint64_t owed_token(std::size_t index, const Peer::Owed& o) noexcept {
+    return std::uint64_t{o.generation} << 32 | index;
 }
 
 void report_bad_handler(bool& warned, Rank src, std::uint32_t id) {
@@ -86,6 +85,12 @@ void ActiveMessages::on_am(const std::byte* b, std::size_t n) noexcept {
     const auto parts = wire::am_parts({b, n});
     if (!parts) [[unlikely]]
         return c_.drops.malformed(wire::am, n, h.src);
+    Counter* target = target_counter(h.target_counter);
+    if (h.target_counter && !target) [[unlikely]] {
+        counter_refused(h.src, wire::am);
+        if (h.completion_token) answer_completion(h.src, h.completion_token, true);
+        return;
+    }
     const std::byte* uhdr = parts->user_header.data();
     const std::byte* data = parts->data.data();
     std::size_t len = parts->data.size();
@@ -100,8 +105,26 @@ void ActiveMessages::on_am(const std::byte* b, std::size_t n) noexcept {
     if (d.buffer && len) std::memcpy(d.buffer, data, len);
     AmCompletionFn fn = d.completion ? d.completion : (hd ? hd->completion : nullptr);
     if (fn) fn(*c_.ctx, h.src, d.buffer, len, d.user_data);
-    if (h.target_counter) reinterpret_cast<Counter*>(h.target_counter)->add(1);
+    if (target) target->add(1);
     if (h.completion_token) answer_completion(h.src, h.completion_token, false);
+}
+
+// A target counter we never gave out (or a forged one): the message is not
+// delivered; its origin's completion counter, if any, counts it lost.
+void ActiveMessages::counter_refused(Rank src, wire::Kind k) noexcept {
+    c_.drops.named(k, src, "it names no counter of ours as its target");
+}
+
+CounterRef ActiveMessages::counter_ref(Counter& c) noexcept {
+    for (const CounterSlot& s : counters_.items())
+        if (s.in_use && s.counter == &c) return counters_.handle(s);
+    CounterSlot* s = counters_.get();
+    if (!s) {
+        log::error("pml: out of memory naming a counter for peers");
+        return 0;
+    }
+    s->counter = &c;
+    return counters_.handle(*s);
 }
 
 // Tells the origin that its active message completed here, or never will.
@@ -112,23 +135,31 @@ void ActiveMessages::answer_completion(Rank origin, std::uint64_t token, bool lo
 }
 
 // A completion the origin's counter waits for from `p`, so that it can be
-// written off if p fails.  A counter is usually shared by all messages to a
-// peer: the list stays short and grows (allocates) only for a new counter.
-// False when out of memory: the message is not sent, since a completion that
-// could not be written off would leave its counter waiting for good.
-bool ActiveMessages::owe_completion(Peer* p, Counter* c) noexcept {
+// written off if p fails; its token is what p sends back.  A counter is
+// usually shared by all messages to a peer: the list stays short and grows
+// (allocates) only for a new counter.  0 when out of memory: the message is
+// not sent, since a completion that could not be written off would leave its
+// counter waiting for good.
+std::uint64_t ActiveMessages::owe_completion(Peer* p, Counter* c) noexcept {
     auto& owed = p->owed_completions;
-    const auto it = owed_entry(owed, c);
-    if (it != owed.end()) {
-        ++it->second;
-        return true;
+    std::size_t free = owed.size();
+    for (std::size_t i = 0; i < owed.size(); ++i) {
+        if (owed[i].counter == c) {
+            ++owed[i].count;
+            return owed_token(i, owed[i]);
+        }
+        if (!owed[i].counter && free == owed.size()) free = i;
     }
-    try {
-        p->owed_completions.emplace_back(c, 1);
-        return true;
-    } catch (...) {
-        return false;
+    if (free == owed.size()) {
+        try {
+            owed.emplace_back();
+        } catch (...) {
+            return 0;
+        }
     }
+    owed[free].counter = c;
+    owed[free].count = 1;
+    return owed_token(free, owed[free]);
 }
 
 void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
@@ -142,10 +173,15 @@ void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
     if (!p) [[unlikely]]
         return c_.drops.malformed(wire::rndv, n, h.m.src);  // a sender outside the job
     // Before the header handler: a message declined here never reaches it.
+    if (h.am_target_counter && !target_counter(h.am_target_counter)) [[unlikely]] {
+        counter_refused(h.m.src, wire::rndv);
+        return decline_rndv(p, h);
+    }
     Req* r = c_.new_req(Req::Kind::recv, nullptr);
     if (!r) [[unlikely]] {
-        decline_rndv(p, h);
-        return;
+        log::error("pml: out of requests: an active message of {} bytes from rank {} is declined",
+                   h.total, p->rank);
+        return decline_rndv(p, h);
     }
     std::uint32_t id = h.m.tag;
     AmHandler* hd = id < am_handlers_.size() ? &am_handlers_[id] : nullptr;
@@ -171,14 +207,12 @@ void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
     tagged_.start_rndv(r, p, h, handle);
 }
 
-// No request to receive a large active message into (out of memory, or
-// pml_base_max_requests): it is not fetched.  The sender's request ends (fin:
-// its buffer is free again) and the counters waiting for the message count it
-// lost, as for one lost on the way; before, the origin waited for good.
+// A large active message not fetched: no request to receive it into (out of
+// memory, or pml_base_max_requests), or a target counter not ours.  The
+// sender's request ends (fin: its buffer is free again) and the counters
+// waiting for the message count it lost, as for one lost on the way.
 void ActiveMessages::decline_rndv(Peer* p, const wire::RndvHdr& h) noexcept {
-    log::error("pml: out of requests: an active message of {} bytes from rank {} is declined",
-               h.total, p->rank);
-    if (h.am_target_counter) reinterpret_cast<Counter*>(h.am_target_counter)->add_lost(1);
+    if (Counter* t = target_counter(h.am_target_counter)) t->add_lost(1);
     if (Peer* sp = c_.peers.send_peer(p->rank); sp && !sp->failed) {
         const wire::FinHdr f{h.sreq};
         outbox_.send_ctrl(sp, wire::fin, &f, sizeof f);
@@ -196,48 +230,61 @@ void ActiveMessages::finish(Req* r) noexcept {
             "completion handler does not run",
             r->st().sent_length, r->st().source, to_string(r->st().status));
         // What waits for it is told that it never comes.
-        if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add_lost(1);
+        if (Counter* t = target_counter(r->am_target_counter)) t->add_lost(1);
         if (r->am_completion_token) answer_completion(r->st().source, r->am_completion_token, true);
         return;
     }
     if (r->am_done) r->am_done(*c_.ctx, r->st().source, r->buf, r->st().length, r->am_user);
-    if (r->am_target_counter) reinterpret_cast<Counter*>(r->am_target_counter)->add(1);
+    if (Counter* t = target_counter(r->am_target_counter)) t->add(1);
     if (r->am_completion_token) answer_completion(r->st().source, r->am_completion_token, false);
 }
 
-void ActiveMessages::on_am_done(const std::byte* b, std::size_t) noexcept {
+void ActiveMessages::on_am_done(const std::byte* b, std::size_t, Rank from) noexcept {
     wire::AmDoneHdr a;
     std::memcpy(&a, b, sizeof a);
-    settle_completion(c_.peers.peer(a.src), reinterpret_cast<Counter*>(a.token), a.lost);
+    Peer* p = c_.peers.peer(from);
+    if (!p || !settle_completion(p, a.token, a.lost != 0)) [[unlikely]]
+        c_.drops.named(wire::am_done, from, "it names no completion that peer owes");
 }
 
-// One completion `p` owed to counter c came, or never will.
-void ActiveMessages::settle_completion(Peer* p, Counter* c, bool lost) noexcept {
-    if (p) forget_owed(p, c);
+bool ActiveMessages::settle_completion(Peer* p, std::uint64_t token, bool lost) noexcept {
+    Counter* c = take_owed(p, token);
+    if (!c) [[unlikely]]
+        return false;
     if (lost) [[unlikely]]
         c->add_lost(1);
     else
         c->add(1);
+    return true;
 }
 
-// One completion p owed to c is no longer waited for from p.
-void ActiveMessages::forget_owed(Peer* p, Counter* c) noexcept {
+// One completion p owed under `token` is no longer waited for: its counter,
+// or nullptr when p owes none under it (forged, stale, another peer's).
+Counter* ActiveMessages::take_owed(Peer* p, std::uint64_t token) noexcept {
     auto& owed = p->owed_completions;
-    const auto it = owed_entry(owed, c);
-    if (it != owed.end() && --it->second == 0) {
-        *it = owed.back();
-        owed.pop_back();
+    const auto i = static_cast<std::uint32_t>(token);
+    if (i >= owed.size() || !owed[i].counter || owed[i].generation != token >> 32) [[unlikely]]
+        return nullptr;
+    Peer::Owed& o = owed[i];
+    Counter* c = o.counter;
+    if (--o.count == 0) {
+        o.counter = nullptr;
+        ++o.generation;
     }
+    return c;
 }
 
 // The peer failed: the completions it owed will never come.
 void ActiveMessages::write_off_completions(Peer* p) noexcept {
     std::uint64_t n = 0;
-    for (auto& [counter, count] : p->owed_completions) {
-        counter->add_lost(count);
-        n += count;
+    for (Peer::Owed& o : p->owed_completions) {
+        if (!o.counter) continue;
+        o.counter->add_lost(o.count);
+        n += o.count;
+        o.counter = nullptr;
+        o.count = 0;
+        ++o.generation;
     }
-    p->owed_completions.clear();
     if (n > 0)
         log::error(
             "pml: rank {} failed before {} active message(s) sent to it completed; "

@@ -14,6 +14,16 @@
 
 namespace transit::pml {
 
+// A counter of ours that peers may name (Context::counter_ref): the handle of
+// its slot is the CounterRef they send back as an active message's target.
+struct CounterSlot {
+    CounterSlot* next_free = nullptr;  // the pool's
+    bool in_use = false;
+    std::uint32_t slot = ~std::uint32_t{0};
+    std::uint32_t generation = 0;
+    Counter* counter = nullptr;
+};
+
 struct AmHandler {
     AmHeaderFn header = nullptr;
     AmCompletionFn completion = nullptr;
@@ -29,28 +39,40 @@ class ActiveMessages {
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
                    std::size_t len, const AmCounters& counters) noexcept;
 
+    // The handle peers name c by as a target counter (the same for every call
+    // with c); 0 when out of memory.
+    CounterRef counter_ref(Counter& c) noexcept;
+
     // Runs when an internal (active message) receive has all its data.
     void finish(Req* r) noexcept;
-    // One completion `p` owed to counter c came, or never will.
-    void settle_completion(Peer* p, Counter* c, bool lost) noexcept;
+    // One completion `p` owed (under its token) came, or never will; false
+    // when p owes none under that token.
+    bool settle_completion(Peer* p, std::uint64_t token, bool lost) noexcept;
     // The peer failed: the completions it owed will never come.
     void write_off_completions(Peer* p) noexcept;
 
     // Received messages (the engine's dispatch).
     void on_am(const std::byte* b, std::size_t n) noexcept;
     void on_rndv(const std::byte* b, std::size_t n) noexcept;
-    void on_am_done(const std::byte* b, std::size_t n) noexcept;
+    void on_am_done(const std::byte* b, std::size_t n, Rank from) noexcept;
 
   private:
     void decline_rndv(Peer* p, const wire::RndvHdr& h) noexcept;
     void answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept;
-    bool owe_completion(Peer* p, Counter* c) noexcept;
-    void forget_owed(Peer* p, Counter* c) noexcept;
+    Counter* target_counter(CounterRef ref) const noexcept {
+        const CounterSlot* s = ref ? counters_.find(ref) : nullptr;
+        return s ? s->counter : nullptr;
+    }
+    // A message naming a counter we never gave out: not delivered.
+    void counter_refused(Rank src, wire::Kind k) noexcept;
+    std::uint64_t owe_completion(Peer* p, Counter* c) noexcept;
+    Counter* take_owed(Peer* p, std::uint64_t token) noexcept;
 
     Core& c_;
     Outbox& outbox_;
     Tagged& tagged_;
     std::array<AmHandler, Context::am_max_handlers> am_handlers_{};
+    NamedPool<CounterSlot> counters_;
     bool warned_bad_am_ = false;
 };
 

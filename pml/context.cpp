@@ -242,7 +242,8 @@ Status Context::am_send(Rank dst, std::uint32_t id, std::span<const std::byte> h
 }
 
 CounterRef Context::counter_ref(Counter& c) const noexcept {
-    return reinterpret_cast<CounterRef>(&c);
+    auto guard = engine_->lock();
+    return engine_->counter_ref(c);
 }
 
 Status Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {

@@ -15,6 +15,45 @@ void Core::complete_internal(Req* r) noexcept {
     release(r);
 }
 
+namespace {
+
+// Whether r is at the stage that waits for a frame of kind k.
+bool expects(const Req& r, wire::Kind k) noexcept {
+    using S = Req::Stage;
+    const bool send = r.kind == Req::Kind::send;
+    switch (k) {
+        case wire::ack:    // the rendezvous header went; no answer yet
+        case wire::split:  // (a split needs the buffer registered for it)
+            return send && r.stage == S::none && (k == wire::ack || r.rdma.module != nullptr);
+        case wire::fin:  // the receiver got the data, or declined the message
+            return send && (r.stage == S::none || r.stage == S::fin_wait);
+        case wire::frag:
+        case wire::frag_abort:
+            return !send && r.matched && r.stage == S::frags;
+        case wire::split_fin:
+            return !send && r.stage == S::gets && r.split_wait;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+Req* Core::request_named(wire::Kind k, WireHandle h, Rank from) noexcept {
+    Req* r = reqs.find(h);
+    const char* why = nullptr;
+    if (!r || r->done()) [[unlikely]]
+        why = "it names no live request (forged, or one that ended)";
+    else if (!r->peer || r->peer->rank != from) [[unlikely]]
+        why = "it names a request with another peer";
+    else if (!expects(*r, k)) [[unlikely]]
+        why = "its request does not wait for one";
+    if (!why) [[likely]]
+        return r;
+    drops.named(k, from, why);
+    return nullptr;
+}
+
 void Core::drop(RawMsg* m) noexcept {
     buffers.put(m->data, m->cls);
     m->data = nullptr;

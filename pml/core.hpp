@@ -37,7 +37,7 @@ struct Core {
     Context* ctx = nullptr;
     std::vector<std::uint32_t> component_hash;  // by module index
     PeerTable peers;
-    Pool<Req> reqs;
+    NamedPool<Req> reqs;  // peers name them by handle (request_named)
     Pool<RawMsg> raws;
     BufferPool buffers;
     DropLog drops;
@@ -72,6 +72,11 @@ struct Core {
             r->set_done();
     }
     void complete_internal(Req* r) noexcept;
+    // The request a peer's frame of kind k names by handle h, when it is live,
+    // ours with the peer `from` the frame came over, and at the stage that
+    // waits for such a frame; else nullptr, and the frame is logged as
+    // dropped.  Nothing a peer sends is ever taken for an address.
+    Req* request_named(wire::Kind k, WireHandle h, Rank from) noexcept;
     // A transfer of r (fragment, get, put) ended with error s: once r's peer
     // is known gone, that is the cause whatever the transport said, and a
     // request already failed keeps peer_failed.

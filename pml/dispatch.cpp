@@ -77,6 +77,12 @@ struct Dispatch {
         if (e->c_.any_dynamic) name_source(e, d, b, source_offset);
         return true;
     }
+    // The peer whose endpoint the message came over: what a message naming
+    // one of our requests or counters by handle must be (any_rank when the
+    // transport does not say, which names none of them).
+    static Rank from(const btl::ReceiveDescriptor& d) noexcept {
+        return d.endpoint ? d.endpoint->peer() : any_rank;
+    }
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
@@ -100,30 +106,30 @@ struct Dispatch {
             else
                 e->tagged_.on_rndv(b, n);
         } else if constexpr (K == wire::ack)
-            e->tagged_.on_ack(b, n);
+            e->tagged_.on_ack(b, n, from(d));
         else if constexpr (K == wire::frag)
-            e->tagged_.on_frag(b, n);
+            e->tagged_.on_frag(b, n, from(d));
         else if constexpr (K == wire::fin)
-            e->tagged_.on_fin(b, n);
+            e->tagged_.on_fin(b, n, from(d));
         else if constexpr (K == wire::am)
             e->am_.on_am(b, n);
         else if constexpr (K == wire::am_done)
-            e->am_.on_am_done(b, n);
+            e->am_.on_am_done(b, n, from(d));
         else if constexpr (K == wire::osc_put || K == wire::osc_get || K == wire::osc_atomic)
             e->osc_.on_request(K, b, n);
         else if constexpr (K == wire::osc_ack || K == wire::osc_get_reply ||
                            K == wire::osc_atomic_reply)
-            e->osc_.on_reply(K, b, n);
+            e->osc_.on_reply(K, b, n, from(d));
         else if constexpr (K == wire::barrier)
             e->on_barrier(b, n);
         else if constexpr (K == wire::throttle)
             e->tagged_.on_throttle(b, n);
         else if constexpr (K == wire::split)
-            e->tagged_.on_split(b, n);
+            e->tagged_.on_split(b, n, from(d));
         else if constexpr (K == wire::split_fin)
-            e->tagged_.on_split_fin(b, n);
+            e->tagged_.on_split_fin(b, n, from(d));
         else if constexpr (K == wire::frag_abort)
-            e->tagged_.on_frag_abort(b, n);
+            e->tagged_.on_frag_abort(b, n, from(d));
         else if constexpr (K == wire::lost)
             e->tagged_.on_match(b, n, d.tag);  // in sequence, like the message it stands for
     }

@@ -41,4 +41,12 @@ void DropLog::malformed(wire::Kind k, std::size_t n, Rank from) noexcept {
                wire::name(k), n, from, note(k));
 }
 
+// Never dereferenced: a peer outside the job holds no job secret, and a stale
+// handle is an honest peer's late message.
+void DropLog::named(wire::Kind k, Rank from, const char* why) noexcept {
+    if (!admit(k)) return;
+    log::error("pml: a message of kind {} from rank {} was dropped: {}{}", wire::name(k),
+               from == any_rank ? -1 : static_cast<long long>(from), why, note(k));
+}
+
 }  // namespace transit::pml

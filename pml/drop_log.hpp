@@ -17,6 +17,9 @@ class DropLog {
     void received(wire::Kind k, const btl::ReceiveDescriptor& d, const char* why) noexcept;
     // A peer's message whose lengths do not add up.
     void malformed(wire::Kind k, std::size_t n, Rank from) noexcept;
+    // A peer's message that names (by handle) something of ours it may not:
+    // forged, stale, another peer's, or not waiting for it.
+    void named(wire::Kind k, Rank from, const char* why) noexcept;
     // At the end: the drops that went unlogged.
     void report() const noexcept;
 

@@ -76,7 +76,7 @@ void Engine::release_peer(Peer* p, Rank peer) noexcept {
 // receive may still take it), a one-sided operation or a completion owed.
 bool Engine::named(const Peer& p) noexcept {
     if (!p.unexpected.empty() || !p.posted.empty() || !p.out_of_order.empty() ||
-        p.osc_outstanding != 0 || !p.owed_completions.empty())
+        p.osc_outstanding != 0 || p.owes_completions())
         return true;
     for (std::size_t c = 0; c < c_.reqs.chunk_count(); ++c)
         for (const Req& r : c_.reqs.chunk_items(c))

@@ -209,18 +209,74 @@ Status OneSided::over_each_handle(const bml::BtlRef& b, const RemoteKeyImpl* key
     return s;
 }
 
-// A pooled record for one operation over `b` to `p`, every field reset; nullptr
-// when the pool is empty.
-OscOp* OneSided::new_osc_op(const bml::BtlRef& b, Peer* p) noexcept {
+// A pooled record for one operation to `p` (over `module`, or emulated when
+// null), every field reset but the pool's; nullptr when the pool is empty.
+OscOp* OneSided::new_osc_op(Peer* p, btl::Module* module) noexcept {
     OscOp* op = osc_ops_.get();
-    if (op) *op = OscOp{.next_free = nullptr, .in_use = true, .peer = p, .module = b.module};
+    if (!op) return nullptr;
+    const std::uint32_t slot = op->slot;
+    const std::uint32_t generation = op->generation;
+    *op = OscOp{.next_free = nullptr,
+                .in_use = true,
+                .slot = slot,
+                .generation = generation,
+                .peer = p,
+                .module = module};
     return op;
+}
+
+OscOp* OneSided::new_emulated_op(Peer* p, wire::Kind reply, std::byte* dest,
+                                 std::size_t len) noexcept {
+    OscOp* op = new_osc_op(p, nullptr);
+    if (!op) return nullptr;
+    op->reply = reply;
+    op->dest = dest;
+    op->len = len;
+    return op;
+}
+
+namespace {
+
+// What an emulated operation counts in its peer's outstanding operations
+// until answered: a get its bytes, the others one.
+std::uint64_t units_of(const OscOp& op) noexcept {
+    return op.reply == wire::osc_get_reply ? op.len : 1;
+}
+
+}  // namespace
+
+void OneSided::count_emulated(Peer* p, std::uint64_t units, bool add) noexcept {
+    if (add) {
+        p->osc_outstanding += units;
+        p->osc_emulated += units;
+        outstanding_total_ += units;
+    } else {
+        p->osc_outstanding -= units;
+        p->osc_emulated -= units;
+        outstanding_total_ -= units;
+    }
+}
+
+// Sends the request of emulated op (h names it by handle).  A loopback may
+// answer inside the send: op is not touched once it went.
+Status OneSided::emulate(OscOp* op, wire::Kind k, wire::OscHdr& h, const void* data,
+                         std::size_t len) noexcept {
+    Peer* p = op->peer;
+    const std::uint64_t units = units_of(*op);
+    h.token = osc_ops_.handle(*op);
+    count_emulated(p, units, true);
+    const Status s = outbox_.send_ctrl(p, k, &h, sizeof h, data, len);
+    if (!ok(s)) {
+        count_emulated(p, units, false);
+        osc_ops_.put(op);
+    }
+    return s;
 }
 
 Status OneSided::rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
                           std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept {
     const auto& a = b.module->attributes();
-    OscOp* op = new_osc_op(b, p);
+    OscOp* op = new_osc_op(p, b.module);
     if (!op) return Status::out_of_resource;
     // Below its threshold a module moves the data without a local registration.
     const std::size_t local_threshold =
@@ -284,20 +340,12 @@ Status OneSided::rma(bool is_put, Rank dst, void* local, std::size_t len, const 
     auto* bytes = static_cast<std::byte*>(local);
     for (std::size_t at = 0; at < len; at += chunk) {
         std::size_t n = len - at < chunk ? len - at : chunk;
-        wire::OscHdr h{
-            c_.rank, 0, 0, 0, raddr + at, n, 0, 0, reinterpret_cast<std::uint64_t>(bytes + at)};
-        const std::uint64_t units = is_put ? 1 : n;
-        p->osc_outstanding += units;
-        p->osc_emulated += units;
-        outstanding_total_ += units;
-        Status s = is_put ? outbox_.send_ctrl(p, wire::osc_put, &h, sizeof h, bytes + at, n)
-                          : outbox_.send_ctrl(p, wire::osc_get, &h, sizeof h);
-        if (!ok(s)) {
-            p->osc_outstanding -= units;
-            p->osc_emulated -= units;
-            outstanding_total_ -= units;
-            return s;
-        }
+        OscOp* op = new_emulated_op(p, is_put ? wire::osc_ack : wire::osc_get_reply, bytes + at, n);
+        if (!op) return Status::out_of_resource;
+        wire::OscHdr h{c_.rank, 0, 0, 0, raddr + at, n, 0, 0, 0};
+        const Status s = is_put ? emulate(op, wire::osc_put, h, bytes + at, n)
+                                : emulate(op, wire::osc_get, h, nullptr, 0);
+        if (!ok(s)) return s;
     }
     return Status::success;
 }
@@ -307,7 +355,7 @@ Status OneSided::atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, boo
                              std::uint64_t operand, std::uint64_t compare,
                              std::uint64_t* fetched) noexcept {
     const int aflags = bits32 ? btl::atomic_flags::bits32 : 0;
-    OscOp* o = new_osc_op(b, p);
+    OscOp* o = new_osc_op(p, b.module);
     if (!o) return Status::out_of_resource;
     o->fetched = fetched;
     o->bits32 = bits32;
@@ -365,18 +413,12 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
         if (s == Status::success) return s;
         if (is_refusal(s)) return s;
     }
-    wire::OscHdr h{c_.rank, op,      static_cast<std::uint8_t>(w),
-                   0,       raddr,   w,
-                   operand, compare, reinterpret_cast<std::uint64_t>(fetched)};
-    ++p->osc_outstanding;
-    ++p->osc_emulated;
-    ++outstanding_total_;
-    Status s = outbox_.send_ctrl(p, wire::osc_atomic, &h, sizeof h);
-    if (!ok(s)) {
-        --p->osc_outstanding;
-        --p->osc_emulated;
-        --outstanding_total_;
-    }
+    OscOp* o = new_emulated_op(p, wire::osc_atomic_reply, nullptr, w);
+    if (!o) return Status::out_of_resource;
+    o->fetched = fetched;
+    o->bits32 = w == 4;
+    wire::OscHdr h{c_.rank, op, static_cast<std::uint8_t>(w), 0, raddr, w, operand, compare, 0};
+    const Status s = emulate(o, wire::osc_atomic, h, nullptr, 0);
     return ok(s) ? Status::success : s;
 }
 
@@ -426,24 +468,34 @@ void OneSided::on_request(wire::Kind k, const std::byte* b, std::size_t n) noexc
     }
 }
 
-void OneSided::on_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept {
+// The reply names its operation by handle: one of ours, to the peer it came
+// from, waiting for this kind of reply, and (a get's) with the bytes asked
+// for.  Anything else is dropped: a target cannot make us write elsewhere.
+void OneSided::on_reply(wire::Kind k, const std::byte* b, std::size_t n, Rank from) noexcept {
     wire::OscReplyHdr h;
     std::memcpy(&h, b, sizeof h);
-    Peer* p = c_.peers.peer(h.src);
-    if (!p || p->failed) return;  // its outstanding count was (or will be) written off
+    Peer* p = c_.peers.peer(from);
+    if (p && p->failed) return;  // its operations were (or will be) written off
+    OscOp* op = osc_ops_.find(h.token);
     const auto status = static_cast<Status>(h.status);
-    const std::uint64_t units = k == wire::osc_get_reply ? h.len : 1;
+    const char* why = nullptr;
+    if (!op || op->reply != k) [[unlikely]]
+        why = "it names no one-sided operation of ours waiting for it";
+    else if (op->peer != p) [[unlikely]]
+        why = "it names a one-sided operation with another peer";
+    else if (k == wire::osc_get_reply && ok(status) && n - sizeof h != op->len) [[unlikely]]
+        why = "its data is not the length asked for";
+    if (why) [[unlikely]]
+        return c_.drops.named(k, from, why);
     if (!ok(status)) {
         note_refused(p, is_refusal(status) ? status : Status::access_denied);
     } else if (k == wire::osc_get_reply) {
-        std::size_t len = n - sizeof h;
-        if (len) std::memcpy(reinterpret_cast<void*>(h.token), b + sizeof h, len);
-    } else if (k == wire::osc_atomic_reply && h.token) {
-        *reinterpret_cast<std::uint64_t*>(h.token) = h.value;
+        if (op->len) std::memcpy(op->dest, b + sizeof h, op->len);
+    } else if (k == wire::osc_atomic_reply && op->fetched) {
+        *op->fetched = op->bits32 ? static_cast<std::uint32_t>(h.value) : h.value;
     }
-    p->osc_outstanding -= units;
-    p->osc_emulated -= units;
-    outstanding_total_ -= units;
+    count_emulated(p, units_of(*op), false);
+    osc_ops_.put(op);
 }
 
 void OneSided::release_regions() noexcept {
@@ -477,6 +529,8 @@ Status OneSided::flush_all_result() noexcept {
 
 // Replies the target would have sent: written off so flush returns.
 void OneSided::write_off(Peer* p) noexcept {
+    for (OscOp& op : osc_ops_.items())
+        if (op.in_use && op.reply != wire::kind_count && op.peer == p) osc_ops_.put(&op);
     if (p->osc_emulated) p->osc_lost = true;
     p->osc_outstanding -= p->osc_emulated;
     outstanding_total_ -= p->osc_emulated;

@@ -27,10 +27,14 @@ struct RegionImpl {
     std::vector<Entry> entries;
 };
 
-// One-sided operation in flight over a btl.
+// One-sided operation in flight: over a btl, or emulated by the target (one
+// message each way; the request names the operation by its handle, which the
+// reply echoes: never an address of ours).
 struct OscOp {
     OscOp* next_free = nullptr;  // the pool's
     bool in_use = false;
+    std::uint32_t slot = ~std::uint32_t{0};  // the pool's: what names it to peers
+    std::uint32_t generation = 0;
     Peer* peer = nullptr;
     btl::Module* module = nullptr;
     btl::RegistrationHandle* local_handle = nullptr;
@@ -39,6 +43,11 @@ struct OscOp {
     std::uint64_t result = 0;
     std::uint64_t* fetched = nullptr;
     bool bits32 = false;
+    // Emulated: the reply it waits for (kind_count over a btl), and for a get
+    // where its bytes land and how many (its flush units).
+    wire::Kind reply = wire::kind_count;
+    std::byte* dest = nullptr;
+    std::size_t len = 0;
 };
 
 class OneSided {
@@ -70,7 +79,7 @@ class OneSided {
 
     // Received messages (the engine's dispatch).
     void on_request(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
-    void on_reply(wire::Kind k, const std::byte* b, std::size_t n) noexcept;
+    void on_reply(wire::Kind k, const std::byte* b, std::size_t n, Rank from) noexcept;
 
   private:
     bool handle_size_fits(std::uint32_t component, std::size_t len) const noexcept;
@@ -79,7 +88,12 @@ class OneSided {
     static Status take_refused(Peer* p) noexcept;
     // One put/get or atomic over one btl with one of the key's handles:
     // success when issued or done, else what the btl said.
-    OscOp* new_osc_op(const bml::BtlRef& b, Peer* p) noexcept;
+    OscOp* new_osc_op(Peer* p, btl::Module* module) noexcept;
+    // One emulated operation, answered by a reply of kind `reply`.
+    OscOp* new_emulated_op(Peer* p, wire::Kind reply, std::byte* dest, std::size_t len) noexcept;
+    Status emulate(OscOp* op, wire::Kind k, wire::OscHdr& h, const void* data,
+                   std::size_t len) noexcept;
+    void count_emulated(Peer* p, std::uint64_t units, bool add) noexcept;
     Status rma_over(const bml::BtlRef& b, Peer* p, bool is_put, void* local, std::size_t len,
                     std::uint64_t raddr, const btl::RegistrationHandle* rh) noexcept;
     Status atomic_over(const bml::BtlRef& b, Peer* p, std::uint8_t op, bool bits32,
@@ -97,7 +111,7 @@ class OneSided {
     Outbox& outbox_;
     std::span<btl::Module* const> modules_;
     std::vector<RegionImpl*> regions_;
-    Pool<OscOp> osc_ops_;
+    NamedPool<OscOp> osc_ops_;
     std::uint64_t outstanding_total_ = 0;
     bool any_refused_ = false;  // some peer's osc_refused is set
 };

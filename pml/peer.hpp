@@ -65,8 +65,22 @@ struct Peer {
     // last flush of it (returned, then cleared, by flush and flush_all).
     Status osc_refused = Status::success;
     // Completion counters of active messages sent to it, with how many
-    // completions each still waits for: lost if the peer fails.
-    std::vector<std::pair<Counter*, std::uint64_t>> owed_completions;
+    // completions each still waits for: lost if the peer fails.  A slot's
+    // index and generation are the token the peer echoes back (am_done), so
+    // it can settle only what it owes.
+    struct Owed {
+        Counter* counter = nullptr;  // nullptr: a free slot
+        std::uint64_t count = 0;
+        std::uint32_t generation = 1;  // moved on when the slot is freed
+    };
+    std::vector<Owed> owed_completions;
+    // Some active message sent to it still waits for its completion (the
+    // slots of owed_completions stay, free, once settled).
+    bool owes_completions() const noexcept {
+        for (const Owed& o : owed_completions)
+            if (o.counter) return true;
+        return false;
+    }
     // Since when its transport has refused our control messages for good with
     // none sent in between: past settings' grace, the peer is failed.
     std::optional<std::chrono::steady_clock::time_point> control_refused_since;

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <random>
+#include <type_traits>
 #include <vector>
 
 #include "transit/btl/util/free_list.hpp"
@@ -24,6 +28,85 @@ class Pool : public btl::util::FreeList<T> {
     // At most `max` objects ever exist (0: no limit); past that get() returns
     // nullptr as when memory runs out.  Before the first get() only.
     void bound(std::size_t max) { this->setup({.max = max, .grow_by = block}); }
+};
+
+// What names a pooled object to a peer: its slot number (low 32 bits) and the
+// slot's generation (high 32 bits).  A peer echoes it back; it is never a
+// pointer, so a forged or stale one names nothing.
+using WireHandle = std::uint64_t;
+
+template <typename T>
+concept Nameable = requires(T& t) {
+    requires std::is_same_v<decltype(t.slot), std::uint32_t>;
+    requires std::is_same_v<decltype(t.generation), std::uint32_t>;
+};
+
+// A pool whose objects peers may name by handle.  Each object gets a slot the
+// first time it is handed out (slots_ maps slot to object in O(1)) and a
+// random nonzero generation, moved on at every release: a handle names the
+// object only while the use it was given out for lasts, and a peer cannot
+// guess another use's handle.  find() is one bounds check and two compares.
+template <Nameable T>
+class NamedPool : public Pool<T> {
+  public:
+    static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
+
+    NamedPool() noexcept : random_(seed()) {}
+    void bound(std::size_t max) {
+        slots_.clear();
+        Pool<T>::bound(max);
+    }
+    T* get() noexcept {
+        T* t = Pool<T>::get();
+        if (t && t->slot == no_slot) [[unlikely]]
+            if (!name(t)) {
+                Pool<T>::put(t);
+                return nullptr;
+            }
+        return t;
+    }
+    bool put(T* t) noexcept {
+        if (!t || !t->in_use) [[unlikely]]
+            return false;
+        if (++t->generation == 0) [[unlikely]]
+            t->generation = 1;
+        return Pool<T>::put(t);
+    }
+    static WireHandle handle(const T& t) noexcept {
+        return std::uint64_t{t.generation} << 32 | t.slot;
+    }
+    // The object in use that `h` names, or nullptr.
+    T* find(WireHandle h) const noexcept {
+        const auto i = static_cast<std::uint32_t>(h);
+        if (i >= slots_.size()) return nullptr;
+        T* t = slots_[i];
+        return t->in_use && t->generation == static_cast<std::uint32_t>(h >> 32) ? t : nullptr;
+    }
+
+  private:
+    static std::uint64_t seed() noexcept {
+        try {
+            std::random_device rd;
+            return std::uint64_t{rd()} << 32 | rd();
+        } catch (...) {
+            return static_cast<std::uint64_t>(
+                std::chrono::steady_clock::now().time_since_epoch().count());
+        }
+    }
+    bool name(T* t) noexcept {
+        if (slots_.size() >= no_slot) return false;
+        try {
+            slots_.push_back(t);
+        } catch (...) {
+            return false;
+        }
+        t->slot = static_cast<std::uint32_t>(slots_.size() - 1);
+        do t->generation = static_cast<std::uint32_t>(random_() >> 32);
+        while (t->generation == 0);
+        return true;
+    }
+    std::vector<T*> slots_;
+    std::mt19937_64 random_;
 };
 
 // Doubly linked list threading through T::prev / T::next.

@@ -70,7 +70,7 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
 
 void Tagged::fall_back_to_frags(Req* r) noexcept {
     r->stage = Req::Stage::frags;
-    wire::AckHdr a{r->remote_req, reinterpret_cast<std::uint64_t>(r)};
+    wire::AckHdr a{r->remote_req, c_.reqs.handle(*r)};
     outbox_.send_ctrl(r->peer, wire::ack, &a, sizeof a);
 }
 
@@ -81,7 +81,7 @@ bool Tagged::offer_split(Req* r, std::size_t handle_len) noexcept {
     const std::size_t half = (r->rdma_end / 2) & ~std::size_t{63};
     wire::SplitHdr h{};
     h.sreq = r->remote_req;
-    h.rreq = reinterpret_cast<std::uint64_t>(r);
+    h.rreq = c_.reqs.handle(*r);
     h.offset = half;
     h.len = r->rdma_end - half;
     h.addr = reinterpret_cast<std::uint64_t>(r->buf);
@@ -198,30 +198,36 @@ void Tagged::finish_get(Req* r) noexcept {
     c_.complete(r);
 }
 
-void Tagged::on_split_fin(const std::byte* b, std::size_t) noexcept {
+void Tagged::on_split_fin(const std::byte* b, std::size_t, Rank from) noexcept {
     wire::SplitFinHdr f;
     std::memcpy(&f, b, sizeof f);
-    auto* r = reinterpret_cast<Req*>(f.rreq);
+    Req* r = c_.request_named(wire::split_fin, f.rreq, from);
+    if (!r) [[unlikely]]
+        return;
     const auto s = static_cast<Status>(f.status);
     if (!ok(s) && ok(r->st().status)) r->st().status = s;
     r->split_wait = false;
     if (r->own_done) finish_get(r);
 }
 
-void Tagged::on_frag(const std::byte* b, std::size_t n) noexcept {
+void Tagged::on_frag(const std::byte* b, std::size_t n, Rank from) noexcept {
     wire::FragHdr f;
     std::memcpy(&f, b, sizeof f);
-    auto* r = reinterpret_cast<Req*>(f.rreq);
+    Req* r = c_.request_named(wire::frag, f.rreq, from);
+    if (!r) [[unlikely]]
+        return;
     recv_data(r, f.offset, b + sizeof f, n - sizeof f);
     if (r->received >= r->total) c_.complete(r);
 }
 
 // The sender gave up part way: the fragments it did send may still be on their
 // way (another module), so the receive completes, failed, once they are in.
-void Tagged::on_frag_abort(const std::byte* b, std::size_t) noexcept {
+void Tagged::on_frag_abort(const std::byte* b, std::size_t, Rank from) noexcept {
     wire::FragAbortHdr h;
     std::memcpy(&h, b, sizeof h);
-    auto* r = reinterpret_cast<Req*>(h.rreq);
+    Req* r = c_.request_named(wire::frag_abort, h.rreq, from);
+    if (!r) [[unlikely]]
+        return;
     const auto s = static_cast<Status>(h.status);
     r->st().status = ok(s) ? Status::error : s;
     c_.out.verbose(1, "rank {} stopped sending a message of {} bytes after {}: {}", r->peer->rank,
@@ -272,7 +278,7 @@ bool Tagged::send_rndv_header(Req* r) noexcept {
     wire::RndvHdr h{};
     h.m = {c_.rank, r->is_am ? r->am_handler : r->tag, r->seq};
     h.total = r->total;
-    h.sreq = reinterpret_cast<std::uint64_t>(r);
+    h.sreq = c_.reqs.handle(*r);
     h.addr = r->remote_addr;
     h.rdma_component = r->rdma_component;
     h.handle_len = r->remote_handle_len;
@@ -291,10 +297,12 @@ bool Tagged::send_rndv_header(Req* r) noexcept {
     return true;
 }
 
-void Tagged::on_ack(const std::byte* b, std::size_t) noexcept {
+void Tagged::on_ack(const std::byte* b, std::size_t, Rank from) noexcept {
     wire::AckHdr a;
     std::memcpy(&a, b, sizeof a);
-    auto* r = reinterpret_cast<Req*>(a.sreq);
+    Req* r = c_.request_named(wire::ack, a.sreq, from);
+    if (!r) [[unlikely]]
+        return;
     // No rdma after all: release the registration, stream fragments instead.
     if (r->local_handle) {
         r->handle_module->rdma()->deregister_mem(r->local_handle);
@@ -364,10 +372,12 @@ void Tagged::end_frags(Req* r) noexcept {
     c_.complete(r);
 }
 
-void Tagged::on_fin(const std::byte* b, std::size_t) noexcept {
+void Tagged::on_fin(const std::byte* b, std::size_t, Rank from) noexcept {
     wire::FinHdr f;
     std::memcpy(&f, b, sizeof f);
-    auto* r = reinterpret_cast<Req*>(f.sreq);
+    Req* r = c_.request_named(wire::fin, f.sreq, from);
+    if (!r) [[unlikely]]
+        return;
     if (r->issuing) {
         r->stage = Req::Stage::ended;  // the sender completes it when it returns
         return;
@@ -376,15 +386,19 @@ void Tagged::on_fin(const std::byte* b, std::size_t) noexcept {
 }
 
 // The receiver asks us to put the tail of the message while it gets the head.
-void Tagged::on_split(const std::byte* b, std::size_t n) noexcept {
+void Tagged::on_split(const std::byte* b, std::size_t n, Rank from) noexcept {
     wire::SplitHdr h;
     std::memcpy(&h, b, sizeof h);
-    auto* r = reinterpret_cast<Req*>(h.sreq);
-    const std::size_t expected =
-        r->rdma.module ? r->rdma.module->attributes().registration_handle_size : h.handle_len;
+    Req* r = c_.request_named(wire::split, h.sreq, from);
+    if (!r) [[unlikely]]
+        return;
+    const std::size_t expected = r->rdma.module->attributes().registration_handle_size;
+    // The tail asked for lies inside our buffer: we read [offset, offset + len).
+    const bool inside = h.offset < r->total && h.len > 0 && h.len <= r->total - h.offset;
     if (!wire::split_parts({b, n}) || h.handle_len > r->remote_handle.size() ||
-        h.handle_len != expected) [[unlikely]] {
-        // Nothing to put with: the receiver is told our half failed (split_fin)
+        h.handle_len != expected || !inside) [[unlikely]] {
+        // Nothing to put with, or a tail outside the message: the receiver is
+        // told our half failed (split_fin)
         // and still sends its fin, so neither side waits for good.
         c_.drops.malformed(wire::split, n, r->peer->rank);
         r->remote_req = h.rreq;
@@ -404,13 +418,9 @@ void Tagged::on_split(const std::byte* b, std::size_t n) noexcept {
     if (r->issuing || !issue_puts(r)) enqueue_send(r);
 }
 
+// Only for a split: request_named let none in for a send registered with no module.
 bool Tagged::issue_puts(Req* r) noexcept {
-    if (r->rdma.module == nullptr) [[unlikely]] {
-        r->st().status = Status::not_supported;  // never registered: nothing to put with
-        r->rdma_offset = r->rdma_end;
-    } else if (issue_rdma(r) == RdmaIssue::blocked) {
-        return false;
-    }
+    if (issue_rdma(r) == RdmaIssue::blocked) return false;
     if (r->rdma_pending == 0) finish_puts(r);
     return true;
 }
@@ -418,7 +428,7 @@ bool Tagged::issue_puts(Req* r) noexcept {
 // Our half is in place: tell the receiver, then wait for its FIN (it still reads
 // our buffer until then).
 void Tagged::finish_puts(Req* r) noexcept {
-    r->stage = Req::Stage::none;
+    r->stage = Req::Stage::fin_wait;
     if (r->peer->failed) [[unlikely]] {
         // fail_req may have left it to us while puts were in flight; no fin
         // will come.

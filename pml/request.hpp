@@ -28,6 +28,7 @@ struct Req : Request {
         frags,     // streaming (sender) or receiving fragments
         gets,      // the receiver's gets
         puts,      // the sender's half of a split
+        fin_wait,  // the sender's half of a split is in: waiting for the fin
         ended,     // ended inside its own send: the sender completes it on return
     };
 
@@ -37,6 +38,8 @@ struct Req : Request {
     Req* prev = nullptr;
     Req* next_free = nullptr;  // the pool's
     bool in_use = false;
+    std::uint32_t slot = ~std::uint32_t{0};  // the pool's: what names it to peers
+    std::uint32_t generation = 0;
     Kind kind = Kind::send;
     Stage stage = Stage::none;
     bool internal = false;  // no user handle: released by the pml on completion
@@ -61,7 +64,7 @@ struct Req : Request {
     // The message's length; for a receive, the bytes it completes at (fewer
     // when the sender gave up: frag_abort).
     std::size_t total = 0;
-    std::uint64_t remote_req = 0;  // the peer's request (sreq or rreq)
+    std::uint64_t remote_req = 0;  // the peer's handle of its request (sreq or rreq)
     std::uint64_t remote_addr = 0;
     // Rdma in flight: gets (receiver) or the split puts (sender) of [rdma_offset, rdma_end).
     std::uint32_t rdma_pending = 0;
@@ -82,7 +85,9 @@ struct Req : Request {
     // active messages
     AmCompletionFn am_done = nullptr;
     void* am_user = nullptr;
-    CounterRef am_target_counter = 0;
+    CounterRef am_target_counter = 0;  // a handle of the target's counter table
+    // Sender: our token of the completion counter (Peer::owed); target: the
+    // origin's, echoed back in am_done.
     std::uint64_t am_completion_token = 0;
     Counter* origin_counter = nullptr;
     std::uint32_t am_handler = 0;
@@ -97,6 +102,7 @@ struct Req : Request {
         kind = k;
         stage = Stage::none;
         user = user_data;
+        peer = nullptr;
         internal = matched = posted = is_am = queued = issuing = false;
         received = total = 0;
         frags_out = rdma_pending = 0;

@@ -99,15 +99,16 @@ class Tagged {
         r->queued = false;
     }
 
-    // Received messages (the engine's dispatch).
+    // Received messages (the engine's dispatch).  `from`: the peer whose
+    // endpoint the message came over (any_rank: the transport did not say).
     void on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
     void on_rndv(const std::byte* b, std::size_t n) noexcept;
-    void on_ack(const std::byte* b, std::size_t n) noexcept;
-    void on_frag(const std::byte* b, std::size_t n) noexcept;
-    void on_fin(const std::byte* b, std::size_t n) noexcept;
-    void on_split(const std::byte* b, std::size_t n) noexcept;
-    void on_split_fin(const std::byte* b, std::size_t n) noexcept;
-    void on_frag_abort(const std::byte* b, std::size_t n) noexcept;
+    void on_ack(const std::byte* b, std::size_t n, Rank from) noexcept;
+    void on_frag(const std::byte* b, std::size_t n, Rank from) noexcept;
+    void on_fin(const std::byte* b, std::size_t n, Rank from) noexcept;
+    void on_split(const std::byte* b, std::size_t n, Rank from) noexcept;
+    void on_split_fin(const std::byte* b, std::size_t n, Rank from) noexcept;
+    void on_frag_abort(const std::byte* b, std::size_t n, Rank from) noexcept;
     void on_throttle(const std::byte* b, std::size_t n) noexcept;
 
   private:

@@ -197,13 +197,15 @@ void Tagged::fail_unsent_rndv(const PendingDesc& pd, Status s) noexcept {
         return;
     wire::RndvHdr h;
     std::memcpy(&h, d.segments[0].addr, sizeof h);
-    auto* r = reinterpret_cast<Req*>(h.sreq);
+    Req* r = c_.reqs.find(h.sreq);  // our own header: it names a live request
+    if (!r) [[unlikely]]
+        return;
     Peer* p = c_.peers.send_peer(pd.rank);
     if (h.kind == wire::kind_tagged && p && !p->failed) {
         const wire::LostHdr lost{h.m, static_cast<std::int32_t>(s), h.total};
         outbox_.send_ctrl(p, wire::lost, &lost, sizeof lost);
-    } else if (h.kind == wire::kind_am && r->am_completion_token && p) {
-        c_.am->settle_completion(p, reinterpret_cast<Counter*>(r->am_completion_token), true);
+    } else if (h.kind == wire::kind_am && r->am_completion_token) {
+        c_.am->settle_completion(r->peer, r->am_completion_token, true);
     }
     r->st().status = s;
     r->stage = Req::Stage::ended;

@@ -95,7 +95,9 @@ class Counter {
 };
 
 // Names a counter in another process (obtained there with Context::counter_ref
-// and sent to the origin by any means).  0 means none.
+// and sent to the origin by any means).  0 means none.  A handle of the
+// target's table of counters, not an address: an active message naming one
+// the target never gave out is not delivered (its completion counts it lost).
 using CounterRef = std::uint64_t;
 
 // --- active messages -----------------------------------------------------
@@ -225,6 +227,8 @@ class Context {
                                AmCompletionFn completion_handler, void* handler_arg);
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
                    std::size_t len, const AmCounters& counters = {}) noexcept;
+    // The same ref for every call with c (c must live as long as peers may
+    // name it).  0 when out of memory.
     CounterRef counter_ref(Counter& c) const noexcept;
     std::uint64_t counter_get(const Counter& c) const noexcept { return c.value(); }
     // Drives progress until the counter reaches `value`: success.  error when

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "pml/headers.hpp"
+#include "tests/pml/inject_frame.hpp"
 #include "tests/pml/single_process.hpp"
-#include "transit/btl/am_table.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
 
@@ -25,16 +25,8 @@ using namespace transit;
 namespace wire = transit::pml::wire;
 using transit::test::StderrCapture;
 
-// Delivers `bytes` on the kind's tag with no endpoint (the log says rank -1)
-// and returns what the pml logged.
-std::string deliver(wire::Kind k, const std::vector<std::byte>& bytes) {
-    StderrCapture capture;
-    std::vector<std::byte> copy = bytes;  // a transport's buffer is writable
-    const btl::Segment seg{copy.data(), copy.size()};
-    const btl::ReceiveDescriptor d{nullptr, &seg, 1, wire::tag(k)};
-    EXPECT_TRUE(btl::am_table().dispatch(nullptr, d)) << "no pml callback on the tag";
-    return capture.text();
-}
+// Delivered with no endpoint: the log says rank -1.
+using transit::test::deliver;
 
 void a_message_still_goes_through(Context& ctx) {
     std::byte out{0x5c}, in{0};

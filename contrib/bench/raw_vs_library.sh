@@ -48,23 +48,8 @@ transit() {  # $1: the statistic
 }
 
 # The library's own tools, a server on core 0 and the client on core 1.
-perftest() {
-    local port=$((20000 + RANDOM % 20000))
-    taskset -c 0 ucx_perftest -d memory -x posix -t am_lat -s 8 -n 200000 -p "$port" \
-        > /dev/null 2>&1 &
-    sleep 0.3
-    taskset -c 1 ucx_perftest localhost -d memory -x posix -t am_lat -s 8 -n 200000 \
-        -p "$port" 2>/dev/null | awk '/Final:/ {print $3}'
-    wait
-}
-pingpong() {
-    local port=$((20000 + RANDOM % 20000))
-    taskset -c 0 fi_pingpong -p shm -e rdm -S 8 -I 200000 -B "$port" > /dev/null 2>&1 &
-    sleep 0.3
-    taskset -c 1 fi_pingpong -p shm -e rdm -S 8 -I 200000 -P "$port" localhost 2>/dev/null |
-        awk '$1 == "8" {print $7}'
-    wait
-}
+perftest() { ucx_am_lat 8 200000 -d memory -x posix; }
+pingpong() { fi_lat 8 200000 -p shm -e rdm; }
 uct_reference() { "$bin/uct_pingpong" 200000 2>/dev/null | awk '{print $(NF-1)}'; }
 
 source "$here/stats.sh"

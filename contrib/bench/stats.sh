@@ -1,5 +1,6 @@
 # Shared by the comparison scripts (sourced, not run): ratios of two figures,
-# medians of a list of them, and the machine's cache-line round trip.
+# medians of a list of them, the machine's cache-line round trip, and the
+# libraries' own ping-pong tools in their client/server modes.
 # Needs $bin (the directory holding cacheline_pingpong).
 
 # a / b to three decimals; nan when either is missing or b is zero.
@@ -14,3 +15,27 @@ median() {
 # The machine's cache-line half round trip now (us): which mode it is in.  Taken
 # before and after each round; a round whose two values differ mixed the modes.
 floor() { "$bin/cacheline_pingpong" 200000 2>/dev/null | awk '{print $5}'; }
+
+# The libraries' tools, server on core 0 and client on core 1 of this machine,
+# each printing the half round trip in microseconds.
+#   ucx_am_lat SIZE ITERATIONS UCT_ARGS...  ucx_perftest -t am_lat, its typical figure
+#   fi_lat SIZE ITERATIONS FI_ARGS...       fi_pingpong, its mean (usec/xfer)
+ucx_am_lat() {
+    local size=$1 iterations=$2 port=$((20000 + RANDOM % 20000))
+    shift 2
+    taskset -c 0 ucx_perftest "$@" -t am_lat -s "$size" -n "$iterations" -p "$port" \
+        > /dev/null 2>&1 &
+    sleep 0.3
+    taskset -c 1 ucx_perftest localhost "$@" -t am_lat -s "$size" -n "$iterations" \
+        -p "$port" 2>/dev/null | awk '/Final:/ {print $3}'
+    wait
+}
+fi_lat() {
+    local size=$1 iterations=$2 port=$((20000 + RANDOM % 20000))
+    shift 2
+    taskset -c 0 fi_pingpong "$@" -S "$size" -I "$iterations" -B "$port" > /dev/null 2>&1 &
+    sleep 0.3
+    taskset -c 1 fi_pingpong "$@" -S "$size" -I "$iterations" -P "$port" localhost \
+        2>/dev/null | awk -v s="$size" '$1 == s {print $7}'
+    wait
+}

@@ -52,17 +52,8 @@ int client(transit::Context& ctx, const std::string& address, const std::string&
         check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit reply");
         return 0;
     }
-    for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big}) {
-        const auto out = pattern(n, ctx.rank() * 1000 + static_cast<std::uint32_t>(n));
-        std::vector<std::byte> in(n);
-        transit::Request* r = nullptr;
-        check(transit::ok(ctx.irecv(server, tag_echo, in.data(), in.size(), r)), "irecv");
-        check(ctx.send(server, tag_echo, out.data(), n) == Status::success, "send");
-        RequestStatus st;
-        ctx.wait(r, &st);
-        check(st.status == Status::success && st.length == n, "echo");
-        check(std::equal(out.begin(), out.end(), in.begin()), "echo differs");
-    }
+    for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})
+        echo_once(ctx, server, tag_echo, n, ctx.rank() * 1000 + static_cast<std::uint32_t>(n));
     check(ctx.disconnect(server) == Status::success, "disconnect");
     // The job's own messages still flow.
     check(ctx.barrier() == Status::success, "barrier");

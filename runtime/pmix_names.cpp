@@ -18,6 +18,10 @@ using Clock = std::chrono::steady_clock;
 // The launcher answers a publish or an unpublish at once; this bounds a
 // launcher that stopped answering.
 constexpr std::chrono::seconds answer_limit{10};
+// A lookup that waits ends here at its wait and this much more (time for the
+// launcher's answer), whatever the launcher does with PMIX_TIMEOUT: Open
+// MPI 4.1's server holds the lookup until the name comes.
+constexpr std::chrono::milliseconds lookup_grace{500};
 
 Status from_pmix(pmix_status_t rc, std::string_view name, std::string& why) {
     switch (rc) {
@@ -93,6 +97,7 @@ struct Keys {
 }  // namespace
 
 Status PmixNames::publish_name(std::string_view name, std::string_view value, std::string& why) {
+    if (mine_.contains(name)) return from_pmix(PMIX_ERR_DUPLICATE_KEY, name, why);
     auto done = std::make_shared<pmix::Completion<pmix::InfoList>>();
     pmix::InfoList& info = done->payload;
     const pmix_data_range_t range = PMIX_RANGE_SESSION;
@@ -104,7 +109,9 @@ Status PmixNames::publish_name(std::string_view name, std::string_view value, st
     const pmix_status_t rc = call(done, Clock::now() + answer_limit, [&](void* cbdata) {
         return PMIx_Publish_nb(arr.data(), arr.size(), on_op, cbdata);
     });
-    return from_pmix(rc, name, why);
+    const Status s = from_pmix(rc, name, why);
+    if (ok(s)) mine_.emplace(name);
+    return s;
 }
 
 Status PmixNames::lookup_name(std::string_view name, std::chrono::milliseconds wait,
@@ -144,7 +151,8 @@ Status PmixNames::lookup_name(std::string_view name, std::chrono::milliseconds w
             }
         });
     };
-    const pmix_status_t rc = call(done, Clock::now() + wait + answer_limit, [&](void* cbdata) {
+    const auto until = Clock::now() + (wait.count() > 0 ? wait + lookup_grace : answer_limit);
+    const pmix_status_t rc = call(done, until, [&](void* cbdata) {
         return PMIx_Lookup_nb(keys, arr.data(), arr.size(), on_lookup, cbdata);
     });
     if (rc == PMIX_SUCCESS && !l.value) return from_pmix(PMIX_ERR_NOT_FOUND, name, why);
@@ -156,6 +164,19 @@ Status PmixNames::lookup_name(std::string_view name, std::chrono::milliseconds w
 }
 
 Status PmixNames::unpublish_name(std::string_view name, std::string& why) {
+    // Launchers differ on names this process did not publish (Open MPI 4.1's
+    // lets any process of the job remove one, and answers success for a name
+    // never published): the rule here is the same under all of them.
+    if (!mine_.contains(name)) {
+        std::string value;
+        const Status s = lookup_name(name, std::chrono::milliseconds(0), value, why);
+        if (s == Status::success) {
+            why = fmt::format("the name \"{}\" was published by another process", name);
+            return Status::access_denied;
+        }
+        if (s == Status::not_found) why = fmt::format("the name \"{}\" is not published", name);
+        return s;
+    }
     struct Unpublish {
         pmix::InfoList info;
         Keys keys;
@@ -173,6 +194,7 @@ Status PmixNames::unpublish_name(std::string_view name, std::string& why) {
             keys, arr.data(), arr.size(),
             [](pmix_status_t status, void* cb) { Done::complete(cb, status); }, cbdata);
     });
+    if (const auto it = mine_.find(name); it != mine_.end()) mine_.erase(it);
     return from_pmix(rc, name, why);
 }
 

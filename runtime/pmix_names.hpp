@@ -4,6 +4,9 @@
 // from it.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "runtime/name_service.hpp"
 
 namespace transit::rt {
@@ -17,6 +20,13 @@ class PmixNames : public NameService {
 
   protected:
     ~PmixNames() = default;
+
+  private:
+    // What this process published: a second publish of one of them is
+    // `exists`, and only they are unpublished, whatever the launcher allows
+    // (Open MPI's lets a publisher replace its own value, and any process
+    // of the job remove a name).
+    std::set<std::string, std::less<>> mine_;
 };
 
 // What transit_run reads of a lookup's wait, in milliseconds (PMIX_TIMEOUT

@@ -211,7 +211,11 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                 if (const std::string why = connect_server(*ep); !why.empty()) {
                     log::error("{}: the server at {} (peer {}) is not there: {}", name(),
                                ep->link(0).peer_text, rank, why);
-                    dynamic_.erase(rank);  // nothing of it is watched any more
+                    // Nothing of it is watched any more; freed after the
+                    // current poll all the same, should one be running.
+                    auto it = dynamic_.find(rank);
+                    tcp_.defer_free(std::move(it->second));
+                    dynamic_.erase(it);
                     continue;
                 }
             }

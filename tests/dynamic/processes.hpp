@@ -69,6 +69,32 @@ inline void echo_once(transit::Context& ctx, transit::Rank server, std::uint32_t
     check(std::equal(out.begin(), out.end(), in.begin()), what + " differs");
 }
 
+// Ends a server: a message on `tag`, and its answer.
+inline void quit_server(transit::Context& ctx, transit::Rank server, std::uint32_t tag) {
+    std::uint32_t v = 0;
+    const transit::Status sent = ctx.send(server, tag, &v, sizeof v);
+    check(sent == transit::Status::success, "quit: " + status_text(sent));
+    const transit::Status answer = ctx.recv(server, tag, &v, sizeof v);
+    check(answer == transit::Status::success, "quit answer: " + status_text(answer));
+}
+
+// An echo server: every message (up to `max` bytes) goes back to its sender
+// on its tag, until one on `quit_tag` (answered too).  Every sender must be a
+// peer outside the job.
+inline void serve_echoes(transit::Context& ctx, std::uint32_t quit_tag, std::size_t max) {
+    std::vector<std::byte> buf(max);
+    for (;;) {
+        transit::RequestStatus st;
+        const transit::Status got =
+            ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st);
+        check(got == transit::Status::success, "server recv: " + status_text(got));
+        check(st.source >= ctx.size(), "a client's message names a job rank");
+        const transit::Status sent = ctx.send(st.source, st.tag, buf.data(), st.length);
+        check(sent == transit::Status::success, "server reply: " + status_text(sent));
+        if (st.tag == quit_tag) return;
+    }
+}
+
 // A line to the driver, at once (stdout is a pipe).
 template <typename... A>
 void say(const char* fmt, A... a) {

@@ -154,10 +154,8 @@ int client(const std::string& address, int cycles) {
     say("client pml=%zu runtime=%zu bml=%zu tcp=%zu", mine.pml, mine.runtime, mine.bml,
         mine.transports);
     Rank server = transit::any_rank;
-    std::uint32_t v = 0;
     check(ctx.connect(address, server) == Status::success, "connect");
-    check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit");
-    check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit reply");
+    quit_server(ctx, server, tag_quit);
     return 0;
 }
 

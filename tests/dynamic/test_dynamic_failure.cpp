@@ -150,9 +150,7 @@ int client(const std::string& address, const std::string& mode) {
             echo_once(ctx, server, tag_echo, n, static_cast<std::uint32_t>(n));
         check(ctx.disconnect(server) == Status::success, "disconnect");
     } else if (mode == "quit") {
-        std::uint32_t v = 0;
-        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit send");
-        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit recv");
+        quit_server(ctx, server, tag_quit);
     } else if (mode == "stream") {
         std::uint32_t v = 0;
         check(ctx.send(server, tag_stream, &v, sizeof v) == Status::success, "stream ask");

@@ -20,7 +20,6 @@ namespace {
 
 using namespace transit_test;
 using transit::Rank;
-using transit::RequestStatus;
 using transit::Status;
 
 constexpr std::uint32_t tag_echo = 1;
@@ -30,16 +29,7 @@ constexpr std::size_t big = 4u << 20;
 // Echoes until tag_quit; every sender must be a peer outside the job.
 void serve(transit::Context& ctx) {
     say("%s", ctx.listen().c_str());
-    std::vector<std::byte> buf(big);
-    for (;;) {
-        RequestStatus st;
-        check(ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st) ==
-                  Status::success,
-              "server recv");
-        check(st.source >= ctx.size(), "a client's message names a job rank");
-        check(ctx.send(st.source, st.tag, buf.data(), st.length) == Status::success, "reply");
-        if (st.tag == tag_quit) return;
-    }
+    serve_echoes(ctx, tag_quit, big);
 }
 
 int client(transit::Context& ctx, const std::string& address, const std::string& mode) {
@@ -47,9 +37,7 @@ int client(transit::Context& ctx, const std::string& address, const std::string&
     check(ctx.connect(address, server) == Status::success, "connect");
     check(server >= ctx.size(), "a server's id follows the job's ranks");
     if (mode == "quit") {
-        std::uint32_t v = 0;
-        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit");
-        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit reply");
+        quit_server(ctx, server, tag_quit);
         return 0;
     }
     for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})

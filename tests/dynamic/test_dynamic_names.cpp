@@ -27,7 +27,6 @@ namespace {
 using namespace transit_test;
 using std::chrono::milliseconds;
 using transit::Rank;
-using transit::RequestStatus;
 using transit::Status;
 
 constexpr std::uint32_t tag_echo = 1;
@@ -38,26 +37,12 @@ void expect(Status got, Status want, const std::string& what) {
     check(got == want, what + ": " + status_text(got) + ", not " + status_text(want));
 }
 
-// Echoes until tag_quit.
-void serve(transit::Context& ctx) {
-    std::vector<std::byte> buf(big);
-    for (;;) {
-        RequestStatus st;
-        expect(ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st),
-               Status::success, "server recv");
-        expect(ctx.send(st.source, st.tag, buf.data(), st.length), Status::success, "reply");
-        if (st.tag == tag_quit) return;
-    }
-}
-
 void echo_and_quit(transit::Context& ctx, const std::string& address) {
     Rank server = transit::any_rank;
     expect(ctx.connect(address, server), Status::success, "connect");
     for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})
         echo_once(ctx, server, tag_echo, n, static_cast<std::uint32_t>(n) + ctx.rank());
-    std::uint32_t v = 0;
-    expect(ctx.send(server, tag_quit, &v, sizeof v), Status::success, "quit");
-    expect(ctx.recv(server, tag_quit, &v, sizeof v), Status::success, "quit reply");
+    quit_server(ctx, server, tag_quit);
     expect(ctx.disconnect(server), Status::success, "disconnect");
 }
 
@@ -72,7 +57,7 @@ int job() {
         while (ms_since(t) < 300) ctx.progress();
         expect(ctx.publish(name), Status::success, "publish");
         expect(ctx.publish(name), Status::exists, "publish of a name taken (by us)");
-        serve(ctx);
+        serve_echoes(ctx, tag_quit, big);
         expect(ctx.barrier(), Status::success, "barrier (rank 1 tried our name)");
         expect(ctx.unpublish(name), Status::success, "unpublish");
         expect(ctx.unpublish(name), Status::not_found, "unpublish again");
@@ -173,7 +158,7 @@ int main(int argc, char** argv) {
         auto ctx = transit::init();
         expect(ctx.publish(argv[2]), Status::success, "publish");
         say("published");
-        serve(ctx);
+        serve_echoes(ctx, tag_quit, big);
         return 0;
     }
     if (role == "client" && argc >= 3) {

@@ -196,9 +196,7 @@ int client(const std::string& address, const std::string& mode) {
         check(st.status == Status::peer_departed,
               "server's disconnect seen as: " + std::string(to_string(st.status)));
     } else if (mode == "quit") {
-        std::uint32_t v = 0;
-        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit send");
-        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit recv");
+        quit_server(ctx, server, tag_quit);
     } else {
         fail("unknown mode " + mode);
     }

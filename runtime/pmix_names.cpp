@@ -4,7 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <optional>
 
 #include "runtime/pmix_util.hpp"
@@ -122,6 +124,8 @@ Status PmixNames::lookup_name(std::string_view name, std::chrono::milliseconds w
         std::optional<std::string> value;
     };
     using Done = pmix::Completion<Lookup>;
+    // 49 days at most: the milliseconds fit PMIx's 32 bits and the clock.
+    wait = std::min(wait, std::chrono::milliseconds(std::numeric_limits<std::uint32_t>::max()));
     auto done = std::make_shared<Done>();
     Lookup& l = done->payload;
     l.keys.key = std::string(name);

@@ -387,8 +387,7 @@ Directives directives_of(std::span<const pmix_info_t> info) {
             d.wait_limit = std::chrono::milliseconds(i.value.data.uint32);
         }
     }
-    // A timeout without PMIX_WAIT still asks to wait (what PMIx's own
-    // servers do with it).
+    // A timeout without PMIX_WAIT is taken as a wait: it means nothing else.
     d.wait = d.wait || d.wait_limit.has_value();
     return d;
 }

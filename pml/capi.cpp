@@ -3,6 +3,7 @@
 #include "transit/transit.h"
 
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -69,6 +70,17 @@ int guarded(F&& f) noexcept {
     } catch (...) {
         return failed(TRANSIT_ERROR, "unknown error");
     }
+}
+
+// An address into the caller's buffer, NUL-terminated; TRUNCATED when it does
+// not fit (*needed says what would).
+int copy_out(const std::string& text, char* buf, size_t size, size_t* needed,
+             std::string_view what) {
+    if (needed) *needed = text.size() + 1;
+    if (!buf || size < text.size() + 1)
+        return failed(TRANSIT_TRUNCATED, std::string(what) + ": the buffer is too small");
+    std::memcpy(buf, text.c_str(), text.size() + 1);
+    return TRANSIT_SUCCESS;
 }
 
 void to_c(const transit::RequestStatus& s, transit_status* out) noexcept {
@@ -444,14 +456,8 @@ int transit_barrier(transit_context* ctx) {
 }
 
 int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed) {
-    return guarded([&] {
-        const std::string address = ctx->ctx.listen();
-        if (needed) *needed = address.size() + 1;
-        if (!buf || size < address.size() + 1)
-            return failed(TRANSIT_TRUNCATED, "transit_listen: the buffer is too small");
-        std::memcpy(buf, address.c_str(), address.size() + 1);
-        return static_cast<int>(TRANSIT_SUCCESS);
-    });
+    return guarded(
+        [&] { return copy_out(ctx->ctx.listen(), buf, size, needed, "transit_listen"); });
 }
 int transit_connect(transit_context* ctx, const char* address, uint32_t* peer) {
     if (!address || !peer) return failed(TRANSIT_BAD_PARAM, "transit_connect: null argument");
@@ -459,6 +465,24 @@ int transit_connect(transit_context* ctx, const char* address, uint32_t* peer) {
 }
 int transit_disconnect(transit_context* ctx, uint32_t peer) {
     return code(ctx->ctx.disconnect(peer));
+}
+int transit_publish(transit_context* ctx, const char* name) {
+    if (!name) return failed(TRANSIT_BAD_PARAM, "transit_publish: null name");
+    return guarded([&] { return code(ctx->ctx.publish(name)); });
+}
+int transit_lookup(transit_context* ctx, const char* name, uint32_t wait_ms, char* buf, size_t size,
+                   size_t* needed) {
+    if (!name) return failed(TRANSIT_BAD_PARAM, "transit_lookup: null name");
+    return guarded([&] {
+        std::string address;
+        const Status s = ctx->ctx.lookup(name, address, std::chrono::milliseconds(wait_ms));
+        if (!transit::ok(s)) return code(s);
+        return copy_out(address, buf, size, needed, "transit_lookup");
+    });
+}
+int transit_unpublish(transit_context* ctx, const char* name) {
+    if (!name) return failed(TRANSIT_BAD_PARAM, "transit_unpublish: null name");
+    return guarded([&] { return code(ctx->ctx.unpublish(name)); });
 }
 static_assert(TRANSIT_PEER_EVENT_JOINED == static_cast<int>(transit::PeerEventKind::joined) &&
               TRANSIT_PEER_EVENT_DEPARTED == static_cast<int>(transit::PeerEventKind::departed) &&

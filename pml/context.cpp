@@ -346,6 +346,19 @@ Status Context::connect(std::string_view address, Rank& peer) {
         return Status::out_of_resource;
     }
 }
+Status Context::publish(std::string_view name) {
+    auto guard = engine_->lock();
+    return engine_->publish(name);
+}
+Status Context::lookup(std::string_view name, std::string& address,
+                       std::chrono::milliseconds wait) {
+    auto guard = engine_->lock();
+    return engine_->lookup(name, wait, address);
+}
+Status Context::unpublish(std::string_view name) {
+    auto guard = engine_->lock();
+    return engine_->unpublish(name);
+}
 void Context::on_peer_event(PeerEventFn fn, void* user) noexcept {
     auto guard = engine_->lock();
     engine_->on_peer_event(fn, user);

@@ -34,13 +34,14 @@ Status Engine::connect(std::string_view address, Rank& peer) {
     const Rank id = runtime_->add_server(std::move(a));
     if (id == any_rank) return Status::out_of_resource;
     c_.any_dynamic = c_.receive_checks = true;
-    // Only the endpoint is made here (bounded work); the transport connects
-    // when the first message leaves.
+    // The endpoint is made here, with bounded work: tcp opens its connection
+    // (a server gone refuses it), the handshake goes on from progress.
     if (!c_.peers.send_peer(id)) {
         log::error("pml: connect: {}", bml_->last_error());
-        Peer* p = c_.peers.peer(id);
-        release_peer(p, id);
-        if (p) c_.peers.erase(p);
+        // No transport holds anything of it (a release in the bml would
+        // build its endpoint, and connect, again): only its records go.
+        if (Peer* p = c_.peers.peer(id)) c_.peers.erase(p);
+        runtime_->release(id);
         return Status::unreachable;
     }
     peer = id;

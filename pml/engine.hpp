@@ -15,6 +15,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -156,6 +157,10 @@ class Engine {
     std::string listen();
     Status connect(std::string_view address, Rank& peer);
     Status disconnect(Rank peer) noexcept;
+    // names under a launcher (names.cpp)
+    Status publish(std::string_view name);
+    Status lookup(std::string_view name, std::chrono::milliseconds wait, std::string& address);
+    Status unpublish(std::string_view name);
     void on_peer_event(PeerEventFn fn, void* user) noexcept {
         event_fn_ = fn;
         event_user_ = user;

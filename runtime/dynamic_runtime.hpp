@@ -27,6 +27,8 @@ class DynamicRuntime final : public Runtime, public DynamicPeers {
     explicit DynamicRuntime(std::unique_ptr<Runtime> inner) : inner_(std::move(inner)) {}
 
     // --- the context's side ------------------------------------------------------
+    // The launcher's (or the singleton's) runtime.
+    Runtime& inner() noexcept { return *inner_; }
     // This process's token, made on first call (random, 128 bits).
     const Secret& listen_token();
     bool listening() const noexcept { return token_.has_value(); }

@@ -19,6 +19,7 @@
 #include "runtime/job_secret.hpp"
 #include "runtime/lost_peers.hpp"
 #include "runtime/node_identity.hpp"
+#include "runtime/pmix_names.hpp"
 #include "runtime/pmix_util.hpp"
 #include "runtime/rank_list.hpp"
 #include "runtime/runtime.hpp"
@@ -122,7 +123,8 @@ class Session {
     pmix_proc_t me_;
 };
 
-class PmixRuntime final : public RuntimeBase {
+// Names (publish/lookup) go to the launcher through PmixNames.
+class PmixRuntime final : public RuntimeBase, public PmixNames {
   public:
     PmixRuntime(const pmix_proc_t& me, FenceMode mode)
         : session_(me), nspace_(me.nspace), mode_(mode), fence_timeout_(fence_timeout_seconds()) {

@@ -78,6 +78,13 @@ constexpr params::Field<TcpParams> param_table[] = {
         params::Decl{"connect_timeout", Type::real, "10",
                      "Seconds a connection attempt and its handshake may take before it fails", 3}
             .real_range(0.001, 1e6)),
+    params::to<&TcpParams::server_connect_timeout>(
+        params::Decl{"server_connect_timeout", Type::real, "1",
+                     "Seconds Context::connect waits for a server outside the job to accept the "
+                     "connection (a server gone refuses it at once); connect fails with "
+                     "'unreachable' after that.  0: connect on first use, not in connect",
+                     4}
+            .real_range(0, 1e6)),
     params::to<&TcpParams::refusals_logged>(
         params::Decl{"refusals_logged", Type::unsigned_integer, "5",
                      "Refused connections (strangers, garbage, timeouts) logged one by one per "
@@ -395,15 +402,17 @@ Status TcpComponent::deregister_mem(btl::RegistrationHandle* handle) {
     return registrations_.erase(reg->key) ? Status::success : Status::not_found;
 }
 
-void TcpComponent::defer_free(std::unique_ptr<Link> link) {
+void TcpComponent::defer_free(std::unique_ptr<Link> link) noexcept {
     // A link may still be named by an event later in the current epoll batch.
-    graveyard_.push_back(std::move(link));
+    link->next_dead = std::move(graveyard_);
+    graveyard_ = std::move(link);
 }
 
-void TcpComponent::defer_free(std::unique_ptr<TcpEndpoint> endpoint) {
+void TcpComponent::defer_free(std::unique_ptr<TcpEndpoint> endpoint) noexcept {
     // Its links may still be named by events later in the current epoll batch,
     // or be the one whose frame is being handled.
-    endpoint_graveyard_.push_back(std::move(endpoint));
+    endpoint->next_dead = std::move(endpoint_graveyard_);
+    endpoint_graveyard_ = std::move(endpoint);
 }
 
 // --- accepting -------------------------------------------------------------------

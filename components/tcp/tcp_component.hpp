@@ -48,6 +48,7 @@ struct TcpParams : btl::BaseConfig {
     bool coalesce = true;
     unsigned max_rdma_ops = 1024;
     double connect_timeout = 10.0;
+    double server_connect_timeout = 1.0;  // 0: not in Context::connect
     std::uint64_t refusals_logged = 5;
     double refusal_log_interval = 60;
 };
@@ -78,8 +79,10 @@ class TcpComponent : public btl::Component {
     void unwatch(Link& link) noexcept;  // before the fd is closed
     void watch_listener(int fd, TcpModule* module);
     void forget_module(TcpModule* module);
-    void defer_free(std::unique_ptr<Link> link);
-    void defer_free(std::unique_ptr<TcpEndpoint> endpoint);
+    // Frees at the end of the current poll (a list through the objects
+    // themselves: nothing to allocate, nothing to fail).
+    void defer_free(std::unique_ptr<Link> link) noexcept;
+    void defer_free(std::unique_ptr<TcpEndpoint> endpoint) noexcept;
     // Logs an incoming connection refused (rate-limited, see btl_tcp_refusals_logged).
     void refused(std::string_view where, std::string_view peer, std::string_view reason) noexcept;
     // A link waiting for the peer's connection holds the component active too,
@@ -146,11 +149,12 @@ class TcpComponent : public btl::Component {
     ProgressEngine::Handle active_handle_{};
     ProgressEngine::Handle idle_handle_{};
     std::uint64_t next_timeout_check_ = 0;
-    std::vector<std::unique_ptr<Link>> graveyard_;
-    std::vector<std::unique_ptr<TcpEndpoint>> endpoint_graveyard_;
+    std::unique_ptr<Link> graveyard_;  // chained by next_dead
+    std::unique_ptr<TcpEndpoint> endpoint_graveyard_;
     void bury() noexcept {
-        graveyard_.clear();
-        endpoint_graveyard_.clear();
+        // One at a time: a long chain freed by recursion could exhaust the stack.
+        while (graveyard_) graveyard_ = std::move(graveyard_->next_dead);
+        while (endpoint_graveyard_) endpoint_graveyard_ = std::move(endpoint_graveyard_->next_dead);
     }
     log::Limiter refusals_;
 

@@ -38,6 +38,8 @@ TcpEndpoint::TcpEndpoint(TcpModule& module, Rank peer, std::size_t links)
 // --- the connection state machine (TcpModule members that act on links) -------------
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include <netinet/in.h>
@@ -108,6 +110,42 @@ std::string TcpModule::start_connect(Link& l) noexcept {
     tcp_.out().verbose(20, "{}: connecting link {} to rank {} at {}", name(), l.index, ep.peer(),
                        l.peer_text);
     return {};
+}
+
+// Context::connect names a server by its address: a server gone refuses the
+// connection at once, and connect says so (naming the address) rather than
+// the first operation.  Only the TCP connection is waited for (bounded); the
+// join handshake goes on from progress, so connect stays bounded work.
+std::string TcpModule::connect_server(TcpEndpoint& ep) noexcept {
+    const double limit = tcp_.params().server_connect_timeout;
+    Link& l = ep.link(0);
+    if (!(limit > 0) || l.state != LinkState::idle) return {};
+    if (std::string why = start_connect(l); !why.empty()) return why;
+    const auto ms = static_cast<int>(std::ceil(limit * 1000));
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    pollfd p{l.fd.get(), POLLOUT, 0};
+    int ready = 0;
+    for (int left = ms; left >= 0;) {
+        ready = ::poll(&p, 1, left);
+        if (ready >= 0 || errno != EINTR) break;
+        left = static_cast<int>(
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
+                .count());
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (ready > 0 && ::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (ready > 0 && err == 0) {
+        on_connected(l);
+        return {};
+    }
+    std::string why =
+        ready == 0 ? "no answer from " + l.peer_text + " within " + std::to_string(ms) +
+                         " ms (btl_tcp_server_connect_timeout)"
+                   : "connect to " + l.peer_text + ": " + std::strerror(ready > 0 ? err : errno);
+    close_socket(l);
+    set_state(l, LinkState::idle);
+    return why;
 }
 
 void TcpModule::on_connected(Link& l) noexcept {
@@ -377,12 +415,7 @@ void TcpModule::close_socket(Link& l) noexcept {
 void TcpModule::retire_incoming(Link& l) noexcept {
     for (auto it = incoming_.begin(); it != incoming_.end(); ++it) {
         if (it->get() != &l) continue;
-        try {
-            tcp_.defer_free(std::move(*it));
-        } catch (...) {
-            // Cannot defer: keep the (closed) link in the list rather than free it early.
-            return;
-        }
+        tcp_.defer_free(std::move(*it));
         incoming_.erase(it);
         return;
     }

@@ -106,6 +106,8 @@ struct Link {
     std::uint64_t last_direct_poll = ~std::uint64_t{0};
 
     bool has_socket() const noexcept { return static_cast<bool>(fd); }
+
+    std::unique_ptr<Link> next_dead;  // in the component's graveyard (defer_free)
 };
 
 class TcpEndpoint : public btl::Endpoint {
@@ -131,7 +133,8 @@ class TcpEndpoint : public btl::Endpoint {
     // The peer announced an orderly close; a link connected since takes it
     // back (the peer only connects or accepts while it holds us again).
     bool goodbye = false;
-    std::size_t outstanding = 0;  // put/get/atomics waiting for their reply
+    std::size_t outstanding = 0;             // put/get/atomics waiting for their reply
+    std::unique_ptr<TcpEndpoint> next_dead;  // in the component's graveyard (defer_free)
 
   private:
     TcpModule* module_;

@@ -207,6 +207,18 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             TcpEndpoint* ep = endpoint_for(rank);
             if (ep->deleted) revive(*ep);
             ep->pair = std::move(pair);
+            if (dynamic) {
+                if (const std::string why = connect_server(*ep); !why.empty()) {
+                    log::error("{}: the server at {} (peer {}) is not there: {}", name(),
+                               ep->link(0).peer_text, rank, why);
+                    // Nothing of it is watched any more; freed after the
+                    // current poll all the same, should one be running.
+                    auto it = dynamic_.find(rank);
+                    tcp_.defer_free(std::move(it->second));
+                    dynamic_.erase(it);
+                    continue;
+                }
+            }
             endpoints[i] = ep;
             reachable.set(i);
         }
@@ -233,12 +245,8 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         // A peer outside the job never comes back (ids are not reused): its
         // endpoint goes, once no event of the current poll can name it.
         if (auto it = dynamic_.find(ep->peer()); it != dynamic_.end()) {
-            try {
-                tcp_.defer_free(std::move(it->second));
-                dynamic_.erase(it);
-            } catch (...) {
-                it->second->link(0).rbuf.reset();  // kept, deleted, without its buffer
-            }
+            tcp_.defer_free(std::move(it->second));
+            dynamic_.erase(it);
         }
         endpoints[i] = nullptr;
     }

@@ -117,6 +117,9 @@ class TcpModule final : public btl::Module,
     void revive(TcpEndpoint& ep) noexcept;
     // Starts connecting link `l`; returns "" or why it cannot.
     std::string start_connect(Link& l) noexcept;
+    // Connects to a server outside the job now, waiting at most
+    // btl_tcp_server_connect_timeout; returns "" or why it cannot.
+    std::string connect_server(TcpEndpoint& ep) noexcept;
     void set_state(Link& l, LinkState s) noexcept;
     void on_connected(Link& l) noexcept;
     void on_handshake_input(Link& l) noexcept;

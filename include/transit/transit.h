@@ -193,6 +193,16 @@ int transit_barrier(transit_context* ctx);
 int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed);
 int transit_connect(transit_context* ctx, const char* address, uint32_t* peer);
 int transit_disconnect(transit_context* ctx, uint32_t peer);
+/* Names under a launcher (Context::publish/lookup/unpublish): the context's
+ * address under a name.  transit_lookup waits up to wait_ms for the name to
+ * be published (0: answers at once) and writes the address into buf like
+ * transit_listen (TRANSIT_TRUNCATED and *needed when it does not fit).
+ * TRANSIT_EXISTS: the name is taken; TRANSIT_NOT_FOUND: no such name;
+ * TRANSIT_TIMEOUT: none within wait_ms; TRANSIT_NOT_SUPPORTED: no launcher. */
+int transit_publish(transit_context* ctx, const char* name);
+int transit_lookup(transit_context* ctx, const char* name, uint32_t wait_ms, char* buf, size_t size,
+                   size_t* needed);
+int transit_unpublish(transit_context* ctx, const char* name);
 /* Peers outside the job that join, depart or fail (Context::on_peer_event):
  * fn (NULL: none) is called from progress with the peer's id. */
 typedef enum {

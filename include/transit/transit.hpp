@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -283,10 +284,11 @@ class Context {
     // A peer id (numbered after the job's ranks, never reused) for the
     // context at `address`, usable with every operation (tagged, active
     // messages, put/get/atomics with keys the server sends, flush).  Bounded
-    // work: the transport connects when the first message leaves; a server
-    // that is not there makes the first operations end with peer_failed.
-    // bad_param: not an address; unreachable: no transport here reaches it
-    // (the log says why).
+    // work: tcp opens its connection to the server here, waiting at most
+    // btl_tcp_dynamic_connect_timeout (1 s), and its handshake completes with
+    // the first operations.  bad_param: not an address; unreachable: no
+    // transport here reaches it, or no server answers at the address (a
+    // server gone: the connection is refused; the log names the address).
     Status connect(std::string_view address, Rank& peer);
     // Releases a peer outside the job on both sides: our pending operations
     // with it end with peer_departed, and so do the other side's.  Ids of
@@ -294,6 +296,26 @@ class Context {
     // disconnecting them again is success.  Operations naming a released id
     // fail at once with peer_departed or peer_failed.  bad_param for a job rank.
     Status disconnect(Rank peer) noexcept;
+
+    // --- names under a launcher (PMIx publish/lookup) ------------------------------
+    // A name is 1..120 bytes without spaces or control characters, not
+    // starting with "pmix.".  Under a PMIx launcher only: a singleton gets
+    // not_supported (and the log says why).
+    // Publishes this context's address (listening first if it does not yet)
+    // under `name`, until unpublish or the end of this process.  Under
+    // transit_run every process of the same user on the node (this job and
+    // other transit_run jobs) can look it up; under mpirun its job.  exists:
+    // the name is taken; not_supported: no launcher, or no selected
+    // transport carries peers outside the job (listen would throw).
+    Status publish(std::string_view name);
+    // The address published under `name`, for connect().  Waits up to `wait`
+    // for the name to be published (0: answers at once), driving progress
+    // meanwhile.  not_found: no such name (wait 0); timeout: none within `wait`.
+    Status lookup(std::string_view name, std::string& address,
+                  std::chrono::milliseconds wait = std::chrono::milliseconds(0));
+    // not_found: this name is not published; access_denied: another process
+    // published it.
+    Status unpublish(std::string_view name);
 
     // Calls fn (nullptr: none) from progress, in the thread that progresses,
     // for each peer outside the job that joins, departs or fails from now on.

@@ -1,10 +1,13 @@
 /* The C API from a C11 program: tagged messages, probe, cancel, active
  * messages with counters, one-sided operations and barriers, with data checked.
  * Run under transit_run with any number of ranks; exits non-zero on failure. */
+#define _POSIX_C_SOURCE 200809L /* getppid */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <unistd.h>
 
 #include "transit/transit.h"
 
@@ -52,6 +55,50 @@ static void connect_to_self(transit_context* ctx, const char* address) {
           peer_events[TRANSIT_PEER_EVENT_FAILED] == 0);
     CHECK(transit_send(ctx, server, tag, &v, sizeof v) == TRANSIT_PEER_DEPARTED);
     transit_on_peer_event(ctx, NULL, NULL);
+}
+
+/* Names under the launcher: rank 0 publishes its address under a name of
+ * this job (transit_run's pid: other jobs of the node see the names too), the
+ * others look it up and connect.  Without a transport for peers outside the
+ * job (btl=self) there is no address to publish. */
+static void names(transit_context* ctx, uint32_t n) {
+    char name[64], other[64];
+    snprintf(name, sizeof name, "capi-%ld", (long)getppid());
+    snprintf(other, sizeof other, "capi-%ld-unknown", (long)getppid());
+    CHECK(transit_publish(ctx, NULL) == TRANSIT_BAD_PARAM);
+    int published = 0;
+    if (me == 0) {
+        const int rc = transit_publish(ctx, name);
+        CHECK(rc == TRANSIT_SUCCESS || (rc == TRANSIT_NOT_SUPPORTED && n == 1));
+        published = rc == TRANSIT_SUCCESS;
+        if (published) CHECK(transit_publish(ctx, name) == TRANSIT_EXISTS);
+    }
+    CHECK(transit_barrier(ctx) == TRANSIT_SUCCESS);
+    if (me != 0) {
+        char small[4];
+        size_t needed = 0;
+        CHECK(transit_lookup(ctx, name, 5000, small, sizeof small, &needed) == TRANSIT_TRUNCATED);
+        char* address = malloc(needed);
+        CHECK(address != NULL);
+        CHECK(transit_lookup(ctx, name, 0, address, needed, NULL) == TRANSIT_SUCCESS);
+        CHECK(strncmp(address, "transit:1;token=", 16) == 0);
+        uint32_t server = 0;
+        CHECK(transit_connect(ctx, address, &server) == TRANSIT_SUCCESS);
+        CHECK(transit_disconnect(ctx, server) == TRANSIT_SUCCESS);
+        free(address);
+        CHECK(transit_unpublish(ctx, name) == TRANSIT_ACCESS_DENIED);
+        CHECK(transit_lookup(ctx, other, 0, small, sizeof small, NULL) == TRANSIT_NOT_FOUND);
+    }
+    CHECK(transit_barrier(ctx) == TRANSIT_SUCCESS);
+    if (published) {
+        CHECK(transit_unpublish(ctx, name) == TRANSIT_SUCCESS);
+        CHECK(transit_unpublish(ctx, name) == TRANSIT_NOT_FOUND);
+    }
+    CHECK(transit_barrier(ctx) == TRANSIT_SUCCESS);
+    if (me != 0) {
+        char buf[1024];
+        CHECK(transit_lookup(ctx, name, 0, buf, sizeof buf, NULL) == TRANSIT_NOT_FOUND);
+    }
 }
 
 static char landing[4096];
@@ -145,6 +192,8 @@ int main(int argc, char** argv) {
         CHECK(transit_connect(ctx, "transit:1;token=00", &peer) == TRANSIT_BAD_PARAM);
         CHECK(transit_disconnect(ctx, 0) == TRANSIT_BAD_PARAM);
     }
+
+    names(ctx, n);
 
     /* Active messages: data lands at the offset named in the header. */
     CHECK(transit_register_am_handler(ctx, 1, header_handler, completion_handler, NULL) ==

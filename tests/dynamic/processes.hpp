@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "transit/transit.hpp"
+
 namespace transit_test {
 
 // The processes this one started and has not waited for: a failing driver
@@ -41,6 +43,56 @@ inline std::vector<std::byte> pattern(std::size_t n, std::uint32_t seed) {
     std::vector<std::byte> v(n);
     for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
     return v;
+}
+
+inline std::string status_text(transit::Status s) {
+    return std::string(transit::to_string(s));
+}
+
+// One round trip through an echo server on `tag`: `n` bytes of the pattern
+// `seed` out, the same bytes back, from the server, whole.
+inline void echo_once(transit::Context& ctx, transit::Rank server, std::uint32_t tag, std::size_t n,
+                      std::uint32_t seed) {
+    const std::string what = "echo of " + std::to_string(n) + " B";
+    const auto out = pattern(n, seed);
+    std::vector<std::byte> in(n + 1);  // room for one more: a longer reply shows
+    transit::Request* r = nullptr;
+    check(transit::ok(ctx.irecv(server, tag, in.data(), in.size(), r)), what + ": irecv");
+    const transit::Status sent = ctx.send(server, tag, out.data(), n);
+    check(sent == transit::Status::success, what + ": send: " + status_text(sent));
+    transit::RequestStatus st;
+    ctx.wait(r, &st);
+    check(st.status == transit::Status::success, what + ": " + status_text(st.status));
+    check(st.source == server && st.length == n,
+          what + ": " + std::to_string(st.length) + " B from peer " + std::to_string(st.source));
+    // Not memcmp: an empty vector's data() may be null, which memcmp may not take.
+    check(std::equal(out.begin(), out.end(), in.begin()), what + " differs");
+}
+
+// Ends a server: a message on `tag`, and its answer.
+inline void quit_server(transit::Context& ctx, transit::Rank server, std::uint32_t tag) {
+    std::uint32_t v = 0;
+    const transit::Status sent = ctx.send(server, tag, &v, sizeof v);
+    check(sent == transit::Status::success, "quit: " + status_text(sent));
+    const transit::Status answer = ctx.recv(server, tag, &v, sizeof v);
+    check(answer == transit::Status::success, "quit answer: " + status_text(answer));
+}
+
+// An echo server: every message (up to `max` bytes) goes back to its sender
+// on its tag, until one on `quit_tag` (answered too).  Every sender must be a
+// peer outside the job.
+inline void serve_echoes(transit::Context& ctx, std::uint32_t quit_tag, std::size_t max) {
+    std::vector<std::byte> buf(max);
+    for (;;) {
+        transit::RequestStatus st;
+        const transit::Status got =
+            ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st);
+        check(got == transit::Status::success, "server recv: " + status_text(got));
+        check(st.source >= ctx.size(), "a client's message names a job rank");
+        const transit::Status sent = ctx.send(st.source, st.tag, buf.data(), st.length);
+        check(sent == transit::Status::success, "server reply: " + status_text(sent));
+        if (st.tag == quit_tag) return;
+    }
 }
 
 // A line to the driver, at once (stdout is a pipe).

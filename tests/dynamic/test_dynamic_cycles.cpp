@@ -112,15 +112,7 @@ void cycle(transit::Context& ctx, const std::string& address, int i) {
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
     const std::size_t n = i % 100 == 0 ? (1u << 20) : 64;
-    const auto out = pattern(n, static_cast<std::uint32_t>(i));
-    std::vector<std::byte> in(n);
-    transit::Request* r = nullptr;
-    check(transit::ok(ctx.irecv(server, tag_echo, in.data(), in.size(), r)), "irecv");
-    check(ctx.send(server, tag_echo, out.data(), n) == Status::success, "send");
-    RequestStatus st;
-    ctx.wait(r, &st);
-    check(st.status == Status::success && st.length == n, "echo");
-    check(std::equal(out.begin(), out.end(), in.begin()), "echo differs");
+    echo_once(ctx, server, tag_echo, n, static_cast<std::uint32_t>(i));
     check(ctx.disconnect(server) == Status::success, "disconnect");
 }
 
@@ -162,10 +154,8 @@ int client(const std::string& address, int cycles) {
     say("client pml=%zu runtime=%zu bml=%zu tcp=%zu", mine.pml, mine.runtime, mine.bml,
         mine.transports);
     Rank server = transit::any_rank;
-    std::uint32_t v = 0;
     check(ctx.connect(address, server) == Status::success, "connect");
-    check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit");
-    check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit reply");
+    quit_server(ctx, server, tag_quit);
     return 0;
 }
 

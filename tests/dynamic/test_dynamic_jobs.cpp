@@ -20,7 +20,6 @@ namespace {
 
 using namespace transit_test;
 using transit::Rank;
-using transit::RequestStatus;
 using transit::Status;
 
 constexpr std::uint32_t tag_echo = 1;
@@ -30,16 +29,7 @@ constexpr std::size_t big = 4u << 20;
 // Echoes until tag_quit; every sender must be a peer outside the job.
 void serve(transit::Context& ctx) {
     say("%s", ctx.listen().c_str());
-    std::vector<std::byte> buf(big);
-    for (;;) {
-        RequestStatus st;
-        check(ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st) ==
-                  Status::success,
-              "server recv");
-        check(st.source >= ctx.size(), "a client's message names a job rank");
-        check(ctx.send(st.source, st.tag, buf.data(), st.length) == Status::success, "reply");
-        if (st.tag == tag_quit) return;
-    }
+    serve_echoes(ctx, tag_quit, big);
 }
 
 int client(transit::Context& ctx, const std::string& address, const std::string& mode) {
@@ -47,22 +37,11 @@ int client(transit::Context& ctx, const std::string& address, const std::string&
     check(ctx.connect(address, server) == Status::success, "connect");
     check(server >= ctx.size(), "a server's id follows the job's ranks");
     if (mode == "quit") {
-        std::uint32_t v = 0;
-        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit");
-        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit reply");
+        quit_server(ctx, server, tag_quit);
         return 0;
     }
-    for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big}) {
-        const auto out = pattern(n, ctx.rank() * 1000 + static_cast<std::uint32_t>(n));
-        std::vector<std::byte> in(n);
-        transit::Request* r = nullptr;
-        check(transit::ok(ctx.irecv(server, tag_echo, in.data(), in.size(), r)), "irecv");
-        check(ctx.send(server, tag_echo, out.data(), n) == Status::success, "send");
-        RequestStatus st;
-        ctx.wait(r, &st);
-        check(st.status == Status::success && st.length == n, "echo");
-        check(std::equal(out.begin(), out.end(), in.begin()), "echo differs");
-    }
+    for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})
+        echo_once(ctx, server, tag_echo, n, ctx.rank() * 1000 + static_cast<std::uint32_t>(n));
     check(ctx.disconnect(server) == Status::success, "disconnect");
     // The job's own messages still flow.
     check(ctx.barrier() == Status::success, "barrier");

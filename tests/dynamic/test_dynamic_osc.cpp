@@ -304,9 +304,7 @@ int quit(const std::string& address) {
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     expect(ctx.connect(address, server), "connect");
-    std::uint32_t v = 0;
-    expect(ctx.send(server, tag_quit, &v, sizeof v), "quit");
-    expect(ctx.recv(server, tag_quit, &v, sizeof v), "quit reply");
+    quit_server(ctx, server, tag_quit);
     return 0;
 }
 

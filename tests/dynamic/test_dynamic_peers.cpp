@@ -106,21 +106,7 @@ int server() {
 void echo_sizes(transit::Context& ctx, Rank server) {
     const std::size_t sizes[] = {0, 1, 100, 4096, 65536, 1u << 20, max_message};
     std::uint32_t seed = static_cast<std::uint32_t>(::getpid());
-    for (std::size_t n : sizes) {
-        auto out = pattern(n, seed++);
-        std::vector<std::byte> in(n + 1);
-        transit::Request* r = nullptr;
-        check(transit::ok(ctx.irecv(server, tag_echo, in.data(), in.size(), r)), "client irecv");
-        check(ctx.send(server, tag_echo, out.data(), n) == Status::success, "client send");
-        RequestStatus st;
-        ctx.wait(r, &st);
-        check(st.status == Status::success,
-              "echo of " + std::to_string(n) + " B: " + std::string(to_string(st.status)));
-        check(st.source == server && st.length == n, "echo length/source");
-        // Not memcmp: an empty vector's data() may be null, which memcmp may not take.
-        check(std::equal(out.begin(), out.end(), in.begin()),
-              "echo of " + std::to_string(n) + " B differs");
-    }
+    for (std::size_t n : sizes) echo_once(ctx, server, tag_echo, n, seed++);
 }
 
 // Messages on two tags, interleaved: each tag's replies come back in order.
@@ -210,9 +196,7 @@ int client(const std::string& address, const std::string& mode) {
         check(st.status == Status::peer_departed,
               "server's disconnect seen as: " + std::string(to_string(st.status)));
     } else if (mode == "quit") {
-        std::uint32_t v = 0;
-        check(ctx.send(server, tag_quit, &v, sizeof v) == Status::success, "quit send");
-        check(ctx.recv(server, tag_quit, &v, sizeof v) == Status::success, "quit recv");
+        quit_server(ctx, server, tag_quit);
     } else {
         fail("unknown mode " + mode);
     }

@@ -350,6 +350,102 @@ int host_driven(const Args&) {
 
 }  // namespace
 
+// --- names (transit_run's PMIx publish/lookup/unpublish, raw PMIx) -----------
+
+pmix_status_t publish_raw(const std::string& key, const pmix_value_t& value,
+                          pmix_data_range_t range) {
+    pmix_info_t info[2];
+    PMIX_INFO_CONSTRUCT(&info[0]);
+    PMIX_INFO_CONSTRUCT(&info[1]);
+    PMIX_LOAD_KEY(info[0].key, key.c_str());
+    PMIx_Value_xfer(&info[0].value, &value);
+    PMIx_Info_load(&info[1], PMIX_RANGE, &range, PMIX_DATA_RANGE);
+    const pmix_status_t rc = PMIx_Publish(info, 2);
+    PMIX_INFO_DESTRUCT(&info[0]);
+    PMIX_INFO_DESTRUCT(&info[1]);
+    return rc;
+}
+
+pmix_status_t publish_string(const std::string& key, const std::string& text,
+                             pmix_data_range_t range = PMIX_RANGE_SESSION) {
+    pmix_value_t v;
+    PMIX_VALUE_CONSTRUCT(&v);
+    v.type = PMIX_STRING;
+    v.data.string = const_cast<char*>(text.c_str());  // copied by publish_raw
+    return publish_raw(key, v, range);
+}
+
+// The value under `key`, or the error's name.
+std::string lookup_raw(const std::string& key) {
+    pmix_pdata_t d;
+    PMIX_PDATA_CONSTRUCT(&d);
+    PMIX_LOAD_KEY(d.key, key.c_str());
+    const pmix_status_t rc = PMIx_Lookup(&d, 1, nullptr, 0);
+    std::string out = rc != PMIX_SUCCESS            ? PMIx_Error_string(rc)
+                      : d.value.type == PMIX_STRING ? d.value.data.string
+                                                    : "not a string";
+    PMIX_PDATA_DESTRUCT(&d);
+    return out;
+}
+
+std::string unpublish_raw(const std::string& key) {
+    std::string k = key;
+    char* keys[] = {k.data(), nullptr};
+    return PMIx_Error_string(PMIx_Unpublish(keys, nullptr, 0));
+}
+
+// names DIR: rank 0 publishes "<launcher pid>.job" for its job (PMIx's
+// namespace range) and "<launcher pid>.node" (session range), writes
+// DIR/published and waits until DIR/release exists; rank 1 meanwhile tries
+// what the launcher must refuse, and prints each answer.
+int names(const Args& a) {
+    pmix_proc_t me;
+    if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return 10;
+    const std::string base = std::to_string(::getppid());
+    if (me.rank == 0) {
+        say(fmt::format("job {}", PMIx_Error_string(publish_string(base + ".job", "job value",
+                                                                   PMIX_RANGE_NAMESPACE))));
+        say(fmt::format("node {}",
+                        PMIx_Error_string(publish_string(base + ".node", "node value"))));
+    }
+    PMIx_Fence(nullptr, 0, nullptr, 0);
+    if (me.rank == 1) {
+        say(fmt::format("lookup job: {}", lookup_raw(base + ".job")));
+        say(fmt::format("lookup node: {}", lookup_raw(base + ".node")));
+        say(fmt::format("publish taken: {}",
+                        PMIx_Error_string(publish_string(base + ".node", "mine now"))));
+        pmix_value_t number;
+        PMIX_VALUE_CONSTRUCT(&number);
+        number.type = PMIX_INT;
+        number.data.integer = 7;
+        say(fmt::format("publish int: {}",
+                        PMIx_Error_string(publish_raw(base + ".int", number, PMIX_RANGE_SESSION))));
+        say(fmt::format("unpublish foreign: {}", unpublish_raw(base + ".node")));
+        say(fmt::format("unpublish unknown: {}", unpublish_raw(base + ".unknown")));
+    }
+    PMIx_Fence(nullptr, 0, nullptr, 0);
+    if (me.rank == 0) {
+        std::ofstream(a.at(0) + "/published").close();
+        wait_for_release(a.at(0));
+    }
+    PMIx_Fence(nullptr, 0, nullptr, 0);
+    PMIx_Finalize(nullptr, 0);
+    return 0;
+}
+
+// names-other PID: another job looks up and unpublishes the names of the job
+// whose launcher is PID.
+int names_other(const Args& a) {
+    pmix_proc_t me;
+    if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return 10;
+    const std::string base = a.at(0);
+    say(fmt::format("other lookup job: {}", lookup_raw(base + ".job")));
+    say(fmt::format("other lookup node: {}", lookup_raw(base + ".node")));
+    say(fmt::format("other unpublish node: {}", unpublish_raw(base + ".node")));
+    PMIx_Finalize(nullptr, 0);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     // One mode a line.
     // clang-format off
@@ -375,6 +471,8 @@ int main(int argc, char** argv) {
         {"fence-when-released", fence_when_released},
         {"init-when-released", init_when_released},
         {"host-driven", host_driven},
+        {"names", names},
+        {"names-other", names_other},
     };
     // clang-format on
     if (argc < 2 || !modes.contains(argv[1])) {

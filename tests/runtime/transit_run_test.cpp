@@ -878,6 +878,37 @@ TEST(Mpirun, HostDrivenFenceMode) {
     EXPECT_NE(r.out.find("read 2 of 2 blobs, 2 local peers"), std::string::npos) << r.out;
 }
 
+// The names ranks publish (raw PMIx): a job's own names stay in the job, the
+// others are seen by the user's other transit_run jobs; the server refuses a
+// name taken, a value it cannot keep, a foreign or unknown unpublish.  (The
+// lines hold PMIx_Error_string's spellings.)
+TEST(TransitRun, PublishedNamesAreSeenByTheirScopeAndGuarded) {
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "--timeout", "60", "-n", "2", behaviour, "names", dir.path()});
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (!fs::exists(dir.path() + "/published") && Clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    ASSERT_TRUE(fs::exists(dir.path() + "/published")) << "the job did not publish";
+    const std::string launcher = std::to_string(job.pid());
+    const Result other = run({"-n", "1", behaviour, "names-other", launcher});
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    ASSERT_EQ(other.status, 0) << other.out << other.err;
+    for (const char* line :
+         {"job SUCCESS", "node SUCCESS", "lookup job: job value", "lookup node: node value",
+          "publish taken: DUPLICATE KEY", "publish int: NOT-SUPPORTED",
+          "unpublish foreign: NO-PERMISSIONS", "unpublish unknown: NOT-FOUND"})
+        EXPECT_NE(r.out.find(std::string(line) + "\n"), std::string::npos) << line << "\n" << r.out;
+    for (const char* line : {"other lookup job: NOT-FOUND", "other lookup node: node value",
+                             "other unpublish node: NO-PERMISSIONS"})
+        EXPECT_NE(other.out.find(std::string(line) + "\n"), std::string::npos) << line << "\n"
+                                                                               << other.out;
+    // The job is over: its names with it.
+    const Result after = run({"-n", "1", behaviour, "names-other", launcher});
+    EXPECT_NE(after.out.find("other lookup node: NOT-FOUND"), std::string::npos) << after.out;
+}
+
 TEST(TransitRun, PrintJobShowsEveryPeersBlob) {
     const Result r = run({"--tag-output", "-n", "4", PRINT_JOB_PATH});
     ASSERT_EQ(r.status, 0) << r.err;

@@ -112,6 +112,7 @@ Launcher::~Launcher() {
 void Launcher::prepare_files() {
     const char* env_base = std::getenv("TMPDIR");
     const std::string base = env_base && *env_base ? env_base : "/tmp";
+    names_base_ = base;
     remove_dead_jobs(base);
     tmpdir_ = fmt::format("{}/transit-{}", base, job_id_);
     if (::mkdir(tmpdir_.c_str(), 0700) != 0) {
@@ -287,6 +288,8 @@ void Launcher::handle_server_events(PmixHost& host) {
 void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
     RankState& r = ranks_[rank];
     r.running = false;
+    // A rank that died before closing its runtime: its address is gone.
+    host.forget_names_of(rank);
     if (terminating_) return;
     // The survivors run on: those that never talked to this rank have no
     // transport that could notice it is gone, so tell them all.
@@ -464,7 +467,7 @@ int Launcher::run() {
     prepare_files();
     {
         PmixHost host(tmpdir_);
-        JobDescription job{nspace_, job_id_, opt_.np, hostname_, tmpdir_};
+        JobDescription job{nspace_, job_id_, opt_.np, hostname_, tmpdir_, names_base_};
         host.register_job(job);
         if (opt_.timeout_seconds > 0)
             timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
@@ -476,6 +479,7 @@ int Launcher::run() {
                       std::chrono::seconds(0));
         }
         loop(host);
+        host.forget_names();
         cleanup();
         // After a failed job the PMIx server is not shut down: OpenPMIx 4.2.2
         // may deadlock tearing down ranks killed inside a fence, and the

@@ -65,6 +65,7 @@ class Launcher {
     std::string nspace_;  // the PMIx namespace: secret, unlike the job id
     std::string hostname_;
     std::string tmpdir_;
+    std::string names_base_;  // $TMPDIR: where this user's jobs keep their names
     int signal_fd_ = -1;
     int secret_fd_ = -1;  // the job secret, inherited by the ranks (rt::secret_file)
     pid_t pgid_ = 0;

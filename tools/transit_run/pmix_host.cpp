@@ -1,6 +1,7 @@
 #include "pmix_host.hpp"
 
 #include "peer_check.hpp"
+#include "runtime/pmix_names.hpp"
 
 #include <pmix_server.h>
 #include <sys/eventfd.h>
@@ -87,7 +88,10 @@ pmix_status_t on_connected(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfu
 // The event is queued before the client is released, so the launcher sees
 // "finalized" before it can see the process exit.
 pmix_status_t on_finalized(const pmix_proc_t* proc, void*, pmix_op_cbfunc_t cbfunc, void* cbdata) {
-    if (the_host) the_host->post({ServerEvent::Kind::finalized, rank_of(proc), 0, {}});
+    if (the_host) {
+        the_host->forget_names_of(rank_of(proc));
+        the_host->post({ServerEvent::Kind::finalized, rank_of(proc), 0, {}});
+    }
     if (cbfunc) cbfunc(PMIX_SUCCESS, cbdata);
     return PMIX_SUCCESS;
 }
@@ -108,12 +112,37 @@ pmix_status_t on_fence(const pmix_proc_t[], size_t, const pmix_info_t[], size_t,
     return PMIX_SUCCESS;
 }
 
+pmix_status_t on_publish(const pmix_proc_t* proc, const pmix_info_t info[], size_t ninfo,
+                         pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    const pmix_status_t rc =
+        the_host ? the_host->publish(rank_of(proc), {info, ninfo}) : PMIX_ERR_NOT_SUPPORTED;
+    if (cbfunc) cbfunc(rc, cbdata);
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t on_lookup(const pmix_proc_t* proc, char** keys, const pmix_info_t info[],
+                        size_t ninfo, pmix_lookup_cbfunc_t cbfunc, void* cbdata) {
+    if (!the_host) return PMIX_ERR_NOT_SUPPORTED;
+    return the_host->lookup(rank_of(proc), keys, {info, ninfo}, cbfunc, cbdata);
+}
+
+pmix_status_t on_unpublish(const pmix_proc_t* proc, char** keys, const pmix_info_t[], size_t,
+                           pmix_op_cbfunc_t cbfunc, void* cbdata) {
+    const pmix_status_t rc =
+        the_host ? the_host->unpublish(rank_of(proc), keys) : PMIX_ERR_NOT_SUPPORTED;
+    if (cbfunc) cbfunc(rc, cbdata);
+    return PMIX_SUCCESS;
+}
+
 pmix_server_module_t make_module() {
     pmix_server_module_t m{};
     m.client_connected = on_connected;
     m.client_finalized = on_finalized;
     m.abort = on_abort;
     m.fence_nb = on_fence;
+    m.publish = on_publish;
+    m.lookup = on_lookup;
+    m.unpublish = on_unpublish;
     return m;
 }
 
@@ -168,6 +197,8 @@ void PmixHost::guard_handshakes(std::stop_token stop) {
         // Wakes after a period, or at once when stopped.
         wake.wait_for(lock, stop, guard_period, [] { return false; });
         if (stop.stop_requested()) return;
+        // Names published by other launchers, and waits that are over.
+        retry_lookups(false);
         const std::uint16_t port = server_port_;
         if (port == 0) continue;
         if (!guard) guard.emplace(port, handshake_limit);
@@ -186,6 +217,7 @@ bool PmixHost::shutdown(std::chrono::milliseconds limit) {
     shut_down_ = true;
     guard_.request_stop();
     if (guard_.joinable()) guard_.join();
+    forget_names();
     // OpenPMIx 4.2.2 can deadlock its progress thread while tearing down a job
     // whose ranks died inside a fence; never let that hold the launcher.
     using Done = rt::pmix::Completion<std::monostate>;
@@ -250,6 +282,8 @@ void PmixHost::register_job(const JobDescription& job) {
                                                          arr.size(), cb, cbdata);
                   });
     nspace_ = job.nspace;
+    job_id_ = job.job_id;
+    names_.emplace(job.names_base, job.job_id);
 }
 
 std::vector<std::string> PmixHost::client_env(unsigned rank) {
@@ -321,6 +355,178 @@ void PmixHost::post(ServerEvent ev) {
     }
     const std::uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(event_fd_, &one, sizeof one);
+}
+
+// --- names ---------------------------------------------------------------------
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a publish or a lookup asks besides its data.
+struct Directives {
+    NameTable::Scope scope = NameTable::Scope::node;
+    bool per_process = false;  // PMIx's default persistence is the session's
+    bool wait = false;
+    std::optional<std::chrono::milliseconds> wait_limit;  // none: until published
+};
+
+Directives directives_of(std::span<const pmix_info_t> info) {
+    Directives d;
+    for (const pmix_info_t& i : info) {
+        if (PMIX_CHECK_KEY(&i, PMIX_RANGE) && i.value.type == PMIX_DATA_RANGE) {
+            const pmix_data_range_t r = i.value.data.range;
+            d.scope = r == PMIX_RANGE_NAMESPACE || r == PMIX_RANGE_PROC_LOCAL
+                          ? NameTable::Scope::job
+                          : NameTable::Scope::node;
+        } else if (PMIX_CHECK_KEY(&i, PMIX_PERSISTENCE) && i.value.type == PMIX_PERSIST) {
+            d.per_process = i.value.data.persist == PMIX_PERSIST_PROC ||
+                            i.value.data.persist == PMIX_PERSIST_FIRST_READ;
+        } else if (PMIX_CHECK_KEY(&i, PMIX_WAIT)) {
+            d.wait = true;
+        } else if (PMIX_CHECK_KEY(&i, PMIX_TIMEOUT) && i.value.type == PMIX_INT &&
+                   i.value.data.integer > 0 && !d.wait_limit) {
+            d.wait_limit = std::chrono::seconds(i.value.data.integer);
+        } else if (PMIX_CHECK_KEY(&i, rt::lookup_wait_ms_key) && i.value.type == PMIX_UINT32) {
+            d.wait_limit = std::chrono::milliseconds(i.value.data.uint32);
+        }
+    }
+    // A timeout without PMIX_WAIT is taken as a wait: it means nothing else.
+    d.wait = d.wait || d.wait_limit.has_value();
+    return d;
+}
+
+std::vector<std::string> keys_of(char** keys) {
+    std::vector<std::string> out;
+    for (char** k = keys; k && *k; ++k) out.emplace_back(*k);
+    return out;
+}
+
+void say_names(const std::string& why) {
+    fmt::print(stderr, "transit_run: names: {}\n", why);
+}
+
+}  // namespace
+
+pmix_status_t PmixHost::publish(unsigned rank, std::span<const pmix_info_t> info) {
+    if (!names_) return PMIX_ERR_NOT_SUPPORTED;
+    const Directives d = directives_of(info);
+    std::vector<std::pair<std::string, std::string>> data;
+    for (const pmix_info_t& i : info) {
+        // PMIx's own keys are directives (and the server's PMIX_USERID).
+        if (std::string_view(i.key).starts_with("pmix.")) continue;
+        if (i.value.type != PMIX_STRING || !i.value.data.string) return PMIX_ERR_NOT_SUPPORTED;
+        data.emplace_back(i.key, i.value.data.string);
+    }
+    if (data.empty()) return PMIX_ERR_BAD_PARAM;
+    NameTable::Entry how;
+    how.rank = rank;
+    how.scope = d.scope;
+    how.per_process = d.per_process;
+    std::string why;
+    switch (names_->publish(data, how, why)) {
+        case NameTable::Result::ok:
+            break;
+        case NameTable::Result::duplicate:
+            return PMIX_ERR_DUPLICATE_KEY;
+        case NameTable::Result::bad_name:
+            return PMIX_ERR_BAD_PARAM;
+        default:
+            say_names(why);
+            return PMIX_ERROR;
+    }
+    retry_lookups(false);
+    return PMIX_SUCCESS;
+}
+
+pmix_status_t PmixHost::lookup(unsigned rank, char** keys, std::span<const pmix_info_t> info,
+                               pmix_lookup_cbfunc_t cbfunc, void* cbdata) {
+    if (!names_) return PMIX_ERR_NOT_SUPPORTED;
+    const Directives d = directives_of(info);
+    Waiting w{rank,
+              keys_of(keys),
+              d.scope == NameTable::Scope::job,
+              d.wait_limit ? Clock::now() + *d.wait_limit : Clock::time_point::max(),
+              cbfunc,
+              cbdata};
+    if (w.keys.empty()) return PMIX_ERR_BAD_PARAM;
+    if (answer(w, !d.wait, d.wait ? PMIX_SUCCESS : PMIX_ERR_NOT_FOUND)) return PMIX_SUCCESS;
+    std::lock_guard lock(waiting_mutex_);
+    waiting_.push_back(std::move(w));
+    return PMIX_SUCCESS;
+}
+
+// Answers `w` when every key is found (or, `partial`, any); else, unless
+// `otherwise` is PMIX_SUCCESS (keep waiting), answers that status.
+bool PmixHost::answer(const Waiting& w, bool partial, pmix_status_t otherwise) {
+    std::vector<std::pair<const std::string*, NameTable::Entry>> found;
+    for (const std::string& key : w.keys)
+        if (std::optional<NameTable::Entry> e = names_->find(key);
+            e && (!w.job_only || e->job_id == job_id_))
+            found.emplace_back(&key, std::move(*e));
+    if (found.size() < w.keys.size() && !(partial && !found.empty())) {
+        if (otherwise == PMIX_SUCCESS) return false;
+        if (w.cbfunc) w.cbfunc(otherwise, nullptr, 0, w.cbdata);
+        return true;
+    }
+    std::vector<pmix_pdata_t> data(found.size());
+    for (std::size_t i = 0; i < found.size(); ++i) {
+        const auto& [key, e] = found[i];
+        PMIX_PDATA_CONSTRUCT(&data[i]);
+        data[i].proc = rt::pmix::make_proc(e.job_id == job_id_ ? nspace_ : e.job_id, e.rank);
+        PMIX_LOAD_KEY(data[i].key, key->c_str());
+        PMIx_Value_load(&data[i].value, e.value.c_str(), PMIX_STRING);
+    }
+    if (w.cbfunc) w.cbfunc(PMIX_SUCCESS, data.data(), data.size(), w.cbdata);
+    for (pmix_pdata_t& d : data) PMIX_PDATA_DESTRUCT(&d);
+    return true;
+}
+
+void PmixHost::retry_lookups(bool ending) {
+    std::lock_guard lock(waiting_mutex_);
+    const auto now = Clock::now();
+    std::erase_if(waiting_, [&](const Waiting& w) {
+        const pmix_status_t otherwise = ending           ? PMIX_ERR_NOT_FOUND
+                                        : now >= w.until ? PMIX_ERR_TIMEOUT
+                                                         : PMIX_SUCCESS;
+        return answer(w, false, otherwise);
+    });
+}
+
+pmix_status_t PmixHost::unpublish(unsigned rank, char** keys) {
+    if (!names_) return PMIX_ERR_NOT_SUPPORTED;
+    if (!keys) {
+        names_->forget_rank(rank, false);
+        return PMIX_SUCCESS;
+    }
+    pmix_status_t rc = PMIX_SUCCESS;
+    for (const std::string& key : keys_of(keys)) {
+        std::string why;
+        switch (names_->unpublish(key, rank, why)) {
+            case NameTable::Result::ok:
+                break;
+            case NameTable::Result::not_found:
+                rc = PMIX_ERR_NOT_FOUND;
+                break;
+            case NameTable::Result::not_owner:
+                rc = PMIX_ERR_NO_PERMISSIONS;
+                break;
+            default:
+                say_names(why);
+                rc = PMIX_ERROR;
+                break;
+        }
+    }
+    return rc;
+}
+
+void PmixHost::forget_names_of(unsigned rank) {
+    if (names_) names_->forget_rank(rank, true);
+}
+
+void PmixHost::forget_names() {
+    retry_lookups(true);
+    if (names_) names_->forget_all();
 }
 
 }  // namespace transit::run

@@ -1,6 +1,7 @@
 // transit_run's side of PMIx: the server library serves the ranks; this host
-// module answers its few upcalls on one node (connect, finalize, abort, fence)
-// and queues what the launcher must act on.  Nothing secret goes through it:
+// module answers its few upcalls on one node (connect, finalize, abort, fence,
+// and publish, lookup, unpublish through a NameTable) and queues what the
+// launcher must act on.  Nothing secret goes through it:
 // OpenPMIx 4 serves over TCP and believes the user id a client claims.
 #pragma once
 
@@ -8,10 +9,13 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "name_table.hpp"
 #include "runtime/job_secret.hpp"
 #include "runtime/pmix_util.hpp"
 #include "transit/runtime.hpp"
@@ -24,6 +28,7 @@ struct JobDescription {
     unsigned np = 0;
     std::string hostname;
     std::string tmpdir;
+    std::string names_base;  // where the names of this user's jobs are kept (NameTable)
 };
 
 struct ServerEvent {
@@ -58,6 +63,18 @@ class PmixHost {
     // waiting: a peer they never talked to is known to no transport.
     void notify_lost(unsigned rank, bool by_signal);
 
+    // The names published by the ranks (see NameTable); a lookup that waits
+    // for a name is answered when it is published or its wait ends.
+    pmix_status_t publish(unsigned rank, std::span<const pmix_info_t> info);
+    pmix_status_t lookup(unsigned rank, char** keys, std::span<const pmix_info_t> info,
+                         pmix_lookup_cbfunc_t cbfunc, void* cbdata);
+    pmix_status_t unpublish(unsigned rank, char** keys);
+    // A rank ended: the names it published for its own life go.
+    void forget_names_of(unsigned rank);
+    // The job ends: every name it published goes, and waiting lookups are
+    // answered (not found).
+    void forget_names();
+
     // Becomes readable (an eventfd) whenever take_events() has something.
     int event_fd() const noexcept { return event_fd_; }
     std::vector<ServerEvent> take_events();
@@ -76,7 +93,26 @@ class PmixHost {
     // IdleConnectionGuard) until `stop` is requested.
     void guard_handshakes(std::stop_token stop);
 
+    // A lookup waiting for names not published yet.
+    struct Waiting {
+        unsigned rank;
+        std::vector<std::string> keys;
+        bool job_only;
+        std::chrono::steady_clock::time_point until;
+        pmix_lookup_cbfunc_t cbfunc;
+        void* cbdata;
+    };
+    // Answers the waiting lookups whose names are all there, whose wait is
+    // over, or all of them (`ending`).
+    void retry_lookups(bool ending);
+    // Every key found (or, when `partial`, any): cbfunc called, true.
+    bool answer(const Waiting& w, bool partial, pmix_status_t otherwise);
+
     std::string nspace_;
+    std::string job_id_;
+    std::optional<NameTable> names_;
+    std::mutex waiting_mutex_;
+    std::vector<Waiting> waiting_;
     int event_fd_ = -1;
     std::atomic<std::uint16_t> server_port_{0};
     bool shut_down_ = false;

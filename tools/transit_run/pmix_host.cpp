@@ -63,6 +63,8 @@ constexpr std::chrono::milliseconds handshake_limit{1000};
 // a pinned client's tcp round trip), so the guard looks only four times a
 // second; a stranger's silent connection still ends within 1.25 s.
 constexpr std::chrono::milliseconds guard_period{250};
+// A lookup waiting for a name another launcher may publish looks again this often.
+constexpr std::chrono::milliseconds lookup_period{50};
 
 // Registering the job and its clients is local to the server: seconds at most.
 constexpr std::chrono::seconds registration_limit{30};
@@ -193,14 +195,17 @@ void PmixHost::guard_handshakes(std::stop_token stop) {
     std::mutex m;
     std::condition_variable_any wake;
     std::unique_lock lock(m);
+    auto next_scan = std::chrono::steady_clock::now() + guard_period;
     for (;;) {
-        // Wakes after a period, or at once when stopped.
-        wake.wait_for(lock, stop, guard_period, [] { return false; });
+        // Wakes after a period (shorter while a lookup waits), or at once when stopped.
+        wake.wait_for(lock, stop, lookups_waiting() ? lookup_period : guard_period,
+                      [] { return false; });
         if (stop.stop_requested()) return;
         // Names published by other launchers, and waits that are over.
         retry_lookups(false);
         const std::uint16_t port = server_port_;
-        if (port == 0) continue;
+        if (port == 0 || std::chrono::steady_clock::now() < next_scan) continue;
+        next_scan = std::chrono::steady_clock::now() + guard_period;
         if (!guard) guard.emplace(port, handshake_limit);
         if (const unsigned closed = guard->scan(); closed > 0)
             post({ServerEvent::Kind::idle_closed, 0, static_cast<int>(closed), {}});
@@ -480,6 +485,11 @@ bool PmixHost::answer(const Waiting& w, bool partial, pmix_status_t otherwise) {
     if (w.cbfunc) w.cbfunc(PMIX_SUCCESS, data.data(), data.size(), w.cbdata);
     for (pmix_pdata_t& d : data) PMIX_PDATA_DESTRUCT(&d);
     return true;
+}
+
+bool PmixHost::lookups_waiting() {
+    std::lock_guard lock(waiting_mutex_);
+    return !waiting_.empty();
 }
 
 void PmixHost::retry_lookups(bool ending) {

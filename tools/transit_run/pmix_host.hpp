@@ -105,6 +105,7 @@ class PmixHost {
     // Answers the waiting lookups whose names are all there, whose wait is
     // over, or all of them (`ending`).
     void retry_lookups(bool ending);
+    bool lookups_waiting();
     // Every key found (or, when `partial`, any): cbfunc called, true.
     bool answer(const Waiting& w, bool partial, pmix_status_t otherwise);
 

@@ -156,6 +156,7 @@ std::unique_ptr<Session> open_session() {
     }
     // Open MPI's self reaches this process: no Transit transport starts for it.
     s->framework->serve(btl::reach::node | btl::reach::remote);
+    s->framework->multi_threaded(the_calls.enabled());
     s->framework->init();
     for (const mca::ComponentRecord& r : s->framework->records())
         say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);

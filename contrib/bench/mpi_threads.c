@@ -10,9 +10,9 @@
  * (10000 after 1000 untimed, as transit_bench), averaged over the pairs;
  * message rate: 8-byte messages per second of all pairs together, each pair
  * streaming windows of MT_WINDOW (default 64) non-blocking sends closed by a
- * 1-byte acknowledgement, the windows calibrated on rank 0 so that a trial
- * lasts about 0.5 s and shared out among the pairs; the median of MT_TRIALS
- * (default 3) trials.
+ * 1-byte acknowledgement, the windows calibrated on rank 0 (all pairs at
+ * once) so that a trial lasts about 0.5 s and shared out among the pairs; the
+ * median of MT_TRIALS (default 3) trials.
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -109,10 +109,13 @@ int main(int argc, char** argv) {
     double lat = 0;
     for (int t = 0; t < threads; ++t) lat += pairs[t].half_rtt_us / threads;
 
-    /* Calibration: one pair's warm-up of 100 windows on rank 0, sent to rank 1. */
-    pairs[0].windows = 100;
-    const double probe = run_all(pairs, 1, stream);
-    int windows = (int)(0.5 / (probe / 100));
+    /* Calibration: a warm-up of 100 windows shared by all pairs, timed on rank
+     * 0 (a trial of T pairs lasts about 0.5 s however they share the
+     * library), the count sent to rank 1. */
+    const int probe_windows = 100 / threads > 0 ? 100 / threads : 1;
+    for (int t = 0; t < threads; ++t) pairs[t].windows = probe_windows;
+    const double probe = run_all(pairs, threads, stream);
+    int windows = (int)(0.5 / (probe / (probe_windows * threads)));
     if (windows < 3 * threads) windows = 3 * threads;
     MPI_Bcast(&windows, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int t = 0; t < threads; ++t) pairs[t].windows = windows / threads;

@@ -24,7 +24,6 @@
 enum { max_threads = 64, max_trials = 64, max_window = 1024, size = 8 };
 enum { latency_iters = 10000, latency_warmup = 1000 };
 
-
 /* One thread of a pair: what it runs, and what it measured. */
 struct pair {
     int me, index, window, windows;
@@ -32,7 +31,9 @@ struct pair {
     double half_rtt_us;
 };
 
-static int data_tag(const struct pair* p) { return 16 + 2 * p->index; }
+static int data_tag(const struct pair* p) {
+    return 16 + 2 * p->index;
+}
 
 static void round_trip(struct pair* p) {
     const int peer = 1 - p->me;
@@ -94,8 +95,9 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &n);
     if (n != 2 || provided < MPI_THREAD_MULTIPLE) {
         if (me == 0)
-            fprintf(stderr, "mpi_threads: needs 2 ranks (has %d) and MPI_THREAD_MULTIPLE (got %d)\n",
-                    n, provided);
+            fprintf(stderr,
+                    "mpi_threads: needs 2 ranks (has %d) and MPI_THREAD_MULTIPLE (got %d)\n", n,
+                    provided);
         MPI_Finalize();
         return 2;
     }

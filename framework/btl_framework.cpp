@@ -136,7 +136,7 @@ void Framework::init() {
     if (!opened_) open();
     if (initialized_) return;
     initialized_ = true;
-    InitContext ctx{runtime_, progress_, am_table_};
+    InitContext ctx{runtime_, progress_, am_table_, false, multi_threaded_};
     const bool lazy = base_settings().lazy;
     // Each component's modules, kept in the components' order whatever order
     // they were started in.

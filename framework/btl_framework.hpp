@@ -37,6 +37,10 @@ class Framework {
     // by default.  A host that reaches some itself (Open MPI's self serves the
     // own process) names the others, so no component is started for those.
     void serve(std::uint32_t kinds) noexcept { served_ = kinds; }
+    // Before init: the modules will be called by several threads at once
+    // (InitContext::multi_threaded): a module may then lock what it shares and
+    // announce flags::thread_safe.  Off, they run lock-free for one thread.
+    void multi_threaded(bool on) noexcept { multi_threaded_ = on; }
 
     // Modules in exclusivity order, highest first.
     std::span<Module* const> modules() const noexcept { return module_view_; }
@@ -73,6 +77,7 @@ class Framework {
     std::vector<std::unique_ptr<Module>> modules_;
     std::vector<Module*> module_view_;
     std::uint32_t served_ = reach::any;
+    bool multi_threaded_ = false;
     bool opened_ = false;
     bool initialized_ = false;
 };

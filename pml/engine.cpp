@@ -63,6 +63,7 @@ void Engine::read_params() {
 void Engine::setup() {
     framework_ = std::make_unique<btl::Framework>(*runtime_, progress_, btl::am_table());
     framework_->open();
+    framework_->multi_threaded(calls_.enabled());
     framework_->init();
     register_receivers(this);
     for (btl::Module* m : framework_->modules())

@@ -59,11 +59,16 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     attr_.exclusivity = config.exclusivity;
     attr_.latency = 0;
     attr_.bandwidth = 100000;
-    // Not flags::thread_safe: its fragment free list and the queue of messages
-    // to deliver to ourselves are unlocked (only registrations take a lock).
     attr_.flags = btl::flags::send | btl::flags::rdma | btl::flags::send_inplace |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush |
                   btl::flags::rdma_without_target;
+    // Safe for concurrent calls when asked to be: nothing is queued, a send runs
+    // the receive callback on the caller's thread, put/get touch only the
+    // caller's buffers and the target's, atomics are CPU atomics and the
+    // registration table is a sequence lock read without a lock.  What is left
+    // shared, the two fragment pools, then takes a lock; for one thread it does
+    // not, and the flag stays off.
+    if (config.multi_threaded) attr_.flags |= btl::flags::thread_safe;
     attr_.reach = btl::reach::own_process;
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |

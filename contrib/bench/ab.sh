@@ -21,10 +21,7 @@ bin=$bin_a
 source "$here/stats.sh"
 
 # build btl test size -> the figure (us, MB/s or M msg/s)
-run() {
-    TRANSIT_MCA_btl=$2 "$1/transit_run" -n 2 --bind-to core "$1/transit_bench" "$3" \
-        --min "$4" --max "$4" --csv 2>/dev/null | grep '^[0-9]' | tail -1 | cut -d, -f2
-}
+run() { bin=$1 transit_value "$2" "$3" "$4"; }
 
 tests=("latency 8" "msgrate 8" "bw 1048576")
 declare -A ratios

@@ -57,12 +57,8 @@ col_lat() { awk -v s="$2" '$1==s {print $2}' <<<"$1"; }
 col_bw() { awk -v s="$2" '$1==s {print $5}' <<<"$1"; }
 col_rate() { sed -n 's/^msgrate_8B.*median \([0-9]*\) msg.*/\1/p' <<<"$1"; }
 
-transit() {  # test size -> value (us, MB/s or M msg/s)
-    TRANSIT_MCA_btl=$btl "$bin/transit_run" -n 2 --bind-to core "$bin/transit_bench" "$1" \
-        --min "$2" --max "$2" --csv "${bench_args[@]}" 2>/dev/null | grep '^[0-9]' | tail -1 |
-        cut -d, -f2
-}
 source "$here/stats.sh"
+transit() { transit_value "$btl" "$1" "$2" "${bench_args[@]}"; }  # test size -> us, MB/s or M msg/s
 
 declare -A ratios
 for ((r = 1; r <= rounds; r++)); do

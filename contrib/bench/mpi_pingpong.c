@@ -18,19 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { max_trials = 64, max_sizes = 64 };
+#include "mpi_bench.h"
 
-static int env_int(const char* name, int fallback, int lo, int hi) {
-    const char* v = getenv(name);
-    if (v == NULL || *v == '\0') return fallback;
-    char* end = NULL;
-    long n = strtol(v, &end, 10);
-    if (*end != '\0' || n < lo || n > hi) {
-        fprintf(stderr, "mpi_pingpong: %s=%s is not a number in %d..%d\n", name, v, lo, hi);
-        MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    return (int)n;
-}
+enum { max_trials = 64, max_sizes = 64 };
 
 static int parse_sizes(long* sizes) {
     const char* v = getenv("PP_SIZES");
@@ -47,16 +37,6 @@ static int parse_sizes(long* sizes) {
         ++n;
     }
     return n;
-}
-
-static int cmp_double(const void* a, const void* b) {
-    double x = *(const double*)a, y = *(const double*)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double* v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 /* Fewer repetitions for larger messages, so every size takes about as long. */
@@ -123,8 +103,8 @@ int main(int argc, char** argv) {
         MPI_Finalize();
         return 2;
     }
-    const int trials = env_int("PP_TRIALS", 5, 1, max_trials);
-    const int window = env_int("PP_WINDOW", 64, 1, 1024);
+    const int trials = env_int("mpi_pingpong", "PP_TRIALS", 5, 1, max_trials);
+    const int window = env_int("mpi_pingpong", "PP_WINDOW", 64, 1, 1024);
     long sizes[max_sizes];
     const int nsizes = parse_sizes(sizes);
     long largest = 8;

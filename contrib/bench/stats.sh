@@ -1,10 +1,14 @@
 # Shared by the comparison scripts (sourced, not run): ratios of two figures,
-# medians of a list of them, the machine's cache-line round trip, and the
-# libraries' own ping-pong tools in their client/server modes.
-# Needs $bin (the directory holding cacheline_pingpong).
+# medians of a list of them, the machine's cache-line round trip, one
+# transit_bench figure, and the libraries' own ping-pong tools in their
+# client/server modes.  Needs $bin (the directory holding cacheline_pingpong
+# and transit_bench).
 
-# a / b to three decimals; nan when either is missing or b is zero.
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b == 0) print "nan"; else printf "%.3f", a / b }'; }
+# a / b to three decimals; nan when either is missing (empty or nan) or b is zero.
+ratio() {
+    awk -v a="$1" -v b="$2" \
+        'BEGIN { if (a == "" || b == "" || a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.3f", a / b }'
+}
 
 # The median of the numbers on stdin (whitespace-separated; nan entries skipped).
 median() {
@@ -38,4 +42,15 @@ fi_lat() {
     taskset -c 1 fi_pingpong "$@" -S "$size" -I "$iterations" -P "$port" localhost \
         2>/dev/null | awk -v s="$size" '$1 == s {print $7}'
     wait
+}
+
+# transit_value BTL TEST SIZE [ARGS...]: transit_bench TEST's figure at SIZE
+# bytes (us, MB/s or M msg/s) between two ranks bound to cores over BTL; ARGS
+# go to transit_bench.  Empty when the run failed.
+transit_value() {
+    local btl=$1 test=$2 size=$3
+    shift 3
+    TRANSIT_MCA_btl=$btl "$bin/transit_run" -n 2 --bind-to core "$bin/transit_bench" "$test" \
+        --min "$size" --max "$size" --csv "$@" 2>/dev/null | grep '^[0-9]' | tail -1 | cut -d, -f2 ||
+        true
 }

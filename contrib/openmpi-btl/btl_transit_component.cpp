@@ -4,6 +4,7 @@
 // transports our parameters select) and returns one Open MPI module per
 // Transit module.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -40,6 +41,11 @@ struct Session {
     std::vector<std::unique_ptr<Adapter>> adapters;
     std::array<bool, 256> forwarded{};
     bool peers_refreshed = false;
+    // note_reached: the peers asked about and those reached in this round of
+    // add_procs calls, and whether an unreached peer was reported already.
+    std::vector<Rank> asked, reached;
+    std::size_t answered = 0;
+    bool unreached_said = false;
 
     ~Session() {
         for (std::size_t t = 0; t < forwarded.size(); ++t)
@@ -156,6 +162,7 @@ std::unique_ptr<Session> open_session() {
     }
     // Open MPI's self reaches this process: no Transit transport starts for it.
     s->framework->serve(btl::reach::node | btl::reach::remote);
+    s->framework->multi_threaded(the_calls.enabled());
     s->framework->init();
     for (const mca::ComponentRecord& r : s->framework->records())
         say(2, "transport {}: {}", r.name, r.reason.empty() ? "in use" : r.reason);
@@ -266,6 +273,48 @@ int forward_tag(mca_btl_base_tag_t tag) noexcept {
     }
     session->forwarded[tag] = true;
     return OPAL_SUCCESS;
+}
+
+namespace {
+
+// What a module reaches, for the report of unreached peers.
+std::string reach_of(const btl::Module& m) {
+    const std::uint32_t r = m.attributes().reach;
+    if (r == btl::reach::own_process) return fmt::format("{}: this process only", m.name());
+    if ((r & btl::reach::remote) == 0) return fmt::format("{}: this node", m.name());
+    return fmt::format("{}: this node and others", m.name());
+}
+
+}  // namespace
+
+void note_reached(std::span<const Rank> ranks, const btl::Reachability& reached) {
+    if (!session || session->unreached_said) return;
+    Session& s = *session;
+    for (std::size_t j = 0; j < ranks.size(); ++j) {
+        s.asked.push_back(ranks[j]);
+        if (reached.test(j)) s.reached.push_back(ranks[j]);
+    }
+    if (++s.answered < s.adapters.size()) return;
+    std::vector<Rank> missing;
+    std::sort(s.reached.begin(), s.reached.end());
+    for (Rank r : s.asked)
+        if (r != s.runtime->rank() && !std::binary_search(s.reached.begin(), s.reached.end(), r))
+            missing.push_back(r);
+    std::sort(missing.begin(), missing.end());
+    missing.erase(std::unique(missing.begin(), missing.end()), missing.end());
+    s.asked.clear();
+    s.reached.clear();
+    s.answered = 0;
+    if (missing.empty()) return;
+    s.unreached_said = true;
+    std::vector<std::string> offered;
+    for (const auto& a : s.adapters) offered.push_back(reach_of(a->inner()));
+    std::string text =
+        fmt::format("no Transit transport reaches {} peer(s) (rank {} first); offered {}",
+                    missing.size(), missing.front(), fmt::join(offered, ", "));
+    if (include_param != nullptr && *include_param != '\0')
+        text += fmt::format(" (btl_transit_include is \"{}\")", include_param);
+    opal_output(0, "btl:transit: %s", text.c_str());
 }
 
 void before_first_add_procs() {

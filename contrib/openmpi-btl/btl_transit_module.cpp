@@ -88,6 +88,7 @@ int add_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
             if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(where[j]));
         }
         a.sync_attributes();
+        note_reached(ranks, reach);
         return OPAL_SUCCESS;
     } catch (const std::bad_alloc&) {
         return OPAL_ERR_OUT_OF_RESOURCE;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "ompi_headers.hpp"
@@ -130,5 +131,11 @@ CallLock& calls() noexcept;
 // for an Open MPI tag, and refreshes the runtime's view of the peers once.
 int forward_tag(mca_btl_base_tag_t tag) noexcept;
 void before_first_add_procs();
+// Called by each module's add_procs with the ranks it was given and those it
+// reaches.  Open MPI asks every module with the same peers; once the last has
+// answered, a peer none of them reaches is reported once, at the default
+// verbosity, with what each offered transport reaches (Open MPI itself only
+// says that no btl reaches it).
+void note_reached(std::span<const Rank> ranks, const btl::Reachability& reached);
 
 }  // namespace transit::ompi

@@ -52,6 +52,7 @@ std::string BtlTest::start() {
         params::registry().set("btl_base_lazy", "false",
                                params::Source{params::Origin::api, "conformance suite", 0});
         apply_overrides();
+        fw_->multi_threaded(multi_threaded());
         fw_->init();
     } catch (const std::exception& e) {
         ADD_FAILURE() << "opening the btl framework failed: " << e.what();
@@ -69,6 +70,9 @@ std::string BtlTest::start() {
         if (Status s = am_.register_callback(tag, fn, this); s != Status::success)
             ADD_FAILURE() << "registering tag " << int(tag) << ": " << to_string(s);
     }
+    if (Status s = am_.register_callback(tag_threads, &ThreadsEcho::on_message, &threads_echo_);
+        s != Status::success)
+        ADD_FAILURE() << "registering tag " << int(tag_threads) << ": " << to_string(s);
     if (loopback_)
         peers_ = {rt.rank()};
     else
@@ -99,6 +103,7 @@ std::string BtlTest::start() {
                          : fmt::format("{} does not reach rank {}", component_, peers_[index]);
     }
     target_ = endpoints_[index];
+    threads_echo_.attach(module_, target_);
     // Asked of the module chosen above, as the bml asks each module it uses.
     rdma_ = module_->rdma();
     atomics_ = module_->atomics();
@@ -218,7 +223,7 @@ void BtlTest::finish() {
             post(tag_request, WireHeader{Kind::bye, 0, msg, 0, 0, 0}, {});
             wait_ack(msg);
         }
-        wait_for([this] { return outbox_.empty() && sends_pending_ == 0; },
+        wait_for([this] { return outbox_.empty() && sends_pending_ == 0 && threads_echo_.idle(); },
                  "every send to complete");
         if (Status s = rdma_ ? rdma_->flush(nullptr) : Status::success; !ok(s))
             ADD_FAILURE() << "flush at teardown: " << to_string(s);
@@ -229,6 +234,7 @@ void BtlTest::finish() {
             region_handle_ = nullptr;
         }
         EXPECT_TRUE(ok(module_->del_procs(peers_, endpoints_)));
+        threads_echo_.detach();
         connected_ = false;
     }
     // The memory around the region must be intact.
@@ -257,6 +263,12 @@ void BtlTest::finish() {
 void BtlTest::progress() {
     progress_.progress();
     pump();
+    threads_echo_.pump();
+}
+
+void BtlTest::progress_concurrent() {
+    progress_.progress();
+    threads_echo_.pump();
 }
 
 bool BtlTest::wait_for(const std::function<bool()>& pred, const std::string& what,

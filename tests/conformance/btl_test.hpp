@@ -23,6 +23,7 @@
 
 #include "framework/btl_framework.hpp"
 #include "tests/conformance/log_watch.hpp"
+#include "tests/conformance/threads_echo.hpp"
 #include "tests/conformance/wire.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/progress.hpp"
@@ -50,6 +51,9 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     // {"free_list_max", "4"} sets btl_<component>_free_list_max when the
     // component offers it.  Restored after the case.
     virtual Overrides overrides() const { return {}; }
+    // Whether the framework tells the modules they will be called by several
+    // threads at once (btl::Framework::multi_threaded), on both ranks.
+    virtual bool multi_threaded() const { return false; }
 
     // --- the module under test ---
     btl::Module& module() { return *module_; }
@@ -68,6 +72,11 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
 
     // --- progress and waiting ---
     void progress();
+    // The module's progress and the concurrent messages' queue, without the
+    // fixture's frame queue (one thread's): what the concurrent case's
+    // threads call, several at once.
+    void progress_concurrent();
+    ThreadsEcho& threads_echo() { return threads_echo_; }
     // Progresses until pred() holds; on timeout adds a failure naming `what`.
     bool wait_for(const std::function<bool()>& pred, const std::string& what,
                   std::chrono::seconds limit = {});
@@ -192,6 +201,7 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     std::set<std::string> applied_;
 
     std::deque<Frame> outbox_;
+    ThreadsEcho threads_echo_;
     int sends_pending_ = 0;
     int callback_errors_ = 0;
 

@@ -11,30 +11,6 @@
 namespace transit::conformance {
 namespace {
 
-std::size_t total_length(const btl::ReceiveDescriptor& d) {
-    std::size_t n = 0;
-    for (std::size_t i = 0; i < d.segment_count; ++i) n += d.segments[i].len;
-    return n;
-}
-
-// Copies len bytes, starting at byte `from` of the segments laid end to end: a
-// transport may cut the header and the payload anywhere.
-void gather(const btl::ReceiveDescriptor& d, std::size_t from, void* dst, std::size_t len) {
-    auto* out = static_cast<std::byte*>(dst);
-    for (std::size_t i = 0; i < d.segment_count && len > 0; ++i) {
-        const std::size_t seg = d.segments[i].len;
-        if (from >= seg) {
-            from -= seg;
-            continue;
-        }
-        const std::size_t n = std::min(seg - from, len);
-        std::memcpy(out, static_cast<const std::byte*>(d.segments[i].addr) + from, n);
-        out += n;
-        len -= n;
-        from = 0;
-    }
-}
-
 std::array<iovec, 3> three_pieces(std::span<const std::byte> data) {
     // Uneven pieces, so fragment borders fall inside pieces and between them.
     const std::size_t a = data.size() / 7;

@@ -39,12 +39,15 @@ void record(Module*, const ReceiveDescriptor& d, void* cbdata) {
 
 class SelfTest : public ::testing::Test {
   protected:
-    // Opens the framework with only self, applying `settings` before init.
-    void start(std::vector<std::pair<std::string, std::string>> settings = {}) {
+    // Opens the framework with only self, applying `settings` before init;
+    // `threads`: told that several threads will call the module.
+    void start(std::vector<std::pair<std::string, std::string>> settings = {},
+               bool threads = false) {
         runtime_ = rt::singleton_runtime();
         fw_ = std::make_unique<Framework>(*runtime_, progress_, am_);
         fw_->open();
         for (const auto& [name, value] : settings) set(name, value);
+        fw_->multi_threaded(threads);
         fw_->init();
         for (Module* m : fw_->modules())
             if (m->component().name() == "self") module_ = m;
@@ -96,6 +99,20 @@ TEST_F(SelfTest, announces_highest_exclusivity_and_everything) {
     EXPECT_TRUE(a.atomic_flags & atomic_support::cswap);
     EXPECT_TRUE(a.atomic_flags & atomic_support::bits32);
     EXPECT_GT(a.registration_handle_size, 0u);
+}
+
+// Safe for concurrent calls only when told several threads call: for one
+// thread its pools take no lock.
+TEST_F(SelfTest, thread_safe_when_the_framework_is_multi_threaded) {
+    ASSERT_NO_FATAL_FAILURE(start({}, true));
+    ASSERT_NE(module_, nullptr);
+    EXPECT_TRUE(module_->attributes().flags & flags::thread_safe);
+}
+
+TEST_F(SelfTest, not_thread_safe_for_one_thread) {
+    ASSERT_NO_FATAL_FAILURE(start());
+    ASSERT_NE(module_, nullptr);
+    EXPECT_FALSE(module_->attributes().flags & flags::thread_safe);
 }
 
 TEST_F(SelfTest, reaches_only_its_own_rank) {

@@ -8,8 +8,10 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tests/pml/single_process.hpp"
+#include "transit/log.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.h"
 #include "transit/transit.hpp"
@@ -47,6 +49,33 @@ TEST(ThreadLevel, MultipleIsGrantedWhenAsked) {
     Context c = init(ThreadLevel::multiple);
     EXPECT_EQ(c.thread_level(), ThreadLevel::multiple);
     exchange_with_self(c);
+}
+
+void keep_line(const log::Line& line, void* lines) {
+    static_cast<std::vector<std::string>*>(lines)->emplace_back(line.text);
+}
+
+// At multiple the pml tells the btls that several threads call: self is then
+// safe for concurrent calls, so the pml (pml_base_verbose 10) no longer lists
+// it among the modules only its lock serialises.
+TEST(ThreadLevel, SelfIsSafeForConcurrentCallsAtMultiple) {
+    test::become_job_of_one();
+    const params::Source api{params::Origin::api, "thread level test", 0};
+    params::registry().set("pml_base_verbose", "10", api);
+    std::vector<std::string> lines;
+    log::set_sink(&keep_line, &lines);
+    {
+        Context c = init(ThreadLevel::multiple);
+        exchange_with_self(c);
+    }
+    log::set_sink(nullptr, nullptr);
+    params::registry().set("pml_base_verbose", "0", api);
+    bool ready = false;
+    for (const std::string& line : lines) {
+        EXPECT_EQ(line.find("self: not safe for concurrent calls"), std::string::npos) << line;
+        ready = ready || line.find("thread level multiple") != std::string::npos;
+    }
+    EXPECT_TRUE(ready) << "the pml's verbose lines were not seen";
 }
 
 TEST(ThreadLevel, TheCApiGrantsAndReports) {

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 
+#include "transit/transit.hpp"
+
 namespace transit_test {
 
 // The processes this one started and has not waited for: a failing driver
@@ -112,6 +114,19 @@ inline int wait_exit(Child& c) {
     std::erase(running(), c.pid);
     ::close(c.out);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// With TRANSIT_TEST_PEER_BTL set (by the test's definition), the transport
+// that must carry every message to `peer`: the one the bml chose for it.
+inline void check_transport(transit::Context& ctx, transit::Rank peer) {
+    const char* want = std::getenv("TRANSIT_TEST_PEER_BTL");
+    if (want == nullptr) return;
+    const transit::PeerTransports t = ctx.transports(peer);
+    std::string got;
+    // By component: a module's name may add its interface ("tcp:lo").
+    for (const std::string& s : t.send) got += (got.empty() ? "" : ",") + s.substr(0, s.find(':'));
+    check(got == want,
+          "peer " + std::to_string(peer) + " carried by '" + got + "', not '" + want + "'");
 }
 
 inline long long ms_since(std::chrono::steady_clock::time_point t) {

@@ -164,6 +164,7 @@ int client(const std::string& address, const std::string& mode) {
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
+    check_transport(ctx, server);
     if (mode == "echo") {
         echo(ctx, server);
         check(ctx.disconnect(server) == Status::success, "disconnect");

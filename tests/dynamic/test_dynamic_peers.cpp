@@ -80,6 +80,7 @@ int server() {
         check(st.status == Status::success, "server receive: " + std::string(to_string(st.status)));
         check(st.source >= ctx.size(), "a client's message names a job rank");
         if (!watches.count(st.source)) {
+            check_transport(ctx, st.source);
             transit::Request* w = nullptr;
             check(transit::ok(ctx.irecv(st.source, tag_watch, &watch_buf, sizeof watch_buf, w)),
                   "watch irecv");
@@ -169,6 +170,7 @@ int client(const std::string& address, const std::string& mode) {
     }
     check(ctx.disconnect(0) == Status::bad_param, "a job rank disconnected");
     if (mode == "echo") {
+        check_transport(ctx, server);
         echo_sizes(ctx, server);
         echo_order(ctx, server);
         // Active messages to the server, eager and rendezvous sized.

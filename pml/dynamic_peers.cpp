@@ -13,6 +13,7 @@ std::string Engine::listen() {
     a.node_id = runtime_->node_id();
     for (btl::Module* m : framework_->modules()) {
         if (!(m->attributes().flags & btl::flags::dynamic_peers)) continue;
+        if (auto* l = btl::capability<btl::Listener>(*m); l && !ok(l->listen())) continue;
         const std::string prefix = "btl." + m->component().name() + ".";
         for (const auto& [key, blob] : runtime_->published())
             if (key.starts_with(prefix)) a.blobs[key] = blob;

@@ -44,7 +44,7 @@ constexpr params::Field<Config> vader_params[] = {
                      "Messages sent to a peer through the FIFO before its fast box is used (0: at "
                      "once)",
                      5}
-            .range(0, UINT32_MAX)),
+            .range(0, UINT32_MAX - 1)),
     params::to<&Config::fifo_size>(
         params::Decl{"fifo_size", Type::unsigned_integer, "4096",
                      "Minimum number of entries of each process's receive FIFO (rounded up to a "
@@ -95,18 +95,26 @@ class VaderComponent final : public btl::Component {
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
         std::vector<std::unique_ptr<btl::Module>> modules;
         rt::Runtime& rt = ctx.runtime;
-        // Alone on the node: no segment, no progress, nothing to cost the others.
-        if (rt.local_size() < 2 || rt.local_peers().size() < 2) {
+        const bool alone = rt.local_size() < 2 || rt.local_peers().size() < 2;
+        if (alone && rt.dynamic_peers() == nullptr) {
             decline_reason_ = "no other process of the job on this node";
             return modules;
         }
         Config config = read_config();
         log::Stream out("btl:vader", verbosity());
+        const Layout layout = Layout::compute(
+            static_cast<std::uint32_t>(std::max<std::size_t>(1, rt.local_peers().size())),
+            config.segment_size, config.max_send_size, config.fbox_size, config.fifo_size,
+            config.heap_size);
+        // Alone on the node: no segment, no progress, nothing to cost the
+        // others, until a peer outside the job comes (the module makes its
+        // segment then).
+        if (alone) {
+            modules.push_back(
+                std::make_unique<VaderModule>(*this, ctx, config, layout, SharedFile(), out));
+            return modules;
+        }
         decide_single_copy(config);
-
-        const Layout layout = Layout::compute(static_cast<std::uint32_t>(rt.local_peers().size()),
-                                              config.segment_size, config.max_send_size,
-                                              config.fbox_size, config.fifo_size, config.heap_size);
         SharedFile segment;
         try {
             // The fragments get pages as they are first used (VaderModule::supply_frags).
@@ -159,21 +167,6 @@ class VaderComponent final : public btl::Component {
             c.mechanism == SingleCopyMechanism::none ? SingleCopy::none : SingleCopy::cma;
         c.explicit_cma = c.mechanism == SingleCopyMechanism::cma;
         return c;
-    }
-
-    // The peer probe in add_procs is the real proof; this one, at init, catches
-    // a seccomp filter or a kernel without CMA before anything is published.
-    static void decide_single_copy(Config& c) {
-        if (c.single_copy == SingleCopy::none) return;
-        allow_peer_access();
-        std::string why =
-            c.cma_probe_fail ? "forced to fail by btl_vader_cma_probe_fail" : cma_self_probe();
-        if (why.empty()) return;
-        c.single_copy = SingleCopy::none;
-        log::warn(
-            "vader: single copy (CMA) {}: {}; large messages go through shared-memory "
-            "fragments instead",
-            c.explicit_cma ? "was requested but does not work" : "disabled", why);
     }
 
     params::Registry* registry_ = nullptr;

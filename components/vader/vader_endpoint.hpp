@@ -14,6 +14,9 @@
 
 namespace transit::vader {
 
+// The local index of a peer outside the job: it has no fast box.
+inline constexpr std::uint32_t no_local_index = ~0u;
+
 class VaderEndpoint final : public btl::Endpoint {
   public:
     VaderEndpoint(Rank peer, std::uint32_t local_index, SharedFile segment)
@@ -52,7 +55,17 @@ class VaderEndpoint final : public btl::Endpoint {
     std::size_t frag_stride = 0;
     std::uint32_t frag_count = 0;
     std::size_t frag_payload = 0;
-    std::uint32_t sends = 0;        // toward the fast-box threshold
+    std::uint32_t sends = 0;       // toward the fast-box threshold
+    std::uint32_t fbox_after = 0;  // sends before the fast box (never for a peer outside the job)
+    // What our FIFO references to the peer carry above the fragment index:
+    // our local index, or the dynamic bit and the channel the peer knows us by.
+    std::uint64_t ref_base = 0;
+    // A peer outside the job (vader_dynamic.cpp).
+    bool dynamic = false;
+    std::uint32_t channel = 0;      // the channel its references to us carry
+    bool join_ref_sent = false;     // a server: our join reference is in its FIFO
+    bool joined = true;             // a server: our join fragment is in its FIFO too
+    bool leaving = false;           // its goodbye came; reported at the next pass
     std::uint32_t outstanding = 0;  // our fragments the peer has not returned
     bool dead = false;
 };

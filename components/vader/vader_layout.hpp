@@ -18,7 +18,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 5;                    // 5: the region table
+inline constexpr std::uint32_t segment_version = 6;                    // 6: the nonce
 inline constexpr std::size_t frag_header_size = 64;
 inline constexpr std::uint32_t region_slot_count = 1024;  // registrations at once
 
@@ -53,6 +53,7 @@ struct alignas(cache_line) SegmentHeader {
     std::uint64_t probe_cookie;   // read by peers through CMA to prove it works
     std::uint64_t region_offset;  // the registrations peers may address (btl::RegionSlot[])
     std::uint32_t region_count;
+    std::uint64_t nonce;  // random: a client outside the job checks it opened this segment
     alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
     // Set by the owner as it finalizes: its exit after that is a departure,
     // not a failure (Open MPI's ob1 aborts the job on any error report, and
@@ -60,7 +61,7 @@ struct alignas(cache_line) SegmentHeader {
     std::atomic<std::uint32_t> departed;
 };
 
-enum class FragKind : std::uint8_t { data = 1, atomic = 2 };
+enum class FragKind : std::uint8_t { data = 1, atomic = 2, join = 3 };
 enum class AtomicKind : std::uint8_t { op = 1, fop = 2, cswap = 3 };
 
 // The shared part of a send fragment.  For an atomic the target writes the old

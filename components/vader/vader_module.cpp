@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "components/vader/vader_cma.hpp"
+#include "components/vader/vader_dynamic.hpp"
 
 namespace transit::vader {
 
@@ -24,6 +25,22 @@ VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
 
 }  // namespace
 
+// The peer probe at a peer's first contact is the real proof; this one, at
+// init, catches a seccomp filter or a kernel without CMA before anything is
+// published.
+void decide_single_copy(Config& c) {
+    if (c.single_copy == SingleCopy::none) return;
+    allow_peer_access();
+    std::string why =
+        c.cma_probe_fail ? "forced to fail by btl_vader_cma_probe_fail" : cma_self_probe();
+    if (why.empty()) return;
+    c.single_copy = SingleCopy::none;
+    log::warn(
+        "vader: single copy (CMA) {}: {}; large messages go through shared-memory "
+        "fragments instead",
+        c.explicit_cma ? "was requested but does not work" : "disabled", why);
+}
+
 VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
                          const Layout& layout, SharedFile segment, log::Stream out)
     : btl::Module(component),
@@ -33,7 +50,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
       config_(config),
       layout_(layout),
       segment_(std::move(segment)),
-      header_(reinterpret_cast<SegmentHeader*>(segment_.data())),
+      header_(nullptr),
       out_(std::move(out)),
       single_copy_(config.single_copy),
       my_index_(0),
@@ -41,7 +58,24 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     const auto peers = runtime_.local_peers();
     my_index_ = static_cast<std::uint32_t>(std::find(peers.begin(), peers.end(), runtime_.rank()) -
                                            peers.begin());
+    const std::size_t payload = layout_.frag_stride - frag_header_size;
+    fbox_max_ = std::min<std::uint32_t>(Fastbox::max_payload(layout_.fbox_size),
+                                        static_cast<std::uint32_t>(config_.eager_limit));
+    attr_.eager_limit = std::min(config_.eager_limit, payload);
+    attr_.rndv_eager_limit = attr_.eager_limit;
+    attr_.max_send_size = std::min(config_.max_send_size, payload);
+    attr_.exclusivity = config_.exclusivity;  // default: just below self, above every network
+    attr_.latency = 1;
+    // Not flags::thread_safe: a fast box and a FIFO each have one writer per
+    // process, and the fragment free lists and pending queues are unlocked.
+    // One-sided flags come with the segment (format_segment).
+    attr_.flags = btl::flags::send | btl::flags::dynamic_peers;
+    attr_.reach = btl::reach::node;
+    if (segment_.data() != nullptr) format_segment();
+}
 
+// Lays out the own segment and announces what it allows.
+void VaderModule::format_segment() {
     SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
     h.version = segment_version;
     h.pid = static_cast<std::uint32_t>(::getpid());
@@ -64,6 +98,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     h.heap_size = layout_.heap_size;
     h.region_offset = layout_.region_offset;
     h.region_count = region_slot_count;
+    h.nonce = random64();
     heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
     auto* slots = reinterpret_cast<btl::RegionSlot*>(segment_.data() + layout_.region_offset);
     for (std::uint32_t i = 0; i < region_slot_count; ++i) new (&slots[i]) btl::RegionSlot{};
@@ -79,7 +114,6 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
 
-    const std::size_t payload = layout_.frag_stride - frag_header_size;
     frags_.setup({.initial = layout_.frag_count, .max = layout_.frag_count});
     std::uint32_t i = 0;
     for (Frag& f : frags_.items()) {
@@ -95,23 +129,13 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // Last: a peer that sees the magic may use everything above.
     std::atomic_thread_fence(std::memory_order_release);
     h.magic = segment_magic;
+    header_ = &h;
 
-    fbox_max_ = std::min<std::uint32_t>(Fastbox::max_payload(layout_.fbox_size),
-                                        static_cast<std::uint32_t>(config_.eager_limit));
-    attr_.eager_limit = std::min(config_.eager_limit, payload);
-    attr_.rndv_eager_limit = attr_.eager_limit;
-    attr_.max_send_size = std::min(config_.max_send_size, payload);
-    attr_.exclusivity = config_.exclusivity;  // default: just below self, above every network
-    attr_.latency = 1;
     attr_.bandwidth = single_copy_ == SingleCopy::cma ? 10000 : 5000;
-    // Not flags::thread_safe: a fast box and a FIFO each have one writer per
-    // process, and the fragment free lists and pending queues are unlocked.
-    attr_.flags = btl::flags::send | btl::flags::atomic_ops | btl::flags::atomic_fops |
-                  btl::flags::rdma_flush;
+    attr_.flags |= btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush;
     // CMA reads and writes the target's memory from here: the target need not run.
     if (single_copy_ == SingleCopy::cma)
         attr_.flags |= btl::flags::put | btl::flags::get | btl::flags::rdma_without_target;
-    attr_.reach = btl::reach::node;
     namespace as = btl::atomic_support;
     // Not announced global, although every vader atomic is a CPU atomic (through
     // the mapping or by the target): Open MPI's osc/rdma, seeing a global btl
@@ -124,12 +148,50 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     attr_.get_local_registration_threshold = std::numeric_limits<std::size_t>::max();
 }
 
+// The segment of a process alone on its node, made when it first meets a
+// peer outside the job.  Nobody opens it by name (clients go through
+// /proc/<pid>/fd), so the name goes at once: a crash leaves nothing.
+bool VaderModule::ensure_segment() noexcept {
+    if (header_ != nullptr) return true;
+    try {
+        decide_single_copy(config_);
+        single_copy_ = config_.single_copy;
+        const SharedFile::Extent now[] = {
+            {0, layout_.frag_offset},
+            {layout_.region_offset, layout_.total - layout_.region_offset}};
+        segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
+                                      layout_.total, layout_.heap_size, runtime_.numa_node(), now);
+        segment_.unlink();
+        format_segment();
+    } catch (const std::exception& e) {
+        if (!warned_dynamic_)
+            log::warn("{}; shared memory is not used for peers outside the job", e.what());
+        warned_dynamic_ = true;
+        segment_ = SharedFile();
+        return false;
+    }
+    out_.verbose(10,
+                 "segment for peers outside the job ({} bytes, {} fragments, FIFO {}), single "
+                 "copy {}",
+                 layout_.total, layout_.frag_count, layout_.fifo_capacity,
+                 single_copy_ == SingleCopy::cma ? "cma" : "none");
+    return true;
+}
+
 VaderModule::~VaderModule() {
     (void)finalize();
 }
 
 Status VaderModule::finalize() {
+    if (header_ == nullptr) return Status::success;
     header_->departed.store(1, std::memory_order_release);
+    // Peers outside the job hear a goodbye: a departure, not a failure.
+    for (auto& [peer, ep] : dynamic_)
+        if (!ep->dead && ep->joined)
+            (void)ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye));
+    dynamic_.clear();
+    channels_.clear();
+    joining_.clear();
     stop_progress();
     for (auto& ep : endpoints_) ep.reset();
     for (auto& ep : retired_) ep.reset();
@@ -139,6 +201,45 @@ Status VaderModule::finalize() {
 }
 
 // --- peers --------------------------------------------------------------------
+
+// What the peer's segment header says, for the endpoint (the segment is
+// checked: segment_usable).
+void VaderModule::attach_peer(VaderEndpoint& ep) {
+    SegmentHeader& ph = ep.header();
+    ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
+    ep.pid = static_cast<pid_t>(ph.pid);
+    ep.process = btl::util::ProcessWatch(ep.pid);
+    ep.owner_base = ph.owner_base;
+    ep.heap_offset = ph.heap_offset;
+    ep.heap_size = ph.heap_size;
+    ep.regions = {reinterpret_cast<const btl::RegionSlot*>(ep.segment.data() + ph.region_offset),
+                  ph.region_count};
+    ep.frag_offset = ph.frag_offset;
+    ep.frag_stride = ph.frag_stride;
+    ep.frag_count = ph.frag_count;
+    ep.frag_payload = ph.frag_stride - frag_header_size;
+}
+
+// The second CMA probe: a read of the peer's segment through the kernel.
+void VaderModule::probe_single_copy(const VaderEndpoint& ep) {
+    if (single_copy_ != SingleCopy::cma) return;
+    SegmentHeader& ph = ep.header();
+    std::string why =
+        config_.cma_probe_fail
+            ? std::string("forced to fail by btl_vader_cma_probe_fail")
+            : cma_peer_probe(ep.pid, ph.owner_base + offsetof(SegmentHeader, probe_cookie),
+                             ph.probe_cookie);
+    if (why.empty()) return;
+    single_copy_ = SingleCopy::none;
+    attr_.flags &= ~(btl::flags::put | btl::flags::get);
+    attr_.bandwidth = 5000;
+    if (!warned_cma_)
+        log::warn(
+            "vader: single copy (CMA) disabled: {}; large messages go through "
+            "shared-memory fragments instead",
+            why);
+    warned_cma_ = true;
+}
 
 VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     if (retired_[local_index]) return revive(local_index);
@@ -161,21 +262,13 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
         return nullptr;
     }
     auto ep = std::make_unique<VaderEndpoint>(peer, local_index, std::move(seg));
+    attach_peer(*ep);
+    ep->fbox_after = config_.fbox_threshold;
+    ep->ref_base = make_ref(my_index_, 0);
+    ep->fastbox = FastboxWriter(
+        ep->segment.data() + ep->header().fbox_offset + my_index_ * ep->header().fbox_stride,
+        ep->header().fbox_size);
     SegmentHeader& ph = ep->header();
-    ep->fifo = Fifo::attach(ep->segment.data() + ph.fifo_offset);
-    ep->fastbox = FastboxWriter(ep->segment.data() + ph.fbox_offset + my_index_ * ph.fbox_stride,
-                                ph.fbox_size);
-    ep->pid = static_cast<pid_t>(ph.pid);
-    ep->process = btl::util::ProcessWatch(ep->pid);
-    ep->owner_base = ph.owner_base;
-    ep->heap_offset = ph.heap_offset;
-    ep->heap_size = ph.heap_size;
-    ep->regions = {reinterpret_cast<const btl::RegionSlot*>(ep->segment.data() + ph.region_offset),
-                   ph.region_count};
-    ep->frag_offset = ph.frag_offset;
-    ep->frag_stride = ph.frag_stride;
-    ep->frag_count = ph.frag_count;
-    ep->frag_payload = ph.frag_stride - frag_header_size;
     // The last peer to map a segment removes its name: from then on a crash
     // leaves nothing in the backing directory.
     // Counted once per peer even if it is deleted and added again.
@@ -184,25 +277,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
         if (ph.attached.fetch_add(1, std::memory_order_acq_rel) + 2 == ph.local_size)
             unlink_path(ep->segment.path());
     }
-
-    if (single_copy_ == SingleCopy::cma) {
-        std::string why =
-            config_.cma_probe_fail
-                ? std::string("forced to fail by btl_vader_cma_probe_fail")
-                : cma_peer_probe(ep->pid, ph.owner_base + offsetof(SegmentHeader, probe_cookie),
-                                 ph.probe_cookie);
-        if (!why.empty()) {
-            single_copy_ = SingleCopy::none;
-            attr_.flags &= ~(btl::flags::put | btl::flags::get);
-            attr_.bandwidth = 5000;
-            if (!warned_cma_)
-                log::warn(
-                    "vader: single copy (CMA) disabled: {}; large messages go through "
-                    "shared-memory fragments instead",
-                    why);
-            warned_cma_ = true;
-        }
-    }
+    probe_single_copy(*ep);
     out_.verbose(10, "peer {} (local {}, pid {}): mapped {}", peer, local_index, ep->pid,
                  ep->segment.path());
     VaderEndpoint* raw = ep.get();
@@ -220,6 +295,15 @@ Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     bool any = false;
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank r = peers[i];
+        if (r >= runtime_.size()) {
+            VaderEndpoint* ep = is_dynamic(r) ? connect_server(r) : nullptr;
+            if (ep == nullptr) continue;
+            endpoints[i] = ep;
+            reachable.set(i);
+            any = true;
+            continue;
+        }
+        if (header_ == nullptr) continue;  // alone on the node: no job peer here
         if (r == runtime_.rank() || !runtime_.on_this_node(r)) continue;
         const auto it = std::find(local.begin(), local.end(), r);
         if (it == local.end()) continue;
@@ -239,6 +323,10 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     (void)peers;
     for (btl::Endpoint* e : endpoints) {
         auto* ep = as_vader(e);
+        if (ep != nullptr && ep->dynamic) {
+            delete_dynamic(ep);
+            continue;
+        }
         if (ep == nullptr || ep->local_index >= endpoints_.size() ||
             endpoints_[ep->local_index].get() != ep)
             continue;
@@ -249,7 +337,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
     }
     rebuild_pollfds();
-    if (active_.empty()) stop_progress();
+    if (active_.empty() && dynamic_.empty() && !listening_) stop_progress();
     return Status::success;
 }
 
@@ -294,6 +382,8 @@ void VaderModule::rebuild_pollfds() {
     polled_.clear();
     for (std::uint32_t i : active_)
         if (!endpoints_[i]->dead) polled_.push_back(endpoints_[i].get());
+    for (auto& [peer, ep] : dynamic_)
+        if (!ep->dead) polled_.push_back(ep.get());
 }
 
 // --- sends --------------------------------------------------------------------
@@ -337,7 +427,10 @@ bool VaderModule::supply_frags(std::uint32_t index) noexcept {
 
 bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {
     f->endpoint = ep;
-    if (!ep->fifo.push(make_ref(my_index_, f->index))) [[unlikely]]
+    // A server outside the job hears who we are before our first fragment.
+    if (!ep->joined && !send_join(ep)) [[unlikely]]
+        return false;
+    if (!ep->fifo.push(ep->ref_base | f->index)) [[unlikely]]
         return false;
     f->in_flight = true;
     ++ep->outstanding;
@@ -356,6 +449,7 @@ btl::Descriptor* VaderModule::alloc(btl::Endpoint* endpoint, std::uint8_t order,
 
 Status VaderModule::free(btl::Descriptor* descriptor) noexcept {
     auto* f = static_cast<Frag*>(descriptor);
+    if (f != nullptr && f->orphan) return Status::success;  // freed when the peer returns it
     if (f == nullptr || f->in_flight || !frags_.put_checked(f)) return Status::bad_param;
     return Status::success;
 }
@@ -382,7 +476,7 @@ Status VaderModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return Status::peer_failed;
     const auto len = static_cast<std::uint32_t>(f->segment.len);
     // A fast box keeps order only while nothing of ours waits in the FIFO.
-    if (len <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold &&
+    if (len <= fbox_max_ && ep->outstanding == 0 && ep->sends >= ep->fbox_after &&
         ep->fastbox.write(tag, f->payload, len)) {
         if ((f->flags & btl::des_flags::send_always_callback) && f->cbfunc)
             f->cbfunc(this, ep, f, Status::success);
@@ -403,8 +497,8 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
                           btl::Descriptor** descriptor) noexcept {
     VaderEndpoint* ep = as_vader(endpoint);
     const std::size_t total = header_size + payload_size;
-    if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= config_.fbox_threshold &&
-        !ep->dead) [[likely]] {
+    if (total <= fbox_max_ && ep->outstanding == 0 && ep->sends >= ep->fbox_after && !ep->dead)
+        [[likely]] {
         if (ep->fastbox.write_parts(tag, header, static_cast<std::uint32_t>(header_size),
                                     static_cast<std::uint32_t>(payload_size),
                                     [&](char* dst) { convertor->pack(dst, payload_size); })) {
@@ -597,7 +691,7 @@ Status VaderModule::deregister_mem(btl::RegistrationHandle* handle) {
 Status VaderModule::flush(btl::Endpoint* endpoint) {
     auto pending = [&] {
         for (const Frag& f : frags_.items())
-            if (f.in_flight && f.header->kind == FragKind::atomic &&
+            if (f.in_flight && !f.orphan && f.header->kind == FragKind::atomic &&
                 (endpoint == nullptr || f.endpoint == endpoint))
                 return true;
         return false;
@@ -641,6 +735,12 @@ int VaderModule::progress() noexcept {
     if (in_progress_) [[unlikely]]
         return 0;
     in_progress_ = true;
+    // Endpoints of peers outside the job deleted since the last pass: no
+    // caller up the stack names them any more.
+    if (!graveyard_.empty()) [[unlikely]]
+        graveyard_.clear();
+    if (!departing_.empty()) [[unlikely]]
+        report_departures();
     int events = 0;
     for (std::uint32_t i : active_) events += poll_fastbox(i, 32);
     events += poll_fifo(64);
@@ -684,6 +784,10 @@ int VaderModule::poll_fifo(int max) noexcept {
                 complete(&frags_.at(index), Status::success);
             continue;
         }
+        if (ref & dynamic_bit) [[unlikely]] {
+            dynamic_ref(ref);
+            continue;
+        }
         VaderEndpoint* ep = endpoint_for(ref_owner(ref));
         if (ep == nullptr || ref_index(ref) >= ep->frag_count) [[unlikely]]
             continue;  // nobody to return it to
@@ -694,7 +798,8 @@ int VaderModule::poll_fifo(int max) noexcept {
 
 void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
     // Whatever the sender put in its fast box before this fragment comes first.
-    poll_fastbox(ep->local_index, INT_MAX);
+    if (ep->local_index != no_local_index) [[likely]]
+        poll_fastbox(ep->local_index, INT_MAX);
     FragHeader& h = *ep->frag(ref_index(ref));
     if (h.kind == FragKind::data) [[likely]] {
         const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
@@ -722,9 +827,17 @@ void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
 }
 
 void VaderModule::complete(Frag* f, Status status) noexcept {
+    if (f->orphan) [[unlikely]] {
+        f->orphan = false;
+        f->in_flight = false;
+        frags_.put(f);
+        return;
+    }
     f->in_flight = false;
     VaderEndpoint* ep = f->endpoint;
     --ep->outstanding;
+    if (f->header->kind == FragKind::join) [[unlikely]]
+        return join_answered(f);
     if (f->header->kind == FragKind::atomic) {
         const FragHeader& h = *f->header;
         if (ok(status) && h.atomic_status != 0) [[unlikely]]
@@ -750,9 +863,13 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
+    if (!joining_.empty()) [[unlikely]]
+        forget_joining_exited();
+    in_check_ = true;
     const int events = btl::util::lose_exited(
         check_pace_, polled_, [](const VaderEndpoint& ep) { return ep.dead; },
         [this](VaderEndpoint& ep) { peer_died(&ep); });
+    in_check_ = false;
     if (events != 0) {
         try {
             rebuild_pollfds();
@@ -765,6 +882,17 @@ int VaderModule::check_peers() noexcept {
 void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
     // Returns the peer pushed before it died are real: take them first.
     progress();
+    if (ep->dead || ep->leaving) return;  // its goodbye was among them
+    // A peer outside the job is reported either way: its records go then.
+    if (ep->dynamic) {
+        const bool finalized = ep->header().departed.load(std::memory_order_acquire) != 0;
+        out_.verbose(1, "peer {} outside the job (pid {}) exited{}", ep->peer(), ep->pid,
+                     finalized ? " after closing Transit" : "");
+        return peer_lost(ep,
+                         finalized ? "vader: the peer outside the job closed Transit and exited"
+                                   : "vader: the peer outside the job exited",
+                         finalized ? btl::error_flags::departed : 0);
+    }
     if (departed_quietly(ep)) return;
     out_.verbose(1, "local peer {} (pid {}) exited", ep->peer(), ep->pid);
     peer_lost(ep, "vader: local peer process exited");
@@ -783,11 +911,11 @@ bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
 
 // The peer is given up: its pending operations end with an error and the
 // upper layer hears of it once.
-void VaderModule::peer_lost(VaderEndpoint* ep, const char* why) noexcept {
+void VaderModule::peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags) noexcept {
     ep->dead = true;
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
-    report_error(btl::error_flags::nonfatal, ep->peer(), why);
+    report_error(btl::error_flags::nonfatal | flags, ep->peer(), why);
 }
 
 }  // namespace transit::vader

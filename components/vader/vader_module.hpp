@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "components/vader/vader_endpoint.hpp"
@@ -19,6 +20,7 @@
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
+#include "transit/log_limiter.hpp"
 
 namespace transit::vader {
 
@@ -50,6 +52,10 @@ struct Frag : btl::Descriptor {
     bool in_use = false;  // taken from frags_
     Frag* next_free = nullptr;
     bool internal = false;  // sent by sendi or an atomic: no user callback
+    // In flight to a peer outside the job deleted while it lives: its user saw
+    // it cancelled, and it goes back to the list when the peer returns it (a
+    // fragment reused earlier could be read as the next connection's).
+    bool orphan = false;
     // atomics
     btl::RdmaCompletionFn rdma_cb = nullptr;
     void* local_address = nullptr;
@@ -58,10 +64,19 @@ struct Frag : btl::Descriptor {
     void* rdma_cbdata = nullptr;
 };
 
-class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
+// Decides on single copy (a probe of the own process); says why it is off.
+void decide_single_copy(Config& c);
+
+class VaderModule final : public btl::Module,
+                          public btl::Rdma,
+                          public btl::Atomics,
+                          public btl::Listener,
+                          public btl::DynamicPeerRecords {
   public:
     // Formats `segment` (already created and zeroed) and publishes nothing: the
-    // component does the modex.
+    // component does the modex.  Without a segment (a process alone on its
+    // node) the module waits: it makes one when the context listens or
+    // connects to a server on this node (vader_dynamic.cpp).
     VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
                 const Layout& layout, SharedFile segment, log::Stream out);
     ~VaderModule() override;
@@ -72,6 +87,17 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
 
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
+    void* extension(std::uint32_t id) noexcept override {
+        if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+        if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+        return nullptr;
+    }
+
+    // --- peers outside the job (vader_dynamic.cpp) ---------------------------------
+    Status listen() override;
+    std::size_t dynamic_endpoints() const noexcept override {
+        return dynamic_.size() + joining_.size();
+    }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -110,10 +136,34 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     int check_peers() noexcept;
 
   private:
+    // A client whose join reference arrived (its segment is mapped) and whose
+    // join fragment, with the token, has not yet.
+    struct Joining {
+        SharedFile segment;
+        Fifo fifo;
+        btl::util::ProcessWatch process;
+    };
+
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
 
+    void format_segment();
+    bool ensure_segment() noexcept;
+    void attach_peer(VaderEndpoint& ep);
+    void probe_single_copy(const VaderEndpoint& ep);
     VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
+    // vader_dynamic.cpp
+    bool is_dynamic(Rank peer) noexcept;
+    VaderEndpoint* connect_server(Rank peer);
+    bool send_join(VaderEndpoint* ep) noexcept;
+    void dynamic_ref(std::uint64_t ref) noexcept;
+    void handle_join(std::uint32_t pid, std::uint32_t fd) noexcept;
+    void admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept;
+    void join_answered(Frag* f) noexcept;
+    void delete_dynamic(VaderEndpoint* ep) noexcept;
+    void forget_joining_exited() noexcept;
+    void report_departures() noexcept;
+    void refused(std::uint32_t pid, const std::string& reason) noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void start_progress();
@@ -135,10 +185,11 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
     void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
     void complete(Frag* frag, Status status) noexcept;
+    void orphan(Frag* frag, VaderEndpoint* ep) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
     void peer_died(VaderEndpoint* ep) noexcept;
     bool departed_quietly(VaderEndpoint* ep) noexcept;
-    void peer_lost(VaderEndpoint* ep, const char* why) noexcept;
+    void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
 
     rt::Runtime& runtime_;
     ProgressEngine& progress_engine_;
@@ -171,10 +222,23 @@ class VaderModule final : public btl::Module, public btl::Rdma, public btl::Atom
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
-    btl::util::WatchPace check_pace_;     // every 16th low-priority pass, at most every 100 ms
+    // Peers outside the job: by peer id, and by the channel their references
+    // carry (a client's pid, or the number this process gave a server).
+    std::unordered_map<Rank, std::unique_ptr<VaderEndpoint>> dynamic_;
+    std::unordered_map<std::uint32_t, VaderEndpoint*> channels_;
+    std::unordered_map<std::uint32_t, Joining> joining_;     // by client pid
+    std::vector<std::unique_ptr<VaderEndpoint>> graveyard_;  // deleted, freed at the next pass
+    std::vector<VaderEndpoint*> departing_;  // said goodbye, reported at the next pass
+    std::uint32_t next_channel_ = 1;
+    bool listening_ = false;
+    log::Limiter refusals_{5, std::chrono::seconds(10)};
+    bool warned_dynamic_ = false;
+    btl::util::WatchPace check_pace_;  // every 16th low-priority pass, at most every 100 ms
+    btl::util::WatchPace joining_pace_;
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;
+    bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
 };

@@ -36,13 +36,6 @@ class Fd {
                             fmt::format("vader: {} {}", what, path));
 }
 
-std::uint64_t random64() {
-    std::uint64_t r = 0;
-    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
-        throw std::system_error(errno, std::generic_category(), "vader: getrandom");
-    return r;
-}
-
 // A preference, not a binding: if the node is full the kernel places the pages
 // elsewhere instead of failing the job.
 void prefer_numa_node(void* base, std::size_t size, int node) noexcept {
@@ -58,6 +51,13 @@ void* map(int fd, std::size_t size, const std::string& path) {
 }
 
 }  // namespace
+
+std::uint64_t random64() {
+    std::uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
+        throw std::system_error(errno, std::generic_category(), "vader: getrandom");
+    return r;
+}
 
 std::string segment_file_name(std::string_view job_id, Rank rank, std::uint64_t random) {
     std::string job(job_id);
@@ -117,15 +117,32 @@ void SharedFile::reclaim(std::size_t offset, std::size_t len) noexcept {
 }
 
 SharedFile SharedFile::attach(const std::string& path) {
+    return map_peer(path, O_NOFOLLOW);
+}
+
+// /proc/<pid>/fd/<fd> is a link the kernel resolves to the open file itself.
+SharedFile SharedFile::attach_process(std::uint32_t pid, int fd) {
+    return map_peer(fmt::format("/proc/{}/fd/{}", pid, fd), 0);
+}
+
+SharedFile SharedFile::map_peer(const std::string& path, int open_flags) {
     SharedFile f;
     f.path_ = path;
-    Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
+    Fd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC | open_flags));
     if (fd.get() < 0) fail("cannot open", path);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0) fail("cannot stat", path);
+    if (!S_ISREG(st.st_mode)) {
+        errno = EINVAL;
+        fail("not a shared-memory file:", path);
+    }
     if (st.st_uid != ::geteuid()) {
         errno = EPERM;
         fail("not owned by this user:", path);
+    }
+    if ((st.st_mode & 077) != 0) {
+        errno = EPERM;
+        fail("open to other users (not mode 0600):", path);
     }
     f.size_ = static_cast<std::size_t>(st.st_size);
     f.base_ = map(fd.get(), f.size_, path);

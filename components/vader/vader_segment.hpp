@@ -36,12 +36,18 @@ class SharedFile {
     static SharedFile create(std::string_view dir, std::string_view job_id, Rank rank,
                              std::size_t size, std::size_t reserve, int numa_node,
                              std::span<const Extent> supply_now = {});
-    // Maps a peer's file.  Throws std::system_error naming the path.
+    // Maps a peer's file: one of this user's, readable by nobody else (mode
+    // 0600).  Throws std::system_error naming the path.
     static SharedFile attach(const std::string& path);
+    // Maps the file process `pid` holds open as descriptor `fd` (through
+    // /proc/<pid>/fd, which the kernel opens for the same user only), with
+    // attach()'s checks: a named file need not exist.
+    static SharedFile attach_process(std::uint32_t pid, int fd);
 
     char* data() const noexcept { return static_cast<char*>(base_); }
     std::size_t size() const noexcept { return size_; }
     const std::string& path() const noexcept { return path_; }
+    int fd() const noexcept { return fd_; }  // the owner's, else -1
     bool owner() const noexcept { return owner_; }
     bool linked() const noexcept { return linked_; }
 
@@ -55,6 +61,7 @@ class SharedFile {
     void reclaim(std::size_t offset, std::size_t len) noexcept;
 
   private:
+    static SharedFile map_peer(const std::string& path, int open_flags);
     void release() noexcept;
 
     void* base_ = nullptr;
@@ -67,6 +74,9 @@ class SharedFile {
 
 // The file name for a job id: characters outside [A-Za-z0-9._-] become '_'.
 std::string segment_file_name(std::string_view job_id, Rank rank, std::uint64_t random);
+
+// 64 random bits.  Throws std::system_error.
+std::uint64_t random64();
 
 // Removes a file by name when a peer knows it is the last to map it.
 void unlink_path(const std::string& path) noexcept;

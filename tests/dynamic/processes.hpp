@@ -166,6 +166,19 @@ inline int wait_exit(Child& c) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// With TRANSIT_TEST_PEER_BTL set (by the test's definition), the transport
+// that must carry every message to `peer`: the one the bml chose for it.
+inline void check_transport(transit::Context& ctx, transit::Rank peer) {
+    const char* want = std::getenv("TRANSIT_TEST_PEER_BTL");
+    if (want == nullptr) return;
+    const transit::PeerTransports t = ctx.transports(peer);
+    std::string got;
+    // By component: a module's name may add its interface ("tcp:lo").
+    for (const std::string& s : t.send) got += (got.empty() ? "" : ",") + s.substr(0, s.find(':'));
+    check(got == want,
+          "peer " + std::to_string(peer) + " carried by '" + got + "', not '" + want + "'");
+}
+
 inline long long ms_since(std::chrono::steady_clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
                                                                  t)

@@ -1,6 +1,6 @@
 // No per-client leak: one server, 1,000 connect/exchange/disconnect cycles
 // from a client process, and the server's memory and its per-peer records
-// (pml peers, runtime entries, bml and tcp endpoints) before and after.
+// (pml peers, runtime entries, bml and transport endpoints) before and after.
 // Separate processes: this program is the driver and, with a role argument,
 // the server and the client it starts.
 //   server                  echoes; on tag_measure, once every earlier
@@ -85,6 +85,7 @@ int server() {
                   Status::success,
               "server recv");
         if (st.tag == tag_measure) {
+            check_transport(ctx, st.source);
             // Every earlier client gone (its event seen, so its records released).
             while (counts.joined != counts.left + 1) ctx.progress();
             Measure m;
@@ -119,6 +120,7 @@ void cycle(transit::Context& ctx, const std::string& address, int i) {
 Measure measure(transit::Context& ctx, const std::string& address) {
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
+    check_transport(ctx, server);
     Measure m;
     transit::Request* r = nullptr;
     check(transit::ok(ctx.irecv(server, tag_measure, &m, sizeof m, r)), "irecv");
@@ -129,7 +131,7 @@ Measure measure(transit::Context& ctx, const std::string& address) {
 }
 
 void print(const char* when, const Measure& m) {
-    say("%s heap=%llu rss=%llu fds=%llu pml=%llu runtime=%llu bml=%llu tcp=%llu joined=%llu "
+    say("%s heap=%llu rss=%llu fds=%llu pml=%llu runtime=%llu bml=%llu btl=%llu joined=%llu "
         "left=%llu",
         when, static_cast<unsigned long long>(m.heap), static_cast<unsigned long long>(m.rss),
         static_cast<unsigned long long>(m.fds), static_cast<unsigned long long>(m.pml),
@@ -151,7 +153,7 @@ int client(const std::string& address, int cycles) {
     say("cycles %d in %lld ms", cycles, ms);
     // The client keeps nothing of the servers it left either.
     const auto mine = ctx.engine().dynamic_records();
-    say("client pml=%zu runtime=%zu bml=%zu tcp=%zu", mine.pml, mine.runtime, mine.bml,
+    say("client pml=%zu runtime=%zu bml=%zu btl=%zu", mine.pml, mine.runtime, mine.bml,
         mine.transports);
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
@@ -179,7 +181,7 @@ int driver(const std::string& me, int cycles) {
     say("%s\n%s\n%s\n%s", before.c_str(), after.c_str(), took.c_str(), mine.c_str());
     // The measuring client is the one peer then: one record per layer at
     // most, the same number both times.
-    for (const char* k : {"pml", "runtime", "bml", "tcp"}) {
+    for (const char* k : {"pml", "runtime", "bml", "btl"}) {
         check(field(after, k) == field(before, k) && field(after, k) <= 1,
               std::string(k) + " records: " + before + " / " + after);
         check(field(mine, k) == 0, std::string("client's ") + k + " records: " + mine);

@@ -145,6 +145,7 @@ int client(const std::string& address, const std::string& mode) {
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
+    check_transport(ctx, server);
     if (mode == "echo") {
         for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})
             echo_once(ctx, server, tag_echo, n, static_cast<std::uint32_t>(n));

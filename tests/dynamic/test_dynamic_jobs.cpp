@@ -35,6 +35,7 @@ void serve(transit::Context& ctx) {
 int client(transit::Context& ctx, const std::string& address, const std::string& mode) {
     Rank server = transit::any_rank;
     check(ctx.connect(address, server) == Status::success, "connect");
+    check_transport(ctx, server);
     check(server >= ctx.size(), "a server's id follows the job's ranks");
     if (mode == "quit") {
         quit_server(ctx, server, tag_quit);

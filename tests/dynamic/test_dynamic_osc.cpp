@@ -189,6 +189,7 @@ int client(const std::string& address, std::uint32_t seed) {
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     expect(ctx.connect(address, server), "connect");
+    check_transport(ctx, server);
     // The region's key, in a tagged message.
     std::vector<std::byte> hello(4096);
     transit::Request* r = nullptr;

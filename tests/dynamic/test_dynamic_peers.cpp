@@ -33,6 +33,7 @@ constexpr std::uint32_t tag_order_a = 10;
 constexpr std::uint32_t tag_order_b = 11;
 constexpr std::uint32_t tag_watch = 5;  // never sent: ends only when the peer goes
 constexpr std::uint32_t tag_drop_me = 7;
+constexpr std::uint32_t tag_other_user = 12;  // from a client of another user: tcp carries it
 constexpr std::uint32_t tag_quit = 9;
 constexpr std::size_t max_message = 4u << 20;
 
@@ -80,6 +81,7 @@ int server() {
         check(st.status == Status::success, "server receive: " + std::string(to_string(st.status)));
         check(st.source >= ctx.size(), "a client's message names a job rank");
         if (!watches.count(st.source)) {
+            if (st.tag != tag_other_user) check_transport(ctx, st.source);
             transit::Request* w = nullptr;
             check(transit::ok(ctx.irecv(st.source, tag_watch, &watch_buf, sizeof watch_buf, w)),
                   "watch irecv");
@@ -135,7 +137,36 @@ void echo_order(transit::Context& ctx, Rank server) {
                   "tag " + std::to_string(t) + " out of order");
 }
 
+// A client of another user (run by root only): vader serves the same user
+// only, so over self,vader its connect fails with a clear error, and with tcp
+// selected tcp carries it.
+int other_user_client(const std::string& address) {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) fail("cannot become nobody");
+    auto ctx = transit::init();
+    Rank server = transit::any_rank;
+    const Status s = ctx.connect(address, server);
+    const char* btl = std::getenv("TRANSIT_MCA_btl");
+    if (btl != nullptr && std::string(btl) == "self,vader") {
+        check(s == Status::unreachable,
+              "another user's connect over vader: " + std::string(to_string(s)));
+        return 0;
+    }
+    check(s == Status::success, "another user's connect: " + std::string(to_string(s)));
+    for (const std::string& t : ctx.transports(server).send)
+        check(t.rfind("vader", 0) != 0, "another user's client carried by vader");
+    std::uint32_t v = 7, back = 0;
+    transit::Request* r = nullptr;
+    check(transit::ok(ctx.irecv(server, tag_other_user, &back, sizeof back, r)), "irecv");
+    check(ctx.send(server, tag_other_user, &v, sizeof v) == Status::success, "send");
+    RequestStatus st;
+    ctx.wait(r, &st);
+    check(st.status == Status::success && back == 7, "another user's echo");
+    check(ctx.disconnect(server) == Status::success, "disconnect");
+    return 0;
+}
+
 int client(const std::string& address, const std::string& mode) {
+    if (mode == "otheruser") return other_user_client(address);
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     std::string addr = address;
@@ -155,6 +186,7 @@ int client(const std::string& address, const std::string& mode) {
     }
     check(ctx.disconnect(0) == Status::bad_param, "a job rank disconnected");
     if (mode == "echo") {
+        check_transport(ctx, server);
         echo_sizes(ctx, server);
         echo_order(ctx, server);
         // Active messages to the server, eager and rendezvous sized.
@@ -232,6 +264,17 @@ int driver(const char* self) {
     const std::string gone = read_line(srv, 10, "the dropped client's end");
     check(gone.find("peer departed") != std::string::npos, "dropped client seen as: " + gone);
     std::printf("server-side disconnect seen by the client\n");
+
+    if (::geteuid() == 0) {
+        Child other = start({me, "client", address, "otheruser"});
+        check(wait_exit(other) == 0, "the client of another user");
+        const char* btl = std::getenv("TRANSIT_MCA_btl");
+        if (btl == nullptr || std::string(btl) != "self,vader") {
+            const std::string left = read_line(srv, 10, "the other user's departure");
+            check(left.find("peer departed") != std::string::npos, "other user seen as: " + left);
+        }
+        std::printf("a client of another user: not over vader\n");
+    }
 
     Child hang = start({me, "client", address, "hang"});
     check(read_line(hang, 20, "the hanging client") == "ready", "hanging client");

@@ -47,6 +47,33 @@ TEST(VaderSegment, CreatedPrivateZeroedAndUnlinkedOnDestruction) {
     EXPECT_EQ(leftovers(job()), 0u);
 }
 
+// A peer outside the job opens the segment through the owner's descriptor,
+// even after its name is gone; a file others may read or write is refused.
+TEST(VaderSegment, OpenedThroughTheOwnersDescriptorAndOnlyWhenPrivate) {
+    SharedFile owner = SharedFile::create("/dev/shm", job(), 0, 1 << 16, 0, -1);
+    owner.unlink();
+    std::memcpy(owner.data() + 100, "hello", 5);
+    {
+        SharedFile peer =
+            SharedFile::attach_process(static_cast<std::uint32_t>(::getpid()), owner.fd());
+        EXPECT_EQ(std::memcmp(peer.data() + 100, "hello", 5), 0);
+    }
+    ASSERT_EQ(::fchmod(owner.fd(), 0644), 0);
+    try {
+        (void)SharedFile::attach_process(static_cast<std::uint32_t>(::getpid()), owner.fd());
+        ADD_FAILURE() << "a segment of mode 0644 was opened";
+    } catch (const std::system_error& e) {
+        EXPECT_NE(std::string(e.what()).find("not mode 0600"), std::string::npos) << e.what();
+    }
+    // A descriptor that is no regular file (stdin may be a pipe or a tty).
+    int fds[2];
+    ASSERT_EQ(::pipe(fds), 0);
+    EXPECT_THROW((void)SharedFile::attach_process(static_cast<std::uint32_t>(::getpid()), fds[0]),
+                 std::system_error);
+    ::close(fds[0]);
+    ::close(fds[1]);
+}
+
 TEST(VaderSegment, TwoCreatesGetDifferentNames) {
     SharedFile a = SharedFile::create("/dev/shm", job(), 0, 4096, 0, -1);
     SharedFile b = SharedFile::create("/dev/shm", job(), 0, 4096, 0, -1);

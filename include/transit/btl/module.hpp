@@ -172,6 +172,20 @@ class DynamicPeerRecords {
     ~DynamicPeerRecords() = default;
 };
 
+// A capability (Module::extension): a module that carries peers outside the
+// job but publishes its part of a listening address only when the context
+// listens (vader makes its shared segment then, not in every process).
+// listen() publishes through the runtime's modex_send; the context's address
+// holds what it published.  An error leaves the module out of the address.
+class Listener {
+  public:
+    static constexpr std::uint32_t id = 2;
+    virtual Status listen() = 0;
+
+  protected:
+    ~Listener() = default;
+};
+
 class Module {
   public:
     explicit Module(Component& component) : component_(&component) {}

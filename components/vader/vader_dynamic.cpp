@@ -1,0 +1,398 @@
+// vader for peers outside the job: a listening process publishes how to open
+// its segment; a client on the same node maps it, and its first references
+// (a join, then a join fragment with the token) make the server map the
+// client's segment and admit it.  See the README's "Peers outside the job".
+#include "components/vader/vader_dynamic.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "components/vader/vader_module.hpp"
+
+namespace transit::vader {
+
+namespace {
+
+constexpr std::size_t max_joining = 64;  // clients mapped whose token has not come yet
+
+const SegmentHeader& header_of(const SharedFile& seg) noexcept {
+    return *reinterpret_cast<const SegmentHeader*>(seg.data());
+}
+
+// A segment some other process made, checked against what its header says.
+bool usable_from_outside(const SharedFile& seg) noexcept {
+    if (seg.size() < sizeof(SegmentHeader)) return false;
+    const SegmentHeader& h = header_of(seg);
+    return segment_usable({reinterpret_cast<const std::byte*>(seg.data()), seg.size()},
+                          h.local_index, h.local_size);
+}
+
+}  // namespace
+
+std::vector<std::byte> encode(const ListenBlob& b) {
+    std::vector<std::byte> out(sizeof b);
+    std::memcpy(out.data(), &b, sizeof b);
+    return out;
+}
+
+std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob) {
+    ListenBlob b;
+    if (blob.size() != sizeof b) return std::nullopt;
+    std::memcpy(&b, blob.data(), sizeof b);
+    if (b.version != ListenBlob{}.version || b.fd < 0 || b.pid == 0) return std::nullopt;
+    return b;
+}
+
+std::uint64_t pid_namespace() noexcept {
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
+}
+
+bool VaderModule::is_dynamic(Rank peer) noexcept {
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    return d != nullptr && d->is_dynamic(peer);
+}
+
+Status VaderModule::listen() {
+    if (!ensure_segment()) return Status::not_available;
+    ListenBlob b;
+    b.pid = header_->pid;
+    b.fd = segment_.fd();
+    b.uid = static_cast<std::uint32_t>(::geteuid());
+    b.nonce = header_->nonce;
+    b.pid_ns = pid_namespace();
+    if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
+    listening_ = true;
+    start_progress();  // joins arrive in the FIFO
+    return Status::success;
+}
+
+// --- the client's side -----------------------------------------------------------
+
+VaderEndpoint* VaderModule::connect_server(Rank peer) {
+    if (auto it = dynamic_.find(peer); it != dynamic_.end())
+        return it->second->dead ? nullptr : it->second.get();
+    // A client that joined through another transport has no address: not found.
+    if (!runtime_.on_this_node(peer)) return nullptr;
+    std::vector<std::byte> blob;
+    if (!ok(runtime_.modex_recv(peer, listen_key, blob))) {
+        out_.verbose(10, "peer {}: its address has no vader part", peer);
+        return nullptr;
+    }
+    const std::optional<ListenBlob> b = decode_listen_blob(blob);
+    if (!b) {
+        out_.verbose(1, "peer {}: the vader part of its address is malformed", peer);
+        return nullptr;
+    }
+    if (b->pid_ns != pid_namespace()) {
+        out_.verbose(10, "peer {}: in another pid namespace", peer);
+        return nullptr;
+    }
+    if (b->uid != ::geteuid()) {
+        log::warn(
+            "vader: the server (peer {}, pid {}) runs as user {}, this process as {}: vader "
+            "serves clients of the same user only; another transport must carry it",
+            peer, b->pid, b->uid, ::geteuid());
+        return nullptr;
+    }
+    for (const auto& [r, ep] : dynamic_)
+        if (!ep->dead && ep->pid == static_cast<pid_t>(b->pid)) {
+            out_.verbose(10, "peer {}: one vader connection per server, peer {} has it", peer, r);
+            return nullptr;
+        }
+    if (!ensure_segment()) return nullptr;
+    SharedFile seg;
+    try {
+        seg = SharedFile::attach_process(b->pid, b->fd);
+    } catch (const std::system_error& e) {
+        log::warn("vader: cannot open the shared memory of the server (peer {}): {}", peer,
+                  e.what());
+        return nullptr;
+    }
+    if (!usable_from_outside(seg) || header_of(seg).pid != b->pid ||
+        header_of(seg).nonce != b->nonce) {
+        log::warn("vader: {} is not the segment the address of peer {} names", seg.path(), peer);
+        return nullptr;
+    }
+    auto ep = std::make_unique<VaderEndpoint>(peer, no_local_index, std::move(seg));
+    attach_peer(*ep);
+    ep->dynamic = true;
+    ep->fbox_after = ~0u;
+    ep->channel = next_channel_;
+    next_channel_ = (next_channel_ + 1) & 0x0fffffffu;
+    if (next_channel_ == 0) next_channel_ = 1;
+    // The server knows us by our pid: one connection per client process.
+    ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
+    ep->joined = false;
+    probe_single_copy(*ep);
+    VaderEndpoint* raw = ep.get();
+    channels_[raw->channel] = raw;
+    dynamic_[peer] = std::move(ep);
+    rebuild_pollfds();
+    start_progress();
+    out_.verbose(10, "peer {} outside the job (pid {}): mapped {}", peer, raw->pid,
+                 raw->segment.path());
+    return raw;
+}
+
+// Before the first fragment to a server: a join reference (how to open our
+// segment), then a join fragment (the token, and the channel the server's
+// references are to carry).  False when its FIFO or our fragments are full:
+// the caller retries, and the reference is not sent twice.
+bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
+    if (!ep->join_ref_sent) {
+        const auto fd = static_cast<std::uint32_t>(segment_.fd());
+        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, header_->pid, fd))) return false;
+        ep->join_ref_sent = true;
+    }
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    const rt::Secret* token = d ? d->token_for(ep->peer()) : nullptr;
+    if (token == nullptr) return false;
+    Frag* j = take_frag(ep);
+    if (j == nullptr) return false;
+    JoinPayload p;
+    p.token = *token;
+    p.channel = ep->channel;
+    p.rank = runtime_.rank();
+    std::memcpy(j->payload, &p, sizeof p);
+    j->header->kind = FragKind::join;
+    j->header->size = sizeof p;
+    j->header->atomic_status = 0;
+    j->internal = true;
+    if (!ep->fifo.push(ep->ref_base | j->index)) {
+        frags_.put(j);
+        return false;
+    }
+    j->in_flight = true;
+    ++ep->outstanding;
+    ep->joined = true;
+    return true;
+}
+
+// The server gave the join fragment back: a status in it is a refusal.
+void VaderModule::join_answered(Frag* f) noexcept {
+    VaderEndpoint* ep = f->endpoint;
+    const std::int16_t refusal = f->header->atomic_status;
+    frags_.put(f);
+    if (refusal != 0 && !ep->dead)
+        peer_lost(ep, "vader: the server refused the connection (wrong access token, or no room)");
+}
+
+// --- both sides --------------------------------------------------------------------
+
+void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
+    const std::uint32_t channel = dynamic_channel(ref);
+    switch (dynamic_kind(ref)) {
+        case DynamicKind::join:
+            return handle_join(channel, ref_index(ref));
+        case DynamicKind::goodbye: {
+            const auto it = channels_.find(channel);
+            if (it == channels_.end() || it->second->dead || it->second->leaving) return;
+            out_.verbose(10, "peer {} outside the job disconnected", it->second->peer());
+            // Reported at the next pass: the messages it sent before are
+            // delivered in this one, and the pml takes them in between.
+            it->second->leaving = true;
+            try {
+                departing_.push_back(it->second);
+            } catch (...) {
+                peer_lost(it->second, "vader: the peer outside the job disconnected",
+                          btl::error_flags::departed);
+            }
+            return;
+        }
+        case DynamicKind::data: {
+            if (const auto it = channels_.find(channel); it != channels_.end()) {
+                VaderEndpoint* ep = it->second;
+                if (!ep->dead && ref_index(ref) < ep->frag_count) receive(ep, ref);
+                return;
+            }
+            if (const auto it = joining_.find(channel); it != joining_.end())
+                return admit(channel, it->second, ref);
+            out_.verbose(10, "a fragment of an unknown peer outside the job (channel {}) dropped",
+                         channel);
+            return;
+        }
+    }
+    out_.verbose(1, "a FIFO entry of an unknown kind dropped");
+}
+
+// A peer outside the job deleted (disconnected or released after a failure):
+// a goodbye if it still listens, and its endpoint goes once no caller up the
+// stack can name it (the next progress pass).
+void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
+    const Rank peer = ep->peer();
+    const auto it = dynamic_.find(peer);
+    if (it == dynamic_.end() || it->second.get() != ep) return;
+    if (!ep->dead && ep->joined) {
+        // Its FIFO full means it is not reading; it will see our exit instead.
+        const std::uint64_t bye = with_kind(ep->ref_base, DynamicKind::goodbye);
+        for (int tries = 0; tries < 1000 && !ep->fifo.push(bye); ++tries) ::sched_yield();
+    }
+    const bool alive = !ep->dead;
+    ep->dead = true;
+    for (Frag& f : frags_.items())
+        if (f.in_flight && f.endpoint == ep) {
+            if (alive)
+                orphan(&f, ep);
+            else
+                complete(&f, Status::cancelled);
+        }
+    std::erase_if(pending_returns_, [ep](const auto& p) { return p.first == ep; });
+    std::erase(departing_, ep);
+    if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
+        channels_.erase(c);
+    std::replace(polled_.begin(), polled_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+    // From inside our own progress or peer check a caller may still hold it.
+    if (in_progress_ || in_check_) {
+        try {
+            graveyard_.push_back(std::move(it->second));
+        } catch (...) {
+            // Freed now: nothing up the stack holds it when memory is this short.
+        }
+    }
+    dynamic_.erase(it);
+    out_.verbose(10, "peer {} outside the job deleted", peer);
+}
+
+// A fragment in flight to a peer that still reads: cancelled for its user,
+// kept from the free list until the peer hands it back.
+void VaderModule::orphan(Frag* f, VaderEndpoint* ep) noexcept {
+    --ep->outstanding;
+    f->orphan = true;
+    f->endpoint = nullptr;
+    if (f->header->kind == FragKind::atomic) {
+        if (f->rdma_cb)
+            f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
+                       Status::cancelled);
+    } else if (!f->internal && f->cbfunc) {
+        f->cbfunc(this, ep, f, Status::cancelled);
+    }
+    f->internal = true;
+}
+
+// The peers whose goodbye came in an earlier pass.
+void VaderModule::report_departures() noexcept {
+    std::vector<VaderEndpoint*> now;
+    now.swap(departing_);
+    for (VaderEndpoint* ep : now)
+        if (!ep->dead)
+            peer_lost(ep, "vader: the peer outside the job disconnected",
+                      btl::error_flags::departed);
+}
+
+// --- the server's side ---------------------------------------------------------------
+
+// A client's join reference: its segment is mapped now (the kernel opens
+// /proc/<pid>/fd/<fd> for the same user only), the token comes next.
+void VaderModule::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
+    if (!listening_) return refused(pid, "this process does not listen");
+    if (const auto it = channels_.find(pid); it != channels_.end()) {
+        // The same client again after its goodbye, or the same pid after a
+        // death not yet noticed (a new process): the old endpoint is done.
+        if (!it->second->dead && !it->second->leaving)
+            return refused(pid, "it is connected already");
+        channels_.erase(it);
+    }
+    if (joining_.contains(pid)) return refused(pid, "it is joining already");
+    if (joining_.size() >= max_joining) return refused(pid, "too many clients joining at once");
+    try {
+        SharedFile seg = SharedFile::attach_process(pid, static_cast<int>(fd));
+        if (!usable_from_outside(seg) || header_of(seg).pid != pid)
+            return refused(pid, seg.path() + " is not a vader segment of that process");
+        Fifo fifo = Fifo::attach(seg.data() + header_of(seg).fifo_offset);
+        joining_.emplace(
+            pid, Joining{std::move(seg), fifo, btl::util::ProcessWatch(static_cast<pid_t>(pid))});
+    } catch (const std::exception& e) {
+        refused(pid, e.what());
+    }
+}
+
+// The client's join fragment: admitted with the listening context's token,
+// it gets a peer id; refused, its fragment goes back with the reason.
+void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept {
+    const SegmentHeader& ph = header_of(j.segment);
+    const std::uint32_t index = ref_index(ref);
+    const std::uint64_t back = ref | return_bit;
+    auto drop = [&](const char* why) {
+        refused(pid, why);
+        joining_.erase(pid);
+    };
+    if (index >= ph.frag_count) return drop("a join fragment outside its segment");
+    auto& h = *reinterpret_cast<FragHeader*>(j.segment.data() + ph.frag_offset +
+                                             std::size_t{index} * ph.frag_stride);
+    auto refuse = [&](const char* why, Status s) {
+        h.atomic_status = static_cast<std::int16_t>(s);
+        (void)j.fifo.push(back);
+        drop(why);
+    };
+    if (h.kind != FragKind::join || h.size < sizeof(JoinPayload))
+        return refuse("its first fragment is no join", Status::protocol_error);
+    JoinPayload p;
+    std::memcpy(&p, reinterpret_cast<const char*>(&h) + frag_header_size, sizeof p);
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    if (d == nullptr || !d->token_matches(p.token))
+        return refuse("without this context's access token", Status::access_denied);
+    try {
+        // So that nothing below fails once the peer id is given.
+        dynamic_.reserve(dynamic_.size() + 1);
+        channels_.reserve(channels_.size() + 1);
+        polled_.reserve(polled_.size() + 1);
+    } catch (...) {
+        return refuse("out of memory", Status::out_of_resource);
+    }
+    const Rank id = d->admit();
+    if (id == any_rank) return refuse("no peer id left", Status::out_of_resource);
+    std::unique_ptr<VaderEndpoint> ep;
+    try {
+        ep = std::make_unique<VaderEndpoint>(id, no_local_index, std::move(j.segment));
+    } catch (...) {
+        return refuse("out of memory", Status::out_of_resource);
+    }
+    attach_peer(*ep);
+    ep->dynamic = true;
+    ep->fbox_after = ~0u;
+    ep->channel = pid;
+    ep->ref_base = make_dynamic_ref(DynamicKind::data, p.channel, 0);
+    joining_.erase(pid);
+    probe_single_copy(*ep);
+    h.atomic_status = 0;
+    VaderEndpoint* raw = ep.get();
+    channels_[pid] = raw;
+    dynamic_[id] = std::move(ep);
+    if (!raw->fifo.push(back)) pending_returns_.emplace_back(raw, back);
+    rebuild_pollfds();
+    out_.verbose(10, "a client (pid {}, rank {} of its job) joined as peer {}", pid, p.rank, id);
+}
+
+// Clients that mapped in and died before sending their token.
+void VaderModule::forget_joining_exited() noexcept {
+    if (!joining_pace_.due()) return;
+    std::erase_if(joining_, [this](const auto& kv) {
+        if (!kv.second.process.exited()) return false;
+        out_.verbose(1, "a joining client (pid {}) exited before its token came", kv.first);
+        return true;
+    });
+}
+
+// A stranger may try thousands of times: the first few refusals of each
+// window are logged with the reason, the rest are counted.
+void VaderModule::refused(std::uint32_t pid, const std::string& reason) noexcept {
+    try {
+        const auto now = log::Limiter::Clock::now();
+        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
+            log::warn("vader: {} more clients refused (at most 5 logged every 10 s)", n);
+        if (refusals_.admit(now))
+            log::warn("vader: refused a client (pid {}): {}{}", pid, reason,
+                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+        else
+            out_.verbose(1, "vader: refused a client (pid {}): {}", pid, reason);
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
+}
+
+}  // namespace transit::vader

@@ -1,0 +1,74 @@
+// vader between a server and its clients outside the job (rt::DynamicPeers):
+// the part of a listening address vader publishes, the FIFO references that
+// name a peer outside the job, and the join fragment a client sends first.
+//
+// A FIFO reference from a job peer names the sender by its local index.  One
+// from a peer outside the job has the dynamic bit and names its sender by a
+// channel the receiver knows: a server knows a client by the client's pid
+// (one vader connection per client process and server), a client knows a
+// server by the number it chose and sent in its join fragment.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "transit/runtime.hpp"
+
+namespace transit::vader {
+
+inline constexpr char listen_key[] = "btl.vader.2";
+
+inline constexpr std::uint64_t dynamic_bit = 1ull << 62;
+
+enum class DynamicKind : std::uint8_t {
+    data = 0,     // low 32 bits: a fragment of the sender's segment
+    join = 1,     // channel: the client's pid; low 32 bits: its segment's descriptor
+    goodbye = 2,  // the sender disconnected; nothing follows
+};
+
+constexpr std::uint64_t make_dynamic_ref(DynamicKind kind, std::uint32_t channel,
+                                         std::uint32_t low) noexcept {
+    return dynamic_bit | (std::uint64_t{static_cast<std::uint8_t>(kind)} << 60) |
+           (std::uint64_t{channel & 0x0fffffffu} << 32) | low;
+}
+constexpr DynamicKind dynamic_kind(std::uint64_t ref) noexcept {
+    return static_cast<DynamicKind>((ref >> 60) & 3);
+}
+constexpr std::uint32_t dynamic_channel(std::uint64_t ref) noexcept {
+    return static_cast<std::uint32_t>(ref >> 32) & 0x0fffffffu;
+}
+// The same reference with another kind (a goodbye on a data channel).
+constexpr std::uint64_t with_kind(std::uint64_t ref, DynamicKind kind) noexcept {
+    return (ref & ~(3ull << 60)) | (std::uint64_t{static_cast<std::uint8_t>(kind)} << 60);
+}
+
+// What a listening process publishes (listen_key): how a client on the same
+// node opens its segment (/proc/<pid>/fd/<fd>), and what proves it opened
+// the right one.  A client in another pid namespace, or of another user,
+// does not try.
+struct ListenBlob {
+    std::uint32_t version = 1;
+    std::uint32_t pid = 0;
+    std::int32_t fd = -1;
+    std::uint32_t uid = 0;
+    std::uint64_t nonce = 0;   // the segment header's
+    std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
+};
+
+std::vector<std::byte> encode(const ListenBlob& b);
+std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob);
+// The inode of this process's pid namespace, 0 when it cannot be read.
+std::uint64_t pid_namespace() noexcept;
+
+// The payload of a client's join fragment (FragKind::join).  The server
+// answers in the fragment's header: atomic_status 0 when admitted, else the
+// Status it refused with.
+struct JoinPayload {
+    rt::Secret token{};         // the listening context's
+    std::uint32_t channel = 0;  // the channel the server's references carry
+    std::uint32_t rank = 0;     // the client's rank in its own job (for logs)
+};
+
+}  // namespace transit::vader

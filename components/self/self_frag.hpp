@@ -25,7 +25,7 @@ struct SelfFrag : btl::Descriptor {
 };
 
 // The toolkit's free list; each fragment knows its pool, for free().
-class FragPool : public btl::util::FreeList<SelfFrag> {
+class FragPool : public btl::util::FreeList<SelfFrag, btl::util::Locking::when_configured> {
   public:
     // Setup only (may throw std::bad_alloc).  `locking`: several threads may
     // alloc and free at once; single-threaded processes skip the lock entirely.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <new>
 #include <set>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -49,7 +50,8 @@ void count_init(Item& item, std::byte* buffer, std::size_t size, void* context) 
     item.made = ++static_cast<Counter*>(context)->made;
 }
 
-std::vector<Item*> take_all(FreeList<Item>& list) {
+template <Locking Policy>
+std::vector<Item*> take_all(FreeList<Item, Policy>& list) {
     std::vector<Item*> out;
     while (Item* i = list.get()) out.push_back(i);
     return out;
@@ -159,7 +161,7 @@ TEST(FreeList, GetAndPutAllocateNothingOnceGrown) {
 }
 
 TEST(FreeList, LockingListStaysConsistentUnderThreads) {
-    FreeList<Item> list;
+    FreeList<Item, Locking::when_configured> list;
     list.setup({.initial = 8, .max = 8, .locking = true});
     std::atomic<int> double_handed{0};
     auto worker = [&] {
@@ -179,6 +181,15 @@ TEST(FreeList, LockingListStaysConsistentUnderThreads) {
     EXPECT_EQ(double_handed.load(), 0);
     EXPECT_EQ(list.available(), 8u);
     EXPECT_EQ(take_all(list).size(), 8u);
+}
+
+// A list built never to lock (no flag tested on get and put) must not accept
+// a setup that expects it to: its users would race silently.
+TEST(FreeList, ListThatNeverLocksRefusesALockingSetup) {
+    FreeList<Item> list;
+    EXPECT_THROW(list.setup({.initial = 2, .max = 2, .locking = true}), std::logic_error);
+    FreeList<Item, Locking::when_configured> may_lock;
+    EXPECT_NO_THROW(may_lock.setup({.initial = 2, .max = 2, .locking = true}));
 }
 
 TEST(FreeList, SetupAgainForgetsTheOldItems) {

@@ -7,6 +7,10 @@
 // stack, so the hot path neither allocates (once grown) nor throws.  An empty
 // list at its bound gives nullptr, which a module reports as out-of-resource.
 //
+// A list for one thread at a time (`Locking::never`, the default) tests no
+// flag on get and put; `Locking::when_configured` takes a mutex when its
+// setup says several threads share it (`FreeListConfig::locking`).
+//
 // An item type names its own link and state (`T* next_free`, `bool in_use`):
 // the list needs no allocation of its own and catches a double put.  An item
 // with `std::byte* buffer` and `std::size_t capacity` gets its buffer in them
@@ -20,6 +24,7 @@
 #include <mutex>
 #include <new>
 #include <span>
+#include <stdexcept>
 #include <type_traits>
 #include <vector>
 
@@ -41,7 +46,9 @@ struct FreeListConfig {
     bool locking = false;         // several threads get and put at once
 };
 
-template <FreeListItem T>
+enum class Locking { never, when_configured };
+
+template <FreeListItem T, Locking Policy = Locking::never>
 class FreeList {
   public:
     // Called once for each item as it is made (at setup or growth, never on a
@@ -53,8 +60,11 @@ class FreeList {
     FreeList(const FreeList&) = delete;
     FreeList& operator=(const FreeList&) = delete;
 
-    // Setup only: may throw std::bad_alloc.  Forgets any earlier items.
+    // Setup only: may throw std::bad_alloc (and std::logic_error when asked
+    // to lock a list whose policy never locks).  Forgets any earlier items.
     void setup(const FreeListConfig& config, Init init = nullptr, void* context = nullptr) {
+        if (config.locking && Policy == Locking::never)
+            throw std::logic_error("FreeList: locking asked of a list that never locks");
         config_ = config;
         const std::size_t bytes = config_.headroom + config_.buffer_size;
         stride_ = (bytes + line - 1) / line * line;
@@ -178,9 +188,11 @@ class FreeList {
 
     template <typename F>
     auto locked(F f) noexcept {
-        if (config_.locking) [[unlikely]] {
-            std::lock_guard guard(mutex_);
-            return f();
+        if constexpr (Policy == Locking::when_configured) {
+            if (config_.locking) [[unlikely]] {
+                std::lock_guard guard(mutex_);
+                return f();
+            }
         }
         return f();
     }
@@ -203,7 +215,6 @@ class FreeList {
         }
         T* item = head_;
         head_ = item->next_free;
-        item->next_free = nullptr;
         item->in_use = true;
         --available_;
         return item;

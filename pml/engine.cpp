@@ -113,11 +113,9 @@ void Engine::start_progress_thread() {
     thread_ = std::thread([this] {
         std::uint64_t idle = 0;
         while (!stop_thread_.load(std::memory_order_relaxed)) {
-            int events;
-            {
-                std::lock_guard<std::recursive_mutex> g(calls_.mutex());
-                events = progress();
-            }
+            calls_.acquire();
+            const int events = progress();
+            calls_.release();
             // Busy for a while after activity, then gentle: the program's own
             // threads need the cores more than an idle poller does.
             if (events > 0)

@@ -107,8 +107,10 @@ void forward_message(btl::Module* m, const btl::ReceiveDescriptor& d, void* cbda
 int progress() {
     if (!the_calls.enabled()) [[likely]]
         return progress_engine().progress();
-    std::unique_lock held(the_calls.mutex(), std::try_to_lock);
-    return held.owns_lock() ? progress_engine().progress() : 0;
+    if (!the_calls.try_acquire()) return 0;
+    const int events = progress_engine().progress();
+    the_calls.release();
+    return events;
 }
 
 // Open MPI's btl_transit_include becomes Transit's own `btl` selection.  Left

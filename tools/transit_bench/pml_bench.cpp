@@ -136,7 +136,7 @@ struct Bench {
     // Streams `window` messages per iteration; returns the seconds taken.
     double stream(std::size_t size, int iters, bool both) {
         std::vector<Request*> reqs(2 * static_cast<std::size_t>(o.window));
-        char ack = 0;
+        char token = 0;  // the acknowledgement's byte; `ack` is its tag
         const clock::time_point t0 = clock::now();
         for (int i = 0; i < iters; ++i) {
             std::size_t n = 0;
@@ -150,9 +150,9 @@ struct Bench {
             check(ctx.wait_all({reqs.data(), n}), "wait_all");
             if (peer == me) continue;
             if (me == 0)
-                check(ctx.recv(peer, ack, &ack, 1), "recv ack");
+                check(ctx.recv(peer, ack, &token, 1), "recv ack");
             else
-                check(ctx.send(peer, ack, &ack, 1), "send ack");
+                check(ctx.send(peer, ack, &token, 1), "send ack");
         }
         return seconds_since(t0);
     }

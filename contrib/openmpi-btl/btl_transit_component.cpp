@@ -57,6 +57,10 @@ struct Session {
     bool unreached_said = false;
     // Processes of other jobs by Open MPI name (jobid, vpid).
     std::map<std::pair<std::uint32_t, std::uint32_t>, Foreign> foreign;
+    // Connections other jobs' processes opened to this one that departed or
+    // failed, released at the end of the next progress call (not inside the
+    // transport's own progress, which reported them).
+    std::vector<std::pair<btl::Module*, Rank>> gone;
 
     ~Session() {
         for (std::size_t t = 0; t < forwarded.size(); ++t)
@@ -70,6 +74,7 @@ struct Session {
 std::unique_ptr<Session> session;
 int output = -1;  // opal_output stream for verbose lines
 CallLock the_calls;
+bool gone_pending = false;  // session->gone is not empty
 
 template <typename... Args>
 void say(int level, fmt::format_string<Args...> f, Args&&... args) {
@@ -115,11 +120,37 @@ void forward_message(btl::Module* m, const btl::ReceiveDescriptor& d, void* cbda
 // A thread that finds another inside Transit leaves: that one is sending or
 // polling already, and Open MPI's waiters call again.  Threads queueing here
 // would only hand the lock round while none of them waits for anything new.
+// Open MPI knows no endpoint of a connection another job's process opened to
+// us: once it is gone, its transport's records and its id go here (what the
+// pml's release of a departed client does).
+void release_gone() noexcept {
+    gone_pending = false;
+    std::vector<std::pair<btl::Module*, Rank>> gone;
+    gone.swap(session->gone);
+    for (auto [m, id] : gone) {
+        if (!session->runtime->is_dynamic(id)) continue;  // released already
+        btl::Endpoint* ep = nullptr;
+        btl::Reachability bits(1);
+        // The transport still holds it: add_procs gives its endpoint back.
+        if (ok(m->add_procs({&id, 1}, {&ep, 1}, bits)) && bits.test(0))
+            m->del_procs({&id, 1}, {&ep, 1});
+        session->runtime->release(id);
+        say(1, "Transit peer {} (another job's process that connected to this one) released", id);
+    }
+}
+
+int progress_once() {
+    const int n = progress_engine().progress();
+    if (gone_pending) [[unlikely]]
+        release_gone();
+    return n;
+}
+
 int progress() {
     if (!the_calls.enabled()) [[likely]]
-        return progress_engine().progress();
+        return progress_once();
     std::unique_lock held(the_calls.mutex(), std::try_to_lock);
-    return held.owns_lock() ? progress_engine().progress() : 0;
+    return held.owns_lock() ? progress_once() : 0;
 }
 
 // Open MPI's btl_transit_include becomes Transit's own `btl` selection.  Left
@@ -452,19 +483,29 @@ void forget_foreign(opal_proc_t* proc) noexcept {
     f.via->inner().del_procs({&id, 1}, {&ep, 1});
     f.via->remember(id, nullptr);
     session->runtime->release(id);
+    say(1, "{} of another job: connection closed (Transit peer {})", OPAL_NAME_PRINT(name), id);
 }
 
 bool outside_job(const btl::Endpoint& ep) noexcept {
     return session && ep.peer() >= session->runtime->size();
 }
 
-bool forward_error(Rank peer, std::uint32_t flags, const opal_proc_t* proc, const char* info) {
+bool forward_error(btl::Module* m, Rank peer, std::uint32_t flags, const opal_proc_t* proc,
+                   const char* info) {
     if (!session || peer == any_rank || peer < session->runtime->size()) return true;
     // A process of another job that disconnected or ended is no failure, and
     // one that connected to us is known to Open MPI by our connection to it.
     if ((flags & btl::error_flags::departed) == 0 && proc != nullptr) return true;
     say(1, "Transit peer {} (another job's process{}): {}", peer,
         proc != nullptr ? "" : " that connected to this one", info != nullptr ? info : "departed");
+    if (proc == nullptr && session->runtime->is_dynamic(peer)) {
+        try {
+            session->gone.emplace_back(m, peer);
+            gone_pending = true;
+        } catch (...) {
+            // Kept until the component closes.
+        }
+    }
     return false;
 }
 

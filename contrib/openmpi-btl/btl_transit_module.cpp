@@ -53,11 +53,11 @@ int finish_rdma(Adapter& a, RdmaOp* op, Status s, mca_btl_base_endpoint_t* ep, v
     return OPAL_SUCCESS;
 }
 
-void on_error(btl::Module*, std::uint32_t flags, Rank peer, const char* info,
+void on_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
               void* cbdata) noexcept {
     auto* a = static_cast<Adapter*>(cbdata);
     opal_proc_t* proc = peer == any_rank ? nullptr : a->proc_of(peer);
-    if (a->error_cb == nullptr || !forward_error(peer, flags, proc, info)) return;
+    if (a->error_cb == nullptr || !forward_error(m, peer, flags, proc, info)) return;
     a->error_cb(a->ompi(), static_cast<int>(flags), proc, const_cast<char*>(info));
 }
 

@@ -151,12 +151,13 @@ struct Foreign {
 const Foreign& reach_foreign(opal_proc_t* proc);
 // Its connection closes (the other side sees a departure) and its id goes.
 void forget_foreign(opal_proc_t* proc) noexcept;
-// Whether Transit's error report for `peer` goes on to Open MPI: not the
-// departure of another job's process (it disconnected or ended), nor a report
-// naming the connection such a process opened to us (Open MPI knows it by
-// ours to it).
 // Whether the endpoint is that of another job's process.
 bool outside_job(const btl::Endpoint& ep) noexcept;
-bool forward_error(Rank peer, std::uint32_t flags, const opal_proc_t* proc, const char* info);
+// Whether `m`'s error report for `peer` goes on to Open MPI: not the
+// departure of another job's process (it disconnected or ended), nor a report
+// naming the connection such a process opened to us (Open MPI knows it by
+// ours to it; that connection is released at the end of the progress call).
+bool forward_error(btl::Module* m, Rank peer, std::uint32_t flags, const opal_proc_t* proc,
+                   const char* info);
 
 }  // namespace transit::ompi

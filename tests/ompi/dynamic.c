@@ -2,7 +2,8 @@
  * separately started jobs meet through a port, and every process exchanges
  * messages of several sizes with every process of the other job, both ways,
  * checked byte by byte.  Roles (argv[1]):
- *   spawn N      spawns N copies of itself as children ("child")
+ *   spawn N [R]  spawns N copies of itself as children ("child"), R times in
+ *                turn (default 1): each round's children leave before the next
  *   accept FILE  opens a port, writes its name to FILE, accepts one connect
  *   connect FILE waits for FILE, connects to the port it names */
 #include <stdlib.h>
@@ -100,10 +101,17 @@ int main(int argc, char** argv) {
         int errs[16];
         const int n = atoi(argv[2]);
         CHECK(n > 0 && n <= 16, "1..16 children");
-        MPI_OK(
-            MPI_Comm_spawn(argv[0], child_argv, n, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, errs));
-        for (int i = 0; i < n; ++i) CHECK(errs[i] == MPI_SUCCESS, "child %d not started", i);
-        checked = exchange(inter, 1, 0, 1);
+        const int rounds = argc >= 4 ? atoi(argv[3]) : 1;
+        CHECK(rounds > 0, "1 or more rounds");
+        for (int r = 0;; ++r) {
+            MPI_OK(MPI_Comm_spawn(argv[0], child_argv, n, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter,
+                                  errs));
+            for (int i = 0; i < n; ++i) CHECK(errs[i] == MPI_SUCCESS, "child %d not started", i);
+            checked = exchange(inter, 1, 0, 1);
+            if (r + 1 == rounds) break;
+            report(role, inter, checked);
+            MPI_OK(MPI_Comm_disconnect(&inter));
+        }
     } else if (strcmp(role, "child") == 0) {
         MPI_OK(MPI_Comm_get_parent(&inter));
         CHECK(inter != MPI_COMM_NULL, "no parent");

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Open MPI's dynamic processes over the adapter (tests/ompi/dynamic.c), and
 # which Transit transport carried the other job's processes:
-#   dynamic.sh <adapter dir> <program> spawn <ranks> <children> <transit transports> <expected>
+#   dynamic.sh <adapter dir> <program> spawn <ranks> <children> <transit transports> <expected> [rounds]
 #   dynamic.sh <adapter dir> <program> connect <ranks> <transit transports> <expected>
 # <transit transports>: btl_transit_include, or "default" for the adapter's own.
 #   dynamic.sh <adapter dir> <program> ompi_vader
 # <expected>: the Transit transport every process must have reached the
 # other job's processes through (the adapter says so at btl_transit_verbose 1).
+# spawn with rounds > 1: the parents spawn new children after each round's
+# left; the connections those children opened to the parents are released
+# (their departure is no error to Open MPI).
 # connect: two jobs started by two mpiruns meet through MPI_Open_port /
 # MPI_Comm_accept and MPI_Comm_connect, the port name passed in a file; Open
 # MPI 4.1 needs its ompi-server for connect/accept across mpiruns.
@@ -45,8 +48,8 @@ check_reach() {
 
 case $mode in
 spawn)
-  ranks=$1 children=$2 include=${3/#default/} expected=$4
-  "$here/run_mpi.sh" "$adapter_dir" "$ranks" "$include" "$program" spawn "$children" \
+  ranks=$1 children=$2 include=${3/#default/} expected=$4 rounds=${5:-1}
+  "$here/run_mpi.sh" "$adapter_dir" "$ranks" "$include" "$program" spawn "$children" "$rounds" \
     >"$work/log" 2>&1
   rc=$?
   cat "$work/log"
@@ -55,7 +58,12 @@ spawn)
     "$work/log" || fail "the parents did not check every message"
   grep -q "dynamic child: $((ranks * children * 6)) messages checked from $ranks remote" \
     "$work/log" || fail "the children did not check every message"
-  check_reach "$work/log" $((2 * ranks * children)) "$expected"
+  check_reach "$work/log" $((2 * ranks * children * rounds)) "$expected"
+  if [ "$rounds" -gt 1 ]; then
+    released=$(grep -c "(another job's process that connected to this one) released" "$work/log")
+    [ "$released" -gt 0 ] || fail "no connection of a child that left was released"
+    echo "$released connections of children that left released"
+  fi
   ;;
 connect)
   ranks=$1 include=${2/#default/} expected=$3

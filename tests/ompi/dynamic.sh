@@ -6,7 +6,9 @@
 # <transit transports>: btl_transit_include, or "default" for the adapter's own.
 #   dynamic.sh <adapter dir> <program> ompi_vader
 # <expected>: the Transit transport every process must have reached the
-# other job's processes through (the adapter says so at btl_transit_verbose 1).
+# other job's processes through (the adapter says so at btl_transit_verbose 1;
+# for vader, Transit's vader also logs each connection it admitted from the
+# other job at verbosity 10, and there must be one per connection opened).
 # spawn with rounds > 1: the parents spawn new children after each round's
 # left; the connections those children opened to the parents are released
 # (their departure is no error to Open MPI).
@@ -30,7 +32,7 @@ fail() {
   echo "FAIL: $*"
   exit 1
 }
-export TRANSIT_OMPI_VERBOSE=1 TRANSIT_OMPI_TEST_TIMEOUT=120
+export TRANSIT_OMPI_VERBOSE=10 TRANSIT_OMPI_TEST_TIMEOUT=120
 
 # Every process names each of the other job's processes once, with the
 # transport that reaches it; none is left unreached.
@@ -44,6 +46,11 @@ check_reach() {
   grep "no Transit transport reaches" "$log" && fail "a process of the other job was not reached"
   [ "$got" -eq "$want" ] || fail "$got of $want processes of the other job reached through $expected"
   echo "$got processes of the other job reached through Transit's $expected"
+  if [ "$expected" = vader ]; then
+    got=$(grep -Ec "transit btl:vader: a client \(pid [0-9]+, rank [0-9]+ of its job\) joined as peer" "$log")
+    [ "$got" -eq "$want" ] || fail "Transit's vader admitted $got of the $want connections"
+    echo "Transit's vader admitted all $got connections between the jobs"
+  fi
 }
 
 case $mode in

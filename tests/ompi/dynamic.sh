@@ -88,8 +88,9 @@ connect)
   wait "$accept_pid"
   rc_accept=$?
   cat "$work/accept.log" "$work/connect.log"
-  [ "$rc_accept" -eq 0 ] && [ "$rc_connect" -eq 0 ] ||
+  if [ "$rc_accept" -ne 0 ] || [ "$rc_connect" -ne 0 ]; then
     fail "mpirun exited with $rc_accept (accept) and $rc_connect (connect)"
+  fi
   for role in accept connect; do
     grep -q "dynamic $role: $((ranks * ranks * 6)) messages checked from $ranks remote" \
       "$work/$role.log" || fail "the $role job did not check every message"
@@ -103,8 +104,9 @@ ompi_vader)
     "$program" spawn 1 >"$work/log" 2>&1
   rc=$?
   cat "$work/log"
-  [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] ||
-    fail "Open MPI's vader: exit $rc, expected a failure (not a timeout)"
+  case $rc in
+  0 | 124 | 137) fail "Open MPI's vader: exit $rc, expected a failure (not a timeout)" ;;
+  esac
   grep -q "Unreachable" "$work/log" || fail "Open MPI's vader: no \"Unreachable\" error"
   echo "Open MPI's own vader cannot reach the spawned job (exit $rc, Unreachable)"
   ;;

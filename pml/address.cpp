@@ -1,6 +1,7 @@
 #include "pml/address.hpp"
 
 #include "runtime/job_secret.hpp"
+#include "transit/btl/component.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -42,6 +43,21 @@ std::string format_address(const rt::PeerAddress& a) {
     s += ";node=" + rt::to_hex({node, a.node_id.size()});
     for (const auto& [key, blob] : a.blobs) s += ";" + key + "=" + rt::to_hex(blob);
     return s;
+}
+
+rt::PeerAddress listening_address(rt::DynamicRuntime& runtime,
+                                  std::span<btl::Module* const> modules) {
+    rt::PeerAddress a;
+    a.token = runtime.listen_token();
+    a.node_id = runtime.node_id();
+    for (btl::Module* m : modules) {
+        if (!(m->attributes().flags & btl::flags::dynamic_peers)) continue;
+        if (auto* l = btl::capability<btl::Listener>(*m); l && !ok(l->listen())) continue;
+        const std::string prefix = "btl." + m->component().name() + ".";
+        for (const auto& [key, blob] : runtime.published())
+            if (key.starts_with(prefix)) a.blobs[key] = blob;
+    }
+    return a;
 }
 
 std::string parse_address(std::string_view text, rt::PeerAddress& out) {

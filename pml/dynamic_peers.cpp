@@ -8,16 +8,7 @@
 namespace transit::pml {
 
 std::string Engine::listen() {
-    rt::PeerAddress a;
-    a.token = runtime_->listen_token();
-    a.node_id = runtime_->node_id();
-    for (btl::Module* m : framework_->modules()) {
-        if (!(m->attributes().flags & btl::flags::dynamic_peers)) continue;
-        if (auto* l = btl::capability<btl::Listener>(*m); l && !ok(l->listen())) continue;
-        const std::string prefix = "btl." + m->component().name() + ".";
-        for (const auto& [key, blob] : runtime_->published())
-            if (key.starts_with(prefix)) a.blobs[key] = blob;
-    }
+    const rt::PeerAddress a = listening_address(*runtime_, framework_->modules());
     if (a.blobs.empty())
         throw std::runtime_error(
             "listen: no selected transport carries peers outside the job (tcp does)");

@@ -11,13 +11,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "btl_transit_module.hpp"
 #include "framework/btl_framework.hpp"
+#include "pml/address.hpp"
+#include "runtime/dynamic_runtime.hpp"
 #include "runtime/runtime.hpp"
 #include "transit/log.hpp"
 #include "transit/params.hpp"
@@ -33,10 +37,15 @@ namespace {
 char* include_param = nullptr;
 int verbose_param = 0;
 int records_param = 4096;
+int dynamic_param = 1;
+
+// The modex key under which each process publishes its Transit address.
+constexpr char address_key[] = "transit.address";
 
 // Everything Transit owns inside the MPI process, from init to close.
 struct Session {
-    std::unique_ptr<rt::Runtime> runtime;
+    // Open MPI's job, plus the processes of other jobs (peers outside the job).
+    std::unique_ptr<rt::DynamicRuntime> runtime;
     std::unique_ptr<btl::Framework> framework;
     std::vector<std::unique_ptr<Adapter>> adapters;
     std::array<bool, 256> forwarded{};
@@ -46,6 +55,12 @@ struct Session {
     std::vector<Rank> asked, reached;
     std::size_t answered = 0;
     bool unreached_said = false;
+    // Processes of other jobs by Open MPI name (jobid, vpid).
+    std::map<std::pair<std::uint32_t, std::uint32_t>, Foreign> foreign;
+    // Connections other jobs' processes opened to this one that departed or
+    // failed, released at the end of the next progress call (not inside the
+    // transport's own progress, which reported them).
+    std::vector<std::pair<btl::Module*, Rank>> gone;
 
     ~Session() {
         for (std::size_t t = 0; t < forwarded.size(); ++t)
@@ -59,6 +74,7 @@ struct Session {
 std::unique_ptr<Session> session;
 int output = -1;  // opal_output stream for verbose lines
 CallLock the_calls;
+bool gone_pending = false;  // session->gone is not empty
 
 template <typename... Args>
 void say(int level, fmt::format_string<Args...> f, Args&&... args) {
@@ -101,14 +117,40 @@ void forward_message(btl::Module* m, const btl::ReceiveDescriptor& d, void* cbda
     trigger->cbfunc(a->ompi(), d.tag, &des, trigger->cbdata);
 }
 
+// Open MPI knows no endpoint of a connection another job's process opened to
+// us: once it is gone, its transport's records and its id go here (what the
+// pml's release of a departed client does).
+void release_gone() noexcept {
+    gone_pending = false;
+    std::vector<std::pair<btl::Module*, Rank>> gone;
+    gone.swap(session->gone);
+    for (auto [m, id] : gone) {
+        if (!session->runtime->is_dynamic(id)) continue;  // released already
+        btl::Endpoint* ep = nullptr;
+        btl::Reachability bits(1);
+        // The transport still holds it: add_procs gives its endpoint back.
+        if (ok(m->add_procs({&id, 1}, {&ep, 1}, bits)) && bits.test(0))
+            m->del_procs({&id, 1}, {&ep, 1});
+        session->runtime->release(id);
+        say(1, "Transit peer {} (another job's process that connected to this one) released", id);
+    }
+}
+
+int progress_once() {
+    const int n = progress_engine().progress();
+    if (gone_pending) [[unlikely]]
+        release_gone();
+    return n;
+}
+
 // A thread that finds another inside Transit leaves: that one is sending or
 // polling already, and Open MPI's waiters call again.  Threads queueing here
 // would only hand the lock round while none of them waits for anything new.
 int progress() {
     if (!the_calls.enabled()) [[likely]]
-        return progress_engine().progress();
+        return progress_once();
     if (!the_calls.try_acquire()) return 0;
-    const int events = progress_engine().progress();
+    const int events = progress_once();
     the_calls.release();
     return events;
 }
@@ -139,11 +181,37 @@ std::string no_transport_reason(const Session& s) {
     return why.empty() ? "none selected" : why;
 }
 
+// Processes of other jobs (spawned, or met through a port) reach this one by
+// its Transit address, which Open MPI's modex carries to them once the jobs
+// are connected: published now, before Open MPI's fence, like any btl's data.
+void publish_address(Session& s) {
+    if (dynamic_param == 0) return;
+    const rt::PeerAddress a = pml::listening_address(*s.runtime, s.framework->modules());
+    if (a.blobs.empty()) {
+        say(1, "no transport offered carries processes of other jobs (tcp and vader do)");
+        return;
+    }
+    const std::string text = pml::format_address(a);
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_SEND_STRING(rc, OPAL_PMIX_GLOBAL, const_cast<char*>(address_key), text.data(),
+                           text.size());
+    if (rc != OPAL_SUCCESS) {
+        opal_output(0,
+                    "btl:transit: processes of other jobs will not reach this one: "
+                    "publishing its address failed (%d)",
+                    rc);
+        return;
+    }
+    std::vector<std::string> keys;
+    for (const auto& [key, blob] : a.blobs) keys.push_back(key);
+    say(1, "reachable by processes of other jobs through {}", fmt::join(keys, ", "));
+}
+
 std::unique_ptr<Session> open_session() {
     auto s = std::make_unique<Session>();
     // Open MPI has published its own modex and will run the fence after every
     // btl has published: Transit puts its data now and reads it in add_procs.
-    s->runtime = rt::open_runtime(rt::FenceMode::host_driven);
+    s->runtime = std::make_unique<rt::DynamicRuntime>(rt::open_runtime(rt::FenceMode::host_driven));
     const opal_process_name_t me = OPAL_PROC_MY_NAME;
     if (s->runtime->rank() != me.vpid) {
         // Transit did not join Open MPI's job (e.g. PMIx unreachable): say so.
@@ -184,6 +252,7 @@ std::unique_ptr<Session> open_session() {
             m->attributes().eager_limit, m->attributes().max_send_size, m->attributes().exclusivity,
             m->attributes().flags);
     }
+    publish_address(*s);
     return s;
 }
 
@@ -237,6 +306,13 @@ int component_register() {
         "sends and RDMA operations may be in flight through the adapter at once",
         MCA_BASE_VAR_TYPE_INT, nullptr, 0, mca_base_var_flag_t{}, OPAL_INFO_LVL_6,
         MCA_BASE_VAR_SCOPE_READONLY, &records_param);
+    mca_base_component_var_register(
+        c, "dynamic",
+        "Processes of other jobs (MPI_Comm_spawn, MPI_Comm_connect/accept) reach this one "
+        "through Transit's tcp and vader: 1 publishes its Transit address in the modex, 0 "
+        "does not (such processes then reach it only through other btls)",
+        MCA_BASE_VAR_TYPE_INT, nullptr, 0, mca_base_var_flag_t{}, OPAL_INFO_LVL_5,
+        MCA_BASE_VAR_SCOPE_READONLY, &dynamic_param);
     return OPAL_SUCCESS;
 }
 
@@ -317,6 +393,122 @@ void note_reached(std::span<const Rank> ranks, const btl::Reachability& reached)
     if (include_param != nullptr && *include_param != '\0')
         text += fmt::format(" (btl_transit_include is \"{}\")", include_param);
     opal_output(0, "btl:transit: %s", text.c_str());
+}
+
+namespace {
+
+// The address another job's process published, or why there is none.
+std::string address_of(opal_proc_t* proc, rt::PeerAddress& address) {
+    std::uint8_t* bytes = nullptr;
+    int size = 0;
+    int rc = OPAL_SUCCESS;
+    OPAL_MODEX_RECV_STRING(rc, address_key, &proc->proc_name, &bytes, &size);
+    if (rc != OPAL_SUCCESS || bytes == nullptr)
+        return "it published no Transit address (no btl transit there, or none of its "
+               "transports carries processes of other jobs, or btl_transit_dynamic is 0)";
+    const std::string text(reinterpret_cast<const char*>(bytes), static_cast<std::size_t>(size));
+    std::free(bytes);
+    const std::string bad = pml::parse_address(text, address);
+    return bad.empty() ? bad : "its Transit address is unreadable: " + bad;
+}
+
+// The most exclusive module that carries peers outside the job and reaches
+// it (vader on its node, tcp elsewhere): one connection, one module.
+void connect_foreign(Session& s, opal_proc_t* proc, rt::PeerAddress address, Foreign& f,
+                     std::vector<std::string>& why) {
+    const Rank id = s.runtime->add_server(std::move(address));
+    if (id == any_rank) {
+        why.push_back("no peer id left");
+        return;
+    }
+    std::vector<Adapter*> order;
+    for (const auto& a : s.adapters) order.push_back(a.get());
+    std::stable_sort(order.begin(), order.end(), [](Adapter* a, Adapter* b) {
+        return a->inner().attributes().exclusivity > b->inner().attributes().exclusivity;
+    });
+    for (Adapter* a : order) {
+        btl::Module& m = a->inner();
+        if (!(m.attributes().flags & btl::flags::dynamic_peers)) {
+            why.push_back(fmt::format("{}: does not carry processes of other jobs", m.name()));
+            continue;
+        }
+        btl::Endpoint* ep = nullptr;
+        btl::Reachability bits(1);
+        if (const Status st = m.add_procs({&id, 1}, {&ep, 1}, bits); !ok(st)) {
+            why.push_back(fmt::format("{}: add_procs failed ({})", m.name(), to_string(st)));
+        } else if (!bits.test(0)) {
+            why.push_back(fmt::format("{}: does not reach it", m.name()));
+        } else {
+            f = Foreign{.id = id, .via = a, .endpoint = ep};
+            a->remember(id, proc);
+            return;
+        }
+    }
+    s.runtime->release(id);
+}
+
+}  // namespace
+
+const Foreign& reach_foreign(opal_proc_t* proc) {
+    static const Foreign none;
+    if (!session) return none;
+    Session& s = *session;
+    const opal_process_name_t name = proc->proc_name;
+    auto [it, fresh] = s.foreign.try_emplace(std::pair{name.jobid, name.vpid});
+    Foreign& f = it->second;
+    if (!fresh) return f;
+    std::vector<std::string> why;
+    rt::PeerAddress address;
+    if (std::string bad = address_of(proc, address); !bad.empty())
+        why.push_back(std::move(bad));
+    else
+        connect_foreign(s, proc, std::move(address), f, why);
+    if (f.via == nullptr)
+        opal_output(0, "btl:transit: no Transit transport reaches %s of another job: %s",
+                    OPAL_NAME_PRINT(name), fmt::format("{}", fmt::join(why, "; ")).c_str());
+    else
+        say(1, "{} of another job: reached through {} (Transit peer {})", OPAL_NAME_PRINT(name),
+            f.via->inner().name(), f.id);
+    return f;
+}
+
+void forget_foreign(opal_proc_t* proc) noexcept {
+    if (!session) return;
+    const opal_process_name_t name = proc->proc_name;
+    auto it = session->foreign.find(std::pair{name.jobid, name.vpid});
+    if (it == session->foreign.end()) return;
+    const Foreign f = it->second;
+    session->foreign.erase(it);  // an unreached one is tried again if named again
+    if (f.via == nullptr) return;
+    Rank id = f.id;
+    btl::Endpoint* ep = f.endpoint;
+    f.via->inner().del_procs({&id, 1}, {&ep, 1});
+    f.via->remember(id, nullptr);
+    session->runtime->release(id);
+    say(1, "{} of another job: connection closed (Transit peer {})", OPAL_NAME_PRINT(name), id);
+}
+
+bool outside_job(const btl::Endpoint& ep) noexcept {
+    return session && ep.peer() >= session->runtime->size();
+}
+
+bool forward_error(btl::Module* m, Rank peer, std::uint32_t flags, const opal_proc_t* proc,
+                   const char* info) {
+    if (!session || peer == any_rank || peer < session->runtime->size()) return true;
+    // A process of another job that disconnected or ended is no failure, and
+    // one that connected to us is known to Open MPI by our connection to it.
+    if ((flags & btl::error_flags::departed) == 0 && proc != nullptr) return true;
+    say(1, "Transit peer {} (another job's process{}): {}", peer,
+        proc != nullptr ? "" : " that connected to this one", info != nullptr ? info : "departed");
+    if (proc == nullptr && session->runtime->is_dynamic(peer)) {
+        try {
+            session->gone.emplace_back(m, peer);
+            gone_pending = true;
+        } catch (...) {
+            // Kept until the component closes.
+        }
+    }
+    return false;
 }
 
 void before_first_add_procs() {

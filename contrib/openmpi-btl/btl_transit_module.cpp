@@ -53,12 +53,12 @@ int finish_rdma(Adapter& a, RdmaOp* op, Status s, mca_btl_base_endpoint_t* ep, v
     return OPAL_SUCCESS;
 }
 
-void on_error(btl::Module*, std::uint32_t flags, Rank peer, const char* info,
+void on_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
               void* cbdata) noexcept {
     auto* a = static_cast<Adapter*>(cbdata);
-    if (a->error_cb == nullptr) return;
-    a->error_cb(a->ompi(), static_cast<int>(flags), peer == any_rank ? nullptr : a->proc_of(peer),
-                const_cast<char*>(info));
+    opal_proc_t* proc = peer == any_rank ? nullptr : a->proc_of(peer);
+    if (a->error_cb == nullptr || !forward_error(m, peer, flags, proc, info)) return;
+    a->error_cb(a->ompi(), static_cast<int>(flags), proc, const_cast<char*>(info));
 }
 
 // --- peers -------------------------------------------------------------------
@@ -73,8 +73,14 @@ int add_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
         std::vector<Rank> ranks;
         std::vector<std::size_t> where;  // position in Open MPI's array
         for (std::size_t i = 0; i < nprocs; ++i) {
-            // Transit's ranks are those of our own job; others are not ours to reach.
-            if (procs[i]->proc_name.jobid != job) continue;
+            // Transit's ranks are those of our own job; others are peers outside it.
+            if (procs[i]->proc_name.jobid != job) {
+                const Foreign& f = reach_foreign(procs[i]);
+                if (f.via != &a) continue;
+                endpoints[i] = outer(f.endpoint);
+                if (reachable != nullptr) opal_bitmap_set_bit(reachable, static_cast<int>(i));
+                continue;
+            }
             ranks.push_back(procs[i]->proc_name.vpid);
             where.push_back(i);
         }
@@ -104,8 +110,13 @@ int del_procs(mca_btl_base_module_t* m, size_t nprocs, opal_proc_t** procs,
     try {
         std::vector<Rank> ranks;
         std::vector<btl::Endpoint*> eps;
+        const opal_jobid_t job = OPAL_PROC_MY_NAME.jobid;
         for (std::size_t i = 0; i < nprocs; ++i) {
             if (endpoints[i] == nullptr) continue;
+            if (procs[i]->proc_name.jobid != job) {
+                forget_foreign(procs[i]);
+                continue;
+            }
             ranks.push_back(procs[i]->proc_name.vpid);
             eps.push_back(inner(endpoints[i]));
             a.remember(procs[i]->proc_name.vpid, nullptr);
@@ -350,6 +361,10 @@ mca_btl_base_registration_handle_t* register_mem(mca_btl_base_module_t* m,
                                                  size_t size, uint32_t flags) {
     const auto held = calls().hold();
     btl::Endpoint* target = ep == MCA_BTL_ENDPOINT_ANY ? nullptr : inner(ep);
+    // Another job's process reads and writes our memory over the connection
+    // it opened to us, which Transit knows by another peer id than ours to
+    // it: such a region is open to whoever holds its key.
+    if (target != nullptr && outside_job(*target)) target = nullptr;
     try {
         // The handle's first registration_handle_size bytes are its packed
         // form, which is exactly what Open MPI copies to peers.

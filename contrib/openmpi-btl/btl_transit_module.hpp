@@ -138,4 +138,26 @@ void before_first_add_procs();
 // says that no btl reaches it).
 void note_reached(std::span<const Rank> ranks, const btl::Reachability& reached);
 
+// A process of another job (MPI_Comm_spawn, MPI_Comm_connect/accept): Transit
+// reaches it as a peer outside the job, by the address it published in Open
+// MPI's modex, through one module, the most exclusive that reaches it (chosen
+// at the first add_procs that names it, for every module).  `via` is null when
+// none reaches it: said once, with why.
+struct Foreign {
+    Rank id = any_rank;  // the dynamic peer id of our connection to it
+    Adapter* via = nullptr;
+    btl::Endpoint* endpoint = nullptr;
+};
+const Foreign& reach_foreign(opal_proc_t* proc);
+// Its connection closes (the other side sees a departure) and its id goes.
+void forget_foreign(opal_proc_t* proc) noexcept;
+// Whether the endpoint is that of another job's process.
+bool outside_job(const btl::Endpoint& ep) noexcept;
+// Whether `m`'s error report for `peer` goes on to Open MPI: not the
+// departure of another job's process (it disconnected or ended), nor a report
+// naming the connection such a process opened to us (Open MPI knows it by
+// ours to it; that connection is released at the end of the progress call).
+bool forward_error(btl::Module* m, Rank peer, std::uint32_t flags, const opal_proc_t* proc,
+                   const char* info);
+
 }  // namespace transit::ompi

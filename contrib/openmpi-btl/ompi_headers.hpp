@@ -13,6 +13,7 @@ extern "C" {
 #include "opal/datatype/opal_convertor.h"
 #include "opal/mca/base/mca_base_var.h"
 #include "opal/mca/btl/btl.h"
+#include "opal/mca/pmix/pmix.h"
 #include "opal/util/output.h"
 #include "opal/util/proc.h"
 }

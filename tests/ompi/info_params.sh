@@ -8,7 +8,7 @@ default_path=$(ompi_info --parsable --level 9 --param mca base 2>/dev/null |
 export OMPI_MCA_mca_base_component_path="$adapter_dir${default_path:+:$default_path}"
 out=$(ompi_info --param btl transit --level 9 --parsable)
 status=0
-for p in btl_transit_include btl_transit_verbose btl_transit_descriptors; do
+for p in btl_transit_include btl_transit_verbose btl_transit_descriptors btl_transit_dynamic; do
   if ! grep -q "^mca:btl:transit:param:$p:value:" <<<"$out"; then
     echo "ompi_info does not list $p" >&2
     status=1

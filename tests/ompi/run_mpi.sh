@@ -2,6 +2,7 @@
 # Runs one MPI test program under Debian's mpirun with Open MPI's ob1 and the
 # Transit adapter as the only transport besides Open MPI's self:
 #   run_mpi.sh <adapter dir> <ranks> <transit transports or ""> <program> [args]
+# TRANSIT_OMPI_MPIRUN_ARGS: more mpirun options (words split on blanks).
 # A job that does not finish in TRANSIT_OMPI_TEST_TIMEOUT seconds (default 240)
 # fails instead of hanging.
 set -euo pipefail
@@ -19,6 +20,8 @@ export OMPI_MCA_btl_base_warn_component_unused=0
 args=(-n "$ranks" --oversubscribe --mca pml ob1 --mca btl self,transit
       --mca btl_transit_verbose "${TRANSIT_OMPI_VERBOSE:-0}")
 [ -n "$include" ] && args+=(--mca btl_transit_include "$include")
+# shellcheck disable=SC2206 # split on purpose
+[ -n "${TRANSIT_OMPI_MPIRUN_ARGS:-}" ] && args+=($TRANSIT_OMPI_MPIRUN_ARGS)
 # Transit's own parameters reach every rank, wherever it runs.
 for var in $(compgen -e | grep '^TRANSIT_MCA_' || true); do args+=(-x "$var"); done
 exec timeout --kill-after=10 "${TRANSIT_OMPI_TEST_TIMEOUT:-240}" mpirun "${args[@]}" "$@"

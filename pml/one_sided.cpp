@@ -133,12 +133,17 @@ Status OneSided::unpack_key(std::span<const std::byte> in, RemoteKeyImpl*& out) 
 
 // A handle for a transport loaded here must have the size one of its modules
 // reads (a shorter one would be read past its end and the bytes behind it
-// sent to the peer); one for a transport not loaded here is never used.
+// sent to the peer); one for a transport not loaded here, or whose modules
+// read no handle now, is never used.  vader reads handles only once it has a
+// segment: a client on another node, whose vader never made one, still takes
+// the key of a server whose vader did (tcp carries its operations).
 bool OneSided::handle_size_fits(std::uint32_t component, std::size_t len) const noexcept {
     auto mods = modules_;
     bool loaded = false;
     for (std::size_t i = 0; i < mods.size(); ++i) {
-        if (c_.component_hash[i] != component) continue;
+        if (c_.component_hash[i] != component ||
+            mods[i]->attributes().registration_handle_size == 0)
+            continue;
         if (mods[i]->attributes().registration_handle_size == len) return true;
         loaded = true;
     }

@@ -109,7 +109,8 @@ struct Child {
     std::string pending;
 };
 
-// `program` with `args` (args[0] is its argv[0]).
+// `program` with `args` (args[0] is its argv[0]); a program without a '/' is
+// looked for in PATH.
 inline Child start_program(const char* program, std::vector<std::string> args) {
     int fds[2];
     check(::pipe(fds) == 0, "pipe");
@@ -123,7 +124,7 @@ inline Child start_program(const char* program, std::vector<std::string> args) {
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        ::execv(program, argv.data());
+        ::execvp(program, argv.data());
         std::_Exit(127);
     }
     ::close(fds[1]);
@@ -132,9 +133,20 @@ inline Child start_program(const char* program, std::vector<std::string> args) {
     return c;
 }
 
-// This program again, with `args` (args[0] is argv[0]).
+// This program again, with `args` (args[0] is argv[0]).  Under netns_peers.sh
+// the server (args[1] "server") runs in the network namespace
+// TRANSIT_TEST_SERVER_NS and everything else in TRANSIT_TEST_CLIENT_NS: two
+// nodes joined by a veth pair.
 inline Child start(std::vector<std::string> args) {
-    return start_program("/proc/self/exe", std::move(args));
+    const bool server = args.size() > 1 && args[1] == "server";
+    const char* ns = std::getenv(server ? "TRANSIT_TEST_SERVER_NS" : "TRANSIT_TEST_CLIENT_NS");
+    if (ns == nullptr) return start_program("/proc/self/exe", std::move(args));
+    char self[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    check(n > 0, "readlink /proc/self/exe");
+    args[0].assign(self, static_cast<std::size_t>(n));
+    args.insert(args.begin(), {"ip", "netns", "exec", ns});
+    return start_program("ip", std::move(args));
 }
 
 // The child's next line, or fail after `seconds`.
@@ -177,6 +189,12 @@ inline void check_transport(transit::Context& ctx, transit::Rank peer) {
     for (const std::string& s : t.send) got += (got.empty() ? "" : ",") + s.substr(0, s.find(':'));
     check(got == want,
           "peer " + std::to_string(peer) + " carried by '" + got + "', not '" + want + "'");
+    // Across network namespaces (netns_peers.sh) the peer is on another node:
+    // loopback cannot reach it.
+    if (std::getenv("TRANSIT_TEST_CLIENT_NS") == nullptr) return;
+    for (const std::string& s : t.send)
+        check(s.find(":lo") == std::string::npos,
+              "peer " + std::to_string(peer) + " on another node carried by " + s);
 }
 
 inline long long ms_since(std::chrono::steady_clock::time_point t) {

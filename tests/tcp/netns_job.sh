@@ -18,13 +18,7 @@ shift 2
 . "$(dirname "$0")/../fixtures/veth_pair.sh"
 tag=$$
 a=tcpA$tag b=tcpB$tag va=tva$tag vb=tvb$tag
-trap 'veth_pair_down "$a" "$b" "$va"' EXIT INT TERM
-veth_pair_up "$a" "$b" "$va" "$vb" 10.231.0
-case $? in
-  0) ;;
-  77) echo "netns_job: needs root, iproute2 and network namespaces; skipped"; exit 77 ;;
-  *) echo "netns_job: cannot set up the veth pair"; exit 1 ;;
-esac
+veth_pair_or_skip netns_job "$a" "$b" "$va" "$vb" 10.231.0
 export TCP_TEST_NS_A="$a" TCP_TEST_NS_B="$b"
 # The launcher runs in the first namespace; PMIx's server must be reachable
 # from the second one too, so it listens on the veth instead of loopback.

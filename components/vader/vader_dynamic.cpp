@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "components/vader/vader_module.hpp"
@@ -129,6 +130,7 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
     ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
     ep->joined = false;
     probe_single_copy(*ep);
+    give_spare(*ep);
     VaderEndpoint* raw = ep.get();
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
@@ -158,6 +160,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     p.token = *token;
     p.channel = ep->channel;
     p.rank = runtime_.rank();
+    p.fast_box = ep->spare == SpareBoxes::none ? no_fast_box : layout_.local_size + ep->spare;
     std::memcpy(j->payload, &p, sizeof p);
     j->header->kind = FragKind::join;
     j->header->size = sizeof p;
@@ -173,13 +176,59 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     return true;
 }
 
-// The server gave the join fragment back: a status in it is a refusal.
+// The server gave the join fragment back: a status in it is a refusal, else
+// it names the fast box of the server's segment we write into from now on.
 void VaderModule::join_answered(Frag* f) noexcept {
     VaderEndpoint* ep = f->endpoint;
     const std::int16_t refusal = f->header->atomic_status;
+    const std::uint64_t box = f->header->operand;
     frags_.put(f);
-    if (refusal != 0 && !ep->dead)
+    if (refusal == 0) {
+        if (box <= UINT32_MAX && !ep->dead) write_into(*ep, static_cast<std::uint32_t>(box));
+        return;
+    }
+    // Refused before it was admitted: the server never wrote into our box.
+    if (ep->spare != SpareBoxes::none) {
+        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        spares_.free(ep->spare);
+        ep->spare = SpareBoxes::none;
+        ep->reader = nullptr;
+    }
+    if (!ep->dead)
         peer_lost(ep, "vader: the server refused the connection (wrong access token, or no room)");
+}
+
+// A spare box of our segment for the peer to write into, formatted afresh
+// (its last writer let go of it); none left: the peer uses the FIFO.
+void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
+    const std::uint32_t spare = spares_.take();
+    if (spare == SpareBoxes::none) {
+        out_.verbose(10, "peer {}: no spare fast box left, its messages use the FIFO", ep.peer());
+        return;
+    }
+    const std::uint32_t index = layout_.local_size + spare;
+    readers_[index] = FastboxReader(
+        segment_.data() + layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride,
+        layout_.fbox_size);
+    ep.spare = spare;
+    ep.reader = &readers_[index];
+    boxed_.push_back(&ep);  // reserved for every spare at format_segment
+}
+
+// The peer gave us box `box` of its segment: our small messages go there
+// (after the threshold, as to a local peer).  One the segment does not
+// hold as a spare is ignored.
+void VaderModule::write_into(VaderEndpoint& ep, std::uint32_t box) noexcept {
+    const SegmentHeader& ph = ep.header();
+    if (box == no_fast_box) return;
+    if (box < ph.local_size || box >= ph.fbox_count) {
+        out_.verbose(1, "peer {}: a fast box it does not have ({}) ignored", ep.peer(), box);
+        return;
+    }
+    ep.fastbox = FastboxWriter(
+        ep.segment.data() + ph.fbox_offset + std::size_t{box} * ph.fbox_stride, ph.fbox_size);
+    ep.spare_at_peer = box;
+    ep.fbox_after = config_.fbox_threshold;
 }
 
 // --- both sides --------------------------------------------------------------------
@@ -193,6 +242,9 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             const auto it = channels_.find(channel);
             if (it == channels_.end() || it->second->dead || it->second->leaving) return;
             out_.verbose(10, "peer {} outside the job disconnected", it->second->peer());
+            // What it wrote into its box before the goodbye comes first.
+            if (VaderEndpoint* ep = it->second; ep->reader != nullptr)
+                poll_box(*ep->reader, ep, INT_MAX);
             // Reported at the next pass: the messages it sent before are
             // delivered in this one, and the pml takes them in between.
             it->second->leaving = true;
@@ -204,6 +256,11 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             }
             return;
         }
+        case DynamicKind::release:
+            if (const std::uint32_t box = ref_index(ref); box >= layout_.local_size)
+                spares_.released(box - layout_.local_size, channel);
+            stop_if_idle();
+            return;
         case DynamicKind::data: {
             if (const auto it = channels_.find(channel); it != channels_.end()) {
                 VaderEndpoint* ep = it->second;
@@ -234,6 +291,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     }
     const bool alive = !ep->dead;
     ep->dead = true;
+    release_boxes(ep);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) {
             if (alive)
@@ -256,6 +314,33 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     }
     dynamic_.erase(it);
     out_.verbose(10, "peer {} outside the job deleted", peer);
+}
+
+// The fast boxes between us and a peer outside the job that is deleted.  Ours
+// is free again once the peer cannot write into it any more; if the peer
+// dropped us first (its goodbye) and still runs, it parked the one we wrote
+// into, and hears that we let go of it.
+void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
+    const bool exited = ep->process.exited();
+    if (ep->spare != SpareBoxes::none) {
+        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        if (ep->leaving || exited) {
+            spares_.free(ep->spare);
+        } else {
+            spares_.park(ep->spare, ep->channel, ep->pid);
+            out_.verbose(10, "peer {}: fast box {} parked until it lets go of it", ep->peer(),
+                         ep->spare);
+        }
+        ep->spare = SpareBoxes::none;
+        ep->reader = nullptr;
+    }
+    if (ep->leaving && !exited && ep->spare_at_peer != SpareBoxes::none) {
+        const std::uint64_t release =
+            with_kind(ep->ref_base, DynamicKind::release) | std::uint64_t{ep->spare_at_peer};
+        // Its FIFO full means it is not reading: the box stays parked until it exits.
+        for (int tries = 0; tries < 1000 && !ep->fifo.push(release); ++tries) ::sched_yield();
+        out_.verbose(10, "peer {}: let go of its fast box {}", ep->peer(), ep->spare_at_peer);
+    }
 }
 
 // A fragment in flight to a peer that still reads: cancelled for its user,
@@ -359,7 +444,10 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     ep->ref_base = make_dynamic_ref(DynamicKind::data, p.channel, 0);
     joining_.erase(pid);
     probe_single_copy(*ep);
+    write_into(*ep, p.fast_box);
+    give_spare(*ep);
     h.atomic_status = 0;
+    h.operand = ep->spare == SpareBoxes::none ? no_fast_box : layout_.local_size + ep->spare;
     VaderEndpoint* raw = ep.get();
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);

@@ -173,6 +173,11 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     j->in_flight = true;
     ++ep->outstanding;
     ep->joined = true;
+    ep->join_pending = true;
+    ep->join_deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(config_.join_timeout));
+    ++joins_pending_;
     return true;
 }
 
@@ -183,6 +188,7 @@ void VaderModule::join_answered(Frag* f) noexcept {
     const std::int16_t refusal = f->header->atomic_status;
     const std::uint64_t box = f->header->operand;
     frags_.put(f);
+    join_settled(ep);
     if (refusal == 0) {
         if (box <= UINT32_MAX && !ep->dead) write_into(*ep, static_cast<std::uint32_t>(box));
         return;
@@ -291,11 +297,12 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     }
     const bool alive = !ep->dead;
     ep->dead = true;
+    join_settled(ep);
     release_boxes(ep);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) {
             if (alive)
-                orphan(&f, ep);
+                orphan(&f, ep, Status::cancelled);
             else
                 complete(&f, Status::cancelled);
         }
@@ -343,18 +350,57 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
     }
 }
 
+// From check_peers, when due: parked boxes whose writer exited, joins no
+// server answered in time.
+void VaderModule::watch_dynamic() noexcept {
+    spares_.reap_exited();
+    if (joins_pending_ != 0) expire_joins();
+    stop_if_idle();
+}
+
+void VaderModule::join_settled(VaderEndpoint* ep) noexcept {
+    if (!ep->join_pending) return;
+    ep->join_pending = false;
+    --joins_pending_;
+}
+
+// A server that maps in but never answers our join (stopped, or not
+// progressing) would hold our operations forever: after btl_vader_join_timeout
+// it is given up.  Its fragments stay off the free list (it may still read
+// them) and our operations with it end with peer_failed.
+void VaderModule::expire_joins() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    VaderEndpoint* late[16];
+    std::size_t n = 0;
+    for (auto& [peer, ep] : dynamic_)
+        if (ep->join_pending && !ep->dead && now >= ep->join_deadline && n < std::size(late))
+            late[n++] = ep.get();
+    for (std::size_t i = 0; i < n; ++i) {
+        VaderEndpoint* ep = late[i];
+        join_settled(ep);
+        ep->dead = true;
+        for (Frag& f : frags_.items())
+            if (f.in_flight && f.endpoint == ep) orphan(&f, ep, Status::peer_failed);
+        out_.verbose(1, "peer {} outside the job (pid {}): no answer to the join in {} s",
+                     ep->peer(), ep->pid, config_.join_timeout);
+        report_error(btl::error_flags::nonfatal, ep->peer(),
+                     "vader: the server did not answer the join within btl_vader_join_timeout "
+                     "(stopped, or not progressing)");
+    }
+}
+
 // A fragment in flight to a peer that still reads: cancelled for its user,
 // kept from the free list until the peer hands it back.
-void VaderModule::orphan(Frag* f, VaderEndpoint* ep) noexcept {
+void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
     --ep->outstanding;
     f->orphan = true;
     f->endpoint = nullptr;
     if (f->header->kind == FragKind::atomic) {
         if (f->rdma_cb)
             f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
-                       Status::cancelled);
+                       status);
     } else if (!f->internal && f->cbfunc) {
-        f->cbfunc(this, ep, f, Status::cancelled);
+        f->cbfunc(this, ep, f, status);
     }
     f->internal = true;
 }

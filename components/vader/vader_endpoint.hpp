@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
@@ -71,8 +72,10 @@ class VaderEndpoint final : public btl::Endpoint {
     std::uint32_t spare = SpareBoxes::none;          // the spare box of ours it writes into
     std::uint32_t spare_at_peer = SpareBoxes::none;  // the box of its segment we write into
     bool join_ref_sent = false;                      // a server: our join reference is in its FIFO
-    bool joined = true;             // a server: our join fragment is in its FIFO too
-    bool leaving = false;           // its goodbye came; reported at the next pass
+    bool joined = true;         // a server: our join fragment is in its FIFO too
+    bool leaving = false;       // its goodbye came; reported at the next pass
+    bool join_pending = false;  // a server: our join is not answered yet
+    std::chrono::steady_clock::time_point join_deadline{};
     std::uint32_t outstanding = 0;  // our fragments the peer has not returned
     bool dead = false;
 };

@@ -888,9 +888,10 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 int VaderModule::check_peers() noexcept {
     if (!joining_.empty()) [[unlikely]]
         forget_joining_exited();
-    if (spares_.any_parked() && spare_pace_.due()) [[unlikely]] {
-        spares_.reap_exited();
-        stop_if_idle();
+    if ((spares_.any_parked() || joins_pending_ != 0) && dynamic_pace_.due()) [[unlikely]] {
+        in_check_ = true;
+        watch_dynamic();
+        in_check_ = false;
     }
     in_check_ = true;
     const int events = btl::util::lose_exited(

@@ -33,6 +33,7 @@ struct Config : btl::BaseConfig {
     std::uint32_t fbox_size = 16384;
     std::uint32_t fbox_threshold = 16;
     std::uint32_t dynamic_fast_boxes = 8;
+    double join_timeout = 10;  // seconds a server outside the job may take to answer a join
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
     std::size_t heap_size = std::size_t{1} << 30;
@@ -170,6 +171,9 @@ class VaderModule final : public btl::Module,
     void give_spare(VaderEndpoint& ep) noexcept;
     void write_into(VaderEndpoint& ep, std::uint32_t box) noexcept;
     void release_boxes(VaderEndpoint* ep) noexcept;
+    void watch_dynamic() noexcept;
+    void join_settled(VaderEndpoint* ep) noexcept;
+    void expire_joins() noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void start_progress();
@@ -196,7 +200,7 @@ class VaderModule final : public btl::Module,
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
     void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
     void complete(Frag* frag, Status status) noexcept;
-    void orphan(Frag* frag, VaderEndpoint* ep) noexcept;
+    void orphan(Frag* frag, VaderEndpoint* ep, Status status) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
     void peer_died(VaderEndpoint* ep) noexcept;
     bool departed_quietly(VaderEndpoint* ep) noexcept;
@@ -248,7 +252,8 @@ class VaderModule final : public btl::Module,
     bool warned_dynamic_ = false;
     btl::util::WatchPace check_pace_;  // every 16th low-priority pass, at most every 100 ms
     btl::util::WatchPace joining_pace_;
-    btl::util::WatchPace spare_pace_;
+    btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
+    std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

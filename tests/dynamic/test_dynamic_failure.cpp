@@ -11,11 +11,14 @@
 //   client ADDRESS held     operations pending with the victim when it dies,
 //                           then connects to it again
 //   client ADDRESS quit     ends the server
+//   client ADDRESS unanswered  a call to a server that is stopped (vader: its
+//                           join is never answered)
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -194,6 +197,12 @@ int client(const std::string& address, const std::string& mode) {
         const Status cs = ctx.connect(address, again);
         say("reconnect connect=%s peer=%s in %lld ms", status_text(cs).c_str(),
             again == transit::any_rank ? "none" : "given", ms_since(c));
+    } else if (mode == "unanswered") {
+        std::uint32_t v = 0;
+        const auto t = std::chrono::steady_clock::now();
+        const Status sent = ctx.send(server, tag_echo, &v, sizeof v);
+        const Status got = transit::ok(sent) ? ctx.recv(server, tag_echo, &v, sizeof v) : sent;
+        say("ended %s in %lld ms", status_text(got).c_str(), ms_since(t));
     } else {
         fail("unknown mode " + mode);
     }
@@ -275,6 +284,27 @@ int killed_server(const std::string& me) {
     return 0;
 }
 
+// A server that is stopped (SIGSTOP) before its client joins: over vader
+// the client maps its segment and sends, and nothing answers the join.  The
+// client gives it up after btl_vader_join_timeout instead of waiting forever.
+int stopped_server(const std::string& me) {
+    Child srv = start({me, "victim"});
+    const std::string address = read_line(srv, 20, "the victim's address");
+    ::kill(srv.pid, SIGSTOP);
+    ::setenv("TRANSIT_MCA_btl_vader_join_timeout", "0.5", 1);
+    Child cl = start({me, "client", address, "unanswered"});
+    ::unsetenv("TRANSIT_MCA_btl_vader_join_timeout");
+    const std::string ended = read_line(cl, 20, "the unanswered call to end");
+    say("stopped server: client's call %s", ended.c_str());
+    check(ended.starts_with("ended peer failed in "), "the unanswered call ended as: " + ended);
+    const long long ms = std::stoll(ended.substr(ended.rfind(" in ") + 4));
+    check(ms >= 400 && ms < 3000, "given up after " + std::to_string(ms) + " ms, not ~500");
+    check(wait_exit(cl) == 0, "the client failed");
+    ::kill(srv.pid, SIGKILL);
+    wait_exit(srv);
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,6 +314,8 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     if (killed_client(argv[0]) != 0) return 1;
     if (killed_server(argv[0]) != 0) return 1;
+    if (const char* btl = std::getenv("TRANSIT_TEST_PEER_BTL"); btl && std::string(btl) == "vader")
+        if (stopped_server(argv[0]) != 0) return 1;
     say("PASS");
     return 0;
 }

@@ -355,6 +355,7 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
 void VaderModule::watch_dynamic() noexcept {
     spares_.reap_exited();
     if (joins_pending_ != 0) expire_joins();
+    if (!orphan_owners_.empty()) reap_orphans();
     stop_if_idle();
 }
 
@@ -394,7 +395,18 @@ void VaderModule::expire_joins() noexcept {
 void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
     --ep->outstanding;
     f->orphan = true;
+    f->orphan_of = ep->pid;
     f->endpoint = nullptr;
+    const auto watched = [pid = ep->pid](const btl::util::ProcessWatch& w) {
+        return w.pid() == pid;
+    };
+    if (std::none_of(orphan_owners_.begin(), orphan_owners_.end(), watched)) {
+        try {
+            orphan_owners_.emplace_back(ep->pid);
+        } catch (...) {
+            // Unwatched: the fragment comes back only if the peer returns it.
+        }
+    }
     if (f->header->kind == FragKind::atomic) {
         if (f->rdma_cb)
             f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
@@ -403,6 +415,25 @@ void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
         f->cbfunc(this, ep, f, status);
     }
     f->internal = true;
+}
+
+// Orphaned fragments of a peer that exited without handing them back are
+// ours again (the returns it pushed before it died are taken first); a peer
+// that handed back all of its own is no longer watched.
+void VaderModule::reap_orphans() noexcept {
+    progress();
+    std::erase_if(orphan_owners_, [this](const btl::util::ProcessWatch& w) {
+        const bool gone = w.exited();
+        bool held = false;
+        for (Frag& f : frags_.items()) {
+            if (!f.orphan || f.orphan_of != w.pid()) continue;
+            if (gone)
+                complete(&f, Status::cancelled);
+            else
+                held = true;
+        }
+        return gone || !held;
+    });
 }
 
 // The peers whose goodbye came in an earlier pass.

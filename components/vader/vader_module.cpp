@@ -888,7 +888,8 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 int VaderModule::check_peers() noexcept {
     if (!joining_.empty()) [[unlikely]]
         forget_joining_exited();
-    if ((spares_.any_parked() || joins_pending_ != 0) && dynamic_pace_.due()) [[unlikely]] {
+    if ((spares_.any_parked() || joins_pending_ != 0 || !orphan_owners_.empty()) &&
+        dynamic_pace_.due()) [[unlikely]] {
         in_check_ = true;
         watch_dynamic();
         in_check_ = false;

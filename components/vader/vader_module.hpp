@@ -59,6 +59,7 @@ struct Frag : btl::Descriptor {
     // it cancelled, and it goes back to the list when the peer returns it (a
     // fragment reused earlier could be read as the next connection's).
     bool orphan = false;
+    pid_t orphan_of = 0;  // the peer that holds it: back on the list when it exits
     // atomics
     btl::RdmaCompletionFn rdma_cb = nullptr;
     void* local_address = nullptr;
@@ -174,6 +175,7 @@ class VaderModule final : public btl::Module,
     void watch_dynamic() noexcept;
     void join_settled(VaderEndpoint* ep) noexcept;
     void expire_joins() noexcept;
+    void reap_orphans() noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void start_progress();
@@ -254,6 +256,8 @@ class VaderModule final : public btl::Module,
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
     std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet
+    // Peers outside the job that hold orphaned fragments of ours.
+    std::vector<btl::util::ProcessWatch> orphan_owners_;
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

@@ -133,7 +133,7 @@ class VaderComponent final : public btl::Component {
         try {
             // The fragments get pages as they are first used (VaderModule::supply_frags).
             const SharedFile::Extent now[] = {
-                {0, layout.frag_offset},
+                {0, layout.spare_offset},
                 {layout.region_offset, layout.total - layout.region_offset}};
             segment = SharedFile::create(config.backing_directory, rt.job_id(), rt.rank(),
                                          layout.total, layout.heap_size, rt.numa_node(), now);

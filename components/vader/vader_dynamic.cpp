@@ -213,12 +213,23 @@ void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
         return;
     }
     const std::uint32_t index = layout_.local_size + spare;
-    readers_[index] = FastboxReader(
-        segment_.data() + layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride,
-        layout_.fbox_size);
+    const std::size_t offset = layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride;
+    if (!segment_.provide(offset, layout_.fbox_stride)) {
+        spares_.free(spare);
+        out_.verbose(5, "peer {}: {} has no room for a fast box, its messages use the FIFO",
+                     ep.peer(), config_.backing_directory);
+        return;
+    }
+    readers_[index] = FastboxReader(segment_.data() + offset, layout_.fbox_size);
     ep.spare = spare;
     ep.reader = &readers_[index];
-    boxed_.push_back(&ep);  // reserved for every spare at format_segment
+    try {
+        boxed_.push_back(&ep);  // reserved at format_segment: does not allocate
+    } catch (...) {
+        spares_.free(spare);
+        ep.spare = SpareBoxes::none;
+        ep.reader = nullptr;
+    }
 }
 
 // The peer gave us box `box` of its segment: our small messages go there

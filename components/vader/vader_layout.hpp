@@ -183,6 +183,7 @@ struct Layout {
     std::size_t fifo_offset;
     std::size_t fbox_offset;
     std::size_t fbox_stride;
+    std::size_t spare_offset;  // the spare boxes: pages supplied when one is handed out
     std::size_t frag_offset;
     std::size_t region_offset;
     std::size_t total;        // the part allocated at creation
@@ -214,6 +215,7 @@ struct Layout {
         if (l.fifo_capacity < fifo_min) l.fifo_capacity = pow2_at_least(fifo_min);
         l.fifo_offset = round_up(sizeof(SegmentHeader), cache_line);
         l.fbox_offset = round_up(l.fifo_offset + Fifo::bytes(l.fifo_capacity), cache_line);
+        l.spare_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
         l.frag_offset = l.fbox_offset + std::size_t{l.fbox_count} * l.fbox_stride;
         l.region_offset = round_up(l.frag_offset + count * l.frag_stride, cache_line);
         l.total = round_up(l.region_offset + region_slot_count * sizeof(btl::RegionSlot), 4096);

@@ -106,17 +106,21 @@ void VaderModule::format_segment() {
     regions_ = btl::RegionTable(slots, region_slot_count);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
-    // Never resized from here on: endpoints point at their reader.
+    // Never resized from here on: endpoints point at their reader.  The
+    // spares are formatted when handed out (their pages come then).
     readers_.reserve(layout_.fbox_count);
-    for (std::uint32_t i = 0; i < layout_.fbox_count; ++i)
+    for (std::uint32_t i = 0; i < layout_.local_size; ++i)
         readers_.emplace_back(segment_.data() + layout_.fbox_offset + i * layout_.fbox_stride,
                               layout_.fbox_size);
+    readers_.resize(layout_.fbox_count);
     endpoints_.resize(layout_.local_size);
     retired_.resize(layout_.local_size);
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
     spares_ = SpareBoxes(layout_.fbox_count - layout_.local_size);
-    boxed_.reserve(spares_.size());
+    // Room for every spare twice: entries of peers deleted during a pass stay
+    // (null) until its end, beside those of peers given the spares again.
+    boxed_.reserve(2 * std::size_t{spares_.size()});
 
     frags_.setup({.initial = layout_.frag_count, .max = layout_.frag_count});
     std::uint32_t i = 0;
@@ -161,7 +165,7 @@ bool VaderModule::ensure_segment() noexcept {
         decide_single_copy(config_);
         single_copy_ = config_.single_copy;
         const SharedFile::Extent now[] = {
-            {0, layout_.frag_offset},
+            {0, layout_.spare_offset},
             {layout_.region_offset, layout_.total - layout_.region_offset}};
         segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
                                       layout_.total, layout_.heap_size, runtime_.numa_node(), now);

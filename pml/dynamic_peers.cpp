@@ -137,8 +137,10 @@ Engine::DynamicRecords Engine::dynamic_records() noexcept {
     d.runtime = runtime_->live_count();
     d.bml = bml_->dynamic_count();
     for (btl::Module* m : framework_->modules())
-        if (auto* r = btl::capability<btl::DynamicPeerRecords>(*m))
+        if (auto* r = btl::capability<btl::DynamicPeerRecords>(*m)) {
             d.transports += r->dynamic_endpoints();
+            d.fast_paths += r->dynamic_fast_paths();
+        }
     return d;
 }
 

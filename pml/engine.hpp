@@ -172,6 +172,7 @@ class Engine {
         std::size_t runtime = 0;     // rt::DynamicRuntime entries
         std::size_t bml = 0;         // bml endpoints
         std::size_t transports = 0;  // btl endpoints (btl::DynamicPeerRecords)
+        std::size_t fast_paths = 0;  // e.g. vader's spare fast boxes, taken or parked
     };
     DynamicRecords dynamic_records() noexcept;
 

@@ -1,9 +1,14 @@
 #include "runtime/topology.hpp"
 
+#include <dirent.h>
 #include <hwloc.h>
+#include <sched.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace transit::rt::topo {
@@ -101,9 +106,61 @@ int relative_distance(hwloc_topology_t topo, unsigned from, unsigned to) {
     return result;
 }
 
+// Whether the kernel's CPU list `list` ("0-3,8,10-11") names a CPU of `cpus`.
+bool list_intersects(const char* list, const cpu_set_t& cpus) noexcept {
+    while (*list != '\0' && *list != '\n') {
+        char* end = nullptr;
+        const unsigned long first = std::strtoul(list, &end, 10);
+        if (end == list) return false;
+        unsigned long last = first;
+        if (*end == '-') {
+            list = end + 1;
+            last = std::strtoul(list, &end, 10);
+            if (end == list) return false;
+        }
+        for (unsigned long c = first; c <= last && c < CPU_SETSIZE; ++c)
+            if (CPU_ISSET(c, &cpus)) return true;
+        list = *end == ',' ? end + 1 : end;
+    }
+    return false;
+}
+
+// numa_node from the kernel's node list in sysfs: a few small reads, where
+// loading hwloc's topology takes milliseconds (a process alone on its node
+// asks at its first peer outside the job, on the way to that peer's first
+// answer).  nullopt when sysfs cannot say.
+std::optional<int> numa_node_from_sysfs() noexcept {
+    cpu_set_t cpus;
+    CPU_ZERO(&cpus);
+    if (::sched_getaffinity(0, sizeof cpus, &cpus) != 0) return std::nullopt;
+    DIR* dir = ::opendir("/sys/devices/system/node");
+    if (dir == nullptr) return std::nullopt;
+    int found = -1, count = 0;
+    bool readable = true;
+    while (const dirent* e = ::readdir(dir)) {
+        int node = -1;
+        char tail = 0;
+        if (std::sscanf(e->d_name, "node%d%c", &node, &tail) != 1 || node < 0) continue;
+        char path[96], list[4096];
+        std::snprintf(path, sizeof path, "/sys/devices/system/node/node%d/cpulist", node);
+        FILE* f = std::fopen(path, "r");
+        if (f == nullptr || std::fgets(list, sizeof list, f) == nullptr) readable = false;
+        if (f != nullptr) std::fclose(f);
+        if (!readable) break;
+        if (list_intersects(list, cpus)) {
+            found = node;
+            ++count;
+        }
+    }
+    ::closedir(dir);
+    if (!readable || count == 0) return std::nullopt;
+    return count == 1 ? found : -1;
+}
+
 }  // namespace
 
 int numa_node() noexcept {
+    if (const std::optional<int> node = numa_node_from_sysfs()) return *node;
     hwloc_topology_t topo = topology();
     if (!topo) return -1;
     Bitmap cpus = current_binding(topo);

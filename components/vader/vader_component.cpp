@@ -45,6 +45,20 @@ constexpr params::Field<Config> vader_params[] = {
                      "once)",
                      5}
             .range(0, UINT32_MAX - 1)),
+    params::to<&Config::dynamic_fast_boxes>(
+        params::Decl{"dynamic_fast_boxes", Type::unsigned_integer, "8",
+                     "Spare fast boxes in the segment of a process that may meet peers outside "
+                     "its job: each peer outside the job on this node is given one at its join "
+                     "and hands it back when it leaves; peers beyond that many use the FIFO",
+                     5}
+            .range(0, 1024)),
+    params::to<&Config::join_timeout>(
+        params::Decl{"join_timeout", Type::real, "10",
+                     "Seconds a server outside the job on this node may take to answer a "
+                     "client's join; after that the client gives it up and its operations with "
+                     "it end with peer_failed",
+                     5}
+            .real_range(0.001, 1e6)),
     params::to<&Config::fifo_size>(
         params::Decl{"fifo_size", Type::unsigned_integer, "4096",
                      "Minimum number of entries of each process's receive FIFO (rounded up to a "
@@ -105,7 +119,7 @@ class VaderComponent final : public btl::Component {
         const Layout layout = Layout::compute(
             static_cast<std::uint32_t>(std::max<std::size_t>(1, rt.local_peers().size())),
             config.segment_size, config.max_send_size, config.fbox_size, config.fifo_size,
-            config.heap_size);
+            config.heap_size, rt.dynamic_peers() != nullptr ? config.dynamic_fast_boxes : 0);
         // Alone on the node: no segment, no progress, nothing to cost the
         // others, until a peer outside the job comes (the module makes its
         // segment then).
@@ -119,7 +133,7 @@ class VaderComponent final : public btl::Component {
         try {
             // The fragments get pages as they are first used (VaderModule::supply_frags).
             const SharedFile::Extent now[] = {
-                {0, layout.frag_offset},
+                {0, layout.spare_offset},
                 {layout.region_offset, layout.total - layout.region_offset}};
             segment = SharedFile::create(config.backing_directory, rt.job_id(), rt.rank(),
                                          layout.total, layout.heap_size, rt.numa_node(), now);

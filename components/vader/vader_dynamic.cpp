@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "components/vader/vader_module.hpp"
@@ -129,6 +130,7 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
     ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
     ep->joined = false;
     probe_single_copy(*ep);
+    give_spare(*ep);
     VaderEndpoint* raw = ep.get();
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
@@ -158,6 +160,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     p.token = *token;
     p.channel = ep->channel;
     p.rank = runtime_.rank();
+    p.fast_box = ep->spare == SpareBoxes::none ? no_fast_box : layout_.local_size + ep->spare;
     std::memcpy(j->payload, &p, sizeof p);
     j->header->kind = FragKind::join;
     j->header->size = sizeof p;
@@ -170,16 +173,79 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     j->in_flight = true;
     ++ep->outstanding;
     ep->joined = true;
+    ep->join_pending = true;
+    ep->join_deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(config_.join_timeout));
+    ++joins_pending_;
     return true;
 }
 
-// The server gave the join fragment back: a status in it is a refusal.
+// The server gave the join fragment back: a status in it is a refusal, else
+// it names the fast box of the server's segment we write into from now on.
 void VaderModule::join_answered(Frag* f) noexcept {
     VaderEndpoint* ep = f->endpoint;
     const std::int16_t refusal = f->header->atomic_status;
+    const std::uint64_t box = f->header->operand;
     frags_.put(f);
-    if (refusal != 0 && !ep->dead)
+    join_settled(ep);
+    if (refusal == 0) {
+        if (box <= UINT32_MAX && !ep->dead) write_into(*ep, static_cast<std::uint32_t>(box));
+        return;
+    }
+    // Refused before it was admitted: the server never wrote into our box.
+    if (ep->spare != SpareBoxes::none) {
+        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        spares_.free(ep->spare);
+        ep->spare = SpareBoxes::none;
+        ep->reader = nullptr;
+    }
+    if (!ep->dead)
         peer_lost(ep, "vader: the server refused the connection (wrong access token, or no room)");
+}
+
+// A spare box of our segment for the peer to write into, formatted afresh
+// (its last writer let go of it); none left: the peer uses the FIFO.
+void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
+    const std::uint32_t spare = spares_.take();
+    if (spare == SpareBoxes::none) {
+        out_.verbose(10, "peer {}: no spare fast box left, its messages use the FIFO", ep.peer());
+        return;
+    }
+    const std::uint32_t index = layout_.local_size + spare;
+    const std::size_t offset = layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride;
+    if (!segment_.provide(offset, layout_.fbox_stride)) {
+        spares_.free(spare);
+        out_.verbose(5, "peer {}: {} has no room for a fast box, its messages use the FIFO",
+                     ep.peer(), config_.backing_directory);
+        return;
+    }
+    readers_[index] = FastboxReader(segment_.data() + offset, layout_.fbox_size);
+    ep.spare = spare;
+    ep.reader = &readers_[index];
+    try {
+        boxed_.push_back(&ep);  // reserved at format_segment: does not allocate
+    } catch (...) {
+        spares_.free(spare);
+        ep.spare = SpareBoxes::none;
+        ep.reader = nullptr;
+    }
+}
+
+// The peer gave us box `box` of its segment: our small messages go there
+// (after the threshold, as to a local peer).  One the segment does not
+// hold as a spare is ignored.
+void VaderModule::write_into(VaderEndpoint& ep, std::uint32_t box) noexcept {
+    const SegmentHeader& ph = ep.header();
+    if (box == no_fast_box) return;
+    if (box < ph.local_size || box >= ph.fbox_count) {
+        out_.verbose(1, "peer {}: a fast box it does not have ({}) ignored", ep.peer(), box);
+        return;
+    }
+    ep.fastbox = FastboxWriter(
+        ep.segment.data() + ph.fbox_offset + std::size_t{box} * ph.fbox_stride, ph.fbox_size);
+    ep.spare_at_peer = box;
+    ep.fbox_after = config_.fbox_threshold;
 }
 
 // --- both sides --------------------------------------------------------------------
@@ -193,6 +259,9 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             const auto it = channels_.find(channel);
             if (it == channels_.end() || it->second->dead || it->second->leaving) return;
             out_.verbose(10, "peer {} outside the job disconnected", it->second->peer());
+            // What it wrote into its box before the goodbye comes first.
+            if (VaderEndpoint* ep = it->second; ep->reader != nullptr)
+                poll_box(*ep->reader, ep, INT_MAX);
             // Reported at the next pass: the messages it sent before are
             // delivered in this one, and the pml takes them in between.
             it->second->leaving = true;
@@ -204,6 +273,11 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             }
             return;
         }
+        case DynamicKind::release:
+            if (const std::uint32_t box = ref_index(ref); box >= layout_.local_size)
+                spares_.released(box - layout_.local_size, channel);
+            stop_if_idle();
+            return;
         case DynamicKind::data: {
             if (const auto it = channels_.find(channel); it != channels_.end()) {
                 VaderEndpoint* ep = it->second;
@@ -234,10 +308,12 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     }
     const bool alive = !ep->dead;
     ep->dead = true;
+    join_settled(ep);
+    release_boxes(ep);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) {
             if (alive)
-                orphan(&f, ep);
+                orphan(&f, ep, Status::cancelled);
             else
                 complete(&f, Status::cancelled);
         }
@@ -258,20 +334,117 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     out_.verbose(10, "peer {} outside the job deleted", peer);
 }
 
+// The fast boxes between us and a peer outside the job that is deleted.  Ours
+// is free again once the peer cannot write into it any more; if the peer
+// dropped us first (its goodbye) and still runs, it parked the one we wrote
+// into, and hears that we let go of it.
+void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
+    const bool exited = ep->process.exited();
+    if (ep->spare != SpareBoxes::none) {
+        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        if (ep->leaving || exited) {
+            spares_.free(ep->spare);
+        } else {
+            spares_.park(ep->spare, ep->channel, ep->pid);
+            out_.verbose(10, "peer {}: fast box {} parked until it lets go of it", ep->peer(),
+                         ep->spare);
+        }
+        ep->spare = SpareBoxes::none;
+        ep->reader = nullptr;
+    }
+    if (ep->leaving && !exited && ep->spare_at_peer != SpareBoxes::none) {
+        const std::uint64_t release =
+            with_kind(ep->ref_base, DynamicKind::release) | std::uint64_t{ep->spare_at_peer};
+        // Its FIFO full means it is not reading: the box stays parked until it exits.
+        for (int tries = 0; tries < 1000 && !ep->fifo.push(release); ++tries) ::sched_yield();
+        out_.verbose(10, "peer {}: let go of its fast box {}", ep->peer(), ep->spare_at_peer);
+    }
+}
+
+// From check_peers, when due: parked boxes whose writer exited, joins no
+// server answered in time.
+void VaderModule::watch_dynamic() noexcept {
+    spares_.reap_exited();
+    if (joins_pending_ != 0) expire_joins();
+    if (!orphan_owners_.empty()) reap_orphans();
+    stop_if_idle();
+}
+
+void VaderModule::join_settled(VaderEndpoint* ep) noexcept {
+    if (!ep->join_pending) return;
+    ep->join_pending = false;
+    --joins_pending_;
+}
+
+// A server that maps in but never answers our join (stopped, or not
+// progressing) would hold our operations forever: after btl_vader_join_timeout
+// it is given up.  Its fragments stay off the free list (it may still read
+// them) and our operations with it end with peer_failed.
+void VaderModule::expire_joins() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    VaderEndpoint* late[16];
+    std::size_t n = 0;
+    for (auto& [peer, ep] : dynamic_)
+        if (ep->join_pending && !ep->dead && now >= ep->join_deadline && n < std::size(late))
+            late[n++] = ep.get();
+    for (std::size_t i = 0; i < n; ++i) {
+        VaderEndpoint* ep = late[i];
+        join_settled(ep);
+        ep->dead = true;
+        for (Frag& f : frags_.items())
+            if (f.in_flight && f.endpoint == ep) orphan(&f, ep, Status::peer_failed);
+        out_.verbose(1, "peer {} outside the job (pid {}): no answer to the join in {} s",
+                     ep->peer(), ep->pid, config_.join_timeout);
+        report_error(btl::error_flags::nonfatal, ep->peer(),
+                     "vader: the server did not answer the join within btl_vader_join_timeout "
+                     "(stopped, or not progressing)");
+    }
+}
+
 // A fragment in flight to a peer that still reads: cancelled for its user,
 // kept from the free list until the peer hands it back.
-void VaderModule::orphan(Frag* f, VaderEndpoint* ep) noexcept {
+void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
     --ep->outstanding;
     f->orphan = true;
+    f->orphan_of = ep->pid;
     f->endpoint = nullptr;
+    const auto watched = [pid = ep->pid](const btl::util::ProcessWatch& w) {
+        return w.pid() == pid;
+    };
+    if (std::none_of(orphan_owners_.begin(), orphan_owners_.end(), watched)) {
+        try {
+            orphan_owners_.emplace_back(ep->pid);
+        } catch (...) {
+            // Unwatched: the fragment comes back only if the peer returns it.
+        }
+    }
     if (f->header->kind == FragKind::atomic) {
         if (f->rdma_cb)
             f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
-                       Status::cancelled);
+                       status);
     } else if (!f->internal && f->cbfunc) {
-        f->cbfunc(this, ep, f, Status::cancelled);
+        f->cbfunc(this, ep, f, status);
     }
     f->internal = true;
+}
+
+// Orphaned fragments of a peer that exited without handing them back are
+// ours again (the returns it pushed before it died are taken first); a peer
+// that handed back all of its own is no longer watched.
+void VaderModule::reap_orphans() noexcept {
+    progress();
+    std::erase_if(orphan_owners_, [this](const btl::util::ProcessWatch& w) {
+        const bool gone = w.exited();
+        bool held = false;
+        for (Frag& f : frags_.items()) {
+            if (!f.orphan || f.orphan_of != w.pid()) continue;
+            if (gone)
+                complete(&f, Status::cancelled);
+            else
+                held = true;
+        }
+        return gone || !held;
+    });
 }
 
 // The peers whose goodbye came in an earlier pass.
@@ -359,7 +532,10 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     ep->ref_base = make_dynamic_ref(DynamicKind::data, p.channel, 0);
     joining_.erase(pid);
     probe_single_copy(*ep);
+    write_into(*ep, p.fast_box);
+    give_spare(*ep);
     h.atomic_status = 0;
+    h.operand = ep->spare == SpareBoxes::none ? no_fast_box : layout_.local_size + ep->spare;
     VaderEndpoint* raw = ep.get();
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);

@@ -22,10 +22,16 @@ inline constexpr char listen_key[] = "btl.vader.2";
 
 inline constexpr std::uint64_t dynamic_bit = 1ull << 62;
 
+// A join without a spare fast box for the other side: it uses the FIFO.
+inline constexpr std::uint32_t no_fast_box = ~0u;
+
 enum class DynamicKind : std::uint8_t {
     data = 0,     // low 32 bits: a fragment of the sender's segment
     join = 1,     // channel: the client's pid; low 32 bits: its segment's descriptor
     goodbye = 2,  // the sender disconnected; nothing follows
+    // The sender dropped us after we dropped it, and no longer writes into
+    // the fast box of ours it had; low 32 bits: that box's index.
+    release = 3,
 };
 
 constexpr std::uint64_t make_dynamic_ref(DynamicKind kind, std::uint32_t channel,
@@ -64,11 +70,14 @@ std::uint64_t pid_namespace() noexcept;
 
 // The payload of a client's join fragment (FragKind::join).  The server
 // answers in the fragment's header: atomic_status 0 when admitted, else the
-// Status it refused with.
+// Status it refused with; `operand` the index of the fast box in the server's
+// segment the client is to write into (no_fast_box: none).
 struct JoinPayload {
     rt::Secret token{};         // the listening context's
     std::uint32_t channel = 0;  // the channel the server's references carry
     std::uint32_t rank = 0;     // the client's rank in its own job (for logs)
+    // The fast box in the client's segment the server is to write into.
+    std::uint32_t fast_box = no_fast_box;
 };
 
 }  // namespace transit::vader

@@ -1,20 +1,23 @@
 // Per-peer state: the peer's mapped segment, its FIFO, the fast box this
-// process writes in it, and what is in flight to it.
+// process writes in it, the one in our segment it writes in, and what is in
+// flight to it.
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
+#include "components/vader/vader_spare_boxes.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/process_watch.hpp"
 
 namespace transit::vader {
 
-// The local index of a peer outside the job: it has no fast box.
+// The local index of a peer outside the job.
 inline constexpr std::uint32_t no_local_index = ~0u;
 
 class VaderEndpoint final : public btl::Endpoint {
@@ -45,6 +48,9 @@ class VaderEndpoint final : public btl::Endpoint {
     SharedFile segment;
     Fifo fifo;              // the peer's receive FIFO
     FastboxWriter fastbox;  // our box in the peer's segment
+    // Its box in our segment (read before each of its fragments), or null:
+    // a peer outside the job that got no spare box.
+    FastboxReader* reader = nullptr;
     pid_t pid = 0;
     btl::util::ProcessWatch process;  // of pid, for check_peers
     std::uint64_t owner_base = 0;
@@ -56,16 +62,20 @@ class VaderEndpoint final : public btl::Endpoint {
     std::uint32_t frag_count = 0;
     std::size_t frag_payload = 0;
     std::uint32_t sends = 0;       // toward the fast-box threshold
-    std::uint32_t fbox_after = 0;  // sends before the fast box (never for a peer outside the job)
+    std::uint32_t fbox_after = 0;  // sends before the fast box (never while there is none)
     // What our FIFO references to the peer carry above the fragment index:
     // our local index, or the dynamic bit and the channel the peer knows us by.
     std::uint64_t ref_base = 0;
     // A peer outside the job (vader_dynamic.cpp).
     bool dynamic = false;
-    std::uint32_t channel = 0;      // the channel its references to us carry
-    bool join_ref_sent = false;     // a server: our join reference is in its FIFO
-    bool joined = true;             // a server: our join fragment is in its FIFO too
-    bool leaving = false;           // its goodbye came; reported at the next pass
+    std::uint32_t channel = 0;                       // the channel its references to us carry
+    std::uint32_t spare = SpareBoxes::none;          // the spare box of ours it writes into
+    std::uint32_t spare_at_peer = SpareBoxes::none;  // the box of its segment we write into
+    bool join_ref_sent = false;                      // a server: our join reference is in its FIFO
+    bool joined = true;         // a server: our join fragment is in its FIFO too
+    bool leaving = false;       // its goodbye came; reported at the next pass
+    bool join_pending = false;  // a server: our join is not answered yet
+    std::chrono::steady_clock::time_point join_deadline{};
     std::uint32_t outstanding = 0;  // our fragments the peer has not returned
     bool dead = false;
 };

@@ -1,5 +1,6 @@
 // What lives in a vader segment, and how peers find it: the header, the receive
-// FIFO, one fast box per local sender, and the owner's send fragments.
+// FIFO, one fast box per local sender and the spare boxes handed to peers
+// outside the job, and the owner's send fragments.
 //
 // Every offset is written in the header by the owner, so a peer never has to
 // recompute the layout from its own parameters.
@@ -18,7 +19,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 6;                    // 6: the nonce
+inline constexpr std::uint32_t segment_version = 7;  // 7: spare fast boxes (fbox_count)
 inline constexpr std::size_t frag_header_size = 64;
 inline constexpr std::uint32_t region_slot_count = 1024;  // registrations at once
 
@@ -45,6 +46,9 @@ struct alignas(cache_line) SegmentHeader {
     std::uint64_t fbox_offset;
     std::uint64_t fbox_stride;
     std::uint32_t fbox_size;
+    // Boxes at fbox_offset: one per local sender, then the spares a peer
+    // outside the job is given at its join (vader_dynamic.hpp).
+    std::uint32_t fbox_count;
     std::uint32_t frag_count;
     std::uint64_t frag_offset;
     std::uint64_t frag_stride;
@@ -148,13 +152,14 @@ inline bool segment_usable(std::span<const std::byte> mapped, std::uint32_t loca
     if (h.magic != segment_magic || h.version != segment_version || h.local_index != local_index ||
         h.local_size != local_size || h.size != size || h.local_index >= h.local_size ||
         !pow2(h.fifo_capacity) || !pow2(h.fbox_size) || h.fbox_size < 256 ||
-        h.fbox_stride < Fastbox::bytes(h.fbox_size) || h.fbox_stride % cache_line != 0 ||
-        h.frag_stride < frag_header_size || h.frag_stride % cache_line != 0)
+        h.fbox_count < h.local_size || h.fbox_stride < Fastbox::bytes(h.fbox_size) ||
+        h.fbox_stride % cache_line != 0 || h.frag_stride < frag_header_size ||
+        h.frag_stride % cache_line != 0)
         return false;
     const std::uint64_t fifo_end =
         region(sizeof(SegmentHeader), h.fifo_offset, 1, Fifo::bytes(h.fifo_capacity));
     const std::uint64_t fbox_end =
-        fifo_end == 0 ? 0 : region(fifo_end, h.fbox_offset, h.local_size, h.fbox_stride);
+        fifo_end == 0 ? 0 : region(fifo_end, h.fbox_offset, h.fbox_count, h.fbox_stride);
     const std::uint64_t frag_end =
         fbox_end == 0 ? 0 : region(fbox_end, h.frag_offset, h.frag_count, h.frag_stride);
     const std::uint64_t region_end =
@@ -170,6 +175,7 @@ inline bool segment_usable(std::span<const std::byte> mapped, std::uint32_t loca
 // Sizes computed by the owner from its parameters.
 struct Layout {
     std::uint32_t local_size;
+    std::uint32_t fbox_count;  // local_size, and the spares for peers outside the job
     std::uint32_t fbox_size;
     std::uint32_t fifo_capacity;
     std::uint32_t frag_count;
@@ -177,6 +183,7 @@ struct Layout {
     std::size_t fifo_offset;
     std::size_t fbox_offset;
     std::size_t fbox_stride;
+    std::size_t spare_offset;  // the spare boxes: pages supplied when one is handed out
     std::size_t frag_offset;
     std::size_t region_offset;
     std::size_t total;        // the part allocated at creation
@@ -188,14 +195,16 @@ struct Layout {
     // returning a fragment never finds the FIFO full.
     static Layout compute(std::uint32_t local_size, std::size_t segment_size,
                           std::size_t max_send_size, std::uint32_t fbox_size,
-                          std::uint32_t fifo_min, std::size_t heap_size = 0) noexcept {
+                          std::uint32_t fifo_min, std::size_t heap_size = 0,
+                          std::uint32_t spare_fboxes = 0) noexcept {
         Layout l{};
         l.local_size = local_size;
+        l.fbox_count = local_size + spare_fboxes;
         l.fbox_size = pow2_at_least(fbox_size < 256 ? 256 : fbox_size);
         l.frag_stride = round_up(frag_header_size + max_send_size, cache_line);
         l.fbox_stride = round_up(Fastbox::bytes(l.fbox_size), cache_line);
         const std::size_t fixed =
-            round_up(sizeof(SegmentHeader), cache_line) + std::size_t{local_size} * l.fbox_stride;
+            round_up(sizeof(SegmentHeader), cache_line) + std::size_t{l.fbox_count} * l.fbox_stride;
         const std::size_t per_frag = l.frag_stride + 2 * sizeof(std::uint64_t) * local_size;
         const std::size_t room = segment_size > fixed ? segment_size - fixed : 0;
         std::size_t count = room / per_frag;
@@ -206,7 +215,8 @@ struct Layout {
         if (l.fifo_capacity < fifo_min) l.fifo_capacity = pow2_at_least(fifo_min);
         l.fifo_offset = round_up(sizeof(SegmentHeader), cache_line);
         l.fbox_offset = round_up(l.fifo_offset + Fifo::bytes(l.fifo_capacity), cache_line);
-        l.frag_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
+        l.spare_offset = l.fbox_offset + std::size_t{local_size} * l.fbox_stride;
+        l.frag_offset = l.fbox_offset + std::size_t{l.fbox_count} * l.fbox_stride;
         l.region_offset = round_up(l.frag_offset + count * l.frag_stride, cache_line);
         l.total = round_up(l.region_offset + region_slot_count * sizeof(btl::RegionSlot), 4096);
         l.heap_offset = l.total;

@@ -89,6 +89,7 @@ void VaderModule::format_segment() {
     h.fbox_offset = layout_.fbox_offset;
     h.fbox_stride = layout_.fbox_stride;
     h.fbox_size = layout_.fbox_size;
+    h.fbox_count = layout_.fbox_count;
     h.frag_count = layout_.frag_count;
     h.frag_offset = layout_.frag_offset;
     h.frag_stride = layout_.frag_stride;
@@ -105,14 +106,21 @@ void VaderModule::format_segment() {
     regions_ = btl::RegionTable(slots, region_slot_count);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
-    readers_.reserve(layout_.local_size);
+    // Never resized from here on: endpoints point at their reader.  The
+    // spares are formatted when handed out (their pages come then).
+    readers_.reserve(layout_.fbox_count);
     for (std::uint32_t i = 0; i < layout_.local_size; ++i)
         readers_.emplace_back(segment_.data() + layout_.fbox_offset + i * layout_.fbox_stride,
                               layout_.fbox_size);
+    readers_.resize(layout_.fbox_count);
     endpoints_.resize(layout_.local_size);
     retired_.resize(layout_.local_size);
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
+    spares_ = SpareBoxes(layout_.fbox_count - layout_.local_size);
+    // Room for every spare twice: entries of peers deleted during a pass stay
+    // (null) until its end, beside those of peers given the spares again.
+    boxed_.reserve(2 * std::size_t{spares_.size()});
 
     frags_.setup({.initial = layout_.frag_count, .max = layout_.frag_count});
     std::uint32_t i = 0;
@@ -157,7 +165,7 @@ bool VaderModule::ensure_segment() noexcept {
         decide_single_copy(config_);
         single_copy_ = config_.single_copy;
         const SharedFile::Extent now[] = {
-            {0, layout_.frag_offset},
+            {0, layout_.spare_offset},
             {layout_.region_offset, layout_.total - layout_.region_offset}};
         segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
                                       layout_.total, layout_.heap_size, runtime_.numa_node(), now);
@@ -189,6 +197,7 @@ Status VaderModule::finalize() {
     for (auto& [peer, ep] : dynamic_)
         if (!ep->dead && ep->joined)
             (void)ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye));
+    boxed_.clear();
     dynamic_.clear();
     channels_.clear();
     joining_.clear();
@@ -265,6 +274,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     attach_peer(*ep);
     ep->fbox_after = config_.fbox_threshold;
     ep->ref_base = make_ref(my_index_, 0);
+    ep->reader = &readers_[local_index];
     ep->fastbox = FastboxWriter(
         ep->segment.data() + ep->header().fbox_offset + my_index_ * ep->header().fbox_stride,
         ep->header().fbox_size);
@@ -337,8 +347,15 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
     }
     rebuild_pollfds();
-    if (active_.empty() && dynamic_.empty() && !listening_) stop_progress();
+    stop_if_idle();
     return Status::success;
+}
+
+// No peer to poll for: progress stops (a process alone on its node costs
+// nothing between its clients).  Parked fast boxes wait for their release.
+void VaderModule::stop_if_idle() noexcept {
+    if (active_.empty() && dynamic_.empty() && !listening_ && !spares_.any_parked())
+        stop_progress();
 }
 
 // A deleted peer added again (or sending to us again): its old mapping and
@@ -743,6 +760,8 @@ int VaderModule::progress() noexcept {
         report_departures();
     int events = 0;
     for (std::uint32_t i : active_) events += poll_fastbox(i, 32);
+    if (!boxed_.empty()) [[unlikely]]
+        events += poll_dynamic_boxes();
     events += poll_fifo(64);
     if (!pending_returns_.empty()) [[unlikely]] {
         std::erase_if(pending_returns_, [](const auto& p) { return p.first->fifo.push(p.second); });
@@ -760,9 +779,7 @@ void VaderModule::deliver(VaderEndpoint* ep, const char* data, std::size_t size,
                      "vader: message for a tag with no registered callback");
 }
 
-int VaderModule::poll_fastbox(std::uint32_t local_index, int max) noexcept {
-    FastboxReader& box = readers_[local_index];
-    VaderEndpoint* ep = endpoints_[local_index].get();
+int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept {
     const int n = box.poll(
         [&](const char* data, std::uint32_t len, std::uint8_t tag) { deliver(ep, data, len, tag); },
         max);
@@ -770,6 +787,16 @@ int VaderModule::poll_fastbox(std::uint32_t local_index, int max) noexcept {
         peer_lost(ep,
                   "vader: a malformed fast-box record from a local peer; nothing more is read "
                   "from it");
+    return n;
+}
+
+// The spare boxes given to peers outside the job.  Indexed: a callback may
+// delete a peer (its entry turns null) or connect one (an entry is added).
+int VaderModule::poll_dynamic_boxes() noexcept {
+    int n = 0;
+    for (std::size_t k = 0; k < boxed_.size(); ++k)
+        if (VaderEndpoint* ep = boxed_[k]; ep != nullptr) n += poll_box(*ep->reader, ep, 32);
+    std::erase(boxed_, static_cast<VaderEndpoint*>(nullptr));
     return n;
 }
 
@@ -798,8 +825,8 @@ int VaderModule::poll_fifo(int max) noexcept {
 
 void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
     // Whatever the sender put in its fast box before this fragment comes first.
-    if (ep->local_index != no_local_index) [[likely]]
-        poll_fastbox(ep->local_index, INT_MAX);
+    if (ep->reader != nullptr) [[likely]]
+        poll_box(*ep->reader, ep, INT_MAX);
     FragHeader& h = *ep->frag(ref_index(ref));
     if (h.kind == FragKind::data) [[likely]] {
         const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
@@ -865,6 +892,12 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 int VaderModule::check_peers() noexcept {
     if (!joining_.empty()) [[unlikely]]
         forget_joining_exited();
+    if ((spares_.any_parked() || joins_pending_ != 0 || !orphan_owners_.empty()) &&
+        dynamic_pace_.due()) [[unlikely]] {
+        in_check_ = true;
+        watch_dynamic();
+        in_check_ = false;
+    }
     in_check_ = true;
     const int events = btl::util::lose_exited(
         check_pace_, polled_, [](const VaderEndpoint& ep) { return ep.dead; },

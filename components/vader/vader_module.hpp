@@ -16,6 +16,7 @@
 #include "components/vader/vader_heap.hpp"
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
+#include "components/vader/vader_spare_boxes.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -31,6 +32,8 @@ enum class SingleCopyMechanism { automatic, cma, none };
 struct Config : btl::BaseConfig {
     std::uint32_t fbox_size = 16384;
     std::uint32_t fbox_threshold = 16;
+    std::uint32_t dynamic_fast_boxes = 8;
+    double join_timeout = 10;  // seconds a server outside the job may take to answer a join
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
     std::size_t heap_size = std::size_t{1} << 30;
@@ -56,6 +59,7 @@ struct Frag : btl::Descriptor {
     // it cancelled, and it goes back to the list when the peer returns it (a
     // fragment reused earlier could be read as the next connection's).
     bool orphan = false;
+    pid_t orphan_of = 0;  // the peer that holds it: back on the list when it exits
     // atomics
     btl::RdmaCompletionFn rdma_cb = nullptr;
     void* local_address = nullptr;
@@ -98,6 +102,7 @@ class VaderModule final : public btl::Module,
     std::size_t dynamic_endpoints() const noexcept override {
         return dynamic_.size() + joining_.size();
     }
+    std::size_t dynamic_fast_paths() const noexcept override { return spares_.in_use(); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -164,10 +169,18 @@ class VaderModule final : public btl::Module,
     void forget_joining_exited() noexcept;
     void report_departures() noexcept;
     void refused(std::uint32_t pid, const std::string& reason) noexcept;
+    void give_spare(VaderEndpoint& ep) noexcept;
+    void write_into(VaderEndpoint& ep, std::uint32_t box) noexcept;
+    void release_boxes(VaderEndpoint* ep) noexcept;
+    void watch_dynamic() noexcept;
+    void join_settled(VaderEndpoint* ep) noexcept;
+    void expire_joins() noexcept;
+    void reap_orphans() noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void start_progress();
     void stop_progress();
+    void stop_if_idle() noexcept;
     void rebuild_pollfds();
 
     Frag* take_frag(VaderEndpoint* ep) noexcept;
@@ -180,12 +193,16 @@ class VaderModule final : public btl::Module,
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
     Status send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept;
 
-    int poll_fastbox(std::uint32_t local_index, int max) noexcept;
+    int poll_fastbox(std::uint32_t local_index, int max) noexcept {
+        return poll_box(readers_[local_index], endpoints_[local_index].get(), max);
+    }
+    int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
+    int poll_dynamic_boxes() noexcept;
     int poll_fifo(int max) noexcept;
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
     void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
     void complete(Frag* frag, Status status) noexcept;
-    void orphan(Frag* frag, VaderEndpoint* ep) noexcept;
+    void orphan(Frag* frag, VaderEndpoint* ep, Status status) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
     void peer_died(VaderEndpoint* ep) noexcept;
     bool departed_quietly(VaderEndpoint* ep) noexcept;
@@ -229,12 +246,18 @@ class VaderModule final : public btl::Module,
     std::unordered_map<std::uint32_t, Joining> joining_;     // by client pid
     std::vector<std::unique_ptr<VaderEndpoint>> graveyard_;  // deleted, freed at the next pass
     std::vector<VaderEndpoint*> departing_;  // said goodbye, reported at the next pass
+    SpareBoxes spares_;                      // readers_[local_size + i] for peers outside the job
+    std::vector<VaderEndpoint*> boxed_;      // peers outside the job with a spare box (polled)
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};
     bool warned_dynamic_ = false;
     btl::util::WatchPace check_pace_;  // every 16th low-priority pass, at most every 100 ms
     btl::util::WatchPace joining_pace_;
+    btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
+    std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet
+    // Peers outside the job that hold orphaned fragments of ours.
+    std::vector<btl::util::ProcessWatch> orphan_owners_;
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;

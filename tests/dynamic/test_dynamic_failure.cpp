@@ -11,11 +11,14 @@
 //   client ADDRESS held     operations pending with the victim when it dies,
 //                           then connects to it again
 //   client ADDRESS quit     ends the server
+//   client ADDRESS unanswered  a call to a server that is stopped (vader: its
+//                           join is never answered)
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -194,9 +197,40 @@ int client(const std::string& address, const std::string& mode) {
         const Status cs = ctx.connect(address, again);
         say("reconnect connect=%s peer=%s in %lld ms", status_text(cs).c_str(),
             again == transit::any_rank ? "none" : "given", ms_since(c));
+    } else if (mode == "unanswered") {
+        std::uint32_t v = 0;
+        const auto t = std::chrono::steady_clock::now();
+        const Status sent = ctx.send(server, tag_echo, &v, sizeof v);
+        const Status got = transit::ok(sent) ? ctx.recv(server, tag_echo, &v, sizeof v) : sent;
+        say("ended %s in %lld ms", status_text(got).c_str(), ms_since(t));
     } else {
         fail("unknown mode " + mode);
     }
+    return 0;
+}
+
+// Sends to a stopped server until the fragments run out (16: the fewest a
+// segment has), waits for those sends to end (its join is given up), says
+// "ready", then calls a live server: that needs the fragments the stopped
+// server held, ours again once the driver has killed it.
+int orphaner(const std::string& stopped, const std::string& live) {
+    auto ctx = transit::init();
+    Rank held = transit::any_rank;
+    check(ctx.connect(stopped, held) == Status::success, "connect to the stopped server");
+    std::uint32_t values[24] = {};
+    std::vector<Request*> sends;
+    for (std::uint32_t& v : values) {
+        Request* r = nullptr;
+        check(transit::ok(ctx.isend(held, tag_echo, &v, sizeof v, r)), "isend");
+        if (r != nullptr) sends.push_back(r);
+    }
+    for (Request* r : sends) ctx.wait(r);
+    say("ready");
+    Rank server = transit::any_rank;
+    check(ctx.connect(live, server) == Status::success, "connect to the live server");
+    echo_once(ctx, server, tag_echo, 100, 1);
+    check(ctx.disconnect(server) == Status::success, "disconnect");
+    say("served");
     return 0;
 }
 
@@ -275,15 +309,65 @@ int killed_server(const std::string& me) {
     return 0;
 }
 
+// A server that is stopped (SIGSTOP) before its client joins: over vader
+// the client maps its segment and sends, and nothing answers the join.  The
+// client gives it up after btl_vader_join_timeout instead of waiting forever.
+int stopped_server(const std::string& me) {
+    Child srv = start({me, "victim"});
+    const std::string address = read_line(srv, 20, "the victim's address");
+    ::kill(srv.pid, SIGSTOP);
+    ::setenv("TRANSIT_MCA_btl_vader_join_timeout", "0.5", 1);
+    Child cl = start({me, "client", address, "unanswered"});
+    ::unsetenv("TRANSIT_MCA_btl_vader_join_timeout");
+    const std::string ended = read_line(cl, 20, "the unanswered call to end");
+    say("stopped server: client's call %s", ended.c_str());
+    check(ended.starts_with("ended peer failed in "), "the unanswered call ended as: " + ended);
+    const long long ms = std::stoll(ended.substr(ended.rfind(" in ") + 4));
+    check(ms >= 400 && ms < 3000, "given up after " + std::to_string(ms) + " ms, not ~500");
+    check(wait_exit(cl) == 0, "the client failed");
+    ::kill(srv.pid, SIGKILL);
+    wait_exit(srv);
+    return 0;
+}
+
+// Fragments a client gave a server that never returned them (stopped, its
+// join given up) are the client's again once that server is killed: a
+// client with no other fragments is served by another server then.
+int orphaned_fragments(const std::string& me) {
+    Child live = start({me, "server"});
+    const std::string live_address = read_line(live, 20, "the server's address");
+    Child stopped = start({me, "victim"});
+    const std::string stopped_address = read_line(stopped, 20, "the victim's address");
+    ::kill(stopped.pid, SIGSTOP);
+    ::setenv("TRANSIT_MCA_btl_vader_join_timeout", "0.5", 1);
+    ::setenv("TRANSIT_MCA_btl_vader_segment_size", "0", 1);
+    Child cl = start({me, "orphaner", stopped_address, live_address});
+    ::unsetenv("TRANSIT_MCA_btl_vader_join_timeout");
+    ::unsetenv("TRANSIT_MCA_btl_vader_segment_size");
+    check(read_line(cl, 20, "the sends to the stopped server to end") == "ready", "orphaner");
+    ::kill(stopped.pid, SIGKILL);
+    wait_exit(stopped);
+    check(read_line(cl, 10, "the live server's answer") == "served", "orphaner served");
+    check(wait_exit(cl) == 0, "the orphaner failed");
+    say("fragments held by a killed server came back");
+    Child quit = start({me, "client", live_address, "quit"});
+    check(wait_exit(quit) == 0, "quit client");
+    check(wait_exit(live) == 0, "the server failed");
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     if (argc >= 2 && std::string(argv[1]) == "server") return server();
     if (argc >= 2 && std::string(argv[1]) == "victim") return victim();
     if (argc >= 4 && std::string(argv[1]) == "client") return client(argv[2], argv[3]);
+    if (argc >= 4 && std::string(argv[1]) == "orphaner") return orphaner(argv[2], argv[3]);
     ::signal(SIGPIPE, SIG_IGN);
     if (killed_client(argv[0]) != 0) return 1;
     if (killed_server(argv[0]) != 0) return 1;
+    if (const char* btl = std::getenv("TRANSIT_TEST_PEER_BTL"); btl && std::string(btl) == "vader")
+        if (stopped_server(argv[0]) != 0 || orphaned_fragments(argv[0]) != 0) return 1;
     say("PASS");
     return 0;
 }

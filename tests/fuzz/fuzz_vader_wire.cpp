@@ -94,6 +94,7 @@ void fuzz_segment(std::span<const std::uint8_t> in) {
     h.fbox_offset = l.fbox_offset;
     h.fbox_stride = l.fbox_stride;
     h.fbox_size = l.fbox_size;
+    h.fbox_count = l.fbox_count;
     h.frag_count = l.frag_count;
     h.frag_offset = l.frag_offset;
     h.frag_stride = l.frag_stride;

@@ -47,6 +47,43 @@ TEST(Topology, BindingToOneCpuIsReported) {
     EXPECT_GE(topo::numa_node(), 0);
 }
 
+// hwloc's answer to numa_node: the one NUMA node whose CPUs meet the
+// calling thread's binding, -1 for none or several.
+int hwloc_numa_node() {
+    hwloc_topology_t t = nullptr;
+    if (hwloc_topology_init(&t) != 0 || hwloc_topology_load(t) != 0) return -2;
+    hwloc_bitmap_t cpus = hwloc_bitmap_alloc();
+    int node = -1, count = 0;
+    if (hwloc_get_cpubind(t, cpus, HWLOC_CPUBIND_THREAD) == 0)
+        for (hwloc_obj_t n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, nullptr); n;
+             n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n))
+            if (n->cpuset && hwloc_bitmap_intersects(n->cpuset, cpus)) {
+                node = static_cast<int>(n->os_index);
+                ++count;
+            }
+    hwloc_bitmap_free(cpus);
+    hwloc_topology_destroy(t);
+    return count == 1 ? node : -1;
+}
+
+// numa_node reads the kernel's node list instead of loading the topology:
+// the same answer, unbound and bound to each CPU.
+TEST(Topology, NumaNodeAgreesWithHwloc) {
+    EXPECT_EQ(topo::numa_node(), hwloc_numa_node());
+    AffinityGuard guard;
+    cpu_set_t allowed;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    for (int c = 0, tried = 0; c < CPU_SETSIZE && tried < 16; ++c) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        ++tried;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+        EXPECT_EQ(topo::numa_node(), hwloc_numa_node()) << "bound to CPU " << c;
+    }
+}
+
 TEST(Topology, UnknownDevicesHaveNoDistance) {
     EXPECT_EQ(topo::distance_to_device(""), -1);
     EXPECT_EQ(topo::distance_to_device("not a bus id"), -1);

@@ -167,6 +167,9 @@ class DynamicPeerRecords {
   public:
     static constexpr std::uint32_t id = 1;
     virtual std::size_t dynamic_endpoints() const noexcept = 0;
+    // Fast paths handed to them that are not free again yet (vader's spare
+    // fast boxes); 0 for a module that has none.
+    virtual std::size_t dynamic_fast_paths() const noexcept { return 0; }
 
   protected:
     ~DynamicPeerRecords() = default;

@@ -80,7 +80,8 @@ namespace transit::pml {
 
 Peer* PeerTable::dynamic_peer(Rank r) noexcept {
     if (r == any_rank) return nullptr;
-    if (auto it = by_id_.find(r); it != by_id_.end()) return it->second;
+    if (r == last_->rank) return last_;
+    if (auto it = by_id_.find(r); it != by_id_.end()) return last_ = it->second;
     if (!dynamic_peers_ || !dynamic_peers_->is_dynamic(r)) return nullptr;
     try {
         dynamic_.reserve(dynamic_.size() + 1);
@@ -92,7 +93,7 @@ Peer* PeerTable::dynamic_peer(Rank r) noexcept {
         by_id_.erase(r);
         return nullptr;
     }
-    return dynamic_.back().get();
+    return last_ = dynamic_.back().get();
 }
 
 void PeerTable::erase(Peer* p) noexcept {
@@ -104,6 +105,7 @@ void PeerTable::erase(Peer* p) noexcept {
     }
     departed_[i] = p->departed;
     by_id_.erase(p->rank);
+    if (last_ == p) last_ = &none_;
     for (auto& slot : dynamic_) {
         if (slot.get() != p) continue;
         std::swap(slot, dynamic_.back());

@@ -195,7 +195,7 @@ void VaderModule::join_answered(Frag* f) noexcept {
     }
     // Refused before it was admitted: the server never wrote into our box.
     if (ep->spare != SpareBoxes::none) {
-        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        unbox(ep);
         spares_.free(ep->spare);
         ep->spare = SpareBoxes::none;
         ep->reader = nullptr;
@@ -341,7 +341,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
 void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
     const bool exited = ep->process.exited();
     if (ep->spare != SpareBoxes::none) {
-        std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+        unbox(ep);
         if (ep->leaving || exited) {
             spares_.free(ep->spare);
         } else {

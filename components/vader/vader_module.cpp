@@ -752,16 +752,12 @@ int VaderModule::progress() noexcept {
     if (in_progress_) [[unlikely]]
         return 0;
     in_progress_ = true;
-    // Endpoints of peers outside the job deleted since the last pass: no
-    // caller up the stack names them any more.
-    if (!graveyard_.empty()) [[unlikely]]
-        graveyard_.clear();
-    if (!departing_.empty()) [[unlikely]]
-        report_departures();
     int events = 0;
+    // One test for everything about peers outside the job, which a job
+    // without them never pays more for.
+    if (!dynamic_.empty() || !graveyard_.empty()) [[unlikely]]
+        events += progress_outside();
     for (std::uint32_t i : active_) events += poll_fastbox(i, 32);
-    if (!boxed_.empty()) [[unlikely]]
-        events += poll_dynamic_boxes();
     events += poll_fifo(64);
     if (!pending_returns_.empty()) [[unlikely]] {
         std::erase_if(pending_returns_, [](const auto& p) { return p.first->fifo.push(p.second); });
@@ -790,14 +786,32 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
     return n;
 }
 
+// The progress pass's share for peers outside the job.
+int VaderModule::progress_outside() noexcept {
+    // Endpoints of peers outside the job deleted since the last pass: no
+    // caller up the stack names them any more.
+    if (!graveyard_.empty()) graveyard_.clear();
+    if (!departing_.empty()) report_departures();
+    return boxed_.empty() ? 0 : poll_dynamic_boxes();
+}
+
 // The spare boxes given to peers outside the job.  Indexed: a callback may
 // delete a peer (its entry turns null) or connect one (an entry is added).
 int VaderModule::poll_dynamic_boxes() noexcept {
     int n = 0;
     for (std::size_t k = 0; k < boxed_.size(); ++k)
         if (VaderEndpoint* ep = boxed_[k]; ep != nullptr) n += poll_box(*ep->reader, ep, 32);
-    std::erase(boxed_, static_cast<VaderEndpoint*>(nullptr));
+    if (boxed_holes_) {
+        std::erase(boxed_, static_cast<VaderEndpoint*>(nullptr));
+        boxed_holes_ = false;
+    }
     return n;
+}
+
+// A peer outside the job stops being polled through a spare box.
+void VaderModule::unbox(VaderEndpoint* ep) noexcept {
+    std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+    boxed_holes_ = true;
 }
 
 int VaderModule::poll_fifo(int max) noexcept {

@@ -197,7 +197,9 @@ class VaderModule final : public btl::Module,
         return poll_box(readers_[local_index], endpoints_[local_index].get(), max);
     }
     int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
+    int progress_outside() noexcept;
     int poll_dynamic_boxes() noexcept;
+    void unbox(VaderEndpoint* ep) noexcept;
     int poll_fifo(int max) noexcept;
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
     void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
@@ -248,6 +250,7 @@ class VaderModule final : public btl::Module,
     std::vector<VaderEndpoint*> departing_;  // said goodbye, reported at the next pass
     SpareBoxes spares_;                      // readers_[local_size + i] for peers outside the job
     std::vector<VaderEndpoint*> boxed_;      // peers outside the job with a spare box (polled)
+    bool boxed_holes_ = false;               // boxed_ holds null entries to erase
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};

@@ -54,7 +54,10 @@ class WatchPace {
         : interval_(interval), every_(every == 0 ? 1 : every) {}
 
     bool due() noexcept {
-        if (++calls_ % every_ != 0) return false;
+        // A count down, not a modulo: this runs on every progress pass, and
+        // a division by a runtime value costs more than the rest of it.
+        if (--countdown_ != 0) return false;
+        countdown_ = every_;
         const auto now = std::chrono::steady_clock::now();
         if (now - last_ < interval_) return false;
         last_ = now;
@@ -62,14 +65,14 @@ class WatchPace {
     }
     // The next call looks (for a caller about to wait on a peer).
     void hurry() noexcept {
-        calls_ = every_ - 1;
+        countdown_ = 1;
         last_ = {};
     }
 
   private:
     std::chrono::steady_clock::duration interval_;
     std::uint32_t every_;
-    std::uint32_t calls_ = 0;
+    std::uint32_t countdown_ = every_;
     std::chrono::steady_clock::time_point last_{};
 };
 

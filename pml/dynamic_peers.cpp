@@ -29,7 +29,7 @@ Status Engine::connect(std::string_view address, Rank& peer) {
     // The endpoint is made here, with bounded work: tcp opens its connection
     // (a server gone refuses it), the handshake goes on from progress.
     if (!c_.peers.send_peer(id)) {
-        log::error("pml: connect: {}", bml_->last_error());
+        // The bml has logged why (once: it explains every unreachable peer).
         // No transport holds anything of it (a release in the bml would
         // build its endpoint, and connect, again): only its records go.
         if (Peer* p = c_.peers.peer(id)) c_.peers.erase(p);

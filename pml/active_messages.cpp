@@ -127,6 +127,17 @@ CounterRef ActiveMessages::counter_ref(Counter& c) noexcept {
     return counters_.handle(*s);
 }
 
+// The slot's generation moves on as it goes back to the pool: a message
+// naming the old ref finds nothing (not delivered, its origin counts it lost),
+// whether it arrives now or its rendezvous completes later.
+Status ActiveMessages::release_counter_ref(CounterRef ref) noexcept {
+    CounterSlot* s = ref ? counters_.find(ref) : nullptr;
+    if (!s) return Status::bad_param;
+    s->counter = nullptr;
+    counters_.put(s);
+    return Status::success;
+}
+
 // Tells the origin that its active message completed here, or never will.
 void ActiveMessages::answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept {
     const wire::AmDoneHdr a{token, c_.rank, lost ? 1u : 0u};

@@ -42,6 +42,9 @@ class ActiveMessages {
     // The handle peers name c by as a target counter (the same for every call
     // with c); 0 when out of memory.
     CounterRef counter_ref(Counter& c) noexcept;
+    // Peers can no longer name the counter behind `ref`; bad_param for a ref
+    // not given out, or released already.
+    Status release_counter_ref(CounterRef ref) noexcept;
 
     // Runs when an internal (active message) receive has all its data.
     void finish(Req* r) noexcept;

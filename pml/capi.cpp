@@ -341,6 +341,10 @@ transit_counter_ref transit_counter_ref_of(transit_context* ctx, transit_counter
     return ctx->ctx.counter_ref(c->c);
 }
 
+int transit_counter_ref_release(transit_context* ctx, transit_counter_ref ref) {
+    return code(ctx->ctx.release_counter_ref(ref));
+}
+
 uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c) {
     return ctx->ctx.counter_get(c->c);
 }

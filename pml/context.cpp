@@ -246,6 +246,11 @@ CounterRef Context::counter_ref(Counter& c) const noexcept {
     return engine_->counter_ref(c);
 }
 
+Status Context::release_counter_ref(CounterRef ref) noexcept {
+    auto guard = engine_->lock();
+    return engine_->release_counter_ref(ref);
+}
+
 Status Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
     auto guard = engine_->lock();
     engine_->wait_until([&] { return c.value() + c.lost() >= value; });

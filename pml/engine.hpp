@@ -123,6 +123,7 @@ class Engine {
     // active messages
     Status register_am(std::uint32_t id, const AmHandler& h) { return am_.register_am(id, h); }
     CounterRef counter_ref(Counter& c) noexcept { return am_.counter_ref(c); }
+    Status release_counter_ref(CounterRef ref) noexcept { return am_.release_counter_ref(ref); }
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
                    std::size_t len, const AmCounters& counters) noexcept {
         return am_.am_send(dst, id, header, data, len, counters);

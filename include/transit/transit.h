@@ -147,6 +147,9 @@ int transit_recv(transit_context* ctx, uint32_t src, uint32_t tag, void* buf, si
 transit_counter* transit_counter_create(void);
 void transit_counter_destroy(transit_counter* c);
 transit_counter_ref transit_counter_ref_of(transit_context* ctx, transit_counter* c);
+/* Peers can no longer name the counter (release before destroying a counter
+   whose ref was given out); TRANSIT_BAD_PARAM for a ref not given out. */
+int transit_counter_ref_release(transit_context* ctx, transit_counter_ref ref);
 uint64_t transit_counter_get(transit_context* ctx, const transit_counter* c);
 /* Events the counter waits for that will never come (their peer failed, or the
    active message did not all arrive). */

@@ -229,8 +229,15 @@ class Context {
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
                    std::size_t len, const AmCounters& counters = {}) noexcept;
     // The same ref for every call with c (c must live as long as peers may
-    // name it).  0 when out of memory.
+    // name it: until release_counter_ref, or the context's end).  0 when out
+    // of memory.
     CounterRef counter_ref(Counter& c) const noexcept;
+    // Peers can no longer name the counter, which may then be destroyed: an
+    // active message naming `ref` that arrives from now on is not delivered
+    // (its origin counts it lost), one whose data is still arriving is
+    // delivered without counting.  A later counter_ref of the same counter
+    // gives a new ref.  bad_param for a ref not given out or released already.
+    Status release_counter_ref(CounterRef ref) noexcept;
     std::uint64_t counter_get(const Counter& c) const noexcept { return c.value(); }
     // Drives progress until the counter reaches `value`: success.  error when
     // it never will (value() + lost() reached `value` first; the log says why).

@@ -212,6 +212,12 @@ int main(int argc, char** argv) {
     CHECK(transit_barrier(ctx) == TRANSIT_SUCCESS);
     CHECK(am_completions == 1);
     CHECK(strcmp(landing + offset, text) == 0);
+    /* A counter whose ref went out is released before it is destroyed. */
+    transit_counter_ref ref = transit_counter_ref_of(ctx, done);
+    CHECK(ref != 0);
+    CHECK(transit_counter_ref_release(ctx, ref) == TRANSIT_SUCCESS);
+    CHECK(transit_counter_ref_release(ctx, ref) == TRANSIT_BAD_PARAM);
+    CHECK(transit_counter_ref_of(ctx, done) != ref);
     transit_counter_destroy(origin);
     transit_counter_destroy(done);
 

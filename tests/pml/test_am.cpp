@@ -134,6 +134,49 @@ TEST(ActiveMessages, HeaderHandlerMayDiscard) {
     EXPECT_EQ(seen - before, 2u);
 }
 
+// A server that names a counter per client releases the ref when the client
+// goes: a message naming it afterwards is not delivered and its origin counts
+// it lost; the counter, named again, gets a new ref.
+TEST(ActiveMessages, AReleasedCounterRefNamesNothing) {
+    static bool registered = false;
+    static int runs = 0;
+    if (!registered) {
+        ASSERT_EQ(ctx().register_am_handler(
+                      6,
+                      [](Context&, const AmInfo&, void*) {
+                          ++runs;
+                          return AmDestination{};
+                      },
+                      nullptr, nullptr),
+                  Status::success);
+        registered = true;
+    }
+    const Rank me = ctx().rank();
+    Counter target, completion;
+    const CounterRef ref = ctx().counter_ref(target);
+    ASSERT_NE(ref, 0u);
+    const std::byte data[8]{};
+    ASSERT_TRUE(ok(ctx().am_send(me, 6, {}, data, sizeof data, {nullptr, ref, &completion})));
+    ASSERT_EQ(ctx().counter_wait(completion, 1), Status::success);
+    EXPECT_EQ(target.value(), 1u);
+    const int runs_before = runs;
+
+    EXPECT_EQ(ctx().release_counter_ref(ref), Status::success);
+    EXPECT_EQ(ctx().release_counter_ref(ref), Status::bad_param) << "released already";
+    EXPECT_EQ(ctx().release_counter_ref(0), Status::bad_param);
+    ASSERT_TRUE(ok(ctx().am_send(me, 6, {}, data, sizeof data, {nullptr, ref, &completion})));
+    EXPECT_EQ(ctx().counter_wait(completion, 2), Status::error) << "never counts: lost";
+    EXPECT_EQ(completion.lost(), 1u);
+    EXPECT_EQ(target.value(), 1u);
+    EXPECT_EQ(runs, runs_before) << "a message naming a released ref is not delivered";
+
+    const CounterRef again = ctx().counter_ref(target);
+    EXPECT_NE(again, ref);
+    ASSERT_TRUE(ok(ctx().am_send(me, 6, {}, data, sizeof data, {nullptr, again, &completion})));
+    EXPECT_EQ(ctx().counter_wait(target, 2), Status::success);
+    EXPECT_EQ(ctx().release_counter_ref(again), Status::success);
+}
+
 }  // namespace
 
 namespace {

@@ -20,6 +20,8 @@ namespace {
 // endpoint connects first): bounded work for connect and for the server.
 constexpr auto join_wait = std::chrono::milliseconds(500);
 constexpr auto refusal_wait = std::chrono::milliseconds(100);
+// Clients joined that have not spoken yet: more are refused.
+constexpr std::size_t max_joining = 64;
 
 }  // namespace
 
@@ -166,9 +168,13 @@ void UctModule::handle_join(std::span<const std::byte> body) noexcept {
         answer_join(j, addresses, Status::access_denied);
         return refused(who, "without this context's access token");
     }
-    if (channels_.contains(j.server_channel)) {
+    if (channels_.contains(j.server_channel) || joining_.contains(j.server_channel)) {
         answer_join(j, addresses, Status::bad_param);
         return refused(who, "its channel is in use");
+    }
+    if (joining_.size() >= max_joining) {
+        answer_join(j, addresses, Status::out_of_resource);
+        return refused(who, "too many clients joining at once");
     }
     std::string why;
     uct_ep_h ep = nullptr;
@@ -182,26 +188,83 @@ void UctModule::handle_join(std::span<const std::byte> body) noexcept {
         why = x.what();
     }
     if (ep == nullptr) return refused(who, "cannot connect to it: " + why);
-    const Rank id = d->admit();
-    if (id == any_rank) {
+    Joining joining;
+    joining.ep = ep;
+    joining.client_channel = j.client_channel;
+    joining.pid = j.pid;
+    joining.rank = j.rank;
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET)
+        joining.process = btl::util::ProcessWatch(static_cast<pid_t>(j.pid));
+    try {
+        joining_.emplace(j.server_channel, std::move(joining));
+    } catch (...) {
         uct_ep_destroy(ep);
-        answer_join(j, addresses, Status::out_of_resource);
-        return refused(who, "no peer id left");
+        return refused(who, "out of memory");
     }
-    const bool local = resource_.dev_type != UCT_DEVICE_TYPE_NET;
-    UctEndpoint* e = add_dynamic(id, ep, j.server_channel, j.client_channel, local ? j.pid : 0);
-    if (e == nullptr) return refused(who, "out of memory");
     Welcome w{};
-    Gather g{wire(Kind::welcome, 0, e), &w, sizeof w};
+    Gather g{
+        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
+        &w, sizeof w};
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
     ssize_t n;
-    while ((n = uct_ep_am_bcopy(e->ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
            !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
         uct_worker_progress(worker_.get());
     if (n < 0)
-        out_.verbose(1, "{}: peer {} joined, but the welcome was not sent: {}", name(), id,
+        out_.verbose(1, "{}: {} joined, but the welcome was not sent: {}", name(), who,
                      ucs_status_string(static_cast<ucs_status_t>(n)));
-    out_.verbose(10, "{}: {} joined as peer {}", name(), who, id);
+    out_.verbose(10, "{}: {} joined (channel {:#x})", name(), who, j.server_channel);
+}
+
+// A joined client's first message other than the join: it becomes a peer,
+// with an id from the runtime.  nullptr when it cannot (no id, no memory):
+// it is forgotten, and its messages are dropped.
+UctEndpoint* UctModule::admit(std::uint32_t channel) noexcept {
+    const auto it = joining_.find(channel);
+    if (it == joining_.end()) return nullptr;
+    Joining j = std::move(it->second);
+    joining_.erase(it);
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    const Rank id = d != nullptr ? d->admit() : any_rank;
+    if (id == any_rank) {
+        uct_ep_destroy(j.ep);
+        refused(fmt::format("a client (pid {})", j.pid), "no peer id left");
+        return nullptr;
+    }
+    UctEndpoint* e = add_dynamic(id, j.ep, channel, j.client_channel, j.process.pid());
+    if (e == nullptr) {
+        refused(fmt::format("a client (pid {})", j.pid), "out of memory");
+        return nullptr;
+    }
+    out_.verbose(10, "{}: a client (pid {}, rank {} of its job) admitted as peer {}", name(), j.pid,
+                 j.rank, id);
+    return e;
+}
+
+// A joined client that left (goodbye) before it spoke: it was never a peer,
+// so nobody is told.  Its endpoint goes in check_joining, outside UCT's
+// progress.
+void UctModule::forget_joining(std::uint32_t channel, const char* why) noexcept {
+    const auto it = joining_.find(channel);
+    if (it == joining_.end()) return;
+    out_.verbose(10, "{}: a joined client (pid {}) {} before it spoke", name(), it->second.pid,
+                 why);
+    it->second.failed = true;
+    attention_ = true;
+}
+
+// From attend(): joined clients that left, whose endpoint UCT reported
+// lost, or that exited (check_local_peers).
+void UctModule::check_joining() noexcept {
+    if (in_uct_callback_) return;
+    for (auto it = joining_.begin(); it != joining_.end();) {
+        if (it->second.failed) {
+            uct_ep_destroy(it->second.ep);
+            it = joining_.erase(it);
+        } else {
+            ++it;
+        }
+    }
 }
 
 // A refusal the client can hear: through an endpoint made for it alone,
@@ -262,13 +325,26 @@ void UctModule::refused(const std::string& who, const std::string& why) noexcept
 // its own, each a 31-bit random number; see the README for what it cannot.
 bool UctModule::rename_source(WireHeader& h) noexcept {
     const auto it = is_channel(h.source) ? channels_.find(h.source) : channels_.end();
-    if (it == channels_.end()) {
+    if (it != channels_.end()) {
+        h.source = it->second->peer();
+        return true;
+    }
+    // A joined client's first word makes it a peer; a goodbye instead ends it.
+    const auto j = is_channel(h.source) ? joining_.find(h.source) : joining_.end();
+    if (j != joining_.end() && !j->second.failed) {
+        if (static_cast<Kind>(h.kind) == Kind::goodbye) {
+            forget_joining(h.source, "said goodbye");
+            return false;
+        }
+        UctEndpoint* e = admit(h.source);
+        if (e == nullptr) return false;
+        h.source = e->peer();
+        return true;
+    }
+    if (j == joining_.end())
         refused("a message",
                 fmt::format("it names an unknown sender ({:#x}, kind {})", h.source, h.kind));
-        return false;
-    }
-    h.source = it->second->peer();
-    return true;
+    return false;
 }
 
 // The peer disconnected: what it sent before is delivered already (the ring

@@ -732,6 +732,11 @@ ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) no
     };
     for (auto& e : m->by_rank_) lose(e.get());
     for (auto& e : m->dynamic_) lose(e.get());
+    for (auto& [channel, j] : m->joining_)
+        if (j.ep == ep) {
+            j.failed = true;
+            m->attention_ = true;
+        }
     // Handled: the endpoint stays until del_procs or finalize destroys it.
     return UCS_OK;
 }
@@ -848,6 +853,11 @@ void UctModule::check_local_peers() noexcept {
     };
     btl::util::lose_exited(now, by_rank_, given_up, lose);
     btl::util::lose_exited(now, dynamic_, given_up, lose);
+    for (auto& [channel, j] : joining_)
+        if (!j.failed && j.process.exited()) {
+            j.failed = true;
+            attention_ = true;
+        }
 }
 
 void UctModule::update_progress() noexcept {
@@ -897,7 +907,10 @@ int UctModule::attend() noexcept {
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
     if (!flushes_.empty()) events += retry_flushes();
-    if ((polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) check_local_peers();
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+        ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
+        check_local_peers();
+    if (!joining_.empty()) check_joining();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -914,7 +927,7 @@ int UctModule::attend() noexcept {
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
            !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size();
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic();
 }
 
 int UctModule::deliver() noexcept {
@@ -1073,6 +1086,8 @@ Status UctModule::finalize() {
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();
+    for (auto& [channel, j] : joining_) uct_ep_destroy(j.ep);
+    joining_.clear();
     channels_.clear();
     dynamic_ids_.clear();
     dynamic_.clear();

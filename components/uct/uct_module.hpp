@@ -143,7 +143,9 @@ class UctModule final : public btl::Module,
     // Peers outside the job (uct_dynamic.cpp).  The address is published at
     // init; listening admits clients and keeps the module in progress.
     Status listen() override;
-    std::size_t dynamic_endpoints() const noexcept override { return dynamic_ids_.size(); }
+    std::size_t dynamic_endpoints() const noexcept override {
+        return dynamic_ids_.size() + joining_.size();
+    }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -231,6 +233,14 @@ class UctModule final : public btl::Module,
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
+    // Peers outside the job on shared memory, watched by pid: looked at every
+    // 16 polls (a waiting process yields between polls, so under load 1024
+    // polls can take seconds), which keeps attend() in every poll while any
+    // is there.  Job peers keep the 1024-poll tick.
+    bool watches_dynamic() const noexcept {
+        return resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+               (!dynamic_ids_.empty() || !joining_.empty());
+    }
 
     // Native atomics (uct_native.cpp): on memory this module's memory domain
     // allocated (mem_alloc), through the interface's own UCT atomics.
@@ -272,6 +282,9 @@ class UctModule final : public btl::Module,
     // From handle(): the source of a message a peer outside the job sent,
     // renamed to its id; false when it names no peer (dropped).
     bool rename_source(WireHeader& h) noexcept;
+    UctEndpoint* admit(std::uint32_t channel) noexcept;
+    void forget_joining(std::uint32_t channel, const char* why) noexcept;
+    void check_joining() noexcept;
     void handle_join(std::span<const std::byte> body) noexcept;
     void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
                      Status status) noexcept;
@@ -385,6 +398,18 @@ class UctModule final : public btl::Module,
     std::vector<std::unique_ptr<UctEndpoint>> dynamic_;
     std::unordered_map<Rank, UctEndpoint*> dynamic_ids_;
     std::unordered_map<std::uint32_t, UctEndpoint*> channels_;
+    // Clients whose join was accepted, by channel, admitted (given an id) by
+    // their first other message: a client whose bml drops this module for
+    // another right after connecting leaves without ever being a peer here.
+    struct Joining {
+        uct_ep_h ep = nullptr;
+        std::uint32_t client_channel = 0;
+        std::uint32_t pid = 0;
+        std::uint32_t rank = 0;
+        btl::util::ProcessWatch process;
+        bool failed = false;  // UCT reported its endpoint lost
+    };
+    std::unordered_map<std::uint32_t, Joining> joining_;
     bool listening_ = false;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     log::Limiter refusals_{5, std::chrono::seconds(10)};

@@ -1,8 +1,10 @@
 // A listening uct module (posix) against clients outside the job written with
 // UCT alone (raw_uct_peer.hpp), which send what no module sends: a join
-// without the token is answered with a refusal and leaves nothing behind; an
-// admitted client's messages arrive under its id; a message naming a channel
-// the module never gave, or an id, is dropped; a goodbye is a departure.
+// without the token is answered with a refusal and leaves nothing behind; a
+// joined client is admitted (given an id) by its first message, which
+// arrives under that id; a message naming a channel the module never took,
+// or an id, is dropped; a goodbye is a departure, or, from a client that
+// never spoke, nothing at all.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -172,24 +174,32 @@ TEST_F(UctDynamicJoin, AdmittedClientNamedByItsIdForgeriesDropped) {
     const auto w = join(runtime_.token, server_channel, client_channel);
     ASSERT_TRUE(w.has_value()) << "no welcome";
     EXPECT_EQ(w->status, 0);
+    EXPECT_TRUE(runtime_.admitted.empty()) << "admitted before its first message";
+    EXPECT_EQ(records_->dynamic_endpoints(), 1u);
+
+    // Its first message admits it and arrives under its id.
+    ASSERT_TRUE(send_as(server_channel, 14));
+    ASSERT_TRUE(until([&] { return !delivered.empty(); })) << "the client's message is lost";
     ASSERT_EQ(runtime_.admitted.size(), 1u);
     const Rank id = runtime_.admitted[0];
     EXPECT_EQ(records_->dynamic_endpoints(), 1u);
-
-    // Forgeries first: a channel never given, the id itself, the join marker.
+    EXPECT_EQ(delivered[0].from, id);
+    // Forgeries: a channel never taken, the id itself, the join marker; then
+    // its own channel again (one endpoint keeps its messages in order).
     ASSERT_TRUE(send_as(0x80000001u, 11));
     ASSERT_TRUE(send_as(id, 12));
     ASSERT_TRUE(send_as(uct::join_source, 13));
-    // Then the client's own channel, which arrives under its id.
-    ASSERT_TRUE(send_as(server_channel, 14));
-    ASSERT_TRUE(until([&] { return !delivered.empty(); })) << "the client's message is lost";
+    ASSERT_TRUE(send_as(server_channel, 15));
+    ASSERT_TRUE(until([&] { return delivered.size() >= 2; })) << "the client's message is lost";
     until([] { return false; }, std::chrono::milliseconds(100));
-    ASSERT_EQ(delivered.size(), 1u) << "a forged message was delivered";
-    EXPECT_EQ(delivered[0].from, id);
-    std::uint64_t v = 0;
-    ASSERT_EQ(delivered[0].data.size(), sizeof v);
-    std::memcpy(&v, delivered[0].data.data(), sizeof v);
-    EXPECT_EQ(v, 14u);
+    ASSERT_EQ(delivered.size(), 2u) << "a forged message was delivered";
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(delivered[i].from, id);
+        std::uint64_t v = 0;
+        ASSERT_EQ(delivered[i].data.size(), sizeof v);
+        std::memcpy(&v, delivered[i].data.data(), sizeof v);
+        EXPECT_EQ(v, i == 0 ? 14u : 15u);
+    }
 
     // A second join naming the same channel is refused.
     const auto again = join(runtime_.token, server_channel, client_channel + 1);
@@ -210,6 +220,23 @@ TEST_F(UctDynamicJoin, AdmittedClientNamedByItsIdForgeriesDropped) {
     ASSERT_TRUE(reach.test(0));
     ASSERT_EQ(opened_->module->del_procs(peers, {&ep, 1}), Status::success);
     EXPECT_EQ(records_->dynamic_endpoints(), 0u);
+}
+
+// A client that joins and leaves without a word (its bml chose another
+// module for the server) was never a peer: no id, no event, nothing kept.
+TEST_F(UctDynamicJoin, SilentClientLeavesNothing) {
+    const auto w = join(runtime_.token, server_channel, client_channel);
+    ASSERT_TRUE(w.has_value()) << "no welcome";
+    EXPECT_EQ(records_->dynamic_endpoints(), 1u);
+    client_->set_source(server_channel);
+    ASSERT_TRUE(until([&] { return client_->send(Kind::goodbye, std::span<const std::byte>{}); }));
+    EXPECT_TRUE(until([&] { return records_->dynamic_endpoints() == 0; }))
+        << "a silent client's record stayed";
+    EXPECT_TRUE(runtime_.admitted.empty());
+    EXPECT_TRUE(errors.empty()) << "a client that never spoke was reported";
+    ASSERT_TRUE(send_as(server_channel, 16));
+    until([] { return false; }, std::chrono::milliseconds(100));
+    EXPECT_TRUE(delivered.empty()) << "a message after its goodbye was delivered";
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace {
 
 // How long a join or a welcome may wait for room in UCT's queues (a tcp
 // endpoint connects first): bounded work for connect and for the server.
-constexpr auto join_wait = std::chrono::milliseconds(500);
+constexpr auto join_wait = std::chrono::milliseconds(2000);
 constexpr auto refusal_wait = std::chrono::milliseconds(100);
 // Clients joined that have not spoken yet: more are refused.
 constexpr std::size_t max_joining = 64;
@@ -341,7 +341,10 @@ bool UctModule::rename_source(WireHeader& h) noexcept {
         h.source = e->peer();
         return true;
     }
-    if (j == joining_.end())
+    // A goodbye from a peer we deleted first crosses ours: nothing to say.
+    if (static_cast<Kind>(h.kind) == Kind::goodbye && is_channel(h.source))
+        out_.verbose(10, "{}: a goodbye on channel {:#x}, which is gone", name(), h.source);
+    else if (j == joining_.end())
         refused("a message",
                 fmt::format("it names an unknown sender ({:#x}, kind {})", h.source, h.kind));
     return false;
@@ -365,6 +368,9 @@ void UctModule::dynamic_goodbye(Rank peer) noexcept {
 void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
     e.deleted = true;
     e.failed = true;
+    // Its replies would name a channel no longer known: what is in flight
+    // ends now (a job peer's operations complete on replies that still come).
+    end_ops(e.peer(), Status::cancelled);
     if (const auto c = channels_.find(e.channel); c != channels_.end() && c->second == &e)
         channels_.erase(c);
     if (const auto d = dynamic_ids_.find(e.peer()); d != dynamic_ids_.end() && d->second == &e)

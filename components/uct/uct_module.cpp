@@ -760,23 +760,27 @@ void UctModule::handle_failures() noexcept {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
             continue;
         }
-        // Operations to the lost peer end with its error.
-        for (std::size_t k = 0; k < ops_.size(); ++k) {
-            RdmaOp& op = ops_.at(k);
-            // A native operation is UCT's until it calls back (with an error).
-            if (op.in_use && op.peer == peer && !op.native) {
-                op.status = Status::peer_failed;
-                op.answered = op.pieces;
-                op.sent = op.size;
-                op.issued = op.pieces;
-                if (!op.queued) complete_op(&op);
-            }
-        }
+        end_ops(peer, Status::peer_failed);
         if (e->departed)
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
         else
             report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
+    }
+}
+
+// The one-sided operations with `peer` end with `status` (a native one is
+// UCT's until it calls back, with an error).
+void UctModule::end_ops(Rank peer, Status status) noexcept {
+    for (std::size_t k = 0; k < ops_.size(); ++k) {
+        RdmaOp& op = ops_.at(k);
+        if (op.in_use && op.peer == peer && !op.native) {
+            op.status = status;
+            op.answered = op.pieces;
+            op.sent = op.size;
+            op.issued = op.pieces;
+            if (!op.queued) complete_op(&op);
+        }
     }
 }
 

@@ -259,6 +259,7 @@ class UctModule final : public btl::Module,
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;
     void handle_failures() noexcept;
+    void end_ops(Rank peer, Status status) noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void say_goodbye(UctEndpoint& e) noexcept;
     void say_hello(UctEndpoint& e) noexcept;

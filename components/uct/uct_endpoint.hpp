@@ -41,6 +41,15 @@ class UctEndpoint final : public btl::Endpoint {
     bool added = false;               // by add_procs (not only connected to answer a request)
     bool goodbye = false;             // the peer said it is leaving: losing it is no error
     btl::util::ProcessWatch process;  // a peer on this node, watched for exit (or nothing)
+    // The source our messages to it carry: our rank for a job peer, the
+    // channel it knows us by for a peer outside the job.
+    Rank wire_source = 0;
+    // A peer outside the job (rt::DynamicPeers): the channel its messages
+    // carry (our key for it), and whether it left (goodbye) rather than failed.
+    bool dynamic = false;
+    bool departed = false;
+    bool deleted = false;  // by del_procs; freed at the module's next safe point
+    std::uint32_t channel = 0;
 };
 
 }  // namespace transit::uct

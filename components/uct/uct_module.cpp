@@ -203,7 +203,7 @@ void UctModule::choose_attributes() {
     // Not flags::thread_safe: the UCT worker is created UCS_THREAD_MODE_SINGLE,
     // and the fragment free lists and pending queues are unlocked.
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
-                  btl::flags::atomic_ops | btl::flags::atomic_fops;
+                  btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::dynamic_peers;
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
     if (native_rw_ && native_min_ == 0) attr_.flags |= btl::flags::rdma_without_target;
     attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process
@@ -237,7 +237,9 @@ void UctModule::setup_pools() {
 bool UctModule::valid(const btl::Endpoint* e) const noexcept {
     if (e == nullptr) return false;
     const Rank peer = e->peer();
-    return peer < by_rank_.size() && by_rank_[peer].get() == e;
+    if (peer < by_rank_.size()) [[likely]]
+        return by_rank_[peer].get() == e;
+    return valid_dynamic(e);
 }
 
 // --- peers -------------------------------------------------------------------
@@ -266,14 +268,51 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
                 blob.size(), h.device_len, h.iface_len, iface_attr_.iface_addr_len);
         return nullptr;
     }
-    // UCT reads the addresses with their natural alignment.
-    // The padding keeps a transport that reads a fixed-size device address
-    // (tcp: by its address family) inside this buffer when a peer sent less.
+    // UCT reads the addresses with their natural alignment (connect_native too).
     std::vector<std::uint64_t> aligned((blob.size() + 7) / 8 + 64, 0);
     std::memcpy(aligned.data(), blob.data(), blob.size());
     const auto* base = reinterpret_cast<const std::byte*>(aligned.data());
-    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(base + sizeof h);
-    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(base + sizeof h + h.device_len);
+    uct_ep_h ep = create_ep({base + sizeof h, h.device_len},
+                            {base + sizeof h + h.device_len, h.iface_len}, why);
+    if (ep == nullptr) return nullptr;
+    if (peer >= by_rank_.size()) {
+        // A server outside the job: no native RDMA (see the README).
+        std::uint32_t ours = 0, theirs = 0;
+        try {
+            ours = new_channel();
+            theirs = new_channel();
+        } catch (...) {
+            uct_ep_destroy(ep);
+            if (why) *why = "no random numbers for its channels";
+            return nullptr;
+        }
+        UctEndpoint* e = add_dynamic(peer, ep, ours, theirs,
+                                     resource_.dev_type != UCT_DEVICE_TYPE_NET ? h.pid : 0);
+        if (e == nullptr && why) *why = "out of memory";
+        return e;
+    }
+    by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
+    UctEndpoint* e = by_rank_[peer].get();
+    e->wire_source = self_;
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
+        e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
+    if (native_rw_) connect_native(e, h, base + sizeof h);
+    return e;
+}
+
+// An endpoint to the interface at (device, iface), as a peer sent them;
+// nullptr, with the reason, when UCT cannot reach it or make one.
+uct_ep_h UctModule::create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
+                              std::string* why) {
+    // UCT reads the addresses with their natural alignment; the padding keeps
+    // a transport that reads a fixed-size device address (tcp: by its address
+    // family) inside this buffer when a peer sent less.
+    const std::size_t words = (device.size() + 7) / 8;
+    std::vector<std::uint64_t> aligned(words + (iface.size() + 7) / 8 + 64, 0);
+    if (!device.empty()) std::memcpy(aligned.data(), device.data(), device.size());
+    if (!iface.empty()) std::memcpy(aligned.data() + words, iface.data(), iface.size());
+    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(aligned.data());
+    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(aligned.data() + words);
     if (!uct_iface_is_reachable(iface_.get(), dev, ifa)) {
         if (why) *why = "UCT reports its interface unreachable from here";
         return nullptr;
@@ -290,12 +329,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         if (why) *why = fmt::format("uct_ep_create failed: {}", ucs_status_string(s));
         return nullptr;
     }
-    by_rank_[peer] = std::make_unique<UctEndpoint>(peer, ep);
-    UctEndpoint* e = by_rank_[peer].get();
-    if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
-        e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
-    if (native_rw_) connect_native(e, h, base + sizeof h);
-    return e;
+    return ep;
 }
 
 Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -305,14 +339,20 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     const bool local_only = resource_.dev_type != UCT_DEVICE_TYPE_NET;
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank peer = peers[i];
-        if (peer >= by_rank_.size()) continue;
-        if (local_only && peer != self_ && !runtime_.on_this_node(peer)) continue;
-        UctEndpoint* e = by_rank_[peer].get();
+        const bool dynamic = peer >= by_rank_.size();
+        if (dynamic && !is_dynamic(peer)) continue;
+        UctEndpoint* e = dynamic ? dynamic_endpoint(peer) : by_rank_[peer].get();
         if (e == nullptr) {
+            if (local_only && peer != self_ && !runtime_.on_this_node(peer)) continue;
             std::string why;
-            e = connect(peer, &why);
+            try {
+                e = dynamic ? connect_server(peer, &why) : connect(peer, &why);
+            } catch (const std::exception& x) {
+                why = x.what();
+            }
             if (e == nullptr) {
-                out_.verbose(10, "{}: rank {} not reachable: {}", name(), peer, why);
+                out_.verbose(10, "{}: {} {} not reachable: {}", name(), dynamic ? "peer" : "rank",
+                             peer, why);
                 continue;
             }
         }
@@ -321,7 +361,7 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             ++peer_count_;
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (farewells_[peer].owe_hello) [[unlikely]]
+        if (!dynamic && farewells_[peer].owe_hello) [[unlikely]]
             say_hello(*e);
         endpoints[i] = e;
         reachable.set(i);
@@ -344,9 +384,13 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
         for (PendingReply* r = waiting_replies_.front(); r != nullptr; r = r->next_queued)
             if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
-        if (by_rank_[peer]->added) --peer_count_;
-        say_goodbye(*by_rank_[peer]);
-        by_rank_[peer].reset();
+        auto* ue = static_cast<UctEndpoint*>(e);
+        if (ue->added) --peer_count_;
+        say_goodbye(*ue);
+        if (ue->dynamic)
+            delete_dynamic(*ue);
+        else
+            by_rank_[peer].reset();
         endpoints[i] = nullptr;
     }
     attention_ = true;  // progress leaves the engine once the last work drains
@@ -355,7 +399,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 }
 
 UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
-    if (peer >= by_rank_.size()) return nullptr;
+    if (peer >= by_rank_.size()) return dynamic_endpoint(peer);
     if (by_rank_[peer]) return by_rank_[peer].get();
     // A request from a peer not added yet (it added us first): connect to
     // answer it.  Once per peer, off the usual path.
@@ -401,6 +445,7 @@ Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
 Status UctModule::transmit(UctEndpoint* ep, Gather& g) noexcept {
     if (ep->failed) [[unlikely]]
         return Status::peer_failed;
+    g.wire.source = ep->wire_source;
     const std::size_t payload = g.total() - sizeof(WireHeader);
     ucs_status_t s;
     if (payload <= max_short_) {
@@ -533,7 +578,7 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
         [[likely]] {
         auto* ep = static_cast<UctEndpoint*>(endpoint);
-        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag)), src,
+        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), src,
                             static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
     }
@@ -557,13 +602,14 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
         alignas(8) std::byte buf[stack_gather_limit];
         std::memcpy(buf, header, header_size);
         std::memcpy(buf + header_size, src, payload_size);
-        if (uct_ep_am_short(static_cast<UctEndpoint*>(endpoint)->ep, am_id,
-                            wire_word(wire(Kind::message, tag)), buf,
+        const auto* ep = static_cast<UctEndpoint*>(endpoint);
+        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
                             static_cast<unsigned>(total)) == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
     } else if (src != nullptr && header != nullptr && short_iov_) {
         // One 8-byte store, read back whole by UCT's copy (forwarded).
-        const std::uint64_t word = wire_word(wire(Kind::message, tag));
+        const std::uint64_t word =
+            wire_word(wire(Kind::message, tag, static_cast<UctEndpoint*>(endpoint)));
         uct_iov_t iov[3] = {
             {const_cast<std::uint64_t*>(&word), sizeof word, UCT_MEM_HANDLE_NULL, 0, 1},
             {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
@@ -614,7 +660,8 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
 // Inlined into am_cb: the header stays in registers on the way to the callback.
 [[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
                                                        std::size_t len) noexcept {
-    UctEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    UctEndpoint* from =
+        h.source < by_rank_.size() ? by_rank_[h.source].get() : dynamic_endpoint(h.source);
     const btl::Segment seg{const_cast<std::byte*>(body), len};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (!am_table_.dispatch(this, d)) [[unlikely]]
@@ -632,8 +679,9 @@ void UctModule::drop_unregistered(Rank source) noexcept {
                                                           std::size_t length) noexcept {
     WireHeader h;
     std::span<const std::byte> body;
+    // A peer outside the job names itself by a channel: handle() renames it.
     if (!read_message({data, length}, h, body) || static_cast<Kind>(h.kind) != Kind::message ||
-        h.version != wire_version) [[unlikely]]
+        h.version != wire_version || h.source >= by_rank_.size()) [[unlikely]]
         return false;
     dispatch(h, body.data(), body.size());
     return true;
@@ -673,15 +721,22 @@ void UctModule::queue_reception(const void* data, std::size_t length) noexcept {
 
 ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
     auto* m = static_cast<UctModule*>(arg);
-    for (auto& e : m->by_rank_) {
-        if (e && (e->ep == ep || e->rdma_ep == ep) && !e->failed) {
-            m->out_.verbose(1, "{}: rank {} lost: {}", m->name(), e->peer(),
-                            ucs_status_string(status));
+    const auto lose = [&](UctEndpoint* e) {
+        if (e && !e->deleted && (e->ep == ep || e->rdma_ep == ep) && !e->failed) {
+            m->out_.verbose(1, "{}: {} {} lost: {}", m->name(), e->dynamic ? "peer" : "rank",
+                            e->peer(), ucs_status_string(status));
             e->failed = true;
             m->failures_ = true;
             m->attention_ = true;
         }
-    }
+    };
+    for (auto& e : m->by_rank_) lose(e.get());
+    for (auto& e : m->dynamic_) lose(e.get());
+    for (auto& [channel, j] : m->joining_)
+        if (j.ep == ep) {
+            j.failed = true;
+            m->attention_ = true;
+        }
     // Handled: the endpoint stays until del_procs or finalize destroys it.
     return UCS_OK;
 }
@@ -694,27 +749,38 @@ void UctModule::handle_failures() noexcept {
         for (int i = 0; i < 64 && uct_worker_progress(worker_.get()) != 0; ++i) {
         }
     if (!ring_.empty()) deliver();
-    for (auto& e : by_rank_) {
-        if (!e || !e->failed || e->reported) continue;
+    // Indexed: a report may delete an endpoint (marked only, freed later).
+    const std::size_t job = by_rank_.size();
+    for (std::size_t i = 0; i < job + dynamic_.size(); ++i) {
+        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic_[i - job].get();
+        if (!e || e->deleted || !e->failed || e->reported) continue;
         e->reported = true;
         const Rank peer = e->peer();
-        if (left_quietly(*e)) {
+        if (!e->dynamic && left_quietly(*e)) {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
             continue;
         }
-        // Operations to the lost peer end with its error.
-        for (std::size_t k = 0; k < ops_.size(); ++k) {
-            RdmaOp& op = ops_.at(k);
-            // A native operation is UCT's until it calls back (with an error).
-            if (op.in_use && op.peer == peer && !op.native) {
-                op.status = Status::peer_failed;
-                op.answered = op.pieces;
-                op.sent = op.size;
-                op.issued = op.pieces;
-                if (!op.queued) complete_op(&op);
-            }
+        end_ops(peer, Status::peer_failed);
+        if (e->departed)
+            report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
+                         "uct: the peer outside the job disconnected");
+        else
+            report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
+    }
+}
+
+// The one-sided operations with `peer` end with `status` (a native one is
+// UCT's until it calls back, with an error).
+void UctModule::end_ops(Rank peer, Status status) noexcept {
+    for (std::size_t k = 0; k < ops_.size(); ++k) {
+        RdmaOp& op = ops_.at(k);
+        if (op.in_use && op.peer == peer && !op.native) {
+            op.status = status;
+            op.answered = op.pieces;
+            op.sent = op.size;
+            op.issued = op.pieces;
+            if (!op.queued) complete_op(&op);
         }
-        report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
     }
 }
 
@@ -733,10 +799,12 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
 void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
-    Farewells& f = farewells_[e.peer()];
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    // A peer outside the job is never added again (ids are not reused).
+    Farewells none;
+    Farewells& f = e.dynamic ? none : farewells_[e.peer()];
     ucs_status_t s =
-        send_header(e, wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1)), deadline);
+        send_header(e, wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1), &e), deadline);
     if (s != UCS_OK) return;
     ++f.said;
     f.owe_hello = true;
@@ -766,7 +834,7 @@ void UctModule::say_hello(UctEndpoint& e) noexcept {
     if (e.failed || e.ep == nullptr || !worker_) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     const ucs_status_t s =
-        send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said)), deadline);
+        send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said), &e), deadline);
     if (s == UCS_OK)
         f.owe_hello = false;
     else
@@ -777,19 +845,28 @@ void UctModule::say_hello(UctEndpoint& e) noexcept {
 // A local peer whose process has exited is lost like one UCT reports (at
 // most every 100 ms: one poll() or kill() per peer).
 void UctModule::check_local_peers() noexcept {
-    btl::util::lose_exited(
-        check_pace_, by_rank_, [](const UctEndpoint& e) { return e.failed; },
-        [this](UctEndpoint& e) {
-            out_.verbose(1, "{}: rank {} (pid {}) exited", name(), e.peer(), e.process.pid());
-            e.failed = true;
-            failures_ = true;
+    if (!check_pace_.due()) return;
+    btl::util::WatchPace now{std::chrono::milliseconds(0), 1};
+    const auto given_up = [](const UctEndpoint& e) { return e.failed || e.deleted; };
+    const auto lose = [this](UctEndpoint& e) {
+        out_.verbose(1, "{}: {} {} (pid {}) exited", name(), e.dynamic ? "peer" : "rank", e.peer(),
+                     e.process.pid());
+        e.failed = true;
+        failures_ = true;
+        attention_ = true;
+    };
+    btl::util::lose_exited(now, by_rank_, given_up, lose);
+    btl::util::lose_exited(now, dynamic_, given_up, lose);
+    for (auto& [channel, j] : joining_)
+        if (!j.failed && j.process.exited()) {
+            j.failed = true;
             attention_ = true;
-        });
+        }
 }
 
 void UctModule::update_progress() noexcept {
-    const bool want =
-        peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() || !ring_.empty();
+    const bool want = peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() ||
+                      !ring_.empty() || listening_ || !dynamic_.empty();
     if (want && !progress_handle_) {
         try {
             progress_handle_ = progress_.add(&UctModule::progress_cb, this);
@@ -823,11 +900,21 @@ int UctModule::poll() noexcept {
 int UctModule::attend() noexcept {
     attention_ = false;
     int events = 0;
+    // Endpoints deleted since: nothing up the stack names them at depth 1.
+    struct Depth {
+        int& d;
+        explicit Depth(int& x) : d(++x) {}
+        ~Depth() { --d; }
+    } depth(attend_depth_);
+    if (attend_depth_ == 1 && !in_uct_callback_ && !dynamic_.empty()) reap_dynamic();
     if (!waiting_replies_.empty()) events += retry_replies();
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
     if (!flushes_.empty()) events += retry_flushes();
-    if ((polls_ & 1023) == 0 && resource_.dev_type != UCT_DEVICE_TYPE_NET) check_local_peers();
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+        ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
+        check_local_peers();
+    if (!joining_.empty()) check_joining();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -843,7 +930,8 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0;
+           !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic();
 }
 
 int UctModule::deliver() noexcept {
@@ -875,6 +963,22 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         ring_.pop();
         report_error(btl::error_flags::nonfatal, h.source, "uct: a message of another version");
         return true;
+    }
+    if (h.source >= by_rank_.size()) [[unlikely]] {
+        if (kind == Kind::join && h.source == join_source) {
+            ring_.pop();
+            handle_join(body);
+            return true;
+        }
+        if (!rename_source(h)) {
+            ring_.pop();
+            return true;
+        }
+        if (kind == Kind::welcome) {
+            ring_.pop();
+            handle_welcome(h, body);
+            return true;
+        }
     }
     switch (kind) {
         case Kind::message: {
@@ -911,6 +1015,10 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
             return true;
         case Kind::goodbye:
             ring_.pop();
+            if (h.source >= by_rank_.size()) {
+                dynamic_goodbye(h.source);
+                return true;
+            }
             // Unless its hello came first (over another connection).
             if (h.source < by_rank_.size() && by_rank_[h.source] &&
                 farewells_[h.source].heard != h.tag)
@@ -923,6 +1031,9 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
                 if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
             }
             return true;
+        case Kind::join:
+        case Kind::welcome:
+            break;  // from a job peer, or a join naming a source: not ours to take
     }
     ring_.pop();
     report_error(btl::error_flags::nonfatal, h.source, "uct: a message of an unknown kind");
@@ -974,9 +1085,17 @@ Status UctModule::finalize() {
                      ops_pending_);
     for (auto& e : by_rank_)
         if (e) say_goodbye(*e);
+    for (auto& e : dynamic_)
+        if (!e->deleted) say_goodbye(*e);
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();
+    for (auto& [channel, j] : joining_) uct_ep_destroy(j.ep);
+    joining_.clear();
+    channels_.clear();
+    dynamic_ids_.clear();
+    dynamic_.clear();
+    listening_ = false;
     peer_count_ = 0;
     release_native_registrations();
     free_allocations();

@@ -28,6 +28,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
+#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
@@ -115,7 +116,11 @@ struct IfaceDeleter {
     void operator()(uct_iface* i) const noexcept { uct_iface_close(i); }
 };
 
-class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
+class UctModule final : public btl::Module,
+                        public btl::Rdma,
+                        public btl::Atomics,
+                        public btl::Listener,
+                        public btl::DynamicPeerRecords {
   public:
     // Opens the memory domain, worker and interface; throws std::runtime_error
     // with the reason when the transport cannot be used.
@@ -130,6 +135,17 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
 
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
+    void* extension(std::uint32_t id) noexcept override {
+        if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+        if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+        return nullptr;
+    }
+    // Peers outside the job (uct_dynamic.cpp).  The address is published at
+    // init; listening admits clients and keeps the module in progress.
+    Status listen() override;
+    std::size_t dynamic_endpoints() const noexcept override {
+        return dynamic_ids_.size() + joining_.size();
+    }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -191,7 +207,11 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
+    static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
+        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
+    }
     bool valid(const btl::Endpoint* e) const noexcept;
+    [[gnu::noinline]] bool valid_dynamic(const btl::Endpoint* e) const noexcept;
     const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
                              std::size_t payload) noexcept;
     Status short_sent(btl::Convertor* convertor, std::size_t payload,
@@ -213,6 +233,14 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
+    // Peers outside the job on shared memory, watched by pid: looked at every
+    // 16 polls (a waiting process yields between polls, so under load 1024
+    // polls can take seconds), which keeps attend() in every poll while any
+    // is there.  Job peers keep the 1024-poll tick.
+    bool watches_dynamic() const noexcept {
+        return resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+               (!dynamic_ids_.empty() || !joining_.empty());
+    }
 
     // Native atomics (uct_native.cpp): on memory this module's memory domain
     // allocated (mem_alloc), through the interface's own UCT atomics.
@@ -231,6 +259,7 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void update_progress() noexcept;
     void handle_failures() noexcept;
+    void end_ops(Rank peer, Status status) noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void say_goodbye(UctEndpoint& e) noexcept;
     void say_hello(UctEndpoint& e) noexcept;
@@ -238,7 +267,33 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
                              std::chrono::steady_clock::time_point deadline) noexcept;
     void check_local_peers() noexcept;
     UctEndpoint* connect(Rank peer, std::string* why);
+    uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
+                       std::string* why);
     UctEndpoint* peer_endpoint(Rank peer) noexcept;
+
+    // Peers outside the job (uct_dynamic.cpp).
+    bool is_dynamic(Rank peer) const noexcept;
+    UctEndpoint* dynamic_endpoint(Rank peer) const noexcept;
+    UctEndpoint* connect_server(Rank peer, std::string* why);
+    bool send_join(UctEndpoint& e, const rt::Secret& token) noexcept;
+    std::uint32_t new_channel() const;
+    // Takes `ep` (destroyed when it fails: nullptr).
+    UctEndpoint* add_dynamic(Rank id, uct_ep_h ep, std::uint32_t channel, std::uint32_t wire_source,
+                             std::uint32_t pid) noexcept;
+    // From handle(): the source of a message a peer outside the job sent,
+    // renamed to its id; false when it names no peer (dropped).
+    bool rename_source(WireHeader& h) noexcept;
+    UctEndpoint* admit(std::uint32_t channel) noexcept;
+    void forget_joining(std::uint32_t channel, const char* why) noexcept;
+    void check_joining() noexcept;
+    void handle_join(std::span<const std::byte> body) noexcept;
+    void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
+                     Status status) noexcept;
+    void handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept;
+    void dynamic_goodbye(Rank peer) noexcept;
+    void delete_dynamic(UctEndpoint& e) noexcept;
+    void reap_dynamic() noexcept;
+    void refused(const std::string& who, const std::string& why) noexcept;
 
     // One-sided, initiator side.
     Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
@@ -339,6 +394,26 @@ class UctModule final : public btl::Module, public btl::Rdma, public btl::Atomic
 
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
+    // Peers outside the job: every endpoint (deleted ones until reap_dynamic),
+    // and the live ones by id and by the channel their messages carry.
+    std::vector<std::unique_ptr<UctEndpoint>> dynamic_;
+    std::unordered_map<Rank, UctEndpoint*> dynamic_ids_;
+    std::unordered_map<std::uint32_t, UctEndpoint*> channels_;
+    // Clients whose join was accepted, by channel, admitted (given an id) by
+    // their first other message: a client whose bml drops this module for
+    // another right after connecting leaves without ever being a peer here.
+    struct Joining {
+        uct_ep_h ep = nullptr;
+        std::uint32_t client_channel = 0;
+        std::uint32_t pid = 0;
+        std::uint32_t rank = 0;
+        btl::util::ProcessWatch process;
+        bool failed = false;  // UCT reported its endpoint lost
+    };
+    std::unordered_map<std::uint32_t, Joining> joining_;
+    bool listening_ = false;
+    int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
+    log::Limiter refusals_{5, std::chrono::seconds(10)};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
     // added again is told hello) and the last hello heard from it.
     struct Farewells {

@@ -26,18 +26,21 @@ namespace transit::uct {
 inline constexpr std::uint8_t am_id = 0;
 // 3: the address carries a second (RDMA) interface, handles may carry a UCT
 // remote key.  4: goodbye.  5: hello; goodbye and hello carry a count.
-inline constexpr std::uint8_t wire_version = 5;
+// 6: join and welcome (peers outside the job); a source may be a channel.
+inline constexpr std::uint8_t wire_version = 6;
 
 enum class Kind : std::uint8_t {
-    message = 1,  // upper-layer active message: tag + payload
-    put = 2,      // RdmaRequest + data: write at the target
-    put_ack = 3,  // RdmaReply: the data is in place
-    get_req = 4,  // RdmaRequest: send back `length` bytes
-    get_rep = 5,  // RdmaReply + data
-    amo_req = 6,  // AtomicRequest
-    amo_rep = 7,  // AtomicReply
-    goodbye = 8,  // no body: the sender is leaving; its exit is no failure
-    hello = 9,    // no body: the sender added us again; its goodbye is taken back
+    message = 1,   // upper-layer active message: tag + payload
+    put = 2,       // RdmaRequest + data: write at the target
+    put_ack = 3,   // RdmaReply: the data is in place
+    get_req = 4,   // RdmaRequest: send back `length` bytes
+    get_rep = 5,   // RdmaReply + data
+    amo_req = 6,   // AtomicRequest
+    amo_rep = 7,   // AtomicReply
+    goodbye = 8,   // no body: the sender is leaving; its exit is no failure
+    hello = 9,     // no body: the sender added us again; its goodbye is taken back
+    join = 10,     // JoinRequest + addresses: a client outside the job asks to be admitted
+    welcome = 11,  // Welcome: the server's answer to a join
 };
 // goodbye and hello carry, in the tag byte, how many goodbyes the sender has
 // said to the receiver (modulo 256): a hello takes back the goodbye of the
@@ -51,6 +54,41 @@ struct WireHeader {
     Rank source;
 };
 static_assert(sizeof(WireHeader) == 8);
+
+// Peers outside the job (rt::DynamicPeers).  UCT does not say which endpoint
+// an active message came from, so the header's source names the sender: a
+// job peer by its rank, a peer outside the job by a channel, a random number
+// with the top bit set that the receiver maps to the peer (job ranks and
+// dynamic ids stay below it).  The client draws both channels of a pair and
+// sends the server's in its join, so it may send right behind the join.
+inline constexpr std::uint32_t channel_bit = 0x80000000u;
+// The source of a join: the sender has no channel at the server yet.
+inline constexpr std::uint32_t join_source = 0xffffffffu;
+constexpr bool is_channel(std::uint32_t source) noexcept {
+    return (source & channel_bit) != 0 && source != join_source;
+}
+
+// A join's body, followed by the client's device and interface addresses
+// (the server connects to them to answer).
+struct JoinRequest {
+    rt::Secret token;              // the listening context's, from its address
+    std::uint32_t server_channel;  // the source the client's messages carry
+    std::uint32_t client_channel;  // the source the server's messages are to carry
+    std::uint32_t pid;             // the client's process (watched on shared memory)
+    std::uint32_t rank;            // its rank in its own job (for logs)
+    std::uint16_t device_len;
+    std::uint16_t iface_len;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(JoinRequest) == 40);
+
+// The server's answer, sent with the client's channel as source: status 0
+// admitted, else the transit::Status it refused with.
+struct Welcome {
+    std::int32_t status;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(Welcome) == 8);
 
 // The header as the one 64-bit word am_short takes, composed in a register: a
 // struct built byte by byte on the stack and read back as one word makes the
@@ -268,7 +306,7 @@ inline bool read_message(std::span<const std::byte> message, WireHeader& h,
 
 constexpr bool known_kind(std::uint8_t kind) noexcept {
     return kind >= static_cast<std::uint8_t>(Kind::message) &&
-           kind <= static_cast<std::uint8_t>(Kind::hello);
+           kind <= static_cast<std::uint8_t>(Kind::welcome);
 }
 
 // Every request starts with the operation it belongs to (op, generation): a
@@ -357,6 +395,19 @@ inline const char* read_address(std::span<const std::byte> blob, AddressHeader& 
     const std::size_t counted =
         sizeof h + std::size_t{h.device_len} + h.iface_len + h.rdma_device_len + h.rdma_iface_len;
     if (blob.size() != counted) return "has a length unlike its header's";
+    return nullptr;
+}
+
+// A join's body: the request and where its addresses start; the reason
+// when it is malformed.
+inline const char* read_join(std::span<const std::byte> body, JoinRequest& j,
+                             std::span<const std::byte>& addresses) noexcept {
+    if (body.size() < sizeof j) return "is shorter than a join";
+    std::memcpy(&j, body.data(), sizeof j);
+    if (body.size() != sizeof j + std::size_t{j.device_len} + j.iface_len)
+        return "has a length unlike its header's";
+    if (!is_channel(j.server_channel) || !is_channel(j.client_channel)) return "names no channel";
+    addresses = body.subspan(sizeof j);
     return nullptr;
 }
 

@@ -163,11 +163,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
     check(read == (message.size() >= sizeof h));
     if (read) {
         check(body.data() == message.data() + sizeof h && body.size() == message.size() - sizeof h);
-        check(uct::known_kind(h.kind) == (h.kind >= 1 && h.kind <= 9));
+        check(uct::known_kind(h.kind) == (h.kind >= 1 && h.kind <= 11));
         // Every decoder over every body, whatever the kind says: a hostile
         // peer picks the kind as freely as the bytes behind it.
         requests(body, max_reply);
         replies(body, op_size);
+        uct::JoinRequest j;
+        std::span<const std::byte> addresses;
+        if (uct::read_join(body, j, addresses) == nullptr)
+            check(addresses.size() == std::size_t{j.device_len} + j.iface_len &&
+                  addresses.data() + addresses.size() == body.data() + body.size() &&
+                  uct::is_channel(j.server_channel) && uct::is_channel(j.client_channel));
     }
     address(message);
     return 0;

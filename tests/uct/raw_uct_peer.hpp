@@ -95,6 +95,9 @@ class RawUctPeer {
 
     unsigned progress() { return uct_worker_progress(worker_); }
 
+    // The source its messages carry from now on (a rank, a channel: anything).
+    void set_source(Rank source) noexcept { rank_ = source; }
+
     // Every message received, whole (header first), oldest first.
     std::vector<std::vector<std::byte>> received;
 

@@ -1,0 +1,386 @@
+// The uct module and peers outside the job (rt::DynamicPeers): a client
+// connects to a server's interface from the server's address, sends a join
+// with the access token and two channels, and may send right behind it; the
+// server checks the token, connects back to the client's interface and
+// answers with a welcome.  See the README's "Peers outside the job".
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "uct_module.hpp"
+
+namespace transit::uct {
+
+namespace {
+
+// How long a join or a welcome may wait for room in UCT's queues (a tcp
+// endpoint connects first): bounded work for connect and for the server.
+constexpr auto join_wait = std::chrono::milliseconds(2000);
+constexpr auto refusal_wait = std::chrono::milliseconds(100);
+// Clients joined that have not spoken yet: more are refused.
+constexpr std::size_t max_joining = 64;
+
+}  // namespace
+
+Status UctModule::listen() {
+    listening_ = true;
+    update_progress();  // joins arrive while nobody else keeps the module polled
+    return Status::success;
+}
+
+bool UctModule::is_dynamic(Rank peer) const noexcept {
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    return d != nullptr && d->is_dynamic(peer);
+}
+
+UctEndpoint* UctModule::dynamic_endpoint(Rank peer) const noexcept {
+    const auto it = dynamic_ids_.find(peer);
+    return it == dynamic_ids_.end() ? nullptr : it->second;
+}
+
+bool UctModule::valid_dynamic(const btl::Endpoint* e) const noexcept {
+    return e != nullptr && dynamic_endpoint(e->peer()) == e;
+}
+
+// A channel not in use here: random, so that another client cannot name a
+// peer it did not join as.
+std::uint32_t UctModule::new_channel() const {
+    std::random_device random;
+    for (;;) {
+        const std::uint32_t c = static_cast<std::uint32_t>(random()) | channel_bit;
+        if (is_channel(c) && !channels_.contains(c)) return c;
+    }
+}
+
+UctEndpoint* UctModule::add_dynamic(Rank id, uct_ep_h ep, std::uint32_t channel,
+                                    std::uint32_t wire_source, std::uint32_t pid) noexcept {
+    std::unique_ptr<UctEndpoint> owned;
+    try {
+        owned = std::make_unique<UctEndpoint>(id, ep);
+    } catch (...) {
+        uct_ep_destroy(ep);
+        return nullptr;
+    }
+    try {
+        dynamic_.reserve(dynamic_.size() + 1);
+        dynamic_ids_.reserve(dynamic_ids_.size() + 1);
+        channels_.reserve(channels_.size() + 1);
+        dynamic_ids_.emplace(id, owned.get());
+        channels_.emplace(channel, owned.get());
+    } catch (...) {
+        dynamic_ids_.erase(id);
+        return nullptr;
+    }
+    UctEndpoint* e = owned.get();
+    e->dynamic = true;
+    e->channel = channel;
+    e->wire_source = wire_source;
+    // Active messages carry its one-sided operations: native RDMA would need
+    // the cma interface's rights over a stranger's process.
+    e->rdma_broken = true;
+    e->amo_broken = true;
+    if (pid != 0) e->process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
+    dynamic_.push_back(std::move(owned));  // reserved
+    return e;
+}
+
+// --- the client's side -----------------------------------------------------------
+
+UctEndpoint* UctModule::connect_server(Rank peer, std::string* why) {
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    const rt::Secret* token = d ? d->token_for(peer) : nullptr;
+    // A client that joined through another module has no address here.
+    if (token == nullptr) {
+        if (why) *why = "a client outside the job that did not join through this module";
+        return nullptr;
+    }
+    UctEndpoint* e = connect(peer, why);
+    if (e == nullptr) return nullptr;
+    if (!send_join(*e, *token)) {
+        if (why) *why = "the server did not take our join (gone, or not answering)";
+        delete_dynamic(*e);
+        return nullptr;
+    }
+    out_.verbose(10, "{}: joined the server at peer {}", name(), peer);
+    return e;
+}
+
+// The join: our token, both channels and our interface's addresses, for the
+// server to connect back.  Sent before anything else on the endpoint; UCT
+// keeps an endpoint's active messages in order, so data may follow at once.
+bool UctModule::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
+    JoinRequest j{};
+    j.token = token;
+    j.server_channel = e.wire_source;
+    j.client_channel = e.channel;
+    j.pid = static_cast<std::uint32_t>(::getpid());
+    j.rank = self_;
+    j.device_len = static_cast<std::uint16_t>(iface_attr_.device_addr_len);
+    j.iface_len = static_cast<std::uint16_t>(iface_attr_.iface_addr_len);
+    Gather g{WireHeader{static_cast<std::uint8_t>(Kind::join), 0, wire_version, 0, join_source}, &j,
+             sizeof j, address_.data() + sizeof(AddressHeader),
+             std::size_t{j.device_len} + j.iface_len};
+    if (g.total() > max_message_) return false;
+    const auto deadline = std::chrono::steady_clock::now() + join_wait;
+    for (;;) {
+        const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctModule::pack_cb, &g, 0);
+        if (n >= 0) return true;
+        if (n != UCS_ERR_NO_RESOURCE || e.failed || in_uct_callback_ ||
+            std::chrono::steady_clock::now() >= deadline)
+            return false;
+        uct_worker_progress(worker_.get());
+    }
+}
+
+void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept {
+    UctEndpoint* e = dynamic_endpoint(h.source);
+    Welcome w{};
+    if (e == nullptr || e->failed || body.size() < sizeof w) return;
+    std::memcpy(&w, body.data(), sizeof w);
+    if (w.status == 0) {
+        out_.verbose(10, "{}: the server at peer {} admitted us", name(), e->peer());
+        return;
+    }
+    log::warn("uct: the server at peer {} refused us: {}", e->peer(),
+              to_string(status_from_wire(w.status)));
+    e->failed = true;
+    failures_ = true;
+    attention_ = true;
+}
+
+// --- the server's side -------------------------------------------------------------
+
+void UctModule::handle_join(std::span<const std::byte> body) noexcept {
+    JoinRequest j{};
+    std::span<const std::byte> addresses;
+    if (const char* bad = read_join(body, j, addresses))
+        return refused("a client", std::string("its join ") + bad);
+    const std::string who = fmt::format("a client (pid {}, rank {} of its job)", j.pid, j.rank);
+    if (!listening_) {
+        answer_join(j, addresses, Status::not_available);
+        return refused(who, "this process does not listen");
+    }
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    if (d == nullptr || !d->token_matches(j.token)) {
+        answer_join(j, addresses, Status::access_denied);
+        return refused(who, "without this context's access token");
+    }
+    if (channels_.contains(j.server_channel) || joining_.contains(j.server_channel)) {
+        answer_join(j, addresses, Status::bad_param);
+        return refused(who, "its channel is in use");
+    }
+    if (joining_.size() >= max_joining) {
+        answer_join(j, addresses, Status::out_of_resource);
+        return refused(who, "too many clients joining at once");
+    }
+    std::string why;
+    uct_ep_h ep = nullptr;
+    try {
+        if (j.iface_len != iface_attr_.iface_addr_len ||
+            (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
+             j.device_len != iface_attr_.device_addr_len))
+            return refused(who, "its addresses do not fit this transport");
+        ep = create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len), &why);
+    } catch (const std::exception& x) {
+        why = x.what();
+    }
+    if (ep == nullptr) return refused(who, "cannot connect to it: " + why);
+    Joining joining;
+    joining.ep = ep;
+    joining.client_channel = j.client_channel;
+    joining.pid = j.pid;
+    joining.rank = j.rank;
+    if (resource_.dev_type != UCT_DEVICE_TYPE_NET)
+        joining.process = btl::util::ProcessWatch(static_cast<pid_t>(j.pid));
+    try {
+        joining_.emplace(j.server_channel, std::move(joining));
+    } catch (...) {
+        uct_ep_destroy(ep);
+        return refused(who, "out of memory");
+    }
+    Welcome w{};
+    Gather g{
+        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
+        &w, sizeof w};
+    const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
+    ssize_t n;
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    if (n < 0)
+        out_.verbose(1, "{}: {} joined, but the welcome was not sent: {}", name(), who,
+                     ucs_status_string(static_cast<ucs_status_t>(n)));
+    out_.verbose(10, "{}: {} joined (channel {:#x})", name(), who, j.server_channel);
+}
+
+// A joined client's first message other than the join: it becomes a peer,
+// with an id from the runtime.  nullptr when it cannot (no id, no memory):
+// it is forgotten, and its messages are dropped.
+UctEndpoint* UctModule::admit(std::uint32_t channel) noexcept {
+    const auto it = joining_.find(channel);
+    if (it == joining_.end()) return nullptr;
+    Joining j = std::move(it->second);
+    joining_.erase(it);
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    const Rank id = d != nullptr ? d->admit() : any_rank;
+    if (id == any_rank) {
+        uct_ep_destroy(j.ep);
+        refused(fmt::format("a client (pid {})", j.pid), "no peer id left");
+        return nullptr;
+    }
+    UctEndpoint* e = add_dynamic(id, j.ep, channel, j.client_channel, j.process.pid());
+    if (e == nullptr) {
+        refused(fmt::format("a client (pid {})", j.pid), "out of memory");
+        return nullptr;
+    }
+    out_.verbose(10, "{}: a client (pid {}, rank {} of its job) admitted as peer {}", name(), j.pid,
+                 j.rank, id);
+    return e;
+}
+
+// A joined client that left (goodbye) before it spoke: it was never a peer,
+// so nobody is told.  Its endpoint goes in check_joining, outside UCT's
+// progress.
+void UctModule::forget_joining(std::uint32_t channel, const char* why) noexcept {
+    const auto it = joining_.find(channel);
+    if (it == joining_.end()) return;
+    out_.verbose(10, "{}: a joined client (pid {}) {} before it spoke", name(), it->second.pid,
+                 why);
+    it->second.failed = true;
+    attention_ = true;
+}
+
+// From attend(): joined clients that left, whose endpoint UCT reported
+// lost, or that exited (check_local_peers).
+void UctModule::check_joining() noexcept {
+    if (in_uct_callback_) return;
+    for (auto it = joining_.begin(); it != joining_.end();) {
+        if (it->second.failed) {
+            uct_ep_destroy(it->second.ep);
+            it = joining_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+// A refusal the client can hear: through an endpoint made for it alone,
+// pushed out with a short bounded wait, then closed.
+void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
+                            Status status) noexcept {
+    if (j.iface_len != iface_attr_.iface_addr_len ||
+        (resource_.dev_type != UCT_DEVICE_TYPE_NET && j.device_len != iface_attr_.device_addr_len))
+        return;
+    uct_ep_h ep = nullptr;
+    try {
+        ep = create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len), nullptr);
+    } catch (...) {
+        return;
+    }
+    if (ep == nullptr) return;
+    Welcome w{};
+    w.status = static_cast<std::int32_t>(status);
+    Gather g{
+        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
+        &w, sizeof w};
+    const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
+    ssize_t n;
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    ucs_status_t s = UCS_INPROGRESS;
+    while (n >= 0 && !in_uct_callback_ &&
+           ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||
+            s == UCS_ERR_NO_RESOURCE) &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    uct_ep_destroy(ep);
+}
+
+// A stranger may try thousands of times: the first few refusals of each
+// window are logged with the reason, the rest are counted.
+void UctModule::refused(const std::string& who, const std::string& why) noexcept {
+    try {
+        const auto now = log::Limiter::Clock::now();
+        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
+            log::warn("{}: {} more clients refused (at most 5 logged every 10 s)", name(), n);
+        if (refusals_.admit(now))
+            log::warn("{}: refused {}: {}{}", name(), who, why,
+                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+        else
+            out_.verbose(1, "{}: refused {}: {}", name(), who, why);
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
+}
+
+// --- both sides --------------------------------------------------------------------
+
+// A source at or above the job's size names a peer outside the job by its
+// channel; one that names an id (no peer sends that) or an unknown channel
+// is dropped.  What this checks: a client can name only channels it knows,
+// its own, each a 31-bit random number; see the README for what it cannot.
+bool UctModule::rename_source(WireHeader& h) noexcept {
+    const auto it = is_channel(h.source) ? channels_.find(h.source) : channels_.end();
+    if (it != channels_.end()) {
+        h.source = it->second->peer();
+        return true;
+    }
+    // A joined client's first word makes it a peer; a goodbye instead ends it.
+    const auto j = is_channel(h.source) ? joining_.find(h.source) : joining_.end();
+    if (j != joining_.end() && !j->second.failed) {
+        if (static_cast<Kind>(h.kind) == Kind::goodbye) {
+            forget_joining(h.source, "said goodbye");
+            return false;
+        }
+        UctEndpoint* e = admit(h.source);
+        if (e == nullptr) return false;
+        h.source = e->peer();
+        return true;
+    }
+    // A goodbye from a peer we deleted first crosses ours: nothing to say.
+    if (static_cast<Kind>(h.kind) == Kind::goodbye && is_channel(h.source))
+        out_.verbose(10, "{}: a goodbye on channel {:#x}, which is gone", name(), h.source);
+    else if (j == joining_.end())
+        refused("a message",
+                fmt::format("it names an unknown sender ({:#x}, kind {})", h.source, h.kind));
+    return false;
+}
+
+// The peer disconnected: what it sent before is delivered already (the ring
+// is in order); it is reported as departed, not failed.
+void UctModule::dynamic_goodbye(Rank peer) noexcept {
+    UctEndpoint* e = dynamic_endpoint(peer);
+    if (e == nullptr || e->failed) return;
+    out_.verbose(10, "{}: peer {} outside the job disconnected", name(), peer);
+    e->goodbye = true;
+    e->departed = true;
+    e->failed = true;
+    failures_ = true;
+    attention_ = true;
+}
+
+// Unnamed at once (records, channel); freed at the next safe point, as a
+// caller up the stack (a report from handle_failures) may still hold it.
+void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
+    e.deleted = true;
+    e.failed = true;
+    // Its replies would name a channel no longer known: what is in flight
+    // ends now (a job peer's operations complete on replies that still come).
+    end_ops(e.peer(), Status::cancelled);
+    if (const auto c = channels_.find(e.channel); c != channels_.end() && c->second == &e)
+        channels_.erase(c);
+    if (const auto d = dynamic_ids_.find(e.peer()); d != dynamic_ids_.end() && d->second == &e)
+        dynamic_ids_.erase(d);
+    attention_ = true;
+    update_progress();
+}
+
+void UctModule::reap_dynamic() noexcept {
+    std::erase_if(dynamic_, [](const std::unique_ptr<UctEndpoint>& e) { return e->deleted; });
+}
+
+}  // namespace transit::uct

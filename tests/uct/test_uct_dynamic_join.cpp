@@ -1,0 +1,242 @@
+// A listening uct module (posix) against clients outside the job written with
+// UCT alone (raw_uct_peer.hpp), which send what no module sends: a join
+// without the token is answered with a refusal and leaves nothing behind; a
+// joined client is admitted (given an id) by its first message, which
+// arrives under that id; a message naming a channel the module never took,
+// or an id, is dropped; a goodbye is a departure, or, from a client that
+// never spoke, nothing at all.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "tests/fixtures/two_rank_runtime.hpp"
+#include "tests/uct/raw_uct_peer.hpp"
+
+namespace {
+
+using namespace transit;
+using transit::test::Opened;
+using transit::test::RawUctPeer;
+using transit::test::TwoRankRuntime;
+using uct::Kind;
+
+[[maybe_unused]] const bool posix_selected = [] {
+    ::setenv("TRANSIT_MCA_btl", "self,uct", 1);
+    ::setenv("TRANSIT_MCA_btl_uct_transports", "posix", 1);
+    ::setenv("TRANSIT_MCA_btl_base_lazy", "0", 1);
+    return true;
+}();
+
+constexpr btl::Tag tag = 77;
+constexpr std::chrono::milliseconds wait_limit{5000};
+
+// Rank 0 of two, listening with a known token; ids from 2 up.
+class ListeningRuntime final : public TwoRankRuntime, public rt::DynamicPeers {
+  public:
+    rt::Secret token{std::byte{7}, std::byte{1}, std::byte{2}};
+    std::vector<Rank> admitted;
+
+    rt::DynamicPeers* dynamic_peers() noexcept override { return this; }
+    bool is_dynamic(Rank peer) const noexcept override {
+        return std::find(admitted.begin(), admitted.end(), peer) != admitted.end();
+    }
+    bool token_matches(const rt::Secret& t) const noexcept override { return t == token; }
+    const rt::Secret* token_for(Rank) const noexcept override { return nullptr; }
+    Rank admit() noexcept override {
+        admitted.push_back(static_cast<Rank>(2 + admitted.size()));
+        return admitted.back();
+    }
+};
+
+struct Delivery {
+    Rank from;
+    std::vector<std::byte> data;
+};
+
+class UctDynamicJoin : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        try {
+            client_ = std::make_unique<RawUctPeer>("posix", "posix", uct::join_source);
+        } catch (const std::exception& e) {
+            GTEST_SKIP() << "UCT's posix transport is not available here: " << e.what();
+        }
+        opened_ = std::make_unique<Opened>(runtime_, "uct:posix/memory");
+        ASSERT_NE(opened_->module, nullptr) << "no uct:posix/memory module";
+        ASSERT_TRUE(opened_->module->attributes().flags & btl::flags::dynamic_peers);
+        listener_ = btl::capability<btl::Listener>(*opened_->module);
+        records_ = btl::capability<btl::DynamicPeerRecords>(*opened_->module);
+        ASSERT_NE(listener_, nullptr);
+        ASSERT_NE(records_, nullptr);
+        ASSERT_EQ(listener_->listen(), Status::success);
+        ASSERT_EQ(opened_->am.register_callback(tag, &UctDynamicJoin::on_message, this),
+                  Status::success);
+        opened_->module->register_error(&UctDynamicJoin::on_error, this);
+        client_->connect(runtime_.modex_.at({0, "btl.uct.posix"}));
+    }
+
+    static void on_message(btl::Module*, const btl::ReceiveDescriptor& d, void* self) {
+        const auto* p = static_cast<const std::byte*>(d.segments[0].addr);
+        static_cast<UctDynamicJoin*>(self)->delivered.push_back(
+            {d.endpoint ? d.endpoint->peer() : any_rank, {p, p + d.segments[0].len}});
+    }
+    static void on_error(btl::Module*, std::uint32_t flags, Rank peer, const char*, void* self) {
+        static_cast<UctDynamicJoin*>(self)->errors.emplace_back(flags, peer);
+    }
+
+    template <typename Done>
+    bool until(Done done, std::chrono::milliseconds limit = wait_limit) {
+        const auto end = std::chrono::steady_clock::now() + limit;
+        while (!done()) {
+            if (std::chrono::steady_clock::now() > end) return false;
+            opened_->progress.progress();
+            client_->progress();
+        }
+        return true;
+    }
+
+    // A join from the raw client (its device and interface addresses behind
+    // the request) and the welcome it gets.
+    std::optional<uct::Welcome> join(const rt::Secret& token, std::uint32_t server_channel,
+                                     std::uint32_t client_channel) {
+        const std::vector<std::byte> a = client_->address();
+        uct::AddressHeader h{};
+        std::memcpy(&h, a.data(), sizeof h);
+        uct::JoinRequest j{};
+        j.token = token;
+        j.server_channel = server_channel;
+        j.client_channel = client_channel;
+        j.pid = static_cast<std::uint32_t>(::getpid());
+        j.device_len = h.device_len;
+        j.iface_len = h.iface_len;
+        std::vector<std::byte> body(sizeof j);
+        std::memcpy(body.data(), &j, sizeof j);
+        body.insert(body.end(), a.begin() + sizeof h, a.end());
+        client_->received.clear();
+        client_->set_source(uct::join_source);
+        if (!until([&] { return client_->send(Kind::join, body); })) return std::nullopt;
+        if (!until([&] { return !client_->received.empty(); })) return std::nullopt;
+        uct::WireHeader wh{};
+        std::span<const std::byte> rest;
+        EXPECT_TRUE(uct::read_message(client_->received.front(), wh, rest));
+        EXPECT_EQ(wh.kind, static_cast<std::uint8_t>(Kind::welcome));
+        EXPECT_EQ(wh.source, client_channel) << "the welcome names the client's channel";
+        uct::Welcome w{};
+        EXPECT_GE(rest.size(), sizeof w);
+        std::memcpy(&w, rest.data(), std::min(sizeof w, rest.size()));
+        return w;
+    }
+
+    // Sends a message for `tag` carrying `source`; true once sent.
+    bool send_as(Rank source, std::uint64_t value) {
+        client_->set_source(source);
+        return until(
+            [&] { return client_->send(Kind::message, std::as_bytes(std::span(&value, 1)), tag); });
+    }
+
+    void TearDown() override {
+        if (opened_) opened_->am.unregister_callback(tag);
+    }
+
+    ListeningRuntime runtime_;
+    std::unique_ptr<RawUctPeer> client_;
+    std::unique_ptr<Opened> opened_;
+    btl::Listener* listener_ = nullptr;
+    btl::DynamicPeerRecords* records_ = nullptr;
+    std::vector<Delivery> delivered;
+    std::vector<std::pair<std::uint32_t, Rank>> errors;
+};
+
+constexpr std::uint32_t server_channel = 0x80001234u;
+constexpr std::uint32_t client_channel = 0x80005678u;
+
+TEST_F(UctDynamicJoin, WrongTokenRefusedAndNothingKept) {
+    rt::Secret wrong = runtime_.token;
+    wrong[15] ^= std::byte{1};
+    const auto w = join(wrong, server_channel, client_channel);
+    ASSERT_TRUE(w.has_value()) << "no answer to a join without the token";
+    EXPECT_EQ(status_from_wire(w->status), Status::access_denied);
+    EXPECT_TRUE(runtime_.admitted.empty());
+    EXPECT_EQ(records_->dynamic_endpoints(), 0u);
+    // Its messages name a channel the module never took: dropped.
+    ASSERT_TRUE(send_as(server_channel, 1));
+    until([] { return false; }, std::chrono::milliseconds(200));
+    EXPECT_TRUE(delivered.empty()) << "a refused client's message was delivered";
+}
+
+TEST_F(UctDynamicJoin, AdmittedClientNamedByItsIdForgeriesDropped) {
+    const auto w = join(runtime_.token, server_channel, client_channel);
+    ASSERT_TRUE(w.has_value()) << "no welcome";
+    EXPECT_EQ(w->status, 0);
+    EXPECT_TRUE(runtime_.admitted.empty()) << "admitted before its first message";
+    EXPECT_EQ(records_->dynamic_endpoints(), 1u);
+
+    // Its first message admits it and arrives under its id.
+    ASSERT_TRUE(send_as(server_channel, 14));
+    ASSERT_TRUE(until([&] { return !delivered.empty(); })) << "the client's message is lost";
+    ASSERT_EQ(runtime_.admitted.size(), 1u);
+    const Rank id = runtime_.admitted[0];
+    EXPECT_EQ(records_->dynamic_endpoints(), 1u);
+    EXPECT_EQ(delivered[0].from, id);
+    // Forgeries: a channel never taken, the id itself, the join marker; then
+    // its own channel again (one endpoint keeps its messages in order).
+    ASSERT_TRUE(send_as(0x80000001u, 11));
+    ASSERT_TRUE(send_as(id, 12));
+    ASSERT_TRUE(send_as(uct::join_source, 13));
+    ASSERT_TRUE(send_as(server_channel, 15));
+    ASSERT_TRUE(until([&] { return delivered.size() >= 2; })) << "the client's message is lost";
+    until([] { return false; }, std::chrono::milliseconds(100));
+    ASSERT_EQ(delivered.size(), 2u) << "a forged message was delivered";
+    for (std::size_t i = 0; i < 2; ++i) {
+        EXPECT_EQ(delivered[i].from, id);
+        std::uint64_t v = 0;
+        ASSERT_EQ(delivered[i].data.size(), sizeof v);
+        std::memcpy(&v, delivered[i].data.data(), sizeof v);
+        EXPECT_EQ(v, i == 0 ? 14u : 15u);
+    }
+
+    // A second join naming the same channel is refused.
+    const auto again = join(runtime_.token, server_channel, client_channel + 1);
+    ASSERT_TRUE(again.has_value());
+    EXPECT_EQ(status_from_wire(again->status), Status::bad_param);
+    EXPECT_EQ(runtime_.admitted.size(), 1u);
+
+    // A goodbye on its channel is a departure; deleting the peer leaves nothing.
+    client_->set_source(server_channel);
+    ASSERT_TRUE(until([&] { return client_->send(Kind::goodbye, std::span<const std::byte>{}); }));
+    ASSERT_TRUE(until([&] { return !errors.empty(); })) << "the departure was not reported";
+    EXPECT_EQ(errors[0].second, id);
+    EXPECT_TRUE(errors[0].first & btl::error_flags::departed);
+    btl::Endpoint* ep = nullptr;
+    btl::Reachability reach(1);
+    const Rank peers[] = {id};
+    ASSERT_EQ(opened_->module->add_procs(peers, {&ep, 1}, reach), Status::success);
+    ASSERT_TRUE(reach.test(0));
+    ASSERT_EQ(opened_->module->del_procs(peers, {&ep, 1}), Status::success);
+    EXPECT_EQ(records_->dynamic_endpoints(), 0u);
+}
+
+// A client that joins and leaves without a word (its bml chose another
+// module for the server) was never a peer: no id, no event, nothing kept.
+TEST_F(UctDynamicJoin, SilentClientLeavesNothing) {
+    const auto w = join(runtime_.token, server_channel, client_channel);
+    ASSERT_TRUE(w.has_value()) << "no welcome";
+    EXPECT_EQ(records_->dynamic_endpoints(), 1u);
+    client_->set_source(server_channel);
+    ASSERT_TRUE(until([&] { return client_->send(Kind::goodbye, std::span<const std::byte>{}); }));
+    EXPECT_TRUE(until([&] { return records_->dynamic_endpoints() == 0; }))
+        << "a silent client's record stayed";
+    EXPECT_TRUE(runtime_.admitted.empty());
+    EXPECT_TRUE(errors.empty()) << "a client that never spoke was reported";
+    ASSERT_TRUE(send_as(server_channel, 16));
+    until([] { return false; }, std::chrono::milliseconds(100));
+    EXPECT_TRUE(delivered.empty()) << "a message after its goodbye was delivered";
+}
+
+}  // namespace

@@ -64,12 +64,14 @@ std::uint32_t OfiModule::new_channel() noexcept {
     }
 }
 
-// Whether a job rank's or another peer outside the job's address is `address`
-// (a client naming one of them would get their messages).
+// Whether a job rank's or another live peer outside the job's address is
+// `address` (a client naming one of them would get their messages).  One that
+// departed or failed is on its way out: the same client may join again.
 bool OfiModule::address_taken(fi_addr_t address) const noexcept {
     if (std::find(av_addr_.begin(), av_addr_.end(), address) != av_addr_.end()) return true;
-    return std::any_of(dynamic_.begin(), dynamic_.end(),
-                       [address](const auto& kv) { return kv.second->address == address; });
+    return std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
+        return kv.second->address == address && !kv.second->failed;
+    });
 }
 
 // --- the client's side -----------------------------------------------------------
@@ -263,6 +265,24 @@ void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept 
     }
 }
 
+// A deleted peer's address-vector entry.  shm wrote the header-only goodbye
+// into the peer's queue when it was posted, and its address vector holds 256
+// peers: the entry goes now.  Elsewhere the goodbye may still wait for a
+// connection: the entry goes after retire_after.
+void OfiModule::retire(fi_addr_t address) noexcept {
+    if (!node_local_) {
+        try {
+            retiring_.push_back({address, std::chrono::steady_clock::now() + retire_after});
+            return;
+        } catch (...) {
+            // No memory to wait: removed now.
+        }
+    }
+    if (const int rc = fi_av_remove(av_.get(), &address, 1, 0); rc != 0)
+        out_.verbose(1, "{}: removing a departed peer's address failed: {}", name(),
+                     libfabric().strerror(-rc));
+}
+
 // An address inserted again (the same peer back) may be the entry of a
 // deleted peer still waiting to go: it stays.
 void OfiModule::keep_address(fi_addr_t address) noexcept {
@@ -329,14 +349,12 @@ void OfiModule::delete_dynamic(OfiEndpoint& ep) noexcept {
         channels_.erase(c);
     // A server that is a job rank of ours (a context connected to its own
     // address) shares the rank's entry: that one stays.
-    if (std::find(av_addr_.begin(), av_addr_.end(), ep.address) == av_addr_.end()) {
-        try {
-            retiring_.push_back({ep.address, std::chrono::steady_clock::now() + retire_after});
-        } catch (...) {
-            fi_addr_t a = ep.address;  // no memory to wait: removed now
-            fi_av_remove(av_.get(), &a, 1, 0);
-        }
-    }
+    // Nor is the entry of a client that joined again before we deleted it.
+    const bool shared = std::any_of(dynamic_.begin(), dynamic_.end(), [&ep](const auto& kv) {
+        return kv.second.get() != &ep && kv.second->address == ep.address;
+    });
+    if (!shared && std::find(av_addr_.begin(), av_addr_.end(), ep.address) == av_addr_.end())
+        retire(ep.address);
     --peer_count_;
     dynamic_.erase(peer);
     update_progress();

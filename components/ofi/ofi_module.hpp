@@ -173,6 +173,7 @@ class OfiModule final : public btl::Module,
     void check_dynamic() noexcept;
     void retire_addresses(bool all) noexcept;
     void keep_address(fi_addr_t address) noexcept;
+    void retire(fi_addr_t address) noexcept;
     std::uint32_t new_channel() noexcept;
     bool address_taken(fi_addr_t address) const noexcept;
     void refused(const std::string& who, const char* why) noexcept;

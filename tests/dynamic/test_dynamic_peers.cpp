@@ -137,16 +137,25 @@ void echo_order(transit::Context& ctx, Rank server) {
                   "tag " + std::to_string(t) + " out of order");
 }
 
-// A client of another user (run by root only): vader serves the same user
-// only, so over self,vader its connect fails with a clear error, and with tcp
-// selected tcp carries it.
+// Whether the one transport selected serves clients of the same user only:
+// vader, and libfabric's shm (its regions are the user's).
+bool same_user_only() {
+    const char* btl = std::getenv("TRANSIT_MCA_btl");
+    const char* provider = std::getenv("TRANSIT_MCA_btl_ofi_provider_include");
+    return btl != nullptr && (std::string(btl) == "self,vader" ||
+                              (std::string(btl) == "self,ofi" && provider != nullptr &&
+                               std::string(provider) == "shm"));
+}
+
+// A client of another user (run by root only): vader and shm serve the same
+// user only, so over self,vader (or ofi's shm alone) its connect fails with a
+// clear error, and with tcp selected tcp carries it.
 int other_user_client(const std::string& address) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) fail("cannot become nobody");
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     const Status s = ctx.connect(address, server);
-    const char* btl = std::getenv("TRANSIT_MCA_btl");
-    if (btl != nullptr && std::string(btl) == "self,vader") {
+    if (same_user_only()) {
         check(s == Status::unreachable,
               "another user's connect over vader: " + std::string(to_string(s)));
         return 0;
@@ -268,8 +277,7 @@ int driver(const char* self) {
     if (::geteuid() == 0) {
         Child other = start({me, "client", address, "otheruser"});
         check(wait_exit(other) == 0, "the client of another user");
-        const char* btl = std::getenv("TRANSIT_MCA_btl");
-        if (btl == nullptr || std::string(btl) != "self,vader") {
+        if (!same_user_only()) {
             const std::string left = read_line(srv, 10, "the other user's departure");
             check(left.find("peer departed") != std::string::npos, "other user seen as: " + left);
         }

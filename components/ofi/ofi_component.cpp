@@ -71,7 +71,7 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
         params::Decl{"join_timeout", Type::real, "10",
                      "Seconds a server outside the job may take to answer a client's join; after "
                      "that the client gives it up and its operations with it end with "
-                     "peer_failed (a server refuses a join without its token by not answering)",
+                     "peer_failed (a refused join is answered, unless the refusals come too fast)",
                      6}
             .real_range(0.001, 1e6)),
     btl::inherit<OfiConfig>(

@@ -149,54 +149,60 @@ OfiEndpoint* OfiModule::join_server(Rank peer) {
 
 // A client's join: admitted with the listening context's token, it gets a
 // peer id, its address goes into the address vector and a welcome goes back.
-// Refused, nothing of it is kept and it hears nothing (its join times out).
+// Refused, nothing of it is kept; while the refusal log admits refusals (so a
+// flood of strangers cannot fill the address vector) it hears a `refuse`.
 void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) noexcept {
     JoinPayload p{};
     std::span<const std::byte> address;
-    if (!read_join(body, p, address)) return refused("a client", "its join is malformed");
+    if (!read_join(body, p, address)) return (void)refused("a client", "its join is malformed");
     std::string who;
     try {
         who = fmt::format("a client (pid {}, rank {} of its job)", p.pid, p.rank);
     } catch (...) {
         return;
     }
-    if (!listening_) return refused(who, "this process does not listen");
+    const bool same_node = p.node == name_hash(runtime_.node_id());
+    if (node_local_ && !same_node) return (void)refused(who, "on another node");
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    try {
+        std::vector<std::byte> padded;
+        if (!av_address(address, address_.size(), address_form_, padded))
+            return (void)refused(who, "its address cannot be one of this provider's");
+        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1)
+            return (void)refused(who, "libfabric refused its address");
+    } catch (...) {
+        return (void)refused(who, "out of memory");
+    }
+    keep_address(a);
+    // A job rank's address, or another client's: that peer would get its
+    // messages, and our answer.  (libfabric gave the known entry back.)
+    if (address_taken(a)) return (void)refused(who, "its address is another peer's");
+    auto refuse = [&](const char* why) {
+        if (refused(who, why)) answer_refusal(a, p.to_client);
+        drop_address(a);
+    };
+    if (!listening_) return refuse("this process does not listen");
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     rt::Secret token{};
     std::memcpy(token.data(), p.token.data(), token.size());
     if (d == nullptr || !d->token_matches(token))
-        return refused(who, "without this context's access token");
+        return refuse("without this context's access token");
     if (p.to_server == 0 || p.to_server != h.source || channels_.contains(p.to_server))
-        return refused(who, "its channel is none or in use");
-    const bool same_node = p.node == name_hash(runtime_.node_id());
-    if (node_local_ && !same_node) return refused(who, "on another node");
-    std::vector<std::byte> padded;
-    fi_addr_t a = FI_ADDR_NOTAVAIL;
+        return refuse("its channel is none or in use");
     try {
-        if (!av_address(address, address_.size(), address_form_, padded))
-            return refused(who, "its address cannot be one of this provider's");
-        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1)
-            return refused(who, "libfabric refused its address");
-        keep_address(a);
-        // A job rank's address, or another client's: that peer would get its
-        // messages.  (libfabric gave the known entry back: nothing to remove.)
-        if (address_taken(a)) return refused(who, "its address is another peer's");
+        // So that nothing below fails once the peer id is given.
         channels_.reserve(channels_.size() + 1);
         dynamic_.reserve(dynamic_.size() + 1);
     } catch (...) {
-        return refused(who, "out of memory");
+        return refuse("out of memory");
     }
     const Rank id = d->admit();
-    if (id == any_rank) {
-        fi_av_remove(av_.get(), &a, 1, 0);
-        return refused(who, "no peer id left");
-    }
+    if (id == any_rank) return refuse("no peer id left");
     std::unique_ptr<OfiEndpoint> owned;
     try {
         owned = std::make_unique<OfiEndpoint>(id, a);
     } catch (...) {
-        fi_av_remove(av_.get(), &a, 1, 0);
-        return refused(who, "out of memory");
+        return refuse("out of memory");  // the id is never used
     }
     OfiEndpoint& ep = *owned;
     ep.dynamic = true;
@@ -218,21 +224,44 @@ void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) no
                  ep.process.watching() ? " (its process is watched)" : "");
 }
 
+// Tells a refused client so, on the channel it asked our messages to carry.
+void OfiModule::answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept {
+    OfiEndpoint stranger(any_rank, address);
+    stranger.dynamic = true;
+    stranger.channel_out = channel;
+    // post_control forgets the endpoint once the frame is posted.
+    if (!ok(post_control(stranger, WireKind::refuse, false)))
+        out_.verbose(1, "{}: could not tell a refused client (its join will time out)", name());
+}
+
+// The address of a peer deleted or refused: it goes unless another peer has
+// it (a server that is a job rank of ours, a context connected to its own
+// address; a departed client that joined again before we deleted it).
+void OfiModule::drop_address(fi_addr_t address) noexcept {
+    const bool shared = std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
+        return kv.second->address == address;
+    });
+    if (!shared && std::find(av_addr_.begin(), av_addr_.end(), address) == av_addr_.end())
+        retire(address);
+}
+
 // A stranger may try thousands of times: the first few refusals of each
-// window are logged with the reason, the rest are counted.
-void OfiModule::refused(const std::string& who, const char* why) noexcept {
+// window are logged with the reason (true), the rest are counted.
+bool OfiModule::refused(const std::string& who, const char* why) noexcept {
     try {
         const auto now = log::Limiter::Clock::now();
         if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
             log::warn("{}: {} more clients refused (at most 5 logged every 10 s)", name(), n);
-        if (refusals_.admit(now))
+        if (refusals_.admit(now)) {
             log::warn("{}: refused {}: {}{}", name(), who, why,
                       refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "{}: refused {}: {}", name(), who, why);
+            return true;
+        }
+        out_.verbose(1, "{}: refused {}: {}", name(), who, why);
     } catch (...) {
         // Out of memory formatting a log line: the refusal itself went ahead.
     }
+    return false;
 }
 
 // --- both sides --------------------------------------------------------------------
@@ -248,6 +277,15 @@ void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept 
     switch (what) {
         case Received::welcome:
             ep.welcomed = true;
+            return;
+        case Received::refuse:
+            if (ep.welcomed) return;  // a server refuses only a join it has not admitted
+            ep.failed = true;
+            out_.verbose(1, "{}: peer {} outside the job refused our join", name(), ep.peer());
+            report_error(btl::error_flags::nonfatal, ep.peer(),
+                         "ofi: the server refused the connection (wrong access token, or no "
+                         "room)");
+            abandon_operations(ep, Status::peer_failed);
             return;
         case Received::goodbye:
             // Its messages before the goodbye came first (FI_ORDER_SAS).
@@ -347,16 +385,10 @@ void OfiModule::delete_dynamic(OfiEndpoint& ep) noexcept {
     abandon_operations(ep, Status::cancelled);
     if (const auto c = channels_.find(ep.channel_in); c != channels_.end() && c->second == &ep)
         channels_.erase(c);
-    // A server that is a job rank of ours (a context connected to its own
-    // address) shares the rank's entry: that one stays.
-    // Nor is the entry of a client that joined again before we deleted it.
-    const bool shared = std::any_of(dynamic_.begin(), dynamic_.end(), [&ep](const auto& kv) {
-        return kv.second.get() != &ep && kv.second->address == ep.address;
-    });
-    if (!shared && std::find(av_addr_.begin(), av_addr_.end(), ep.address) == av_addr_.end())
-        retire(ep.address);
+    const fi_addr_t address = ep.address;
     --peer_count_;
     dynamic_.erase(peer);
+    drop_address(address);
     update_progress();
     out_.verbose(10, "{}: peer {} outside the job deleted", name(), peer);
 }

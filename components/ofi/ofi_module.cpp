@@ -805,6 +805,7 @@ void OfiModule::on_control(Received what, const WireHeader& h) noexcept {
             return;
         case Received::join:
         case Received::welcome:
+        case Received::refuse:
         case Received::unknown_kind:
         case Received::message:
             break;

@@ -176,7 +176,9 @@ class OfiModule final : public btl::Module,
     void retire(fi_addr_t address) noexcept;
     std::uint32_t new_channel() noexcept;
     bool address_taken(fi_addr_t address) const noexcept;
-    void refused(const std::string& who, const char* why) noexcept;
+    bool refused(const std::string& who, const char* why) noexcept;
+    void answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept;
+    void drop_address(fi_addr_t address) noexcept;
     std::size_t& live_to(OfiEndpoint& ep) noexcept {
         return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];
     }

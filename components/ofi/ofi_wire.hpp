@@ -32,6 +32,7 @@ enum class WireKind : std::uint8_t {
     hello = 2,    // no payload: the sender added us again; its goodbye is taken back
     join = 3,     // a client outside the job: JoinPayload, then its address
     welcome = 4,  // no payload: the server admitted the client
+    refuse = 5,   // no payload: the server refused the client's join
 };
 // WireHeader::flags
 inline constexpr std::uint8_t from_dynamic = 0x1;  // source is a channel, not a job rank
@@ -49,7 +50,7 @@ struct WireHeader {
 static_assert(sizeof(WireHeader) == 8);
 // 2: the kind (goodbye).  3: hello.  Both travel in order with the messages
 // (FI_ORDER_SAS), so a hello is never taken before the goodbye it takes back.
-// 4: join, welcome and channels for peers outside the job.
+// 4: join, welcome, refuse and channels for peers outside the job.
 inline constexpr std::uint8_t wire_version = 4;
 
 // What a received message is.
@@ -59,6 +60,7 @@ enum class Received : std::uint8_t {
     hello,
     join,
     welcome,
+    refuse,
     too_short,      // shorter than a header
     other_version,  // another wire version
     unknown_kind,
@@ -85,6 +87,8 @@ inline Received read_message(std::span<const std::byte> buffer, std::size_t leng
             return Received::join;
         case WireKind::welcome:
             return Received::welcome;
+        case WireKind::refuse:
+            return Received::refuse;
         case WireKind::message:
             break;
     }

@@ -45,7 +45,7 @@ void message(std::span<const std::byte> buffer, std::size_t length) {
     std::memcpy(&kind, buffer.data() + offsetof(ofi::WireHeader, kind), 1);
     if (version != ofi::wire_version)
         check(what == ofi::Received::other_version);
-    else if (kind > 4)
+    else if (kind > 5)
         check(what == ofi::Received::unknown_kind);
     else
         check(static_cast<std::uint8_t>(what) == kind);  // message ... welcome in order

@@ -190,6 +190,7 @@ std::optional<Prospect> Framework::prospect_of(mca::LoadedComponent& c) {
 // kind of peer the job has, with the started modules' announced reach.
 std::optional<std::string> Framework::needless(const Prospect& p,
                                                std::span<const Module* const> started) const {
+    if (!dynamic_kinds_carried(p, started)) return std::nullopt;
     const std::uint32_t size = std::max<std::uint32_t>(runtime_.size(), 1);
     const std::uint32_t local = std::clamp<std::uint32_t>(runtime_.local_size(), 1, size);
     struct Kind {
@@ -225,6 +226,26 @@ std::optional<std::string> Framework::needless(const Prospect& p,
     }
     if (why.empty()) return "the job has no peer of a kind it reaches";
     return "no peer needs it: " + why + ", with every one-sided operation it could add";
+}
+
+// Peers outside the job are a kind of peer of their own when the runtime can
+// meet them (the pml's can): a component that may carry them (its prospect has
+// flags::dynamic_peers) is needed unless a started module carries them to
+// each place it reaches, this node and other nodes.  So `btl=self,ofi` starts
+// ofi for a listening singleton, and the default selection, where tcp and
+// vader carry them, starts nothing more for them.
+bool Framework::dynamic_kinds_carried(const Prospect& p,
+                                      std::span<const Module* const> started) const {
+    if (!(p.flags & flags::dynamic_peers) || runtime_.dynamic_peers() == nullptr) return true;
+    for (const std::uint32_t bit : {reach::node, reach::remote}) {
+        if (!(p.reach & bit)) continue;
+        const bool carried = std::any_of(started.begin(), started.end(), [bit](const Module* m) {
+            const Attributes& a = m->attributes();
+            return (a.flags & flags::dynamic_peers) && (a.reach == 0 || (a.reach & bit));
+        });
+        if (!carried) return false;
+    }
+    return true;
 }
 
 void Framework::not_started(mca::LoadedComponent& c, std::string why) {

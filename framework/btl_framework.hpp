@@ -63,6 +63,7 @@ class Framework {
     // modules started; nullopt when some peer may.
     std::optional<std::string> needless(const Prospect& p,
                                         std::span<const Module* const> started) const;
+    bool dynamic_kinds_carried(const Prospect& p, std::span<const Module* const> started) const;
     void not_started(mca::LoadedComponent& c, std::string why);
     void fail(mca::LoadedComponent& c, std::string reason);
     void close_one(mca::LoadedComponent& c);

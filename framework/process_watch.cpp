@@ -1,6 +1,7 @@
 #include "transit/btl/util/process_watch.hpp"
 
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +25,12 @@ int open_pidfd(pid_t pid) noexcept {
 }
 
 }  // namespace
+
+std::uint64_t pid_namespace() noexcept {
+    struct stat st {};
+    if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
+    return static_cast<std::uint64_t>(st.st_ino);
+}
 
 ProcessWatch::ProcessWatch(pid_t pid, Probe probe) noexcept
     : pid_(pid), pidfd_(pid > 0 && probe == Probe::pidfd_or_signal ? open_pidfd(pid) : -1) {}

@@ -67,6 +67,13 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
                      "while a hardware provider is in use",
                      6}
             .range(0, 1 << 20)),
+    params::to<&OfiConfig::join_timeout>(
+        params::Decl{"join_timeout", Type::real, "10",
+                     "Seconds a server outside the job may take to answer a client's join; after "
+                     "that the client gives it up and its operations with it end with "
+                     "peer_failed (a refused join is answered, unless the refusals come too fast)",
+                     6}
+            .real_range(0.001, 1e6)),
     btl::inherit<OfiConfig>(
         btl::BaseParam::exclusivity,
         {.default_value = "32768",
@@ -171,7 +178,7 @@ class OfiComponent final : public btl::Component {
         // Left at its default, the exclusivity is local_exclusivity, the highest a
         // module of this component takes.
         return btl::Prospect{btl::reach::any, read_config().exclusivity,
-                             btl::flags::send | btl::flags::one_sided};
+                             btl::flags::send | btl::flags::one_sided | btl::flags::dynamic_peers};
     }
 
   private:

@@ -1,8 +1,13 @@
-// Per-peer state of an ofi module: the peer's index in the address vector, and
-// what is known of its leaving.
+// Per-peer state of an ofi module: the peer's index in the address vector,
+// what is known of its leaving, and for a peer outside the job the channels
+// each side names the other by.
 #pragma once
 
 #include <rdma/fabric.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/process_watch.hpp"
@@ -17,6 +22,14 @@ class OfiEndpoint final : public btl::Endpoint {
     btl::util::ProcessWatch process;  // a peer on this node, watched for exit (or nothing)
     bool failed = false;              // lost: sends and one-sided operations fail at once
     bool goodbye = false;             // it said it is leaving: its exit is no failure
+
+    // A peer outside the job (a server we joined, a client that joined us).
+    bool dynamic = false;
+    bool welcomed = false;          // a server's: it admitted us
+    std::uint32_t channel_in = 0;   // the source of its messages to us
+    std::uint32_t channel_out = 0;  // the source of ours to it
+    std::size_t rdma_live = 0;      // its one-sided operations in flight, not abandoned
+    std::chrono::steady_clock::time_point join_deadline{};  // a server's answer is due
 };
 
 }  // namespace transit::ofi

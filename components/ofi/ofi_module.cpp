@@ -85,6 +85,12 @@ std::string core_provider(const std::string& provider) {
     return provider.substr(0, provider.find(';'));
 }
 
+std::string OfiModule::modex_key() const {
+    std::string key = "btl.ofi." + provider_;
+    std::replace(key.begin(), key.end(), ';', '+');
+    return key;
+}
+
 OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiConfig& config,
                      rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
                      const log::Stream& out)
@@ -96,6 +102,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
       progress_(progress),
       am_table_(am_table),
       out_(out) {
+    node_local_ = node_local(core_provider(provider_));
     open_objects(info);
     query_atomics();
     choose_attributes(info);
@@ -132,7 +139,7 @@ void OfiModule::open_objects(const fi_info& info) {
         fail("fi_cq_open", rc);
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
-    av_attr.count = runtime_.size();
+    av_attr.count = runtime_.size() + 64;  // and peers outside the job
     if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr); rc != 0)
         fail("fi_av_open", rc);
     open_endpoint();
@@ -223,7 +230,8 @@ void OfiModule::choose_attributes(const fi_info& info) {
     attr_.max_send_size = config_.max_send_size;
     // Not flags::thread_safe: the domain is opened FI_THREAD_DOMAIN (the
     // caller serialises), and the fragment free lists are unlocked.
-    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush;
+    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
+                  btl::flags::dynamic_peers;
     // A hardware provider's RMA runs on the NIC; shm's and the software
     // networks' are served by the target's progress.
     if (!local && !soft) attr_.flags |= btl::flags::rdma_without_target;
@@ -295,7 +303,9 @@ void OfiModule::setup_buffers() {
 bool OfiModule::valid(const btl::Endpoint* e) const noexcept {
     if (e == nullptr) return false;
     const Rank peer = e->peer();
-    return peer < by_rank_.size() && by_rank_[peer].get() == e;
+    if (peer < by_rank_.size()) [[likely]]
+        return by_rank_[peer].get() == e;
+    return dynamic_endpoint(peer) == e;
 }
 
 // --- peers -------------------------------------------------------------------
@@ -304,8 +314,21 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                             btl::Reachability& reachable) {
     if (endpoints.size() < peers.size() || reachable.size() < peers.size())
         return Status::bad_param;
-    const bool local_only = node_local(core_provider(provider_));
+    const bool local_only = node_local_;
     const Rank self = runtime_.rank();
+    // Peers outside the job: a client that joined us, or a server we join now.
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (!is_dynamic(peers[i])) continue;
+        OfiEndpoint* ep = dynamic_endpoint(peers[i]);
+        try {
+            if (ep == nullptr) ep = join_server(peers[i]);
+        } catch (const std::exception& e) {
+            log::error("{}: joining peer {} failed: {}", name(), peers[i], e.what());
+        }
+        if (ep == nullptr || ep->failed) continue;
+        endpoints[i] = ep;
+        reachable.set(i);
+    }
     // First every new address goes into the address vector, then each is
     // checked against the others: an insert can change where an earlier one
     // leads (see aliased()).
@@ -415,6 +438,11 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     for (std::size_t i = 0; i < peers.size(); ++i) {
         btl::Endpoint* e = endpoints[i];
         if (e == nullptr || !valid(e)) continue;
+        if (auto* ep = static_cast<OfiEndpoint*>(e); ep->dynamic) {
+            delete_dynamic(*ep);
+            endpoints[i] = nullptr;
+            continue;
+        }
         say_goodbye(*by_rank_[e->peer()]);
         by_rank_[e->peer()].reset();
         --peer_count_;
@@ -427,7 +455,7 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 // --- progress ------------------------------------------------------------------
 
 void OfiModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || sends_pending_ > 0 || rdma_pending_ > 0;
+    const bool want = peer_count_ > 0 || listening_ || sends_pending_ > 0 || rdma_pending_ > 0;
     if (want && !progress_handle_) {
         try {
             progress_handle_ = progress_.add(&OfiModule::progress_cb, this);
@@ -438,7 +466,7 @@ void OfiModule::update_progress() noexcept {
         progress_.remove(progress_handle_);
         progress_handle_ = {};
     }
-    const bool watching = peer_count_ > 0;
+    const bool watching = peer_count_ > 0 || listening_ || !retiring_.empty();
     if (watching && !check_handle_) {
         try {
             check_handle_ = progress_.add(&OfiModule::check_peers_cb, this, ProgressPriority::low);
@@ -454,7 +482,7 @@ void OfiModule::update_progress() noexcept {
 int OfiModule::progress_cb(void* self) noexcept {
     auto* m = static_cast<OfiModule*>(self);
     const int n = m->poll();
-    if (m->peer_count_ == 0) m->update_progress();
+    if (m->peer_count_ == 0 && !m->listening_) m->update_progress();
     return n;
 }
 
@@ -482,6 +510,7 @@ int OfiModule::check_peers_cb(void* self) noexcept {
 }
 
 int OfiModule::check_peers() noexcept {
+    if ((!dynamic_.empty() || !retiring_.empty()) && dynamic_pace_.due()) check_dynamic();
     return btl::util::lose_exited(
         check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
         [this](OfiEndpoint& ep) { lose_peer(ep); });
@@ -498,27 +527,29 @@ void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
         out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
         return;
     }
-    out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep.peer(), ep.process.pid());
+    out_.verbose(1, "{}: {} {} (pid {}) exited", name(), ep.dynamic ? "peer" : "rank", ep.peer(),
+                 ep.process.pid());
     report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
-    abandon_operations(ep);
+    abandon_operations(ep, Status::peer_failed);
 }
 
 bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
     for (FragPool* pool : {&eager_, &large_})
         for (const OfiFrag& f : pool->items())
             if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    return rdma_live_to_[ep.peer()] > 0;
+    return live_to(ep) > 0;
 }
 
-// The lost peer's sends and one-sided operations end now, with peer_failed:
-// shm never completes them.  Each stays out of its pool until the provider
-// gives it back (if ever), so a late completion cannot hit a reused one.
-void OfiModule::abandon_operations(OfiEndpoint& ep) noexcept {
+// The lost (or departed, or deleted) peer's sends and one-sided operations end
+// now, with `status`: shm never completes them.  Each stays out of its pool
+// until the provider gives it back (if ever), so a late completion cannot hit
+// a reused one.
+void OfiModule::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
     for (FragPool* pool : {&eager_, &large_}) {
         for (OfiFrag& f : pool->items()) {
             if (!f.posted || f.abandoned || f.endpoint != &ep) continue;
             f.abandoned = true;
-            if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, Status::peer_failed);
+            if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, status);
         }
     }
     // By rank: an operation started before the peer was deleted and added
@@ -529,7 +560,7 @@ void OfiModule::abandon_operations(OfiEndpoint& ep) noexcept {
         end_live(op);
         if (op.cbfunc != nullptr)
             op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
-                      Status::peer_failed);
+                      status);
     }
 }
 
@@ -554,7 +585,7 @@ void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
     // Only peers that watch us (on this node) take an exit for a failure; a
     // peer that said goodbye itself may be gone already.  (A goodbye to every
     // rank would make rxm connect to ranks never talked to, at finalize.)
-    if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_) return;
+    if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_ || ep.dynamic) return;
     if (post_control(ep, WireKind::goodbye, true) == Status::success) owe_hello_[ep.peer()] = true;
 }
 
@@ -571,10 +602,16 @@ void OfiModule::say_hello(OfiEndpoint& ep) noexcept {
 
 // A header-only message of `kind`, posted with a bounded wait for room and,
 // when `wait`, for its completion.
-Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait) noexcept {
-    OfiFrag* f = take(0);
+Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
+                               std::span<const std::byte> payload) noexcept {
+    OfiFrag* f = take(payload.size());
     if (f == nullptr) return Status::out_of_resource;
-    f->seg = {f->buffer + header_size, 0};
+    if (payload.size() > f->capacity) {
+        release_frag(f);
+        return Status::bad_param;
+    }
+    std::copy(payload.begin(), payload.end(), f->buffer + header_size);
+    f->seg = {f->buffer + header_size, payload.size()};
     f->segments = &f->seg;
     f->segment_count = 1;
     f->internal = true;  // freed at completion
@@ -718,11 +755,29 @@ void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
     std::span<const std::byte> body;
     const Received what = read_message({r->buffer, r->size}, len, h, body);
     if (what != Received::message) [[unlikely]] {
-        on_control(what, h);
+        if (what == Received::join)
+            on_join(h, body);
+        else if ((h.flags & from_dynamic) && what != Received::too_short)
+            on_dynamic_control(what, h);
+        else
+            on_control(what, h);
         repost(r);
         return;
     }
-    OfiEndpoint* from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    OfiEndpoint* from;
+    if (h.flags & from_dynamic) [[unlikely]] {
+        // Named by its channel: a message on none we know (a refused client's,
+        // or one sent before its goodbye was taken) is nobody's.
+        const auto it = channels_.find(h.source);
+        if (it == channels_.end() || it->second->failed) {
+            out_.verbose(10, "{}: a message on an unknown channel dropped", name());
+            repost(r);
+            return;
+        }
+        from = it->second;
+    } else {
+        from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
+    }
     const btl::Segment seg{const_cast<std::byte*>(body.data()), body.size()};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (!am_table_.dispatch(this, d)) [[unlikely]]
@@ -748,6 +803,9 @@ void OfiModule::on_control(Received what, const WireHeader& h) noexcept {
             report_error(btl::error_flags::nonfatal, h.source,
                          "ofi: a message of another wire version was dropped");
             return;
+        case Received::join:
+        case Received::welcome:
+        case Received::refuse:
         case Received::unknown_kind:
         case Received::message:
             break;
@@ -846,7 +904,7 @@ btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
 }
 
 Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag, WireKind kind) noexcept {
-    const WireHeader h = wire(tag, kind);
+    const WireHeader h = wire(*ep, tag, kind);
     std::memcpy(f->buffer, &h, sizeof h);
     f->endpoint = ep;
     const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc, ep->address,
@@ -876,7 +934,7 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return post_send(f, ep, tag);
     }
     // Small enough to inject: the provider copies it, so it completes here.
-    const WireHeader h = wire(tag);
+    const WireHeader h = wire(*ep, tag);
     std::memcpy(f->buffer, &h, sizeof h);
     const ssize_t rc = fi_inject(ep_.get(), f->buffer, len, ep->address);
     if (rc != 0) return rc == -FI_EAGAIN ? Status::out_of_resource : Status::error;
@@ -901,7 +959,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     const std::size_t start = convertor ? convertor->position() : 0;
     if (header_size + total <= inject_limit_) {
         std::byte* buf = inject_scratch_.data();
-        const WireHeader h = wire(tag);
+        const WireHeader h = wire(*ep, tag);
         std::memcpy(buf, &h, sizeof h);
         if (header_size_in > 0) std::memcpy(buf + header_size, header, header_size_in);
         if (payload_size > 0) convertor->pack(buf + header_size + header_size_in, payload_size);
@@ -993,7 +1051,7 @@ Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
     if (rc == 0) {
         ++rdma_pending_;
         ++rdma_live_;
-        ++rdma_live_to_[op->peer];
+        ++live_to(*op);
         return Status::success;
     }
     rdma_.put(op);
@@ -1215,7 +1273,7 @@ Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
 // may never give them back.
 Status OfiModule::flush(btl::Endpoint* endpoint) {
     auto* only = static_cast<OfiEndpoint*>(endpoint);
-    const std::size_t& live = only == nullptr ? rdma_live_ : rdma_live_to_[only->peer()];
+    const std::size_t& live = only == nullptr ? rdma_live_ : live_to(*only);
     while (live > 0) poll();
     return only != nullptr && only->failed ? Status::peer_failed : Status::success;
 }
@@ -1237,6 +1295,14 @@ Status OfiModule::finalize() {
     if (ep_)
         for (auto& e : by_rank_)
             if (e) say_goodbye(*e);
+    // Peers outside the job hear that we left (a departure, not a failure).
+    while (!dynamic_.empty()) delete_dynamic(*dynamic_.begin()->second);
+    listening_ = false;
+    // Their goodbyes leave before the endpoint closes (at most half a second).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    while (sends_pending_ > 0 && !retiring_.empty() && std::chrono::steady_clock::now() < deadline)
+        poll();
+    retire_addresses(true);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (check_handle_) progress_.remove(check_handle_);

@@ -18,8 +18,10 @@
 #include <cstdint>
 #include <list>
 #include <memory>
+#include <random>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ofi_endpoint.hpp"
@@ -30,6 +32,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
+#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {
@@ -51,12 +54,17 @@ struct OfiConfig : btl::BaseConfig {
     std::size_t recv_buffers = 64;
     std::size_t max_rdma_ops = 1024;
     std::size_t rcache_size = 16;
+    double join_timeout = 10;  // seconds a server has to answer a client's join
 };
 
 // The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".
 std::string core_provider(const std::string& provider);
 
-class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
+class OfiModule final : public btl::Module,
+                        public btl::Rdma,
+                        public btl::Atomics,
+                        public btl::DynamicPeerRecords,
+                        public btl::Listener {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
     // with the reason when the provider cannot be used.
@@ -69,12 +77,19 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     const std::string& provider() const noexcept { return provider_; }
     // The endpoint's address, published through the modex.
     const std::vector<std::byte>& address() const noexcept { return address_; }
-    std::string modex_key() const { return "btl.ofi." + provider_; }
+    // The provider's name with '+' for ';': the key goes into listening
+    // addresses, whose fields ';' separates.
+    std::string modex_key() const;
     // This process's id, for peers on the node to watch (one key per process).
     static constexpr const char* pid_key = "btl.ofi.pid";
 
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
+    void* extension(std::uint32_t id) noexcept override;
+
+    // Peers outside the job (ofi_dynamic.cpp).
+    std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
+    Status listen() override;
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -130,12 +145,13 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     int poll() noexcept;
     int check_peers() noexcept;
     void lose_peer(OfiEndpoint& ep) noexcept;
-    void abandon_operations(OfiEndpoint& ep) noexcept;
+    void abandon_operations(OfiEndpoint& ep, Status status) noexcept;
     bool in_flight_to(OfiEndpoint& ep) noexcept;
     bool send_finished(OfiFrag* f) noexcept;
     void say_goodbye(OfiEndpoint& ep) noexcept;
     void say_hello(OfiEndpoint& ep) noexcept;
-    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait) noexcept;
+    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
+                        std::span<const std::byte> payload = {}) noexcept;
     void on_control(Received what, const WireHeader& h) noexcept;
     void watch(OfiEndpoint& ep) noexcept;
     void complete(OpContext* ctx, std::size_t len) noexcept;
@@ -147,11 +163,34 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
                  std::span<const Inserted> inserted) const;
 
+    // Peers outside the job (ofi_dynamic.cpp).
+    bool is_dynamic(Rank peer) const noexcept;
+    OfiEndpoint* dynamic_endpoint(Rank peer) const noexcept;
+    OfiEndpoint* join_server(Rank peer);
+    void on_join(const WireHeader& h, std::span<const std::byte> body) noexcept;
+    void on_dynamic_control(Received what, const WireHeader& h) noexcept;
+    void delete_dynamic(OfiEndpoint& ep) noexcept;
+    void check_dynamic() noexcept;
+    void retire_addresses(bool all) noexcept;
+    void keep_address(fi_addr_t address) noexcept;
+    void retire(fi_addr_t address) noexcept;
+    std::uint32_t new_channel() noexcept;
+    bool address_taken(fi_addr_t address) const noexcept;
+    bool refused(const std::string& who, const char* why) noexcept;
+    void answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept;
+    void drop_address(fi_addr_t address) noexcept;
+    std::size_t& live_to(OfiEndpoint& ep) noexcept {
+        return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];
+    }
+
     OfiFrag* take(std::size_t bytes) noexcept;
     void release_frag(OfiFrag* f) noexcept;
     Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag,
                      WireKind kind = WireKind::message) noexcept;
-    WireHeader wire(btl::Tag tag, WireKind kind = WireKind::message) const noexcept {
+    WireHeader wire(const OfiEndpoint& to, btl::Tag tag,
+                    WireKind kind = WireKind::message) const noexcept {
+        if (to.dynamic) [[unlikely]]
+            return WireHeader{tag, wire_version, kind, from_dynamic, to.channel_out};
         return WireHeader{tag, wire_version, kind, 0, runtime_.rank()};
     }
     void* local_desc(btl::RegistrationHandle* handle, const void* address,
@@ -166,9 +205,14 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept;
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
+    // A job rank's count outlives its endpoint; a peer outside the job's
+    // operations are abandoned before its endpoint goes.
+    std::size_t& live_to(const OfiRdma& op) noexcept {
+        return op.peer < rdma_live_to_.size() ? rdma_live_to_[op.peer] : op.endpoint->rdma_live;
+    }
     void end_live(const OfiRdma& op) noexcept {
         --rdma_live_;
-        --rdma_live_to_[op.peer];
+        --live_to(op);
     }
     ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
                         fi_op op, bool can_fetch) noexcept;
@@ -217,6 +261,19 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     // endpoint).  flush waits for these alone.
     std::size_t rdma_live_ = 0;
     std::vector<std::size_t> rdma_live_to_;
+    // Peers outside the job, live ones only: by id, and by the channel their
+    // messages name (ours for a server, the client's choice for a client).
+    std::unordered_map<Rank, std::unique_ptr<OfiEndpoint>> dynamic_;
+    std::unordered_map<std::uint32_t, OfiEndpoint*> channels_;
+    bool listening_ = false;
+    // Deleted peers' address-vector entries, removed once their goodbye left.
+    struct Retiring {
+        fi_addr_t address;
+        std::chrono::steady_clock::time_point after;
+    };
+    std::vector<Retiring> retiring_;
+    std::mt19937 channel_rng_{std::random_device{}()};
+    log::Limiter refusals_{5, std::chrono::seconds(10)};
     OfiRecv* repost_head_ = nullptr;
     std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
     std::size_t batch_pos_ = 0;
@@ -224,6 +281,9 @@ class OfiModule final : public btl::Module, public btl::Rdma, public btl::Atomic
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
     btl::util::WatchPace check_pace_;      // every 16th low-priority pass, at most every 100 ms
+
+    btl::util::WatchPace dynamic_pace_;  // the same for peers outside the job
+    bool node_local_ = false;            // the provider reaches this node only
 
     std::size_t inject_limit_ = 0;
     std::uint64_t mr_mode_ = 0;

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -29,24 +30,37 @@ enum class WireKind : std::uint8_t {
     message = 0,  // for the tag's callback
     goodbye = 1,  // no payload: the sender is leaving; its exit is no failure
     hello = 2,    // no payload: the sender added us again; its goodbye is taken back
+    join = 3,     // a client outside the job: JoinPayload, then its address
+    welcome = 4,  // no payload: the server admitted the client
+    refuse = 5,   // no payload: the server refused the client's join
 };
+// WireHeader::flags
+inline constexpr std::uint8_t from_dynamic = 0x1;  // source is a channel, not a job rank
+
 struct WireHeader {
     std::uint8_t tag;
     std::uint8_t version;
     WireKind kind;
-    std::uint8_t reserved;
-    Rank source;  // the sender's rank, to find its endpoint
+    std::uint8_t flags;
+    // The sender's rank, to find its endpoint; with from_dynamic, the channel
+    // the receiver knows a peer outside the job by (random, chosen by the side
+    // that receives on it).
+    Rank source;
 };
 static_assert(sizeof(WireHeader) == 8);
 // 2: the kind (goodbye).  3: hello.  Both travel in order with the messages
 // (FI_ORDER_SAS), so a hello is never taken before the goodbye it takes back.
-inline constexpr std::uint8_t wire_version = 3;
+// 4: join, welcome, refuse and channels for peers outside the job.
+inline constexpr std::uint8_t wire_version = 4;
 
 // What a received message is.
 enum class Received : std::uint8_t {
     message,  // for the tag's callback: the body follows the header
     goodbye,
     hello,
+    join,
+    welcome,
+    refuse,
     too_short,      // shorter than a header
     other_version,  // another wire version
     unknown_kind,
@@ -69,11 +83,41 @@ inline Received read_message(std::span<const std::byte> buffer, std::size_t leng
             return Received::goodbye;
         case WireKind::hello:
             return Received::hello;
+        case WireKind::join:
+            return Received::join;
+        case WireKind::welcome:
+            return Received::welcome;
+        case WireKind::refuse:
+            return Received::refuse;
         case WireKind::message:
             break;
     }
     return Received::unknown_kind;
 }
+
+// --- peers outside the job -------------------------------------------------------------
+
+// A client's first message to a server it reached by address: the listening
+// context's token, the channels each side is to name the other by, what lets
+// a server on its node watch its process, and its own libfabric address (the
+// `address_size` bytes after this struct) for the server's replies.
+struct JoinPayload {
+    std::array<std::byte, 16> token;  // rt::Secret
+    std::uint32_t to_server;          // the source of the client's messages to the server
+    std::uint32_t to_client;          // the source of the server's messages to the client
+    std::uint32_t pid;                // the client's process
+    std::uint32_t rank;               // its rank in its own job (for logs)
+    std::uint64_t node;               // name_hash of its node id
+    std::uint64_t pid_ns;             // inode of its pid namespace (0: unknown)
+    std::uint32_t address_size;
+    std::uint32_t reserved;
+};
+static_assert(sizeof(JoinPayload) == 56);
+
+// Reads a join's body: false unless it holds a payload and an address of
+// 1..max_address_size bytes (`address` then views it, inside `body`).
+inline bool read_join(std::span<const std::byte> body, JoinPayload& p,
+                      std::span<const std::byte>& address) noexcept;
 
 // --- registration handles ------------------------------------------------------------
 
@@ -139,6 +183,17 @@ inline bool av_address(std::span<const std::byte> blob, std::size_t own_size, Ad
     if (form == AddressForm::fixed && blob.size() != own_size) return false;
     out.assign(std::max(blob.size() + 1, own_size), std::byte{0});
     std::copy(blob.begin(), blob.end(), out.begin());
+    return true;
+}
+
+inline bool read_join(std::span<const std::byte> body, JoinPayload& p,
+                      std::span<const std::byte>& address) noexcept {
+    if (body.size() < sizeof p) return false;
+    std::memcpy(&p, body.data(), sizeof p);
+    const std::span<const std::byte> rest = body.subspan(sizeof p);
+    if (p.address_size == 0 || p.address_size > max_address_size || p.address_size > rest.size())
+        return false;
+    address = rest.first(p.address_size);
     return true;
 }
 

@@ -47,12 +47,6 @@ std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob) {
     return b;
 }
 
-std::uint64_t pid_namespace() noexcept {
-    struct stat st {};
-    if (::stat("/proc/self/ns/pid", &st) != 0) return 0;
-    return static_cast<std::uint64_t>(st.st_ino);
-}
-
 bool VaderModule::is_dynamic(Rank peer) noexcept {
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     return d != nullptr && d->is_dynamic(peer);
@@ -65,7 +59,7 @@ Status VaderModule::listen() {
     b.fd = segment_.fd();
     b.uid = static_cast<std::uint32_t>(::geteuid());
     b.nonce = header_->nonce;
-    b.pid_ns = pid_namespace();
+    b.pid_ns = btl::util::pid_namespace();
     if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
     listening_ = true;
     start_progress();  // joins arrive in the FIFO
@@ -89,7 +83,7 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
         out_.verbose(1, "peer {}: the vader part of its address is malformed", peer);
         return nullptr;
     }
-    if (b->pid_ns != pid_namespace()) {
+    if (b->pid_ns != btl::util::pid_namespace()) {
         out_.verbose(10, "peer {}: in another pid namespace", peer);
         return nullptr;
     }

@@ -65,8 +65,6 @@ struct ListenBlob {
 
 std::vector<std::byte> encode(const ListenBlob& b);
 std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob);
-// The inode of this process's pid namespace, 0 when it cannot be read.
-std::uint64_t pid_namespace() noexcept;
 
 // The payload of a client's join fragment (FragKind::join).  The server
 // answers in the fragment's header: atomic_status 0 when admitted, else the

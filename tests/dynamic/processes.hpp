@@ -189,6 +189,14 @@ inline void check_transport(transit::Context& ctx, transit::Rank peer) {
     for (const std::string& s : t.send) got += (got.empty() ? "" : ",") + s.substr(0, s.find(':'));
     check(got == want,
           "peer " + std::to_string(peer) + " carried by '" + got + "', not '" + want + "'");
+    // TRANSIT_TEST_PEER_MODULE: the module too, by the start of its name up to
+    // a ';' ("ofi:tcp" for "ofi:tcp;ofi_rxm").
+    if (const char* module = std::getenv("TRANSIT_TEST_PEER_MODULE")) {
+        const std::string m = module;
+        for (const std::string& s : t.send)
+            check(s.starts_with(m) && (s.size() == m.size() || s[m.size()] == ';'),
+                  "peer " + std::to_string(peer) + " carried by " + s + ", not " + m);
+    }
     // Across network namespaces (netns_peers.sh) the peer is on another node:
     // loopback cannot reach it.
     if (std::getenv("TRANSIT_TEST_CLIENT_NS") == nullptr) return;

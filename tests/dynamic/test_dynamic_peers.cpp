@@ -137,25 +137,28 @@ void echo_order(transit::Context& ctx, Rank server) {
                   "tag " + std::to_string(t) + " out of order");
 }
 
-// Whether shared memory alone may carry peers here: self,vader, or self,uct
-// with UCT's posix transport.
-bool shared_memory_only() {
+// Whether the one transport selected serves clients of the same user only:
+// vader, UCT's posix and libfabric's shm (the server's shared memory is not
+// open to others).
+bool same_user_only() {
     const char* btl = std::getenv("TRANSIT_MCA_btl");
     const char* tl = std::getenv("TRANSIT_MCA_btl_uct_transports");
-    return btl != nullptr && (std::string(btl) == "self,vader" ||
-                              (std::string(btl) == "self,uct" && tl && std::string(tl) == "posix"));
+    const char* provider = std::getenv("TRANSIT_MCA_btl_ofi_provider_include");
+    if (btl == nullptr) return false;
+    const std::string b = btl;
+    return b == "self,vader" || (b == "self,uct" && tl != nullptr && std::string(tl) == "posix") ||
+           (b == "self,ofi" && provider != nullptr && std::string(provider) == "shm");
 }
 
-// A client of another user (run by root only): vader and UCT's posix serve
-// the same user only (the server's shared memory is not open to others), so
-// over them alone its connect fails with a clear error, and with tcp selected
-// tcp carries it.
+// A client of another user (run by root only): over a transport that serves
+// the same user only its connect fails with a clear error, and with tcp
+// selected tcp carries it.
 int other_user_client(const std::string& address) {
     if (::setgid(65534) != 0 || ::setuid(65534) != 0) fail("cannot become nobody");
     auto ctx = transit::init();
     Rank server = transit::any_rank;
     const Status s = ctx.connect(address, server);
-    if (shared_memory_only()) {
+    if (same_user_only()) {
         check(s == Status::unreachable,
               "another user's connect over shared memory: " + std::string(to_string(s)));
         return 0;
@@ -277,7 +280,7 @@ int driver(const char* self) {
     if (::geteuid() == 0) {
         Child other = start({me, "client", address, "otheruser"});
         check(wait_exit(other) == 0, "the client of another user");
-        if (!shared_memory_only()) {
+        if (!same_user_only()) {
             const std::string left = read_line(srv, 10, "the other user's departure");
             check(left.find("peer departed") != std::string::npos, "other user seen as: " + left);
         }

@@ -1,9 +1,9 @@
 // libFuzzer target for what an ofi module reads from other processes: the
 // header of a received message (read_message, as OfiModule::on_receive runs
-// it, with the length the provider reports), a peer's registration handle
-// (remote_refusal, as check_remote runs it before every put, get and atomic),
-// a peer's address blob (av_address, what add_procs hands fi_av_insert) and
-// its process id (read_pid).  Header-only; see ofi_wire.cmake.
+// it, with the length the provider reports; a client's join, read_join), a peer's registration
+// handle (remote_refusal, as check_remote runs it before every put, get and atomic), a peer's
+// address blob (av_address, what add_procs hands fi_av_insert) and its process id (read_pid).
+// Header-only; see ofi_wire.cmake.
 //
 // The input's first two bytes pick the length the provider reports, the
 // provider's own address size and how its addresses end; the rest is the
@@ -45,10 +45,19 @@ void message(std::span<const std::byte> buffer, std::size_t length) {
     std::memcpy(&kind, buffer.data() + offsetof(ofi::WireHeader, kind), 1);
     if (version != ofi::wire_version)
         check(what == ofi::Received::other_version);
-    else if (kind > 2)
+    else if (kind > 5)
         check(what == ofi::Received::unknown_kind);
     else
-        check(static_cast<std::uint8_t>(what) == kind);  // message, goodbye, hello in order
+        check(static_cast<std::uint8_t>(what) == kind);  // message ... welcome in order
+    if (what == ofi::Received::join) {
+        // A client's join: the address it names lies inside the body.
+        ofi::JoinPayload p;
+        std::span<const std::byte> address;
+        if (ofi::read_join(body, p, address))
+            check(!address.empty() && address.size() <= ofi::max_address_size &&
+                  address.data() == body.data() + sizeof p &&
+                  sizeof p + address.size() <= body.size());
+    }
     if (what == ofi::Received::message && !body.empty()) {
         // What the tag's callback may read: the whole body.
         std::vector<std::byte> copy(body.begin(), body.end());

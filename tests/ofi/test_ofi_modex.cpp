@@ -29,7 +29,7 @@ constexpr const char* module_name = "ofi:tcp;ofi_rxm";
 // process, must be accepted beside it).
 bool accepts_rank1(std::vector<std::byte> blob) {
     TwoRankRuntime runtime;
-    runtime.modex_[{1, "btl.ofi.tcp;ofi_rxm"}] = std::move(blob);
+    runtime.modex_[{1, "btl.ofi.tcp+ofi_rxm"}] = std::move(blob);
     Opened opened(runtime, module_name);
     if (opened.module == nullptr) return false;
     const std::vector<Rank> peers{0, 1};

@@ -39,7 +39,10 @@ class Component : public mca::Component {
     // then starts it only when some peer of the job may need it: when no
     // started module of higher exclusivity, with every one-sided capability it
     // could add, reaches each kind of peer it could reach (the bml would never
-    // ask it).  nullopt (the default): always started.
+    // ask it).  A prospect with flags::dynamic_peers counts peers outside the
+    // job as a kind too: it is started when the runtime can meet them and no
+    // started module carries them to each place (node, remote) it reaches.
+    // nullopt (the default): always started.
     virtual std::optional<Prospect> prospect() const { return std::nullopt; }
 
     // Creates 0..n modules (0: nothing usable, with the reason in decline_reason()).

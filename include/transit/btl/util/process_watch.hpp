@@ -44,6 +44,10 @@ class ProcessWatch {
     int pidfd_ = -1;
 };
 
+// The inode of this process's pid namespace, 0 when it cannot be read.  Two
+// processes on one node may watch each other's pids only when theirs match.
+std::uint64_t pid_namespace() noexcept;
+
 // When a progress callback should look at its watched peers again: a look is
 // due once `interval` has passed since the last, and the clock is read on
 // every `every`-th call only (reading it can cost as much as an idle poll).

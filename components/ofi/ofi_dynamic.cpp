@@ -1,0 +1,396 @@
+// ofi between a server and its clients outside the job (rt::DynamicPeers).
+//
+// The listening address holds each module's fi_getname blob (its modex key)
+// and the process id.  A client inserts the server's blob and sends a join
+// first: the token, its own blob, and two random channels, one for each
+// side's messages to the other.  A message from a peer outside the job names
+// the channel its receiver knows it by (WireHeader::from_dynamic), never a
+// job rank: the server admits the client (rt::DynamicPeers::admit), inserts
+// its blob and answers with a welcome.  Messages follow the join in order
+// (FI_ORDER_SAS), so the client does not wait for the welcome; a server that
+// sends none within btl_ofi_join_timeout is given up.  See the README's
+// "Peers outside the job".
+#include <fmt/format.h>
+#include <rdma/fi_errno.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ofi_module.hpp"
+#include "transit/name_hash.hpp"
+
+namespace transit::ofi {
+
+namespace {
+
+// At most this many peers outside the job are looked at per pass.
+constexpr std::size_t check_batch = 16;
+// How long a deleted peer's address stays for its goodbye to leave.
+constexpr auto retire_after = std::chrono::milliseconds(500);
+
+}  // namespace
+
+void* OfiModule::extension(std::uint32_t id) noexcept {
+    if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+    if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+    return nullptr;
+}
+
+// The address blob went to the modex at init; listening only starts the
+// progress that reads joins (a singleton may have no other peer).
+Status OfiModule::listen() {
+    listening_ = true;
+    update_progress();
+    return Status::success;
+}
+
+bool OfiModule::is_dynamic(Rank peer) const noexcept {
+    if (peer < by_rank_.size()) return false;
+    const rt::DynamicPeers* d = runtime_.dynamic_peers();
+    return d != nullptr && d->is_dynamic(peer);
+}
+
+OfiEndpoint* OfiModule::dynamic_endpoint(Rank peer) const noexcept {
+    const auto it = dynamic_.find(peer);
+    return it == dynamic_.end() ? nullptr : it->second.get();
+}
+
+// A random channel no live peer outside the job uses (0 is none).
+std::uint32_t OfiModule::new_channel() noexcept {
+    for (;;) {
+        const std::uint32_t c = channel_rng_();
+        if (c != 0 && !channels_.contains(c)) return c;
+    }
+}
+
+// Whether a job rank's or another live peer outside the job's address is
+// `address` (a client naming one of them would get their messages).  One that
+// departed or failed is on its way out: the same client may join again.
+bool OfiModule::address_taken(fi_addr_t address) const noexcept {
+    if (std::find(av_addr_.begin(), av_addr_.end(), address) != av_addr_.end()) return true;
+    return std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
+        return kv.second->address == address && !kv.second->failed;
+    });
+}
+
+// --- the client's side -----------------------------------------------------------
+
+// A server reached by its address: its blob goes into the address vector and
+// the join is posted now; our messages to it follow the join.
+OfiEndpoint* OfiModule::join_server(Rank peer) {
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    const rt::Secret* token = d ? d->token_for(peer) : nullptr;
+    if (token == nullptr) return nullptr;  // a client that joined through another transport
+    if (node_local_ && !runtime_.on_this_node(peer)) return nullptr;
+    std::vector<std::byte> blob;
+    if (!ok(runtime_.modex_recv(peer, modex_key(), blob))) {
+        out_.verbose(10, "{}: the address of peer {} has no {} part", name(), peer, provider_);
+        return nullptr;
+    }
+    std::vector<std::byte> padded;
+    if (!av_address(blob, address_.size(), address_form_, padded)) {
+        log::error("{}: the {} part of peer {}'s address ({} bytes) cannot be one of {}'s", name(),
+                   provider_, peer, blob.size(), provider_);
+        return nullptr;
+    }
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
+        out_.verbose(1, "{}: the address of peer {} was refused", name(), peer);
+        return nullptr;
+    }
+    keep_address(a);
+    auto owned = std::make_unique<OfiEndpoint>(peer, a);
+    OfiEndpoint& ep = *owned;
+    ep.dynamic = true;
+    ep.channel_in = new_channel();
+    ep.channel_out = new_channel();
+    JoinPayload p{};
+    std::memcpy(p.token.data(), token->data(), p.token.size());
+    p.to_server = ep.channel_out;
+    p.to_client = ep.channel_in;
+    p.pid = static_cast<std::uint32_t>(::getpid());
+    p.rank = runtime_.rank();
+    p.node = name_hash(runtime_.node_id());
+    p.pid_ns = btl::util::pid_namespace();
+    p.address_size = static_cast<std::uint32_t>(address_.size());
+    std::vector<std::byte> payload(sizeof p + address_.size());
+    std::memcpy(payload.data(), &p, sizeof p);
+    std::copy(address_.begin(), address_.end(), payload.begin() + sizeof p);
+    channels_.reserve(channels_.size() + 1);
+    dynamic_.reserve(dynamic_.size() + 1);
+    channels_[ep.channel_in] = &ep;
+    dynamic_[peer] = std::move(owned);
+    ++peer_count_;
+    watch(ep);  // a server on this node: its pid is in its address
+    if (ep.process.watching() && ep.process.exited()) {
+        log::error("{}: the server (peer {}, pid {}) is not there: its process has exited", name(),
+                   peer, ep.process.pid());
+        ep.failed = true;
+        delete_dynamic(ep);
+        return nullptr;
+    }
+    ep.join_deadline = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                           std::chrono::duration<double>(config_.join_timeout));
+    if (const Status s = post_control(ep, WireKind::join, false, payload); !ok(s)) {
+        log::error("{}: cannot send the join to peer {}: {}", name(), peer, to_string(s));
+        ep.failed = true;
+        delete_dynamic(ep);
+        return nullptr;
+    }
+    update_progress();
+    out_.verbose(10, "{}: joining peer {} outside the job (channels {:#x}/{:#x})", name(), peer,
+                 p.to_server, p.to_client);
+    return &ep;
+}
+
+// --- the server's side ---------------------------------------------------------------
+
+// A client's join: admitted with the listening context's token, it gets a
+// peer id, its address goes into the address vector and a welcome goes back.
+// Refused, nothing of it is kept; while the refusal log admits refusals (so a
+// flood of strangers cannot fill the address vector) it hears a `refuse`.
+void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) noexcept {
+    JoinPayload p{};
+    std::span<const std::byte> address;
+    if (!read_join(body, p, address)) return (void)refused("a client", "its join is malformed");
+    std::string who;
+    try {
+        who = fmt::format("a client (pid {}, rank {} of its job)", p.pid, p.rank);
+    } catch (...) {
+        return;
+    }
+    const bool same_node = p.node == name_hash(runtime_.node_id());
+    if (node_local_ && !same_node) return (void)refused(who, "on another node");
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    try {
+        std::vector<std::byte> padded;
+        if (!av_address(address, address_.size(), address_form_, padded))
+            return (void)refused(who, "its address cannot be one of this provider's");
+        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1)
+            return (void)refused(who, "libfabric refused its address");
+    } catch (...) {
+        return (void)refused(who, "out of memory");
+    }
+    keep_address(a);
+    // A job rank's address, or another client's: that peer would get its
+    // messages, and our answer.  (libfabric gave the known entry back.)
+    if (address_taken(a)) return (void)refused(who, "its address is another peer's");
+    auto refuse = [&](const char* why) {
+        if (refused(who, why)) answer_refusal(a, p.to_client);
+        drop_address(a);
+    };
+    if (!listening_) return refuse("this process does not listen");
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
+    rt::Secret token{};
+    std::memcpy(token.data(), p.token.data(), token.size());
+    if (d == nullptr || !d->token_matches(token))
+        return refuse("without this context's access token");
+    if (p.to_server == 0 || p.to_server != h.source || channels_.contains(p.to_server))
+        return refuse("its channel is none or in use");
+    try {
+        // So that nothing below fails once the peer id is given.
+        channels_.reserve(channels_.size() + 1);
+        dynamic_.reserve(dynamic_.size() + 1);
+    } catch (...) {
+        return refuse("out of memory");
+    }
+    const Rank id = d->admit();
+    if (id == any_rank) return refuse("no peer id left");
+    std::unique_ptr<OfiEndpoint> owned;
+    try {
+        owned = std::make_unique<OfiEndpoint>(id, a);
+    } catch (...) {
+        return refuse("out of memory");  // the id is never used
+    }
+    OfiEndpoint& ep = *owned;
+    ep.dynamic = true;
+    ep.welcomed = true;
+    ep.channel_in = p.to_server;
+    ep.channel_out = p.to_client;
+    // libfabric says nothing of a client that dies with nothing in flight: one
+    // on this node (and in our pid namespace) is watched.
+    if (same_node && p.pid_ns != 0 && p.pid_ns == btl::util::pid_namespace() && p.pid != 0 &&
+        p.pid <= 0x7fffffffu)
+        ep.process = btl::util::ProcessWatch(static_cast<pid_t>(p.pid));
+    channels_[ep.channel_in] = &ep;
+    dynamic_[id] = std::move(owned);
+    ++peer_count_;
+    if (!ok(post_control(ep, WireKind::welcome, false)))
+        out_.verbose(1, "{}: could not welcome peer {} (its join will time out)", name(), id);
+    update_progress();
+    out_.verbose(10, "{}: {} joined as peer {}{}", name(), who, id,
+                 ep.process.watching() ? " (its process is watched)" : "");
+}
+
+// Tells a refused client so, on the channel it asked our messages to carry.
+void OfiModule::answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept {
+    OfiEndpoint stranger(any_rank, address);
+    stranger.dynamic = true;
+    stranger.channel_out = channel;
+    // post_control forgets the endpoint once the frame is posted.
+    if (!ok(post_control(stranger, WireKind::refuse, false)))
+        out_.verbose(1, "{}: could not tell a refused client (its join will time out)", name());
+}
+
+// The address of a peer deleted or refused: it goes unless another peer has
+// it (a server that is a job rank of ours, a context connected to its own
+// address; a departed client that joined again before we deleted it).
+void OfiModule::drop_address(fi_addr_t address) noexcept {
+    const bool shared = std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
+        return kv.second->address == address;
+    });
+    if (!shared && std::find(av_addr_.begin(), av_addr_.end(), address) == av_addr_.end())
+        retire(address);
+}
+
+// A stranger may try thousands of times: the first few refusals of each
+// window are logged with the reason (true), the rest are counted.
+bool OfiModule::refused(const std::string& who, const char* why) noexcept {
+    try {
+        const auto now = log::Limiter::Clock::now();
+        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
+            log::warn("{}: {} more clients refused (at most 5 logged every 10 s)", name(), n);
+        if (refusals_.admit(now)) {
+            log::warn("{}: refused {}: {}{}", name(), who, why,
+                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+            return true;
+        }
+        out_.verbose(1, "{}: refused {}: {}", name(), who, why);
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
+    return false;
+}
+
+// --- both sides --------------------------------------------------------------------
+
+// A control message from a peer outside the job, named by its channel.
+void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept {
+    const auto it = channels_.find(h.source);
+    if (it == channels_.end() || it->second->failed) {
+        out_.verbose(10, "{}: a control message on an unknown channel dropped", name());
+        return;
+    }
+    OfiEndpoint& ep = *it->second;
+    switch (what) {
+        case Received::welcome:
+            ep.welcomed = true;
+            return;
+        case Received::refuse:
+            if (ep.welcomed) return;  // a server refuses only a join it has not admitted
+            ep.failed = true;
+            out_.verbose(1, "{}: peer {} outside the job refused our join", name(), ep.peer());
+            report_error(btl::error_flags::nonfatal, ep.peer(),
+                         "ofi: the server refused the connection (wrong access token, or no "
+                         "room)");
+            abandon_operations(ep, Status::peer_failed);
+            return;
+        case Received::goodbye:
+            // Its messages before the goodbye came first (FI_ORDER_SAS).
+            out_.verbose(10, "{}: peer {} outside the job disconnected", name(), ep.peer());
+            ep.goodbye = true;
+            ep.failed = true;
+            report_error(btl::error_flags::departed, ep.peer(),
+                         "ofi: the peer outside the job disconnected");
+            abandon_operations(ep, Status::peer_departed);
+            return;
+        default:
+            out_.verbose(1, "{}: a control message of peer {} outside the job dropped", name(),
+                         ep.peer());
+            return;
+    }
+}
+
+// A deleted peer's address-vector entry.  shm wrote the header-only goodbye
+// into the peer's queue when it was posted, and its address vector holds 256
+// peers: the entry goes now.  Elsewhere the goodbye may still wait for a
+// connection: the entry goes after retire_after.
+void OfiModule::retire(fi_addr_t address) noexcept {
+    if (!node_local_) {
+        try {
+            retiring_.push_back({address, std::chrono::steady_clock::now() + retire_after});
+            return;
+        } catch (...) {
+            // No memory to wait: removed now.
+        }
+    }
+    if (const int rc = fi_av_remove(av_.get(), &address, 1, 0); rc != 0)
+        out_.verbose(1, "{}: removing a departed peer's address failed: {}", name(),
+                     libfabric().strerror(-rc));
+}
+
+// An address inserted again (the same peer back) may be the entry of a
+// deleted peer still waiting to go: it stays.
+void OfiModule::keep_address(fi_addr_t address) noexcept {
+    std::erase_if(retiring_, [address](const Retiring& r) { return r.address == address; });
+}
+
+// Address-vector entries of deleted peers whose time has come (all, with
+// `all`).
+void OfiModule::retire_addresses(bool all) noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(retiring_, [&](const Retiring& r) {
+        if (!all && now < r.after) return false;
+        fi_addr_t a = r.address;
+        fi_av_remove(av_.get(), &a, 1, 0);
+        return true;
+    });
+}
+
+// From the low-priority check: clients and servers on this node that exited,
+// servers that never answered our join.
+void OfiModule::check_dynamic() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    if (!retiring_.empty()) {
+        retire_addresses(false);
+        if (retiring_.empty() && peer_count_ == 0) update_progress();
+    }
+    OfiEndpoint* exited[check_batch];
+    OfiEndpoint* late[check_batch];
+    std::size_t n_exited = 0;
+    std::size_t n_late = 0;
+    for (auto& [peer, ep] : dynamic_) {
+        if (ep->failed) continue;
+        if (ep->process.watching() && ep->process.exited()) {
+            if (n_exited < check_batch) exited[n_exited++] = ep.get();
+        } else if (!ep->welcomed && now >= ep->join_deadline && n_late < check_batch) {
+            late[n_late++] = ep.get();
+        }
+    }
+    // Each is reported once; the pml deletes it later, not from inside this.
+    for (std::size_t i = 0; i < n_exited; ++i) lose_peer(*exited[i]);
+    for (std::size_t i = 0; i < n_late; ++i) {
+        OfiEndpoint& ep = *late[i];
+        ep.failed = true;
+        out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s", name(),
+                     ep.peer(), config_.join_timeout);
+        report_error(btl::error_flags::nonfatal, ep.peer(),
+                     "ofi: the server did not answer the join within btl_ofi_join_timeout "
+                     "(refused, stopped, or not progressing)");
+        abandon_operations(ep, Status::peer_failed);
+    }
+}
+
+// A peer outside the job deleted (disconnected, or released after it
+// departed or failed): a goodbye if it still listens; its operations end and
+// its endpoint goes.  The goodbye is not waited for (the pml calls this from
+// its own loops, which our progress must not re-enter), so the peer's
+// address-vector entry goes a little later, once the goodbye has left.
+void OfiModule::delete_dynamic(OfiEndpoint& ep) noexcept {
+    const Rank peer = ep.peer();
+    if (!ep.failed && ep_) (void)post_control(ep, WireKind::goodbye, false);
+    ep.failed = true;
+    abandon_operations(ep, Status::cancelled);
+    if (const auto c = channels_.find(ep.channel_in); c != channels_.end() && c->second == &ep)
+        channels_.erase(c);
+    const fi_addr_t address = ep.address;
+    --peer_count_;
+    dynamic_.erase(peer);
+    drop_address(address);
+    update_progress();
+    out_.verbose(10, "{}: peer {} outside the job deleted", name(), peer);
+}
+
+}  // namespace transit::ofi

@@ -62,7 +62,7 @@ constexpr params::Field<TcpParams> param_table[] = {
                      "Largest put or get carried in one request (the target streams it)", 4}
             .range(0, 1 << 30)),
     params::to<&TcpParams::splice_min>(
-        params::Decl{"splice_min", Type::size, "64k",
+        params::Decl{"splice_min", Type::size, "256k",
                      "Smallest put or get payload whose pages are lent to the socket (vmsplice "
                      "and splice) instead of copied into it: over loopback the receiver copies "
                      "straight from the sender's memory.  0: always copy",

@@ -72,11 +72,10 @@ SplicePipe::Result SplicePipe::write(const void* user, int socket, iovec& data) 
     for (;;) {
         if (held_ == 0) {
             if (data.iov_len == 0) return Result::done;
+            // Memory the kernel cannot lend (n <= 0 with the pipe empty) is
+            // copied instead: everything taken so far is in the socket.
             const ssize_t n = ::vmsplice(write_.get(), &data, 1, SPLICE_F_NONBLOCK);
-            if (n <= 0) {
-                if (n == 0) errno = EIO;
-                return Result::error;
-            }
+            if (n <= 0) return Result::unavailable;
             data.iov_base = static_cast<char*>(data.iov_base) + n;
             data.iov_len -= static_cast<std::size_t>(n);
             held_ = static_cast<std::size_t>(n);

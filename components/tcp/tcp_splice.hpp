@@ -30,7 +30,7 @@ class SplicePipe {
         done,         // all of the payload is in the socket
         partial,      // the socket is full: call again once it is writable
         error,        // errno says why
-        unavailable,  // no pipe for it: send the payload by copy (none of it was taken)
+        unavailable,  // no pipe for it, or memory it cannot lend: send the rest by copy
     };
 
     // Hands `data` to `socket`, advancing it past what the pipe took; bytes

@@ -66,7 +66,7 @@ bool SplicePipe::open() noexcept {
 
 SplicePipe::Result SplicePipe::write(const void* user, int socket, iovec& data) noexcept {
     if (held_ > 0 && user_ != user) return Result::unavailable;
-    if (!read_ && !open()) return Result::unavailable;
+    if (!read_) return Result::unavailable;
     user_ = user;
     QuietSigpipe quiet;
     for (;;) {
@@ -100,6 +100,7 @@ void SplicePipe::release(const void* user) noexcept {
     write_.reset();
     held_ = 0;
     user_ = nullptr;
+    open();
 }
 
 }  // namespace transit::tcp

@@ -26,6 +26,10 @@ namespace transit::tcp {
 // meanwhile), so a process holds one pipe per interface however many peers.
 class SplicePipe {
   public:
+    // The pipe is made at once: a process's descriptors do not change with
+    // the traffic (a server's count stays flat while clients come and go).
+    SplicePipe() noexcept { open(); }
+
     enum class Result {
         done,         // all of the payload is in the socket
         partial,      // the socket is full: call again once it is writable

@@ -61,6 +61,13 @@ constexpr params::Field<TcpParams> param_table[] = {
         params::Decl{"max_rdma_size", Type::size, "4M",
                      "Largest put or get carried in one request (the target streams it)", 4}
             .range(0, 1 << 30)),
+    params::to<&TcpParams::splice_min>(
+        params::Decl{"splice_min", Type::size, "256k",
+                     "Smallest put or get payload whose pages are lent to the socket (vmsplice "
+                     "and splice) instead of copied into it: over loopback the receiver copies "
+                     "straight from the sender's memory.  0: always copy",
+                     5}
+            .range(0, 1 << 30)),
     params::to<&TcpParams::coalesce>(params::Decl{
         "coalesce", Type::boolean, "true",
         "Write a burst of small messages (sent with no progress call between them) in one "

@@ -410,6 +410,8 @@ void TcpModule::close_socket(Link& l) noexcept {
     l.direct_left = 0;
     l.direct_dst = nullptr;
     l.direct_after = DirectAfter::none;
+    l.short_reads = 0;
+    pipe_.release(&l);
 }
 
 void TcpModule::retire_incoming(Link& l) noexcept {

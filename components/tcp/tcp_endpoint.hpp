@@ -10,7 +10,6 @@
 // connection opened by the lower rank is kept and the other is refused.
 #pragma once
 
-#include <unistd.h>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "tcp_fd.hpp"
 #include "tcp_frag.hpp"
 #include "tcp_interfaces.hpp"
 #include "tcp_wire.hpp"
@@ -27,36 +27,6 @@
 namespace transit::tcp {
 
 class TcpModule;
-
-// An owned file descriptor.
-class Fd {
-  public:
-    Fd() = default;
-    explicit Fd(int fd) noexcept : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(Fd&& o) noexcept : fd_(o.release()) {}
-    Fd& operator=(Fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = o.release();
-        }
-        return *this;
-    }
-    int get() const noexcept { return fd_; }
-    explicit operator bool() const noexcept { return fd_ >= 0; }
-    int release() noexcept {
-        const int f = fd_;
-        fd_ = -1;
-        return f;
-    }
-    void reset() noexcept {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-  private:
-    int fd_ = -1;
-};
 
 enum class LinkState : std::uint8_t {
     idle,
@@ -99,6 +69,10 @@ struct Link {
     DirectAfter direct_after = DirectAfter::none;
     std::uint32_t direct_op = 0;
     std::int32_t direct_status = 0;
+    // Reads left that take only a little into the receive buffer: after a
+    // payload read straight into its destination, the next frame is likely
+    // another, whose payload must not be copied twice (socket, buffer, user).
+    std::uint8_t short_reads = 0;
 
     FragQueue queue;
     // The progress pass of the last small message written straight to the

@@ -37,8 +37,9 @@ struct Frag : btl::Descriptor {
     FragPool* pool = nullptr;
     TcpEndpoint* endpoint = nullptr;
     FragKind kind = FragKind::user;
-    bool queued = false;      // between send() and its completion
-    bool coalescing = false;  // whole frames appended back to back (a burst of sendi)
+    bool queued = false;        // between send() and its completion
+    bool coalescing = false;    // whole frames appended back to back (a burst of sendi)
+    bool by_reference = false;  // iov[1] is lent to the socket, not copied (tcp_splice.hpp)
     btl::Segment segment{};
     std::byte* buffer = nullptr;  // headroom + capacity bytes
     std::size_t capacity = 0;
@@ -85,6 +86,7 @@ class FragPool : public btl::util::FreeList<Frag> {
         f->endpoint = nullptr;
         f->queued = false;
         f->coalescing = false;
+        f->by_reference = false;
         f->iov_count = 0;
         FreeList::put(f);
     }

@@ -21,10 +21,6 @@ std::string errno_text(int e) {
     return std::strerror(e);
 }
 
-bool would_block(int e) noexcept {
-    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
-
 unsigned interface_bandwidth(const Interface& i) {
     if (i.loopback) return 10000;
     std::ifstream f("/sys/class/net/" + i.name + "/speed");
@@ -307,6 +303,10 @@ btl::Descriptor* TcpModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
 // --- sending ---------------------------------------------------------------------------
 
 TcpModule::WriteResult TcpModule::write_frag(Link& l, Frag* f) noexcept {
+    if (f->by_reference) {
+        const WriteResult r = write_spliced(l, f);
+        if (f->by_reference) return r;  // else the pipe was not there: copy
+    }
     msghdr m{};
     m.msg_iov = f->iov + f->iov_index;
     m.msg_iovlen = static_cast<std::size_t>(f->iov_count - f->iov_index);
@@ -324,6 +324,34 @@ TcpModule::WriteResult TcpModule::write_frag(Link& l, Frag* f) noexcept {
         ++f->iov_index;
     }
     return WriteResult::done;
+}
+
+// The front (frame header and request or reply) is written as usual, marked
+// as more to come; the payload goes through the module's pipe.
+TcpModule::WriteResult TcpModule::write_spliced(Link& l, Frag* f) noexcept {
+    if (f->iov_index == 0) {
+        iovec& front = f->iov[0];
+        const ssize_t n = ::send(l.fd.get(), front.iov_base, front.iov_len,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT | MSG_MORE);
+        if (n < 0) return would_block(errno) ? WriteResult::partial : WriteResult::error;
+        front.iov_base = static_cast<char*>(front.iov_base) + n;
+        front.iov_len -= static_cast<std::size_t>(n);
+        if (front.iov_len > 0) return WriteResult::partial;
+        f->iov_index = 1;
+    }
+    switch (pipe_.write(&l, l.fd.get(), f->iov[1])) {
+        case SplicePipe::Result::done:
+            f->iov_index = f->iov_count;
+            return WriteResult::done;
+        case SplicePipe::Result::partial:
+            return WriteResult::partial;
+        case SplicePipe::Result::error:
+            return WriteResult::error;
+        case SplicePipe::Result::unavailable:
+            break;
+    }
+    f->by_reference = false;
+    return WriteResult::partial;
 }
 
 Status TcpModule::enqueue(Link& l, Frag* f) noexcept {
@@ -611,6 +639,7 @@ Status TcpModule::transfer(const btl::RdmaRequest& req, wire::FrameType type) no
                       [&](Frag& f, std::uint64_t key, std::uint32_t id) {
                           fill_request(f, type, wire::RdmaRequest{key, req.remote, req.size, id, 0},
                                        put ? req.local : nullptr, put ? req.size : 0);
+                          f.by_reference = put && lends(req.size);
                       });
 }
 

@@ -16,6 +16,7 @@
 #include "tcp_endpoint.hpp"
 #include "tcp_frag.hpp"
 #include "tcp_interfaces.hpp"
+#include "tcp_splice.hpp"
 #include "transit/btl/module.hpp"
 
 namespace transit::tcp {
@@ -138,6 +139,12 @@ class TcpModule final : public btl::Module,
     // connecting if needed) or an error (nothing queued).
     enum class WriteResult { done, partial, error };
     WriteResult write_frag(Link& l, Frag* f) noexcept;
+    // Whether a put's or a get reply's payload of `size` bytes is lent to the socket.
+    bool lends(std::size_t size) const noexcept {
+        return tcp_.params().splice_min > 0 && size >= tcp_.params().splice_min;
+    }
+    // A frame whose payload goes by reference (Frag::by_reference).
+    WriteResult write_spliced(Link& l, Frag* f) noexcept;
     Status enqueue(Link& l, Frag* f) noexcept;
     void send_control(Link& l, Frag* f) noexcept;
     static constexpr std::size_t max_burst_frame = 32768;  // larger ones are written alone
@@ -203,6 +210,7 @@ class TcpModule final : public btl::Module,
     std::unique_ptr<FragPool> control_;
     // In flight by id: index (max_rdma_ops <= 65535) | generation << 16.
     btl::util::FreeList<Op> ops_;
+    SplicePipe pipe_;
     std::span<Op> op_table_;  // ops_'s items, by index
     bool finalized_ = false;
     std::uint64_t coalesced_frames_ = 0;

@@ -34,9 +34,12 @@ void TcpModule::on_event(Link& l, std::uint32_t events) noexcept {
 
 namespace {
 
-bool would_block(int e) noexcept {
-    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR;
-}
+// What a short read takes: the next frame's header and its request or reply,
+// or a few control frames, and at most this much of a payload (copied twice).
+constexpr std::size_t short_read_size = 1024;
+// Short reads after each payload read straight into its destination; a stream
+// of small frames is back to full reads after these.
+constexpr std::uint8_t short_reads_after_direct = 4;
 
 }  // namespace
 
@@ -50,7 +53,12 @@ void TcpModule::on_readable(Link& l) noexcept {
         l.rtail -= l.rhead;
         l.rhead = 0;
     }
-    const ssize_t n = ::recv(l.fd.get(), l.rbuf.get() + l.rtail, l.rcap - l.rtail, MSG_DONTWAIT);
+    std::size_t room = l.rcap - l.rtail;
+    if (l.short_reads > 0) {
+        --l.short_reads;
+        room = std::min(room, short_read_size);
+    }
+    const ssize_t n = ::recv(l.fd.get(), l.rbuf.get() + l.rtail, room, MSG_DONTWAIT);
     if (n == 0) return fail_link(l, "connection closed by the peer");
     if (n < 0) {
         if (would_block(errno)) return;
@@ -173,6 +181,7 @@ void TcpModule::handle_put(Link& l, const wire::FrameHeader& h, std::size_t avai
         l.direct_after = DirectAfter::put_done;
         l.direct_op = req.op_id;
         l.direct_status = static_cast<std::int32_t>(st);
+        l.short_reads = short_reads_after_direct;
         l.rhead = l.rtail = 0;
         return;
     }
@@ -235,6 +244,7 @@ void TcpModule::send_reply(Link& l, std::uint32_t op_id, Status status, std::uin
     f->iov[1] = {const_cast<void*>(data), size};
     f->iov_count = size ? 2 : 1;
     f->iov_index = 0;
+    f->by_reference = lends(size);
     send_control(l, f);
 }
 
@@ -259,6 +269,7 @@ void TcpModule::handle_reply(Link& l, const wire::FrameHeader& h, std::size_t av
         l.direct_left = data_len - in_buf;
         l.direct_after = DirectAfter::get_done;
         l.direct_op = rep.op_id;
+        l.short_reads = short_reads_after_direct;
         l.rhead = l.rtail = 0;
         return;
     }

@@ -1,8 +1,9 @@
 // kill -9 of one rank in the middle of transfers.  Run under
 //   transit_run -n 3 --keep-going tcp_kill_peer
-// Rank 2 kills itself while ranks 0 and 1 stream messages to it and read from
-// it.  The survivors must get the error callback for rank 2, see their pending
-// get complete with an error, still talk to each other, and exit 0.
+// Rank 2 kills itself while ranks 0 and 1 stream messages to it, read from it
+// and write into it.  The survivors must get the error callback for rank 2,
+// see their pending get and put complete with an error (a put's payload going
+// by reference must not raise SIGPIPE), still talk to each other, and exit 0.
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -70,21 +71,25 @@ int run() {
 
     std::vector<std::byte> msg(60000, std::byte{1});
     std::vector<std::byte> sink(get_size);
+    std::vector<std::byte> payload(get_size, std::byte{3});
     Pending pending;
     btl::Module& m = job.module(victim);
     btl::Endpoint* ep = job.endpoint(victim);
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (job.errors.empty() && std::chrono::steady_clock::now() < end) {
         if (pending.outstanding == 0) {
-            const Status s = m.rdma()->get({.endpoint = ep,
-                                            .local = sink.data(),
-                                            .remote = victim_base,
-                                            .remote_handle = victim_handle,
-                                            .size = get_size,
-                                            .order = 0,
-                                            .cb = &on_get,
-                                            .cbdata = &pending});
-            if (s == Status::success) ++pending.outstanding;
+            btl::RdmaRequest get{.endpoint = ep,
+                                 .local = sink.data(),
+                                 .remote = victim_base,
+                                 .remote_handle = victim_handle,
+                                 .size = get_size,
+                                 .order = 0,
+                                 .cb = &on_get,
+                                 .cbdata = &pending};
+            if (m.rdma()->get(get) == Status::success) ++pending.outstanding;
+            btl::RdmaRequest put = get;
+            put.local = payload.data();
+            if (m.rdma()->put(put) == Status::success) ++pending.outstanding;
         }
         const Status s = job.send_bytes(victim, tcptest::TcpJob::data_tag, msg.data(), msg.size());
         if (!ok(s)) break;  // the endpoint has failed already
@@ -92,10 +97,10 @@ int run() {
     }
     // Whatever was in flight must end, with an error, and nothing may hang.
     if (!job.progress_until([&] { return !job.errors.empty() && pending.outstanding == 0; }, 30))
-        return fail(me, "no error callback for the killed rank, or a get never completed");
+        return fail(me, "no error callback for the killed rank, or a get or put never completed");
     if (job.errors.front().first != victim) return fail(me, "error reported for the wrong rank");
-    std::printf("rank %u: saw \"%s\" (%d get(s) failed)\n", me, job.errors.front().second.c_str(),
-                pending.failed);
+    std::printf("rank %u: saw \"%s\" (%d get(s) or put(s) failed)\n", me,
+                job.errors.front().second.c_str(), pending.failed);
 
     // The survivors still talk to each other.
     const Rank other = me == 0 ? 1 : 0;

@@ -56,19 +56,26 @@ struct Dispatch {
                 return -1;
         }
     }
-    // A peer outside the job names itself by its rank in its own job: the
-    // header is made to name it by our id for it, the one its endpoint has.
-    // The bytes are the transport's receive buffer or our scratch copy, both
-    // ours to write for the length of the callback.
+    // A peer outside the job names itself by its rank in its own job: our id
+    // for it is the one its endpoint has (any_rank: a peer of the job).
+    static Rank dynamic_source(const Engine* e, const btl::ReceiveDescriptor& d) noexcept {
+        if (!d.endpoint || d.endpoint->peer() < e->c_.size) return any_rank;
+        return d.endpoint->peer();
+    }
+    // The header is made to name the sender by our id.  The bytes are the
+    // transport's receive buffer or our scratch copy, both ours to write for
+    // the length of the callback.
+    static void rename(const std::byte* b, int offset, Rank id) noexcept {
+        if (offset >= 0) std::memcpy(const_cast<std::byte*>(b) + offset, &id, sizeof id);
+    }
     static void name_source(Engine* e, const btl::ReceiveDescriptor& d, const std::byte* b,
                             int offset) noexcept {
-        if (offset < 0 || !d.endpoint || d.endpoint->peer() < e->c_.size) return;
-        const Rank id = d.endpoint->peer();
-        std::memcpy(const_cast<std::byte*>(b) + offset, &id, sizeof id);
+        if (const Rank id = dynamic_source(e, d); id != any_rank) rename(b, offset, id);
     }
-    // What a message goes through once some peer failed or the context meets
-    // peers outside the job (Core::receive_checks; one branch otherwise):
-    // false when it is to be ignored.
+    // What a message goes through once some peer failed (Core::any_failed):
+    // false when it is to be ignored.  A context that only meets peers
+    // outside the job (a server, a client) names the sender inline instead
+    // (every message of an RPC; a call here cost it ~30 instructions).
     [[gnu::noinline]] static bool screen(Engine* e, const btl::ReceiveDescriptor& d,
                                          const std::byte* b, int source_offset) noexcept {
         // A written-off peer's messages refer to requests already ended.
@@ -96,8 +103,18 @@ struct Dispatch {
             e->c_.drops.received(K, d, "shorter than its header");
             return;
         }
-        if (e->c_.receive_checks) [[unlikely]]
-            if (!screen(e, d, b, source_offset(K))) return;
+        if (e->c_.receive_checks) [[unlikely]] {
+            if (e->c_.any_failed) [[unlikely]] {
+                if (!screen(e, d, b, source_offset(K))) return;
+            } else if (const Rank id = dynamic_source(e, d); id != any_rank) {
+                // A tagged message, the RPC's own, is matched under the id
+                // without a store into the transport's buffer (on_match_from).
+                if constexpr (K == wire::match)
+                    return e->tagged_.on_match_from(id, b, n, d.tag);
+                else
+                    rename(b, source_offset(K), id);
+            }
+        }
         if constexpr (K == wire::match)
             e->tagged_.on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv) {

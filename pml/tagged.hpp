@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "pml/core.hpp"
@@ -101,7 +102,22 @@ class Tagged {
 
     // Received messages (the engine's dispatch).  `from`: the peer whose
     // endpoint the message came over (any_rank: the transport did not say).
-    void on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;
+    void on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
+        wire::MatchHdr h;
+        std::memcpy(&h, bytes, sizeof h);
+        match(h, bytes, len, tag);
+    }
+    // A match message of a peer outside the job, whose header names it by its
+    // rank in its own job: `src` is our id for it.  The header in `bytes` is
+    // left as it came (a kept copy is renamed): they are the transport's, and
+    // a store into the sender's line of a fast box would make the sender wait
+    // for it to come back before its next message.
+    void on_match_from(Rank src, const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
+        wire::MatchHdr h;
+        std::memcpy(&h, bytes, sizeof h);
+        h.src = src;
+        match(h, bytes, len, tag);
+    }
     void on_rndv(const std::byte* b, std::size_t n) noexcept;
     void on_ack(const std::byte* b, std::size_t n, Rank from) noexcept;
     void on_frag(const std::byte* b, std::size_t n, Rank from) noexcept;
@@ -161,6 +177,8 @@ class Tagged {
         list.push_back(r);
     }
     // inline, defined in tagged_recv.cpp (its only user)
+    void match(const wire::MatchHdr& h, const std::byte* bytes, std::size_t len,
+               btl::Tag tag) noexcept;
     inline void deliver_tagged(Peer* p, const wire::MatchHdr& h, const std::byte* bytes,
                                std::size_t len, btl::Tag tag) noexcept;
     void deliver_unexpected(Peer* p, const wire::MatchHdr& h, const std::byte* bytes,

@@ -51,14 +51,16 @@ Status Tagged::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* i
         if (any_throttling_) check_throttle();
         return r->done() ? Status::completed : Status::success;
     }
+    // any_rank names no peer that could have failed: posted at once (a
+    // server's every receive).
+    if (src == any_rank) {
+        post(r, any_posted_);
+        return Status::success;
+    }
     if (c_.peers.failed(src)) [[unlikely]] {
         c_.release(r);  // nothing more will come from it
         out = nullptr;
         return Status::peer_failed;
-    }
-    if (src == any_rank) {
-        post(r, any_posted_);
-        return Status::success;
     }
     Peer* p = c_.peers.peer(src);
     if (!p) {
@@ -164,9 +166,8 @@ void Tagged::deliver_unexpected(Peer* p, const wire::MatchHdr& h, const std::byt
 
 // Every caller passes at least a MatchHdr (Handlers::recv checks each kind's
 // header; held messages were checked when they arrived).
-void Tagged::on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept {
-    wire::MatchHdr h;
-    std::memcpy(&h, bytes, sizeof h);
+void Tagged::match(const wire::MatchHdr& h, const std::byte* bytes, std::size_t len,
+                   btl::Tag tag) noexcept {
     Peer* p = c_.peers.peer(h.src);
     if (!p) [[unlikely]] {
         log::error("pml: message from rank {} outside the job", h.src);
@@ -180,6 +181,7 @@ void Tagged::on_match(const std::byte* bytes, std::size_t len, btl::Tag tag) noe
             return;
         }
         m->seq = h.seq;
+        std::memcpy(m->data, &h.src, sizeof h.src);  // the copy names the sender by our id
         p->out_of_order.push_back(m);
         return;
     }
@@ -212,6 +214,10 @@ void Tagged::store_unexpected(Peer* p, const std::byte* bytes, std::size_t len, 
         return;
     }
     m->src = p->rank;
+    // The copy names the sender by our id (a peer outside the job's header
+    // came with its own rank: on_match_from); every kind kept here has its
+    // sender first.
+    std::memcpy(m->data, &p->rank, sizeof p->rank);
     m->tag = mtag;
     m->seq = seq;
     m->total = total;

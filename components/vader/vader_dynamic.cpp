@@ -189,7 +189,7 @@ void VaderModule::join_answered(Frag* f) noexcept {
     }
     // Refused before it was admitted: the server never wrote into our box.
     if (ep->spare != SpareBoxes::none) {
-        unbox(ep);
+        unpoll(ep);
         spares_.free(ep->spare);
         ep->spare = SpareBoxes::none;
         ep->reader = nullptr;
@@ -218,7 +218,7 @@ void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
     ep.spare = spare;
     ep.reader = &readers_[index];
     try {
-        boxed_.push_back(&ep);  // reserved at format_segment: does not allocate
+        poll_from(ep);  // reserved at format_segment: does not allocate
     } catch (...) {
         spares_.free(spare);
         ep.spare = SpareBoxes::none;
@@ -261,6 +261,7 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             it->second->leaving = true;
             try {
                 departing_.push_back(it->second);
+                pass_chores_ = true;
             } catch (...) {
                 peer_lost(it->second, "vader: the peer outside the job disconnected",
                           btl::error_flags::departed);
@@ -320,6 +321,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     if (in_progress_ || in_check_) {
         try {
             graveyard_.push_back(std::move(it->second));
+            pass_chores_ = true;
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }
@@ -335,7 +337,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
 void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
     const bool exited = ep->process.exited();
     if (ep->spare != SpareBoxes::none) {
-        unbox(ep);
+        unpoll(ep);
         if (ep->leaving || exited) {
             spares_.free(ep->spare);
         } else {

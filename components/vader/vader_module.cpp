@@ -118,9 +118,9 @@ void VaderModule::format_segment() {
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
     spares_ = SpareBoxes(layout_.fbox_count - layout_.local_size);
-    // Room for every spare twice: entries of peers deleted during a pass stay
-    // (null) until its end, beside those of peers given the spares again.
-    boxed_.reserve(2 * std::size_t{spares_.size()});
+    // Room for every box twice: entries of peers deleted during a pass stay
+    // (null) until its end, beside those of peers given the boxes again.
+    boxes_.reserve(2 * std::size_t{layout_.fbox_count});
 
     frags_.setup({.initial = layout_.frag_count, .max = layout_.frag_count});
     std::uint32_t i = 0;
@@ -197,7 +197,7 @@ Status VaderModule::finalize() {
     for (auto& [peer, ep] : dynamic_)
         if (!ep->dead && ep->joined)
             (void)ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye));
-    boxed_.clear();
+    boxes_.clear();
     dynamic_.clear();
     channels_.clear();
     joining_.clear();
@@ -293,6 +293,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     VaderEndpoint* raw = ep.get();
     endpoints_[local_index] = std::move(ep);
     active_.push_back(local_index);
+    poll_from(*raw);
     rebuild_pollfds();
     return raw;
 }
@@ -344,6 +345,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         for (Frag& f : frags_.items())
             if (f.in_flight && f.endpoint == ep) complete(&f, Status::cancelled);
         std::erase(active_, ep->local_index);
+        unpoll(ep);
         retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
     }
     rebuild_pollfds();
@@ -365,6 +367,7 @@ VaderEndpoint* VaderModule::revive(std::uint32_t local_index) {
     out_.verbose(10, "peer {} (local {}): added again", ep->peer(), local_index);
     endpoints_[local_index] = std::move(retired_[local_index]);
     active_.push_back(local_index);
+    poll_from(*ep);
     rebuild_pollfds();
     return ep;
 }
@@ -753,11 +756,16 @@ int VaderModule::progress() noexcept {
         return 0;
     in_progress_ = true;
     int events = 0;
-    // One test for everything about peers outside the job, which a job
-    // without them never pays more for.
-    if (!dynamic_.empty() || !graveyard_.empty()) [[unlikely]]
-        events += progress_outside();
-    for (std::uint32_t i : active_) events += poll_fastbox(i, 32);
+    if (pass_chores_) [[unlikely]]
+        do_pass_chores();
+    // Indexed, up to the entries there are now: a callback may delete a peer
+    // (its entry turns null) or add one (read from the next pass on).
+    const std::size_t n = boxes_.size();
+    for (std::size_t k = 0; k < n; ++k) {
+        const PolledBox b = boxes_[k];
+        if (b.ep != nullptr) [[likely]]
+            events += poll_box(*b.reader, b.ep, 32);
+    }
     events += poll_fifo(64);
     if (!pending_returns_.empty()) [[unlikely]] {
         std::erase_if(pending_returns_, [](const auto& p) { return p.first->fifo.push(p.second); });
@@ -786,32 +794,31 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
     return n;
 }
 
-// The progress pass's share for peers outside the job.
-int VaderModule::progress_outside() noexcept {
-    // Endpoints of peers outside the job deleted since the last pass: no
-    // caller up the stack names them any more.
+// What the last pass left for the start of this one: endpoints of peers
+// outside the job deleted then (no caller up the stack names them any more),
+// their departures to report, the entries of deleted peers' boxes to erase.
+void VaderModule::do_pass_chores() noexcept {
+    pass_chores_ = false;
     if (!graveyard_.empty()) graveyard_.clear();
     if (!departing_.empty()) report_departures();
-    return boxed_.empty() ? 0 : poll_dynamic_boxes();
+    std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
 
-// The spare boxes given to peers outside the job.  Indexed: a callback may
-// delete a peer (its entry turns null) or connect one (an entry is added).
-int VaderModule::poll_dynamic_boxes() noexcept {
-    int n = 0;
-    for (std::size_t k = 0; k < boxed_.size(); ++k)
-        if (VaderEndpoint* ep = boxed_[k]; ep != nullptr) n += poll_box(*ep->reader, ep, 32);
-    if (boxed_holes_) {
-        std::erase(boxed_, static_cast<VaderEndpoint*>(nullptr));
-        boxed_holes_ = false;
-    }
-    return n;
+// The progress pass reads the peer's box from now on (reserved: no allocation
+// unless a peer was added and deleted more often than boxes_ holds).
+void VaderModule::poll_from(VaderEndpoint& ep) {
+    boxes_.push_back({ep.reader, &ep});
 }
 
-// A peer outside the job stops being polled through a spare box.
-void VaderModule::unbox(VaderEndpoint* ep) noexcept {
-    std::replace(boxed_.begin(), boxed_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
-    boxed_holes_ = true;
+// The progress pass stops reading the peer's box: its entry turns null, erased
+// at the start of the next pass (now when no pass runs).
+void VaderModule::unpoll(VaderEndpoint* ep) noexcept {
+    for (PolledBox& b : boxes_)
+        if (b.ep == ep) b = {nullptr, nullptr};
+    if (in_progress_)
+        pass_chores_ = true;
+    else
+        std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
 
 int VaderModule::poll_fifo(int max) noexcept {

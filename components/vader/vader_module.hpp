@@ -193,13 +193,10 @@ class VaderModule final : public btl::Module,
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
     Status send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept;
 
-    int poll_fastbox(std::uint32_t local_index, int max) noexcept {
-        return poll_box(readers_[local_index], endpoints_[local_index].get(), max);
-    }
     int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
-    int progress_outside() noexcept;
-    int poll_dynamic_boxes() noexcept;
-    void unbox(VaderEndpoint* ep) noexcept;
+    void do_pass_chores() noexcept;
+    void poll_from(VaderEndpoint& ep);
+    void unpoll(VaderEndpoint* ep) noexcept;
     int poll_fifo(int max) noexcept;
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
     void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
@@ -233,7 +230,21 @@ class VaderModule final : public btl::Module,
     // mapped it, and our fast-box position in it must carry on where it was.
     std::vector<std::unique_ptr<VaderEndpoint>> retired_;
     std::vector<std::uint32_t> active_;  // local indexes with an endpoint
-    std::vector<bool> counted_;          // peers whose segment we counted as mapped
+    // The fast boxes a progress pass reads, each with the peer that writes it:
+    // the job's local peers and the peers outside the job given a spare box,
+    // in one list so that a pass costs the same whoever the peers are.  A
+    // peer deleted during a pass leaves a null entry, erased at the start of
+    // the next; room is reserved for every box twice, so adding one during a
+    // pass does not allocate.
+    struct PolledBox {
+        FastboxReader* reader;
+        VaderEndpoint* ep;
+    };
+    std::vector<PolledBox> boxes_;
+    // The next pass starts with do_pass_chores: graveyard_ or departing_ has
+    // entries, or boxes_ has null ones.  One test per pass for all of them.
+    bool pass_chores_ = false;
+    std::vector<bool> counted_;  // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
     // Fragments [0, supplied_frags_) have pages in the segment.  The list hands
     // fragments out in index order until it first runs dry, so what a job uses
@@ -249,8 +260,6 @@ class VaderModule final : public btl::Module,
     std::vector<std::unique_ptr<VaderEndpoint>> graveyard_;  // deleted, freed at the next pass
     std::vector<VaderEndpoint*> departing_;  // said goodbye, reported at the next pass
     SpareBoxes spares_;                      // readers_[local_size + i] for peers outside the job
-    std::vector<VaderEndpoint*> boxed_;      // peers outside the job with a spare box (polled)
-    bool boxed_holes_ = false;               // boxed_ holds null entries to erase
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};

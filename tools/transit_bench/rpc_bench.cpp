@@ -7,12 +7,14 @@
 //
 // Every rank of the client job connects on its own and times synchronous round
 // trips (post the receive, send the request, wait for the echo); rank 0 prints
-// per size the mean round trip over the clients and their requests per second
-// together, and first how long a new client waited for its first answer
-// (connect included).
+// per size the mean round trip over the clients, their requests per second
+// together and the median round trip over the clients, and first how long a
+// new client waited for its first answer (connect included).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -68,10 +70,14 @@ void call(Context& ctx, Rank server, const std::byte* request, std::byte* answer
             fmt::format("the server answered {} bytes to {}", st.length, size));
 }
 
-// What one client measured at one size.
+// What one client measured at one size: the mean round trip (fi_pingpong's
+// statistic), the median of the calls timed one by one (ucx_perftest's
+// typical, its 50th percentile) and the calls per second.  The mean carries
+// every call the scheduler or the hypervisor held up; the median does not.
 struct ClientResult {
     double round_trip_us;
     double requests_per_s;
+    double median_us;
 };
 
 ClientResult time_calls(Context& ctx, Rank server, const Options& o, std::size_t size) {
@@ -79,10 +85,23 @@ ClientResult time_calls(Context& ctx, Rank server, const Options& o, std::size_t
     const int iters = iterations_for(o, size, false) / (size > 65536 ? 10 : 1);
     const int warm = warmup_for(o, size);
     for (int i = 0; i < warm; ++i) call(ctx, server, request.data(), answer.data(), size);
+    // Each call timed with the cycle counter (a clock read per call would add
+    // its own cost to each), converted with the whole run's clock time.
+    std::vector<std::uint64_t> ticks(static_cast<std::size_t>(iters));
     const clock::time_point t0 = clock::now();
-    for (int i = 0; i < iters; ++i) call(ctx, server, request.data(), answer.data(), size);
+    std::uint64_t last = cycles();
+    for (std::uint64_t& t : ticks) {
+        call(ctx, server, request.data(), answer.data(), size);
+        const std::uint64_t now = cycles();
+        t = now - last;
+        last = now;
+    }
     const double s = std::chrono::duration<double>(clock::now() - t0).count();
-    return {s * 1e6 / iters, iters / s};
+    std::uint64_t total = 0;
+    for (std::uint64_t t : ticks) total += t;
+    std::nth_element(ticks.begin(), ticks.begin() + iters / 2, ticks.end());
+    const double median = total == 0 ? 0 : s * 1e6 * static_cast<double>(ticks[iters / 2]) / total;
+    return {s * 1e6 / iters, iters / s, median};
 }
 
 // Rank 0 of the client job sums up what every rank measured.
@@ -97,8 +116,10 @@ ClientResult combine(Context& ctx, ClientResult mine) {
         check(ctx.recv(r, result_tag, &theirs, sizeof theirs), "collecting the results");
         all.round_trip_us += theirs.round_trip_us;
         all.requests_per_s += theirs.requests_per_s;
+        all.median_us += theirs.median_us;
     }
     all.round_trip_us /= ctx.size();
+    all.median_us /= ctx.size();
     return all;
 }
 
@@ -137,8 +158,8 @@ int call_server(Context& ctx, const Options& o) {
     check(ctx.connect(o.connect, server), "connecting to the server");
     std::byte first[8] = {}, echo[8];
     call(ctx, server, first, echo, sizeof first);
-    const ClientResult first_call = {
-        std::chrono::duration<double, std::micro>(clock::now() - t0).count(), 0};
+    const double first_us = std::chrono::duration<double, std::micro>(clock::now() - t0).count();
+    const ClientResult first_call = {first_us, 0, first_us};
     const ClientResult first_all = combine(ctx, first_call);
     if (ctx.rank() == 0) {
         fmt::print("# transit_bench rpc: {} client{} of the server at peer {}: {}\n", ctx.size(),
@@ -146,18 +167,21 @@ int call_server(Context& ctx, const Options& o) {
         fmt::print("# first answer to a new client (connect included): {:.0f} us\n",
                    first_all.round_trip_us);
         if (o.csv)
-            fmt::print("bytes,round_trip_us,requests_per_s\n");
+            fmt::print("bytes,round_trip_us,requests_per_s,median_round_trip_us\n");
         else
-            fmt::print("{:>12}  {:>18}  {:>14}\n", "# bytes", "round trip (us)", "requests/s");
+            fmt::print("{:>12}  {:>18}  {:>14}  {:>18}\n", "# bytes", "round trip (us)",
+                       "requests/s", "median (us)");
     }
     for (std::size_t size : sizes) {
         check(ctx.barrier(), "barrier");
         const ClientResult r = combine(ctx, time_calls(ctx, server, o, size));
         if (ctx.rank() != 0) continue;
         if (o.csv)
-            fmt::print("{},{:.3f},{:.0f}\n", size, r.round_trip_us, r.requests_per_s);
+            fmt::print("{},{:.3f},{:.0f},{:.3f}\n", size, r.round_trip_us, r.requests_per_s,
+                       r.median_us);
         else
-            fmt::print("{:>12}  {:>18.2f}  {:>14.0f}\n", size, r.round_trip_us, r.requests_per_s);
+            fmt::print("{:>12}  {:>18.2f}  {:>14.0f}  {:>18.2f}\n", size, r.round_trip_us,
+                       r.requests_per_s, r.median_us);
         std::fflush(stdout);
     }
     check(ctx.send(server, goodbye_tag, nullptr, 0), "saying goodbye");

@@ -764,6 +764,10 @@ void UctModule::handle_failures() noexcept {
         if (e->departed)
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
+        else if (!e->welcomed)
+            report_error(btl::error_flags::nonfatal, peer,
+                         "uct: the server did not answer the join within btl_uct_join_timeout "
+                         "(stopped, or not progressing)");
         else
             report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
     }
@@ -915,6 +919,7 @@ int UctModule::attend() noexcept {
         ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
         check_local_peers();
     if (!joining_.empty()) check_joining();
+    if (unwelcomed_ > 0 && (polls_ & 15) == 0) check_welcomes();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -931,7 +936,7 @@ int UctModule::attend() noexcept {
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
            !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size() || watches_dynamic();
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || unwelcomed_ > 0;
 }
 
 int UctModule::deliver() noexcept {

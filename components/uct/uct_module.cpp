@@ -572,9 +572,20 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
 Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    // Two tail calls with this signature, so sendi has no frame of its own
+    // (with the raw path here, its saved registers cost the pml's messages 31
+    // instructions each before the header was even looked at).
     if (header_size != 0)
         return sendi_iov(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
                          descriptor);
+    return sendi_raw(endpoint, convertor, payload_size, tag, descriptor, order, flags);
+}
+
+// No header: what is kept across UCT's call is fewer values (the fallback
+// passes no header), so fewer registers are saved.
+Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                            std::size_t payload_size, btl::Tag tag, btl::Descriptor** descriptor,
+                            std::uint8_t order, std::uint32_t flags) noexcept {
     if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
         [[likely]] {
         auto* ep = static_cast<UctEndpoint*>(endpoint);
@@ -582,11 +593,48 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
                             static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
     }
-    return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
+    return sendi_gather(endpoint, convertor, nullptr, 0, payload_size, order, flags, tag,
                         descriptor);
 }
 
 constexpr std::size_t stack_gather_limit = 64;
+
+namespace {
+
+// Fixed-size copies: the compiler makes each one or two moves.
+template <std::size_t N>
+[[gnu::always_inline]] inline void copy_fixed(std::byte* d, const std::byte* s) noexcept {
+    std::memcpy(d, s, N);
+}
+
+// Copies n <= stack_gather_limit bytes with at most four overlapping moves of
+// one size, inline: the two library memcpy calls it replaces (a 12-byte header
+// and an 8-byte payload) cost about 40 instructions per message with the
+// registers saved around them (callgrind, pml 8 B latency over posix).
+[[gnu::always_inline]] inline void copy_small(std::byte* d, const void* src,
+                                              std::size_t n) noexcept {
+    const auto* s = static_cast<const std::byte*>(src);
+    if (n >= 16) {
+        copy_fixed<16>(d, s);
+        copy_fixed<16>(d + n - 16, s + n - 16);
+        if (n > 32) {
+            copy_fixed<16>(d + 16, s + 16);
+            copy_fixed<16>(d + n - 32, s + n - 32);
+        }
+    } else if (n >= 8) {
+        copy_fixed<8>(d, s);
+        copy_fixed<8>(d + n - 8, s + n - 8);
+    } else if (n >= 4) {
+        copy_fixed<4>(d, s);
+        copy_fixed<4>(d + n - 4, s + n - 4);
+    } else if (n > 0) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
+}  // namespace
 
 // With a header: a small message is gathered on the stack and sent with
 // am_short (UCT's iov variant costs more than the copy); a larger one goes as
@@ -600,8 +648,8 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
     const void* src = short_source(endpoint, convertor, total, payload_size);
     if (src != nullptr && header != nullptr && total <= stack_gather_limit) [[likely]] {
         alignas(8) std::byte buf[stack_gather_limit];
-        std::memcpy(buf, header, header_size);
-        std::memcpy(buf + header_size, src, payload_size);
+        copy_small(buf, header, header_size);
+        copy_small(buf + header_size, src, payload_size);
         const auto* ep = static_cast<UctEndpoint*>(endpoint);
         if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
                             static_cast<unsigned>(total)) == UCS_OK) [[likely]]

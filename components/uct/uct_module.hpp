@@ -217,9 +217,15 @@ class UctModule final : public btl::Module,
                              std::size_t payload) noexcept;
     Status short_sent(btl::Convertor* convertor, std::size_t payload,
                       btl::Descriptor** descriptor) noexcept;
-    Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                     std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                     std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
+    [[gnu::noinline]] Status sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                       std::size_t payload_size, btl::Tag tag,
+                                       btl::Descriptor** descriptor, std::uint8_t order,
+                                       std::uint32_t flags) noexcept;
+    [[gnu::noinline]] Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                       const void* header, std::size_t header_size,
+                                       std::size_t payload_size, std::uint8_t order,
+                                       std::uint32_t flags, btl::Tag tag,
+                                       btl::Descriptor** descriptor) noexcept;
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;

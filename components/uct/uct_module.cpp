@@ -599,43 +599,6 @@ Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
 
 constexpr std::size_t stack_gather_limit = 64;
 
-namespace {
-
-// Fixed-size copies: the compiler makes each one or two moves.
-template <std::size_t N>
-[[gnu::always_inline]] inline void copy_fixed(std::byte* d, const std::byte* s) noexcept {
-    std::memcpy(d, s, N);
-}
-
-// Copies n <= stack_gather_limit bytes with at most four overlapping moves of
-// one size, inline: the two library memcpy calls it replaces (a 12-byte header
-// and an 8-byte payload) cost about 40 instructions per message with the
-// registers saved around them (callgrind, pml 8 B latency over posix).
-[[gnu::always_inline]] inline void copy_small(std::byte* d, const void* src,
-                                              std::size_t n) noexcept {
-    const auto* s = static_cast<const std::byte*>(src);
-    if (n >= 16) {
-        copy_fixed<16>(d, s);
-        copy_fixed<16>(d + n - 16, s + n - 16);
-        if (n > 32) {
-            copy_fixed<16>(d + 16, s + 16);
-            copy_fixed<16>(d + n - 32, s + n - 32);
-        }
-    } else if (n >= 8) {
-        copy_fixed<8>(d, s);
-        copy_fixed<8>(d + n - 8, s + n - 8);
-    } else if (n >= 4) {
-        copy_fixed<4>(d, s);
-        copy_fixed<4>(d + n - 4, s + n - 4);
-    } else if (n > 0) {
-        d[0] = s[0];
-        d[n / 2] = s[n / 2];
-        d[n - 1] = s[n - 1];
-    }
-}
-
-}  // namespace
-
 // With a header: a small message is gathered on the stack and sent with
 // am_short (UCT's iov variant costs more than the copy); a larger one goes as
 // one am_short_iov of the wire header, the header and the payload, so nothing
@@ -648,7 +611,7 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
     const void* src = short_source(endpoint, convertor, total, payload_size);
     if (src != nullptr && header != nullptr && total <= stack_gather_limit) [[likely]] {
         alignas(8) std::byte buf[stack_gather_limit];
-        copy_small(buf, header, header_size);
+        copy_small(buf, header, header_size);  // uct_wire.hpp
         copy_small(buf + header_size, src, payload_size);
         const auto* ep = static_cast<UctEndpoint*>(endpoint);
         if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,

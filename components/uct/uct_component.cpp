@@ -74,6 +74,13 @@ constexpr params::Field<UctConfig> uct_params[] = {
         {.default_value = "0", .help = "Bandwidth in MB/s; 0: what UCT reports"}),
     params::to<&UctConfig::rdma>(rdma_params[0]),
     params::to<&UctConfig::rdma_min_size>(rdma_params[1]),
+    params::to<&UctConfig::join_timeout>(
+        params::Decl{"join_timeout", Type::real, "10",
+                     "Seconds a server outside the job may take to answer a client's join; after "
+                     "that the client gives it up and its operations with it end with "
+                     "peer_failed (a refused join is answered at once)",
+                     6}
+            .real_range(0.001, 1e6)),
 };
 
 // The exclusivity default above is spelled out; keep it equal to the module's.
@@ -165,12 +172,13 @@ class UctComponent final : public btl::Component {
     }
 
     // Starting UCX costs a shared-memory region and more per process: it is
-    // started only when a peer may need it.
+    // started only when a peer may need it, peers outside the job included
+    // (flags::dynamic_peers: a listening singleton under btl=self,uct).
     std::optional<btl::Prospect> prospect() const override {
         // Left at its default, the exclusivity is shm_exclusivity, the highest a
         // module of this component takes.
         return btl::Prospect{btl::reach::any, read_config().exclusivity,
-                             btl::flags::send | btl::flags::one_sided};
+                             btl::flags::send | btl::flags::one_sided | btl::flags::dynamic_peers};
     }
 
   private:

@@ -104,6 +104,12 @@ UctEndpoint* UctModule::connect_server(Rank peer, std::string* why) {
         delete_dynamic(*e);
         return nullptr;
     }
+    // Messages may follow the join at once; a server that never welcomes it
+    // (stopped, not progressing) is given up from attend().
+    e->welcomed = false;
+    e->join_deadline = std::chrono::steady_clock::now() + join_timeout();
+    ++unwelcomed_;
+    attention_ = true;
     out_.verbose(10, "{}: joined the server at peer {}", name(), peer);
     return e;
 }
@@ -124,7 +130,8 @@ bool UctModule::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
              sizeof j, address_.data() + sizeof(AddressHeader),
              std::size_t{j.device_len} + j.iface_len};
     if (g.total() > max_message_) return false;
-    const auto deadline = std::chrono::steady_clock::now() + join_wait;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::steady_clock::duration>(join_wait, join_timeout());
     for (;;) {
         const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctModule::pack_cb, &g, 0);
         if (n >= 0) return true;
@@ -142,6 +149,8 @@ void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> b
     std::memcpy(&w, body.data(), sizeof w);
     if (w.status == 0) {
         out_.verbose(10, "{}: the server at peer {} admitted us", name(), e->peer());
+        if (!e->welcomed && unwelcomed_ > 0) --unwelcomed_;
+        e->welcomed = true;
         return;
     }
     log::warn("uct: the server at peer {} refused us: {}", e->peer(),
@@ -149,6 +158,27 @@ void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> b
     e->failed = true;
     failures_ = true;
     attention_ = true;
+}
+
+// From attend(), every 16 polls while a join is unanswered: a server whose
+// welcome is late is lost (handle_failures ends its operations with
+// peer_failed and reports it); the count of those still due is recomputed.
+void UctModule::check_welcomes() noexcept {
+    const auto now = std::chrono::steady_clock::now();
+    std::size_t due = 0;
+    for (const auto& owned : dynamic_) {
+        UctEndpoint& e = *owned;
+        if (e.welcomed || e.failed || e.deleted) continue;
+        if (now < e.join_deadline) {
+            ++due;
+            continue;
+        }
+        out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s", name(),
+                     e.peer(), config_.join_timeout);
+        e.failed = true;
+        failures_ = true;
+    }
+    unwelcomed_ = due;
 }
 
 // --- the server's side -------------------------------------------------------------

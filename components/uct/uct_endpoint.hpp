@@ -5,6 +5,8 @@
 
 #include <uct/api/uct.h>
 
+#include <chrono>
+
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/process_watch.hpp"
 #include "uct_rdma_policy.hpp"
@@ -50,6 +52,10 @@ class UctEndpoint final : public btl::Endpoint {
     bool departed = false;
     bool deleted = false;  // by del_procs; freed at the module's next safe point
     std::uint32_t channel = 0;
+    // A server's (we are its client): whether it welcomed our join, and when
+    // it is given up if it has not (btl_uct_join_timeout).
+    bool welcomed = true;
+    std::chrono::steady_clock::time_point join_deadline{};
 };
 
 }  // namespace transit::uct

@@ -87,6 +87,7 @@ struct UctConfig : btl::BaseConfig {
     std::size_t max_rdma_ops = 256;
     RdmaMode rdma = RdmaMode::automatic;
     std::size_t rdma_min_size = 0;  // 0: rdma_threshold() decides
+    double join_timeout = 10;       // seconds a server has to answer a client's join
 };
 
 // One transport on one device, as listed by its memory domain.
@@ -216,9 +217,15 @@ class UctModule final : public btl::Module,
                              std::size_t payload) noexcept;
     Status short_sent(btl::Convertor* convertor, std::size_t payload,
                       btl::Descriptor** descriptor) noexcept;
-    Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                     std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                     std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
+    [[gnu::noinline]] Status sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                       std::size_t payload_size, btl::Tag tag,
+                                       btl::Descriptor** descriptor, std::uint8_t order,
+                                       std::uint32_t flags) noexcept;
+    [[gnu::noinline]] Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                       const void* header, std::size_t header_size,
+                                       std::size_t payload_size, std::uint8_t order,
+                                       std::uint32_t flags, btl::Tag tag,
+                                       btl::Descriptor** descriptor) noexcept;
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
@@ -276,6 +283,10 @@ class UctModule final : public btl::Module,
     UctEndpoint* dynamic_endpoint(Rank peer) const noexcept;
     UctEndpoint* connect_server(Rank peer, std::string* why);
     bool send_join(UctEndpoint& e, const rt::Secret& token) noexcept;
+    std::chrono::steady_clock::duration join_timeout() const noexcept {
+        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(config_.join_timeout));
+    }
     std::uint32_t new_channel() const;
     // Takes `ep` (destroyed when it fails: nullptr).
     UctEndpoint* add_dynamic(Rank id, uct_ep_h ep, std::uint32_t channel, std::uint32_t wire_source,
@@ -290,6 +301,7 @@ class UctModule final : public btl::Module,
     void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
                      Status status) noexcept;
     void handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept;
+    void check_welcomes() noexcept;
     void dynamic_goodbye(Rank peer) noexcept;
     void delete_dynamic(UctEndpoint& e) noexcept;
     void reap_dynamic() noexcept;
@@ -412,6 +424,9 @@ class UctModule final : public btl::Module,
     };
     std::unordered_map<std::uint32_t, Joining> joining_;
     bool listening_ = false;
+    // Servers whose answer to our join is due (at most: check_welcomes
+    // recounts), each given up at its join_deadline.
+    std::size_t unwelcomed_ = 0;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     log::Limiter refusals_{5, std::chrono::seconds(10)};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer

@@ -411,4 +411,37 @@ inline const char* read_join(std::span<const std::byte> body, JoinRequest& j,
     return nullptr;
 }
 
+// Fixed-size copies: the compiler makes each one or two moves.
+template <std::size_t N>
+[[gnu::always_inline]] inline void copy_fixed(std::byte* d, const std::byte* s) noexcept {
+    std::memcpy(d, s, N);
+}
+
+// Copies n <= 64 bytes (a short message gathered on the stack) with at most four overlapping moves
+// of one size, inline: the two library memcpy calls it replaces (a 12-byte header and an 8-byte
+// payload) cost about 40 instructions per message with the registers saved around them (callgrind,
+// pml 8 B latency over posix).
+[[gnu::always_inline]] inline void copy_small(std::byte* d, const void* src,
+                                              std::size_t n) noexcept {
+    const auto* s = static_cast<const std::byte*>(src);
+    if (n >= 16) {
+        copy_fixed<16>(d, s);
+        copy_fixed<16>(d + n - 16, s + n - 16);
+        if (n > 32) {
+            copy_fixed<16>(d + 16, s + 16);
+            copy_fixed<16>(d + n - 32, s + n - 32);
+        }
+    } else if (n >= 8) {
+        copy_fixed<8>(d, s);
+        copy_fixed<8>(d + n - 8, s + n - 8);
+    } else if (n >= 4) {
+        copy_fixed<4>(d, s);
+        copy_fixed<4>(d + n - 4, s + n - 4);
+    } else if (n > 0) {
+        d[0] = s[0];
+        d[n / 2] = s[n / 2];
+        d[n - 1] = s[n - 1];
+    }
+}
+
 }  // namespace transit::uct

@@ -232,3 +232,22 @@ TEST(UctHandle, MdTagsDiffer) {
 
 }  // namespace
 }  // namespace transit::uct
+
+// copy_small (the stack gather of a short message with a header): every
+// length up to 64 from every alignment arrives whole, and nothing past it is
+// written.
+TEST(UctWire, copy_small_copies_every_length_and_nothing_more) {
+    std::array<std::byte, 96> src{};
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
+    for (std::size_t n = 0; n <= 64; ++n)
+        for (std::size_t from = 0; from < 8; ++from) {
+            std::array<std::byte, 80> dst;
+            dst.fill(std::byte{0xee});
+            transit::uct::copy_small(dst.data() + 1, src.data() + from, n);
+            EXPECT_EQ(dst[0], std::byte{0xee}) << n;
+            EXPECT_EQ(std::memcmp(dst.data() + 1, src.data() + from, n), 0)
+                << n << " from " << from;
+            for (std::size_t k = n + 1; k < dst.size(); ++k)
+                ASSERT_EQ(dst[k], std::byte{0xee}) << "length " << n << " wrote byte " << k - 1;
+        }
+}

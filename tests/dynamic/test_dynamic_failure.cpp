@@ -12,7 +12,7 @@
 //                           then connects to it again
 //   client ADDRESS quit     ends the server
 //   client ADDRESS unanswered  connect and a call to a server that is stopped
-//                           (vader, uct: its join is never answered)
+//                           (its join is never answered)
 #include <signal.h>
 #include <unistd.h>
 
@@ -336,22 +336,25 @@ int killed_server(const std::string& me) {
 }
 
 // A server that is stopped (SIGSTOP) before its client joins: the client
-// reaches it (vader maps its segment, uct over posix its FIFO) and sends, and
-// nothing answers the join.  The client gives it up after the btl's
-// join_timeout (`btl`: vader or uct) instead of waiting forever; over uct's
-// tcp the connection itself is never completed, and connect gives up sooner.
+// reaches it (vader maps its segment, uct over posix its FIFO, tcp's
+// connection is taken by the server's kernel) and sends, and nothing answers
+// the join.  The client gives it up after the btl's timeout (`btl`: vader,
+// uct, ofi or tcp) instead of waiting forever; over uct's tcp the connection
+// itself is never completed, and ofi waits for the welcome in connect: there
+// connect gives up, with unreachable.
 int stopped_server(const std::string& me, const std::string& btl) {
     Child srv = start({me, "victim"});
     const std::string address = read_line(srv, 20, "the victim's address");
     ::kill(srv.pid, SIGSTOP);
-    const std::string timeout = "TRANSIT_MCA_btl_" + btl + "_join_timeout";
+    const std::string timeout =
+        "TRANSIT_MCA_btl_" + btl + (btl == "tcp" ? "_connect_timeout" : "_join_timeout");
     ::setenv(timeout.c_str(), "0.5", 1);
     Child cl = start({me, "client", address, "unanswered"});
     ::unsetenv(timeout.c_str());
     const std::string ended = read_line(cl, 20, "the unanswered call to end");
     say("stopped server: client's call %s", ended.c_str());
     const bool refused = ended.starts_with("ended unreachable in ");
-    check(ended.starts_with("ended peer failed in ") || (btl == "uct" && refused),
+    check(ended.starts_with("ended peer failed in ") || ((btl == "uct" || btl == "ofi") && refused),
           "the unanswered call ended as: " + ended);
     const long long ms = std::stoll(ended.substr(ended.rfind(" in ") + 4));
     check((refused || ms >= 400) && ms < 3000,
@@ -402,7 +405,8 @@ int main(int argc, char** argv) {
     const std::string btl = env_btl ? env_btl : "";
     if (btl == "vader")
         if (stopped_server(argv[0], btl) != 0 || orphaned_fragments(argv[0]) != 0) return 1;
-    if (btl == "uct" && stopped_server(argv[0], btl) != 0) return 1;
+    if ((btl == "uct" || btl == "tcp" || btl == "ofi") && stopped_server(argv[0], btl) != 0)
+        return 1;
     say("PASS");
     return 0;
 }

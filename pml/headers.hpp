@@ -76,6 +76,9 @@ struct RndvHdr {
     std::uint32_t am_header_len;  // user header bytes following the handle
 };
 static_assert(sizeof(RndvHdr) == 64);  // no holes: every byte sent is set
+// A kept copy of a match or rendezvous message is renamed by writing our id
+// for its sender over its first bytes (Tagged::store_unexpected, match).
+static_assert(offsetof(MatchHdr, src) == 0 && offsetof(RndvHdr, m) == 0);
 
 struct AckHdr {
     std::uint64_t sreq;

@@ -17,9 +17,9 @@
 # its whole loop, matched with Transit's mean (a call the scheduler or the
 # hypervisor held up moves a mean, not a median).  Each round prints the
 # machine's cache-line round trip before and after (stats.sh floor): a round
-# whose two values differ ran in two modes.  The gRPC echo (contrib/bench/grpc/, built by this script with protoc and
-# grpc_cpp_plugin into bench-grpc/ beside the build's bin/) is
-# a synchronous stub against a synchronous service.  Then, per transport,
+# whose two values differ ran in two modes.  The gRPC echo (contrib/bench/grpc/,
+# built by this script with protoc and grpc_cpp_plugin into bench-grpc/ beside
+# the build's bin/) is a synchronous stub against a synchronous service.  Then, per transport,
 # Transit's first answer to a new client and its requests per second with 1, 2,
 # 4 and 8 client ranks (one transit_run job of clients) at 8 B, 4 KiB and 1 MiB.
 # Needs a build in build/ (or TRANSIT_BIN), ucx-utils, libfabric-bin,

@@ -8,8 +8,8 @@
 // Every rank of the client job connects on its own and times synchronous round
 // trips (post the receive, send the request, wait for the echo); rank 0 prints
 // per size the mean round trip over the clients, their requests per second
-// together and the median round trip over the clients, and first how long a
-// new client waited for its first answer (connect included).
+// together and the mean over the clients of each one's median round trip, and
+// first how long a new client waited for its first answer (connect included).
 #include <fmt/format.h>
 
 #include <algorithm>

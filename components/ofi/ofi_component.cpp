@@ -16,6 +16,7 @@
 #include "ofi_module.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/join_timeout.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
@@ -67,13 +68,7 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
                      "while a hardware provider is in use",
                      6}
             .range(0, 1 << 20)),
-    params::to<&OfiConfig::join_timeout>(
-        params::Decl{"join_timeout", Type::real, "10",
-                     "Seconds a server outside the job may take to answer a client's join; after "
-                     "that the client gives it up and its operations with it end with "
-                     "peer_failed (a refused join is answered, unless the refusals come too fast)",
-                     6}
-            .real_range(0.001, 1e6)),
+    params::to<&OfiConfig::join_timeout>(btl::join_timeout_decl),
     btl::inherit<OfiConfig>(
         btl::BaseParam::exclusivity,
         {.default_value = "32768",

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "ofi_module.hpp"
+#include "transit/btl/join_timeout.hpp"
 #include "transit/name_hash.hpp"
 
 namespace transit::ofi {
@@ -130,9 +131,7 @@ OfiEndpoint* OfiModule::join_server(Rank peer) {
         delete_dynamic(ep);
         return nullptr;
     }
-    ep.join_deadline = std::chrono::steady_clock::now() +
-                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                           std::chrono::duration<double>(config_.join_timeout));
+    ep.join_deadline = btl::join_deadline(config_.join_timeout);
     if (const Status s = post_control(ep, WireKind::join, false, payload); !ok(s)) {
         log::error("{}: cannot send the join to peer {}: {}", name(), peer, to_string(s));
         ep.failed = true;

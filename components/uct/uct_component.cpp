@@ -15,6 +15,7 @@
 
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/join_timeout.hpp"
 #include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -74,13 +75,7 @@ constexpr params::Field<UctConfig> uct_params[] = {
         {.default_value = "0", .help = "Bandwidth in MB/s; 0: what UCT reports"}),
     params::to<&UctConfig::rdma>(rdma_params[0]),
     params::to<&UctConfig::rdma_min_size>(rdma_params[1]),
-    params::to<&UctConfig::join_timeout>(
-        params::Decl{"join_timeout", Type::real, "10",
-                     "Seconds a server outside the job may take to answer a client's join; after "
-                     "that the client gives it up and its operations with it end with "
-                     "peer_failed (a refused join is answered at once)",
-                     6}
-            .real_range(0.001, 1e6)),
+    params::to<&UctConfig::join_timeout>(btl::join_timeout_decl),
 };
 
 // The exclusivity default above is spelled out; keep it equal to the module's.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <random>
 
+#include "transit/btl/join_timeout.hpp"
 #include "uct_module.hpp"
 
 namespace transit::uct {
@@ -107,7 +108,7 @@ UctEndpoint* UctModule::connect_server(Rank peer, std::string* why) {
     // Messages may follow the join at once; a server that never welcomes it
     // (stopped, not progressing) is given up from attend().
     e->welcomed = false;
-    e->join_deadline = std::chrono::steady_clock::now() + join_timeout();
+    e->join_deadline = btl::join_deadline(config_.join_timeout);
     ++unwelcomed_;
     attention_ = true;
     out_.verbose(10, "{}: joined the server at peer {}", name(), peer);

@@ -11,6 +11,7 @@
 #include "components/vader/vader_module.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/join_timeout.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
@@ -52,13 +53,7 @@ constexpr params::Field<Config> vader_params[] = {
                      "and hands it back when it leaves; peers beyond that many use the FIFO",
                      5}
             .range(0, 1024)),
-    params::to<&Config::join_timeout>(
-        params::Decl{"join_timeout", Type::real, "10",
-                     "Seconds a server outside the job on this node may take to answer a "
-                     "client's join; after that the client gives it up and its operations with "
-                     "it end with peer_failed",
-                     5}
-            .real_range(0.001, 1e6)),
+    params::to<&Config::join_timeout>(btl::join_timeout_decl),
     params::to<&Config::fifo_size>(
         params::Decl{"fifo_size", Type::unsigned_integer, "4096",
                      "Minimum number of entries of each process's receive FIFO (rounded up to a "

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "components/vader/vader_module.hpp"
+#include "transit/btl/join_timeout.hpp"
 
 namespace transit::vader {
 
@@ -168,9 +169,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     ++ep->outstanding;
     ep->joined = true;
     ep->join_pending = true;
-    ep->join_deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(config_.join_timeout));
+    ep->join_deadline = btl::join_deadline(config_.join_timeout);
     ++joins_pending_;
     return true;
 }

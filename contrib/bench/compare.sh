@@ -8,6 +8,7 @@
 #   MODE          Transit side                               peer side
 #   vader         transit_bench, btl=self,vader              Open MPI ob1 + vader
 #   vader-mem     the same with --mem-alloc buffers          Open MPI ob1 + vader
+#   vader-ucx     transit_bench, btl=self,vader              Open MPI + UCX (shared memory)
 #   tcp           transit_bench, btl=self,tcp                Open MPI ob1 + tcp (lo)
 #   ofi | uct     transit_bench, btl=self,ofi | self,uct     Open MPI + UCX (shared memory)
 #   adapter       mpi_pingpong, ob1 + btl self,transit       mpi_pingpong, ob1 + btl self,vader
@@ -31,10 +32,11 @@ bench_args=()
 case $mode in
   vader) btl=self,vader peer_mode=vader ;;
   vader-mem) btl=self,vader peer_mode=vader bench_args=(--mem-alloc) ;;
+  vader-ucx) btl=self,vader peer_mode=ucx ;;
   tcp) btl=self,tcp peer_mode=tcp sizes=(65536 1048576) ;;
   ofi | uct) btl=self,$mode peer_mode=ucx ;;
   adapter) peer_mode=vader sizes=(65536 1048576) ;;
-  *) echo "usage: $0 vader|vader-mem|tcp|ofi|uct|adapter [rounds]" >&2; exit 2 ;;
+  *) echo "usage: $0 vader|vader-mem|vader-ucx|tcp|ofi|uct|adapter [rounds]" >&2; exit 2 ;;
 esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 csv_sizes=8,$(IFS=,; echo "${sizes[*]}")

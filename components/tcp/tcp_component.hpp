@@ -46,6 +46,7 @@ struct TcpParams : btl::BaseConfig {
     std::size_t rcvbuf = 0;
     std::size_t max_rdma_size = 4 << 20;
     std::size_t splice_min = 256 << 10;
+    std::size_t splice_max = 1 << 20;  // 0: no limit
     bool coalesce = true;
     unsigned max_rdma_ops = 1024;
     double connect_timeout = 10.0;

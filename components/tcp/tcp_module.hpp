@@ -141,7 +141,9 @@ class TcpModule final : public btl::Module,
     WriteResult write_frag(Link& l, Frag* f) noexcept;
     // Whether a put's or a get reply's payload of `size` bytes is lent to the socket.
     bool lends(std::size_t size) const noexcept {
-        return tcp_.params().splice_min > 0 && size >= tcp_.params().splice_min;
+        const TcpParams& p = tcp_.params();
+        return p.splice_min > 0 && size >= p.splice_min &&
+               (p.splice_max == 0 || size <= p.splice_max);
     }
     // A frame whose payload goes by reference (Frag::by_reference).
     WriteResult write_spliced(Link& l, Frag* f) noexcept;

@@ -12,17 +12,24 @@ namespace {
 
 // splice(2) into a socket whose peer is gone raises SIGPIPE (it has no
 // MSG_NOSIGNAL): the signal is blocked in this thread for the call, and one it
-// raised is taken back, so the caller sees EPIPE as from sendmsg.
+// raised is taken back, so the caller sees EPIPE as from sendmsg.  Two system
+// calls when the thread did not block SIGPIPE already (block, restore); a
+// thread that blocks it needs neither, only to know whether one was pending
+// before, so as not to take back a signal that is not ours.
 class QuietSigpipe {
   public:
     QuietSigpipe() noexcept {
         sigemptyset(&pipe_);
         sigaddset(&pipe_, SIGPIPE);
-        sigset_t pending;
-        sigemptyset(&pending);
-        ::sigpending(&pending);
-        was_pending_ = sigismember(&pending, SIGPIPE) == 1;
         ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+        blocked_before_ = sigismember(&old_, SIGPIPE) == 1;
+        if (blocked_before_) {
+            // Only a blocked signal can be pending in this thread's view.
+            sigset_t pending;
+            sigemptyset(&pending);
+            ::sigpending(&pending);
+            was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+        }
     }
     ~QuietSigpipe() {
         const int saved = errno;
@@ -30,7 +37,7 @@ class QuietSigpipe {
             const timespec now{};
             ::sigtimedwait(&pipe_, nullptr, &now);
         }
-        ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+        if (!blocked_before_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
         errno = saved;
     }
     QuietSigpipe(const QuietSigpipe&) = delete;
@@ -40,14 +47,17 @@ class QuietSigpipe {
   private:
     sigset_t pipe_;
     sigset_t old_;
+    bool blocked_before_ = false;
     bool was_pending_ = false;
     bool raised_ = false;
 };
 
-// Pages the pipe takes per vmsplice; more only saves system calls.  Without
-// the room (a user past /proc/sys/fs/pipe-user-pages-soft) the pipe keeps
+// Bytes the pipe takes per vmsplice: a 1 MiB payload in one vmsplice and one
+// splice when the socket has the room, rather than four of each.  1 MiB is
+// the default /proc/sys/fs/pipe-max-size; where it is lower, or a user is past
+// /proc/sys/fs/pipe-user-pages-soft, the pipe takes the smaller sizes, down to
 // what the kernel gave it.
-constexpr int pipe_bytes = 256 * 1024;
+constexpr int pipe_sizes[] = {1024 * 1024, 256 * 1024};
 
 }  // namespace
 
@@ -60,7 +70,10 @@ bool SplicePipe::open() noexcept {
     }
     read_ = Fd(fds[0]);
     write_ = Fd(fds[1]);
-    ::fcntl(write_.get(), F_SETPIPE_SZ, pipe_bytes);
+    for (const int size : pipe_sizes)
+        if (::fcntl(write_.get(), F_SETPIPE_SZ, size) >= 0) break;
+    const int size = ::fcntl(write_.get(), F_GETPIPE_SZ);
+    capacity_ = size > 0 ? static_cast<std::size_t>(size) : 0;
     return true;
 }
 
@@ -98,6 +111,7 @@ void SplicePipe::release(const void* user) noexcept {
     // What the pipe holds can only go to that socket: a new pipe instead.
     read_.reset();
     write_.reset();
+    capacity_ = 0;
     held_ = 0;
     user_ = nullptr;
     open();

@@ -43,6 +43,8 @@ class SplicePipe {
     Result write(const void* user, int socket, iovec& data) noexcept;
     // `user`'s socket is gone: the pages the pipe holds for it are released.
     void release(const void* user) noexcept;
+    // Bytes one vmsplice can lend (0: no pipe, every payload is copied).
+    std::size_t capacity() const noexcept { return capacity_; }
 
   private:
     bool open() noexcept;
@@ -51,6 +53,7 @@ class SplicePipe {
     Fd write_;
     const void* user_ = nullptr;  // whose bytes the pipe holds
     std::size_t held_ = 0;        // in the pipe, not yet in the socket
+    std::size_t capacity_ = 0;    // the pipe's size
     bool failed_ = false;         // no pipe could be made: every payload is copied
 };
 

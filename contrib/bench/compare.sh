@@ -33,7 +33,7 @@ case $mode in
   vader) btl=self,vader peer_mode=vader ;;
   vader-mem) btl=self,vader peer_mode=vader bench_args=(--mem-alloc) ;;
   vader-ucx) btl=self,vader peer_mode=ucx ;;
-  tcp) btl=self,tcp peer_mode=tcp sizes=(65536 1048576) ;;
+  tcp) btl=self,tcp peer_mode=tcp ;;
   ofi | uct) btl=self,$mode peer_mode=ucx ;;
   adapter) peer_mode=vader sizes=(65536 1048576) ;;
   *) echo "usage: $0 vader|vader-mem|vader-ucx|tcp|ofi|uct|adapter [rounds]" >&2; exit 2 ;;

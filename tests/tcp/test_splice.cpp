@@ -8,12 +8,14 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -70,6 +72,31 @@ bool read_all(int fd, std::vector<std::byte>& into, std::size_t size) {
         drain(fd, into, 1 << 20);
     }
     return true;
+}
+
+// Writes 4 MiB, again and again, to a connection its peer reset, until three
+// writes have failed; returns how many did (3 unless the writes kept working).
+int fail_three_writes_to_reset_connection(unsigned seed) {
+    Connection c = connect_loopback();
+    const linger reset{1, 0};  // close with RST
+    ::setsockopt(c.receiver.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    c.receiver.reset();
+    const std::vector<std::byte> src = pattern(4u << 20, seed);
+    SplicePipe pipe;
+    int errors = 0;
+    for (int i = 0; i < 100 && errors < 3; ++i) {
+        iovec data{const_cast<std::byte*>(src.data()), src.size()};
+        pipe.release(&c);
+        if (pipe.write(&c, c.sender.get(), data) == Result::error) ++errors;
+    }
+    return errors;
+}
+
+bool sigpipe_pending() {
+    sigset_t p;
+    sigemptyset(&p);
+    ::sigpending(&p);
+    return sigismember(&p, SIGPIPE) == 1;
 }
 
 }  // namespace
@@ -177,4 +204,54 @@ TEST(TcpSplice, PeerGoneIsAnErrorNotSigpipe) {
     sigemptyset(&pending);
     ::sigpending(&pending);
     EXPECT_FALSE(sigismember(&pending, SIGPIPE));
+}
+
+// The pipe takes 1 MiB (the default /proc/sys/fs/pipe-max-size) where the
+// system allows it: a 1 MiB payload goes in one vmsplice and one splice.
+TEST(TcpSplice, PipeTakesAMebibyteWhereAllowed) {
+    long max = 0;
+    if (FILE* f = std::fopen("/proc/sys/fs/pipe-max-size", "r")) {
+        if (std::fscanf(f, "%ld", &max) != 1) max = 0;
+        std::fclose(f);
+    }
+    if (max < (1 << 20)) GTEST_SKIP() << "pipe-max-size is " << max;
+    SplicePipe pipe;
+    EXPECT_EQ(pipe.capacity(), std::size_t{1} << 20);
+}
+
+// A thread that blocks SIGPIPE itself keeps it blocked, and a SIGPIPE that was
+// pending before the write stays pending: only the one splice raised is taken.
+TEST(TcpSplice, ThreadBlockingSigpipeKeepsItsMaskAndItsPendingSignal) {
+    sigset_t pipe_set, old;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &pipe_set, &old), 0);
+
+    // Nothing pending before: what splice raised is taken back.
+    EXPECT_EQ(fail_three_writes_to_reset_connection(11), 3);
+    EXPECT_FALSE(sigpipe_pending());
+
+    // One pending before (the thread's own): it is still there after.
+    ASSERT_EQ(::pthread_kill(::pthread_self(), SIGPIPE), 0);
+    ASSERT_TRUE(sigpipe_pending());
+    EXPECT_EQ(fail_three_writes_to_reset_connection(11), 3);
+    EXPECT_TRUE(sigpipe_pending());
+
+    sigset_t now;
+    ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+    EXPECT_TRUE(sigismember(&now, SIGPIPE)) << "the write unblocked SIGPIPE";
+    const timespec zero{};
+    ::sigtimedwait(&pipe_set, nullptr, &zero);
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+// A thread that does not block SIGPIPE finds it unblocked after a write that
+// failed, with nothing pending.
+TEST(TcpSplice, UnblockedSigpipeStaysUnblocked) {
+    ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);
+    EXPECT_EQ(fail_three_writes_to_reset_connection(13), 3);
+    EXPECT_FALSE(sigpipe_pending());
+    sigset_t now;
+    ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+    EXPECT_FALSE(sigismember(&now, SIGPIPE));
 }

@@ -322,7 +322,7 @@ TEST(TcpMp, ManyLargePutsAndGetsAtOnce) {
     const Rank me = mp::rank();
     const Rank to = (me + 1) % mp::size();
     const Rank from = (me + mp::size() - 1) % mp::size();
-    constexpr std::size_t piece = (1u << 20) + 4093;
+    constexpr std::size_t piece = (1u << 20) - 4093;  // within btl_tcp_splice_min..splice_max
     constexpr std::size_t pieces = 8;
     constexpr std::size_t half = piece * pieces;
     // [0, half): put into by `from`; [half, 2 half): ours, read by `from`'s gets.

@@ -23,7 +23,7 @@ struct Settings {
     std::uint64_t wait_spin_count = 2000;
     bool progress_thread = false;
     std::size_t rdma_threshold = 0;
-    std::size_t rndv_split_min = 8u << 10;
+    std::size_t rndv_split_min = 128u << 10;
     std::chrono::milliseconds launcher_grace{1000};
     std::chrono::milliseconds control_refusal_grace{2000};
     int verbose = 0;

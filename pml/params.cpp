@@ -26,10 +26,11 @@ constexpr params::Decl pml_params[] = {
     params::Decl{"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)",
                  5}
         .range(0, 100),
-    {"rndv_split_min", params::Type::size, "8k",
+    {"rndv_split_min", params::Type::size, "128k",
      "Smallest rendezvous message split between the two processes: over a transport with both "
      "put and get, the receiver gets the first half while the sender puts the second, so both "
-     "copy at once (shared memory and CMA copy on the CPU). 0: the receiver moves it all",
+     "copy at once (shared memory and CMA copy on the CPU). Below 128 KiB the second copy's "
+     "control messages and system call cost more than they save. 0: the receiver moves it all",
      5},
     params::Decl{"launcher_grace", params::Type::unsigned_integer, "1000",
                  "Milliseconds between the launcher's report that a rank's process ended and "

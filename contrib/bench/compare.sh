@@ -11,6 +11,8 @@
 #   vader-ucx     transit_bench, btl=self,vader              Open MPI + UCX (shared memory)
 #   tcp           transit_bench, btl=self,tcp                Open MPI ob1 + tcp (lo)
 #   ofi | uct     transit_bench, btl=self,ofi | self,uct     Open MPI + UCX (shared memory)
+#   uct-tcp       transit_bench, btl=self,uct over UCT's     Open MPI + UCX with UCX_TLS=self,tcp
+#                 tcp on lo (btl_uct_transports=tcp/lo)      on lo (run_mpi_peer.sh ucx-tcp)
 #   adapter       mpi_pingpong, ob1 + btl self,transit       mpi_pingpong, ob1 + btl self,vader
 #                 (Transit's vader inside Open MPI)
 #
@@ -35,8 +37,10 @@ case $mode in
   vader-ucx) btl=self,vader peer_mode=ucx ;;
   tcp) btl=self,tcp peer_mode=tcp ;;
   ofi | uct) btl=self,$mode peer_mode=ucx ;;
+  uct-tcp) btl=self,uct peer_mode=ucx-tcp sizes=(65536 1048576)
+    export TRANSIT_MCA_btl_uct_transports=tcp/lo ;;
   adapter) peer_mode=vader sizes=(65536 1048576) ;;
-  *) echo "usage: $0 vader|vader-mem|vader-ucx|tcp|ofi|uct|adapter [rounds]" >&2; exit 2 ;;
+  *) echo "usage: $0 vader|vader-mem|vader-ucx|tcp|ofi|uct|uct-tcp|adapter [rounds]" >&2; exit 2 ;;
 esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 csv_sizes=8,$(IFS=,; echo "${sizes[*]}")

@@ -131,8 +131,9 @@ bool UctModule::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
              sizeof j, address_.data() + sizeof(AddressHeader),
              std::size_t{j.device_len} + j.iface_len};
     if (g.total() > max_message_) return false;
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::min<std::chrono::steady_clock::duration>(join_wait, join_timeout());
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
+                                               join_wait, btl::join_timeout(config_.join_timeout));
     for (;;) {
         const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctModule::pack_cb, &g, 0);
         if (n >= 0) return true;

@@ -283,10 +283,6 @@ class UctModule final : public btl::Module,
     UctEndpoint* dynamic_endpoint(Rank peer) const noexcept;
     UctEndpoint* connect_server(Rank peer, std::string* why);
     bool send_join(UctEndpoint& e, const rt::Secret& token) noexcept;
-    std::chrono::steady_clock::duration join_timeout() const noexcept {
-        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-            std::chrono::duration<double>(config_.join_timeout));
-    }
     std::uint32_t new_channel() const;
     // Takes `ep` (destroyed when it fails: nullptr).
     UctEndpoint* add_dynamic(Rank id, uct_ep_h ep, std::uint32_t channel, std::uint32_t wire_source,

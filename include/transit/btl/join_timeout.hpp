@@ -20,11 +20,15 @@ inline constexpr params::Decl join_timeout_decl =
                  5}
         .real_range(0.001, 1e6);
 
+// The parameter's value (seconds) as a clock duration.
+inline std::chrono::steady_clock::duration join_timeout(double seconds) noexcept {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(seconds));
+}
+
 // When a join sent now is given up, for a timeout of `seconds`.
 inline std::chrono::steady_clock::time_point join_deadline(double seconds) noexcept {
-    return std::chrono::steady_clock::now() +
-           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-               std::chrono::duration<double>(seconds));
+    return std::chrono::steady_clock::now() + join_timeout(seconds);
 }
 
 }  // namespace transit::btl

@@ -55,7 +55,11 @@ constexpr params::Field<TcpParams> param_table[] = {
                                        .range(0, INT32_MAX)),
     btl::inherit<TcpParams>(
         btl::BaseParam::eager_limit,
-        {.default_value = "64k", .help = "Largest message sent eagerly", .max = 1 << 30}),
+        {.default_value = "65600",
+         .help = "Largest message sent eagerly, the pml's header included: the default "
+                 "carries 64 KiB of payload eagerly (a rendezvous over tcp costs a round "
+                 "trip more)",
+         .max = 1 << 30}),
     btl::inherit<TcpParams>(btl::BaseParam::max_send_size, {.default_value = "128k", .min = 64}),
     params::to<&TcpParams::max_rdma_size>(
         params::Decl{"max_rdma_size", Type::size, "4M",
@@ -305,18 +309,42 @@ int TcpComponent::progress_active(void* self) noexcept {
 void TcpComponent::link_up(Link& link) noexcept {
     try {
         connected_.push_back(&link);
+        link.listed = true;
     } catch (...) {
         // Without the entry the link is still served through epoll.
     }
 }
 
 void TcpComponent::link_down(Link& link) noexcept {
-    std::erase(connected_, &link);
+    if (link.listed) std::erase(connected_, &link);
+    link.listed = false;
+    link.burst_due = false;
+}
+
+void TcpComponent::flush_at_next_poll(Link& link) noexcept {
+    if (!link.listed) return rewatch(link, true);  // only epoll would find it
+    if (link.burst_due) return;
+    link.burst_due = true;
+    ++bursts_due_;
+}
+
+void TcpComponent::flush_bursts() noexcept {
+    bursts_due_ = 0;  // bursts started by callbacks below count for the next poll
+    for (std::size_t i = 0; i < connected_.size();) {
+        Link* l = connected_[i];
+        if (l->burst_due) {
+            l->burst_due = false;
+            l->module->flush(*l);  // arms EPOLLOUT itself when the socket is full
+        }
+        // A link that failed in flush left the list: the next one took its place.
+        if (i < connected_.size() && connected_[i] == l) ++i;
+    }
 }
 
 int TcpComponent::poll() noexcept {
     events_ = 0;
     ++poll_count_;
+    if (bursts_due_ != 0) flush_bursts();
     // Fast path: every open socket is a connected link with nothing queued;
     // read them directly and ask epoll only now and then (for errors seen only
     // as events).  One system call per poll instead of two on the latency path.

@@ -550,8 +550,13 @@ bool TcpModule::append_to_burst(Link& l, btl::Tag tag, const void* header, std::
         f->endpoint = l.endpoint;
         f->set_contiguous(0, 0);
         f->queued = true;
+        const bool first = l.queue.empty();
         l.queue.push(f);
-        if (!l.want_write) tcp_.rewatch(l, true);
+        // A queue that already waits (EPOLLOUT or the next poll) takes it along.
+        if (first && !l.want_write)
+            tcp_.flush_at_next_poll(l);
+        else if (!l.want_write && !l.burst_due)
+            tcp_.rewatch(l, true);
     }
     auto* at = static_cast<std::byte*>(f->iov[0].iov_base) + f->iov[0].iov_len;
     wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::am, tag, 0,

@@ -96,6 +96,8 @@ class TcpModule final : public btl::Module,
 
     // --- called by the component's progress --------------------------------
     void on_event(Link& link, std::uint32_t events) noexcept;
+    // Writes what the link has queued (a coalesced burst at the next poll).
+    void flush(Link& link) noexcept { flush_queue(link); }
     void on_accepted(int fd, std::string peer) noexcept;
     void check_timeouts(std::uint64_t now) noexcept;
 

@@ -19,6 +19,7 @@
 
 #include "components/tcp/tcp_interfaces.hpp"
 #include "components/tcp/tcp_wire.hpp"
+#include "pml/headers.hpp"
 #include "tests/tcp/raw_client.hpp"
 #include "tests/tcp/tcp_job.hpp"
 
@@ -186,6 +187,55 @@ TEST(TcpMp, BurstsOfSmallSendsAreCoalescedInOrder) {
     }
     EXPECT_TRUE(j.step());
     EXPECT_TRUE(j.errors.empty());
+}
+
+// A burst that starts on a quiet link is written by the next progress call on
+// its own: arming EPOLLOUT for it would cost two epoll_ctl calls and an
+// epoll_wait on every rendezvous (its fin and the next header share a pass).
+TEST(TcpMp, BurstOnAQuietLinkLeavesAtTheNextPollWithoutEpollout) {
+    TcpJob& j = job();
+    j.received.clear();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    auto& m = static_cast<tcp::TcpModule&>(j.module(to));
+    ASSERT_TRUE(j.step());  // connected, nothing queued
+    tcp::Link& l = static_cast<tcp::TcpEndpoint*>(j.endpoint(to))->am_link();
+    ASSERT_TRUE(l.queue.empty());
+    std::uint32_t seq = 0;
+    auto send_small = [&] {
+        btl::Convertor conv(&seq, sizeof seq);
+        const Status s = m.sendi(j.endpoint(to), &conv, nullptr, 0, sizeof seq, btl::no_order, 0,
+                                 TcpJob::data_tag, nullptr);
+        ++seq;
+        return s;
+    };
+    j.progress().progress();
+    ASSERT_EQ(send_small(), Status::completed);  // leaves at once
+    ASSERT_EQ(send_small(), Status::completed);  // starts a burst
+    ASSERT_EQ(send_small(), Status::completed);  // joins it
+    EXPECT_FALSE(l.queue.empty()) << "the second message was not coalesced";
+    EXPECT_FALSE(l.want_write) << "EPOLLOUT armed for a burst on a quiet link";
+    j.progress().progress();
+    EXPECT_TRUE(l.queue.empty()) << "the burst did not leave at the next progress call";
+    EXPECT_FALSE(l.want_write);
+    ASSERT_TRUE(j.progress_until([&] { return j.received.size() >= 3; }, 30));
+    for (std::uint32_t k = 0; k < 3; ++k) {
+        std::uint32_t got;
+        ASSERT_EQ(j.received[k].data.size(), sizeof got);
+        std::memcpy(&got, j.received[k].data.data(), sizeof got);
+        EXPECT_EQ(got, k);
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_TRUE(j.errors.empty());
+}
+
+// 64 KiB of payload is sent eagerly by default: the pml's limit counts its
+// match header, and a rendezvous over tcp costs a round trip and a get more.
+TEST(TcpMp, DefaultEagerLimitCarries64KiBOfPayload) {
+    TcpJob& j = job();
+    const Rank to = (mp::rank() + 1) % mp::size();
+    EXPECT_GE(j.module(to).attributes().eager_limit, 65536 + sizeof(pml::wire::MatchHdr));
+    EXPECT_LE(j.module(to).attributes().eager_limit, j.module(to).attributes().max_send_size);
 }
 
 namespace {

@@ -39,9 +39,12 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             const auto& a = b.module->attributes();
             if (!(a.flags & btl::flags::get)) continue;
             if (h.handle_len != a.registration_handle_size) continue;  // not one it can read
-            const bool split = !r->is_am && c_.settings.rndv_split_min > 0 &&
-                               st.length >= c_.settings.rndv_split_min &&
-                               (a.flags & btl::flags::put);
+            // A module whose get is served piece by piece by the sender
+            // (prefer_put) has the sender put the whole message instead.
+            const bool put_all = !r->is_am && (a.flags & btl::flags::prefer_put);
+            const bool split =
+                put_all || (!r->is_am && c_.settings.rndv_split_min > 0 &&
+                            st.length >= c_.settings.rndv_split_min && (a.flags & btl::flags::put));
             if (a.registration_handle_size > 0) {
                 const std::uint32_t access =
                     btl::reg_flags::local_write | (split ? btl::reg_flags::remote_write : 0u);
@@ -56,7 +59,7 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             r->rdma_offset = 0;
             r->rdma_end = st.length;
             r->stage = Req::Stage::gets;
-            if (split) offer_split(r, a.registration_handle_size);
+            if (split) offer_split(r, a.registration_handle_size, put_all);
             if (!issue_gets(r)) {
                 r->queued = true;
                 pending_gets_.push_back(r);
@@ -76,9 +79,11 @@ void Tagged::fall_back_to_frags(Req* r) noexcept {
 
 // Both processes copy: the sender is asked to put the second half of the
 // message while we get the first.  Copies on the CPU (shared memory, CMA) then
-// run on two cores at once.  Without the message the whole get stays ours.
-bool Tagged::offer_split(Req* r, std::size_t handle_len) noexcept {
-    const std::size_t half = (r->rdma_end / 2) & ~std::size_t{63};
+// run on two cores at once.  With `put_all` the sender puts everything and we
+// get nothing (a module that puts natively but gets by active messages).
+// Without the message the whole get stays ours.
+bool Tagged::offer_split(Req* r, std::size_t handle_len, bool put_all) noexcept {
+    const std::size_t half = put_all ? 0 : (r->rdma_end / 2) & ~std::size_t{63};
     wire::SplitHdr h{};
     h.sreq = r->remote_req;
     h.rreq = c_.reqs.handle(*r);

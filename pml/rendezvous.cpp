@@ -102,6 +102,7 @@ bool Tagged::offer_split(Req* r, std::size_t handle_len, bool put_all) noexcept 
         r->split_wait = false;
         return false;
     }
+    r->put_all = half == 0;  // also a split_min below 128 bytes: nothing left to get
     c_.out.verbose(10, "rendezvous of {} bytes from rank {} split over {}: we get {}, it puts {}",
                    h.offset + h.len, r->peer->rank, r->rdma.module->name(), half, h.len);
     return true;
@@ -198,8 +199,11 @@ void Tagged::finish_get(Req* r) noexcept {
         r->own_done = true;  // the FIN waits for the sender's half (on_split_fin)
         return;
     }
-    wire::FinHdr f{r->remote_req};
-    outbox_.send_ctrl(r->peer, wire::fin, &f, sizeof f);
+    // put_all: we never read the sender's buffer, and it ended with its split_fin.
+    if (!r->put_all) {
+        wire::FinHdr f{r->remote_req};
+        outbox_.send_ctrl(r->peer, wire::fin, &f, sizeof f);
+    }
     c_.complete(r);
 }
 
@@ -397,6 +401,9 @@ void Tagged::on_split(const std::byte* b, std::size_t n, Rank from) noexcept {
     Req* r = c_.request_named(wire::split, h.sreq, from);
     if (!r) [[unlikely]]
         return;
+    // The receiver gets nothing: it sends no fin (finish_get), even when this
+    // split is refused below.
+    r->put_all = h.offset == 0;
     const std::size_t expected = r->rdma.module->attributes().registration_handle_size;
     // The tail asked for lies inside our buffer: we read [offset, offset + len).
     const bool inside = h.offset < r->total && h.len > 0 && h.len <= r->total - h.offset;
@@ -431,7 +438,7 @@ bool Tagged::issue_puts(Req* r) noexcept {
 }
 
 // Our half is in place: tell the receiver, then wait for its FIN (it still reads
-// our buffer until then).
+// our buffer until then), except when we put it all.
 void Tagged::finish_puts(Req* r) noexcept {
     r->stage = Req::Stage::fin_wait;
     if (r->peer->failed) [[unlikely]] {
@@ -443,6 +450,9 @@ void Tagged::finish_puts(Req* r) noexcept {
     }
     wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};
     outbox_.send_ctrl(r->peer, wire::split_fin, &f, sizeof f);
+    if (!r->put_all) return;
+    r->stage = Req::Stage::ended;
+    if (!r->issuing) c_.complete(r);  // else the sender completes it when it returns
 }
 
 }  // namespace transit::pml

@@ -83,7 +83,11 @@ void UctModule::open_native() {
     rdma_md_tag_ = md_tag(cma_iface_ ? resource_.rdma_md_name : resource_.md_name);
     native_put_ = true;
     native_get_ = (rdma_attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) != 0;
-    native_min_ = rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr);
+    // cma and tcp's put write the target's memory unchecked by the target
+    // (a stale key is not refused): small transfers, where native gains
+    // little, stay with active messages unless `transport` asks otherwise.
+    native_min_ =
+        rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr || !native_get_);
     out_.verbose(10, "{}: {} of {} bytes and more by {} (zcopy, remote key {} bytes)", name(),
                  native_get_ ? "put/get" : "put (get by active messages)", native_min_, rdma_name_,
                  rkey_len_);

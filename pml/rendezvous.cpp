@@ -39,9 +39,12 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             const auto& a = b.module->attributes();
             if (!(a.flags & btl::flags::get)) continue;
             if (h.handle_len != a.registration_handle_size) continue;  // not one it can read
-            const bool split = !r->is_am && c_.settings.rndv_split_min > 0 &&
-                               st.length >= c_.settings.rndv_split_min &&
-                               (a.flags & btl::flags::put);
+            // A module whose get is served piece by piece by the sender
+            // (prefer_put) has the sender put the whole message instead.
+            const bool put_all = !r->is_am && (a.flags & btl::flags::prefer_put);
+            const bool split =
+                put_all || (!r->is_am && c_.settings.rndv_split_min > 0 &&
+                            st.length >= c_.settings.rndv_split_min && (a.flags & btl::flags::put));
             if (a.registration_handle_size > 0) {
                 const std::uint32_t access =
                     btl::reg_flags::local_write | (split ? btl::reg_flags::remote_write : 0u);
@@ -56,7 +59,7 @@ void Tagged::start_rndv(Req* r, Peer* p, const wire::RndvHdr& h, const std::byte
             r->rdma_offset = 0;
             r->rdma_end = st.length;
             r->stage = Req::Stage::gets;
-            if (split) offer_split(r, a.registration_handle_size);
+            if (split) offer_split(r, a.registration_handle_size, put_all);
             if (!issue_gets(r)) {
                 r->queued = true;
                 pending_gets_.push_back(r);
@@ -76,9 +79,11 @@ void Tagged::fall_back_to_frags(Req* r) noexcept {
 
 // Both processes copy: the sender is asked to put the second half of the
 // message while we get the first.  Copies on the CPU (shared memory, CMA) then
-// run on two cores at once.  Without the message the whole get stays ours.
-bool Tagged::offer_split(Req* r, std::size_t handle_len) noexcept {
-    const std::size_t half = (r->rdma_end / 2) & ~std::size_t{63};
+// run on two cores at once.  With `put_all` the sender puts everything and we
+// get nothing (a module that puts natively but gets by active messages).
+// Without the message the whole get stays ours.
+bool Tagged::offer_split(Req* r, std::size_t handle_len, bool put_all) noexcept {
+    const std::size_t half = put_all ? 0 : (r->rdma_end / 2) & ~std::size_t{63};
     wire::SplitHdr h{};
     h.sreq = r->remote_req;
     h.rreq = c_.reqs.handle(*r);
@@ -97,6 +102,7 @@ bool Tagged::offer_split(Req* r, std::size_t handle_len) noexcept {
         r->split_wait = false;
         return false;
     }
+    r->put_all = half == 0;  // also a split_min below 128 bytes: nothing left to get
     c_.out.verbose(10, "rendezvous of {} bytes from rank {} split over {}: we get {}, it puts {}",
                    h.offset + h.len, r->peer->rank, r->rdma.module->name(), half, h.len);
     return true;
@@ -193,8 +199,11 @@ void Tagged::finish_get(Req* r) noexcept {
         r->own_done = true;  // the FIN waits for the sender's half (on_split_fin)
         return;
     }
-    wire::FinHdr f{r->remote_req};
-    outbox_.send_ctrl(r->peer, wire::fin, &f, sizeof f);
+    // put_all: we never read the sender's buffer, and it ended with its split_fin.
+    if (!r->put_all) {
+        wire::FinHdr f{r->remote_req};
+        outbox_.send_ctrl(r->peer, wire::fin, &f, sizeof f);
+    }
     c_.complete(r);
 }
 
@@ -392,6 +401,9 @@ void Tagged::on_split(const std::byte* b, std::size_t n, Rank from) noexcept {
     Req* r = c_.request_named(wire::split, h.sreq, from);
     if (!r) [[unlikely]]
         return;
+    // The receiver gets nothing: it sends no fin (finish_get), even when this
+    // split is refused below.
+    r->put_all = h.offset == 0;
     const std::size_t expected = r->rdma.module->attributes().registration_handle_size;
     // The tail asked for lies inside our buffer: we read [offset, offset + len).
     const bool inside = h.offset < r->total && h.len > 0 && h.len <= r->total - h.offset;
@@ -426,7 +438,7 @@ bool Tagged::issue_puts(Req* r) noexcept {
 }
 
 // Our half is in place: tell the receiver, then wait for its FIN (it still reads
-// our buffer until then).
+// our buffer until then), except when we put it all.
 void Tagged::finish_puts(Req* r) noexcept {
     r->stage = Req::Stage::fin_wait;
     if (r->peer->failed) [[unlikely]] {
@@ -438,6 +450,9 @@ void Tagged::finish_puts(Req* r) noexcept {
     }
     wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};
     outbox_.send_ctrl(r->peer, wire::split_fin, &f, sizeof f);
+    if (!r->put_all) return;
+    r->stage = Req::Stage::ended;
+    if (!r->issuing) c_.complete(r);  // else the sender completes it when it returns
 }
 
 }  // namespace transit::pml

@@ -74,6 +74,10 @@ struct Req : Request {
     // (split_wait) and has its own half in (own_done).
     bool split_wait = false;
     bool own_done = false;
+    // A split in which the receiver gets nothing (the sender puts it all): the
+    // receiver never reads the sender's buffer, so the sender ends with its
+    // split_fin and the receiver sends no fin.
+    bool put_all = false;
     bml::BtlRef rdma{};
     btl::RegistrationHandle* local_handle = nullptr;
     btl::Module* handle_module = nullptr;
@@ -107,7 +111,7 @@ struct Req : Request {
         received = total = 0;
         frags_out = rdma_pending = 0;
         frag_bytes_sent = 0;
-        split_wait = own_done = false;
+        split_wait = own_done = put_all = false;
         peer = nullptr;  // a stale one may name a dynamic peer's record since erased
         local_handle = nullptr;
         handle_module = nullptr;

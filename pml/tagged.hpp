@@ -200,7 +200,7 @@ class Tagged {
     void end_frags(Req* r) noexcept;
     static void frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) noexcept;
     void fall_back_to_frags(Req* r) noexcept;
-    bool offer_split(Req* r, std::size_t handle_len) noexcept;
+    bool offer_split(Req* r, std::size_t handle_len, bool put_all) noexcept;
     bool issue_puts(Req* r) noexcept;
     void finish_puts(Req* r) noexcept;
     bool issue_gets(Req* r) noexcept;

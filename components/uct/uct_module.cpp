@@ -205,7 +205,10 @@ void UctModule::choose_attributes() {
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::dynamic_peers;
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
-    if (native_rw_ && native_min_ == 0) attr_.flags |= btl::flags::rdma_without_target;
+    if (native_put_ && native_get_ && native_min_ == 0)
+        attr_.flags |= btl::flags::rdma_without_target;
+    // tcp: put is one zero-copy stream, get stays pieces served by the target.
+    if (native_put_ && !native_get_) attr_.flags |= btl::flags::prefer_put;
     attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process
                   : shm                                      ? btl::reach::node
                         : btl::reach::node | btl::reach::remote;
@@ -215,7 +218,8 @@ void UctModule::choose_attributes() {
     // The plain handle, then the RDMA memory domain's key and the interface's
     // own (native atomics) where each is used.
     attr_.registration_handle_size =
-        sizeof(PackedHandle) + (rdma_md_ != nullptr ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
+        sizeof(PackedHandle) +
+        (rdma_md_ != nullptr || rdma_keyless_ ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
         (native_amo_ ? sizeof(RemoteKeyHeader) + amo_rkey_len_ : 0);
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;
@@ -296,7 +300,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     e->wire_source = self_;
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
         e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
-    if (native_rw_) connect_native(e, h, base + sizeof h);
+    if (native_put_) connect_native(e, h, base + sizeof h);
     return e;
 }
 
@@ -1070,16 +1074,18 @@ Status UctModule::flush(btl::Endpoint* endpoint) {
 }
 
 void UctModule::dump(btl::Endpoint*, int verbosity) {
-    log::write("btl:uct",
-               fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
-                           "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
-                           "{} registrations; native put/get {} ({} operations, {} fell back "
-                           "to active messages), native atomics {} ({} operations)",
-                           name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-                           replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(),
-                           ring_.grown(), regions_->registrations.size(),
-                           native_rw_ ? rdma_name_ : std::string("off"), native_ops_,
-                           native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
+    log::write(
+        "btl:uct",
+        fmt::format(
+            "{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+            "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+            "{} registrations; native put/get {} ({} operations, {} fell back "
+            "to active messages), native atomics {} ({} operations)",
+            name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
+            replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(), ring_.grown(),
+            regions_->registrations.size(),
+            native_put_ ? rdma_name_ + (native_get_ ? "" : " (put only)") : std::string("off"),
+            native_ops_, native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
     if (verbosity > 50)
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "

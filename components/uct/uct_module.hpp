@@ -385,7 +385,9 @@ class UctModule final : public btl::Module,
     uct_component_h rdma_component_ = nullptr;
     uct_iface_attr_t rdma_attr_{};
     std::string rdma_name_;          // "cma/memory"
-    bool native_rw_ = false;         // put/get by UCT's put_zcopy/get_zcopy
+    bool native_put_ = false;        // put by UCT's put_zcopy
+    bool native_get_ = false;        // get by UCT's get_zcopy
+    bool rdma_keyless_ = false;      // the RDMA memory domain needs no remote key (tcp)
     bool rdma_need_memh_ = false;    // the local buffer needs its own registration
     std::size_t rkey_len_ = 0;       // the memory domain's packed remote key
     std::uint32_t rdma_md_tag_ = 0;  // md_tag() of the RDMA memory domain's name

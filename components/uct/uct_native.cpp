@@ -38,21 +38,33 @@ void UctModule::open_native() {
                      ucs_status_string(s));
         return;
     }
-    if ((md_attr.cap.flags & UCT_MD_FLAG_REG) &&
-        (iface_attr_.cap.flags & zcopy_flags) == zcopy_flags) {
-        // The transport's own memory domain registers memory (rc, dc).
+    const bool own_put = (iface_attr_.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) != 0;
+    if ((md_attr.cap.flags & UCT_MD_FLAG_REG) && own_put) {
+        // The transport's own memory domain registers memory: rc, dc (zcopy
+        // put and get), tcp (put only; UCX 1.13's tcp registers nothing behind
+        // its handles and packs an empty key, which its put does not read).
         rdma_md_ = md_.get();
         rdma_iface_ = iface_.get();
         rdma_component_ = resource_.component;
         rdma_attr_ = iface_attr_;
         rdma_name_ = resource_.name();
+    } else if (own_put && !(md_attr.cap.flags & UCT_MD_FLAG_NEED_RKEY) &&
+               md_attr.rkey_packed_size == 0) {
+        // A memory domain that neither registers nor needs a remote key (tcp
+        // in UCX releases after 1.13; not exercised here): put_zcopy with no
+        // registration and UCT_INVALID_RKEY.
+        rdma_iface_ = iface_.get();
+        rdma_component_ = resource_.component;
+        rdma_attr_ = iface_attr_;
+        rdma_name_ = resource_.name();
+        rdma_keyless_ = true;
     } else if (resource_.rdma_component != nullptr) {
         if (!open_cma(level)) return;
         if (uct_md_query(rdma_md_, &md_attr) != UCS_OK) return;
     } else {
         out_.verbose(level,
                      "{}: native put/get not used: its memory domain {} cannot register memory "
-                     "or the transport has no zcopy put and get, and no cma transport is "
+                     "or the transport has no zcopy put, and no cma transport is "
                      "available beside it",
                      name(), resource_.md_name);
         return;
@@ -67,12 +79,18 @@ void UctModule::open_native() {
         return;
     }
     rkey_len_ = md_attr.rkey_packed_size;
-    rdma_need_memh_ = (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) != 0;
+    rdma_need_memh_ = !rdma_keyless_ && (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) != 0;
     rdma_md_tag_ = md_tag(cma_iface_ ? resource_.rdma_md_name : resource_.md_name);
-    native_rw_ = true;
-    native_min_ = rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr);
-    out_.verbose(10, "{}: put/get of {} bytes and more by {} (zcopy, remote key {} bytes)", name(),
-                 native_min_, rdma_name_, rkey_len_);
+    native_put_ = true;
+    native_get_ = (rdma_attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) != 0;
+    // cma and tcp's put write the target's memory unchecked by the target
+    // (a stale key is not refused): small transfers, where native gains
+    // little, stay with active messages unless `transport` asks otherwise.
+    native_min_ =
+        rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr || !native_get_);
+    out_.verbose(10, "{}: {} of {} bytes and more by {} (zcopy, remote key {} bytes)", name(),
+                 native_get_ ? "put/get" : "put (get by active messages)", native_min_, rdma_name_,
+                 rkey_len_);
 }
 
 // cma beside posix or sysv: its own memory domain and an interface on this
@@ -188,7 +206,8 @@ void UctModule::connect_native(UctEndpoint* e, const AddressHeader& h, const std
 void UctModule::register_native(Regions::Registration& r, void* base, std::size_t size) noexcept {
     const PackedHandle h = r.header();
     std::array<std::byte, max_rkey_len> rkey{};
-    bool with_rkey = false;
+    // A keyless transport (tcp) writes anywhere: the handle only says so.
+    bool with_rkey = rdma_keyless_ && size > 0;
     if (rdma_md_ != nullptr && size > 0) {
         uct_mem_h memh = nullptr;
         ucs_status_t s = uct_md_mem_reg(rdma_md_, base, size, UCT_MD_MEM_ACCESS_ALL, &memh);
@@ -254,6 +273,10 @@ bool cached_rkey(RkeyBundles& cache, uct_component_h component,
 
 bool UctModule::rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
                          uct_rkey_t& rkey) noexcept {
+    if (rdma_keyless_) {
+        rkey = UCT_INVALID_RKEY;
+        return true;
+    }
     return cached_rkey(ep->rkeys, rdma_component_, handle, rdma_md_tag_, rkey_len_, key, rkey);
 }
 

@@ -172,7 +172,8 @@ Status UctModule::transfer(OpKind kind, const btl::RdmaRequest& req) noexcept {
     if (Status s = check_remote(req.remote_handle, req.remote, req.size, access, p);
         s != Status::success) [[unlikely]]
         return s;
-    if (native_rw_ && req.size >= native_min_ && p.magic == native_handle_magic) {
+    if ((put ? native_put_ : native_get_) && req.size >= native_min_ &&
+        p.magic == native_handle_magic) {
         if (req.size == 0) return Status::completed;
         const Status s = native_transfer(kind, req, p.key);
         if (s != Status::not_available) return s;

@@ -64,7 +64,8 @@ inline constexpr std::size_t cma_auto_min_size = 2 * 1024;
 // The smallest put/get sent with UCT's own put/get.  `configured` is
 // btl_uct_rdma_min_size (0: automatic); `helper` says the RDMA interface is a
 // second transport beside the active-message one (cma beside posix/sysv),
-// whose per-operation cost is a system call, rather than the transport's own
+// whose per-operation cost is a system call, or a put-only path whose put is
+// a stream the target's progress writes (tcp), rather than the transport's own
 // RDMA (rc, dc, ud on a cluster), which pays from the first byte.
 constexpr std::size_t rdma_threshold(RdmaMode mode, std::size_t configured, bool helper) noexcept {
     if (configured > 0) return configured;

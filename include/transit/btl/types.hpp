@@ -64,6 +64,13 @@ inline constexpr std::uint32_t thread_safe = 0x200000;
 // present the listening context's token.  Modules without it are never asked
 // about such peers.
 inline constexpr std::uint32_t dynamic_peers = 0x400000;
+// put is the transport's own (one zero-copy transfer for the whole range,
+// UCT tcp's put_zcopy) while get is emulated: requested piece by piece and
+// answered by the target's progress (active messages).  Both still need the
+// target's progress (so no rdma_without_target); a rendezvous receiver asks
+// the sender to put the whole message rather than get it (pml: offer_split
+// with nothing kept for itself).
+inline constexpr std::uint32_t prefer_put = 0x800000;
 // The one-sided capabilities, for comparing what two modules offer.
 inline constexpr std::uint32_t one_sided = put | get | atomic_ops | atomic_fops;
 }  // namespace flags

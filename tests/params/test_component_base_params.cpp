@@ -23,7 +23,7 @@ struct Defaults {
 // Each component's own defaults, as its users know them.
 const std::map<std::string, Defaults> expected = {
     {"self", {"4k", "64k", "65536"}}, {"vader", {"32k", "32k", "65535"}},
-    {"tcp", {"64k", "128k", "0"}},    {"uct", {"4k", "0", "32768"}},
+    {"tcp", {"65600", "128k", "0"}},  {"uct", {"4k", "0", "32768"}},
     {"ofi", {"8k", "64k", "32768"}},  {"openib", {"12k", "16k", "1024"}},
 };
 

@@ -45,7 +45,7 @@ struct TcpParams : btl::BaseConfig {
     std::size_t sndbuf = 0;
     std::size_t rcvbuf = 0;
     std::size_t max_rdma_size = 4 << 20;
-    std::size_t splice_min = 256 << 10;
+    std::size_t splice_min = 0;        // 0: always copy
     std::size_t splice_max = 1 << 20;  // 0: no limit
     bool coalesce = true;
     unsigned max_rdma_ops = 1024;
@@ -147,7 +147,7 @@ class TcpComponent : public btl::Component {
     std::size_t held_ = 0;
     static constexpr std::size_t max_direct_links = 4;
     std::vector<Link*> connected_;
-    std::size_t bursts_due_ = 0;  // links with burst_due set since the last poll
+    bool bursts_due_ = false;  // some link set burst_due since the last poll
     void flush_bursts() noexcept;
     std::uint32_t polls_ = 0;
     int events_ = 0;  // frames handled during the current poll

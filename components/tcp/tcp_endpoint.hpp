@@ -49,7 +49,8 @@ struct Link {
     LinkState state = LinkState::idle;
     Fd fd;
     bool want_write = false;  // EPOLLOUT armed
-    bool listed = false;      // in the component's list of connected links
+    bool listed = false;      // in the component's list of connected links (saves a
+                              // search there; false too if the list could not grow)
     bool burst_due = false;   // a coalesced burst waits for the next poll
     std::uint64_t deadline_ns = 0;
     std::string peer_text;  // address of the other side, for messages

@@ -36,7 +36,12 @@ constexpr params::Field<UctConfig> uct_params[] = {
         "network transport, on its first non-loopback device. Transports that cannot carry "
         "active messages or connect to a peer's interface (cma, rc_verbs) are never opened",
         1}),
-    btl::inherit<UctConfig>(btl::BaseParam::eager_limit, {.default_value = "4k"}),
+    btl::inherit<UctConfig>(
+        btl::BaseParam::eager_limit,
+        {.default_value = "4k",
+         .help = "Largest message sent eagerly, the pml's header included. Over UCT's tcp, "
+                 "left at its default: 65600 (64 KiB of payload), in segments the module widens "
+                 "to 66 KiB unless UCX_TCP_TX_SEG_SIZE or UCX_TCP_RX_SEG_SIZE is set"}),
     btl::inherit<UctConfig>(
         btl::BaseParam::max_send_size,
         {.default_value = "0",
@@ -156,8 +161,11 @@ class UctComponent final : public btl::Component {
                 continue;
             }
             const btl::Attributes& a = m->attributes();
-            out_.verbose(10, "{}: exclusivity {}, latency {}, bandwidth {} MB/s, max send {}",
-                         m->name(), a.exclusivity, a.latency, a.bandwidth, a.max_send_size);
+            out_.verbose(10,
+                         "{}: exclusivity {}, latency {}, bandwidth {} MB/s, max send {}, "
+                         "eager limit {}",
+                         m->name(), a.exclusivity, a.latency, a.bandwidth, a.max_send_size,
+                         a.eager_limit);
             modules.push_back(std::move(m));
         }
         if (modules.empty())

@@ -127,7 +127,11 @@ using FragPool = Pool<UctFrag>;
 // once the outermost delivery has returned: a nested delivery (a callback
 // that drives progress) must not overwrite the message an outer callback is
 // still reading.  When a burst fills every slot, the ring doubles; the old
-// block is kept until no delivery reads from it.
+// block is kept until no delivery reads from it.  A message larger than a
+// slot (UCT tcp's 64 KiB ones) is kept in a buffer of its own beside its
+// slot, freed with the slot: slots stay small, and a burst of large messages
+// leaves no memory behind (this is the path of messages that could not be
+// delivered at once, where a 64 KiB copy outweighs the allocation).
 class RecvRing {
   public:
     // `slots` is rounded up to a power of two: the slot index is then a mask,
@@ -138,6 +142,7 @@ class RecvRing {
         capacity_ = std::bit_ceil(std::max<std::size_t>(slots, 1));
         block_ = std::make_unique<std::byte[]>(capacity_ * stride_);
         lengths_.assign(capacity_, 0);
+        large_.assign(capacity_, {});
     }
 
     std::size_t slot_size() const noexcept { return slot_size_; }
@@ -145,15 +150,21 @@ class RecvRing {
     bool empty() const noexcept { return read_ == write_; }
     std::size_t queued() const noexcept { return static_cast<std::size_t>(write_ - read_); }
     std::size_t grown() const noexcept { return grown_; }
+    // Buffers held for messages larger than a slot.
+    std::size_t large_buffers() const noexcept { return large_held_; }
 
-    // From the AM handler.  False when the message is larger than a slot.
+    // From the AM handler.  False when the message is longer than 4 GiB.
     bool push(const void* data, std::size_t length) {
-        if (length > slot_size_) [[unlikely]]
+        if (length > UINT32_MAX) [[unlikely]]
             return false;
         if (write_ - free_ == capacity_) [[unlikely]]
             grow();
         const std::size_t i = static_cast<std::size_t>(write_ & (capacity_ - 1));
-        std::memcpy(block_.get() + i * stride_, data, length);
+        std::byte* to = block_.get() + i * stride_;
+        if (length > slot_size_) [[unlikely]] {
+            to = hold_large(i, length);
+        }
+        std::memcpy(to, data, length);
         lengths_[i] = static_cast<std::uint32_t>(length);
         ++write_;
         return true;
@@ -163,7 +174,7 @@ class RecvRing {
     const std::byte* front(std::size_t& length) const noexcept {
         const std::size_t i = static_cast<std::size_t>(read_ & (capacity_ - 1));
         length = lengths_[i];
-        return block_.get() + i * stride_;
+        return length > slot_size_ ? large_[i].data() : block_.get() + i * stride_;
     }
     void pop() noexcept { ++read_; }
 
@@ -171,31 +182,60 @@ class RecvRing {
     void enter() noexcept { ++depth_; }
     void leave() noexcept {
         if (--depth_ == 0) {
+            if (large_held_ > 0) [[unlikely]]
+                release_large(free_, read_);
             free_ = read_;
             if (!retired_.empty()) retired_.clear();
         }
     }
 
   private:
+    std::byte* hold_large(std::size_t i, std::size_t length) {
+        large_[i].resize(length);
+        ++large_held_;
+        return large_[i].data();
+    }
+
+    // The large buffers of slots [from, to), delivered and no longer read.
+    void release_large(std::uint64_t from, std::uint64_t to) noexcept {
+        for (std::uint64_t s = from; s < to && large_held_ > 0; ++s) {
+            const std::size_t i = static_cast<std::size_t>(s & (capacity_ - 1));
+            if (lengths_[i] <= slot_size_) continue;
+            lengths_[i] = 0;
+            --large_held_;
+            std::vector<std::byte>{}.swap(large_[i]);
+        }
+    }
+
     void grow() {
         const std::size_t cap = capacity_ * 2;
         auto block = std::make_unique<std::byte[]>(cap * stride_);
         std::vector<std::uint32_t> lengths(cap, 0);
+        // Moving a vector keeps its buffer where it is: an outer delivery
+        // reading a large message still finds it.
+        std::vector<std::vector<std::byte>> large(cap);
         for (std::uint64_t s = free_; s < write_; ++s) {
             const std::size_t from = static_cast<std::size_t>(s & (capacity_ - 1));
             const std::size_t to = static_cast<std::size_t>(s & (cap - 1));
-            std::memcpy(block.get() + to * stride_, block_.get() + from * stride_, lengths_[from]);
+            if (lengths_[from] > slot_size_)
+                large[to] = std::move(large_[from]);
+            else
+                std::memcpy(block.get() + to * stride_, block_.get() + from * stride_,
+                            lengths_[from]);
             lengths[to] = lengths_[from];
         }
         if (depth_ > 0) retired_.push_back(std::move(block_));  // an outer delivery may read it
         block_ = std::move(block);
         lengths_ = std::move(lengths);
+        large_ = std::move(large);
         capacity_ = cap;
         ++grown_;
     }
 
     std::unique_ptr<std::byte[]> block_;
     std::vector<std::uint32_t> lengths_;
+    std::vector<std::vector<std::byte>> large_;  // per slot, for messages above slot_size_
+    std::size_t large_held_ = 0;                 // slots holding a large buffer
     std::vector<std::unique_ptr<std::byte[]>> retired_;
     std::size_t stride_ = 0;
     std::size_t slot_size_ = 0;

@@ -82,6 +82,7 @@ void UctModule::open_objects() {
     s = uct_md_iface_config_read(md_.get(), resource_.tl_name.c_str(), nullptr, nullptr,
                                  &iface_config);
     if (s != UCS_OK) fail("reading the interface configuration", s);
+    if (resource_.tl_name == "tcp") widen_tcp_segments(iface_config);
     uct_iface_params_t params{};
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                         UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
@@ -123,6 +124,24 @@ void UctModule::open_objects() {
     if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
         fail("uct_iface_set_am_handler", s);
     uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
+}
+
+// UCT's tcp buffers 8 KiB per active message by default, so a 64 KiB message
+// could only go by rendezvous, whose control messages cost a loopback or
+// network round trip each; with segments that hold 64 KiB and the headers it
+// goes eagerly in one message (4x the latency, 2.6x the bandwidth of the
+// rendezvous at 64 KiB over loopback).  What the user set in UCX's own
+// variables is kept: every process must agree on the segment size, and they
+// do when they share one environment.
+void UctModule::widen_tcp_segments(uct_iface_config_t* config) {
+    for (const char* field : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
+        const std::string variable = std::string("UCX_TCP_") + field;
+        if (std::getenv(variable.c_str()) != nullptr) continue;
+        if (ucs_status_t s = uct_config_modify(config, field, std::to_string(tcp_segment).c_str());
+            s != UCS_OK)
+            out_.verbose(1, "{}: cannot set {} (UCX {}), keeping UCT's default", name(), variable,
+                         ucs_status_string(s));
+    }
 }
 
 // The address: header, device and interface address, then those of the RDMA
@@ -178,7 +197,13 @@ void UctModule::choose_attributes() {
     std::size_t max_send = max_message_ - sizeof(WireHeader);
     if (config_.max_send_size > 0) max_send = std::min(max_send, config_.max_send_size);
     attr_.max_send_size = max_send;
-    attr_.eager_limit = std::min(config_.eager_limit, max_send);
+    // Over tcp with its widened segments, 64 KiB of payload and the pml's
+    // header go eagerly (as with the tcp btl), unless the user says otherwise.
+    const std::size_t eager =
+        resource_.tl_name == "tcp" && config_.left_default(btl::BaseParam::eager_limit)
+            ? tcp_eager_limit
+            : config_.eager_limit;
+    attr_.eager_limit = std::min(eager, max_send);
     attr_.rndv_eager_limit = attr_.eager_limit;
     chunk_ = max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
     scratch_.resize(std::max<std::size_t>(max_short_, 64));
@@ -226,16 +251,22 @@ void UctModule::choose_attributes() {
 }
 
 void UctModule::setup_pools() {
-    frags_.setup({.initial = config_.free_list_max,
-                  .max = config_.free_list_max,
-                  .buffer_size = attr_.max_send_size,
-                  .headroom = sizeof(WireHeader)});
+    // Fragments as large as tcp's widened segments are made as sends need
+    // them, not all at setup: 128 of 66 KiB would be 8 MiB per module.
+    const bool large = attr_.max_send_size > ring_slot_max;
+    frags_.setup(
+        {.initial = large ? std::min<std::size_t>(config_.free_list_max, 8) : config_.free_list_max,
+         .max = config_.free_list_max,
+         .grow_by = large ? 8u : 0u,
+         .buffer_size = attr_.max_send_size,
+         .headroom = sizeof(WireHeader)});
     ops_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
     // Replies outnumber operations only when a peer floods: twice is plenty,
     // and a full pool only delays reading requests.
     const std::size_t replies = std::max<std::size_t>(2 * config_.max_rdma_ops, 16);
     replies_.setup({.initial = replies, .max = replies});
-    ring_.setup(config_.recv_ring, std::max(max_message_, max_short_ + 8));
+    // Slots for the common size; larger messages (over tcp) wait beside them.
+    ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
 }
 
 bool UctModule::valid(const btl::Endpoint* e) const noexcept {

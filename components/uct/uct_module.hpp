@@ -78,6 +78,16 @@ struct Regions {
 // highest a module gets unless btl_uct_exclusivity says otherwise.
 inline constexpr std::uint32_t shm_exclusivity = 32768;
 
+// UCT tcp's send and receive segments (UCX_TCP_TX_SEG_SIZE, RX_SEG_SIZE):
+// room for 64 KiB of payload, the pml's header and ours in one message.
+inline constexpr std::size_t tcp_segment = 66 << 10;
+// Over tcp, btl_uct_eager_limit left at its default: 64 KiB of payload and
+// the pml's 12-byte header, as with the tcp btl.
+inline constexpr std::size_t tcp_eager_limit = 65600;
+// The receive ring's slots hold messages up to this size; larger ones (over
+// tcp's widened segments) are kept beside the slot.
+inline constexpr std::size_t ring_slot_max = 16 << 10;
+
 // The base parameters' max_send_size 0: what the transport allows;
 // exclusivity left at its default: from the device type; latency and
 // bandwidth 0: from UCT's figures.
@@ -197,6 +207,7 @@ class UctModule final : public btl::Module,
 
     void open_objects();
     void build_address();
+    void widen_tcp_segments(uct_iface_config_t* config);
     void choose_attributes();
     void setup_pools();
 

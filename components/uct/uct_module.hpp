@@ -84,9 +84,11 @@ inline constexpr std::size_t tcp_segment = 66 << 10;
 // Over tcp, btl_uct_eager_limit left at its default: 64 KiB of payload and
 // the pml's 12-byte header, as with the tcp btl.
 inline constexpr std::size_t tcp_eager_limit = 65600;
-// The receive ring's slots hold messages up to this size; larger ones (over
-// tcp's widened segments) are kept beside the slot.
-inline constexpr std::size_t ring_slot_max = 16 << 10;
+// The receive ring's slots hold messages up to this size: a shared-memory
+// transport's largest (posix: 8256 bytes with its header) and UCT tcp's
+// default segment; larger ones (over tcp's widened segments) are kept beside
+// the slot.  The ring's memory is slots x this, touched at setup.
+inline constexpr std::size_t ring_slot_max = (8 << 10) + 128;
 
 // The base parameters' max_send_size 0: what the transport allows;
 // exclusivity left at its default: from the device type; latency and

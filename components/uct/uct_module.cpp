@@ -1114,7 +1114,7 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
             "to active messages), native atomics {} ({} operations)",
             name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
             replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(), ring_.grown(),
-            regions_->registrations.size(),
+            regions_->live_count(),
             native_put_ ? rdma_name_ + (native_get_ ? "" : " (put only)") : std::string("off"),
             native_ops_, native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
     if (verbosity > 50)

@@ -17,7 +17,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <list>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,46 +32,10 @@
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
 #include "uct_rdma_policy.hpp"
+#include "uct_regions.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
-
-// Registrations of every module of the component in this process: the upper
-// layer may register memory through one module and have a peer reach it
-// through another (posix and tcp both reach a peer on this node), so a key
-// means the same region whichever module the request comes in on.
-struct Regions {
-    // The handle given to the upper layer points at `packed`, its first member.
-    // A registration with a memory domain (native RDMA) is released with it.
-    struct Registration {
-        alignas(8) std::array<std::byte, btl::max_registration_handle_size> packed{};
-        uct_md_h md = nullptr;  // the memory domain holding memh, or nullptr
-        uct_mem_h memh = nullptr;
-
-        Registration() = default;
-        Registration(const Registration&) = delete;
-        Registration& operator=(const Registration&) = delete;
-        ~Registration() { release(); }
-        void release() noexcept {
-            if (md != nullptr && memh != nullptr) uct_md_mem_dereg(md, memh);
-            md = nullptr;
-            memh = nullptr;
-        }
-        PackedHandle header() const noexcept {
-            PackedHandle h;
-            std::memcpy(&h, packed.data(), sizeof h);
-            return h;
-        }
-    };
-    struct Region {
-        std::uint64_t base;
-        std::uint64_t len;
-        std::uint32_t access;
-    };
-    std::list<Registration> registrations;
-    std::unordered_map<std::uint64_t, Region> regions;
-    std::uint64_t next_key = 1;
-};
 
 // The default exclusivity of a shared-memory transport (below vader), the
 // highest a module gets unless btl_uct_exclusivity says otherwise.

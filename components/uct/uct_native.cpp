@@ -240,8 +240,9 @@ void UctModule::register_native(Regions::Registration& r, void* base, std::size_
 // does not need the memory domain's registration).
 void UctModule::release_native_registrations() noexcept {
     if (rdma_md_ == nullptr) return;
-    for (Regions::Registration& r : regions_->registrations)
+    regions_->for_each_live([this](Regions::Registration& r) {
         if (r.md == rdma_md_) r.release();
+    });
 }
 
 // --- operations ------------------------------------------------------------------

@@ -291,14 +291,13 @@ void UctModule::on_atomic_reply(Rank source, std::span<const std::byte> body) no
 const Regions::Region* UctModule::region(std::uint64_t key, std::uint64_t address,
                                          std::uint64_t length, std::uint32_t access,
                                          Status& why) const noexcept {
-    const auto it = regions_->regions.find(key);
-    if (it == regions_->regions.end()) {
+    const Regions::Region* r = regions_->find(key);
+    if (r == nullptr) {
         why = Status::not_found;
         return nullptr;
     }
-    const Regions::Region& r = it->second;
-    why = btl::range_permits(r.base, r.len, r.access, address, length, access);
-    return why == Status::success ? &r : nullptr;
+    why = btl::range_permits(r->base, r->len, r->access, address, length, access);
+    return why == Status::success ? r : nullptr;
 }
 
 // Each handler below answers every request long enough to name its
@@ -421,26 +420,22 @@ int UctModule::retry_replies() noexcept {
 btl::RegistrationHandle* UctModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
                                                  std::uint32_t flags) {
     if (base == nullptr && size > 0) return nullptr;
-    Regions& r = *regions_;
-    const std::uint64_t key = r.next_key++;
     const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    r.regions.emplace(key, Regions::Region{addr, size, flags});
-    Regions::Registration& reg = r.registrations.emplace_back();
-    const PackedHandle h{key, addr, size, flags, handle_magic};
-    std::memcpy(reg.packed.data(), &h, sizeof h);
-    register_native(reg, base, size);
-    return reinterpret_cast<btl::RegistrationHandle*>(reg.packed.data());
+    Regions::Registration* reg = regions_->add({addr, size, flags});
+    if (reg == nullptr) {
+        out_.verbose(5, "{}: register_mem: no room for another registration ({} live)", name(),
+                     regions_->live_count());
+        return nullptr;
+    }
+    register_native(*reg, base, size);
+    return reinterpret_cast<btl::RegistrationHandle*>(reg->packed.data());
 }
 
 Status UctModule::deregister_mem(btl::RegistrationHandle* handle) {
-    Regions& r = *regions_;
-    for (auto it = r.registrations.begin(); it != r.registrations.end(); ++it) {
-        if (reinterpret_cast<btl::RegistrationHandle*>(it->packed.data()) != handle) continue;
-        r.regions.erase(it->header().key);
-        r.registrations.erase(it);
-        return Status::success;
-    }
-    return Status::not_found;
+    Regions::Registration* reg = regions_->live(handle);
+    if (reg == nullptr) return Status::not_found;
+    regions_->remove(*reg);
+    return Status::success;
 }
 
 }  // namespace transit::uct

@@ -230,6 +230,55 @@ TEST_F(UctHostilePeer, ARequestOutsideTheRegistrationsIsAnsweredWithAnError) {
     expect_put_served();
 }
 
+// Registration records are reused: the key of a deregistered region must not
+// reach whatever is registered in its record next.
+TEST_F(UctHostilePeer, TheKeyOfADeregisteredRegionIsRefusedOnceItsRecordIsReused) {
+    const std::uint64_t old_key = packed_.key;
+    ASSERT_EQ(rdma().deregister_mem(handle_), Status::success);
+    handle_ = rdma().register_mem(nullptr, region(), region_size, btl::reg_flags::access_any);
+    ASSERT_NE(handle_, nullptr);
+    std::memcpy(&packed_, handle_, sizeof packed_);
+    ASSERT_NE(packed_.key, old_key) << "a new registration got the old key";
+    struct {
+        uct::RdmaRequest req;
+        std::uint64_t data = 1;
+    } stale{{20, 7, old_key, region_address(), 8, 0}};
+    expect_refused<uct::RdmaReply>("a put through the deregistered key", Kind::put, Kind::put_ack,
+                                   stale.req, sizeof stale);
+    expect_put_served();
+}
+
+// The upper layer's mistakes end in an error, not in a freed record taken twice.
+TEST_F(UctHostilePeer, DeregisteringAnUnknownOrFreedHandleIsNotFound) {
+    btl::RegistrationHandle* second =
+        rdma().register_mem(nullptr, region(), region_size, btl::reg_flags::remote_read);
+    ASSERT_NE(second, nullptr);
+    ASSERT_EQ(rdma().deregister_mem(second), Status::success);
+    EXPECT_EQ(rdma().deregister_mem(second), Status::not_found) << "a handle deregistered twice";
+    std::array<std::byte, btl::max_registration_handle_size> foreign{};
+    std::memcpy(foreign.data(), handle_, foreign.size());
+    EXPECT_EQ(rdma().deregister_mem(reinterpret_cast<btl::RegistrationHandle*>(foreign.data())),
+              Status::not_found)
+        << "a copy of a live handle";
+    EXPECT_EQ(rdma().deregister_mem(reinterpret_cast<btl::RegistrationHandle*>(
+                  reinterpret_cast<std::byte*>(handle_) + 8)),
+              Status::not_found)
+        << "an address inside a live handle";
+    // The refused calls freed nothing: records still come out one at a time.
+    btl::RegistrationHandle* a =
+        rdma().register_mem(nullptr, region(), 8, btl::reg_flags::access_any);
+    btl::RegistrationHandle* b =
+        rdma().register_mem(nullptr, region(), 8, btl::reg_flags::access_any);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_NE(a, b);
+    EXPECT_NE(a, handle_);
+    EXPECT_NE(b, handle_);
+    EXPECT_EQ(rdma().deregister_mem(a), Status::success);
+    EXPECT_EQ(rdma().deregister_mem(b), Status::success);
+    expect_put_served();
+}
+
 TEST_F(UctHostilePeer, ARequestTooShortToNameItsOperationLeavesTheModuleWorking) {
     const std::array<std::byte, 4> stub{};
     peer_->received.clear();

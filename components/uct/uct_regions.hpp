@@ -1,0 +1,122 @@
+// The registrations of every module of the uct component in this process: the
+// upper layer may register memory through one module and have a peer reach it
+// through another (posix and tcp both reach a peer on this node), so a key
+// means the same region whichever module the request comes in on.
+//
+// A rendezvous registers and deregisters a buffer for every message, so the
+// records come from a free list (no allocation once grown) and both lookups
+// are direct: a key carries its record's index (and a serial, so the key of a
+// deregistered region never names the record's next region), and a handle is
+// the address of its record, checked against the list's chunks before it is
+// read.
+#pragma once
+
+#include <uct/api/uct.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "transit/btl/types.hpp"
+#include "transit/btl/util/free_list.hpp"
+#include "uct_wire.hpp"
+
+namespace transit::uct {
+
+// A registered range and what peers may do to it (btl::reg_flags).
+struct Region {
+    std::uint64_t base = 0;
+    std::uint64_t len = 0;
+    std::uint32_t access = 0;
+};
+
+// The handle given to the upper layer points at `packed`, its first member.
+// A registration with a memory domain (native RDMA) is released with it.
+struct Registration {
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> packed{};
+    Region region;
+    std::uint64_t key = 0;
+    uct_md_h md = nullptr;  // the memory domain holding memh, or nullptr
+    uct_mem_h memh = nullptr;
+    Registration* next_free = nullptr;
+    bool in_use = false;
+
+    Registration() = default;
+    Registration(const Registration&) = delete;
+    Registration& operator=(const Registration&) = delete;
+    ~Registration() { release(); }
+    void release() noexcept {
+        if (md != nullptr && memh != nullptr) uct_md_mem_dereg(md, memh);
+        md = nullptr;
+        memh = nullptr;
+    }
+    PackedHandle header() const noexcept {
+        PackedHandle h;
+        std::memcpy(&h, packed.data(), sizeof h);
+        return h;
+    }
+};
+
+struct Regions {
+    using Region = uct::Region;
+    using Registration = uct::Registration;
+
+    // A key is serial << index_bits | index.
+    static constexpr unsigned index_bits = 24;
+    static constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
+
+    Regions() {
+        records_.setup({.initial = 0, .max = std::size_t{1} << index_bits, .grow_by = 64});
+    }
+
+    // A record for `region`, its key and packed header written; nullptr when
+    // 2^24 are live or memory ran out.
+    Registration* add(const Region& region) noexcept {
+        Registration* r = records_.get();
+        if (r == nullptr) return nullptr;
+        r->region = region;
+        r->key = next_serial_++ << index_bits | records_.index(r);
+        const PackedHandle h{r->key, region.base, region.len, region.access, handle_magic};
+        std::memcpy(r->packed.data(), &h, sizeof h);
+        return r;
+    }
+
+    // The live record `handle` points at, or nullptr for anything else (a
+    // freed or foreign handle is compared, never read).
+    Registration* live(const void* handle) noexcept {
+        const auto* r = static_cast<const Registration*>(handle);
+        if (!records_.owns(r)) return nullptr;
+        Registration& at = records_.at(records_.index(r));
+        return &at == r && at.in_use ? &at : nullptr;
+    }
+
+    // Releases its memory-domain registration and frees the record.
+    void remove(Registration& r) noexcept {
+        r.release();
+        r.key = 0;
+        records_.put(&r);
+    }
+
+    // The region a peer's key names, or nullptr when no live registration has it.
+    const Region* find(std::uint64_t key) const noexcept {
+        const std::uint64_t index = key & index_mask;
+        if (index >= records_.size()) return nullptr;
+        const Registration& r = records_.at(index);
+        return r.in_use && r.key == key ? &r.region : nullptr;
+    }
+
+    template <typename F>
+    void for_each_live(F f) noexcept {
+        for (Registration& r : records_.items())
+            if (r.in_use) f(r);
+    }
+
+    std::size_t live_count() const noexcept { return records_.size() - records_.available(); }
+
+  private:
+    btl::util::FreeList<Registration> records_;
+    std::uint64_t next_serial_ = 1;
+};
+
+}  // namespace transit::uct

@@ -127,6 +127,8 @@ bool UctModule::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
     j.rank = self_;
     j.device_len = static_cast<std::uint16_t>(iface_attr_.device_addr_len);
     j.iface_len = static_cast<std::uint16_t>(iface_attr_.iface_addr_len);
+    j.largest_accepted = on_wire(largest_accepted_);
+    j.largest_sent = on_wire(max_message_);
     Gather g{WireHeader{static_cast<std::uint8_t>(Kind::join), 0, wire_version, 0, join_source}, &j,
              sizeof j, address_.data() + sizeof(AddressHeader),
              std::size_t{j.device_len} + j.iface_len};
@@ -203,6 +205,11 @@ void UctModule::handle_join(std::span<const std::byte> body) noexcept {
     if (channels_.contains(j.server_channel) || joining_.contains(j.server_channel)) {
         answer_join(j, addresses, Status::bad_param);
         return refused(who, "its channel is in use");
+    }
+    if (std::string refusal = mismatched_messages(j.largest_accepted, j.largest_sent);
+        !refusal.empty()) {
+        answer_join(j, addresses, Status::bad_param);
+        return refused(who, refusal);
     }
     if (joining_.size() >= max_joining) {
         answer_join(j, addresses, Status::out_of_resource);

@@ -4,10 +4,13 @@
 
 #include <fmt/format.h>
 #include <ucs/async/async_fwd.h>
+#include <ucs/sys/string.h>
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <cctype>
 #include <cstring>
 #include <stdexcept>
 
@@ -22,6 +25,16 @@ namespace {
 bool peer_lost(ucs_status_t s) noexcept {
     return s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_CONNECTION_RESET ||
            s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED;
+}
+
+// A size in an interface configuration ("66K"), or 0 when it has none.
+std::size_t config_size(uct_iface_config_t* config, const char* field) noexcept {
+    std::array<char, 64> text{};
+    std::size_t value = 0;
+    if (uct_config_get(config, field, text.data(), text.size()) != UCS_OK ||
+        ucs_str_to_memunits(text.data(), &value) != UCS_OK)
+        return 0;
+    return value;
 }
 
 }  // namespace
@@ -82,7 +95,12 @@ void UctModule::open_objects() {
     s = uct_md_iface_config_read(md_.get(), resource_.tl_name.c_str(), nullptr, nullptr,
                                  &iface_config);
     if (s != UCS_OK) fail("reading the interface configuration", s);
-    if (resource_.tl_name == "tcp") widen_tcp_segments(iface_config);
+    std::size_t tx_segment = 0, rx_segment = 0;
+    if (resource_.tl_name == "tcp") {
+        widen_tcp_segments(iface_config);
+        tx_segment = config_size(iface_config, "TX_SEG_SIZE");
+        rx_segment = config_size(iface_config, "RX_SEG_SIZE");
+    }
     uct_iface_params_t params{};
     params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
                         UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
@@ -121,6 +139,7 @@ void UctModule::open_objects() {
     if (iface_attr_.cap.am.max_bcopy <= sizeof(WireHeader) + sizeof(RdmaRequest))
         throw std::runtime_error(
             fmt::format("active messages of {} bytes are too small", iface_attr_.cap.am.max_bcopy));
+    largest_accepted_ = largest_accepted(iface_attr_.cap.am.max_bcopy, tx_segment, rx_segment);
     if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
         fail("uct_iface_set_am_handler", s);
     uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
@@ -144,6 +163,42 @@ void UctModule::widen_tcp_segments(uct_iface_config_t* config) {
     }
 }
 
+// The longest active message this interface takes: what it sends (max_bcopy),
+// or over tcp, whose receive segment is set apart from the send segment, that
+// less what the receive segment lacks (UCT's header is in both).
+std::size_t UctModule::largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
+                                        std::size_t rx_segment) noexcept {
+    if (tx_segment == 0 || rx_segment == 0) return max_bcopy;
+    if (rx_segment >= tx_segment) return max_bcopy + (rx_segment - tx_segment);
+    return max_bcopy - std::min(max_bcopy, tx_segment - rx_segment);
+}
+
+// Why a peer whose interface takes active messages of at most `accepted`
+// bytes and sends at most `sent` cannot be connected to, or "" when it can (0:
+// the peer did not say).  Both sides decide alike, so neither is left sending
+// to a peer that refused it.
+std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const {
+    std::string what;
+    if (accepted != 0 && accepted < max_message_)
+        what = fmt::format(
+            "its {} interface takes active messages of up to {} bytes, this process "
+            "sends up to {}",
+            resource_.tl_name, accepted, max_message_);
+    else if (sent != 0 && sent > largest_accepted_)
+        what = fmt::format(
+            "its {} interface sends active messages of up to {} bytes, this "
+            "process takes up to {}",
+            resource_.tl_name, sent, largest_accepted_);
+    else
+        return {};
+    std::string tl = resource_.tl_name;
+    std::transform(tl.begin(), tl.end(), tl.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    const std::string variables =
+        tl == "TCP" ? "UCX_TCP_RX_SEG_SIZE and UCX_TCP_TX_SEG_SIZE" : "UCX_" + tl + "_SEG_SIZE";
+    return fmt::format("{}: set {} alike in every process", what, variables);
+}
+
 // The address: header, device and interface address, then those of the RDMA
 // interface when it is a second one (cma).
 void UctModule::build_address() {
@@ -163,6 +218,8 @@ void UctModule::build_address() {
                           static_cast<std::uint32_t>(::getpid()),
                           static_cast<std::uint16_t>(rdev_len),
                           static_cast<std::uint16_t>(rif_len),
+                          on_wire(largest_accepted_),
+                          on_wire(iface_attr_.cap.am.max_bcopy),  // max_message_, not set yet
                           0};
     std::memcpy(address_.data(), &h, sizeof h);
     std::byte* at = address_.data() + sizeof h;
@@ -301,6 +358,16 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
                 "its address is malformed ({} bytes: device {}, interface {}; expected interface "
                 "{})",
                 blob.size(), h.device_len, h.iface_len, iface_attr_.iface_addr_len);
+        return nullptr;
+    }
+    if (std::string refusal = mismatched_messages(h.largest_accepted, h.largest_sent);
+        !refusal.empty()) {
+        // A configuration mistake, the same for every peer: said once.
+        if (!warned_mismatch_) {
+            warned_mismatch_ = true;
+            log::warn("{}: rank {} not reached: {}", name(), peer, refusal);
+        }
+        if (why) *why = std::move(refusal);
         return nullptr;
     }
     // UCT reads the addresses with their natural alignment (connect_native too).

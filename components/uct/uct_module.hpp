@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -173,6 +174,13 @@ class UctModule final : public btl::Module,
     void open_objects();
     void build_address();
     void widen_tcp_segments(uct_iface_config_t* config);
+    static std::size_t largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
+                                        std::size_t rx_segment) noexcept;
+    std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
+    static std::uint32_t on_wire(std::size_t size) noexcept {
+        return static_cast<std::uint32_t>(
+            std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
+    }
     void choose_attributes();
     void setup_pools();
 
@@ -429,12 +437,14 @@ class UctModule final : public btl::Module,
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
     std::size_t ops_pending_ = 0;
-    std::size_t dropped_ = 0;         // receptions larger than a slot (protocol errors)
-    std::vector<std::byte> scratch_;  // am_short payload gathered from pieces
-    std::size_t max_short_ = 0;       // am_short payload (after the 64-bit header)
-    bool short_iov_ = true;           // am_short_iov works here (else sendi gathers)
-    std::size_t max_message_ = 0;     // am_bcopy total, header included
-    std::size_t chunk_ = 0;           // data bytes per put/get piece
+    std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
+    std::vector<std::byte> scratch_;    // am_short payload gathered from pieces
+    std::size_t max_short_ = 0;         // am_short payload (after the 64-bit header)
+    bool short_iov_ = true;             // am_short_iov works here (else sendi gathers)
+    std::size_t max_message_ = 0;       // am_bcopy total, header included
+    bool warned_mismatch_ = false;      // a peer's message sizes did not fit ours
+    std::size_t largest_accepted_ = 0;  // the longest active message received (AddressHeader)
+    std::size_t chunk_ = 0;             // data bytes per put/get piece
     ProgressEngine::Handle progress_handle_;
 
     std::shared_ptr<Regions> regions_;

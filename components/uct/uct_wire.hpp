@@ -27,7 +27,8 @@ inline constexpr std::uint8_t am_id = 0;
 // 3: the address carries a second (RDMA) interface, handles may carry a UCT
 // remote key.  4: goodbye.  5: hello; goodbye and hello carry a count.
 // 6: join and welcome (peers outside the job); a source may be a channel.
-inline constexpr std::uint8_t wire_version = 6;
+// 7: the address and the join carry the longest active messages taken and sent.
+inline constexpr std::uint8_t wire_version = 7;
 
 enum class Kind : std::uint8_t {
     message = 1,   // upper-layer active message: tag + payload
@@ -78,9 +79,15 @@ struct JoinRequest {
     std::uint32_t rank;            // its rank in its own job (for logs)
     std::uint16_t device_len;
     std::uint16_t iface_len;
+    // The longest active messages (header included) the sender's interface
+    // takes and sends: peers whose sizes do not fit each other's must not
+    // connect (UCT tcp stops the process that receives one longer than its
+    // receive segment).  0: not said.
+    std::uint32_t largest_accepted;
+    std::uint32_t largest_sent;
     std::uint32_t reserved;
 };
-static_assert(sizeof(JoinRequest) == 40);
+static_assert(sizeof(JoinRequest) == 48);
 
 // The server's answer, sent with the client's channel as source: status 0
 // admitted, else the transit::Status it refused with.
@@ -166,9 +173,11 @@ struct AddressHeader {
     std::uint32_t pid;
     std::uint16_t rdma_device_len;
     std::uint16_t rdma_iface_len;
+    std::uint32_t largest_accepted;  // as in JoinRequest
+    std::uint32_t largest_sent;
     std::uint32_t reserved2;
 };
-static_assert(sizeof(AddressHeader) == 24);
+static_assert(sizeof(AddressHeader) == 32);
 inline constexpr std::uint32_t address_magic = 0x31544355;  // "UCT1"
 
 // The packed (remote) form of a registration: the target looks the key up and

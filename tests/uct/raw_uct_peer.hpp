@@ -46,6 +46,8 @@ class RawUctPeer {
                                    static_cast<std::uint32_t>(::getpid()),
                                    0,
                                    0,
+                                   0,
+                                   0,
                                    0};
         std::vector<std::byte> blob(sizeof h + attr_.device_addr_len + attr_.iface_addr_len);
         std::memcpy(blob.data(), &h, sizeof h);

@@ -103,8 +103,10 @@ class UctDynamicJoin : public ::testing::Test {
 
     // A join from the raw client (its device and interface addresses behind
     // the request) and the welcome it gets.
+    // `accepted` and `sent`: the message sizes the join says (0: not said).
     std::optional<uct::Welcome> join(const rt::Secret& token, std::uint32_t server_channel,
-                                     std::uint32_t client_channel) {
+                                     std::uint32_t client_channel, std::uint32_t accepted = 0,
+                                     std::uint32_t sent = 0) {
         const std::vector<std::byte> a = client_->address();
         uct::AddressHeader h{};
         std::memcpy(&h, a.data(), sizeof h);
@@ -115,6 +117,8 @@ class UctDynamicJoin : public ::testing::Test {
         j.pid = static_cast<std::uint32_t>(::getpid());
         j.device_len = h.device_len;
         j.iface_len = h.iface_len;
+        j.largest_accepted = accepted;
+        j.largest_sent = sent;
         std::vector<std::byte> body(sizeof j);
         std::memcpy(body.data(), &j, sizeof j);
         body.insert(body.end(), a.begin() + sizeof h, a.end());
@@ -168,6 +172,22 @@ TEST_F(UctDynamicJoin, WrongTokenRefusedAndNothingKept) {
     ASSERT_TRUE(send_as(server_channel, 1));
     until([] { return false; }, std::chrono::milliseconds(200));
     EXPECT_TRUE(delivered.empty()) << "a refused client's message was delivered";
+}
+
+// A client whose messages do not fit the server's interface, or the server's
+// messages its own, is refused (UCT stops a process that receives a message
+// longer than its segment); one whose sizes fit is admitted.
+TEST_F(UctDynamicJoin, ClientWhoseMessageSizesDoNotFitIsRefused) {
+    const auto small = join(runtime_.token, server_channel, client_channel, 64, 64);
+    ASSERT_TRUE(small.has_value()) << "no answer to a client taking 64-byte messages";
+    EXPECT_EQ(status_from_wire(small->status), Status::bad_param);
+    const auto large = join(runtime_.token, server_channel, client_channel, 1u << 30, 1u << 30);
+    ASSERT_TRUE(large.has_value()) << "no answer to a client sending 1 GiB messages";
+    EXPECT_EQ(status_from_wire(large->status), Status::bad_param);
+    EXPECT_EQ(records_->dynamic_endpoints(), 0u) << "a refused client kept an endpoint";
+    const auto fits = join(runtime_.token, server_channel, client_channel, 1u << 30, 64);
+    ASSERT_TRUE(fits.has_value()) << "no welcome";
+    EXPECT_EQ(fits->status, 0);
 }
 
 TEST_F(UctDynamicJoin, AdmittedClientNamedByItsIdForgeriesDropped) {

@@ -219,7 +219,7 @@ void UctModule::build_address() {
                           static_cast<std::uint16_t>(rdev_len),
                           static_cast<std::uint16_t>(rif_len),
                           on_wire(largest_accepted_),
-                          on_wire(iface_attr_.cap.am.max_bcopy),  // max_message_, not set yet
+                          on_wire(iface_attr_.cap.am.max_bcopy),  // max_message_ (set later)
                           0};
     std::memcpy(address_.data(), &h, sizeof h);
     std::byte* at = address_.data() + sizeof h;

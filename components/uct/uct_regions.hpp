@@ -6,7 +6,8 @@
 // A rendezvous registers and deregisters a buffer for every message, so the
 // records come from a free list (no allocation once grown) and both lookups
 // are direct: a key carries its record's index (and a serial, so the key of a
-// deregistered region never names the record's next region), and a handle is
+// deregistered region never names the record's next region, and a peer cannot
+// guess keys: serials start at a random point), and a handle is
 // the address of its record, checked against the list's chunks before it is
 // read.
 #pragma once
@@ -14,9 +15,12 @@
 #include <uct/api/uct.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
+#include <span>
 
 #include "transit/btl/types.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -66,7 +70,7 @@ struct Regions {
     static constexpr unsigned index_bits = 24;
     static constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
 
-    Regions() {
+    Regions() : next_serial_(first_serial()) {
         records_.setup({.initial = 0, .max = std::size_t{1} << index_bits, .grow_by = 64});
     }
 
@@ -82,13 +86,21 @@ struct Regions {
         return r;
     }
 
-    // The live record `handle` points at, or nullptr for anything else (a
-    // freed or foreign handle is compared, never read).
+    // The live record `handle` points at, or nullptr for anything else: a
+    // handle is compared with the records' addresses as an integer (no
+    // pointer arithmetic on a foreign address), and read only once it is
+    // found to be the start of one.
     Registration* live(const void* handle) noexcept {
-        const auto* r = static_cast<const Registration*>(handle);
-        if (!records_.owns(r)) return nullptr;
-        Registration& at = records_.at(records_.index(r));
-        return &at == r && at.in_use ? &at : nullptr;
+        const auto at = reinterpret_cast<std::uintptr_t>(handle);
+        for (std::size_t c = 0; c < records_.chunk_count(); ++c) {
+            const std::span<Registration> items = records_.chunk_items(c);
+            const auto first = reinterpret_cast<std::uintptr_t>(items.data());
+            if (at < first || at - first >= items.size_bytes()) continue;
+            if ((at - first) % sizeof(Registration) != 0) return nullptr;
+            Registration& r = items[(at - first) / sizeof(Registration)];
+            return r.in_use ? &r : nullptr;
+        }
+        return nullptr;
     }
 
     // Releases its memory-domain registration and frees the record.
@@ -116,7 +128,21 @@ struct Regions {
 
   private:
     btl::util::FreeList<Registration> records_;
-    std::uint64_t next_serial_ = 1;
+    // Serials start at a random point below 2^39 (room for 2^39 more), so a
+    // peer cannot guess the key of another peer's registration from its own.
+    static std::uint64_t first_serial() noexcept {
+        std::uint64_t r = 0;
+        try {
+            std::random_device device;
+            r = std::uint64_t{device()} << 32 | device();
+        } catch (...) {
+            r = static_cast<std::uint64_t>(
+                std::chrono::steady_clock::now().time_since_epoch().count());
+        }
+        return (r & ((std::uint64_t{1} << 39) - 1)) | 1;
+    }
+
+    std::uint64_t next_serial_;
 };
 
 }  // namespace transit::uct

@@ -1,0 +1,110 @@
+// The uct component's registration table (components/uct/uct_regions.hpp):
+// records are reused, so a key must name its own registration only, a handle
+// must be one the table gave out and still holds, and keys must not be
+// guessable from another process's.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <vector>
+
+#include "components/uct/uct_regions.hpp"
+
+namespace {
+
+using transit::uct::PackedHandle;
+using transit::uct::Region;
+using transit::uct::Regions;
+using transit::uct::Registration;
+
+constexpr std::uint32_t any_access = 7;
+
+TEST(UctRegions, AKeyFindsItsRegionAndNoOther) {
+    Regions t;
+    Registration* a = t.add({0x1000, 64, any_access});
+    Registration* b = t.add({0x2000, 128, 1});
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    ASSERT_NE(t.find(a->key), nullptr);
+    EXPECT_EQ(t.find(a->key)->base, 0x1000u);
+    EXPECT_EQ(t.find(b->key)->len, 128u);
+    EXPECT_EQ(t.find(b->key)->access, 1u);
+    EXPECT_EQ(t.find(a->key + 2), nullptr) << "an index past the records";
+    EXPECT_EQ(t.find(a->key ^ (std::uint64_t{1} << 30)), nullptr) << "another serial";
+    EXPECT_EQ(t.find(0), nullptr);
+    // The packed handle says what the record says.
+    PackedHandle h = a->header();
+    EXPECT_EQ(h.key, a->key);
+    EXPECT_EQ(h.base, 0x1000u);
+    EXPECT_EQ(h.len, 64u);
+    EXPECT_EQ(h.magic, transit::uct::handle_magic);
+}
+
+TEST(UctRegions, AReusedRecordGetsANewKeyAndTheOldOneIsRefused) {
+    Regions t;
+    Registration* a = t.add({0x1000, 64, any_access});
+    ASSERT_NE(a, nullptr);
+    const std::uint64_t old_key = a->key;
+    t.remove(*a);
+    EXPECT_EQ(t.find(old_key), nullptr) << "a removed region is still found";
+    Registration* b = t.add({0x9000, 64, any_access});
+    ASSERT_EQ(b, a) << "the free list did not hand the record out again";
+    EXPECT_NE(b->key, old_key);
+    EXPECT_EQ(t.find(old_key), nullptr) << "the old key names the record's new region";
+    ASSERT_NE(t.find(b->key), nullptr);
+    EXPECT_EQ(t.find(b->key)->base, 0x9000u);
+}
+
+TEST(UctRegions, OnlyTheStartOfALiveRecordIsAHandle) {
+    Regions t;
+    Registration* a = t.add({0x1000, 64, any_access});
+    ASSERT_NE(a, nullptr);
+    EXPECT_EQ(t.live(a), a);
+    EXPECT_EQ(t.live(a->packed.data()), a) << "the handle given out points at `packed`";
+    EXPECT_EQ(t.live(reinterpret_cast<const std::byte*>(a) + 8), nullptr) << "inside a record";
+    Registration copy;
+    EXPECT_EQ(t.live(&copy), nullptr) << "a record the table does not hold";
+    EXPECT_EQ(t.live(nullptr), nullptr);
+    t.remove(*a);
+    EXPECT_EQ(t.live(a), nullptr) << "a removed record";
+    EXPECT_EQ(t.live_count(), 0u);
+}
+
+TEST(UctRegions, ManyRegistrationsGrowTheTableAndKeepTheirKeys) {
+    Regions t;
+    std::vector<Registration*> live;
+    std::set<std::uint64_t> keys;
+    for (std::uint64_t i = 0; i < 1000; ++i) {
+        Registration* r = t.add({0x10000 + i * 64, 64, any_access});
+        ASSERT_NE(r, nullptr);
+        keys.insert(r->key);
+        live.push_back(r);
+    }
+    EXPECT_EQ(keys.size(), 1000u) << "two registrations share a key";
+    EXPECT_EQ(t.live_count(), 1000u);
+    for (std::size_t i = 0; i < live.size(); ++i) {
+        ASSERT_EQ(t.live(live[i]), live[i]);
+        ASSERT_NE(t.find(live[i]->key), nullptr);
+        ASSERT_EQ(t.find(live[i]->key)->base, 0x10000 + i * 64);
+    }
+    for (Registration* r : live) t.remove(*r);
+    EXPECT_EQ(t.live_count(), 0u);
+    for (std::uint64_t k : keys) EXPECT_EQ(t.find(k), nullptr);
+}
+
+// Two processes (two tables) start their keys at unrelated points: a peer
+// cannot take its own keys as a guide to another's.
+TEST(UctRegions, KeysStartAtARandomPoint) {
+    std::set<std::uint64_t> first;
+    for (int i = 0; i < 4; ++i) {
+        Regions t;
+        Registration* r = t.add({0x1000, 64, any_access});
+        ASSERT_NE(r, nullptr);
+        first.insert(r->key);
+    }
+    EXPECT_EQ(first.size(), 4u) << "two tables gave the same first key";
+}
+
+}  // namespace

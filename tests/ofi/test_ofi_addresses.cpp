@@ -101,11 +101,27 @@ std::vector<std::byte> closed_endpoint_address() {
     return {bytes, bytes + r.text.size()};
 }
 
+std::string region_prefix(pid_t pid) {
+    return fmt::format("{}:{}:", pid, ::getuid());
+}
+
+void remove_regions_of(pid_t pid) {
+    namespace fs = std::filesystem;
+    const std::string prefix = region_prefix(pid);
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator("/dev/shm", ec))
+        if (e.path().filename().string().starts_with(prefix)) fs::remove(e.path(), ec);
+}
+
 // A child that opens ofi's shm module, writes whether it has one (and the
 // framework's reason when not) to `out`, and then ends as `ending` says.
 enum class Ending { normally, killed };
 
 [[noreturn]] void open_shm_and_report(int out, Ending ending) {
+    // The test needs the killed child's region under its first name (N = 0).
+    // Regions already named after this pid are a dead process's (pids wrap
+    // in a long test run): with one there, shm would take the next name.
+    if (ending == Ending::killed) remove_regions_of(::getpid());
     TwoRankRuntime runtime;
     bool written = false;
     {
@@ -126,7 +142,7 @@ ChildReport run_child(Ending ending, pid_t want_pid = 0) {
 }
 
 bool shm_region_exists(pid_t pid) {
-    return std::filesystem::exists(fmt::format("/dev/shm/{}:{}:0", pid, ::getuid()));
+    return std::filesystem::exists("/dev/shm/" + region_prefix(pid) + "0");
 }
 
 // A process killed with its shm endpoint open leaves its region in /dev/shm;
@@ -141,7 +157,7 @@ TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
         << "the killed child (pid " << killed.pid << ") left no region behind";
     const ChildReport reborn = run_child(Ending::normally, killed.pid);
     if (reborn.pid < 0) {
-        std::filesystem::remove(fmt::format("/dev/shm/{}:{}:0", killed.pid, ::getuid()));
+        std::filesystem::remove("/dev/shm/" + region_prefix(killed.pid) + "0");
         GTEST_SKIP() << "could not start a process with pid " << killed.pid
                      << " (needs root and a writable ns_last_pid)";
     }

@@ -311,7 +311,7 @@ class UctModule final : public btl::Module,
     void open_native();
     bool open_cma(int level);
     void connect_native(UctEndpoint* e, const AddressHeader& h, const std::byte* addresses);
-    void register_native(Regions::Registration& r, void* base, std::size_t size) noexcept;
+    void register_native(Registration& r, void* base, std::size_t size) noexcept;
     void release_native_registrations() noexcept;
     bool rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
                   uct_rkey_t& rkey) noexcept;
@@ -332,8 +332,10 @@ class UctModule final : public btl::Module,
     int retry_flushes() noexcept;
 
     // One-sided, target side.
-    const Regions::Region* region(std::uint64_t key, std::uint64_t address, std::uint64_t length,
-                                  std::uint32_t access, Status& why) const noexcept;
+    // Whether a peer's key names a live registration covering the range with
+    // that access: success, or the refusal's status.
+    Status permits(std::uint64_t key, std::uint64_t address, std::uint64_t length,
+                   std::uint32_t access) const noexcept;
     // Each answers the request in `body`, which is answerable(): served, or
     // refused with the reason in the reply.
     void on_put(Rank source, std::span<const std::byte> body) noexcept;

@@ -203,7 +203,7 @@ void UctModule::connect_native(UctEndpoint* e, const AddressHeader& h, const std
 
 // Fills r.packed: with a remote key when the RDMA memory domain registers the
 // memory, else the plain handle (the active-message path needs no more).
-void UctModule::register_native(Regions::Registration& r, void* base, std::size_t size) noexcept {
+void UctModule::register_native(Registration& r, void* base, std::size_t size) noexcept {
     const PackedHandle h = r.header();
     std::array<std::byte, max_rkey_len> rkey{};
     // A keyless transport (tcp) writes anywhere: the handle only says so.
@@ -240,7 +240,7 @@ void UctModule::register_native(Regions::Registration& r, void* base, std::size_
 // does not need the memory domain's registration).
 void UctModule::release_native_registrations() noexcept {
     if (rdma_md_ == nullptr) return;
-    regions_->for_each_live([this](Regions::Registration& r) {
+    regions_->for_each_live([this](Registration& r) {
         if (r.md == rdma_md_) r.release();
     });
 }
@@ -286,7 +286,7 @@ bool UctModule::local_memh(const btl::RegistrationHandle* handle, uct_mem_h& mem
     if (!rdma_need_memh_) return true;
     if (handle == nullptr) return false;
     // The handle is the first member of a Registration (see register_mem).
-    const auto* r = reinterpret_cast<const Regions::Registration*>(handle);
+    const auto* r = reinterpret_cast<const Registration*>(handle);
     if (r->md != rdma_md_ || r->memh == nullptr) return false;
     memh = r->memh;
     return true;

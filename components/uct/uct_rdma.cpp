@@ -288,16 +288,11 @@ void UctModule::on_atomic_reply(Rank source, std::span<const std::byte> body) no
 
 // --- target --------------------------------------------------------------------
 
-const Regions::Region* UctModule::region(std::uint64_t key, std::uint64_t address,
-                                         std::uint64_t length, std::uint32_t access,
-                                         Status& why) const noexcept {
-    const Regions::Region* r = regions_->find(key);
-    if (r == nullptr) {
-        why = Status::not_found;
-        return nullptr;
-    }
-    why = btl::range_permits(r->base, r->len, r->access, address, length, access);
-    return why == Status::success ? r : nullptr;
+Status UctModule::permits(std::uint64_t key, std::uint64_t address, std::uint64_t length,
+                          std::uint32_t access) const noexcept {
+    const std::optional<Region> r = regions_->find(key);
+    if (!r) return Status::not_found;
+    return btl::range_permits(r->base, r->len, r->access, address, length, access);
 }
 
 // Each handler below answers every request long enough to name its
@@ -314,9 +309,8 @@ void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
     std::span<const std::byte> data;
     Status s = read_put(body, req, data);
-    if (ok(s) &&
-        region(req.key, req.address, data.size(), btl::reg_flags::remote_write, s) != nullptr &&
-        !data.empty())
+    if (ok(s)) s = permits(req.key, req.address, data.size(), btl::reg_flags::remote_write);
+    if (ok(s) && !data.empty())
         std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)), data.data(),
                     data.size());
     if (!ok(s)) refused("a put", source, req.address, s);
@@ -331,7 +325,7 @@ void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
 void UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
     Status s = read_get(body, chunk_, req);
-    if (ok(s)) region(req.key, req.address, req.length, btl::reg_flags::remote_read, s);
+    if (ok(s)) s = permits(req.key, req.address, req.length, btl::reg_flags::remote_read);
     if (!ok(s)) refused("a get", source, req.address, s);
     PendingReply* r = replies_.get();
     r->kind = Kind::get_rep;
@@ -347,8 +341,8 @@ void UctModule::on_atomic(Rank source, std::span<const std::byte> body) noexcept
     AtomicRequest req;
     Status s = read_atomic(body, req);
     std::uint64_t old = 0;
-    if (ok(s) && region(req.key, req.address, atomic_width(req), btl::reg_flags::remote_atomic,
-                        s) != nullptr) {
+    if (ok(s)) s = permits(req.key, req.address, atomic_width(req), btl::reg_flags::remote_atomic);
+    if (ok(s)) {
         void* target = reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address));
         const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;
         old = static_cast<AtomicMode>(req.mode) == AtomicMode::cswap
@@ -421,7 +415,7 @@ btl::RegistrationHandle* UctModule::register_mem(btl::Endpoint*, void* base, std
                                                  std::uint32_t flags) {
     if (base == nullptr && size > 0) return nullptr;
     const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    Regions::Registration* reg = regions_->add({addr, size, flags});
+    Registration* reg = regions_->add({addr, size, flags});
     if (reg == nullptr) {
         out_.verbose(5, "{}: register_mem: no room for another registration ({} live)", name(),
                      regions_->live_count());
@@ -432,7 +426,7 @@ btl::RegistrationHandle* UctModule::register_mem(btl::Endpoint*, void* base, std
 }
 
 Status UctModule::deregister_mem(btl::RegistrationHandle* handle) {
-    Regions::Registration* reg = regions_->live(handle);
+    Registration* reg = regions_->live(handle);
     if (reg == nullptr) return Status::not_found;
     regions_->remove(*reg);
     return Status::success;

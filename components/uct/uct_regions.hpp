@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -35,12 +36,12 @@ struct Region {
     std::uint32_t access = 0;
 };
 
-// The handle given to the upper layer points at `packed`, its first member.
-// A registration with a memory domain (native RDMA) is released with it.
+// The handle given to the upper layer points at `packed`, its first member,
+// which holds the key and the region (a PackedHandle) for peers and for the
+// lookups here.  A registration with a memory domain (native RDMA) is released
+// with it.
 struct Registration {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> packed{};
-    Region region;
-    std::uint64_t key = 0;
     uct_md_h md = nullptr;  // the memory domain holding memh, or nullptr
     uct_mem_h memh = nullptr;
     Registration* next_free = nullptr;
@@ -63,9 +64,6 @@ struct Registration {
 };
 
 struct Regions {
-    using Region = uct::Region;
-    using Registration = uct::Registration;
-
     // A key is serial << index_bits | index.
     static constexpr unsigned index_bits = 24;
     static constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
@@ -79,9 +77,8 @@ struct Regions {
     Registration* add(const Region& region) noexcept {
         Registration* r = records_.get();
         if (r == nullptr) return nullptr;
-        r->region = region;
-        r->key = next_serial_++ << index_bits | records_.index(r);
-        const PackedHandle h{r->key, region.base, region.len, region.access, handle_magic};
+        const std::uint64_t key = next_serial_++ << index_bits | records_.index(r);
+        const PackedHandle h{key, region.base, region.len, region.access, handle_magic};
         std::memcpy(r->packed.data(), &h, sizeof h);
         return r;
     }
@@ -106,16 +103,18 @@ struct Regions {
     // Releases its memory-domain registration and frees the record.
     void remove(Registration& r) noexcept {
         r.release();
-        r.key = 0;
         records_.put(&r);
     }
 
-    // The region a peer's key names, or nullptr when no live registration has it.
-    const Region* find(std::uint64_t key) const noexcept {
+    // The region a peer's key names, or nothing when no live registration has it.
+    std::optional<Region> find(std::uint64_t key) const noexcept {
         const std::uint64_t index = key & index_mask;
-        if (index >= records_.size()) return nullptr;
+        if (index >= records_.size()) return std::nullopt;
         const Registration& r = records_.at(index);
-        return r.in_use && r.key == key ? &r.region : nullptr;
+        if (!r.in_use) return std::nullopt;
+        const PackedHandle h = r.header();
+        if (h.key != key) return std::nullopt;
+        return Region{h.base, h.len, h.access};
     }
 
     template <typename F>

@@ -21,22 +21,25 @@ using transit::uct::Registration;
 
 constexpr std::uint32_t any_access = 7;
 
+std::uint64_t key_of(const Registration* r) {
+    return r->header().key;
+}
+
 TEST(UctRegions, AKeyFindsItsRegionAndNoOther) {
     Regions t;
     Registration* a = t.add({0x1000, 64, any_access});
     Registration* b = t.add({0x2000, 128, 1});
     ASSERT_NE(a, nullptr);
     ASSERT_NE(b, nullptr);
-    ASSERT_NE(t.find(a->key), nullptr);
-    EXPECT_EQ(t.find(a->key)->base, 0x1000u);
-    EXPECT_EQ(t.find(b->key)->len, 128u);
-    EXPECT_EQ(t.find(b->key)->access, 1u);
-    EXPECT_EQ(t.find(a->key + 2), nullptr) << "an index past the records";
-    EXPECT_EQ(t.find(a->key ^ (std::uint64_t{1} << 30)), nullptr) << "another serial";
-    EXPECT_EQ(t.find(0), nullptr);
-    // The packed handle says what the record says.
+    ASSERT_TRUE(t.find(key_of(a)).has_value());
+    EXPECT_EQ(t.find(key_of(a))->base, 0x1000u);
+    EXPECT_EQ(t.find(key_of(b))->len, 128u);
+    EXPECT_EQ(t.find(key_of(b))->access, 1u);
+    EXPECT_FALSE(t.find(key_of(a) + 2).has_value()) << "an index past the records";
+    EXPECT_FALSE(t.find(key_of(a) ^ (std::uint64_t{1} << 30)).has_value()) << "another serial";
+    EXPECT_FALSE(t.find(0).has_value());
+    // The packed handle peers receive carries the region given to add.
     PackedHandle h = a->header();
-    EXPECT_EQ(h.key, a->key);
     EXPECT_EQ(h.base, 0x1000u);
     EXPECT_EQ(h.len, 64u);
     EXPECT_EQ(h.magic, transit::uct::handle_magic);
@@ -46,15 +49,15 @@ TEST(UctRegions, AReusedRecordGetsANewKeyAndTheOldOneIsRefused) {
     Regions t;
     Registration* a = t.add({0x1000, 64, any_access});
     ASSERT_NE(a, nullptr);
-    const std::uint64_t old_key = a->key;
+    const std::uint64_t old_key = key_of(a);
     t.remove(*a);
-    EXPECT_EQ(t.find(old_key), nullptr) << "a removed region is still found";
+    EXPECT_FALSE(t.find(old_key).has_value()) << "a removed region is still found";
     Registration* b = t.add({0x9000, 64, any_access});
     ASSERT_EQ(b, a) << "the free list did not hand the record out again";
-    EXPECT_NE(b->key, old_key);
-    EXPECT_EQ(t.find(old_key), nullptr) << "the old key names the record's new region";
-    ASSERT_NE(t.find(b->key), nullptr);
-    EXPECT_EQ(t.find(b->key)->base, 0x9000u);
+    EXPECT_NE(key_of(b), old_key);
+    EXPECT_FALSE(t.find(old_key).has_value()) << "the old key names the record's new region";
+    ASSERT_TRUE(t.find(key_of(b)).has_value());
+    EXPECT_EQ(t.find(key_of(b))->base, 0x9000u);
 }
 
 TEST(UctRegions, OnlyTheStartOfALiveRecordIsAHandle) {
@@ -79,19 +82,19 @@ TEST(UctRegions, ManyRegistrationsGrowTheTableAndKeepTheirKeys) {
     for (std::uint64_t i = 0; i < 1000; ++i) {
         Registration* r = t.add({0x10000 + i * 64, 64, any_access});
         ASSERT_NE(r, nullptr);
-        keys.insert(r->key);
+        keys.insert(key_of(r));
         live.push_back(r);
     }
     EXPECT_EQ(keys.size(), 1000u) << "two registrations share a key";
     EXPECT_EQ(t.live_count(), 1000u);
     for (std::size_t i = 0; i < live.size(); ++i) {
         ASSERT_EQ(t.live(live[i]), live[i]);
-        ASSERT_NE(t.find(live[i]->key), nullptr);
-        ASSERT_EQ(t.find(live[i]->key)->base, 0x10000 + i * 64);
+        ASSERT_TRUE(t.find(key_of(live[i])).has_value());
+        ASSERT_EQ(t.find(key_of(live[i]))->base, 0x10000 + i * 64);
     }
     for (Registration* r : live) t.remove(*r);
     EXPECT_EQ(t.live_count(), 0u);
-    for (std::uint64_t k : keys) EXPECT_EQ(t.find(k), nullptr);
+    for (std::uint64_t k : keys) EXPECT_FALSE(t.find(k).has_value());
 }
 
 // Two processes (two tables) start their keys at unrelated points: a peer
@@ -102,7 +105,7 @@ TEST(UctRegions, KeysStartAtARandomPoint) {
         Regions t;
         Registration* r = t.add({0x1000, 64, any_access});
         ASSERT_NE(r, nullptr);
-        first.insert(r->key);
+        first.insert(key_of(r));
     }
     EXPECT_EQ(first.size(), 4u) << "two tables gave the same first key";
 }

@@ -390,10 +390,13 @@ bool UctModule::rename_source(WireHeader& h) noexcept {
 }
 
 // The peer disconnected: what it sent before is delivered already (the ring
-// is in order); it is reported as departed, not failed.
+// is in order); it is reported as departed, not failed.  UCT may have called
+// the connection lost first (over tcp our endpoint to the client is another
+// socket, whose end can be read before the goodbye): until the loss is
+// reported, the goodbye still makes it a departure.
 void UctModule::dynamic_goodbye(Rank peer) noexcept {
     UctEndpoint* e = dynamic_endpoint(peer);
-    if (e == nullptr || e->failed) return;
+    if (e == nullptr || e->reported) return;
     out_.verbose(10, "{}: peer {} outside the job disconnected", name(), peer);
     e->goodbye = true;
     e->departed = true;

@@ -309,7 +309,10 @@ int killed_client(const std::string& me) {
     // Every client's coming and going, as the server's events say: 4 joined,
     // 3 departed (the echo clients), 1 failed (the killed one).
     while (events["joined"] < 4 || events["departed"] < 3 || events["failed"] < 1)
-        server_line(srv, events, "event", "the server's peer events");
+        server_line(srv, events, "event",
+                    "the server's peer events (so far " + std::to_string(events["joined"]) +
+                        " joined, " + std::to_string(events["departed"]) + " departed, " +
+                        std::to_string(events["failed"]) + " failed)");
     check(events["joined"] == 4 && events["departed"] == 3 && events["failed"] == 1,
           "server events: " + std::to_string(events["joined"]) + " joined, " +
               std::to_string(events["departed"]) + " departed, " +

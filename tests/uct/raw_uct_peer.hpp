@@ -23,9 +23,13 @@ namespace transit::test {
 
 class RawUctPeer {
   public:
-    // Opens transport `tl` of memory domain `md` ("posix", "posix"), on its
-    // first device.  Throws std::runtime_error when UCT has no such transport.
-    RawUctPeer(std::string_view md, std::string_view tl, Rank rank) : rank_(rank) { open(md, tl); }
+    // Opens transport `tl` of memory domain `md` ("posix", "posix"), on
+    // `device` (empty: its first).  Throws std::runtime_error when UCT has no
+    // such transport.
+    RawUctPeer(std::string_view md, std::string_view tl, Rank rank, std::string_view device = {})
+        : rank_(rank) {
+        open(md, tl, device);
+    }
     RawUctPeer(const RawUctPeer&) = delete;
     RawUctPeer& operator=(const RawUctPeer&) = delete;
     ~RawUctPeer() {
@@ -128,7 +132,7 @@ class RawUctPeer {
         return UCS_OK;
     }
 
-    void open(std::string_view md_name, std::string_view tl) {
+    void open(std::string_view md_name, std::string_view tl, std::string_view want_device) {
         uct_component_h* components = nullptr;
         unsigned count = 0;
         check(uct_query_components(&components, &count), "uct_query_components");
@@ -160,9 +164,13 @@ class RawUctPeer {
         check(uct_md_query_tl_resources(md_, &resources, &n), "uct_md_query_tl_resources");
         std::string device;
         for (unsigned i = 0; i < n && device.empty(); ++i)
-            if (tl == resources[i].tl_name) device = resources[i].dev_name;
+            if (tl == resources[i].tl_name &&
+                (want_device.empty() || want_device == resources[i].dev_name))
+                device = resources[i].dev_name;
         uct_release_tl_resource_list(resources);
-        if (device.empty()) throw std::runtime_error("no UCT transport " + std::string(tl));
+        if (device.empty())
+            throw std::runtime_error("no UCT transport " + std::string(tl) + " " +
+                                     std::string(want_device));
 
         check(ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async_),
               "ucs_async_context_create");

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <random>
 #include <utility>
 
 #include <netinet/in.h>
@@ -425,24 +424,18 @@ void TcpComponent::hold(int delta) noexcept {
 btl::RegistrationHandle* TcpComponent::register_mem(Rank peer, void* base, std::size_t size,
                                                     std::uint32_t access) {
     if (base == nullptr && size != 0) return nullptr;
-    auto reg = std::make_unique<TcpRegistration>();
-    // Keys start at a random point, so a stale or forged handle is unlikely to
-    // name a live registration.
-    if (next_key_ == 0) next_key_ = (std::random_device{}() | 1ull) << 20;
-    reg->key = next_key_++;
-    reg->base = reinterpret_cast<std::uint64_t>(base);
-    reg->size = size;
-    reg->access = access;
-    reg->peer = peer;
-    auto* handle = reinterpret_cast<btl::RegistrationHandle*>(reg.get());
-    registrations_.emplace(reg->key, std::move(reg));
-    return handle;
+    const auto [r, key] = registrations_.add();
+    if (r == nullptr) return nullptr;
+    r->packed = {key, reinterpret_cast<std::uint64_t>(base), size, access, peer};
+    return reinterpret_cast<btl::RegistrationHandle*>(&r->packed);
 }
 
 Status TcpComponent::deregister_mem(btl::RegistrationHandle* handle) {
     if (handle == nullptr) return Status::bad_param;
-    const auto* reg = reinterpret_cast<const TcpRegistration*>(handle);
-    return registrations_.erase(reg->key) ? Status::success : Status::not_found;
+    TcpRecord* r = registrations_.live(handle);
+    if (r == nullptr) return Status::not_found;
+    registrations_.remove(*r);
+    return Status::success;
 }
 
 void TcpComponent::defer_free(std::unique_ptr<Link> link) noexcept {

@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "tcp_interfaces.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
 #include "transit/log_limiter.hpp"
 
@@ -34,6 +34,15 @@ struct TcpRegistration {
 };
 inline constexpr std::size_t packed_registration_size = sizeof(TcpRegistration);
 static_assert(packed_registration_size == 32);
+
+// A registration's record in the component's table; the handle given out is
+// the address of `packed`, its first member.
+struct TcpRecord {
+    TcpRegistration packed;
+    TcpRecord* next_free = nullptr;
+    bool in_use = false;
+    std::uint64_t key() const noexcept { return packed.key; }
+};
 
 // Values of the btl_tcp_* parameters, read once at open.
 struct TcpParams : btl::BaseConfig {
@@ -109,8 +118,8 @@ class TcpComponent : public btl::Component {
                                           std::uint32_t access);
     Status deregister_mem(btl::RegistrationHandle* handle);
     const TcpRegistration* find_registration(std::uint64_t key) const noexcept {
-        auto it = registrations_.find(key);
-        return it == registrations_.end() ? nullptr : it->second.get();
+        const TcpRecord* r = registrations_.find(key);
+        return r == nullptr ? nullptr : &r->packed;
     }
 
     static std::uint64_t now_ns() noexcept;
@@ -152,8 +161,7 @@ class TcpComponent : public btl::Component {
     std::uint32_t polls_ = 0;
     int events_ = 0;  // frames handled during the current poll
     std::uint64_t poll_count_ = 0;
-    std::unordered_map<std::uint64_t, std::unique_ptr<TcpRegistration>> registrations_;
-    std::uint64_t next_key_ = 0;
+    btl::util::RegistrationTable<TcpRecord> registrations_;
     ProgressEngine::Handle active_handle_{};
     ProgressEngine::Handle idle_handle_{};
     std::uint64_t next_timeout_check_ = 0;

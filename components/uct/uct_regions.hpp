@@ -3,28 +3,20 @@
 // through another (posix and tcp both reach a peer on this node), so a key
 // means the same region whichever module the request comes in on.
 //
-// A rendezvous registers and deregisters a buffer for every message, so the
-// records come from a free list (no allocation once grown) and both lookups
-// are direct: a key carries its record's index (and a serial, so the key of a
-// deregistered region never names the record's next region, and a peer cannot
-// guess keys: serials start at a random point), and a handle is
-// the address of its record, checked against the list's chunks before it is
-// read.
+// The records, their keys and the checks of handles are the SDK's
+// RegistrationTable (no allocation per registration, direct lookups).
 #pragma once
 
 #include <uct/api/uct.h>
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <optional>
-#include <random>
-#include <span>
 
 #include "transit/btl/types.hpp"
-#include "transit/btl/util/free_list.hpp"
+#include "transit/btl/util/registration_table.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
@@ -61,87 +53,49 @@ struct Registration {
         std::memcpy(&h, packed.data(), sizeof h);
         return h;
     }
+    std::uint64_t key() const noexcept { return header().key; }
 };
 
-struct Regions {
-    // A key is serial << index_bits | index.
-    static constexpr unsigned index_bits = 24;
-    static constexpr std::uint64_t index_mask = (std::uint64_t{1} << index_bits) - 1;
-
-    Regions() : next_serial_(first_serial()) {
-        records_.setup({.initial = 0, .max = std::size_t{1} << index_bits, .grow_by = 64});
-    }
-
+// The component's table (btl::util::RegistrationTable) with the region
+// written into each record's packed handle.
+class Regions {
+  public:
     // A record for `region`, its key and packed header written; nullptr when
-    // 2^24 are live or memory ran out.
+    // the table is full or memory ran out.
     Registration* add(const Region& region) noexcept {
-        Registration* r = records_.get();
+        const auto [r, key] = table_.add();
         if (r == nullptr) return nullptr;
-        const std::uint64_t key = next_serial_++ << index_bits | records_.index(r);
         const PackedHandle h{key, region.base, region.len, region.access, handle_magic};
         std::memcpy(r->packed.data(), &h, sizeof h);
         return r;
     }
 
-    // The live record `handle` points at, or nullptr for anything else: a
-    // handle is compared with the records' addresses as an integer (no
-    // pointer arithmetic on a foreign address), and read only once it is
-    // found to be the start of one.
-    Registration* live(const void* handle) noexcept {
-        const auto at = reinterpret_cast<std::uintptr_t>(handle);
-        for (std::size_t c = 0; c < records_.chunk_count(); ++c) {
-            const std::span<Registration> items = records_.chunk_items(c);
-            const auto first = reinterpret_cast<std::uintptr_t>(items.data());
-            if (at < first || at - first >= items.size_bytes()) continue;
-            if ((at - first) % sizeof(Registration) != 0) return nullptr;
-            Registration& r = items[(at - first) / sizeof(Registration)];
-            return r.in_use ? &r : nullptr;
-        }
-        return nullptr;
-    }
+    // The live record `handle` points at, or nullptr for anything else.
+    Registration* live(const void* handle) noexcept { return table_.live(handle); }
 
     // Releases its memory-domain registration and frees the record.
     void remove(Registration& r) noexcept {
         r.release();
-        records_.put(&r);
+        table_.remove(r);
     }
 
     // The region a peer's key names, or nothing when no live registration has it.
     std::optional<Region> find(std::uint64_t key) const noexcept {
-        const std::uint64_t index = key & index_mask;
-        if (index >= records_.size()) return std::nullopt;
-        const Registration& r = records_.at(index);
-        if (!r.in_use) return std::nullopt;
-        const PackedHandle h = r.header();
-        if (h.key != key) return std::nullopt;
+        const Registration* r = table_.find(key);
+        if (r == nullptr) return std::nullopt;
+        const PackedHandle h = r->header();
         return Region{h.base, h.len, h.access};
     }
 
     template <typename F>
     void for_each_live(F f) noexcept {
-        for (Registration& r : records_.items())
-            if (r.in_use) f(r);
+        table_.for_each_live(f);
     }
 
-    std::size_t live_count() const noexcept { return records_.size() - records_.available(); }
+    std::size_t live_count() const noexcept { return table_.live_count(); }
 
   private:
-    btl::util::FreeList<Registration> records_;
-    // Serials start at a random point below 2^39 (room for 2^39 more), so a
-    // peer cannot guess the key of another peer's registration from its own.
-    static std::uint64_t first_serial() noexcept {
-        std::uint64_t r = 0;
-        try {
-            std::random_device device;
-            r = std::uint64_t{device()} << 32 | device();
-        } catch (...) {
-            r = static_cast<std::uint64_t>(
-                std::chrono::steady_clock::now().time_since_epoch().count());
-        }
-        return (r & ((std::uint64_t{1} << 39) - 1)) | 1;
-    }
-
-    std::uint64_t next_serial_;
+    btl::util::RegistrationTable<Registration> table_;
 };
 
 }  // namespace transit::uct

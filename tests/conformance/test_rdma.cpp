@@ -3,6 +3,9 @@
 // access outside a live registration.
 #include <fmt/format.h>
 
+#include <array>
+#include <vector>
+
 #include "tests/conformance/btl_test.hpp"
 #include "tests/conformance/suite_env.hpp"
 
@@ -78,6 +81,24 @@ TEST_P(Rdma, register_deregister) {
         EXPECT_EQ(rdma().deregister_mem(a), Status::success);
         EXPECT_EQ(rdma().deregister_mem(b), Status::success);
     }
+}
+
+// A handle deregistered already, or one the module never gave out, is
+// refused without being followed (the pml never does either; a user of the
+// btl may).
+TEST_P(Rdma, deregistering_twice_or_a_foreign_handle_is_refused) {
+    if (attr().registration_handle_size == 0)
+        GTEST_SKIP() << component_ << " needs no registration (registration_handle_size 0)";
+    std::vector<std::byte> memory(4096);
+    btl::RegistrationHandle* h =
+        rdma().register_mem(target(), memory.data(), memory.size(), btl::reg_flags::access_any);
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(rdma().deregister_mem(h), Status::success);
+    EXPECT_EQ(rdma().deregister_mem(h), Status::not_found) << "deregistered twice";
+    alignas(8) std::array<std::byte, btl::max_registration_handle_size> made_up{};
+    EXPECT_EQ(rdma().deregister_mem(reinterpret_cast<btl::RegistrationHandle*>(made_up.data())),
+              Status::not_found)
+        << "a handle the module never gave out";
 }
 
 TEST_P(Rdma, put_sizes) {

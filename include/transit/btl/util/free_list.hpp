@@ -127,6 +127,10 @@ class FreeList {
         if (chunk >= chunks_.size()) return {};
         return {chunks_[chunk].items.get(), chunks_[chunk].count};
     }
+    std::span<const T> chunk_items(std::size_t chunk) const noexcept {
+        if (chunk >= chunks_.size()) return {};
+        return {chunks_[chunk].items.get(), chunks_[chunk].count};
+    }
     // An empty span for a list without buffers or items.
     std::span<std::byte> chunk_buffers(std::size_t chunk) noexcept {
         if (chunk >= chunks_.size()) return {};

@@ -282,6 +282,9 @@ int run_pml(const Options& o, int, char**) {
         }
     }
 
+    // No table without a path: the bml's warning above has said why.
+    if (b.active && ctx.transports(b.peer).eager.empty())
+        throw std::runtime_error(fmt::format("no selected transport reaches rank {}", b.peer));
     if (me == 0)
         print_header(o,
                      fmt::format("the pml to rank {}: {}", b.peer, peer_transports(ctx, b.peer)));

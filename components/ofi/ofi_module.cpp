@@ -1250,21 +1250,32 @@ btl::RegistrationHandle* OfiModule::register_mem(btl::Endpoint*, void* base, std
             return nullptr;
         }
     }
+    // Peers name the memory by libfabric's key: the table's own key is unused.
+    OfiRegistration* r = registrations_.add().record;
+    if (r == nullptr) {
+        if (e != nullptr) rcache_.release(e);
+        out_.verbose(1, "{}: register_mem: no room for another registration", name());
+        return nullptr;
+    }
     const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    registrations_.push_back(OfiRegistration{PackedHandle{e ? e->key : 0, e ? e->base : addr, addr,
-                                                          size, flags, handle_magic, provider_id_},
-                                             e});
-    return reinterpret_cast<btl::RegistrationHandle*>(&registrations_.back());
+    r->packed = PackedHandle{.key = e ? e->key : 0,
+                             .mr_base = e ? e->base : addr,
+                             .base = addr,
+                             .len = size,
+                             .access = flags,
+                             .magic = handle_magic,
+                             .provider = provider_id_};
+    r->entry = e;
+    return reinterpret_cast<btl::RegistrationHandle*>(&r->packed);
 }
 
 Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
-    for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
-        if (reinterpret_cast<btl::RegistrationHandle*>(&*it) != handle) continue;
-        if (it->entry != nullptr) rcache_.release(it->entry);
-        registrations_.erase(it);
-        return Status::success;
-    }
-    return Status::not_found;
+    OfiRegistration* r = registrations_.live(handle);
+    if (r == nullptr) return Status::not_found;
+    if (r->entry != nullptr) rcache_.release(r->entry);
+    r->entry = nullptr;
+    registrations_.remove(*r);
+    return Status::success;
 }
 
 // Completions arrive in any order: waiting until none of the operations in
@@ -1284,7 +1295,7 @@ void OfiModule::dump(btl::Endpoint*, int verbosity) {
                            "one-sided operations in flight, {} registrations ({} cached)",
                            name(), peer_count_, eager_.available(), eager_.size(),
                            large_.available(), large_.size(), sends_pending_, rdma_pending_,
-                           registrations_.size(), rcache_.size()));
+                           registrations_.live_count(), rcache_.size()));
     if (verbosity > 50)
         log::write("btl:ofi", fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
                                           info_->fabric_attr->name, info_->domain_attr->name,

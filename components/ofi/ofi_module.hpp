@@ -16,7 +16,6 @@
 
 #include <array>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <random>
 #include <span>
@@ -31,6 +30,7 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
 #include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
@@ -246,7 +246,7 @@ class OfiModule final : public btl::Module,
     FidPtr<fid_ep> ep_;
     Rcache rcache_;
     std::vector<CacheEntry*> pool_registrations_;
-    std::list<OfiRegistration> registrations_;
+    btl::util::RegistrationTable<OfiRegistration> registrations_;
 
     std::vector<std::byte> address_;
     std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank

@@ -68,7 +68,9 @@ using CacheEntry = btl::util::Registration<OfiKeys>;
 // What register_mem returns: the packed form first, as the contract requires.
 struct OfiRegistration {
     PackedHandle packed;
-    CacheEntry* entry;
+    CacheEntry* entry = nullptr;
+    OfiRegistration* next_free = nullptr;
+    bool in_use = false;
 };
 
 // Registers regions with libfabric for the toolkit's cache, each with all

@@ -11,8 +11,10 @@
 // copied or made-up handle is refused, never followed.
 //
 // The record type is the component's (what it packs for peers, what it must
-// release); it is a FreeList item whose key() returns the key the caller
-// stored in it after add().
+// release); it is a FreeList item.  To be found by key it also has key(),
+// returning the key the caller stored in it after add().  A component whose
+// peers name memory by its network library's keys (ofi) uses the table for
+// its records and handle checks only.
 #pragma once
 
 #include <chrono>
@@ -43,7 +45,7 @@ inline std::uint64_t random_first_serial() noexcept {
     return (r & ((std::uint64_t{1} << 39) - 1)) | 1;
 }
 
-template <KeyedRecord Record>
+template <FreeListItem Record>
 class RegistrationTable {
   public:
     static constexpr unsigned index_bits = 24;
@@ -80,7 +82,7 @@ class RegistrationTable {
     }
 
     // The live record whose key is `key`, or nullptr.
-    const Record* find(std::uint64_t key) const noexcept {
+    const Record* find(std::uint64_t key) const noexcept requires KeyedRecord<Record> {
         const std::size_t index = key & (max_live - 1);
         if (index >= records_.size()) return nullptr;
         const Record& r = records_.chunk_items(index / chunk)[index % chunk];
@@ -89,6 +91,10 @@ class RegistrationTable {
 
     // The record goes back to the list; what it holds is the caller's to release first.
     void remove(Record& r) noexcept { records_.put(&r); }
+    // Every live record, the same way.
+    void clear() noexcept {
+        for_each_live([this](Record& r) { remove(r); });
+    }
 
     template <typename F>
     void for_each_live(F f) noexcept {

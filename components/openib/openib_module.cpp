@@ -578,12 +578,12 @@ btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::s
                      std::strerror(errno));
         return nullptr;
     }
-    if (!free_handles_) {
-        handles_.emplace_back();
-        free_handles_ = &handles_.back();
+    Handle* h = handles_.add().record;
+    if (!h) {
+        rcache_->release(r);
+        out_.verbose(1, "{}: register_mem: no room for another registration", name());
+        return nullptr;
     }
-    Handle* h = free_handles_;
-    free_handles_ = h->next_free;
     wire::encode(wire::RemoteKey{reinterpret_cast<std::uint64_t>(base), size, r->rkey, flags},
                  h->packed);
     h->lkey = r->lkey;
@@ -593,12 +593,11 @@ btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::s
 
 Status Module::deregister_mem(btl::RegistrationHandle* handle) {
     if (!handle || !rcache_) return Status::bad_param;
-    Handle* h = reinterpret_cast<Handle*>(handle);
-    if (!h->registration) return Status::bad_param;  // already deregistered
+    Handle* h = handles_.live(handle);
+    if (!h) return Status::not_found;  // deregistered already, or not ours
     rcache_->release(h->registration);
     h->registration = nullptr;
-    h->next_free = free_handles_;
-    free_handles_ = h;
+    handles_.remove(*h);
     return Status::success;
 }
 

@@ -35,6 +35,7 @@
 #include "transit/btl/component.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/free_list.hpp"
+#include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
 
@@ -162,6 +163,7 @@ struct Handle {
     std::uint32_t lkey = 0;
     Registration* registration = nullptr;
     Handle* next_free = nullptr;
+    bool in_use = false;
 };
 
 static_assert(wire::access::remote_atomic == btl::reg_flags::remote_atomic &&
@@ -372,8 +374,8 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     class Registrar;
     std::unique_ptr<Registrar> registrar_;
     std::unique_ptr<RegistrationCache> rcache_;
-    std::deque<Handle> handles_;
-    Handle* free_handles_ = nullptr;
+    // Peers name the memory by its rkey: the table's own key is unused.
+    btl::util::RegistrationTable<Handle> handles_;
 
     // Memory: send fragments, receive buffers (in chunks as the SRQ grows),
     // UD buffers, the scratch word of non-fetching hardware atomics.

@@ -127,6 +127,12 @@ void UctModule::open_objects() {
     iface_.reset(iface);
 
     if (s = uct_iface_query(iface_.get(), &iface_attr_); s != UCS_OK) fail("uct_iface_query", s);
+    // UCT's shared-memory FIFO records a message's length in 16 bits: with
+    // segments widened past 64 KiB (UCX_POSIX_SEG_SIZE) a longer message
+    // arrives with its length wrapped, as a short or empty one.
+    if (resource_.dev_type == UCT_DEVICE_TYPE_SHM)
+        iface_attr_.cap.am.max_bcopy =
+            std::min<std::size_t>(iface_attr_.cap.am.max_bcopy, shm_message_limit);
     const std::uint64_t caps = iface_attr_.cap.flags;
     if (!(caps & UCT_IFACE_FLAG_AM_BCOPY))
         throw std::runtime_error("the transport has no buffered active messages (am_bcopy)");

@@ -45,6 +45,9 @@ inline constexpr std::uint32_t shm_exclusivity = 32768;
 // UCT tcp's send and receive segments (UCX_TCP_TX_SEG_SIZE, RX_SEG_SIZE):
 // room for 64 KiB of payload, the pml's header and ours in one message.
 inline constexpr std::size_t tcp_segment = 66 << 10;
+// The longest active message UCT's shared-memory transports deliver intact
+// (their FIFO element holds the length in 16 bits).
+inline constexpr std::size_t shm_message_limit = 0xffff;
 // Over tcp, btl_uct_eager_limit left at its default: 64 KiB of payload and
 // the pml's 12-byte header, as with the tcp btl.
 inline constexpr std::size_t tcp_eager_limit = 65600;

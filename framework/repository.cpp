@@ -93,18 +93,30 @@ std::shared_ptr<void> ltdl_session() {
     return s;
 }
 
-// libltdl reports every failure as "file not found"; the system loader knows
-// the real cause (bad ELF class, missing dependency, undefined symbol).
-std::string system_loader_error(const std::string& path) {
-    ::dlerror();
-    void* h = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
-    if (h != nullptr) {
-        ::dlclose(h);
-        return {};
+// The system loader's own open of a plugin, every symbol bound now.  libltdl
+// opens with lazy binding (and offers no advice to change that), so a plugin
+// needing a function nobody defines would load, be listed, and end the
+// process ("symbol lookup error", exit 127) at its first call of it.  Opened
+// here first, the library is relocated in full or refused with the loader's
+// reason (bad ELF class, missing dependency, undefined symbol); libltdl's
+// open that follows finds it already loaded and bound.
+struct BoundNow {
+    void* handle = nullptr;
+    std::string error;
+    BoundNow(const BoundNow&) = delete;
+    BoundNow& operator=(const BoundNow&) = delete;
+    explicit BoundNow(const std::string& path) {
+        ::dlerror();
+        handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (handle == nullptr) {
+            const char* e = ::dlerror();
+            error = e ? e : "unknown error";
+        }
     }
-    const char* e = ::dlerror();
-    return e ? e : "";
-}
+    ~BoundNow() {
+        if (handle != nullptr) ::dlclose(handle);
+    }
+};
 
 struct Opened {
     std::shared_ptr<void> handle;
@@ -115,7 +127,10 @@ Opened open_library(const std::string& path) {
     if (std::string refusal = check_plugin_file(path); !refusal.empty()) return {nullptr, refusal};
     std::shared_ptr<void> session = ltdl_session();
     if (!session) return {nullptr, "cannot initialise libltdl"};
+    // Constructors run in the first open: the guard covers both.
     SignalDispositionGuard keep_signals;
+    const BoundNow bound(path);
+    if (bound.handle == nullptr) return {nullptr, "cannot load: " + bound.error};
     lt_dlhandle h;
     std::string ltdl_error;
     {
@@ -126,10 +141,7 @@ Opened open_library(const std::string& path) {
             ltdl_error = e ? e : "unknown error";
         }
     }
-    if (h == nullptr) {
-        std::string detail = system_loader_error(path);
-        return {nullptr, "cannot load: " + (detail.empty() ? ltdl_error : detail)};
-    }
+    if (h == nullptr) return {nullptr, "cannot load: " + ltdl_error};
     // The deleter keeps the session alive until the library is closed.
     std::shared_ptr<void> handle(static_cast<void*>(h), [session](void* p) {
         std::lock_guard lock(ltdl_mutex);

@@ -84,6 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{"notso", "not a shared object"},
         Refusal{"undefsym", "cannot load: " + fixture("undefsym") +
                                 ": undefined symbol: transit_fixture_missing_symbol"},
+        Refusal{"lazysym", "cannot load: " + fixture("lazysym") +
+                               ": undefined symbol: transit_fixture_missing_function"},
         Refusal{"factorythrows", "the factory threw: fixture factory failure"},
         Refusal{"dup", "duplicate of " + fixture("dup")}),
     [](const auto& info) { return info.param.name; });

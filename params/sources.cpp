@@ -151,6 +151,11 @@ void read_file(const std::string& path, Origin origin, bool must_exist, Layer& o
     }
     if (!std::filesystem::is_regular_file(status))
         throw Error(fmt::format("file {}: cannot read it: not a regular file", printable(path)));
+    // Refused before a byte is read: a file this large is not a parameter file.
+    if (const std::uintmax_t size = std::filesystem::file_size(path, ec);
+        !ec && size > max_file_bytes)
+        throw Error(fmt::format("file {}: {} bytes, larger than a parameter file may be ({} bytes)",
+                                printable(path), size, max_file_bytes));
     std::ifstream in(path);
     if (!in)
         throw Error(
@@ -159,9 +164,30 @@ void read_file(const std::string& path, Origin origin, bool must_exist, Layer& o
 }
 
 void read_lines(std::istream& in, const std::string& path, Origin origin, Layer& out) {
+    // Read by hand rather than with std::getline, which would take a file with
+    // no newline into one string, however large, before anything could object.
+    std::streambuf* buf = in.rdbuf();
+    if (buf == nullptr) throw Error(fmt::format("file {}: read error", printable(path)));
     std::string line;
-    for (int lineno = 1; std::getline(in, line); ++lineno)
+    std::size_t total = 0;
+    for (int lineno = 1;; ++lineno) {
+        line.clear();
+        int c = buf->sbumpc();
+        if (c == std::char_traits<char>::eof()) break;
+        for (; c != std::char_traits<char>::eof() && c != '\n'; c = buf->sbumpc()) {
+            if (line.size() == max_line_bytes)
+                malformed(path, lineno,
+                          fmt::format("line longer than {} bytes (a parameter file holds short "
+                                      "\"name = value\" lines)",
+                                      max_line_bytes));
+            line.push_back(static_cast<char>(c));
+        }
+        total += line.size() + 1;
+        if (total > max_file_bytes + 1)
+            throw Error(fmt::format("file {}: larger than a parameter file may be ({} bytes)",
+                                    printable(path), max_file_bytes));
         parse_line(line, path, lineno, origin, out);
+    }
     if (in.bad()) throw Error(fmt::format("file {}: read error", printable(path)));
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <functional>
 #include <istream>
 #include <map>
@@ -39,9 +40,16 @@ inline const Layer& layer(const Layers& all, Origin o) {
 // True for names made of letters, digits and '_' (so any name can be an env variable).
 bool valid_name(std::string_view name) noexcept;
 
+// A parameter file is a few short "name = value" lines: a longer line or a
+// larger file is a mistake (a log or a binary named by accident), refused
+// before it is read into memory.
+inline constexpr std::size_t max_line_bytes = 64 * 1024;
+inline constexpr std::size_t max_file_bytes = 16 * 1024 * 1024;
+
 // Reads a parameter file into `out` (later lines override earlier ones).  A
 // missing file is fine when `must_exist` is false; a malformed line or an
-// unreadable file throws Error naming the file (and line).
+// unreadable, too long or too large file throws Error naming the file (and
+// line).
 void read_file(const std::string& path, Origin origin, bool must_exist, Layer& out);
 // The lines of a parameter file already open, `path` naming it in errors.
 void read_lines(std::istream& in, const std::string& path, Origin origin, Layer& out);

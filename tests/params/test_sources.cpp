@@ -2,8 +2,11 @@
 // argv, in every order of precedence.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <sstream>
 #include <string>
 
+#include "params/sources.hpp"
 #include "tests/params/params_fixture.hpp"
 
 namespace transit::params::test {
@@ -128,6 +131,50 @@ TEST_F(Sources, MalformedLineNamesFileAndLine) {
         std::string e = error_text([] { registry(); });
         EXPECT_NE(e.find("file " + path + ":2:"), std::string::npos) << bad << " -> " << e;
     }
+}
+
+// A file of megabytes with no newline (a log or a binary named by accident)
+// is refused at the bound, naming the file and line, before it is all read.
+TEST_F(Sources, AnOverlongLineNamesFileAndLine) {
+    std::string path = write_file("long.conf", "t_c_x = 1\n" + std::string(4 << 20, 'x'));
+    set_env("mca_base_param_files", path);
+    reset_for_testing();
+    std::string e = error_text([] { registry(); });
+    EXPECT_NE(e.find("file " + path + ":2: line longer than 65536 bytes"), std::string::npos)
+        << e.substr(0, 300);
+    EXPECT_LT(e.size(), 1000u) << "the line itself is not in the message";
+}
+
+TEST_F(Sources, ALineAtTheBoundIsRead) {
+    std::string value(max_line_bytes - 8, 'v');
+    std::string path = write_user_file("t_c_x = " + value);
+    reset_for_testing();
+    EXPECT_EQ(add_x().text(), value);
+    EXPECT_EQ(add_x().source().describe(), "file " + path + ":1");
+}
+
+// Larger than any parameter file: refused by its size, nothing read.
+TEST_F(Sources, AnOversizedFileIsRefusedUnread) {
+    std::string path = write_file("big.conf", "");
+    std::filesystem::resize_file(path, max_file_bytes + 1);  // sparse: nothing written
+    set_env("mca_base_param_files", path);
+    reset_for_testing();
+    std::string e = error_text([] { registry(); });
+    EXPECT_NE(e.find("file " + path + ": " + std::to_string(max_file_bytes + 1) +
+                     " bytes, larger than a parameter file may be"),
+              std::string::npos)
+        << e;
+}
+
+// The same bound on a stream, which has no size to look at first.
+TEST_F(Sources, AnOversizedStreamIsRefused) {
+    std::string comment = "#" + std::string(max_line_bytes - 2, 'c') + "\n";  // a full line
+    std::string text;
+    while (text.size() <= max_file_bytes) text += comment;
+    std::istringstream in(text);
+    Layer layer;
+    std::string e = error_text([&] { read_lines(in, "s.conf", Origin::param_file, layer); });
+    EXPECT_NE(e.find("file s.conf: larger than a parameter file may be"), std::string::npos) << e;
 }
 
 TEST_F(Sources, BadValueInAFileNamesFileAndLine) {

@@ -309,6 +309,34 @@ TEST(TransitRun, AClosedOutputPipeEndsTheJobQuietly) {
     EXPECT_EQ(r.out, "launcher status 141\n") << r.err;
 }
 
+// The same with --tag-output, where the launcher itself writes the ranks'
+// lines: once its reader is gone it stops forwarding and ends the job as
+// fast (before, it ran on, failing ~9,000 writes a second).  `timeout` ends a
+// launcher that would not.
+TEST(TransitRun, AClosedOutputPipeEndsATaggedJobQuietly) {
+    for (const char* redirect : {"", "2>&1"}) {
+        const std::string script = std::string("timeout -s KILL 20 \"$0\" --tag-output -n 2 yes ") +
+                                   redirect + " | head -3 >/dev/null; " +
+                                   "echo \"launcher status ${PIPESTATUS[0]}\"";
+        const Result r = Process({"/bin/bash", "-c", script, TRANSIT_RUN_PATH}).wait(30);
+        EXPECT_EQ(r.out, "launcher status 141\n") << redirect << "\n" << r.err;
+        EXPECT_LT(r.seconds, 5.0) << redirect;
+        EXPECT_EQ(r.err, "") << redirect;
+    }
+}
+
+// Without a stdout at all, the ranks' lines are dropped and the job runs to
+// its end, as the ranks themselves would writing to a closed descriptor.
+TEST(TransitRun, AClosedStdoutDropsTaggedLinesAndTheJobRunsOn) {
+    const Result r =
+        Process({"/bin/bash", "-c", "\"$0\" --tag-output -n 2 sh -c 'echo out; echo err >&2' >&-",
+                 TRANSIT_RUN_PATH})
+            .wait(30);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("[0] err\n"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("[1] err\n"), std::string::npos) << r.err;
+}
+
 TEST(TransitRun, HelpExitsZero) {
     const Result r = run({"--help"});
     EXPECT_EQ(r.status, 0);

@@ -401,6 +401,10 @@ void Launcher::loop(PmixHost& host) {
         reap(host);
         for (std::size_t i = 2; i < fds.size(); ++i)
             if (fds[i].revents) output_->pump(fds[i].fd);
+        // Our reader is gone ("| head"): the job ends quietly, as it does when
+        // a rank writing to that pipe itself gets SIGPIPE (see on_rank_exit).
+        if (output_ && output_->reader_gone() && !terminating_ && !opt_.keep_going)
+            terminate(128 + SIGPIPE, "", SIGTERM, std::chrono::seconds(1));
 
         const auto after = Clock::now();
         if (timeout_at_ && after >= *timeout_at_ && !terminating_)

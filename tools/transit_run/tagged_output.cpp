@@ -13,15 +13,17 @@
 namespace transit::run {
 namespace {
 
-void write_all(int fd, std::string_view text) {
+// 0, or the errno of the write that failed.
+int write_all(int fd, std::string_view text) {
     while (!text.empty()) {
         const ssize_t n = ::write(fd, text.data(), text.size());
         if (n < 0) {
             if (errno == EINTR) continue;
-            return;  // our own output is gone (closed pipe): nothing useful to do
+            return errno;
         }
         text.remove_prefix(static_cast<std::size_t>(n));
     }
+    return 0;
 }
 
 }  // namespace
@@ -60,16 +62,33 @@ std::vector<int> TaggedOutput::open_fds() const {
 }
 
 void TaggedOutput::emit(Stream& s, std::string_view line) {
+    const std::size_t t = static_cast<std::size_t>(s.target);
+    if (gone_[t]) return;
     std::string out = fmt::format("[{}] ", s.rank);
     out.append(line);
     out.push_back('\n');
-    write_all(s.target, out);
+    const int error = write_all(s.target, out);
+    if (error == 0) return;
+    // Our own output is gone: every later write would fail the same way (a
+    // reader gone from a pipe, as with "| head", cost ~9,000 failed writes a
+    // second, forever).  Nothing more is forwarded to it.
+    gone_[t] = true;
+    if (error != EPIPE) return;  // e.g. closed (EBADF): what comes is dropped
+    // The ranks' own writes get what they would have got without
+    // --tag-output, SIGPIPE, and the launcher ends the job (reader_gone).
+    reader_gone_ = true;
+    for (Stream& other : streams_)
+        if (other.target == s.target && other.read_fd >= 0 && &other != &s) {
+            ::close(other.read_fd);
+            other.read_fd = -1;
+            other.partial.clear();
+        }
 }
 
 void TaggedOutput::close_stream(Stream& s) {
     if (!s.partial.empty()) emit(s, s.partial);
     s.partial.clear();
-    ::close(s.read_fd);
+    if (s.read_fd >= 0) ::close(s.read_fd);
     s.read_fd = -1;
 }
 
@@ -89,6 +108,11 @@ bool TaggedOutput::pump(int fd) {
              start = nl + 1)
             emit(s, std::string_view(s.partial).substr(start, nl - start));
         s.partial.erase(0, start);
+        if (reader_gone_ && gone_[static_cast<std::size_t>(s.target)]) {
+            s.partial.clear();
+            close_stream(s);
+            return false;
+        }
         return true;
     }
     return false;

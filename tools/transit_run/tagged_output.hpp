@@ -2,6 +2,7 @@
 // transit_run line by line, each line prefixed with "[rank] ".
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ class TaggedOutput {
     // Forwards any unterminated last lines and closes every pipe.
     void flush_all();
     bool all_closed() const;
+    // A reader of our stdout or stderr went away (EPIPE): that output is no
+    // longer forwarded, the ranks' pipes to it are closed, and the job should
+    // end as it would without --tag-output when a rank gets SIGPIPE.
+    bool reader_gone() const { return reader_gone_; }
 
   private:
     struct Stream {
@@ -43,6 +48,8 @@ class TaggedOutput {
     void close_stream(Stream& s);
 
     std::vector<Stream> streams_;
+    std::array<bool, 3> gone_{};  // by target: its writes failed, nothing more goes there
+    bool reader_gone_ = false;
 };
 
 }  // namespace transit::run

@@ -65,6 +65,8 @@ int guarded(F&& f) noexcept {
         return failed(TRANSIT_OUT_OF_RESOURCE, "out of memory");
     } catch (const transit::params::Error& e) {
         return failed(TRANSIT_BAD_PARAM, e.what());
+    } catch (const transit::InitError& e) {
+        return failed(code(e.status()), e.what());
     } catch (const std::exception& e) {
         return failed(TRANSIT_ERROR, e.what());
     } catch (...) {

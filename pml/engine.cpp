@@ -27,6 +27,19 @@ const char* level_name(ThreadLevel l) noexcept {
     return names[static_cast<int>(l)];
 }
 
+// "rank 3", "ranks 1-3, 5": ascending ranks in ranges, for a message.
+std::string rank_ranges(const std::vector<Rank>& ranks) {
+    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+    for (std::size_t i = 0; i < ranks.size();) {
+        std::size_t j = i;
+        while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+        if (i > 0) out += ", ";
+        out += j == i ? fmt::format("{}", ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+        i = j + 1;
+    }
+    return out;
+}
+
 }  // namespace
 
 Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> level)
@@ -41,7 +54,21 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
     level_ = level.value_or(
         parse_thread_level(params::registry().get("pml_base_thread_level").as_string()));
     calls_.enable(level_ == ThreadLevel::multiple || c_.settings.progress_thread);
-    setup();
+    try {
+        setup();
+    } catch (...) {
+        // No destructor runs: undo what setup left outside this object (the
+        // active-message callbacks name it), transports before the runtime.
+        release_transports();
+        throw;
+    }
+}
+
+void Engine::release_transports() noexcept {
+    for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
+    registered_tags_.clear();
+    bml_.reset();
+    framework_.reset();  // module memory goes with its module
 }
 
 void Engine::read_params() {
@@ -82,8 +109,22 @@ void Engine::setup() {
     osc_.set_modules(framework_->modules());
     // Every peer's endpoints now, not on our first send to it: a transport
     // only listens to (and watches for the death of) peers it was given, and a
-    // rank may well only ever receive from some peer.
-    for (Rank r = 0; r < c_.size; ++r) c_.peers.send_peer(r);
+    // rank may well only ever receive from some peer.  Our own rank's is made
+    // when first used: without self (btl=vader,tcp) a job that never sends to
+    // itself works, and one that does gets the error then.
+    std::vector<Rank> unreachable;
+    for (Rank r = 0; r < c_.size; ++r)
+        if (r != c_.rank && !c_.peers.send_peer(r)) unreachable.push_back(r);
+    // A peer nothing reaches cannot take part: its messages would fail here
+    // and a receive waiting for them, and every barrier, would hang.  Init
+    // fails instead, as MPI_Init does (the bml has logged why, per transport).
+    if (!unreachable.empty())
+        throw InitError(
+            Status::unreachable,
+            fmt::format("{} of {} {} unreachable from rank {}: no selected "
+                        "transport reaches {} (the errors above say why)",
+                        rank_ranges(unreachable), c_.size, unreachable.size() == 1 ? "is" : "are",
+                        c_.rank, unreachable.size() == 1 ? "it" : "them"));
     if (c_.size > 1 && !runtime_->is_singleton())
         launcher_watch_ = progress_.add(&Failure::check_launcher, &failure_, ProgressPriority::low);
     c_.out.verbose(10, "pml ready: rank {} of {}, {} btl module(s), thread level {}", c_.rank,
@@ -102,9 +143,7 @@ Engine::~Engine() {
     c_.drops.report();
     if (launcher_watch_) progress_.remove(launcher_watch_);
     osc_.release_regions();
-    for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
-    bml_.reset();
-    framework_.reset();  // module memory goes with its module
+    release_transports();
     for (const Allocation& a : allocations_)
         if (!a.module) std::free(a.p);
 }

@@ -204,6 +204,7 @@ class Engine {
         }
     }
     void setup();
+    void release_transports() noexcept;
     void read_params();
     void release_peer(Peer* p, Rank peer) noexcept;
     void release_gone_peers() noexcept;

@@ -107,7 +107,10 @@ typedef enum {
 } transit_thread_level;
 
 /* argc/argv may be NULL.  The thread level is the parameter
- * pml_base_thread_level (default single). */
+ * pml_base_thread_level (default single).  On failure *ctx is untouched and
+ * transit_last_error() says why: TRANSIT_BAD_PARAM for a parameter,
+ * TRANSIT_UNREACHABLE when no selected transport reaches some rank of the job
+ * (every rank that cannot reach a peer fails its init), TRANSIT_ERROR else. */
 int transit_init(int* argc, char*** argv, transit_context** ctx);
 /* transit_init at thread level `required`; *provided (may be NULL) is set to
  * the level granted.  TRANSIT_BAD_PARAM when `required` is not a level. */

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -350,8 +351,24 @@ class Context {
     std::unique_ptr<pml::Engine> engine_;
 };
 
+// Thrown by init when the job cannot run as started; status() is what
+// transit_init returns to a C caller.  Status::unreachable: a rank of the job
+// that no selected transport reaches (what() lists them; the log has said why
+// for each transport).  Every rank that cannot reach a peer throws it, at
+// init, rather than have its first message to that peer fail and a receive
+// waiting for it hang.
+class InitError : public std::runtime_error {
+  public:
+    InitError(Status status, const std::string& what) : std::runtime_error(what), status_(status) {}
+    Status status() const noexcept { return status_; }
+
+  private:
+    Status status_;
+};
+
 // Parses --mca options out of argv, joins the job, opens the transports.
-// Throws std::runtime_error (or params::Error) with a clear message on failure.
+// Throws InitError, params::Error or std::runtime_error with a clear message
+// on failure.
 // The thread level is the one asked for here, else the parameter
 // pml_base_thread_level (default single).
 Context init(int& argc, char**& argv);

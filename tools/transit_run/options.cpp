@@ -73,7 +73,9 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
         "Exit status: the first failed rank's (128+signal if killed), 124 after --timeout,\n"
         "128+signal when transit_run itself is signalled, 2 for a bad command line,\n"
         "141 (128+SIGPIPE) when the reader of its output is gone (\"| head\"; the job\n"
-        "ends then, with --tag-output too).");
+        "ends then, with --tag-output too).  A rank that no selected transport reaches\n"
+        "fails init on every rank that cannot reach it (transit::InitError,\n"
+        "TRANSIT_UNREACHABLE): the job ends with the first such rank's status.");
     // Everything from the program name on belongs to the program.
     app.prefix_command();
     app.add_option("-n,--np", opt.np, "Number of processes (ranks) to start (also -np N)")

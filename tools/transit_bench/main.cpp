@@ -15,11 +15,13 @@ namespace {
 constexpr const char* tests[] = {"latency",     "bw",          "bibw",           "msgrate",
                                  "put_latency", "get_latency", "atomic_latency", "rpc"};
 
+// A usage error (exit status 2, as CLI11's own), not any exception (1).
 std::size_t size_arg(const std::string& s, const char* what) {
     try {
         return transit::params::parse_size(s);
     } catch (const std::exception&) {
-        throw CLI::ValidationError(what, "'" + s + "' is not a size (examples: 8, 4k, 1M)");
+        throw tb::UsageError(std::string(what) + ": '" + s +
+                             "' is not a size (examples: 8, 4k, 1M)");
     }
 }
 

@@ -20,3 +20,43 @@ function(transit_add_gtest name)
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
   endif()
 endfunction()
+
+# transit_add_status_test(<name> STATUS <code> [PASS <regex>] [FAIL <regex>...]
+#                         [SKIP_RETURN_CODE <skip>] COMMAND <command> [<arg>...])
+# A ctest entry that passes only when <command> exits with <code> and, with
+# PASS, its output matches <regex> (and no FAIL regex); skipped when it exits
+# with <skip> (77: nothing to test on this machine).  ctest ignores the exit
+# status of an entry with a PASS_REGULAR_EXPRESSION: the command runs under
+# tests/exit_status_is.sh, which prints TRANSIT_STATUS_FAILED_MARKER on any
+# other status, and the marker is always among the FAIL regexes.  Set the
+# other properties (LABELS, TIMEOUT, ENVIRONMENT ...) with
+# set_tests_properties, never PASS_ or FAIL_REGULAR_EXPRESSION: the check
+# ctest_entries.check_exit_status fails the suite on an entry that bypasses this.
+set(TRANSIT_EXIT_STATUS_IS ${PROJECT_SOURCE_DIR}/tests/exit_status_is.sh)
+set(TRANSIT_STATUS_FAILED_MARKER "exit_status_is: FAILED")
+function(transit_add_status_test name)
+  # PARSE_ARGV: regular expressions keep their brackets and backslashes.
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "STATUS;PASS;SKIP_RETURN_CODE" "FAIL;COMMAND")
+  if(NOT DEFINED ARG_STATUS OR NOT ARG_COMMAND)
+    message(FATAL_ERROR "transit_add_status_test(${name}): STATUS and COMMAND are required")
+  endif()
+  set(command ${TRANSIT_EXIT_STATUS_IS})
+  if(DEFINED ARG_SKIP_RETURN_CODE)
+    list(APPEND command --skip ${ARG_SKIP_RETURN_CODE})
+  endif()
+  list(APPEND command ${ARG_STATUS})
+  # Each word quoted, so that an empty one ("" for a default) stays a word.
+  set(words "")
+  foreach(word IN LISTS command ARG_COMMAND)
+    string(APPEND words " [==[${word}]==]")
+  endforeach()
+  cmake_language(EVAL CODE "add_test(NAME [==[${name}]==] COMMAND ${words})")
+  set(fail ${TRANSIT_STATUS_FAILED_MARKER} ${ARG_FAIL})
+  set_tests_properties(${name} PROPERTIES FAIL_REGULAR_EXPRESSION "${fail}")
+  if(DEFINED ARG_PASS)
+    set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${ARG_PASS}")
+  endif()
+  if(DEFINED ARG_SKIP_RETURN_CODE)
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
+  endif()
+endfunction()

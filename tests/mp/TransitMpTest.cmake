@@ -12,12 +12,14 @@
 #   transit_add_mp_run(<name> PROGRAM <command...> [BTL <list> | EACH_BTL <list>...]
 #                      [NP 2 ...] [ENV ...] [LAUNCHER_ARGS ...] [LABELS ...]
 #                      [TIMEOUT seconds] [PASS regex...] [FAIL regex...]
-#                      [SKIP_RETURN_CODE code])
+#                      [STATUS code] [SKIP_RETURN_CODE code])
 # registers "<name>.np<N>" running a program already built (any command) the
 # same way, with TRANSIT_MCA_btl=<list> before ENV ("default" or no BTL: the
 # default selection).  EACH_BTL registers that set once per list, named
-# "<name>_<list with commas as underscores>.np<N>".
+# "<name>_<list with commas as underscores>.np<N>".  With PASS the launcher
+# must also exit with STATUS (default 0): see transit_add_status_test.
 include_guard(GLOBAL)
+include(TransitTesting)
 
 set(TRANSIT_MP_DIR ${CMAKE_CURRENT_LIST_DIR})
 find_program(TRANSIT_MPIRUN NAMES mpirun DOC "Open MPI's mpirun, to run multi-process tests under it")
@@ -43,14 +45,14 @@ function(transit_add_mp_test name)
 endfunction()
 
 function(transit_add_mp_run name)
-  cmake_parse_arguments(ARG "" "BTL;TIMEOUT;SKIP_RETURN_CODE"
+  cmake_parse_arguments(ARG "" "BTL;TIMEOUT;STATUS;SKIP_RETURN_CODE"
     "PROGRAM;EACH_BTL;NP;ENV;LAUNCHER_ARGS;LABELS;PASS;FAIL" ${ARGN})
   if(NOT ARG_PROGRAM)
     message(FATAL_ERROR "transit_add_mp_run(${name}): PROGRAM is required")
   endif()
   if(ARG_EACH_BTL)
     set(pass_on "")
-    foreach(key NP ENV LAUNCHER_ARGS LABELS PASS FAIL TIMEOUT SKIP_RETURN_CODE)
+    foreach(key NP ENV LAUNCHER_ARGS LABELS PASS FAIL TIMEOUT STATUS SKIP_RETURN_CODE)
       if(DEFINED ARG_${key})
         list(APPEND pass_on ${key} ${ARG_${key}})
       endif()
@@ -67,6 +69,9 @@ function(transit_add_mp_run name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
+  if(NOT DEFINED ARG_STATUS)
+    set(ARG_STATUS 0)
+  endif()
   set(env ${ARG_ENV})
   if(ARG_BTL AND NOT ARG_BTL STREQUAL "default")
     list(PREPEND env "TRANSIT_MCA_btl=${ARG_BTL}")
@@ -74,20 +79,26 @@ function(transit_add_mp_run name)
   math(EXPR ctest_timeout "${ARG_TIMEOUT} + 30")
   foreach(np IN LISTS ARG_NP)
     set(test ${name}.np${np})
-    add_test(NAME ${test}
-      COMMAND $<TARGET_FILE:transit_run> -n ${np} --timeout ${ARG_TIMEOUT} --tag-output
-              ${ARG_LAUNCHER_ARGS} ${ARG_PROGRAM})
+    set(job $<TARGET_FILE:transit_run> -n ${np} --timeout ${ARG_TIMEOUT} --tag-output
+            ${ARG_LAUNCHER_ARGS} ${ARG_PROGRAM})
+    if(ARG_PASS)
+      set(skip "")
+      if(ARG_SKIP_RETURN_CODE)
+        set(skip SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
+      endif()
+      transit_add_status_test(${test} STATUS ${ARG_STATUS} PASS "${ARG_PASS}" FAIL ${ARG_FAIL}
+        ${skip} COMMAND ${job})
+    else()
+      add_test(NAME ${test} COMMAND ${job})
+      if(ARG_FAIL)
+        set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${ARG_FAIL}")
+      endif()
+      if(ARG_SKIP_RETURN_CODE)
+        set_tests_properties(${test} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
+      endif()
+    endif()
     set_tests_properties(${test} PROPERTIES
       LABELS "mp;${ARG_LABELS}" TIMEOUT ${ctest_timeout} ENVIRONMENT "${env}")
-    if(ARG_PASS)
-      set_tests_properties(${test} PROPERTIES PASS_REGULAR_EXPRESSION "${ARG_PASS}")
-    endif()
-    if(ARG_FAIL)
-      set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${ARG_FAIL}")
-    endif()
-    if(ARG_SKIP_RETURN_CODE)
-      set_tests_properties(${test} PROPERTIES SKIP_RETURN_CODE ${ARG_SKIP_RETURN_CODE})
-    endif()
   endforeach()
 endfunction()
 

@@ -18,6 +18,7 @@ namespace transit::test {
 namespace {
 
 using namespace std::chrono_literals;
+using btl::util::BasicWatchPace;
 using btl::util::ProcessWatch;
 using btl::util::WatchPace;
 using Probe = ProcessWatch::Probe;
@@ -142,21 +143,34 @@ TEST(ProcessWatch, MovedWatchKeepsWatching) {
     EXPECT_TRUE(becomes_exited(c));
 }
 
+// A clock the test moves by hand: the pace's decisions depend on the time
+// that passed, never on how fast the machine ran the test.
+struct ManualClock {
+    using duration = std::chrono::steady_clock::duration;
+    using rep = duration::rep;
+    using period = duration::period;
+    using time_point = std::chrono::time_point<ManualClock>;
+    static constexpr bool is_steady = true;
+    static inline time_point current{std::chrono::hours(1)};
+    static time_point now() noexcept { return current; }
+};
+
 // The pace a transport's peer watch keeps: every `every`-th call, and no
 // sooner than the interval after the last look; hurry() makes the next due.
 TEST(WatchPace, EveryNthCallAndNoSoonerThanTheInterval) {
-    WatchPace pace(std::chrono::milliseconds(200), 4);
+    BasicWatchPace<ManualClock> pace(200ms, 4);
     int due = 0;
     for (int i = 0; i < 3; ++i) due += pace.due();
     EXPECT_EQ(due, 0) << "the clock is not read before the 4th call";
     EXPECT_TRUE(pace.due()) << "the first look is due at once";
+    ManualClock::current += 199ms;
     for (int i = 0; i < 40; ++i) due += pace.due();
     EXPECT_EQ(due, 0) << "within the interval nothing more is due";
     pace.hurry();
     EXPECT_TRUE(pace.due()) << "hurry() makes the next call look";
-    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ManualClock::current += 200ms;
     for (int i = 0; i < 3; ++i) due += pace.due();
-    EXPECT_EQ(due, 0);
+    EXPECT_EQ(due, 0) << "the interval has passed, but only every 4th call reads the clock";
     EXPECT_TRUE(pace.due()) << "after the interval, the next 4th call looks";
 }
 

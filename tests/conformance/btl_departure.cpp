@@ -28,10 +28,12 @@
 //
 // Exit status: 0 passed, 1 failed, 77 the component declined (ctest: skipped).
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -136,6 +138,13 @@ void on_get(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, void*
     if (!ok(status)) ++g->failed;
 }
 
+// Where rank 0 says its gets are in flight: the job's directory on this node
+// (transit_run's; "" under another launcher, and rank 1 does not wait).
+std::string gets_posted_file() {
+    const char* dir = std::getenv("TRANSIT_JOB_TMPDIR");
+    return dir != nullptr ? fmt::format("{}/departure.gets_posted", dir) : "";
+}
+
 // Rank 1: registers a buffer, publishes it and leaves without ever serving it.
 int leave_unserved(rt::Runtime& runtime, btl::Module& module, std::unique_ptr<rt::Runtime> owned) {
     btl::Rdma* rdma = module.rdma();
@@ -149,7 +158,15 @@ int leave_unserved(rt::Runtime& runtime, btl::Module& module, std::unique_ptr<rt
     if (h != nullptr) std::memcpy(key.data() + sizeof address, h, hs);
     if (!ok(runtime.modex_send("departure.key", key)) || !ok(runtime.fence()))
         return failed(1, "publishing the registration");
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // no progress: nothing served
+    // No progress (nothing served) until rank 0's gets are in flight: it says
+    // so with a file, outside the transport and the runtime (whose fence
+    // would run our progress).
+    const std::string posted = gets_posted_file();
+    struct stat st {};
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!posted.empty() && ::stat(posted.c_str(), &st) != 0 &&
+           std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     owned.reset();
     std::_Exit(0);
 }
@@ -189,6 +206,8 @@ int flush_after_loss(rt::Runtime& runtime, btl::Module& module, ProgressEngine& 
             ++gets.ended, ++gets.failed;
         }
     }
+    if (const std::string posted = gets_posted_file(); !posted.empty())
+        if (std::FILE* f = std::fopen(posted.c_str(), "w")) std::fclose(f);
     const btl::util::ProcessWatch rank1(rank1_pid);
     if (!progress_until(
             engine, [&] { return rank1.exited() && st.errors > 0; }, std::chrono::seconds(30)))

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -104,28 +105,41 @@ int files(const Args&) {
 }
 
 // shm-debris: rank 0 leaves a region named as libfabric's shm names them
-// (/dev/shm/<pid>:<uid>:0) and is killed; rank 1 waits until rank 0 is gone
-// and makes one more under rank 0's pid, as a process given that pid again
-// would.  Run with --keep-going: the launcher must remove the first only.
+// (/dev/shm/<pid>:<uid>:0) and is killed; rank 1 waits until the launcher has
+// noted rank 0's end and makes one more under rank 0's pid, as a process
+// given that pid again would.  Run with --keep-going: the launcher must remove
+// the first only.
 int shm_debris(const Args&) {
     const char* dir = std::getenv("TRANSIT_JOB_TMPDIR");
     if (!dir) return 10;
+    auto rt = rt::open_runtime();
     const std::string pid_file = fmt::format("{}/rank0.pid", dir);
-    if (env_rank() == 0) {
+    if (rt->rank() == 0) {
         const std::string region = fmt::format("/dev/shm/{}:{}:0", ::getpid(), ::getuid());
         std::ofstream(region) << "left behind\n";
         say(fmt::format("region {}", region));
         write_pid(dir, "rank0.pid", ::getpid());
+        if (!ok(rt->fence())) return 12;
         ::raise(SIGKILL);
     }
+    if (!ok(rt->fence())) return 12;  // rank 0's pid file is written
     pid_t pid = 0;
-    for (int i = 0; i < 1000 && pid == 0; ++i) {
-        std::ifstream(pid_file) >> pid;
-        if (pid == 0) sleep_for(0.01);
-    }
+    std::ifstream(pid_file) >> pid;
     if (pid == 0) return 11;
-    for (int i = 0; i < 1000 && ::kill(pid, 0) == 0; ++i) sleep_for(0.01);
-    sleep_for(0.5);  // well past the launcher's reading of the clock, even on a loaded machine
+    // The launcher reads the clock when it reaps rank 0, before it tells the
+    // survivors that rank 0 is lost: once told, the time of the end is noted.
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (rt->lost_count() == 0 && std::chrono::steady_clock::now() < give_up) sleep_for(0.001);
+    if (rt->lost_count() == 0) return 13;
+    // That clock is the coarse one file times use: a region made one tick
+    // later than now is newer than rank 0's end.
+    timespec told{};
+    timespec now{};
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &told);
+    do {
+        sleep_for(0.001);
+        ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    } while (now.tv_sec == told.tv_sec && now.tv_nsec == told.tv_nsec);
     const std::string later = fmt::format("/dev/shm/{}:{}:9", pid, ::getuid());
     std::ofstream(later) << "made after rank 0 ended\n";
     say(fmt::format("later {}", later));

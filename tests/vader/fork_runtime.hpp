@@ -25,6 +25,9 @@ struct JobArea {
         std::atomic<std::uint32_t> len;
         char data[248];
     } blobs[max_ranks];
+    // For a test's own signal between its processes, outside any transport
+    // (e.g. "posted": the other side may now stop serving).
+    std::atomic<std::uint32_t> signal;
 };
 
 class ForkRuntime final : public rt::Runtime {

@@ -622,8 +622,12 @@ bool survivor_or_victim(Rank rank, JobArea* area, const std::string& job) {
         const Exposed ack{reinterpret_cast<std::uint64_t>(&word), 0,  0,
                           expose(p.module(), &word, sizeof word), {}, {}};
         if (!ok(p.send(0, tag_ctl, &ack, sizeof ack))) return false;
-        // Stop serving (an atomic will be pending at rank 0), then die hard.
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        // Stop serving: once rank 0 has posted its atomic (it stays pending
+        // at rank 0), die hard.
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (area->signal.load(std::memory_order_acquire) == 0 &&
+               std::chrono::steady_clock::now() < give_up)
+            std::this_thread::yield();
         ::raise(SIGKILL);
         return false;
     }
@@ -666,6 +670,7 @@ bool survivor_or_victim(Rank rank, JobArea* area, const std::string& job) {
                                           .operand = 1,
                                           .cb = rdma_done,
                                           .cbdata = &w});
+    area->signal.store(1, std::memory_order_release);  // rank 1 may die now
     if (!check(posted == Status::success, "atomic queued", static_cast<int>(posted))) return false;
     const auto start = std::chrono::steady_clock::now();
     while (seen.errors == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5))

@@ -51,10 +51,12 @@ std::uint64_t pid_namespace() noexcept;
 // When a progress callback should look at its watched peers again: a look is
 // due once `interval` has passed since the last, and the clock is read on
 // every `every`-th call only (reading it can cost as much as an idle poll).
-class WatchPace {
+// Clock is steady_clock but for tests, which drive the time themselves.
+template <typename Clock = std::chrono::steady_clock>
+class BasicWatchPace {
   public:
-    explicit WatchPace(std::chrono::milliseconds interval = std::chrono::milliseconds(100),
-                       std::uint32_t every = 16) noexcept
+    explicit BasicWatchPace(std::chrono::milliseconds interval = std::chrono::milliseconds(100),
+                            std::uint32_t every = 16) noexcept
         : interval_(interval), every_(every == 0 ? 1 : every) {}
 
     bool due() noexcept {
@@ -62,7 +64,7 @@ class WatchPace {
         // a division by a runtime value costs more than the rest of it.
         if (--countdown_ != 0) return false;
         countdown_ = every_;
-        const auto now = std::chrono::steady_clock::now();
+        const auto now = Clock::now();
         if (now - last_ < interval_) return false;
         last_ = now;
         return true;
@@ -74,11 +76,12 @@ class WatchPace {
     }
 
   private:
-    std::chrono::steady_clock::duration interval_;
+    typename Clock::duration interval_;
     std::uint32_t every_;
     std::uint32_t countdown_ = every_;
-    std::chrono::steady_clock::time_point last_{};
+    typename Clock::time_point last_{};
 };
+using WatchPace = BasicWatchPace<>;
 
 // A module's look at the peers it watches, when `pace` says one is due: each
 // endpoint (a pointer, maybe null) not yet `given_up` whose `process` has

@@ -21,6 +21,8 @@ class ActiveMessages;
 struct Settings {
     std::size_t unexpected_limit = 64u << 20;
     std::uint64_t wait_spin_count = 2000;
+    std::chrono::microseconds wait_spin_time{50};
+    std::chrono::microseconds wait_nap{20};
     bool progress_thread = false;
     std::size_t rdma_threshold = 0;
     std::size_t rndv_split_min = 128u << 10;

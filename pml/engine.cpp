@@ -77,6 +77,8 @@ void Engine::read_params() {
     Settings& s = c_.settings;
     s.unexpected_limit = reg.get("pml_base_unexpected_limit").as_unsigned();
     s.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
+    s.wait_spin_time = std::chrono::microseconds(reg.get("pml_base_wait_spin_time").as_unsigned());
+    s.wait_nap = std::chrono::microseconds(reg.get("pml_base_wait_nap").as_unsigned());
     s.progress_thread = reg.get("pml_base_progress_thread").as_bool();
     s.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
     s.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
@@ -190,10 +192,6 @@ void Engine::shutdown() noexcept {
                 if (c_.peers.failed(r)) runtime_->report_lost(r);
         runtime_->fence();
     }
-}
-
-void Engine::yield() noexcept {
-    sched_yield();
 }
 
 int Engine::drain_pending() noexcept {

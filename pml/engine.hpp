@@ -29,6 +29,7 @@
 #include "pml/active_messages.hpp"
 #include "pml/core.hpp"
 #include "pml/failure.hpp"
+#include "pml/idle_wait.hpp"
 #include "pml/one_sided.hpp"
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
@@ -82,17 +83,17 @@ class Engine {
         if (c_.has_pending) n += drain_pending();
         return n;
     }
-    // Progress until pred() holds: spin, then yield between polls.
+    // Progress until pred() holds: spin, then nap between idle polls (IdleWait).
     template <typename Pred>
     void wait_until(Pred pred) noexcept {
         if (calls_.enabled()) [[unlikely]]
             return wait_until_unlocking(pred);
-        std::uint64_t idle = 0;
+        IdleWait idle(c_.settings);
         while (!pred()) {
             if (progress() > 0)
-                idle = 0;
-            else if (++idle > c_.settings.wait_spin_count)
-                yield();
+                idle.reset();
+            else
+                idle.idle();
         }
     }
     // Held by every API call at ThreadLevel::multiple or when the progress
@@ -189,13 +190,13 @@ class Engine {
     // blocks on it, and let go while yielding.  pred() runs under the lock.
     template <typename Pred>
     void wait_until_unlocking(Pred pred) noexcept {
-        std::uint64_t idle = 0;
+        IdleWait idle(c_.settings);
         while (!pred()) {
             if (progress() > 0) {
-                idle = 0;
-            } else if (++idle > c_.settings.wait_spin_count) {
+                idle.reset();
+            } else if (idle.napping()) {
                 calls_.release();
-                yield();
+                idle.pause();
                 calls_.acquire();
                 continue;
             }
@@ -212,7 +213,6 @@ class Engine {
     static void on_admit(void* self, Rank peer) noexcept;
     void queue_event(Rank peer, PeerEventKind kind) noexcept;
     void deliver_events() noexcept;
-    void yield() noexcept;
     int drain_pending() noexcept;
     void on_barrier(const std::byte* b, std::size_t n) noexcept;
     void start_progress_thread();

@@ -61,8 +61,13 @@ Status Outbox::post_desc(const PendingDesc& pd, Refusal refusal) noexcept {
         end_desc(pd, Status::out_of_resource);  // no memory to queue it: it fails, nothing leaks
         return Status::out_of_resource;
     }
+    if (Peer* p = c_.peers.peer(pd.rank)) ++p->descs_waiting;
     c_.has_pending = true;
     return Status::success;
+}
+
+void Outbox::left_queue(const PendingDesc& pd) noexcept {
+    if (Peer* p = c_.peers.peer(pd.rank); p && p->descs_waiting > 0) --p->descs_waiting;
 }
 
 void Outbox::end_desc(const PendingDesc& pd, Status s, Refusal refusal) noexcept {
@@ -150,6 +155,7 @@ int Outbox::drain() noexcept {
         const Status s = pd.module->send(pd.endpoint, pd.desc, pd.tag);
         if (s == Status::out_of_resource) break;
         pending_desc_.erase(pending_desc_.begin());
+        left_queue(pd);
         // Refused for good (the btl lost the peer first): the descriptor never
         // went, so its callback must still come, or its request waits forever.
         // A control message goes back to the queue it would have been kept in.
@@ -199,6 +205,7 @@ void Outbox::drop_queued_to(Peer* p) noexcept {
         }
         const PendingDesc pd = *it;
         it = pending_desc_.erase(it);
+        left_queue(pd);
         end_desc(pd, Status::peer_failed);
     }
 }

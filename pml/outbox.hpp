@@ -73,6 +73,8 @@ class Outbox {
 
   private:
     void end_desc(const PendingDesc& pd, Status s, Refusal refusal = Refusal::lost) noexcept;
+    // A descriptor left pending_desc_ (sent, or ended): its peer's count.
+    void left_queue(const PendingDesc& pd) noexcept;
     bool requeue_control(const PendingDesc& pd) noexcept;
     static void control_sent(Peer* p) noexcept {
         if (p) p->control_refused_since.reset();

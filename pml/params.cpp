@@ -13,7 +13,19 @@ constexpr params::Decl pml_params[] = {
      "(header only) until receives catch up. Nothing is ever dropped",
      4},
     {"wait_spin_count", params::Type::unsigned_integer, "2000",
-     "Idle progress polls in wait before yielding the processor between polls", 4},
+     "Most idle progress polls in wait before it naps between polls (see wait_spin_time)", 4},
+    params::Decl{"wait_spin_time", params::Type::unsigned_integer, "50",
+                 "Microseconds wait polls with nothing happening before it naps between polls "
+                 "(or after wait_spin_count polls, whichever comes first)",
+                 5}
+        .range(0, 10000000),
+    params::Decl{"wait_nap", params::Type::unsigned_integer, "20",
+                 "Microseconds a wait sleeps between idle polls once it stopped spinning. A "
+                 "sleeping rank gets the processor back soon after, where a spinning one waits "
+                 "its turn among the busy processes of a loaded node. 0: yield the processor "
+                 "instead of sleeping",
+                 5}
+        .range(0, 100000),
     {"progress_thread", params::Type::boolean, "false",
      "Run a progress thread that drives transfers while the program computes; every API "
      "call then takes a lock",

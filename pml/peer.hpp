@@ -51,6 +51,9 @@ struct Peer {
     List<RawMsg> out_of_order;
     bool throttled = false;   // the peer asked us to stop sending eagerly
     bool throttling = false;  // we asked the peer to stop
+    // Our descriptors to it that its transport refused for now (out of
+    // resources) and the outbox holds: new fragments wait behind them.
+    std::uint32_t descs_waiting = 0;
     bool has_unexpected_listed = false;
     std::uint64_t osc_outstanding = 0;
     std::uint64_t osc_emulated = 0;  // the part of osc_outstanding the target answers

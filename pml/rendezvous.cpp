@@ -324,10 +324,20 @@ void Tagged::on_ack(const std::byte* b, std::size_t, Rank from) noexcept {
     if (r->issuing || !pump_frags(r)) enqueue_send(r);
 }
 
+// Fragments go while the transport takes them.  At its first refusal (a
+// peer queue or a descriptor pool full) the pump stops: the refused fragment
+// waits in the outbox, and no new one is packed until every fragment waiting
+// for that peer has gone.  Packing on would only fill the outbox, hold the
+// whole descriptor pool (rendezvous headers and acks of other messages wait
+// for one) and cost a refused send per fragment.
 bool Tagged::pump_frags(Req* r) noexcept {
     bml::Endpoint* ep = r->peer->ep;
     r->issuing = true;
     while (r->conv.remaining() > 0) {
+        if (r->peer->descs_waiting > 0) {
+            r->issuing = false;
+            return false;
+        }
         bml::BtlRef& b = ep->pick_send();
         std::size_t max = b.module->attributes().max_send_size - sizeof(wire::FragHdr);
         std::size_t size = r->conv.remaining() < max ? r->conv.remaining() : max;

@@ -56,6 +56,16 @@ constexpr transit::params::Field<Config> unix_params[] = {
                          {.default_value = "512",
                           .help = "Priority among the transports that reach a peer (highest "
                                   "wins; vader is 65535)"}),
+    // Bounds what is in flight from this process (a bounded send queue): a
+    // datagram holds its room in the sender's buffer until its receiver has
+    // read it.  Linux doubles the value and keeps a floor of a few KiB.
+    transit::params::to<&Config::send_buffer>(
+        transit::params::Decl{"send_buffer", Type::size, "0",
+                              "Bytes of datagrams in flight from this process, not yet read by "
+                              "their receivers (the socket's send buffer); past it send reports "
+                              "out-of-resource. 0: the system's default (net.core.wmem_default)",
+                              9}
+            .range(0, 64 << 20)),
     transit::params::to<&Config::verbose>(
         transit::params::Decl{"verbose", Type::integer, "0", "Verbosity of btl/unix", 9}.range(
             0, 100)),
@@ -64,8 +74,12 @@ constexpr transit::params::Field<Config> unix_params[] = {
 // The socket the peers send to.  Binding with no name asks Linux for a
 // unique name in the abstract namespace ("autobind"): no file to clean up, and
 // only processes in this network namespace, i.e. on this node, can reach it.
-Fd bound_socket(std::vector<std::byte>& name) {
+Fd bound_socket(std::vector<std::byte>& name, std::size_t send_buffer) {
     Fd fd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    const int sndbuf = static_cast<int>(send_buffer);
+    if (fd && send_buffer > 0 &&
+        ::setsockopt(fd.get(), SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) != 0)
+        throw std::runtime_error(fmt::format("SO_SNDBUF: {}", std::strerror(errno)));
     sockaddr_un sa{};
     sa.sun_family = AF_UNIX;
     socklen_t len = sizeof(sa_family_t);
@@ -91,7 +105,7 @@ class UnixComponent final : public btl::Component {
         std::vector<std::byte> name;
         Fd socket;
         try {
-            socket = bound_socket(name);
+            socket = bound_socket(name, config.send_buffer);
         } catch (const std::exception& e) {
             decline_reason_ = e.what();  // no module; transit_info shows why
             return {};

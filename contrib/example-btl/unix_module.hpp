@@ -56,6 +56,7 @@ class Fd {
 // The base parameters (eager_limit, max_send_size, ...) and our own.
 struct Config : btl::BaseConfig {
     int verbose = 0;
+    std::size_t send_buffer = 0;  // the socket's send buffer; 0: the system's default
 };
 
 // A send descriptor: one segment over its own buffer.  All are made at init.

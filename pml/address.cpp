@@ -1,7 +1,6 @@
 #include "pml/address.hpp"
 
 #include "runtime/job_secret.hpp"
-#include "transit/btl/component.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -34,6 +33,15 @@ bool unhex(std::string_view text, std::vector<std::byte>& out) {
     return true;
 }
 
+// At most 32 characters of a peer's text, anything unprintable as '?': a
+// reason goes into one log line, whatever the text held.
+std::string shown(std::string_view text) {
+    std::string out(text.substr(0, 32));
+    for (char& c : out)
+        if (c < 0x20 || c > 0x7e) c = '?';
+    return out;
+}
+
 }  // namespace
 
 std::string format_address(const rt::PeerAddress& a) {
@@ -43,21 +51,6 @@ std::string format_address(const rt::PeerAddress& a) {
     s += ";node=" + rt::to_hex({node, a.node_id.size()});
     for (const auto& [key, blob] : a.blobs) s += ";" + key + "=" + rt::to_hex(blob);
     return s;
-}
-
-rt::PeerAddress listening_address(rt::DynamicRuntime& runtime,
-                                  std::span<btl::Module* const> modules) {
-    rt::PeerAddress a;
-    a.token = runtime.listen_token();
-    a.node_id = runtime.node_id();
-    for (btl::Module* m : modules) {
-        if (!(m->attributes().flags & btl::flags::dynamic_peers)) continue;
-        if (auto* l = btl::capability<btl::Listener>(*m); l && !ok(l->listen())) continue;
-        const std::string prefix = "btl." + m->component().name() + ".";
-        for (const auto& [key, blob] : runtime.published())
-            if (key.starts_with(prefix)) a.blobs[key] = blob;
-    }
-    return a;
 }
 
 std::string parse_address(std::string_view text, rt::PeerAddress& out) {
@@ -78,10 +71,10 @@ std::string parse_address(std::string_view text, rt::PeerAddress& out) {
         text.remove_prefix(end == std::string_view::npos ? text.size() : end);
         const std::size_t eq = field.find('=');
         if (eq == std::string_view::npos || eq == 0)
-            return "field '" + std::string(field.substr(0, 32)) + "' is not key=value";
+            return "field '" + shown(field) + "' is not key=value";
         const std::string_view key = field.substr(0, eq);
         if (!unhex(field.substr(eq + 1), bytes))
-            return "the value of '" + std::string(key) + "' is not hexadecimal";
+            return "the value of '" + shown(key) + "' is not hexadecimal";
         if (key == "token") {
             if (bytes.size() != out.token.size()) return "the token is not 128 bits";
             std::copy(bytes.begin(), bytes.end(), out.token.begin());
@@ -92,7 +85,7 @@ std::string parse_address(std::string_view text, rt::PeerAddress& out) {
         } else if (key.substr(0, 4) == "btl.") {
             out.blobs[std::string(key)] = bytes;
         } else {
-            return "unknown field '" + std::string(key.substr(0, 32)) + "'";
+            return "unknown field '" + shown(key) + "'";
         }
     }
     if (!has_token) return "no token";

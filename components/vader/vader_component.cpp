@@ -104,13 +104,18 @@ class VaderComponent final : public btl::Component {
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override {
         std::vector<std::unique_ptr<btl::Module>> modules;
         rt::Runtime& rt = ctx.runtime;
+        Config config = read_config();
+        log::Stream out("btl:vader", verbosity());
+        // A process killed before every local peer mapped its segment leaves
+        // the name (1 GiB apparent with the heap); nobody else would remove
+        // it, so every process that opens vader clears those of dead owners.
+        for (const std::string& name : remove_dead_segments(config.backing_directory))
+            out.verbose(5, "removed {}/{}: its owner is gone", config.backing_directory, name);
         const bool alone = rt.local_size() < 2 || rt.local_peers().size() < 2;
         if (alone && rt.dynamic_peers() == nullptr) {
             decline_reason_ = "no other process of the job on this node";
             return modules;
         }
-        Config config = read_config();
-        log::Stream out("btl:vader", verbosity());
         const Layout layout = Layout::compute(
             static_cast<std::uint32_t>(std::max<std::size_t>(1, rt.local_peers().size())),
             config.segment_size, config.max_send_size, config.fbox_size, config.fifo_size,

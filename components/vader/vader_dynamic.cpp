@@ -34,20 +34,6 @@ bool usable_from_outside(const SharedFile& seg) noexcept {
 
 }  // namespace
 
-std::vector<std::byte> encode(const ListenBlob& b) {
-    std::vector<std::byte> out(sizeof b);
-    std::memcpy(out.data(), &b, sizeof b);
-    return out;
-}
-
-std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob) {
-    ListenBlob b;
-    if (blob.size() != sizeof b) return std::nullopt;
-    std::memcpy(&b, blob.data(), sizeof b);
-    if (b.version != ListenBlob{}.version || b.fd < 0 || b.pid == 0) return std::nullopt;
-    return b;
-}
-
 bool VaderModule::is_dynamic(Rank peer) noexcept {
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     return d != nullptr && d->is_dynamic(peer);
@@ -482,25 +468,23 @@ void VaderModule::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
 // The client's join fragment: admitted with the listening context's token,
 // it gets a peer id; refused, its fragment goes back with the reason.
 void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept {
-    const SegmentHeader& ph = header_of(j.segment);
     const std::uint32_t index = ref_index(ref);
     const std::uint64_t back = ref | return_bit;
     auto drop = [&](const char* why) {
         refused(pid, why);
         joining_.erase(pid);
     };
-    if (index >= ph.frag_count) return drop("a join fragment outside its segment");
-    auto& h = *reinterpret_cast<FragHeader*>(j.segment.data() + ph.frag_offset +
-                                             std::size_t{index} * ph.frag_stride);
+    const JoinFragment join =
+        read_join({reinterpret_cast<std::byte*>(j.segment.data()), j.segment.size()}, index);
+    if (join.header == nullptr) return drop("a join fragment outside its segment");
+    auto& h = *join.header;
     auto refuse = [&](const char* why, Status s) {
         h.atomic_status = static_cast<std::int16_t>(s);
         (void)j.fifo.push(back);
         drop(why);
     };
-    if (h.kind != FragKind::join || h.size < sizeof(JoinPayload))
-        return refuse("its first fragment is no join", Status::protocol_error);
-    JoinPayload p;
-    std::memcpy(&p, reinterpret_cast<const char*>(&h) + frag_header_size, sizeof p);
+    if (!join.payload) return refuse("its first fragment is no join", Status::protocol_error);
+    const JoinPayload& p = *join.payload;
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     if (d == nullptr || !d->token_matches(p.token))
         return refuse("without this context's access token", Status::access_denied);

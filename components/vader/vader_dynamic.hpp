@@ -10,10 +10,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
 
+#include "components/vader/vader_layout.hpp"
 #include "transit/runtime.hpp"
 
 namespace transit::vader {
@@ -63,8 +65,21 @@ struct ListenBlob {
     std::uint64_t pid_ns = 0;  // inode of /proc/self/ns/pid (0: unknown)
 };
 
-std::vector<std::byte> encode(const ListenBlob& b);
-std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob);
+inline std::vector<std::byte> encode(const ListenBlob& b) {
+    std::vector<std::byte> out(sizeof b);
+    std::memcpy(out.data(), &b, sizeof b);
+    return out;
+}
+
+// What a client reads of the address of a server: nullopt unless it is a
+// listen blob of this version naming a process and a descriptor.
+inline std::optional<ListenBlob> decode_listen_blob(std::span<const std::byte> blob) noexcept {
+    ListenBlob b;
+    if (blob.size() != sizeof b) return std::nullopt;
+    std::memcpy(&b, blob.data(), sizeof b);
+    if (b.version != ListenBlob{}.version || b.fd < 0 || b.pid == 0) return std::nullopt;
+    return b;
+}
 
 // The payload of a client's join fragment (FragKind::join).  The server
 // answers in the fragment's header: atomic_status 0 when admitted, else the
@@ -77,5 +92,32 @@ struct JoinPayload {
     // The fast box in the client's segment the server is to write into.
     std::uint32_t fast_box = no_fast_box;
 };
+
+// A client's join fragment, as the server finds it: `index` (from the
+// client's FIFO reference) in the client's segment `seg`, which passed
+// segment_usable.  No header: the index is outside the segment, there is
+// nothing to answer.  A header without a payload: the fragment is no join, or
+// its fragments are too small to hold one; the server answers in the header.
+struct JoinFragment {
+    FragHeader* header = nullptr;
+    std::optional<JoinPayload> payload;
+};
+
+inline JoinFragment read_join(std::span<std::byte> seg, std::uint32_t index) noexcept {
+    JoinFragment out;
+    const auto& ph = *reinterpret_cast<const SegmentHeader*>(seg.data());
+    if (index >= ph.frag_count) return out;
+    out.header = reinterpret_cast<FragHeader*>(seg.data() + ph.frag_offset +
+                                               std::size_t{index} * ph.frag_stride);
+    // The fragment size is the client's word too: a payload must lie inside
+    // its fragment, not in the next one or past the mapping.
+    if (out.header->kind != FragKind::join || out.header->size < sizeof(JoinPayload) ||
+        ph.frag_stride < frag_header_size + sizeof(JoinPayload))
+        return out;
+    JoinPayload p;
+    std::memcpy(&p, reinterpret_cast<const std::byte*>(out.header) + frag_header_size, sizeof p);
+    out.payload = p;
+    return out;
+}
 
 }  // namespace transit::vader

@@ -58,6 +58,11 @@ struct alignas(cache_line) SegmentHeader {
     std::uint64_t region_offset;  // the registrations peers may address (btl::RegionSlot[])
     std::uint32_t region_count;
     std::uint64_t nonce;  // random: a client outside the job checks it opened this segment
+    // Who made it, for the next process on the node that finds the file named
+    // but its owner gone (remove_dead_segments): the owner's pid namespace
+    // (0: unknown) and start time (btl::util::process_start_time; 0: unknown).
+    std::uint64_t pid_ns;
+    std::uint64_t start_time;
     alignas(cache_line) std::atomic<std::uint32_t> attached;  // peers that mapped it
     // Set by the owner as it finalizes: its exit after that is a departure,
     // not a failure (Open MPI's ob1 aborts the job on any error report, and

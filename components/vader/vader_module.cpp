@@ -79,6 +79,8 @@ void VaderModule::format_segment() {
     SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
     h.version = segment_version;
     h.pid = static_cast<std::uint32_t>(::getpid());
+    h.pid_ns = btl::util::pid_namespace();
+    h.start_time = btl::util::process_start_time(::getpid());
     h.rank = runtime_.rank();
     h.local_index = my_index_;
     h.local_size = layout_.local_size;

@@ -1,5 +1,7 @@
 #include "components/vader/vader_segment.hpp"
 
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <linux/mempolicy.h>
 #include <sys/mman.h>
@@ -10,9 +12,14 @@
 
 #include <fmt/format.h>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <system_error>
 #include <utility>
+
+#include "components/vader/vader_layout.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 namespace transit::vader {
 namespace {
@@ -71,6 +78,48 @@ std::string segment_file_name(std::string_view job_id, Rank rank, std::uint64_t 
 
 void unlink_path(const std::string& path) noexcept {
     (void)::unlink(path.c_str());
+}
+
+std::vector<std::string> remove_dead_segments(const std::string& dir) noexcept {
+    std::vector<std::string> removed;
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return removed;
+    const int dfd = ::dirfd(d);
+    const uid_t uid = ::geteuid();
+    const std::uint64_t own_ns = btl::util::pid_namespace();
+    try {
+        while (const dirent* e = ::readdir(d)) {
+            const std::string_view name(e->d_name);
+            if (!name.starts_with("transit-") || name.find("-vader-") == std::string_view::npos)
+                continue;
+            // Not blocking, not following a link: the directory is shared
+            // and the name may be anything.
+            Fd fd(::openat(dfd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+            if (fd.get() < 0) continue;
+            struct stat st {};
+            if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != uid) continue;
+            std::byte raw[sizeof(SegmentHeader)];
+            if (::pread(fd.get(), raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) continue;
+            const auto field = [&raw]<typename T>(std::size_t offset, T& out) {
+                std::memcpy(&out, raw + offset, sizeof out);
+            };
+            std::uint64_t magic = 0, pid_ns = 0, start_time = 0;
+            std::uint32_t pid = 0;
+            field(offsetof(SegmentHeader, magic), magic);
+            field(offsetof(SegmentHeader, pid), pid);
+            field(offsetof(SegmentHeader, pid_ns), pid_ns);
+            field(offsetof(SegmentHeader, start_time), start_time);
+            if (magic != segment_magic || pid == 0 || pid > INT32_MAX || own_ns == 0 ||
+                pid_ns != own_ns)
+                continue;
+            if (!btl::util::process_gone(static_cast<pid_t>(pid), start_time)) continue;
+            if (::unlinkat(dfd, e->d_name, 0) == 0) removed.emplace_back(name);
+        }
+    } catch (...) {
+        // Out of memory for a name: what was removed stays removed.
+    }
+    ::closedir(d);
+    return removed;
 }
 
 SharedFile SharedFile::create(std::string_view dir, std::string_view job_id, Rank rank,

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "transit/runtime.hpp"
 
@@ -80,5 +81,14 @@ std::uint64_t random64();
 
 // Removes a file by name when a peer knows it is the last to map it.
 void unlink_path(const std::string& path) noexcept;
+
+// Removes from `dir` the segment files (transit-*-vader-*) of this user whose
+// owner is gone: the header names the owner (pid, pid namespace, start time)
+// and btl::util::process_gone says it no longer runs.  A file of another
+// user, one not yet formatted, one made in another pid namespace (or by a
+// build that did not record it) is left alone.  Returns the names removed.
+// What a killed process leaves: its name goes only once every local peer
+// mapped it, or at finalize.
+std::vector<std::string> remove_dead_segments(const std::string& dir) noexcept;
 
 }  // namespace transit::vader

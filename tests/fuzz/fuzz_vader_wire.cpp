@@ -13,22 +13,13 @@
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
 #include "components/vader/vader_layout.hpp"
+#include "tests/fuzz/aligned_buffer.hpp"
 
 namespace vader = transit::vader;
 
 namespace {
 
-struct Aligned {
-    explicit Aligned(std::size_t n)
-        : size(n), bytes(new (std::align_val_t{vader::cache_line}) std::byte[n]()) {}
-    struct Free {
-        void operator()(std::byte* p) const {
-            ::operator delete[](p, std::align_val_t{vader::cache_line});
-        }
-    };
-    std::size_t size;
-    std::unique_ptr<std::byte[], Free> bytes;
-};
+using transit::fuzz::Aligned;
 
 // Records the writer never makes (any header, any length) must be refused,
 // and whatever is delivered lies inside the box.  (A stale record behind a

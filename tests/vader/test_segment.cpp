@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <system_error>
 
+#include "components/vader/vader_layout.hpp"
 #include "tests/vader/fork_util.hpp"
+#include "transit/btl/util/process_watch.hpp"
 
 namespace transit::vader {
 namespace {
@@ -107,6 +111,85 @@ TEST(VaderSegment, BadPathsGiveErrorsNamingThePath) {
     EXPECT_THROW((void)SharedFile::create("/nonexistent-dir", job(), 0, 4096, 0, -1),
                  std::system_error);
     EXPECT_EQ(leftovers(job()), 0u);
+}
+
+// Writes the owner fields of a header as VaderModule::format_segment does.
+void stamp(SharedFile& f, pid_t pid, std::uint64_t pid_ns, std::uint64_t start_time) {
+    SegmentHeader& h = *new (f.data()) SegmentHeader{};
+    h.pid = static_cast<std::uint32_t>(pid);
+    h.pid_ns = pid_ns;
+    h.start_time = start_time;
+    h.magic = segment_magic;
+}
+
+// A directory of its own: the sweep must not touch other tests' segments.
+class DeadSegments : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        dir_ = "/dev/shm/transit-sweep-" + std::to_string(::getpid());
+        fs::create_directory(dir_);
+    }
+    void TearDown() override { fs::remove_all(dir_); }
+    std::size_t files() const {
+        std::size_t n = 0;
+        for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++n;
+        return n;
+    }
+    std::string dir_;
+};
+
+TEST_F(DeadSegments, AKilledOwnersSegmentIsRemoved) {
+    const std::string job_id = job();  // the child's pid would make another
+    const pid_t child = test::spawn([&] {
+        SharedFile f = SharedFile::create(dir_, job_id, 0, 1 << 16, 0, -1);
+        stamp(f, ::getpid(), btl::util::pid_namespace(), btl::util::process_start_time(::getpid()));
+        ::raise(SIGKILL);  // no destructor runs: the name stays
+        return true;
+    });
+    ASSERT_EQ(test::join(child), 128 + SIGKILL);
+    ASSERT_EQ(files(), 1u);
+    const auto removed = remove_dead_segments(dir_);
+    ASSERT_EQ(removed.size(), 1u);
+    EXPECT_TRUE(removed[0].starts_with("transit-" + job_id + "-vader-0-")) << removed[0];
+    EXPECT_EQ(files(), 0u);
+}
+
+TEST_F(DeadSegments, ALiveOwnersSegmentStays) {
+    SharedFile f = SharedFile::create(dir_, job(), 0, 1 << 16, 0, -1);
+    stamp(f, ::getpid(), btl::util::pid_namespace(), btl::util::process_start_time(::getpid()));
+    EXPECT_TRUE(remove_dead_segments(dir_).empty());
+    EXPECT_EQ(files(), 1u);
+}
+
+// The owner's pid now names another process (here: this one, which started
+// at another time than the header says).
+TEST_F(DeadSegments, ASegmentWhosePidCameRoundIsRemoved) {
+    const std::uint64_t start = btl::util::process_start_time(::getpid());
+    ASSERT_NE(start, 0u);
+    SharedFile f = SharedFile::create(dir_, job(), 0, 1 << 16, 0, -1);
+    stamp(f, ::getpid(), btl::util::pid_namespace(), start + 1);
+    EXPECT_EQ(remove_dead_segments(dir_).size(), 1u);
+    EXPECT_EQ(files(), 0u);
+}
+
+// No namespace recorded, another namespace, no header yet, not a segment
+// name: nothing proves the owner is gone.
+TEST_F(DeadSegments, WhatDoesNotProveItsOwnerGoneStays) {
+    const pid_t dead = test::spawn([] { return true; });
+    ASSERT_EQ(test::join(dead), 0);
+    const std::uint64_t ns = btl::util::pid_namespace();
+    SharedFile no_ns = SharedFile::create(dir_, job(), 0, 4096, 0, -1);
+    stamp(no_ns, dead, 0, 0);
+    SharedFile other_ns = SharedFile::create(dir_, job(), 1, 4096, 0, -1);
+    stamp(other_ns, dead, ns + 1, 0);
+    SharedFile unformatted = SharedFile::create(dir_, job(), 2, 4096, 0, -1);
+    SharedFile f = SharedFile::create(dir_, job(), 3, 4096, 0, -1);
+    stamp(f, dead, ns, 0);
+    const std::string other_name = dir_ + "/transit-x-tcp-0";
+    fs::copy_file(f.path(), other_name);
+    EXPECT_EQ(remove_dead_segments(dir_).size(), 1u);  // f only
+    EXPECT_FALSE(fs::exists(f.path()));
+    EXPECT_EQ(files(), 4u);
 }
 
 }  // namespace

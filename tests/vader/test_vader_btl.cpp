@@ -696,6 +696,36 @@ TEST(VaderBtl, PeerKilledMidTransferIsReported) {
     EXPECT_EQ(leftovers(job), 0u);
 }
 
+// --- what a killed process leaves ----------------------------------------------------
+
+// A rank killed before its peer mapped its segment leaves the name; the next
+// process on the node that opens vader (here one alone, which declines)
+// removes it.
+TEST(VaderBtl, SegmentOfAKilledProcessIsRemovedByTheNext) {
+    const std::string job = job_name("dead");
+    const auto killed = run_job(1, job, [](Rank r, JobArea* a, const std::string& j) {
+        ForkRuntime rt(a, r, 2, j);  // the peer never comes
+        std::unique_ptr<btl::Component> component(
+            static_cast<btl::Component*>(transit_btl_vader_component.create()));
+        component->register_params(params::registry());
+        ProgressEngine progress;
+        btl::AmTable am;
+        btl::InitContext ctx{rt, progress, am};
+        const auto modules = component->init(ctx);
+        if (modules.empty()) return false;
+        ::raise(SIGKILL);
+        return true;
+    });
+    ASSERT_EQ(killed, (std::vector<int>{128 + SIGKILL}));
+    ASSERT_EQ(leftovers(job), 1u);
+    const auto next = run_job(1, job_name("next"), [](Rank r, JobArea* a, const std::string& j) {
+        Proc p(a, r, 1, j, {});
+        return !p.has_module();
+    });
+    EXPECT_EQ(next, (std::vector<int>{0}));
+    EXPECT_EQ(leftovers(job), 0u);
+}
+
 // --- alone on the node ------------------------------------------------------------
 
 TEST(VaderBtl, AloneOnTheNodeDeclinesAndCostsNothing) {

@@ -48,6 +48,19 @@ class ProcessWatch {
 // processes on one node may watch each other's pids only when theirs match.
 std::uint64_t pid_namespace() noexcept;
 
+// When process `pid` started, in clock ticks after boot (field 22 of
+// /proc/<pid>/stat); 0 when it cannot be read (no such process, no /proc).
+// With the pid it names one process for as long as the node is up.
+std::uint64_t process_start_time(pid_t pid) noexcept;
+
+// Whether the process that was `pid` and started at `start_time` (0: not
+// known) is gone: no process has the pid (kill() answers ESRCH), or the one
+// that has it now started at another time (the pid came round to a new
+// process).  What a process left on the node (a file naming it) may be removed
+// when this is true; it is false for a zombie not yet reaped.  Only within
+// one pid namespace (pid_namespace()).
+bool process_gone(pid_t pid, std::uint64_t start_time) noexcept;
+
 // When a progress callback should look at its watched peers again: a look is
 // due once `interval` has passed since the last, and the clock is read on
 // every `every`-th call only (reading it can cost as much as an idle poll).

@@ -161,6 +161,7 @@ mca::OpenResult TcpComponent::open() {
     refusals_ = log::Limiter(static_cast<std::uint32_t>(params_.refusals_logged),
                              std::chrono::duration_cast<log::Limiter::Clock::duration>(
                                  std::chrono::duration<double>(interval)));
+    rdma_refusals_ = refusals_;
 
     std::vector<std::string> notes;
     // InterfaceError (both lists, a list matching nothing) propagates: a setting
@@ -402,13 +403,37 @@ void TcpComponent::refused(std::string_view where, std::string_view peer,
     }
 }
 
+// A peer holding the listen token may try keys: each wrong one is refused,
+// the first few of each window logged, the rest counted.
+void TcpComponent::rdma_refused(std::string_view where, const char* what, std::uint64_t address,
+                                Rank peer, Status why) noexcept {
+    const auto now = log::Limiter::Clock::now();
+    report_unlogged_refusals(now);
+    try {
+        if (rdma_refusals_.admit(now))
+            log::warn(
+                "{}: refused a {} at 0x{:x} from rank {}: {}{}", where, what, address, peer,
+                to_string(why),
+                rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+        else
+            out_.verbose(1, "{}: refused a {} at 0x{:x} from rank {}: {}", where, what, address,
+                         peer, to_string(why));
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
+}
+
 void TcpComponent::report_unlogged_refusals(log::Limiter::Clock::time_point now) noexcept {
     const std::uint64_t n = refusals_.take_unreported(now);
-    if (n == 0) return;
+    const std::uint64_t rdma = rdma_refusals_.take_unreported(now);
     try {
-        log::warn("tcp: {} more connections refused (at most {} logged every {:g} s)", n,
-                  params_.refusals_logged,
-                  std::chrono::duration<double>(refusals_.interval()).count());
+        const double every = std::chrono::duration<double>(refusals_.interval()).count();
+        if (n != 0)
+            log::warn("tcp: {} more connections refused (at most {} logged every {:g} s)", n,
+                      params_.refusals_logged, every);
+        if (rdma != 0)
+            log::warn("tcp: {} more one-sided requests refused (at most {} logged every {:g} s)",
+                      rdma, params_.refusals_logged, every);
     } catch (...) {
         // As above.
     }

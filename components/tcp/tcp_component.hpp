@@ -26,14 +26,14 @@ class TcpModule;
 
 // A registration's packed form (what travels to peers): the whole struct.
 struct TcpRegistration {
-    std::uint64_t key = 0;
+    btl::util::RegistrationKey key{};
     std::uint64_t base = 0;
     std::uint64_t size = 0;
     std::uint32_t access = 0;       // btl::reg_flags
     std::uint32_t peer = any_rank;  // registered for one endpoint only, or any_rank
 };
 inline constexpr std::size_t packed_registration_size = sizeof(TcpRegistration);
-static_assert(packed_registration_size == 32);
+static_assert(packed_registration_size == 40);
 
 // A registration's record in the component's table; the handle given out is
 // the address of `packed`, its first member.
@@ -41,7 +41,7 @@ struct TcpRecord {
     TcpRegistration packed;
     TcpRecord* next_free = nullptr;
     bool in_use = false;
-    std::uint64_t key() const noexcept { return packed.key; }
+    btl::util::RegistrationKey key() const noexcept { return packed.key; }
 };
 
 // Values of the btl_tcp_* parameters, read once at open.
@@ -96,6 +96,10 @@ class TcpComponent : public btl::Component {
     void defer_free(std::unique_ptr<TcpEndpoint> endpoint) noexcept;
     // Logs an incoming connection refused (rate-limited, see btl_tcp_refusals_logged).
     void refused(std::string_view where, std::string_view peer, std::string_view reason) noexcept;
+    // Logs a peer's put, get or atomic refused (a wrong key, outside its
+    // registration, not the access granted): the same limit, counted apart.
+    void rdma_refused(std::string_view where, const char* what, std::uint64_t address, Rank peer,
+                      Status why) noexcept;
     // A link waiting for the peer's connection holds the component active too,
     // so its deadline is checked.
     void hold(int delta) noexcept;
@@ -117,7 +121,7 @@ class TcpComponent : public btl::Component {
     btl::RegistrationHandle* register_mem(Rank peer, void* base, std::size_t size,
                                           std::uint32_t access);
     Status deregister_mem(btl::RegistrationHandle* handle);
-    const TcpRegistration* find_registration(std::uint64_t key) const noexcept {
+    const TcpRegistration* find_registration(const btl::util::RegistrationKey& key) const noexcept {
         const TcpRecord* r = registrations_.find(key);
         return r == nullptr ? nullptr : &r->packed;
     }
@@ -173,6 +177,7 @@ class TcpComponent : public btl::Component {
         while (endpoint_graveyard_) endpoint_graveyard_ = std::move(endpoint_graveyard_->next_dead);
     }
     log::Limiter refusals_;
+    log::Limiter rdma_refusals_;
 
     // Accepting runs on a thread that sleeps in epoll_wait, so an idle tcp costs
     // the progress loop one atomic load.  Accepted sockets are handed over here.

@@ -588,7 +588,7 @@ Status TcpModule::start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHan
     // not complete it (the caller hears of it from the return value).
     slot->endpoint = nullptr;
     // The packed handle starts with the target's key (TcpRegistration::key).
-    std::uint64_t key = 0;
+    btl::util::RegistrationKey key;
     std::memcpy(&key, static_cast<const void*>(remote_handle), sizeof key);
     fill(*f, key, id_of(*slot));
     f->kind = FragKind::control;
@@ -641,9 +641,11 @@ Status TcpModule::transfer(const btl::RdmaRequest& req, wire::FrameType type) no
     Op op{req.cb, req.cbcontext, req.cbdata, req.local, req.local_handle, nullptr, req.size, 0,
           type,   false,         false,      0};
     return start_rdma(req.endpoint, req.remote_handle, op,
-                      [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-                          fill_request(f, type, wire::RdmaRequest{key, req.remote, req.size, id, 0},
-                                       put ? req.local : nullptr, put ? req.size : 0);
+                      [&](Frag& f, const btl::util::RegistrationKey& key, std::uint32_t id) {
+                          fill_request(
+                              f, type,
+                              wire::RdmaRequest{key.id, key.secret, req.remote, req.size, id, 0},
+                              put ? req.local : nullptr, put ? req.size : 0);
                           f.by_reference = put && lends(req.size);
                       });
 }
@@ -664,13 +666,14 @@ Status TcpModule::atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noe
                                                               : static_cast<std::uint16_t>(req.op);
     Op op{req.cb, req.cbcontext,           req.cbdata, req.local, req.local_handle, nullptr, 0,
           0,      wire::FrameType::atomic, false,      fetch,     req.flags};
-    return start_rdma(
-        req.endpoint, req.remote_handle, op, [&](Frag& f, std::uint64_t key, std::uint32_t id) {
-            fill_request(f, wire::FrameType::atomic,
-                         wire::AtomicRequest{key, req.remote, req.operand, req.compare, id, op_code,
-                                             kind, static_cast<std::uint8_t>(req.flags)},
-                         nullptr, 0);
-        });
+    return start_rdma(req.endpoint, req.remote_handle, op,
+                      [&](Frag& f, const btl::util::RegistrationKey& key, std::uint32_t id) {
+                          fill_request(f, wire::FrameType::atomic,
+                                       wire::AtomicRequest{
+                                           key.id, key.secret, req.remote, req.operand, req.compare,
+                                           id, op_code, kind, static_cast<std::uint8_t>(req.flags)},
+                                       nullptr, 0);
+                      });
 }
 
 Status TcpModule::atomic_op(const btl::AtomicRequest& req) noexcept {

@@ -170,8 +170,8 @@ class TcpModule final : public btl::Module,
     void handle_atomic(Link& l) noexcept;
     void handle_reply(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
     void finish_direct(Link& l) noexcept;
-    Status check_access(const Link& l, std::uint64_t key, std::uint64_t address, std::uint64_t size,
-                        std::uint32_t access) const noexcept;
+    Status check_access(const Link& l, const btl::util::RegistrationKey& key, std::uint64_t address,
+                        std::uint64_t size, std::uint32_t access) const noexcept;
     void send_reply(Link& l, std::uint32_t op_id, Status status, std::uint64_t value,
                     const void* data, std::size_t size) noexcept;
     void complete_op(std::uint32_t op_id, Status status) noexcept;

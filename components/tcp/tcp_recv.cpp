@@ -148,8 +148,9 @@ bool TcpModule::handle_frame(Link& l, const wire::FrameHeader& h, std::size_t av
 
 // --- the target ------------------------------------------------------------------------
 
-Status TcpModule::check_access(const Link& l, std::uint64_t key, std::uint64_t address,
-                               std::uint64_t size, std::uint32_t access) const noexcept {
+Status TcpModule::check_access(const Link& l, const btl::util::RegistrationKey& key,
+                               std::uint64_t address, std::uint64_t size,
+                               std::uint32_t access) const noexcept {
     const TcpRegistration* reg = tcp_.find_registration(key);
     if (reg == nullptr) return Status::access_denied;
     if (reg->peer != any_rank && reg->peer != l.endpoint->peer()) return Status::access_denied;
@@ -165,10 +166,10 @@ void TcpModule::handle_put(Link& l, const wire::FrameHeader& h, std::size_t avai
     const std::size_t data_len = h.length - wire::rdma_request_size;
     if (req.size != data_len)
         return fail_link(l, "put request whose size disagrees with its frame");
-    const Status st = check_access(l, req.key, req.address, req.size, btl::reg_flags::remote_write);
-    if (!ok(st))
-        tcp_.out().verbose(1, "{}: refused a put of {} bytes at 0x{:x} from rank {}: {}", name(),
-                           req.size, req.address, l.endpoint->peer(), to_string(st));
+    const Status st =
+        check_access(l, {req.key, req.secret}, req.address, req.size, btl::reg_flags::remote_write);
+    if (!ok(st)) [[unlikely]]
+        tcp_.rdma_refused(name(), "put", req.address, l.endpoint->peer(), st);
     auto* dst = ok(st) ? reinterpret_cast<std::byte*>(req.address) : nullptr;
     const std::size_t here = avail - wire::header_size - wire::rdma_request_size;
     const std::size_t in_buf = std::min(here, data_len);
@@ -191,11 +192,11 @@ void TcpModule::handle_put(Link& l, const wire::FrameHeader& h, std::size_t avai
 void TcpModule::handle_get(Link& l) noexcept {
     const wire::RdmaRequest req =
         wire::decode_rdma_request(l.rbuf.get() + l.rhead + wire::header_size);
-    Status st = check_access(l, req.key, req.address, req.size, btl::reg_flags::remote_read);
+    Status st =
+        check_access(l, {req.key, req.secret}, req.address, req.size, btl::reg_flags::remote_read);
     if (ok(st) && req.size > limits_.max_rdma) st = Status::bad_param;
-    if (!ok(st)) {
-        tcp_.out().verbose(1, "{}: refused a get of {} bytes at 0x{:x} from rank {}: {}", name(),
-                           req.size, req.address, l.endpoint->peer(), to_string(st));
+    if (!ok(st)) [[unlikely]] {
+        tcp_.rdma_refused(name(), "get", req.address, l.endpoint->peer(), st);
         return send_reply(l, req.op_id, st, 0, nullptr, 0);
     }
     send_reply(l, req.op_id, st, 0, reinterpret_cast<const void*>(req.address), req.size);
@@ -206,7 +207,8 @@ void TcpModule::handle_atomic(Link& l) noexcept {
         wire::decode_atomic_request(l.rbuf.get() + l.rhead + wire::header_size);
     const bool bits32 = (req.atomic_flags & btl::atomic_flags::bits32) != 0;
     const std::uint64_t width = bits32 ? 4 : 8;
-    Status st = check_access(l, req.key, req.address, width, btl::reg_flags::remote_atomic);
+    Status st =
+        check_access(l, {req.key, req.secret}, req.address, width, btl::reg_flags::remote_atomic);
     if (ok(st) && (req.address % width != 0 || (req.atomic_flags & ~btl::atomic_flags::bits32)))
         st = Status::bad_param;
     const bool cswap = req.kind == wire::RdmaKind::atomic_cswap;
@@ -221,8 +223,7 @@ void TcpModule::handle_atomic(Link& l) noexcept {
                     : btl::apply_atomic(target, static_cast<btl::AtomicOp>(req.op), req.operand,
                                         req.atomic_flags);
     } else {
-        tcp_.out().verbose(1, "{}: refused an atomic at 0x{:x} from rank {}: {}", name(),
-                           req.address, l.endpoint->peer(), to_string(st));
+        tcp_.rdma_refused(name(), "atomic", req.address, l.endpoint->peer(), st);
     }
     send_reply(l, req.op_id, st, old, nullptr, 0);
 }

@@ -59,18 +59,22 @@ struct Limits {
 enum class RdmaKind : std::uint8_t { atomic_op = 1, atomic_fop = 2, atomic_cswap = 3 };
 
 // Body of put and get frames.
+// A request names the target's registration by its key: id and secret (the
+// toolkit's RegistrationTable); a wrong secret is refused like a wrong id.
 struct RdmaRequest {
-    std::uint64_t key = 0;  // the target's registration key
+    std::uint64_t key = 0;     // the target's registration key: its id
+    std::uint64_t secret = 0;  // and its secret
     std::uint64_t address = 0;
     std::uint64_t size = 0;
     std::uint32_t op_id = 0;  // echoed in the reply
     std::uint32_t reserved = 0;
 };
-inline constexpr std::size_t rdma_request_size = 32;
+inline constexpr std::size_t rdma_request_size = 40;
 static_assert(sizeof(RdmaRequest) == rdma_request_size);
 
 struct AtomicRequest {
     std::uint64_t key = 0;
+    std::uint64_t secret = 0;
     std::uint64_t address = 0;
     std::uint64_t operand = 0;  // value for cswap
     std::uint64_t compare = 0;  // cswap only
@@ -79,7 +83,7 @@ struct AtomicRequest {
     RdmaKind kind = RdmaKind::atomic_op;
     std::uint8_t atomic_flags = 0;  // btl::atomic_flags
 };
-inline constexpr std::size_t atomic_request_size = 40;
+inline constexpr std::size_t atomic_request_size = 48;
 static_assert(sizeof(AtomicRequest) == atomic_request_size);
 
 struct Reply {
@@ -138,7 +142,7 @@ Reply decode_reply(const std::byte* in) noexcept;
 // so the connector checks it too) or reject, then closes on reject.
 
 inline constexpr std::uint64_t handshake_magic = 0x31504354534e5254ull;  // "TRNSTCP1"
-inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::uint16_t protocol_version = 2;
 inline constexpr std::size_t max_job_id = 64;
 inline constexpr std::size_t handshake_size = 104;
 

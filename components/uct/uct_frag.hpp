@@ -57,7 +57,8 @@ struct RdmaOp {
     btl::RdmaCompletionFn cbfunc = nullptr;
     void* cbcontext = nullptr;
     void* cbdata = nullptr;
-    std::uint64_t key = 0;
+    std::uint64_t key = 0;     // the target's registration: id
+    std::uint64_t secret = 0;  // and secret
     std::uint64_t remote_address = 0;
     std::uint64_t size = 0;
     std::uint64_t sent = 0;  // bytes whose piece went out

@@ -337,14 +337,16 @@ class UctModule final : public btl::Module,
     // One-sided, target side.
     // Whether a peer's key names a live registration covering the range with
     // that access: success, or the refusal's status.
-    Status permits(std::uint64_t key, std::uint64_t address, std::uint64_t length,
-                   std::uint32_t access) const noexcept;
+    Status permits(const btl::util::RegistrationKey& key, std::uint64_t address,
+                   std::uint64_t length, std::uint32_t access) const noexcept;
     // Each answers the request in `body`, which is answerable(): served, or
     // refused with the reason in the reply.
     void on_put(Rank source, std::span<const std::byte> body) noexcept;
     void on_get(Rank source, std::span<const std::byte> body) noexcept;
     void on_atomic(Rank source, std::span<const std::byte> body) noexcept;
-    void refused(const char* what, Rank source, std::uint64_t address, Status why) const noexcept;
+    // A peer's put, get or atomic refused (wrong key, outside the region, not
+    // that access): 5 logged per 10 s, the rest counted.
+    void refused(const char* what, Rank source, std::uint64_t address, Status why) noexcept;
     void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
     void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
     Status send_reply(PendingReply& r) noexcept;
@@ -416,6 +418,7 @@ class UctModule final : public btl::Module,
     std::size_t unwelcomed_ = 0;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     log::Limiter refusals_{5, std::chrono::seconds(10)};
+    log::Limiter rdma_refusals_{5, std::chrono::seconds(10)};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
     // added again is told hello) and the last hello heard from it.
     struct Farewells {

@@ -62,6 +62,7 @@ Status UctModule::advance(RdmaOp* op) noexcept {
             const AtomicRequest req{index,
                                     op->generation,
                                     op->key,
+                                    op->secret,
                                     op->remote_address,
                                     op->operand,
                                     op->compare,
@@ -73,8 +74,9 @@ Status UctModule::advance(RdmaOp* op) noexcept {
             s = transmit(op->endpoint, g);
         } else {
             n = std::min<std::uint64_t>(chunk_, op->size - op->sent);
-            const RdmaRequest req{index, op->generation, op->key, op->remote_address + op->sent,
-                                  n,     op->sent};
+            const RdmaRequest req{
+                index, op->generation, op->key, op->secret, op->remote_address + op->sent,
+                n,     op->sent};
             if (op->kind == OpKind::put) {
                 Gather g{wire(Kind::put), &req, sizeof req,
                          static_cast<const std::byte*>(op->local_address) + op->sent, n};
@@ -181,6 +183,7 @@ Status UctModule::transfer(OpKind kind, const btl::RdmaRequest& req) noexcept {
     RdmaOp* op = start_op(kind, req);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
+    op->secret = p.secret;
     op->remote_address = req.remote;
     op->size = req.size;
     op->pieces = req.size == 0 ? 1 : static_cast<std::uint32_t>((req.size + chunk_ - 1) / chunk_);
@@ -216,6 +219,7 @@ Status UctModule::atomic_common(const btl::AtomicRequest& req, AtomicMode mode) 
     RdmaOp* op = start_op(OpKind::atomic, req);
     if (op == nullptr) return Status::out_of_resource;
     op->key = p.key;
+    op->secret = p.secret;
     op->remote_address = req.remote;
     op->size = 0;
     op->mode = mode;
@@ -288,8 +292,8 @@ void UctModule::on_atomic_reply(Rank source, std::span<const std::byte> body) no
 
 // --- target --------------------------------------------------------------------
 
-Status UctModule::permits(std::uint64_t key, std::uint64_t address, std::uint64_t length,
-                          std::uint32_t access) const noexcept {
+Status UctModule::permits(const btl::util::RegistrationKey& key, std::uint64_t address,
+                          std::uint64_t length, std::uint32_t access) const noexcept {
     const std::optional<Region> r = regions_->find(key);
     if (!r) return Status::not_found;
     return btl::range_permits(r->base, r->len, r->access, address, length, access);
@@ -299,17 +303,31 @@ Status UctModule::permits(std::uint64_t key, std::uint64_t address, std::uint64_
 // operation (answerable), with the refusal's status when it is refused, so the
 // initiator's operation ends with that error instead of waiting for good.
 
-void UctModule::refused(const char* what, Rank source, std::uint64_t address,
-                        Status why) const noexcept {
-    out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", name(), what, address, source,
-                 to_string(why));
+void UctModule::refused(const char* what, Rank source, std::uint64_t address, Status why) noexcept {
+    try {
+        const auto now = log::Limiter::Clock::now();
+        if (const std::uint64_t n = rdma_refusals_.take_unreported(now); n != 0)
+            log::warn("{}: {} more one-sided requests refused (at most 5 logged every 10 s)",
+                      name(), n);
+        if (rdma_refusals_.admit(now))
+            log::warn(
+                "{}: refused {} at 0x{:x} from rank {}: {}{}", name(), what, address, source,
+                to_string(why),
+                rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
+        else
+            out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", name(), what, address,
+                         source, to_string(why));
+    } catch (...) {
+        // Out of memory formatting a log line: the refusal itself went ahead.
+    }
 }
 
 void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
     std::span<const std::byte> data;
     Status s = read_put(body, req, data);
-    if (ok(s)) s = permits(req.key, req.address, data.size(), btl::reg_flags::remote_write);
+    if (ok(s))
+        s = permits({req.key, req.secret}, req.address, data.size(), btl::reg_flags::remote_write);
     if (ok(s) && !data.empty())
         std::memcpy(reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address)), data.data(),
                     data.size());
@@ -325,7 +343,8 @@ void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {
 void UctModule::on_get(Rank source, std::span<const std::byte> body) noexcept {
     RdmaRequest req;
     Status s = read_get(body, chunk_, req);
-    if (ok(s)) s = permits(req.key, req.address, req.length, btl::reg_flags::remote_read);
+    if (ok(s))
+        s = permits({req.key, req.secret}, req.address, req.length, btl::reg_flags::remote_read);
     if (!ok(s)) refused("a get", source, req.address, s);
     PendingReply* r = replies_.get();
     r->kind = Kind::get_rep;
@@ -341,7 +360,9 @@ void UctModule::on_atomic(Rank source, std::span<const std::byte> body) noexcept
     AtomicRequest req;
     Status s = read_atomic(body, req);
     std::uint64_t old = 0;
-    if (ok(s)) s = permits(req.key, req.address, atomic_width(req), btl::reg_flags::remote_atomic);
+    if (ok(s))
+        s = permits({req.key, req.secret}, req.address, atomic_width(req),
+                    btl::reg_flags::remote_atomic);
     if (ok(s)) {
         void* target = reinterpret_cast<void*>(static_cast<std::uintptr_t>(req.address));
         const int flags = req.bits32 ? btl::atomic_flags::bits32 : 0;

@@ -53,7 +53,10 @@ struct Registration {
         std::memcpy(&h, packed.data(), sizeof h);
         return h;
     }
-    std::uint64_t key() const noexcept { return header().key; }
+    btl::util::RegistrationKey key() const noexcept {
+        const PackedHandle h = header();
+        return {h.key, h.secret};
+    }
 };
 
 // The component's table (btl::util::RegistrationTable) with the region
@@ -65,7 +68,8 @@ class Regions {
     Registration* add(const Region& region) noexcept {
         const auto [r, key] = table_.add();
         if (r == nullptr) return nullptr;
-        const PackedHandle h{key, region.base, region.len, region.access, handle_magic};
+        const PackedHandle h{key.id,     key.secret,    region.base,
+                             region.len, region.access, handle_magic};
         std::memcpy(r->packed.data(), &h, sizeof h);
         return r;
     }
@@ -80,7 +84,7 @@ class Regions {
     }
 
     // The region a peer's key names, or nothing when no live registration has it.
-    std::optional<Region> find(std::uint64_t key) const noexcept {
+    std::optional<Region> find(const btl::util::RegistrationKey& key) const noexcept {
         const Registration* r = table_.find(key);
         if (r == nullptr) return std::nullopt;
         const PackedHandle h = r->header();

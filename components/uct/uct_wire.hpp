@@ -115,12 +115,13 @@ static_assert(wire_word(WireHeader{1, 2, 3, 4, 0x05060708}) ==
 struct RdmaRequest {
     std::uint32_t op;
     std::uint32_t generation;
-    std::uint64_t key;      // the target's registration
+    std::uint64_t key;      // the target's registration: its id
+    std::uint64_t secret;   // and its secret (btl::util::RegistrationKey)
     std::uint64_t address;  // where this piece starts at the target
     std::uint64_t length;
     std::uint64_t offset;
 };
-static_assert(sizeof(RdmaRequest) == 40);
+static_assert(sizeof(RdmaRequest) == 48);
 
 // put_ack and get_rep.
 struct RdmaReply {
@@ -139,6 +140,7 @@ struct AtomicRequest {
     std::uint32_t op;
     std::uint32_t generation;
     std::uint64_t key;
+    std::uint64_t secret;
     std::uint64_t address;
     std::uint64_t operand;
     std::uint64_t compare;
@@ -147,7 +149,7 @@ struct AtomicRequest {
     std::uint8_t bits32;
     std::uint32_t reserved;
 };
-static_assert(sizeof(AtomicRequest) == 48);
+static_assert(sizeof(AtomicRequest) == 56);
 
 struct AtomicReply {
     std::uint32_t op;
@@ -188,13 +190,14 @@ inline constexpr std::uint32_t address_magic = 0x31544355;  // "UCT1"
 // atomics on mem_alloc memory); with handle_magic nothing does, so a module
 // never reads past a handle packed by a module without a remote key.
 struct PackedHandle {
-    std::uint64_t key;
+    std::uint64_t key;     // the registration's id
+    std::uint64_t secret;  // and secret (btl::util::RegistrationKey)
     std::uint64_t base;
     std::uint64_t len;
     std::uint32_t access;  // btl::reg_flags
     std::uint32_t magic;
 };
-static_assert(sizeof(PackedHandle) == 32);
+static_assert(sizeof(PackedHandle) == 40);
 inline constexpr std::uint32_t handle_magic = 0x48544355;         // "UCTH"
 inline constexpr std::uint32_t native_handle_magic = 0x4e544355;  // "UCTN"
 

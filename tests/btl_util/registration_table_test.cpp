@@ -12,15 +12,21 @@
 
 namespace {
 
+using transit::btl::util::RegistrationKey;
 using transit::btl::util::RegistrationTable;
 
 struct Record {
-    std::uint64_t stored_key = 0;
+    RegistrationKey stored_key{};
     std::uint64_t base = 0;
     Record* next_free = nullptr;
     bool in_use = false;
-    std::uint64_t key() const noexcept { return stored_key; }
+    RegistrationKey key() const noexcept { return stored_key; }
 };
+
+RegistrationKey with_id(RegistrationKey k, std::uint64_t id) {
+    k.id = id;
+    return k;
+}
 using Table = RegistrationTable<Record>;
 
 Record* add(Table& t, std::uint64_t base) {
@@ -37,16 +43,17 @@ TEST(RegistrationTable, AKeyFindsItsRecordAndNoOther) {
     ASSERT_NE(b, nullptr);
     EXPECT_EQ(t.find(a->key()), a);
     EXPECT_EQ(t.find(b->key()), b);
-    EXPECT_EQ(t.find(a->key() + 2), nullptr) << "an index past the records";
-    EXPECT_EQ(t.find(a->key() ^ (std::uint64_t{1} << 30)), nullptr) << "another serial";
-    EXPECT_EQ(t.find(0), nullptr);
+    EXPECT_EQ(t.find(with_id(a->key(), a->key().id + 2)), nullptr) << "an index past the records";
+    EXPECT_EQ(t.find(with_id(a->key(), a->key().id ^ (std::uint64_t{1} << 30))), nullptr)
+        << "another serial";
+    EXPECT_EQ(t.find({}), nullptr);
 }
 
 TEST(RegistrationTable, AReusedRecordGetsANewKeyAndTheOldOneIsRefused) {
     Table t;
     Record* a = add(t, 0x1000);
     ASSERT_NE(a, nullptr);
-    const std::uint64_t old_key = a->key();
+    const RegistrationKey old_key = a->key();
     t.remove(*a);
     EXPECT_EQ(t.find(old_key), nullptr) << "a removed record is still found";
     Record* b = add(t, 0x9000);
@@ -74,11 +81,11 @@ TEST(RegistrationTable, OnlyTheStartOfALiveRecordIsAHandle) {
 TEST(RegistrationTable, ManyRecordsGrowTheTableAndKeepTheirKeys) {
     Table t;
     std::vector<Record*> live;
-    std::set<std::uint64_t> keys;
+    std::set<std::uint64_t> keys;  // ids
     for (std::uint64_t i = 0; i < 1000; ++i) {
         Record* r = add(t, 0x10000 + i * 64);
         ASSERT_NE(r, nullptr);
-        keys.insert(r->key());
+        keys.insert(r->key().id);
         live.push_back(r);
     }
     EXPECT_EQ(keys.size(), 1000u) << "two registrations share a key";
@@ -93,7 +100,7 @@ TEST(RegistrationTable, ManyRecordsGrowTheTableAndKeepTheirKeys) {
     }
     for (Record* r : live) t.remove(*r);
     EXPECT_EQ(t.live_count(), 0u);
-    for (std::uint64_t k : keys) EXPECT_EQ(t.find(k), nullptr);
+    for (Record* r : live) EXPECT_EQ(t.find(r->stored_key), nullptr);
 }
 
 // Two processes (two tables) start their keys at unrelated points: a peer
@@ -104,9 +111,34 @@ TEST(RegistrationTable, KeysStartAtARandomPoint) {
         Table t;
         Record* r = add(t, 0x1000);
         ASSERT_NE(r, nullptr);
-        first.insert(r->key());
+        first.insert(r->key().id);
     }
     EXPECT_EQ(first.size(), 4u) << "two tables gave the same first key";
+}
+
+// A peer holding the id of a registration (or guessing one from its own)
+// still needs its secret: 64 random bits, different for every registration.
+TEST(RegistrationTable, AnIdWithAWrongSecretIsRefused) {
+    Table t;
+    Record* a = add(t, 0x1000);
+    Record* b = add(t, 0x2000);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_NE(a->key().secret, b->key().secret);
+    EXPECT_EQ(t.find({b->key().id, a->key().secret}), nullptr) << "b's id with a's secret";
+    for (int bit = 0; bit < 64; ++bit)
+        ASSERT_EQ(t.find({a->key().id, a->key().secret ^ (std::uint64_t{1} << bit)}), nullptr)
+            << "a secret one bit off (" << bit << ") is taken";
+    // The secrets of many registrations use all 64 bits.
+    std::uint64_t ored = 0, anded = ~std::uint64_t{0};
+    for (int i = 0; i < 64; ++i) {
+        Record* r = add(t, 0x3000);
+        ASSERT_NE(r, nullptr);
+        ored |= r->key().secret;
+        anded &= r->key().secret;
+    }
+    EXPECT_EQ(ored, ~std::uint64_t{0});
+    EXPECT_EQ(anded, 0u);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::array<std::byte, btl::max_registration_handle_size> packed{};
     const std::span<const std::byte> rkey(reinterpret_cast<const std::byte*>(data),
                                           std::min(size, rkey_len));
-    const uct::PackedHandle h{1, 0x1000, 4096, 0, 0};
+    const uct::PackedHandle h{1, 0, 0x1000, 4096, 0, 0};
     if (uct::pack_handle(packed, h, md, rkey, true) != 0) {
         const std::byte* key = uct::handle_rkey(packed.data(), md, rkey.size());
         if (key == nullptr || (!rkey.empty() && std::memcmp(key, rkey.data(), rkey.size()) != 0))

@@ -106,16 +106,18 @@ TEST(TcpWire, ImpossibleLengthsRefused) {
 }
 
 TEST(TcpWire, BodiesRoundTrip) {
-    wire::RdmaRequest r{0x1122334455667788ull, 0xdeadbeef000ull, 4096, 77, 0};
+    wire::RdmaRequest r{
+        0x1122334455667788ull, 0x99aabbccddeeff00ull, 0xdeadbeef000ull, 4096, 77, 0};
     std::byte buf[64];
     wire::encode(r, buf);
     auto r2 = wire::decode_rdma_request(buf);
     EXPECT_EQ(r2.key, r.key);
+    EXPECT_EQ(r2.secret, r.secret);
     EXPECT_EQ(r2.address, r.address);
     EXPECT_EQ(r2.size, r.size);
     EXPECT_EQ(r2.op_id, r.op_id);
 
-    wire::AtomicRequest a{1, 2, 3, 4, 5, 0x1a, wire::RdmaKind::atomic_cswap, 1};
+    wire::AtomicRequest a{1, 9, 2, 3, 4, 5, 0x1a, wire::RdmaKind::atomic_cswap, 1};
     wire::encode(a, buf);
     auto a2 = wire::decode_atomic_request(buf);
     EXPECT_EQ(a2.compare, 4u);

@@ -148,7 +148,7 @@ class UctHostilePeer : public ::testing::Test {
         struct {
             uct::RdmaRequest req;
             std::uint64_t data;
-        } put{{90, 1, packed_.key, region_address(), sizeof(std::uint64_t), 0}, 42};
+        } put{{90, 1, packed_.key, packed_.secret, region_address(), sizeof(std::uint64_t), 0}, 42};
         const auto message = ask(Kind::put, put);
         ASSERT_TRUE(message.has_value()) << "a valid put was not answered";
         const auto r = reply_of<uct::RdmaReply>(*message, Kind::put_ack, 90, 1);
@@ -157,10 +157,10 @@ class UctHostilePeer : public ::testing::Test {
     }
 
     uct::RdmaRequest put_request(std::uint32_t op, std::uint64_t length) {
-        return {op, 7, packed_.key, region_address(), length, 0};
+        return {op, 7, packed_.key, packed_.secret, region_address(), length, 0};
     }
     uct::AtomicRequest atomic_request(std::uint32_t op, std::uint16_t amo, std::uint8_t mode) {
-        return {op, 7, packed_.key, region_address(), 1, 0, amo, mode, 0, 0};
+        return {op, 7, packed_.key, packed_.secret, region_address(), 1, 0, amo, mode, 0, 0};
     }
 
     TwoRankRuntime runtime_;
@@ -209,17 +209,20 @@ TEST_F(UctHostilePeer, ARequestOutsideTheRegistrationsIsAnsweredWithAnError) {
     forged.key += 1000;
     expect_refused<uct::RdmaReply>(
         "a get through a key never registered", Kind::get_req, Kind::get_rep,
-        uct::RdmaRequest{forged.op, 7, forged.key, region_address(), 8, 0});
+        uct::RdmaRequest{forged.op, 7, forged.key, forged.secret, region_address(), 8, 0});
+    expect_refused<uct::RdmaReply>(
+        "a get through the right id with a guessed secret", Kind::get_req, Kind::get_rep,
+        uct::RdmaRequest{15, 7, packed_.key, packed_.secret ^ 1, region_address(), 8, 0});
     expect_refused<uct::RdmaReply>(
         "a get 64 bytes below the region", Kind::get_req, Kind::get_rep,
-        uct::RdmaRequest{11, 7, packed_.key, region_address() - 64, 8, 0});
-    expect_refused<uct::RdmaReply>(
-        "a get larger than one reply", Kind::get_req, Kind::get_rep,
-        uct::RdmaRequest{12, 7, packed_.key, region_address(), std::uint64_t{1} << 40, 0});
+        uct::RdmaRequest{11, 7, packed_.key, packed_.secret, region_address() - 64, 8, 0});
+    expect_refused<uct::RdmaReply>("a get larger than one reply", Kind::get_req, Kind::get_rep,
+                                   uct::RdmaRequest{12, 7, packed_.key, packed_.secret,
+                                                    region_address(), std::uint64_t{1} << 40, 0});
     struct {
         uct::RdmaRequest req;
         std::uint64_t data = 1;
-    } above{{13, 7, packed_.key, region_address() + region_size, 8, 0}};
+    } above{{13, 7, packed_.key, packed_.secret, region_address() + region_size, 8, 0}};
     expect_refused<uct::RdmaReply>("a put just above the region", Kind::put, Kind::put_ack,
                                    above.req, sizeof above);
     uct::AtomicRequest misaligned =
@@ -242,7 +245,7 @@ TEST_F(UctHostilePeer, TheKeyOfADeregisteredRegionIsRefusedOnceItsRecordIsReused
     struct {
         uct::RdmaRequest req;
         std::uint64_t data = 1;
-    } stale{{20, 7, old_key, region_address(), 8, 0}};
+    } stale{{20, 7, old_key, packed_.secret, region_address(), 8, 0}};
     expect_refused<uct::RdmaReply>("a put through the deregistered key", Kind::put, Kind::put_ack,
                                    stale.req, sizeof stale);
     expect_put_served();
@@ -306,16 +309,19 @@ TEST_F(UctHostilePeer, RandomRequestsAreEachAnsweredAsTheRulesSay) {
         SCOPED_TRACE(::testing::Message() << "request " << i << " (seed " << seed << ")");
         const Kind kind = std::array{Kind::put, Kind::get_req, Kind::amo_req}[pick(3)];
         const std::uint64_t key = pick(8) == 0 ? packed_.key + 1 + pick(3) : packed_.key;
+        // A right id with a wrong secret is refused too.
+        const std::uint64_t secret = pick(8) == 0 ? random() : packed_.secret;
         const std::uint64_t address = base - 72 + pick(region_size + 144);
         std::uint64_t length = pick(4) == 0 ? pick(1000) : pick(64);
         if (pick(50) == 0) length = std::uint64_t{1} << (40 + pick(20));
         std::vector<std::byte> body;
-        bool valid = key == packed_.key;
+        bool valid = key == packed_.key && secret == packed_.secret;
         if (kind == Kind::amo_req) {
             const uct::AtomicRequest req{
                 i,
                 ~i,
                 key,
+                secret,
                 address,
                 random(),
                 random(),
@@ -330,7 +336,7 @@ TEST_F(UctHostilePeer, RandomRequestsAreEachAnsweredAsTheRulesSay) {
             body.resize(sizeof req);
             std::memcpy(body.data(), &req, sizeof req);
         } else {
-            const uct::RdmaRequest req{i, ~i, key, address, length, pick(1000)};
+            const uct::RdmaRequest req{i, ~i, key, secret, address, length, pick(1000)};
             body.resize(sizeof req);
             std::memcpy(body.data(), &req, sizeof req);
             std::uint64_t data = 0;
@@ -393,8 +399,8 @@ TEST_F(UctHostilePeer, RandomRequestsAreEachAnsweredAsTheRulesSay) {
 
 // The peer's "registration": what it hands out as its handle.
 constexpr std::uint64_t peer_base = 0x10000;
-const uct::PackedHandle peer_handle{5, peer_base, 4096, btl::reg_flags::access_any,
-                                    uct::handle_magic};
+const uct::PackedHandle peer_handle{
+    5, 6, peer_base, 4096, btl::reg_flags::access_any, uct::handle_magic};
 const auto* peer_remote = reinterpret_cast<const btl::RegistrationHandle*>(&peer_handle);
 
 class UctHostileTarget : public UctHostilePeer {

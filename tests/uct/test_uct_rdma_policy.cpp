@@ -120,7 +120,7 @@ TEST(UctRkeyCache, ClearReleasesEveryEntryOnce) {
 
 TEST(UctHandle, PlainHandleCarriesNoKey) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{5, 0x1000, 64, btl::reg_flags::access_any, 0};
+    const PackedHandle h{5, 0, 0x1000, 64, btl::reg_flags::access_any, 0};
     ASSERT_EQ(pack_handle(buf, h, md_tag("cma"), {}, false), sizeof(PackedHandle));
     PackedHandle back;
     std::memcpy(&back, buf.data(), sizeof back);
@@ -135,7 +135,7 @@ TEST(UctHandle, NativeHandleRoundTripsItsKey) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
     std::vector<std::byte> rkey(40);
     for (std::size_t i = 0; i < rkey.size(); ++i) rkey[i] = static_cast<std::byte>(i * 7 + 1);
-    const PackedHandle h{9, 0x2000, 4096, btl::reg_flags::remote_read, 0};
+    const PackedHandle h{9, 0, 0x2000, 4096, btl::reg_flags::remote_read, 0};
     const std::size_t n = pack_handle(buf, h, md_tag("cma"), rkey, true);
     ASSERT_EQ(n, native_handle_header + rkey.size());
     PackedHandle back;
@@ -152,7 +152,7 @@ TEST(UctHandle, NativeHandleRoundTripsItsKey) {
 
 TEST(UctHandle, StaysWithinTheSdkLimit) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{1, 0, 8, 0, 0};
+    const PackedHandle h{1, 0, 0, 8, 0, 0};
     std::vector<std::byte> rkey(max_rkey_len);
     EXPECT_EQ(pack_handle(buf, h, 1, rkey, true), btl::max_registration_handle_size);
     rkey.push_back(std::byte{0});
@@ -172,7 +172,7 @@ std::vector<std::byte> key_bytes(std::size_t n, int seed) {
 
 TEST(UctHandle, SecondKeyRidesBesideTheFirst) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{3, 0x4000, 8192, btl::reg_flags::access_any, 0};
+    const PackedHandle h{3, 0, 0x4000, 8192, btl::reg_flags::access_any, 0};
     const auto cma = key_bytes(0, 1), posix = key_bytes(24, 2);
     ASSERT_EQ(pack_handle(buf, h, md_tag("cma"), cma, true), native_handle_header);
     ASSERT_TRUE(append_rkey(buf, md_tag("posix"), posix));
@@ -188,7 +188,7 @@ TEST(UctHandle, SecondKeyRidesBesideTheFirst) {
 
 TEST(UctHandle, KeyAppendedToAPlainHandleMakesItNative) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{4, 0x8000, 64, btl::reg_flags::remote_atomic, 0};
+    const PackedHandle h{4, 0, 0x8000, 64, btl::reg_flags::remote_atomic, 0};
     ASSERT_EQ(pack_handle(buf, h, md_tag("cma"), {}, false), sizeof(PackedHandle));
     const auto posix = key_bytes(24, 3);
     ASSERT_TRUE(append_rkey(buf, md_tag("posix"), posix));
@@ -201,7 +201,7 @@ TEST(UctHandle, KeyAppendedToAPlainHandleMakesItNative) {
 
 TEST(UctHandle, AKeyThatDoesNotFitLeavesTheHandleAlone) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{1, 0, 8, 0, 0};
+    const PackedHandle h{1, 0, 0, 8, 0, 0};
     const auto first = key_bytes(max_rkey_len - 16, 4);
     ASSERT_NE(pack_handle(buf, h, md_tag("cma"), first, true), 0u);
     const auto before = buf;
@@ -212,7 +212,7 @@ TEST(UctHandle, AKeyThatDoesNotFitLeavesTheHandleAlone) {
 
 TEST(UctHandle, AKeyLengthPastTheEndIsNotFollowed) {
     alignas(8) std::array<std::byte, btl::max_registration_handle_size> buf{};
-    const PackedHandle h{1, 0, 8, 0, 0};
+    const PackedHandle h{1, 0, 0, 8, 0, 0};
     ASSERT_NE(pack_handle(buf, h, md_tag("cma"), key_bytes(8, 7), true), 0u);
     // A peer's garbage: the first key says "more" and a length beyond the handle.
     RemoteKeyHeader k{};

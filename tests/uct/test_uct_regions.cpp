@@ -18,8 +18,14 @@ using transit::uct::Registration;
 
 constexpr std::uint32_t any_access = 7;
 
-std::uint64_t key_of(const Registration* r) {
-    return r->header().key;
+transit::btl::util::RegistrationKey key_of(const Registration* r) {
+    return r->key();
+}
+
+transit::btl::util::RegistrationKey with_id(transit::btl::util::RegistrationKey k,
+                                            std::uint64_t id) {
+    k.id = id;
+    return k;
 }
 
 TEST(UctRegions, AKeyFindsItsRegionAndNoOther) {
@@ -32,9 +38,12 @@ TEST(UctRegions, AKeyFindsItsRegionAndNoOther) {
     EXPECT_EQ(t.find(key_of(a))->base, 0x1000u);
     EXPECT_EQ(t.find(key_of(b))->len, 128u);
     EXPECT_EQ(t.find(key_of(b))->access, 1u);
-    EXPECT_FALSE(t.find(key_of(a) + 2).has_value()) << "an index past the records";
-    EXPECT_FALSE(t.find(key_of(a) ^ (std::uint64_t{1} << 30)).has_value()) << "another serial";
-    EXPECT_FALSE(t.find(0).has_value());
+    EXPECT_FALSE(t.find(with_id(key_of(a), key_of(a).id + 2)).has_value())
+        << "an index past the records";
+    EXPECT_FALSE(t.find(with_id(key_of(a), key_of(a).id ^ (std::uint64_t{1} << 30))).has_value())
+        << "another serial";
+    EXPECT_FALSE(t.find({key_of(a).id, key_of(a).secret ^ 1}).has_value()) << "another secret";
+    EXPECT_FALSE(t.find({}).has_value());
     // The packed handle peers receive carries the region given to add.
     PackedHandle h = a->header();
     EXPECT_EQ(h.base, 0x1000u);
@@ -42,7 +51,7 @@ TEST(UctRegions, AKeyFindsItsRegionAndNoOther) {
     EXPECT_EQ(h.magic, transit::uct::handle_magic);
     // The handle given out points at `packed`; a removed region is gone.
     EXPECT_EQ(t.live(a->packed.data()), a);
-    const std::uint64_t key = key_of(a);
+    const auto key = key_of(a);
     t.remove(*a);
     EXPECT_FALSE(t.find(key).has_value());
     EXPECT_EQ(t.live(a->packed.data()), nullptr);

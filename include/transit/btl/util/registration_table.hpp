@@ -3,12 +3,15 @@
 //
 // A rendezvous registers and deregisters a buffer for every message, so the
 // records come from a free list (no allocation once grown) and both lookups
-// are direct.  A key is serial << 24 | index: the index finds the record, the
-// serial makes the key of a deregistered registration useless once its record
-// is reused, and serials start at a random point, so a peer cannot guess the
-// keys of another peer's registrations from its own.  A handle is compared
-// with the records' addresses as an integer before it is read: a stale,
-// copied or made-up handle is refused, never followed.
+// are direct.  A key is two words: an id, serial << 24 | index, whose index
+// finds the record and whose serial makes the key of a deregistered
+// registration useless once its record is reused; and a secret, 64 random bits
+// drawn per registration.  The ids are predictable from one another, the
+// secrets are not: a peer holding some keys has one chance in 2^64 per try of
+// naming a registration it was not given, and every wrong try is refused (the
+// component logs it, rate-limited).  A handle is compared with the records'
+// addresses as an integer before it is read: a stale, copied or made-up handle
+// is refused, never followed.
 //
 // The record type is the component's (what it packs for peers, what it must
 // release); it is a FreeList item.  To be found by key it also has key(),
@@ -17,33 +20,56 @@
 // its records and handle checks only.
 #pragma once
 
-#include <chrono>
+#include <sys/random.h>
+
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <span>
 
 #include "transit/btl/util/free_list.hpp"
+#include "transit/btl/util/random_bits.hpp"
 
 namespace transit::btl::util {
 
+// What a peer names a registration by (16 bytes on the wire).
+struct RegistrationKey {
+    std::uint64_t id = 0;      // serial << 24 | index
+    std::uint64_t secret = 0;  // random per registration
+    friend constexpr bool operator==(const RegistrationKey&, const RegistrationKey&) = default;
+};
+static_assert(sizeof(RegistrationKey) == 16);
+
 template <typename Record>
 concept KeyedRecord = FreeListItem<Record> && requires(const Record& r) {
-    { r.key() } -> std::same_as<std::uint64_t>;
+    { r.key() } -> std::same_as<RegistrationKey>;
 };
 
 // A random serial below 2^39 (room for 2^39 more), odd so that it is never 0.
 inline std::uint64_t random_first_serial() noexcept {
-    std::uint64_t r = 0;
-    try {
-        std::random_device device;
-        r = std::uint64_t{device()} << 32 | device();
-    } catch (...) {
-        r = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
-    return (r & ((std::uint64_t{1} << 39) - 1)) | 1;
+    return (random_u64() & ((std::uint64_t{1} << 39) - 1)) | 1;
 }
+
+// Random words drawn from the kernel a batch at a time: a registration per
+// rendezvous must not cost a system call each.
+class RandomWords {
+  public:
+    std::uint64_t next() noexcept {
+        if (left_ == 0) refill();
+        return words_[--left_];
+    }
+
+  private:
+    void refill() noexcept {
+        const auto want = static_cast<ssize_t>(sizeof words_);
+        if (::getrandom(words_.data(), sizeof words_, 0) != want)
+            for (std::uint64_t& w : words_) w = random_u64();
+        left_ = words_.size();
+    }
+    std::array<std::uint64_t, 32> words_{};
+    std::size_t left_ = 0;
+};
 
 template <FreeListItem Record>
 class RegistrationTable {
@@ -59,12 +85,12 @@ class RegistrationTable {
 
     struct Added {
         Record* record = nullptr;  // nullptr: max_live are live, or memory ran out
-        std::uint64_t key = 0;     // for the caller to store where record->key() reads it
+        RegistrationKey key{};     // for the caller to store where record->key() reads it
     };
     Added add() noexcept {
         Record* r = records_.get();
         if (r == nullptr) return {};
-        return {r, next_serial_++ << index_bits | records_.index(r)};
+        return {r, {next_serial_++ << index_bits | records_.index(r), secrets_.next()}};
     }
 
     // The live record `handle` points at the start of, or nullptr.
@@ -81,9 +107,9 @@ class RegistrationTable {
         return nullptr;
     }
 
-    // The live record whose key is `key`, or nullptr.
-    const Record* find(std::uint64_t key) const noexcept requires KeyedRecord<Record> {
-        const std::size_t index = key & (max_live - 1);
+    // The live record whose key is `key` (id and secret), or nullptr.
+    const Record* find(const RegistrationKey& key) const noexcept requires KeyedRecord<Record> {
+        const std::size_t index = key.id & (max_live - 1);
         if (index >= records_.size()) return nullptr;
         const Record& r = records_.chunk_items(index / chunk)[index % chunk];
         return r.in_use && r.key() == key ? &r : nullptr;
@@ -110,6 +136,7 @@ class RegistrationTable {
 
     FreeList<Record> records_;
     std::uint64_t next_serial_;
+    RandomWords secrets_;
 };
 
 }  // namespace transit::btl::util

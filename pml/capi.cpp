@@ -386,6 +386,28 @@ int transit_register_memory(transit_context* ctx, void* base, size_t size,
     });
 }
 
+int transit_register_memory_scoped(transit_context* ctx, void* base, size_t size,
+                                   enum transit_region_scope scope, const uint32_t* peers,
+                                   size_t count, transit_memory_region** region) {
+    using Kind = transit::RegionScope::Kind;
+    if (scope != TRANSIT_SCOPE_EVERYONE && scope != TRANSIT_SCOPE_JOB &&
+        scope != TRANSIT_SCOPE_PEERS)
+        return code(transit::Status::bad_param);
+    if (scope == TRANSIT_SCOPE_PEERS && count != 0 && peers == nullptr)
+        return code(transit::Status::bad_param);
+    static_assert(sizeof(transit::Rank) == sizeof(uint32_t));
+    const transit::RegionScope s{scope == TRANSIT_SCOPE_EVERYONE ? Kind::everyone
+                                 : scope == TRANSIT_SCOPE_JOB    ? Kind::job
+                                                                 : Kind::peers,
+                                 scope == TRANSIT_SCOPE_PEERS
+                                     ? std::span<const transit::Rank>(peers, count)
+                                     : std::span<const transit::Rank>{}};
+    return guarded([&] {
+        return code(ctx->ctx.register_memory(
+            base, size, reinterpret_cast<transit::MemoryRegion*&>(*region), s));
+    });
+}
+
 int transit_deregister_memory(transit_context* ctx, transit_memory_region** region) {
     return guarded([&] {
         return code(ctx->ctx.deregister_memory(reinterpret_cast<transit::MemoryRegion*&>(*region)));

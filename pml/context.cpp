@@ -258,9 +258,14 @@ Status Context::counter_wait(const Counter& c, std::uint64_t value) noexcept {
 }
 
 Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& region) {
+    return register_memory(base, size, region, RegionScope::everyone());
+}
+
+Status Context::register_memory(void* base, std::size_t size, MemoryRegion*& region,
+                                const RegionScope& scope) {
     auto guard = engine_->lock();
     pml::RegionImpl* r;
-    Status s = engine_->register_memory(base, size, r);
+    Status s = engine_->register_memory(base, size, scope, r);
     region = reinterpret_cast<MemoryRegion*>(r);
     return s;
 }

@@ -138,7 +138,7 @@ struct Dispatch {
                            K == wire::osc_atomic_reply)
             e->osc_.on_reply(K, b, n, from(d));
         else if constexpr (K == wire::barrier)
-            e->on_barrier(b, n);
+            e->on_barrier(b, n, from(d));
         else if constexpr (K == wire::throttle)
             e->tagged_.on_throttle(b, n);
         else if constexpr (K == wire::split)

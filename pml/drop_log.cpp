@@ -20,7 +20,7 @@ const char* DropLog::note(wire::Kind k) const noexcept {
 void DropLog::report() const noexcept {
     for (int k = 0; k < wire::kind_count; ++k)
         if (drops_[k].unlogged() != 0)
-            log::error("pml: {} messages of kind {} were dropped in all ({} not logged)",
+            log::error("pml: {} messages of kind {} were dropped or refused in all ({} not logged)",
                        drops_[k].total(), wire::name(static_cast<wire::Kind>(k)),
                        drops_[k].unlogged());
 }
@@ -46,6 +46,14 @@ void DropLog::malformed(wire::Kind k, std::size_t n, Rank from) noexcept {
 void DropLog::named(wire::Kind k, Rank from, const char* why) noexcept {
     if (!admit(k)) return;
     log::error("pml: a message of kind {} from rank {} was dropped: {}{}", wire::name(k),
+               from == any_rank ? -1 : static_cast<long long>(from), why, note(k));
+}
+
+// Answered with the refusal (a one-sided request) or ignored (job control);
+// either way nothing of ours was touched.
+void DropLog::refused(wire::Kind k, Rank from, const char* why) noexcept {
+    if (!admit(k)) return;
+    log::error("pml: a message of kind {} from rank {} was refused: {}{}", wire::name(k),
                from == any_rank ? -1 : static_cast<long long>(from), why, note(k));
 }
 

@@ -1,5 +1,5 @@
-// Received messages the pml cannot handle: each is logged, never silently
-// lost; the first few of each kind, then a count at the end.
+// Received messages the pml cannot handle or refuses: each is logged, never
+// silently lost; the first few of each kind, then a count at the end.
 #pragma once
 
 #include <array>
@@ -20,6 +20,10 @@ class DropLog {
     // A peer's message that names (by handle) something of ours it may not:
     // forged, stale, another peer's, or not waiting for it.
     void named(wire::Kind k, Rank from, const char* why) noexcept;
+    // A peer's request refused for what it names (a one-sided request
+    // without a valid key, a job-control frame from outside the job): the
+    // same limit, the same count.
+    void refused(wire::Kind k, Rank from, const char* why) noexcept;
     // At the end: the drops that went unlogged.
     void report() const noexcept;
 

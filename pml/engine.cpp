@@ -248,10 +248,20 @@ Status Engine::barrier() noexcept {
     return Status::success;
 }
 
-void Engine::on_barrier(const std::byte* b, std::size_t) noexcept {
+// The barrier is the job's (fence and finalize ride on it too): a signal
+// counts only from a rank of the job.  The sender is the peer whose endpoint
+// the message came over (a peer outside the job has an id from c_.size on),
+// or, from a transport that does not say, the rank its header names (renamed
+// by the dispatch for a peer outside the job).
+void Engine::on_barrier(const std::byte* b, std::size_t n, Rank from) noexcept {
     wire::BarrierHdr h;
     std::memcpy(&h, b, sizeof h);
-    if (h.round < barrier_arrivals_[0].size()) ++barrier_arrivals_[h.epoch & 1][h.round];
+    const Rank sender = from != any_rank ? from : h.src;
+    if (sender >= c_.size || sender == c_.rank) [[unlikely]]
+        return c_.drops.refused(wire::barrier, sender, "job control from a peer outside the job");
+    if (h.round >= barrier_arrivals_[0].size()) [[unlikely]]
+        return c_.drops.malformed(wire::barrier, n, sender);
+    ++barrier_arrivals_[h.epoch & 1][h.round];
 }
 
 // Memory from the most exclusive transport that offers any (vader: its shared

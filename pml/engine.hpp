@@ -131,8 +131,9 @@ class Engine {
     }
 
     // one-sided
-    Status register_memory(void* base, std::size_t size, RegionImpl*& out) {
-        return osc_.register_memory(base, size, out);
+    Status register_memory(void* base, std::size_t size, const RegionScope& scope,
+                           RegionImpl*& out) {
+        return osc_.register_memory(base, size, scope, out);
     }
     Status deregister_memory(RegionImpl* region) { return osc_.deregister_memory(region); }
     std::vector<std::byte> pack_key(const RegionImpl* region) const {
@@ -154,6 +155,13 @@ class Engine {
     Status flush_all() noexcept;
 
     Status barrier() noexcept;
+    // Barrier signals received and not yet consumed (for tests).
+    std::uint64_t barrier_arrivals() const noexcept {
+        std::uint64_t n = 0;
+        for (const auto& epoch : barrier_arrivals_)
+            for (std::uint32_t a : epoch) n += a;
+        return n;
+    }
 
     // peers outside the job (dynamic_peers.cpp)
     std::string listen();
@@ -214,7 +222,7 @@ class Engine {
     void queue_event(Rank peer, PeerEventKind kind) noexcept;
     void deliver_events() noexcept;
     int drain_pending() noexcept;
-    void on_barrier(const std::byte* b, std::size_t n) noexcept;
+    void on_barrier(const std::byte* b, std::size_t n, Rank from) noexcept;
     void start_progress_thread();
     void stop_progress_thread() noexcept;
 

@@ -137,17 +137,25 @@ struct AmDoneHdr {
     std::uint32_t lost;  // 1: the message never completed at the target
 };
 
+// An emulated put, get or atomic names the target's region as its key does
+// (slot and random secret, from the packed key) and the address the key's
+// base gave the origin: the target takes it only inside that region, as a
+// transport's target does with a registration key.
 struct OscHdr {
     std::uint32_t src;
     std::uint8_t op;     // AtomicOp, or 0xff for compare-and-swap
     std::uint8_t width;  // 4 or 8
     std::uint16_t pad;
-    std::uint64_t addr;  // target address
+    std::uint32_t region;  // the region's slot at the target
+    std::uint32_t pad2;
+    std::uint64_t secret;  // the registration's secret: a wrong one is refused
+    std::uint64_t addr;    // target address, inside the region
     std::uint64_t len;
     std::uint64_t operand;
     std::uint64_t compare;
-    std::uint64_t token;  // origin-side destination (get buffer, fetch result)
+    std::uint64_t token;  // names the origin's operation (echoed in the reply)
 };
+static_assert(sizeof(OscHdr) == 64);  // no holes: every byte sent is set
 
 struct OscReplyHdr {
     std::uint32_t src;

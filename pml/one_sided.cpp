@@ -1,10 +1,13 @@
 // One-sided operations: over the btl's put/get/atomics where the peer's module
 // can do them with the region's key, emulated with active messages otherwise
 // (the target applies the operation and answers).  flush waits for both kinds.
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "pml/one_sided.hpp"
+#include "transit/btl/util/random_bits.hpp"
 
 namespace transit::pml {
 
@@ -63,12 +66,42 @@ void put_bytes(std::vector<std::byte>& out, const T& v) {
 
 }  // namespace
 
-Status OneSided::register_memory(void* base, std::size_t size, RegionImpl*& out) {
+bool RegionImpl::allows(Rank peer, std::uint32_t job_size) const noexcept {
+    switch (scope) {
+        case RegionScope::Kind::everyone:
+            return true;
+        case RegionScope::Kind::job:
+            return peer < job_size;
+        case RegionScope::Kind::peers:
+            return std::binary_search(peers.begin(), peers.end(), peer);
+    }
+    return false;
+}
+
+Status OneSided::register_memory(void* base, std::size_t size, const RegionScope& scope,
+                                 RegionImpl*& out) {
     out = nullptr;
     if (!base && size) return Status::bad_param;
+    if (scope.kind != RegionScope::Kind::everyone && scope.kind != RegionScope::Kind::job &&
+        scope.kind != RegionScope::Kind::peers)
+        return Status::bad_param;
     auto region = std::make_unique<RegionImpl>();
     region->base = base;
     region->size = size;
+    region->secret = btl::util::random_u64();
+    region->scope = scope.kind;
+    if (scope.kind == RegionScope::Kind::peers) {
+        region->peers.assign(scope.peers.begin(), scope.peers.end());
+        std::sort(region->peers.begin(), region->peers.end());
+    }
+    // Slot first (the one step that may throw), so nothing needs undoing.
+    if (free_slots_.empty()) {
+        if (regions_.size() >= std::numeric_limits<std::uint32_t>::max())
+            return Status::out_of_resource;
+        regions_.push_back(nullptr);
+        free_slots_.push_back(static_cast<std::uint32_t>(regions_.size() - 1));
+    }
+    region->entries.reserve(modules_.size());
     auto mods = modules_;
     for (std::size_t i = 0; i < mods.size(); ++i) {
         btl::Module* m = mods[i];
@@ -77,6 +110,13 @@ Status OneSided::register_memory(void* base, std::size_t size, RegionImpl*& out)
             btl::flags::rdma | btl::flags::atomic_ops | btl::flags::atomic_fops;
         btl::Rdma* rdma = m->rdma();
         if (!(a.flags & wanted) || a.registration_handle_size == 0 || !rdma) continue;
+        // A transport checks a key, not our scope: a scoped region goes only
+        // to those that cannot reach the peers it excludes (a job's region
+        // to those that carry no peer outside the job); the rest of its
+        // operations are emulated, and screened here (screen).
+        if (scope.kind == RegionScope::Kind::peers ||
+            (scope.kind == RegionScope::Kind::job && (a.flags & btl::flags::dynamic_peers)))
+            continue;
         btl::RegistrationHandle* h =
             rdma->register_mem(nullptr, base, size, btl::reg_flags::access_any);
         if (!h) {
@@ -86,28 +126,34 @@ Status OneSided::register_memory(void* base, std::size_t size, RegionImpl*& out)
         }
         region->entries.push_back({m, c_.component_hash[i], h, a.registration_handle_size});
     }
-    regions_.push_back(region.get());
+    region->slot = free_slots_.back();
+    free_slots_.pop_back();
+    regions_[region->slot] = region.get();
     out = region.release();  // owned by regions_ until deregister_memory
     return Status::success;
 }
 
 Status OneSided::deregister_memory(RegionImpl* region) {
     if (!region) return Status::bad_param;
-    for (auto it = regions_.begin(); it != regions_.end(); ++it) {
-        if (*it != region) continue;
-        regions_.erase(it);
-        std::unique_ptr<RegionImpl> owned(region);
-        for (auto& e : owned->entries)
-            if (e.handle) e.module->rdma()->deregister_mem(e.handle);
-        return Status::success;
-    }
-    return Status::not_found;
+    // Compared as a pointer before it is read: a region not ours is not found.
+    const auto it = std::find(regions_.begin(), regions_.end(), region);
+    if (it == regions_.end()) return Status::not_found;
+    const auto slot = static_cast<std::uint32_t>(it - regions_.begin());
+    free_slots_.reserve(regions_.size());  // may throw: before anything changes
+    *it = nullptr;
+    free_slots_.push_back(slot);
+    std::unique_ptr<RegionImpl> owned(region);
+    for (auto& e : owned->entries)
+        if (e.handle) e.module->rdma()->deregister_mem(e.handle);
+    return Status::success;
 }
 
 std::vector<std::byte> OneSided::pack_key(const RegionImpl* region) const {
     std::vector<std::byte> out;
     if (!region) return out;
     put_bytes(out, key_magic);
+    put_bytes(out, region->slot);
+    put_bytes(out, region->secret);
     put_bytes(out, reinterpret_cast<std::uint64_t>(region->base));
     put_bytes(out, static_cast<std::uint64_t>(region->size));
     put_bytes(out, static_cast<std::uint32_t>(region->entries.size()));
@@ -150,12 +196,29 @@ bool OneSided::handle_size_fits(std::uint32_t component, std::size_t len) const 
     return !loaded;
 }
 
-bool OneSided::address_registered(std::uint64_t addr, std::size_t len) const noexcept {
-    for (const RegionImpl* r : regions_) {
-        auto base = reinterpret_cast<std::uint64_t>(r->base);
-        if (addr >= base && addr + len <= base + r->size && addr + len >= addr) return true;
+const RegionImpl* OneSided::region_named(std::uint32_t slot, std::uint64_t secret) const noexcept {
+    if (slot >= regions_.size()) return nullptr;
+    const RegionImpl* r = regions_[slot];
+    return r && r->secret == secret ? r : nullptr;
+}
+
+const char* OneSided::screen(wire::Kind k, const wire::OscHdr& h, Rank from,
+                             const RegionImpl*& region, Status& refusal) const noexcept {
+    refusal = Status::access_denied;
+    region = region_named(h.region, h.secret);
+    if (!region) return "it names no live region of ours (wrong or stale key)";
+    if (!region->allows(from, c_.size)) return "the region is not registered for that peer";
+    refusal = Status::bad_param;
+    const auto base = reinterpret_cast<std::uint64_t>(region->base);
+    // No sum is formed: bounds near 2^64 cannot wrap into a pass.
+    if (h.addr < base || h.len > region->size || h.addr - base > region->size - h.len)
+        return "it reaches outside the region its key names";
+    if (k == wire::osc_atomic) {
+        if ((h.width != 4 && h.width != 8) || h.len != h.width || h.addr % h.width != 0 ||
+            (h.op != wire::cswap_op && h.op > static_cast<std::uint8_t>(AtomicOp::max)))
+            return "its atomic is malformed (width, alignment or operation)";
     }
-    return false;
+    return nullptr;
 }
 
 namespace {
@@ -347,7 +410,7 @@ Status OneSided::rma(bool is_put, Rank dst, void* local, std::size_t len, const 
         std::size_t n = len - at < chunk ? len - at : chunk;
         OscOp* op = new_emulated_op(p, is_put ? wire::osc_ack : wire::osc_get_reply, bytes + at, n);
         if (!op) return Status::out_of_resource;
-        wire::OscHdr h{c_.rank, 0, 0, 0, raddr + at, n, 0, 0, 0};
+        wire::OscHdr h{c_.rank, 0, 0, 0, key->region, 0, key->secret, raddr + at, n, 0, 0, 0};
         const Status s = is_put ? emulate(op, wire::osc_put, h, bytes + at, n)
                                 : emulate(op, wire::osc_get, h, nullptr, 0);
         if (!ok(s)) return s;
@@ -422,7 +485,10 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
     if (!o) return Status::out_of_resource;
     o->fetched = fetched;
     o->bits32 = w == 4;
-    wire::OscHdr h{c_.rank, op, static_cast<std::uint8_t>(w), 0, raddr, w, operand, compare, 0};
+    wire::OscHdr h{c_.rank,     op,          static_cast<std::uint8_t>(w),
+                   0,           key->region, 0,
+                   key->secret, raddr,       w,
+                   operand,     compare,     0};
     const Status s = emulate(o, wire::osc_atomic, h, nullptr, 0);
     return ok(s) ? Status::success : s;
 }
@@ -439,18 +505,15 @@ void OneSided::on_request(wire::Kind k, const std::byte* b, std::size_t n) noexc
             h.src);
         return;
     }
-    const bool atomic_ok =
-        k != wire::osc_atomic ||
-        ((h.width == 4 || h.width == 8) && h.len == h.width && h.addr % h.width == 0 &&
-         (h.op == wire::cswap_op || h.op <= static_cast<std::uint8_t>(AtomicOp::max)));
-    const bool valid = atomic_ok && address_registered(h.addr, h.len);
-    if (!valid)
-        log::error(
-            "pml: rank {} addressed {} bytes at {:#x}, outside any registered region; "
-            "refused",
-            h.src, h.len, h.addr);
-    auto* target = reinterpret_cast<std::byte*>(h.addr);
-    const Status refused = atomic_ok ? Status::access_denied : Status::bad_param;
+    const RegionImpl* region = nullptr;
+    Status refused = Status::success;
+    const char* why = screen(k, h, h.src, region, refused);
+    if (why) [[unlikely]]
+        c_.drops.refused(k, h.src, why);
+    const bool valid = why == nullptr;
+    std::byte* target = valid ? static_cast<std::byte*>(region->base) +
+                                    (h.addr - reinterpret_cast<std::uint64_t>(region->base))
+                              : nullptr;
     wire::OscReplyHdr r{c_.rank, static_cast<std::int32_t>(valid ? Status::success : refused),
                         h.token, 1, 0};
     if (k == wire::osc_put) {
@@ -505,11 +568,13 @@ void OneSided::on_reply(wire::Kind k, const std::byte* b, std::size_t n, Rank fr
 
 void OneSided::release_regions() noexcept {
     for (RegionImpl* r : regions_) {
+        if (!r) continue;
         std::unique_ptr<RegionImpl> owned(r);  // made by register_memory
         for (auto& e : owned->entries)
             if (e.handle) e.module->rdma()->deregister_mem(e.handle);
     }
     regions_.clear();
+    free_slots_.clear();
 }
 
 Status OneSided::flush_result(Peer* p) noexcept {

@@ -14,10 +14,19 @@
 
 namespace transit::pml {
 
-// Registered local memory.
+// Registered local memory.  Peers name it by its slot in OneSided's table
+// and a random secret (both in the packed key); `scope` says which peers may
+// reach it at all.
 struct RegionImpl {
     void* base = nullptr;
     std::size_t size = 0;
+    std::uint32_t slot = 0;
+    std::uint64_t secret = 0;
+    RegionScope::Kind scope = RegionScope::Kind::everyone;
+    std::vector<Rank> peers;  // sorted: RegionScope::Kind::peers only
+    // Whether `peer` (a rank of the job, or our id for a peer outside it,
+    // numbered from `job_size` on) may reach the region.
+    bool allows(Rank peer, std::uint32_t job_size) const noexcept;
     struct Entry {
         btl::Module* module;
         std::uint32_t component;
@@ -58,7 +67,8 @@ class OneSided {
     // Deregisters every region still registered (before the modules close).
     void release_regions() noexcept;
 
-    Status register_memory(void* base, std::size_t size, RegionImpl*& out);
+    Status register_memory(void* base, std::size_t size, const RegionScope& scope,
+                           RegionImpl*& out);
     Status deregister_memory(RegionImpl* region);
     std::vector<std::byte> pack_key(const RegionImpl* region) const;
     Status unpack_key(std::span<const std::byte> bytes, RemoteKeyImpl*& out);
@@ -83,7 +93,12 @@ class OneSided {
 
   private:
     bool handle_size_fits(std::uint32_t component, std::size_t len) const noexcept;
-    bool address_registered(std::uint64_t addr, std::size_t len) const noexcept;
+    // The live region a peer's request names by slot and secret, or nullptr.
+    const RegionImpl* region_named(std::uint32_t slot, std::uint64_t secret) const noexcept;
+    // Why the request h of kind k from peer `from` is refused (nullptr: it is
+    // not) and with which status.
+    const char* screen(wire::Kind k, const wire::OscHdr& h, Rank from, const RegionImpl*& region,
+                       Status& refusal) const noexcept;
     void note_refused(Peer* p, Status s) noexcept;
     static Status take_refused(Peer* p) noexcept;
     // One put/get or atomic over one btl with one of the key's handles:
@@ -110,7 +125,9 @@ class OneSided {
     Core& c_;
     Outbox& outbox_;
     std::span<btl::Module* const> modules_;
+    // By slot; nullptr: free (in free_slots_ for reuse).
     std::vector<RegionImpl*> regions_;
+    std::vector<std::uint32_t> free_slots_;
     NamedPool<OscOp> osc_ops_;
     std::uint64_t outstanding_total_ = 0;
     bool any_refused_ = false;  // some peer's osc_refused is set

@@ -18,8 +18,9 @@ bool get_bytes(std::span<const std::byte>& in, T& v) {
 
 Status decode_key(std::span<const std::byte> in, RemoteKeyImpl& out) {
     std::uint32_t magic = 0, count = 0;
-    if (!get_bytes(in, magic) || magic != key_magic || !get_bytes(in, out.base) ||
-        !get_bytes(in, out.size) || !get_bytes(in, count) || count > max_key_entries)
+    if (!get_bytes(in, magic) || magic != key_magic || !get_bytes(in, out.region) ||
+        !get_bytes(in, out.secret) || !get_bytes(in, out.base) || !get_bytes(in, out.size) ||
+        !get_bytes(in, count) || count > max_key_entries)
         return Status::bad_param;
     for (std::uint32_t i = 0; i < count; ++i) {
         RemoteKeyImpl::Entry e;

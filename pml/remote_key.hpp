@@ -12,11 +12,15 @@
 
 namespace transit::pml {
 
-inline constexpr std::uint32_t key_magic = 0x4b455931;  // "KEY1"
+inline constexpr std::uint32_t key_magic = 0x4b455932;  // "KEY2"
 inline constexpr std::uint32_t max_key_entries = 64;
 
 // A peer's region.
 struct RemoteKeyImpl {
+    // What names the region to its owner's pml (emulated operations): its
+    // slot there and the registration's random secret.
+    std::uint32_t region = 0;
+    std::uint64_t secret = 0;
     std::uint64_t base = 0;
     std::uint64_t size = 0;
     struct Entry {
@@ -40,7 +44,7 @@ struct RemoteKeyImpl {
     }
 };
 
-// Reads a packed key: magic, base, size, entry count, then per entry the
+// Reads a packed key: magic, region slot, secret, base, size, entry count, then per entry the
 // component hash, the handle length and the handle.  bad_param for anything
 // else (short, long, over the limits); `out` is then unspecified.
 Status decode_key(std::span<const std::byte> in, RemoteKeyImpl& out);

@@ -170,6 +170,16 @@ int transit_am_send(transit_context* ctx, uint32_t dst, uint32_t id, const void*
 
 int transit_register_memory(transit_context* ctx, void* base, size_t size,
                             transit_memory_region** region);
+/* Which peers may reach a region (transit_register_memory_scoped): every peer holding
+ * its key (transit_register_memory's), the job's ranks only, or the `count` peers listed. */
+enum transit_region_scope {
+    TRANSIT_SCOPE_EVERYONE = 0,
+    TRANSIT_SCOPE_JOB = 1,
+    TRANSIT_SCOPE_PEERS = 2
+};
+int transit_register_memory_scoped(transit_context* ctx, void* base, size_t size,
+                                   enum transit_region_scope scope, const uint32_t* peers,
+                                   size_t count, transit_memory_region** region);
 int transit_deregister_memory(transit_context* ctx, transit_memory_region** region);
 /* Writes the packed key into buf (if capacity allows) and its size into *length. */
 int transit_pack_key(transit_context* ctx, const transit_memory_region* region, void* buf,

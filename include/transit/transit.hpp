@@ -144,6 +144,23 @@ enum class AtomicWidth : std::uint8_t { bits32, bits64 };
 
 // Local memory registered for remote access.
 class MemoryRegion;
+// Which peers may reach a registered region (Context::register_memory).  A
+// peer outside the scope is refused (access_denied) even with the region's key.
+struct RegionScope {
+    enum class Kind : std::uint8_t {
+        everyone,  // every peer holding the key (the default)
+        job,       // the ranks of this context's job only
+        peers,     // the listed peers only (ranks or ids of peers outside the job)
+    };
+    Kind kind = Kind::everyone;
+    std::span<const Rank> peers{};  // Kind::peers; copied by register_memory
+
+    static RegionScope everyone() noexcept { return {}; }
+    static RegionScope job() noexcept { return {Kind::job, {}}; }
+    static RegionScope only(std::span<const Rank> allowed) noexcept {
+        return {Kind::peers, allowed};
+    }
+};
 // A peer's memory region, unpacked from the bytes its owner sent.
 class RemoteKey;
 
@@ -245,10 +262,17 @@ class Context {
     Status counter_wait(const Counter& c, std::uint64_t value) noexcept;
 
     // --- one-sided --------------------------------------------------------------
-    // Registers [base, base+size) with every transport that needs it.  Peers'
-    // operations are refused outside the live registered regions: after
-    // deregister_memory the keys packed for the region grant nothing.
+    // Registers [base, base+size) with every transport that needs it.  A peer
+    // reaches a region only through its key (pack_key), which holds 64 random
+    // bits, and only inside it; a region registered for a scope refuses the
+    // peers outside it.  After deregister_memory its keys grant nothing.
+    // Refused operations are logged (rate-limited) and end the origin's next
+    // flush with the refusal.  A region scoped to the job or to peers is not
+    // reached by transports that cannot enforce the scope: the target's pml
+    // serves (and checks) those operations instead.
     Status register_memory(void* base, std::size_t size, MemoryRegion*& region);
+    Status register_memory(void* base, std::size_t size, MemoryRegion*& region,
+                           const RegionScope& scope);
     Status deregister_memory(MemoryRegion*& region);
     // The bytes to send to peers so they can address the region.
     std::vector<std::byte> pack_key(const MemoryRegion* region) const;

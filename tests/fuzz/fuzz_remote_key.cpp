@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (pml::decode_key(in, key) != transit::Status::success) return 0;
     // Accepted: within the limits, and every input byte accounted for.
     if (key.entries.size() > pml::max_key_entries) __builtin_trap();
-    std::size_t used = 4 + 8 + 8 + 4;
+    std::size_t used = 4 + 4 + 8 + 8 + 8 + 4;
     for (const auto& e : key.entries) {
         if (e.handle.size() > transit::btl::max_registration_handle_size) __builtin_trap();
         used += 4 + 4 + e.handle.size();

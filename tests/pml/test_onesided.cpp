@@ -75,8 +75,9 @@ TEST(OneSided, KeyWithAHandleOfAnotherSizeIsRefused) {
     MemoryRegion* region = nullptr;
     ASSERT_EQ(ctx().register_memory(mem, 64, region), Status::success);
     const std::vector<std::byte> packed = ctx().pack_key(region);
-    // magic, base, size, count; then per transport: component, length, handle.
-    constexpr std::size_t head = 4 + 8 + 8 + 4;
+    // magic, region slot, secret, base, size, count; then per transport:
+    // component, length, handle.
+    constexpr std::size_t head = 4 + 4 + 8 + 8 + 8 + 4;
     std::uint32_t count = 0;
     ASSERT_GE(packed.size(), head);
     std::memcpy(&count, packed.data() + head - 4, 4);

@@ -45,7 +45,8 @@ std::vector<std::vector<std::byte>> exchange(const std::vector<std::byte>& mine)
 // the origin's to check; the target must not trust them).
 RemoteKey* forged(std::vector<std::byte> packed, std::int64_t delta) {
     std::uint64_t base = 0;
-    constexpr std::size_t at = sizeof(std::uint32_t);  // behind the key's magic
+    // Behind the key's magic, region slot and secret.
+    constexpr std::size_t at = sizeof(std::uint32_t) * 2 + sizeof(std::uint64_t);
     std::memcpy(&base, packed.data() + at, sizeof base);
     base += static_cast<std::uint64_t>(delta);
     std::memcpy(packed.data() + at, &base, sizeof base);

@@ -416,8 +416,8 @@ void TcpComponent::rdma_refused(std::string_view where, const char* what, std::u
                 to_string(why),
                 rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
         else
-            out_.verbose(1, "{}: refused a {} at 0x{:x} from rank {}: {}", where, what, address,
-                         peer, to_string(why));
+            out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", where, what, address, peer,
+                         to_string(why));
     } catch (...) {
         // Out of memory formatting a log line: the refusal itself went ahead.
     }

@@ -169,7 +169,7 @@ void TcpModule::handle_put(Link& l, const wire::FrameHeader& h, std::size_t avai
     const Status st =
         check_access(l, {req.key, req.secret}, req.address, req.size, btl::reg_flags::remote_write);
     if (!ok(st)) [[unlikely]]
-        tcp_.rdma_refused(name(), "put", req.address, l.endpoint->peer(), st);
+        tcp_.rdma_refused(name(), "a put", req.address, l.endpoint->peer(), st);
     auto* dst = ok(st) ? reinterpret_cast<std::byte*>(req.address) : nullptr;
     const std::size_t here = avail - wire::header_size - wire::rdma_request_size;
     const std::size_t in_buf = std::min(here, data_len);
@@ -196,7 +196,7 @@ void TcpModule::handle_get(Link& l) noexcept {
         check_access(l, {req.key, req.secret}, req.address, req.size, btl::reg_flags::remote_read);
     if (ok(st) && req.size > limits_.max_rdma) st = Status::bad_param;
     if (!ok(st)) [[unlikely]] {
-        tcp_.rdma_refused(name(), "get", req.address, l.endpoint->peer(), st);
+        tcp_.rdma_refused(name(), "a get", req.address, l.endpoint->peer(), st);
         return send_reply(l, req.op_id, st, 0, nullptr, 0);
     }
     send_reply(l, req.op_id, st, 0, reinterpret_cast<const void*>(req.address), req.size);
@@ -223,7 +223,7 @@ void TcpModule::handle_atomic(Link& l) noexcept {
                     : btl::apply_atomic(target, static_cast<btl::AtomicOp>(req.op), req.operand,
                                         req.atomic_flags);
     } else {
-        tcp_.rdma_refused(name(), "atomic", req.address, l.endpoint->peer(), st);
+        tcp_.rdma_refused(name(), "an atomic", req.address, l.endpoint->peer(), st);
     }
     send_reply(l, req.op_id, st, old, nullptr, 0);
 }

@@ -128,6 +128,10 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     int callback_errors() const { return callback_errors_; }
     int sends_pending() const { return sends_pending_; }
 
+    // A warning or error containing `text` does not fail the case (a target
+    // logs the requests it refuses).  Call before SetUp.
+    void expect_logged(std::string text) { expected_logs_.push_back(std::move(text)); }
+
     std::string component_;
 
   private:
@@ -180,6 +184,7 @@ class BtlTest : public ::testing::TestWithParam<std::string> {
     void handle_reply(const WireHeader& h, const btl::ReceiveDescriptor& d);
 
     LogWatch log_watch_;
+    std::vector<std::string> expected_logs_;  // substrings of lines the case may log
     ProgressEngine progress_;
     btl::AmTable am_;
     std::unique_ptr<btl::Framework> fw_;

@@ -69,6 +69,36 @@ TEST(OneSided, KeyRejectsGarbage) {
 // A key whose handle for a transport loaded here is shorter or longer than that
 // transport reads: refused, not read past its end (the bytes behind a short
 // handle would go to the peer).  Every transport in the key is tried.
+// A region registered for some peers refuses the others, whatever key they
+// hold; the job's ranks are in the job's scope.  Each rank reaches its own
+// region (over self, or emulated by its own pml).
+TEST(OneSided, ARegionScopedToOtherPeersRefusesTheRest) {
+    const Rank me = ctx().rank();
+    std::uint64_t word = 0;
+    const Rank nobody[] = {me + 1000};
+    const Rank just_me[] = {me};
+    struct Case {
+        RegionScope scope;
+        Status expected;
+    };
+    for (const Case& c : {Case{RegionScope::only(nobody), Status::access_denied},
+                          Case{RegionScope::only(just_me), Status::success},
+                          Case{RegionScope::job(), Status::success}}) {
+        word = 0;
+        MemoryRegion* region = nullptr;
+        ASSERT_EQ(ctx().register_memory(&word, sizeof word, region, c.scope), Status::success);
+        RemoteKey* key = nullptr;
+        ASSERT_EQ(ctx().unpack_key(ctx().pack_key(region), key), Status::success);
+        const std::uint64_t v = 7;
+        const Status issued = ctx().put(me, &v, sizeof v, key, 0);
+        const Status flushed = ok(issued) ? ctx().flush(me) : issued;
+        EXPECT_EQ(flushed, c.expected);
+        EXPECT_EQ(word, ok(c.expected) ? 7u : 0u);
+        ctx().release_key(key);
+        ASSERT_EQ(ctx().deregister_memory(region), Status::success);
+    }
+}
+
 TEST(OneSided, KeyWithAHandleOfAnotherSizeIsRefused) {
     void* mem = ctx().mem_alloc(64);
     ASSERT_NE(mem, nullptr);

@@ -412,7 +412,7 @@ void TcpComponent::rdma_refused(std::string_view where, const char* what, std::u
     try {
         if (rdma_refusals_.admit(now))
             log::warn(
-                "{}: refused a {} at 0x{:x} from rank {}: {}{}", where, what, address, peer,
+                "{}: refused {} at 0x{:x} from rank {}: {}{}", where, what, address, peer,
                 to_string(why),
                 rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
         else

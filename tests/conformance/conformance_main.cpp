@@ -112,14 +112,19 @@ int nothing_ran(bool allowed) {
     return allowed ? 0 : transit::conformance::exit_skipped;
 }
 
+// Prints rank 1's failures (its gtest output is silenced).  The case's name is
+// kept from OnTestStart: gtest holds its own lock while it calls
+// OnTestPartResult, so asking it for the current test there deadlocks.
 class FailurePrinter : public ::testing::EmptyTestEventListener {
+    void OnTestStart(const ::testing::TestInfo& t) override {
+        name_ = fmt::format("{}.{}", t.test_suite_name(), t.name());
+    }
     void OnTestPartResult(const ::testing::TestPartResult& r) override {
         if (!r.failed()) return;
-        const ::testing::TestInfo* t = ::testing::UnitTest::GetInstance()->current_test_info();
-        fmt::print(stderr, "[rank 1] {}.{}: {}:{}: {}\n", t ? t->test_suite_name() : "",
-                   t ? t->name() : "", r.file_name() ? r.file_name() : "", r.line_number(),
-                   r.message());
+        fmt::print(stderr, "[rank 1] {}: {}:{}: {}\n", name_, r.file_name() ? r.file_name() : "",
+                   r.line_number(), r.message());
     }
+    std::string name_;
 };
 
 bool launched_by_pmix() {

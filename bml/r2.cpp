@@ -92,7 +92,7 @@ void R2::release(Rank peer) noexcept {
     if (peer < job_size_ || peer == any_rank) return;
     // A client we only received from has no endpoint here, but its transport
     // holds its connection: built now, so that deleting it closes that.
-    if (!existing(peer)) endpoint(peer);
+    if (!existing(peer)) create(peer, false);
     auto it = dynamic_.find(peer);
     if (it == dynamic_.end()) return;
     const std::unique_ptr<Endpoint> ep = std::move(it->second);
@@ -100,7 +100,7 @@ void R2::release(Rank peer) noexcept {
     delete_endpoint(peer, *ep);
 }
 
-Endpoint* R2::create(Rank peer) noexcept {
+Endpoint* R2::create(Rank peer, bool explain) noexcept {
     if (peer == any_rank) {
         last_error_ = "any_rank names no peer";
         return nullptr;
@@ -118,6 +118,10 @@ Endpoint* R2::create(Rank peer) noexcept {
         build(peer, *ep, why);
         if (ep->send.empty()) {
             last_error_ = unreachable_message(peer, why);
+            if (!explain) {
+                out_.verbose(10, "{}", last_error_);
+                return nullptr;
+            }
             log::error("{}", last_error_);
             if (!dynamic) reported_[peer] = true;
             return nullptr;

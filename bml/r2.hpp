@@ -100,7 +100,9 @@ class R2 {
     const std::string& last_error() const noexcept { return last_error_; }
 
   private:
-    Endpoint* create(Rank peer) noexcept;
+    // explain: log why nothing reaches the peer (false when releasing one: a
+    // peer gone is reached by nothing, and that is no error).
+    Endpoint* create(Rank peer, bool explain = true) noexcept;
     void build(Rank peer, Endpoint& ep, std::vector<std::string>& why);
     void keep_one_module(Rank peer, std::vector<BtlRef>& reach, std::vector<std::string>& why);
     void delete_endpoint(Rank peer, Endpoint& ep) noexcept;

@@ -24,7 +24,7 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
     Peer* p = c_.peers.send_peer(dst);
     if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
-        return Status::peer_failed;
+        return p->gone_status();
     // Owed before it goes: over a loopback the answer comes back inside the send.
     const std::uint64_t token = c.completion ? owe_completion(p, c.completion) : 0;
     if (c.completion && !token) [[unlikely]]

@@ -494,6 +494,9 @@ int transit_connect(transit_context* ctx, const char* address, uint32_t* peer) {
 int transit_disconnect(transit_context* ctx, uint32_t peer) {
     return code(ctx->ctx.disconnect(peer));
 }
+int transit_disconnect_abortive(transit_context* ctx, uint32_t peer) {
+    return code(ctx->ctx.disconnect(peer, transit::Disconnect::abortive));
+}
 int transit_publish(transit_context* ctx, const char* name) {
     if (!name) return failed(TRANSIT_BAD_PARAM, "transit_publish: null name");
     return guarded([&] { return code(ctx->ctx.publish(name)); });

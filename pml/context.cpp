@@ -374,9 +374,9 @@ void Context::on_peer_event(PeerEventFn fn, void* user) noexcept {
     engine_->on_peer_event(fn, user);
 }
 
-Status Context::disconnect(Rank peer) noexcept {
+Status Context::disconnect(Rank peer, Disconnect how) noexcept {
     auto guard = engine_->lock();
-    return engine_->disconnect(peer);
+    return engine_->disconnect(peer, how);
 }
 PeerTransports Context::transports(Rank peer) {
     auto guard = engine_->lock();

@@ -99,11 +99,11 @@ Peer* PeerTable::dynamic_peer(Rank r) noexcept {
 void PeerTable::erase(Peer* p) noexcept {
     const std::size_t i = p->rank - std::size_t{size_};
     try {
-        if (departed_.size() <= i) departed_.resize(i + 1);
+        if (gone_.size() <= i) gone_.resize(i + 1);
     } catch (...) {
         return;  // out of memory: the record stays, whole
     }
-    departed_[i] = p->departed;
+    gone_[i] = p->refused ? gone_refused : p->departed ? gone_departed : gone_failed;
     by_id_.erase(p->rank);
     if (last_ == p) last_ = &none_;
     for (auto& slot : dynamic_) {

@@ -28,6 +28,7 @@ struct Settings {
     std::size_t rndv_split_min = 128u << 10;
     std::chrono::milliseconds launcher_grace{1000};
     std::chrono::milliseconds control_refusal_grace{2000};
+    std::chrono::milliseconds disconnect_linger{5000};
     int verbose = 0;
 };
 
@@ -51,6 +52,11 @@ struct Core {
     bool any_dynamic = false;
     // any_failed or any_dynamic: received messages are screened (Dispatch).
     bool receive_checks = false;
+    // Peers whose bye came (Peer::bye_heard), to be acked, or that linger
+    // after the ack (Peer::linger_until); progress looks at them while
+    // `farewells` (farewell.cpp).
+    std::vector<Peer*> byes;
+    bool farewells = false;
 
     Req* new_req(Req::Kind k, void* user) noexcept {
         Req* r = reqs.get();

@@ -49,6 +49,8 @@ struct Dispatch {
             case wire::osc_atomic_reply:
             case wire::barrier:
             case wire::throttle:
+            case wire::bye:
+            case wire::bye_ack:
                 return 0;
             case wire::am_done:
                 return offsetof(wire::AmDoneHdr, src);
@@ -77,9 +79,12 @@ struct Dispatch {
     // outside the job (a server, a client) names the sender inline instead
     // (every message of an RPC; a call here cost it ~30 instructions).
     [[gnu::noinline]] static bool screen(Engine* e, const btl::ReceiveDescriptor& d,
-                                         const std::byte* b, int source_offset) noexcept {
-        // A written-off peer's messages refer to requests already ended.
-        if (e->c_.any_failed && d.endpoint && e->c_.peers.written_off(d.endpoint->peer()))
+                                         const std::byte* b, int source_offset,
+                                         bool to_written_off) noexcept {
+        // A written-off peer's messages refer to requests already ended (a
+        // bye_ack excepted: a peer whose bye we acked may ack ours).
+        if (!to_written_off && e->c_.any_failed && d.endpoint &&
+            e->c_.peers.written_off(d.endpoint->peer()))
             return false;
         if (e->c_.any_dynamic) name_source(e, d, b, source_offset);
         return true;
@@ -105,7 +110,7 @@ struct Dispatch {
         }
         if (e->c_.receive_checks) [[unlikely]] {
             if (e->c_.any_failed) [[unlikely]] {
-                if (!screen(e, d, b, source_offset(K))) return;
+                if (!screen(e, d, b, source_offset(K), K == wire::bye_ack)) return;
             } else if (const Rank id = dynamic_source(e, d); id != any_rank) {
                 // A tagged message, the RPC's own, is matched under the id
                 // without a store into the transport's buffer (on_match_from).
@@ -149,6 +154,13 @@ struct Dispatch {
             e->tagged_.on_frag_abort(b, n, from(d));
         else if constexpr (K == wire::lost)
             e->tagged_.on_match(b, n, d.tag);  // in sequence, like the message it stands for
+        else if constexpr (K == wire::bye) {
+            // Only a peer outside the job leaves: its endpoint says who it is.
+            if (dynamic_source(e, d) == any_rank) [[unlikely]]
+                return e->c_.drops.received(K, d, "a bye from a rank of the job");
+            e->tagged_.on_bye(b);
+        } else if constexpr (K == wire::bye_ack)
+            e->on_bye_ack(b, from(d));
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {

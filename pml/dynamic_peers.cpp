@@ -40,16 +40,25 @@ Status Engine::connect(std::string_view address, Rank& peer) {
     return Status::success;
 }
 
-Status Engine::disconnect(Rank peer) noexcept {
+Status Engine::disconnect(Rank peer, Disconnect how) noexcept {
     if (peer < c_.size || peer >= runtime_->id_limit()) return Status::bad_param;
     Peer* p = c_.peers.peer(peer);
+    Status result = Status::success;
+    if (how == Disconnect::graceful && p && !p->failed &&
+        c_.settings.disconnect_linger.count() > 0) {
+        Peer* const one[] = {p};
+        farewell(one);
+        if (!p->bye_acked) result = p->gone_for_good() ? p->gone_status() : Status::timeout;
+    }
     if (p && !p->failed) {
         p->departed = true;
         failure_.declare_failed(p, "disconnected");
     }
-    release_peer(p, peer);
+    // A peer whose own bye we acked meanwhile lingers: released once its
+    // transport closes (farewell.cpp), so our ack is not cut off.
+    if (!p || !p->linger_until) release_peer(p, peer);
     drain_pending();  // its requests end now, with peer_departed
-    return Status::success;
+    return result;
 }
 
 // Its transports close what they hold (tcp says goodbye) and the runtime
@@ -69,7 +78,7 @@ void Engine::release_peer(Peer* p, Rank peer) noexcept {
 // receive may still take it), a one-sided operation or a completion owed.
 bool Engine::named(const Peer& p) noexcept {
     if (!p.unexpected.empty() || !p.posted.empty() || !p.out_of_order.empty() ||
-        p.osc_outstanding != 0 || p.owes_completions())
+        p.osc_outstanding != 0 || p.owes_completions() || p.saying_bye || p.in_byes)
         return true;
     for (std::size_t c = 0; c < c_.reqs.chunk_count(); ++c)
         for (const Req& r : c_.reqs.chunk_items(c))
@@ -87,6 +96,8 @@ void Engine::release_gone_peers() noexcept {
     erasable_.clear();
     c_.peers.for_each([&](Peer& p) {
         if (p.rank < c_.size || !p.failure_handled) return;
+        if (p.linger_until) return;  // released once it closes, or at its linger time
+        if (!p.released) outbox_.drop_queued_to(&p);  // an ack kept for its linger
         release_peer(&p, p.rank);
         if (!p.left_reported) {
             p.left_reported = true;

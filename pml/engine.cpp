@@ -86,6 +86,8 @@ void Engine::read_params() {
     c_.reqs.bound(reg.get("pml_base_max_requests").as_unsigned());
     s.control_refusal_grace =
         std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
+    s.disconnect_linger =
+        std::chrono::milliseconds(reg.get("pml_base_disconnect_linger").as_unsigned());
     c_.out = log::Stream("pml", s.verbose);
 }
 
@@ -184,6 +186,9 @@ void Engine::shutdown() noexcept {
     // barrier so no peer still sends to us; then the launcher's fence so no
     // peer tears down its transports while our last barrier message travels.
     wait_until([&] { return !c_.has_pending && osc_.outstanding() == 0; });
+    // Peers outside the job get what we sent them, or the wait ends at the
+    // linger time (the log says which peers did not confirm).
+    if (c_.any_dynamic) say_goodbye_all();
     if (c_.size > 1) {
         barrier();
         // The launcher may not know of a rank a transport found dead.
@@ -196,6 +201,8 @@ void Engine::shutdown() noexcept {
 
 int Engine::drain_pending() noexcept {
     int events = 0;
+    if (c_.farewells) [[unlikely]]
+        events += answer_farewells();
     if (failure_.pending()) [[unlikely]] {
         failure_.handle();
         if (c_.any_dynamic) release_gone_peers();
@@ -207,7 +214,8 @@ int Engine::drain_pending() noexcept {
         deliver_events();
         ++events;
     }
-    c_.has_pending = outbox_.busy() || tagged_.busy() || failure_.pending() || !events_.empty();
+    c_.has_pending =
+        outbox_.busy() || tagged_.busy() || failure_.pending() || !events_.empty() || c_.farewells;
     return events;
 }
 

@@ -166,7 +166,7 @@ class Engine {
     // peers outside the job (dynamic_peers.cpp)
     std::string listen();
     Status connect(std::string_view address, Rank& peer);
-    Status disconnect(Rank peer) noexcept;
+    Status disconnect(Rank peer, Disconnect how) noexcept;
     // names under a launcher (names.cpp)
     Status publish(std::string_view name);
     Status lookup(std::string_view name, std::chrono::milliseconds wait, std::string& address);
@@ -216,6 +216,12 @@ class Engine {
     void release_transports() noexcept;
     void read_params();
     void release_peer(Peer* p, Rank peer) noexcept;
+    // graceful disconnect (farewell.cpp)
+    void farewell(std::span<Peer* const> peers) noexcept;
+    void say_goodbye_all() noexcept;
+    bool quiet(const Peer& p) noexcept;
+    int answer_farewells() noexcept;
+    void on_bye_ack(const std::byte* b, Rank from) noexcept;
     void release_gone_peers() noexcept;
     bool named(const Peer& p) noexcept;
     static void on_admit(void* self, Rank peer) noexcept;

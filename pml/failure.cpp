@@ -16,8 +16,15 @@ void Failure::on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const
         // The transports report a lost peer as nonfatal (the module itself
         // still works) and fatal alike; either way that peer's messages and
         // replies can no longer all arrive, so its protocol state is dead.
-        if (flags & btl::error_flags::departed)
-            if (Peer* p = e->c_.peers.peer(peer); p && !p->failed) p->departed = true;
+        if (Peer* p = e->c_.peers.peer(peer)) {
+            if ((flags & btl::error_flags::departed) && !p->failed) p->departed = true;
+            if ((flags & btl::error_flags::refused) && !p->failed) {
+                // The one line that says why: its operations end access_denied.
+                p->refused = true;
+                log::error("pml: peer {}: {}", peer, info);
+            }
+            e->transport_lost(p);
+        }
         e->mark_failed(peer, info);
         return;
     }
@@ -64,6 +71,16 @@ int Failure::check_launcher(void* self) noexcept {
         e->mark_failed(lost[i], "the launcher reported its process gone");
     e->lost_seen_ = lost.size();
     return 1;
+}
+
+// A peer that said bye and was acked lingers until its transport closes
+// (farewell.cpp): that is now, and it is released at the next progress.
+void Failure::transport_lost(Peer* p) noexcept {
+    p->transport_lost = true;
+    if (!p->linger_until) return;
+    p->linger_until.reset();
+    to_handle_ = true;
+    c_.has_pending = true;
 }
 
 void Failure::mark_failed(Rank r, const char* info) noexcept {
@@ -150,7 +167,7 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
             ++failed;
         }
     }
-    if (failed > 0 && p->departed)
+    if (failed > 0 && (p->departed || p->refused))
         c_.out.verbose(1, "peer {} departed; {} pending request(s) with it completed with '{}'",
                        p->rank, failed, to_string(p->gone_status()));
     else if (failed > 0)

@@ -39,6 +39,13 @@ class Failure {
 
     // Failed peers whose requests still wait to be failed.
     bool pending() const noexcept { return to_handle_; }
+    // Failed peers are looked at again at the next progress (a lingering
+    // one's time ran out: release_gone_peers releases it).
+    void recheck() noexcept {
+        to_handle_ = true;
+        c_.has_pending = true;
+    }
+    void transport_lost(Peer* p) noexcept;
     void handle() noexcept;
     // Marks the peer failed; its requests end at the next handle().
     void declare_failed(Peer* p, const char* info) noexcept;

@@ -32,6 +32,8 @@ enum Kind : int {
     split_fin,   // sender -> receiver: the tail is in place (or failed)
     frag_abort,  // sender -> receiver: the fragments stopped; only `delivered` bytes come
     lost,        // sender -> receiver: stands in for an eager message that never left
+    bye,         // a leaving peer: in its tagged sequence, after all it sent (MatchHdr)
+    bye_ack,     // -> the leaving peer: everything before its bye arrived
     kind_count
 };
 
@@ -177,6 +179,13 @@ struct ThrottleHdr {
     std::uint32_t on;
 };
 
+// Answers a bye (whose header is a MatchHdr with tag 0): sent once every
+// message before the bye in its sender's sequence has arrived.
+struct ByeAckHdr {
+    std::uint32_t src;
+    std::uint32_t pad;
+};
+
 inline constexpr std::uint8_t cswap_op = 0xff;
 
 // The fixed header every message of a kind starts with: anything shorter is
@@ -217,6 +226,10 @@ constexpr std::size_t header_size(Kind k) noexcept {
             return sizeof(FragAbortHdr);
         case lost:
             return sizeof(LostHdr);
+        case bye:
+            return sizeof(MatchHdr);
+        case bye_ack:
+            return sizeof(ByeAckHdr);
         case kind_count:
             break;
     }
@@ -242,7 +255,9 @@ constexpr const char* name(Kind k) noexcept {
                                      "split",
                                      "split_fin",
                                      "frag_abort",
-                                     "lost"};
+                                     "lost",
+                                     "bye",
+                                     "bye_ack"};
     static_assert(std::size(names) == kind_count);
     return k < kind_count ? names[k] : "unknown";
 }

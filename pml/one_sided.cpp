@@ -389,7 +389,7 @@ Status OneSided::rma(bool is_put, Rank dst, void* local, std::size_t len, const 
     Peer* p = c_.peers.send_peer(dst);
     if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
-        return Status::peer_failed;
+        return p->gone_status();
     const std::uint64_t raddr = key->base + offset;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
@@ -466,7 +466,7 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
     Peer* p = c_.peers.send_peer(dst);
     if (!p) return c_.peers.why_unsendable(dst);
     if (p->failed) [[unlikely]]
-        return Status::peer_failed;
+        return p->gone_status();
     const std::uint64_t raddr = key->base + offset;
     const bool fetch = fetched != nullptr || op == wire::cswap_op;
     for (const bml::BtlRef& b : p->ep->rdma) {
@@ -578,7 +578,7 @@ void OneSided::release_regions() noexcept {
 }
 
 Status OneSided::flush_result(Peer* p) noexcept {
-    if (p->failed) return Status::peer_failed;
+    if (p->failed) return p->gone_status();
     return take_refused(p);
 }
 

@@ -170,7 +170,8 @@ int Outbox::drain() noexcept {
     }
     while (RawMsg* m = pending_ctrl_.front()) {
         Peer* p = c_.peers.send_peer(m->src);
-        if (p->failed) [[unlikely]] {  // queued before the failure was handled
+        if (!p || (p->failed && !lingering_ack(*p, m->btl_tag))) [[unlikely]] {
+            // Queued before the failure was handled.
             pending_ctrl_.erase(m);
             c_.drop(m);
             continue;
@@ -191,7 +192,7 @@ int Outbox::drain() noexcept {
 void Outbox::drop_queued_to(Peer* p) noexcept {
     for (RawMsg* m = pending_ctrl_.front(); m;) {
         RawMsg* next = m->next;
-        if (m->src == p->rank) {
+        if (m->src == p->rank && !lingering_ack(*p, m->btl_tag)) {
             pending_ctrl_.erase(m);
             c_.drop(m);
         }
@@ -199,7 +200,7 @@ void Outbox::drop_queued_to(Peer* p) noexcept {
     }
     // The pml's descriptors always have a callback (frag_done counts fragments).
     for (auto it = pending_desc_.begin(); it != pending_desc_.end();) {
-        if (it->rank != p->rank) {
+        if (it->rank != p->rank || lingering_ack(*p, it->tag)) {
             ++it;
             continue;
         }

@@ -76,6 +76,11 @@ class Outbox {
     // A descriptor left pending_desc_ (sent, or ended): its peer's count.
     void left_queue(const PendingDesc& pd) noexcept;
     bool requeue_control(const PendingDesc& pd) noexcept;
+    // The ack of a departing peer's bye still goes while that peer lingers
+    // (farewell.cpp): it is the word that all the peer sent arrived.
+    static bool lingering_ack(const Peer& p, btl::Tag tag) noexcept {
+        return p.linger_until && tag == wire::tag(wire::bye_ack);
+    }
     static void control_sent(Peer* p) noexcept {
         if (p) p->control_refused_since.reset();
     }

@@ -63,6 +63,14 @@ constexpr params::Decl pml_params[] = {
                  "failed here. A transport that lost the peer normally reports it sooner",
                  6}
         .range(0, 600000),
+    params::Decl{"disconnect_linger", params::Type::unsigned_integer, "5000",
+                 "Milliseconds a graceful disconnect (and the context's end, for each peer "
+                 "outside the job) waits for the peer to confirm it has everything sent to it "
+                 "before; past it, disconnect returns timeout and the sends still pending end "
+                 "peer_departed. Also how long a peer that confirmed keeps the transport "
+                 "open for the other side to close first. 0: every disconnect is abortive",
+                 5}
+        .range(0, 600000),
 };
 
 }  // namespace

@@ -63,7 +63,21 @@ struct Peer {
     bool released = false;           // a peer outside the job: its transports let it go
     bool left_reported = false;      // its PeerEvent (departed or failed) was queued
     std::string gone_reason;         // what reported it failed, for the log
-    bool osc_lost = false;           // one-sided operations to it were lost
+    // Graceful disconnect (farewell.cpp).  Ours: we are saying bye (its
+    // record stays meanwhile), sent it after all we sent the peer, and the
+    // peer acked it: it had all of it.  Its: its bye came in sequence (so
+    // did all it sent), and is acked at the next progress (listed in
+    // Core::byes); once acked, its transport endpoint stays until its
+    // transport reports it gone or until linger_until, so the ack is not
+    // cut off behind us.
+    bool saying_bye = false;
+    bool bye_sent = false;
+    bool bye_acked = false;
+    bool bye_heard = false;
+    bool in_byes = false;         // listed in Core::byes
+    bool transport_lost = false;  // a transport reported it gone (or departed)
+    std::optional<std::chrono::steady_clock::time_point> linger_until;
+    bool osc_lost = false;  // one-sided operations to it were lost
     // The first one-sided operation to it that its target refused since the
     // last flush of it (returned, then cleared, by flush and flush_all).
     Status osc_refused = Status::success;
@@ -88,10 +102,15 @@ struct Peer {
     // none sent in between: past settings' grace, the peer is failed.
     std::optional<std::chrono::steady_clock::time_point> control_refused_since;
 
+    bool refused = false;  // it refused us (our access token): access_denied
     // What its failed requests end with.
     Status gone_status() const noexcept {
+        if (refused) return Status::access_denied;
         return departed ? Status::peer_departed : Status::peer_failed;
     }
+    // Gone with no confirmation still to come: failed, or departed by a
+    // transport's word rather than its bye (whose ack to ours may follow).
+    bool gone_for_good() const noexcept { return failed && (!bye_heard || transport_lost); }
 };
 
 // Every rank's Peer, made at setup (one allocation), and the Peers of peers
@@ -141,14 +160,31 @@ class PeerTable {
     // What an operation naming `r` ends with when r names no Peer: the gone
     // status of a dynamic peer erased, else bad_param.
     Status missing(Rank r) const noexcept {
+        if (const Peer* p = find(r); p && p->failed) return p->gone_status();
         if (!erased(r)) return Status::bad_param;
-        return departed_[r - size_] ? Status::peer_departed : Status::peer_failed;
+        switch (gone_[r - size_]) {
+            case gone_refused:
+                return Status::access_denied;
+            case gone_departed:
+                return Status::peer_departed;
+            default:
+                return Status::peer_failed;
+        }
+    }
+    // What an operation with a failed peer `r` ends with.
+    Status gone_status(Rank r) const noexcept {
+        const Peer* p = find(r);
+        return p ? p->gone_status() : missing(r);
     }
     // Why send_peer(r) gave nullptr: unreachable for a job rank, else missing(r).
     Status why_unsendable(Rank r) const noexcept {
         return r < size_ ? Status::unreachable : missing(r);
     }
     // Every Peer: the job's ranks, then the dynamic peers.
+    template <typename F>
+    void for_each_dynamic(F f) {
+        for (std::size_t i = 0; i < dynamic_.size(); ++i) f(*dynamic_[i]);
+    }
     template <typename F>
     void for_each(F f) {
         for (Rank r = 0; r < size_; ++r) f(peers_[r]);
@@ -158,8 +194,8 @@ class PeerTable {
     // A dynamic peer released: its endpoint is gone, its state stays (failed)
     // for the requests that still point at it.
     void forget_endpoint(Peer* p) noexcept { p->ep = nullptr; }
-    // A released dynamic peer's record goes; what stays of it is one bit
-    // (departed or failed), for operations that still name its id.  Not
+    // A released dynamic peer's record goes; what stays of it is one byte
+    // (departed, failed or refused), for operations that still name its id.  Not
     // during for_each.
     void erase(Peer* p) noexcept;
     std::size_t dynamic_count() const noexcept { return dynamic_.size(); }
@@ -176,7 +212,7 @@ class PeerTable {
     // Given, released and its record gone (an id given but not yet named here
     // is still dynamic).
     bool erased(Rank r) const noexcept {
-        return r >= size_ && r != any_rank && r - size_ < departed_.size() && !by_id_.count(r) &&
+        return r >= size_ && r != any_rank && r - size_ < gone_.size() && !by_id_.count(r) &&
                !dynamic_peers_->is_dynamic(r);
     }
     Peer* dynamic_peer(Rank r) noexcept;
@@ -200,8 +236,9 @@ class PeerTable {
     // first, so a hit is one compare.
     Peer none_{};
     Peer* last_ = &none_;
-    // By id - size, up to the highest id erased: whether it departed.
-    std::vector<bool> departed_;
+    // By id - size, up to the highest id erased: how it went (one byte per id).
+    static constexpr std::uint8_t gone_failed = 0, gone_departed = 1, gone_refused = 2;
+    std::vector<std::uint8_t> gone_;
 };
 
 }  // namespace transit::pml

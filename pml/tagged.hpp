@@ -126,6 +126,8 @@ class Tagged {
     void on_split_fin(const std::byte* b, std::size_t n, Rank from) noexcept;
     void on_frag_abort(const std::byte* b, std::size_t n, Rank from) noexcept;
     void on_throttle(const std::byte* b, std::size_t n) noexcept;
+    // A peer outside the job leaves (wire::bye, a MatchHdr): heard in its turn.
+    void on_bye(const std::byte* b) noexcept;
 
   private:
     // sending (tagged_send.cpp)
@@ -184,6 +186,9 @@ class Tagged {
     void deliver_unexpected(Peer* p, const wire::MatchHdr& h, const std::byte* bytes,
                             std::size_t len, btl::Tag tag) noexcept;
     void replay_out_of_order(Peer* p) noexcept;
+    [[gnu::noinline]] void hold(Peer* p, const wire::MatchHdr& h, const std::byte* bytes,
+                                std::size_t len, btl::Tag tag) noexcept;
+    void hear_bye(Peer* p) noexcept;
     Req* match_posted(Peer* p, std::uint32_t tag) noexcept;
     void start_matched(Req* r, Peer* p, const wire::MatchHdr& h, const std::byte* bytes,
                        std::size_t len, btl::Tag tag) noexcept;

@@ -60,7 +60,7 @@ Status Tagged::irecv_full(Rank src, std::uint32_t tag, void* buf, const iovec* i
     if (c_.peers.failed(src)) [[unlikely]] {
         c_.release(r);  // nothing more will come from it
         out = nullptr;
-        return Status::peer_failed;
+        return c_.peers.gone_status(src);
     }
     Peer* p = c_.peers.peer(src);
     if (!p) {
@@ -174,21 +174,60 @@ void Tagged::match(const wire::MatchHdr& h, const std::byte* bytes, std::size_t 
         return;
     }
     if (h.seq != p->expect_seq) [[unlikely]] {
-        // Overtook an earlier message on another module: hold it until its turn.
-        RawMsg* m = c_.keep(bytes, len, tag);
-        if (!m) {
-            log::error("pml: out of memory holding an out-of-order message from rank {}", h.src);
-            return;
-        }
-        m->seq = h.seq;
-        std::memcpy(m->data, &h.src, sizeof h.src);  // the copy names the sender by our id
-        p->out_of_order.push_back(m);
+        hold(p, h, bytes, len, tag);
         return;
     }
     ++p->expect_seq;
     deliver_tagged(p, h, bytes, len, tag);
     if (!p->out_of_order.empty()) [[unlikely]]
         replay_out_of_order(p);
+}
+
+// Overtook an earlier message on another module: held until its turn.
+void Tagged::hold(Peer* p, const wire::MatchHdr& h, const std::byte* bytes, std::size_t len,
+                  btl::Tag tag) noexcept {
+    RawMsg* m = c_.keep(bytes, len, tag);
+    if (!m) {
+        log::error("pml: out of memory holding an out-of-order message from rank {}", h.src);
+        return;
+    }
+    m->seq = h.seq;
+    std::memcpy(m->data, &h.src, sizeof h.src);  // the copy names the sender by our id
+    p->out_of_order.push_back(m);
+}
+
+// A peer's bye takes its turn in the sequence like a message: once every
+// tagged message it sent before is here, it is heard (and acked from
+// progress, farewell.cpp).
+void Tagged::on_bye(const std::byte* bytes) noexcept {
+    wire::MatchHdr h;
+    std::memcpy(&h, bytes, sizeof h);
+    Peer* p = c_.peers.peer(h.src);
+    if (!p || p->rank < c_.size) return;  // only peers outside the job leave
+    if (h.seq != p->expect_seq) {
+        hold(p, h, bytes, sizeof h, wire::tag(wire::bye));
+        return;
+    }
+    ++p->expect_seq;
+    hear_bye(p);
+    if (!p->out_of_order.empty()) replay_out_of_order(p);
+}
+
+void Tagged::hear_bye(Peer* p) noexcept {
+    if (p->bye_heard) return;
+    p->bye_heard = true;
+    if (!p->in_byes) {
+        try {
+            c_.byes.push_back(p);
+        } catch (...) {
+            // Unacked: the peer's disconnect ends at its linger time.
+            log::error("pml: out of memory: the bye of peer {} is not acked", p->rank);
+            return;
+        }
+        p->in_byes = true;
+    }
+    c_.farewells = true;
+    c_.has_pending = true;
 }
 
 void Tagged::replay_out_of_order(Peer* p) noexcept {
@@ -199,8 +238,11 @@ void Tagged::replay_out_of_order(Peer* p) noexcept {
         }
         p->out_of_order.erase(m);
         ++p->expect_seq;
-        deliver_tagged(p, wire::header_of<wire::MatchHdr>({m->data, m->len}), m->data, m->len,
-                       m->btl_tag);
+        if (m->btl_tag == wire::tag(wire::bye)) [[unlikely]]
+            hear_bye(p);
+        else
+            deliver_tagged(p, wire::header_of<wire::MatchHdr>({m->data, m->len}), m->data, m->len,
+                           m->btl_tag);
         c_.drop(m);
         m = p->out_of_order.front();  // the next one may be anywhere
     }

@@ -13,7 +13,7 @@ Status Tagged::isend_full(Rank dst, std::uint32_t tag, const iovec* iov, std::si
     out = nullptr;
     Peer* p = c_.peers.send_peer(dst);
     if (!p || p->failed) [[unlikely]]
-        return !p ? c_.peers.why_unsendable(dst) : Status::peer_failed;
+        return !p ? c_.peers.why_unsendable(dst) : p->gone_status();
     return isend_full(p, tag, iov, count, buf, len, out, user, Path::choose);
 }
 

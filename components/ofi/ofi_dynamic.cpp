@@ -176,8 +176,8 @@ void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) no
     // A job rank's address, or another client's: that peer would get its
     // messages, and our answer.  (libfabric gave the known entry back.)
     if (address_taken(a)) return (void)refused(who, "its address is another peer's");
-    auto refuse = [&](const char* why) {
-        if (refused(who, why)) answer_refusal(a, p.to_client);
+    auto refuse = [&](const char* why, bool token = false) {
+        if (refused(who, why)) answer_refusal(a, p.to_client, token);
         drop_address(a);
     };
     if (!listening_) return refuse("this process does not listen");
@@ -185,7 +185,7 @@ void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) no
     rt::Secret token{};
     std::memcpy(token.data(), p.token.data(), token.size());
     if (d == nullptr || !d->token_matches(token))
-        return refuse("without this context's access token");
+        return refuse("without this context's access token", true);
     if (p.to_server == 0 || p.to_server != h.source || channels_.contains(p.to_server))
         return refuse("its channel is none or in use");
     try {
@@ -224,12 +224,12 @@ void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) no
 }
 
 // Tells a refused client so, on the channel it asked our messages to carry.
-void OfiModule::answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept {
+void OfiModule::answer_refusal(fi_addr_t address, std::uint32_t channel, bool token) noexcept {
     OfiEndpoint stranger(any_rank, address);
     stranger.dynamic = true;
     stranger.channel_out = channel;
     // post_control forgets the endpoint once the frame is posted.
-    if (!ok(post_control(stranger, WireKind::refuse, false)))
+    if (!ok(post_control(stranger, WireKind::refuse, false, {}, token ? refused_token : 0)))
         out_.verbose(1, "{}: could not tell a refused client (its join will time out)", name());
 }
 
@@ -281,9 +281,12 @@ void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept 
             if (ep.welcomed) return;  // a server refuses only a join it has not admitted
             ep.failed = true;
             out_.verbose(1, "{}: peer {} outside the job refused our join", name(), ep.peer());
-            report_error(btl::error_flags::nonfatal, ep.peer(),
-                         "ofi: the server refused the connection (wrong access token, or no "
-                         "room)");
+            if (h.tag == refused_token)
+                report_error(btl::error_flags::nonfatal | btl::error_flags::refused, ep.peer(),
+                             "ofi: the server refused the token");
+            else
+                report_error(btl::error_flags::nonfatal, ep.peer(),
+                             "ofi: the server refused the connection");
             abandon_operations(ep, Status::peer_failed);
             return;
         case Received::goodbye:

@@ -587,7 +587,7 @@ void OfiModule::say_hello(OfiEndpoint& ep) noexcept {
 // A header-only message of `kind`, posted with a bounded wait for room and,
 // when `wait`, for its completion.
 Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
-                               std::span<const std::byte> payload) noexcept {
+                               std::span<const std::byte> payload, btl::Tag tag) noexcept {
     OfiFrag* f = take(payload.size());
     if (f == nullptr) return Status::out_of_resource;
     if (payload.size() > f->capacity) {
@@ -602,7 +602,7 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     const std::size_t before = sends_pending_;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     Status s;
-    while ((s = post_send(f, &ep, 0, kind)) == Status::out_of_resource &&
+    while ((s = post_send(f, &ep, tag, kind)) == Status::out_of_resource &&
            std::chrono::steady_clock::now() < deadline)
         poll();
     if (s != Status::success) {

@@ -150,8 +150,9 @@ class OfiModule final : public btl::Module,
     bool send_finished(OfiFrag* f) noexcept;
     void say_goodbye(OfiEndpoint& ep) noexcept;
     void say_hello(OfiEndpoint& ep) noexcept;
+    // tag: what the kind says more (a refuse's reason), 0 for most.
     Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
-                        std::span<const std::byte> payload = {}) noexcept;
+                        std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
     void on_control(Received what, const WireHeader& h) noexcept;
     void watch(OfiEndpoint& ep) noexcept;
     void complete(OpContext* ctx, std::size_t len) noexcept;
@@ -177,7 +178,7 @@ class OfiModule final : public btl::Module,
     std::uint32_t new_channel() noexcept;
     bool address_taken(fi_addr_t address) const noexcept;
     bool refused(const std::string& who, const char* why) noexcept;
-    void answer_refusal(fi_addr_t address, std::uint32_t channel) noexcept;
+    void answer_refusal(fi_addr_t address, std::uint32_t channel, bool token) noexcept;
     void drop_address(fi_addr_t address) noexcept;
     std::size_t& live_to(OfiEndpoint& ep) noexcept {
         return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];

@@ -32,8 +32,10 @@ enum class WireKind : std::uint8_t {
     hello = 2,    // no payload: the sender added us again; its goodbye is taken back
     join = 3,     // a client outside the job: JoinPayload, then its address
     welcome = 4,  // no payload: the server admitted the client
-    refuse = 5,   // no payload: the server refused the client's join
+    refuse = 5,   // no payload: the server refused the client's join (tag: why)
 };
+// WireHeader::tag of a refuse: the client's token was wrong (0: another reason).
+inline constexpr std::uint8_t refused_token = 1;
 // WireHeader::flags
 inline constexpr std::uint8_t from_dynamic = 0x1;  // source is a channel, not a job rank
 

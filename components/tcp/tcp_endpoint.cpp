@@ -299,8 +299,13 @@ void TcpModule::handle_join(Link& in, const wire::Handshake& h) noexcept {
     rt::DynamicPeers* d = tcp_.runtime().dynamic_peers();
     const std::string who =
         "a client (rank " + std::to_string(h.rank) + " of job '" + h.job_id + "')";
-    if (!d || !d->token_matches(h.secret))
+    if (!d || !d->token_matches(h.secret)) {
+        // The client is told before the close, so its operations can say
+        // why (access_denied); the answer carries no secret.
+        static constexpr rt::Secret none{};
+        (void)send_handshake(in, wire::HandshakeKind::refused, &none);
         return drop_incoming(in, who + " without this context's access token");
+    }
     if (h.link != 0) return drop_incoming(in, who + " asks for link " + std::to_string(h.link));
     const Rank id = d->admit();
     if (id == any_rank) return drop_incoming(in, "no peer id left for " + who);
@@ -327,6 +332,8 @@ void TcpModule::handle_join(Link& in, const wire::Handshake& h) noexcept {
 void TcpModule::handle_answer(Link& l, const wire::Handshake& h) noexcept {
     TcpEndpoint& ep = *l.endpoint;
     if (const rt::Secret* token = server_token(ep)) {
+        if (h.kind == wire::HandshakeKind::refused)
+            return fail_endpoint(ep, "the server refused the token", btl::error_flags::refused);
         if (h.kind != wire::HandshakeKind::welcome || h.secret != *token || h.link != l.index)
             return fail_link(l, "the server at " + l.peer_text + " did not admit us");
         return become_connected(l);

@@ -168,7 +168,7 @@ std::string decode(std::span<const std::byte> in, Handshake& out) {
         return "unsupported protocol version " + std::to_string(out.version);
     const auto kind = static_cast<std::uint8_t>(in[off_kind]);
     if (kind < static_cast<std::uint8_t>(HandshakeKind::hello) ||
-        kind > static_cast<std::uint8_t>(HandshakeKind::welcome))
+        kind > static_cast<std::uint8_t>(HandshakeKind::refused))
         return "unknown handshake kind " + std::to_string(kind);
     out.kind = static_cast<HandshakeKind>(kind);
     const auto job_len = static_cast<std::size_t>(in[off_job_len]);

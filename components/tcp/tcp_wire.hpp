@@ -155,7 +155,8 @@ enum class HandshakeKind : std::uint8_t {
     accept = 2,
     reject = 3,
     join = 4,
-    welcome = 5
+    welcome = 5,
+    refused = 6  // to a joining client: the token is wrong (the secret is zero)
 };
 
 struct Handshake {

@@ -157,8 +157,11 @@ void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> b
         e->welcomed = true;
         return;
     }
-    log::warn("uct: the server at peer {} refused us: {}", e->peer(),
-              to_string(status_from_wire(w.status)));
+    const Status why = status_from_wire(w.status);
+    // The pml says it once, as access_denied, for a wrong token.
+    e->refused_token = why == Status::access_denied;
+    if (!e->refused_token)
+        log::warn("uct: the server at peer {} refused us: {}", e->peer(), to_string(why));
     e->failed = true;
     failures_ = true;
     attention_ = true;

@@ -55,6 +55,7 @@ class UctEndpoint final : public btl::Endpoint {
     // A server's (we are its client): whether it welcomed our join, and when
     // it is given up if it has not (btl_uct_join_timeout).
     bool welcomed = true;
+    bool refused_token = false;  // the server's welcome said: wrong access token
     std::chrono::steady_clock::time_point join_deadline{};
 };
 

@@ -883,6 +883,9 @@ void UctModule::handle_failures() noexcept {
         if (e->departed)
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
+        else if (e->refused_token)
+            report_error(btl::error_flags::nonfatal | btl::error_flags::refused, peer,
+                         "uct: the server refused the token");
         else if (!e->welcomed)
             report_error(btl::error_flags::nonfatal, peer,
                          "uct: the server did not answer the join within btl_uct_join_timeout "

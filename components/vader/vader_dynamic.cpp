@@ -179,8 +179,11 @@ void VaderModule::join_answered(Frag* f) noexcept {
         ep->spare = SpareBoxes::none;
         ep->reader = nullptr;
     }
-    if (!ep->dead)
-        peer_lost(ep, "vader: the server refused the connection (wrong access token, or no room)");
+    if (ep->dead) return;
+    if (refusal == static_cast<std::int16_t>(Status::access_denied))
+        peer_lost(ep, "vader: the server refused the token", btl::error_flags::refused);
+    else
+        peer_lost(ep, "vader: the server refused the connection");
 }
 
 // A spare box of our segment for the peer to write into, formatted afresh

@@ -208,7 +208,10 @@ int transit_barrier(transit_context* ctx);
  * NULL, the size to pass) when it does not fit. */
 int transit_listen(transit_context* ctx, char* buf, size_t size, size_t* needed);
 int transit_connect(transit_context* ctx, const char* address, uint32_t* peer);
+/* Graceful (Context::disconnect): TRANSIT_SUCCESS once the peer confirmed
+ * what was sent to it; abortive: at once. */
 int transit_disconnect(transit_context* ctx, uint32_t peer);
+int transit_disconnect_abortive(transit_context* ctx, uint32_t peer);
 /* Names under a launcher (Context::publish/lookup/unpublish): the context's
  * address under a name.  transit_lookup waits up to wait_ms for the name to
  * be published (0: answers at once) and writes the address into buf like

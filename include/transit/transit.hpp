@@ -187,14 +187,23 @@ struct PeerEvent {
 };
 using PeerEventFn = void (*)(Context& ctx, const PeerEvent& event, void* user);
 
+// How Context::disconnect leaves a peer.  graceful: what was sent to it
+// before arrives, or disconnect says it did not; abortive: at once, what is
+// still on its way may be lost.
+enum class Disconnect : std::uint8_t { graceful, abortive };
+
 // --- the context ------------------------------------------------------------
 class Context {
   public:
     explicit Context(std::unique_ptr<pml::Engine> engine);
     Context(Context&&) noexcept;
     Context& operator=(Context&&) noexcept;
-    // Waits until no peer still sends to us (a final barrier), then closes
-    // everything.
+    // Disconnects every peer outside the job gracefully (all at once, within
+    // one pml_base_disconnect_linger; a peer that does not confirm is
+    // logged), waits until no rank of the job still sends to us (a final
+    // barrier), then closes everything.  A process that exits without
+    // destroying its Context (std::exit skips it, _exit, a signal) promises
+    // nothing about what it sent last.
     ~Context();
 
     Rank rank() const noexcept;
@@ -322,12 +331,21 @@ class Context {
     // transport here reaches it, or no server answers at the address (a
     // server gone: the connection is refused; the log names the address).
     Status connect(std::string_view address, Rank& peer);
-    // Releases a peer outside the job on both sides: our pending operations
-    // with it end with peer_departed, and so do the other side's.  Ids of
+    // Releases a peer outside the job on both sides.  Graceful (the default):
+    // first waits, driving progress, until what we sent the peer has arrived
+    // there (our sends to it complete, one-sided operations and active
+    // messages with counters complete, then the peer confirms it has every
+    // tagged message sent before), at most pml_base_disconnect_linger (5 s).
+    // success: the peer confirmed; timeout: it did not in time; peer_failed
+    // or peer_departed: it went first.  On any error the sends still pending
+    // end with peer_departed.  Abortive: at once; what is still on its way
+    // may be lost.  Either way our pending operations with it then end with
+    // peer_departed (receives too: never success), and so do the other
+    // side's.  Active messages without counters are not waited for.  Ids of
     // peers that departed or failed are released by the context itself;
     // disconnecting them again is success.  Operations naming a released id
     // fail at once with peer_departed or peer_failed.  bad_param for a job rank.
-    Status disconnect(Rank peer) noexcept;
+    Status disconnect(Rank peer, Disconnect how = Disconnect::graceful) noexcept;
 
     // --- names under a launcher (PMIx publish/lookup) ------------------------------
     // A name is 1..120 bytes without spaces or control characters, not

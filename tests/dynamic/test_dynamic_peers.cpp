@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "processes.hpp"
+#include "transit/log.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -222,14 +223,40 @@ int client(const std::string& address, const std::string& mode) {
         std::fflush(stdout);
         for (;;) ::pause();
     } else if (mode == "badtoken") {
+        // The server tells us why before it closes: our operations end
+        // access_denied, and one error line says the token was refused.
+        struct Lines {
+            int refused = 0;  // error lines naming the refused token
+            int other = 0;    // other error lines
+        } lines;
+        transit::log::set_sink(
+            [](const transit::log::Line& line, void* arg) {
+                auto& l = *static_cast<Lines*>(arg);
+                if (line.severity == transit::log::Severity::error)
+                    ++(line.text.find("the server refused the token") != std::string_view::npos
+                           ? l.refused
+                           : l.other);
+                std::fprintf(stderr, "%.*s\n", static_cast<int>(line.text.size()),
+                             line.text.data());
+            },
+            &lines);
         std::uint32_t v = 1;
         transit::Request* r = nullptr;
         check(transit::ok(ctx.irecv(server, tag_echo, &v, sizeof v, r)), "badtoken irecv");
-        ctx.send(server, tag_echo, &v, sizeof v);  // may fail now or later
+        const Status sent = ctx.send(server, tag_echo, &v, sizeof v);  // may fail now or later
+        check(sent == Status::success || sent == Status::access_denied,
+              "refused client's send: " + std::string(to_string(sent)));
         RequestStatus st;
         ctx.wait(r, &st);
-        check(st.status == Status::peer_failed,
+        check(st.status == Status::access_denied,
               "refused client: " + std::string(to_string(st.status)));
+        check(ctx.send(server, tag_echo, &v, sizeof v) == Status::access_denied,
+              "a send after the refusal");
+        transit::log::set_sink(nullptr, nullptr);
+        check(lines.refused == 1 && lines.other == 0,
+              "the refusal logged " + std::to_string(lines.refused) +
+                  " line(s) naming the token, " + std::to_string(lines.other) +
+                  " other error line(s)");
     } else if (mode == "dropped") {
         std::uint32_t v = 0;
         transit::Request* r = nullptr;

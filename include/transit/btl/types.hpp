@@ -177,6 +177,9 @@ inline constexpr std::uint32_t fatal = 0x1;
 inline constexpr std::uint32_t nonfatal = 0x2;
 // With nonfatal: a peer outside the job closed on purpose (it disconnected).
 inline constexpr std::uint32_t departed = 0x4;
+// With nonfatal: a server refused us (our access token); operations with it
+// end access_denied.
+inline constexpr std::uint32_t refused = 0x8;
 }  // namespace error_flags
 
 inline constexpr std::uint32_t exclusivity_high = 64 * 1024;  // own process

@@ -297,17 +297,6 @@ class UctComponent final : public btl::Component {
         } else {
             for (const Resource* c : candidates) out.push_back(*c);
         }
-        // posix and sysv cannot register memory for put/get; cma beside them can.
-        const auto cma = std::find_if(all.begin(), all.end(),
-                                      [](const Resource& r) { return r.tl_name == "cma"; });
-        if (cma != all.end()) {
-            for (Resource& r : out) {
-                if (r.dev_type != UCT_DEVICE_TYPE_SHM || r.tl_name == "cma") continue;
-                r.rdma_component = cma->component;
-                r.rdma_md_name = cma->md_name;
-                r.rdma_dev_name = cma->dev_name;
-            }
-        }
         // Shared memory first: it is the one the bml prefers for a local peer.
         std::stable_partition(out.begin(), out.end(),
                               [](const Resource& r) { return r.dev_type != UCT_DEVICE_TYPE_NET; });

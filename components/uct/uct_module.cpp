@@ -306,8 +306,7 @@ void UctModule::choose_attributes() {
     // The plain handle, then the RDMA memory domain's key and the interface's
     // own (native atomics) where each is used.
     attr_.registration_handle_size =
-        sizeof(PackedHandle) +
-        (rdma_md_ != nullptr || rdma_keyless_ ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
+        sizeof(PackedHandle) + (rdma_md_ != nullptr ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
         (native_amo_ ? sizeof(RemoteKeyHeader) + amo_rkey_len_ : 0);
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;

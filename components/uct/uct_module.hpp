@@ -6,9 +6,10 @@
 // uct_ep_am_bcopy, both complete when they return.  Receptions are copied
 // into a ring by the AM handler and delivered after UCT's progress returns.
 // Put, get and atomics are performed by the target through active messages,
-// or, where a memory domain can register memory (cma beside posix/sysv, or
-// the transport's own on a cluster), put/get by UCT's put_zcopy/get_zcopy
-// with a remote key carried in the registration handle (uct_native.cpp).
+// which check the handle, or, only where the target's device checks the
+// remote key (rc, dc on a cluster), by UCT's own put_zcopy/get_zcopy and
+// atomics with a remote key carried in the registration handle
+// (uct_native.cpp).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -65,16 +66,13 @@ struct UctConfig : btl::BaseConfig {
     std::size_t recv_ring = 256;
     std::size_t max_rdma_ops = 256;
     RdmaMode rdma = RdmaMode::automatic;
-    std::size_t rdma_min_size = 0;  // 0: rdma_threshold() decides
+    std::size_t rdma_min_size = 0;  // 0: every size (where native is used)
     double join_timeout = 10;       // seconds a server has to answer a client's join
 };
 
 // One transport on one device, as listed by its memory domain.
 struct Resource {
     uct_component_h component = nullptr;
-    uct_component_h rdma_component = nullptr;  // cma's, for posix/sysv; nullptr: none
-    std::string rdma_md_name;                  // its memory domain ("cma")
-    std::string rdma_dev_name;                 // its device ("memory")
     std::string md_name;
     std::string tl_name;
     std::string dev_name;
@@ -312,7 +310,6 @@ class UctModule final : public btl::Module,
     // registers memory.  Declined (with the reason at verbose level) when
     // there is none; the active-message path then serves everything.
     void open_native();
-    bool open_cma(int level);
     void connect_native(UctEndpoint* e, const AddressHeader& h, const std::byte* addresses);
     void register_native(Registration& r, void* base, std::size_t size) noexcept;
     void release_native_registrations() noexcept;
@@ -378,7 +375,6 @@ class UctModule final : public btl::Module,
     std::string rdma_name_;          // "cma/memory"
     bool native_put_ = false;        // put by UCT's put_zcopy
     bool native_get_ = false;        // get by UCT's get_zcopy
-    bool rdma_keyless_ = false;      // the RDMA memory domain needs no remote key (tcp)
     bool rdma_need_memh_ = false;    // the local buffer needs its own registration
     std::size_t rkey_len_ = 0;       // the memory domain's packed remote key
     std::uint32_t rdma_md_tag_ = 0;  // md_tag() of the RDMA memory domain's name

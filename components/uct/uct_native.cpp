@@ -1,12 +1,11 @@
-// Native RDMA of the uct module: put and get by UCT's put_zcopy/get_zcopy on a
-// memory domain that registers memory, with the remote key packed into the
-// registration handle.  Here posix and sysv cannot register memory, so cma (a
-// second interface on the same worker, connected to each peer's cma
-// interface published beside the module's address) carries them; a transport
-// whose own memory domain registers memory and offers zcopy put and get (rc,
-// dc on a cluster) carries them itself.  Anything native cannot serve (no cma,
-// a handle without a key, a small transfer, a failure of the transport) goes
-// by active messages (uct_rdma.cpp).
+// Native RDMA of the uct module: put and get by UCT's put_zcopy/get_zcopy, and
+// atomics, only on a transport whose device checks the remote key on every
+// access (rc, dc: native_refusal in uct_rdma_policy.hpp), with the remote key
+// packed into the registration handle.  Shared memory, cma and tcp cannot
+// refuse a stale or forged key, so they never carry them.  Anything native
+// cannot serve (a handle without a key, a small transfer, a failure of the
+// transport) goes by active messages (uct_rdma.cpp), where the target checks
+// the handle.
 #include <fmt/format.h>
 
 #include <cstring>
@@ -16,12 +15,6 @@
 #include "uct_module.hpp"
 
 namespace transit::uct {
-
-namespace {
-
-constexpr std::uint64_t zcopy_flags = UCT_IFACE_FLAG_PUT_ZCOPY | UCT_IFACE_FLAG_GET_ZCOPY;
-
-}  // namespace
 
 // --- setup -----------------------------------------------------------------------
 
@@ -38,115 +31,38 @@ void UctModule::open_native() {
                      ucs_status_string(s));
         return;
     }
-    const bool own_put = (iface_attr_.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY) != 0;
-    if ((md_attr.cap.flags & UCT_MD_FLAG_REG) && own_put) {
-        // The transport's own memory domain registers memory: rc, dc (zcopy
-        // put and get), tcp (put only; UCX 1.13's tcp registers nothing behind
-        // its handles and packs an empty key, which its put does not read).
-        rdma_md_ = md_.get();
-        rdma_iface_ = iface_.get();
-        rdma_component_ = resource_.component;
-        rdma_attr_ = iface_attr_;
-        rdma_name_ = resource_.name();
-    } else if (own_put && !(md_attr.cap.flags & UCT_MD_FLAG_NEED_RKEY) &&
-               md_attr.rkey_packed_size == 0) {
-        // A memory domain that neither registers nor needs a remote key (tcp
-        // in UCX releases after 1.13; not exercised here): put_zcopy with no
-        // registration and UCT_INVALID_RKEY.
-        rdma_iface_ = iface_.get();
-        rdma_component_ = resource_.component;
-        rdma_attr_ = iface_attr_;
-        rdma_name_ = resource_.name();
-        rdma_keyless_ = true;
-    } else if (resource_.rdma_component != nullptr) {
-        if (!open_cma(level)) return;
-        if (uct_md_query(rdma_md_, &md_attr) != UCS_OK) return;
-    } else {
-        out_.verbose(level,
-                     "{}: native put/get not used: its memory domain {} cannot register memory "
-                     "or the transport has no zcopy put, and no cma transport is "
-                     "available beside it",
-                     name(), resource_.md_name);
+    if (const auto why =
+            native_refusal(resource_.tl_name, (md_attr.cap.flags & UCT_MD_FLAG_REG) != 0,
+                           md_attr.rkey_packed_size)) {
+        out_.verbose(level, "{}: native put/get/atomics not used, active messages instead: {}",
+                     name(), *why);
+        return;
+    }
+    if (!(iface_attr_.cap.flags & UCT_IFACE_FLAG_PUT_ZCOPY)) {
+        out_.verbose(level, "{}: native put/get not used: the transport has no zcopy put", name());
         return;
     }
     if (md_attr.rkey_packed_size > max_rkey_len) {
         out_.verbose(level, "{}: native put/get not used: {}'s remote keys ({} bytes) do not fit",
-                     name(), rdma_name_, md_attr.rkey_packed_size);
-        rdma_md_ = nullptr;
-        rdma_iface_ = nullptr;
-        cma_iface_.reset();
-        cma_md_.reset();
+                     name(), resource_.name(), md_attr.rkey_packed_size);
         return;
     }
+    // The transport's own memory domain registers memory and its device
+    // checks the key (rc, dc): the target refuses a stale or forged key.
+    rdma_md_ = md_.get();
+    rdma_iface_ = iface_.get();
+    rdma_component_ = resource_.component;
+    rdma_attr_ = iface_attr_;
+    rdma_name_ = resource_.name();
     rkey_len_ = md_attr.rkey_packed_size;
-    rdma_need_memh_ = !rdma_keyless_ && (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) != 0;
-    rdma_md_tag_ = md_tag(cma_iface_ ? resource_.rdma_md_name : resource_.md_name);
+    rdma_need_memh_ = (md_attr.cap.flags & UCT_MD_FLAG_NEED_MEMH) != 0;
+    rdma_md_tag_ = md_tag(resource_.md_name);
     native_put_ = true;
     native_get_ = (rdma_attr_.cap.flags & UCT_IFACE_FLAG_GET_ZCOPY) != 0;
-    // cma and tcp's put write the target's memory unchecked by the target
-    // (a stale key is not refused): small transfers, where native gains
-    // little, stay with active messages unless `transport` asks otherwise.
-    native_min_ =
-        rdma_threshold(config_.rdma, config_.rdma_min_size, cma_iface_ != nullptr || !native_get_);
+    native_min_ = config_.rdma_min_size;
     out_.verbose(10, "{}: {} of {} bytes and more by {} (zcopy, remote key {} bytes)", name(),
                  native_get_ ? "put/get" : "put (get by active messages)", native_min_, rdma_name_,
                  rkey_len_);
-}
-
-// cma beside posix or sysv: its own memory domain and an interface on this
-// module's worker.  False (and nothing kept) when it cannot be opened.
-bool UctModule::open_cma(int level) {
-    auto decline = [&](const std::string& why) {
-        out_.verbose(level, "{}: native put/get not used: {}", name(), why);
-        cma_iface_.reset();
-        cma_md_.reset();
-        return false;
-    };
-    uct_md_config_t* md_config = nullptr;
-    ucs_status_t s = uct_md_config_read(resource_.rdma_component, nullptr, nullptr, &md_config);
-    if (s != UCS_OK)
-        return decline(fmt::format("reading cma's configuration: {}", ucs_status_string(s)));
-    uct_md_h md = nullptr;
-    s = uct_md_open(resource_.rdma_component, resource_.rdma_md_name.c_str(), md_config, &md);
-    uct_config_release(md_config);
-    if (s != UCS_OK) return decline(fmt::format("uct_md_open cma: {}", ucs_status_string(s)));
-    cma_md_.reset(md);
-    uct_md_attr_t md_attr{};
-    if (uct_md_query(md, &md_attr) != UCS_OK || !(md_attr.cap.flags & UCT_MD_FLAG_REG))
-        return decline("cma's memory domain cannot register memory");
-
-    uct_iface_config_t* iface_config = nullptr;
-    s = uct_md_iface_config_read(md, "cma", nullptr, nullptr, &iface_config);
-    if (s != UCS_OK)
-        return decline(
-            fmt::format("reading cma's interface configuration: {}", ucs_status_string(s)));
-    uct_iface_params_t params{};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS | UCT_IFACE_PARAM_FIELD_FEATURES;
-    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name = "cma";
-    params.mode.device.dev_name = resource_.rdma_dev_name.c_str();
-    params.err_handler = &UctModule::error_cb;
-    params.err_handler_arg = this;
-    params.err_handler_flags = 0;
-    params.features = UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET;
-    uct_iface_h iface = nullptr;
-    s = uct_iface_open(md, worker_.get(), &params, iface_config, &iface);
-    uct_config_release(iface_config);
-    if (s != UCS_OK) return decline(fmt::format("uct_iface_open cma: {}", ucs_status_string(s)));
-    cma_iface_.reset(iface);
-    if (uct_iface_query(iface, &rdma_attr_) != UCS_OK) return decline("uct_iface_query cma failed");
-    if ((rdma_attr_.cap.flags & zcopy_flags) != zcopy_flags ||
-        !(rdma_attr_.cap.flags & UCT_IFACE_FLAG_CONNECT_TO_IFACE))
-        return decline("cma offers no zcopy put and get to an interface");
-    // Its progress joins the worker only while operations are in flight
-    // (set_cma_progress).
-    rdma_md_ = md;
-    rdma_iface_ = iface;
-    rdma_component_ = resource_.rdma_component;
-    rdma_name_ = "cma/" + resource_.rdma_dev_name;
-    return true;
 }
 
 // The peer's RDMA endpoint: the module's own endpoint, or one on cma to the
@@ -206,8 +122,7 @@ void UctModule::connect_native(UctEndpoint* e, const AddressHeader& h, const std
 void UctModule::register_native(Registration& r, void* base, std::size_t size) noexcept {
     const PackedHandle h = r.header();
     std::array<std::byte, max_rkey_len> rkey{};
-    // A keyless transport (tcp) writes anywhere: the handle only says so.
-    bool with_rkey = rdma_keyless_ && size > 0;
+    bool with_rkey = false;
     if (rdma_md_ != nullptr && size > 0) {
         uct_mem_h memh = nullptr;
         ucs_status_t s = uct_md_mem_reg(rdma_md_, base, size, UCT_MD_MEM_ACCESS_ALL, &memh);
@@ -274,10 +189,6 @@ bool cached_rkey(RkeyBundles& cache, uct_component_h component,
 
 bool UctModule::rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
                          uct_rkey_t& rkey) noexcept {
-    if (rdma_keyless_) {
-        rkey = UCT_INVALID_RKEY;
-        return true;
-    }
     return cached_rkey(ep->rkeys, rdma_component_, handle, rdma_md_tag_, rkey_len_, key, rkey);
 }
 
@@ -524,6 +435,15 @@ constexpr bool fetch_is_trusted(uct_atomic_op_t op) noexcept {
 
 void UctModule::open_native_atomics() {
     if (config_.rdma == RdmaMode::am) return;
+    // The same rule as put/get (open_native says why at its level): only where
+    // the target's device checks the key.
+    {
+        uct_md_attr_t md_attr{};
+        if (uct_md_query(md_.get(), &md_attr) != UCS_OK ||
+            native_refusal(resource_.tl_name, (md_attr.cap.flags & UCT_MD_FLAG_REG) != 0,
+                           md_attr.rkey_packed_size))
+            return;
+    }
     constexpr std::uint64_t atomic_kinds = UCT_IFACE_FLAG_ATOMIC_CPU | UCT_IFACE_FLAG_ATOMIC_DEVICE;
     if (!(iface_attr_.cap.flags & atomic_kinds) || iface_attr_.cap.atomic64.op_flags == 0) return;
     uct_md_attr_t md_attr{};

@@ -1,7 +1,8 @@
 // The device-independent parts of the uct module's native RDMA path, kept
-// apart so they can be tested without UCX: the choice between UCT's own
-// put/get and the active-message path (btl_uct_rdma, btl_uct_rdma_min_size),
-// and the per-endpoint cache of unpacked remote keys.
+// apart so they can be tested without UCX: which transports may carry UCT's
+// own put/get/atomics (only those whose device checks the remote key), the
+// choice between them and the active-message path (btl_uct_rdma,
+// btl_uct_rdma_min_size), and the per-endpoint cache of unpacked remote keys.
 #pragma once
 
 #include <array>
@@ -16,9 +17,9 @@ namespace transit::uct {
 
 // btl_uct_rdma.
 enum class RdmaMode : std::uint8_t {
-    automatic,  // "auto": UCT's put/get where available, above the size threshold
+    automatic,  // "auto": UCT's put/get where the device checks keys, above the threshold
     am,         // "am": every one-sided operation by active messages
-    transport,  // "transport": UCT's put/get for every size where available
+    transport,  // "transport": as auto, and a path that cannot check says why at level 1
 };
 
 inline constexpr std::string_view rdma_mode_choices = "auto,am,transport";
@@ -27,18 +28,16 @@ inline constexpr std::string_view rdma_mode_choices = "auto,am,transport";
 // value of btl_uct_rdma, naming the parameter, its source and the choices).
 inline constexpr params::Decl rdma_params[] = {
     {"rdma", params::Type::enumeration, "auto",
-     "How put and get move data: auto (UCT's own zero-copy put/get where a memory domain can "
-     "register memory -- cma beside posix or sysv, the transport itself on rc/dc -- for "
-     "transfers of btl_uct_rdma_min_size and more, active messages otherwise), am (always "
-     "active messages performed by the target), transport (UCT's put/get for every size where "
-     "available). Atomics on memory from mem_alloc use UCT's atomics where the transport "
-     "offers them (posix, sysv); other atomics, and every one with am, go by active messages",
+     "How put, get and atomics move data: auto (UCT's own zero-copy put/get and atomics where "
+     "the target's device checks the remote key on every access -- rc and dc on InfiniBand -- "
+     "active messages performed by the target otherwise), am (always active messages), "
+     "transport (as auto, for every size; where the device cannot check keys -- shared memory, "
+     "cma, tcp -- native is declined with the reason at btl_base_verbose 1 and active messages "
+     "carry everything)",
      4, rdma_mode_choices},
     params::Decl{"rdma_min_size", params::Type::size, "0",
-                 "Smallest put/get sent with UCT's own put/get; smaller ones go by active "
-                 "messages. 0: automatic (2k over cma with btl_uct_rdma=auto, where smaller "
-                 "transfers are faster by active messages; every size with "
-                 "btl_uct_rdma=transport or on a transport's own RDMA)",
+                 "Smallest put/get sent with UCT's own put/get where it is used; smaller ones go "
+                 "by active messages. 0: every size",
                  5}
         .range(0, std::int64_t{1} << 40),
 };
@@ -56,21 +55,37 @@ static_assert(parse_rdma_mode("auto") == RdmaMode{0} && parse_rdma_mode("am") ==
               parse_rdma_mode("transport") == RdmaMode{2} &&
               rdma_mode_choices == "auto,am,transport");
 
-// Measured on a quiet 2-core VM (see README.md): a cma get or put costs one
-// system call, about 2 us; an active-message put/get through posix is cheaper
-// only up to about 1 KiB and then falls behind (5x at 64 KiB).
-inline constexpr std::size_t cma_auto_min_size = 2 * 1024;
-
-// The smallest put/get sent with UCT's own put/get.  `configured` is
-// btl_uct_rdma_min_size (0: automatic); `helper` says the RDMA interface is a
-// second transport beside the active-message one (cma beside posix/sysv),
-// whose per-operation cost is a system call, or a put-only path whose put is
-// a stream the target's progress writes (tcp), rather than the transport's own
-// RDMA (rc, dc, ud on a cluster), which pays from the first byte.
-constexpr std::size_t rdma_threshold(RdmaMode mode, std::size_t configured, bool helper) noexcept {
-    if (configured > 0) return configured;
-    if (mode == RdmaMode::transport || !helper) return 0;
-    return cma_auto_min_size;
+// Why UCT's native put/get/atomics must not be used on a transport, or
+// nullopt where they may.  Every byte from a peer is untrusted: a native
+// operation is allowed only where the *target's device* checks the remote key
+// on every access, so that a deregistered region or a forged key is refused
+// without the target's software.  UCT says which memory domains register
+// memory but not who checks the key, so the transports are named: rc and dc
+// (InfiniBand/RoCE verbs, rc_verbs, rc_mlx5, dc_mlx5), whose HCA checks rkeys.
+// Everything else goes by active messages, where the target checks the handle:
+// shared memory (posix, sysv: a peer that attached a segment writes any
+// address in it, and a deregistration cannot take it back), cma/knem/xpmem (the
+// initiator copies with its own rights over the target's memory), tcp (the
+// target's UCX writes where the initiator says; its memory domain registers
+// nothing and packs an empty key).
+constexpr std::optional<std::string_view> native_refusal(std::string_view tl_name,
+                                                         bool md_registers,
+                                                         std::size_t rkey_packed_size) noexcept {
+    if (tl_name == "posix" || tl_name == "sysv" || tl_name == "self")
+        return "the peer writes shared memory directly, so the target cannot refuse a stale or "
+               "forged key";
+    if (tl_name == "cma" || tl_name == "knem" || tl_name == "xpmem")
+        return "the initiator copies with its own rights over the target's memory, so the "
+               "target cannot refuse a stale or forged key";
+    if (tl_name == "tcp")
+        return "UCT's tcp writes wherever the initiator says, so the target cannot refuse a "
+               "stale or forged key";
+    if (!md_registers || rkey_packed_size == 0)
+        return "its memory domain registers nothing or packs no remote key, so nothing checks "
+               "the key";
+    if (!tl_name.starts_with("rc") && !tl_name.starts_with("dc"))
+        return "it is not known to check remote keys in the device (only rc and dc are)";
+    return std::nullopt;
 }
 
 // Remote keys unpacked for one endpoint, by the peer's registration key (keys

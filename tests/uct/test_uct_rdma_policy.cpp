@@ -26,15 +26,30 @@ TEST(UctRdmaMode, ParsesTheThreeChoicesOnly) {
     EXPECT_EQ(parse_rdma_mode("native"), std::nullopt);
 }
 
-TEST(UctRdmaThreshold, AutomaticOverCmaStartsAt2k) {
-    EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 0, true), 2u * 1024);
-    // The transport's own RDMA pays from the first byte.
-    EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 0, false), 0u);
-    // transport: every size unless a threshold is set.
-    EXPECT_EQ(rdma_threshold(RdmaMode::transport, 0, true), 0u);
-    // An explicit btl_uct_rdma_min_size wins in both modes.
-    EXPECT_EQ(rdma_threshold(RdmaMode::automatic, 4096, true), 4096u);
-    EXPECT_EQ(rdma_threshold(RdmaMode::transport, 1 << 20, true), 1u << 20);
+// Native put/get/atomics only where the target's device checks the key: the
+// paths on which the target cannot refuse a stale or forged key are declined,
+// each with a reason that says why.
+TEST(UctNativeRefusal, PathsWhereTheTargetCannotCheckTheKeyAreRefused) {
+    for (const char* tl : {"posix", "sysv", "self", "cma", "knem", "xpmem", "tcp"}) {
+        // Whatever their memory domain claims.
+        const auto why = native_refusal(tl, true, 16);
+        ASSERT_TRUE(why.has_value()) << tl;
+        EXPECT_NE(why->find("cannot refuse a stale or forged key"), std::string_view::npos)
+            << tl << ": " << *why;
+    }
+}
+
+TEST(UctNativeRefusal, DeviceCheckedKeysAreAllowedOnlyWithARealKey) {
+    EXPECT_EQ(native_refusal("rc_verbs", true, 16), std::nullopt);
+    EXPECT_EQ(native_refusal("rc_mlx5", true, 16), std::nullopt);
+    EXPECT_EQ(native_refusal("dc_mlx5", true, 16), std::nullopt);
+    // A memory domain that registers nothing, or packs an empty key: nothing checks.
+    EXPECT_NE(native_refusal("rc_verbs", false, 16), std::nullopt);
+    EXPECT_NE(native_refusal("rc_verbs", true, 0), std::nullopt);
+    // A transport not known to check keys in its device.
+    const auto ud = native_refusal("ud_verbs", true, 16);
+    ASSERT_TRUE(ud.has_value());
+    EXPECT_NE(ud->find("not known to check remote keys"), std::string_view::npos) << *ud;
 }
 
 class UctRdmaParams : public params::test::ParamsTest {};

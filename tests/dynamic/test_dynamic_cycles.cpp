@@ -227,7 +227,13 @@ int driver(const std::string& me, int cycles) {
     // quarantine holds freed memory, so the resident size says nothing either.
     if (field(before, "heap") > 0) {
         check(heap < 64LL * (cycles + 1), "heap grew by " + std::to_string(heap) + " B");
-        check(rss < 1024LL * (cycles + 1), "rss grew by " + std::to_string(rss) + " B");
+        // The resident size also keeps what the allocator and libfabric's
+        // pools reached at their high-water mark once (over ofi's tcp about
+        // 1.1 MiB, the same after 300 clients as after 2,000): allowed once,
+        // beside 1 KiB per client.  The heap check above is the leak check.
+        constexpr long long high_water = 2LL << 20;
+        check(rss < high_water + 1024LL * (cycles + 1),
+              "rss grew by " + std::to_string(rss) + " B");
     }
     say("PASS");
     return 0;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "transit/btl/util/free_list.hpp"
+#include "transit/btl/util/random_bits.hpp"
 
 namespace transit::pml {
 
@@ -51,7 +51,7 @@ class NamedPool : public Pool<T> {
   public:
     static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
 
-    NamedPool() noexcept : random_(seed()) {}
+    NamedPool() noexcept : random_(btl::util::random_u64()) {}
     void bound(std::size_t max) {
         slots_.clear();
         Pool<T>::bound(max);
@@ -84,15 +84,6 @@ class NamedPool : public Pool<T> {
     }
 
   private:
-    static std::uint64_t seed() noexcept {
-        try {
-            std::random_device rd;
-            return std::uint64_t{rd()} << 32 | rd();
-        } catch (...) {
-            return static_cast<std::uint64_t>(
-                std::chrono::steady_clock::now().time_since_epoch().count());
-        }
-    }
     bool name(T* t) noexcept {
         if (slots_.size() >= no_slot) return false;
         try {

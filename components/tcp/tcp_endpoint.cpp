@@ -41,6 +41,7 @@ TcpEndpoint::TcpEndpoint(TcpModule& module, Rank peer, std::size_t links)
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -135,17 +136,64 @@ std::string TcpModule::connect_server(TcpEndpoint& ep) noexcept {
     int err = 0;
     socklen_t len = sizeof err;
     if (ready > 0 && ::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    std::string why;
     if (ready > 0 && err == 0) {
         on_connected(l);
-        return {};
+        if (l.state != LinkState::hello_sent) return {};  // on_connected failed it, and said why
+        why = check_server_answer(l, until);
+        if (why.empty()) return {};
+    } else {
+        why = ready == 0
+                  ? "no answer from " + l.peer_text + " within " + std::to_string(ms) +
+                        " ms (btl_tcp_server_connect_timeout)"
+                  : "connect to " + l.peer_text + ": " + std::strerror(ready > 0 ? err : errno);
     }
-    std::string why =
-        ready == 0 ? "no answer from " + l.peer_text + " within " + std::to_string(ms) +
-                         " ms (btl_tcp_server_connect_timeout)"
-                   : "connect to " + l.peer_text + ": " + std::strerror(ready > 0 ? err : errno);
     close_socket(l);
     set_state(l, LinkState::idle);
     return why;
+}
+
+// A server that is gone may leave its port to another process (a listener
+// that took the port, or this very socket connected to itself): the TCP
+// connection then succeeds, and only the handshake's answer shows that no
+// Transit server is there.  The answer is peeked at, not read: progress takes
+// it as always.  "" when it admits us, refuses the token (the first
+// operation says access_denied) or is not in before `until` (a server busy
+// elsewhere answers from its progress later).
+std::string TcpModule::check_server_answer(Link& l,
+                                           std::chrono::steady_clock::time_point until) noexcept {
+    std::array<std::byte, wire::handshake_size> in;
+    for (;;) {
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
+                .count();
+        if (left <= 0) return {};
+        pollfd p{l.fd.get(), POLLIN | POLLRDHUP, 0};
+        const int ready = ::poll(&p, 1, static_cast<int>(left));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) return {};
+        const ssize_t n = ::recv(l.fd.get(), in.data(), in.size(), MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        if (n < 0) return "connect to " + l.peer_text + ": " + std::strerror(errno);
+        const auto got = static_cast<std::size_t>(n);
+        std::uint64_t magic = 0;
+        if (got >= sizeof magic) std::memcpy(&magic, in.data(), sizeof magic);
+        if (got >= sizeof magic && magic != wire::handshake_magic)
+            return "the process at " + l.peer_text + " is not a Transit server";
+        if (got < in.size() && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
+            return "the process at " + l.peer_text + " closed the connection unanswered";
+        if (got < in.size()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the rest is on its way
+            continue;
+        }
+        wire::Handshake h;
+        const std::string bad = wire::decode(in, h);
+        if (!bad.empty())
+            return "the process at " + l.peer_text + " is not a Transit server (" + bad + ")";
+        if (h.kind != wire::HandshakeKind::welcome && h.kind != wire::HandshakeKind::refused)
+            return "the process at " + l.peer_text + " did not answer as a Transit server";
+        return {};
+    }
 }
 
 void TcpModule::on_connected(Link& l) noexcept {

@@ -123,6 +123,7 @@ class TcpModule final : public btl::Module,
     // Connects to a server outside the job now, waiting at most
     // btl_tcp_server_connect_timeout; returns "" or why it cannot.
     std::string connect_server(TcpEndpoint& ep) noexcept;
+    std::string check_server_answer(Link& l, std::chrono::steady_clock::time_point until) noexcept;
     void set_state(Link& l, LinkState s) noexcept;
     void on_connected(Link& l) noexcept;
     void on_handshake_input(Link& l) noexcept;

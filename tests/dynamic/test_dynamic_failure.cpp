@@ -11,18 +11,28 @@
 //   client ADDRESS stream-still  the same, but stops calling Transit once
 //                           streaming (killed outside libfabric's shm calls)
 //   client ADDRESS held     operations pending with the victim when it dies,
-//                           then connects to it again
+//                           then connects to it again (after the driver has
+//                           put a stranger on its ports, in the second run)
 //   client ADDRESS quit     ends the server
 //   client ADDRESS unanswered  connect and a call to a server that is stopped
 //                           (its join is never answered)
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <memory>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "processes.hpp"
@@ -214,6 +224,12 @@ int client(const std::string& address, const std::string& mode) {
         while (events[PeerEventKind::failed] == 0 && ms_since(e) < 5000) ctx.progress();
         say("events failed=%d departed=%d", events[PeerEventKind::failed],
             events[PeerEventKind::departed]);
+        // Under a stranger test the driver first puts a stranger on the dead
+        // server's ports, then says go.
+        if (const char* go = std::getenv("TRANSIT_TEST_RECONNECT_AFTER")) {
+            const auto w = std::chrono::steady_clock::now();
+            while (::access(go, F_OK) != 0 && ms_since(w) < 20000) ::usleep(1000);
+        }
         // The address names a process that is gone: connect says so, and
         // explains it once (a transport may add its own reason).
         Rank again = 7;
@@ -233,6 +249,9 @@ int client(const std::string& address, const std::string& mode) {
         transit::log::set_sink(nullptr, nullptr);
         say("reconnect connect=%s peer=%s explained=%d in %lld ms", status_text(cs).c_str(),
             again == transit::any_rank ? "none" : "given", errors, connect_ms);
+        // `events` ends with this block, the context later: a peer that the
+        // context reports at its end must not find the callback pointing here.
+        ctx.on_peer_event(nullptr, nullptr);
     } else {
         fail("unknown mode " + mode);
     }
@@ -324,14 +343,109 @@ int killed_client(const std::string& me) {
     return 0;
 }
 
-int killed_server(const std::string& me) {
+// The TCP ports `pid` listens on, as "hex address:hex port" of /proc/net/tcp*.
+std::vector<std::string> listening_sockets(pid_t pid) {
+    std::vector<std::string> inodes;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+    for (const auto& fd : std::filesystem::directory_iterator(dir)) {
+        std::error_code ec;
+        const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+        if (!ec && target.starts_with("socket:["))
+            inodes.push_back(target.substr(8, target.size() - 9));
+    }
+    std::vector<std::string> out;
+    for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        std::ifstream in(table);
+        std::string line;
+        std::getline(in, line);  // the heading
+        while (std::getline(in, line)) {
+            std::istringstream f(line);
+            std::string slot, local, remote, state, queues, timer, retr, uid, timeout, inode;
+            f >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >>
+                inode;
+            if (state == "0A" && std::find(inodes.begin(), inodes.end(), inode) != inodes.end())
+                out.push_back(local);
+        }
+    }
+    return out;
+}
+
+// A process that is not a Transit server on the port a dead one had: it
+// accepts, says something else, and closes.  Bound to the same address and
+// port, as a service started after the server died would be.
+struct Stranger {
+    int fd = -1;
+    std::thread answering;
+
+    explicit Stranger(const std::string& local) {
+        const auto colon = local.find(':');
+        const std::string hex_addr = local.substr(0, colon);
+        const auto port =
+            static_cast<std::uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16));
+        sockaddr_storage ss{};
+        socklen_t len = 0;
+        if (hex_addr.size() == 8) {
+            auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+            in->sin_family = AF_INET;
+            in->sin_port = htons(port);
+            in->sin_addr.s_addr = static_cast<std::uint32_t>(std::stoul(hex_addr, nullptr, 16));
+            len = sizeof *in;
+        } else {
+            auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+            in6->sin6_family = AF_INET6;
+            in6->sin6_port = htons(port);
+            for (int w = 0; w < 4; ++w) {
+                const auto word = static_cast<std::uint32_t>(
+                    std::stoul(hex_addr.substr(static_cast<std::size_t>(w) * 8, 8), nullptr, 16));
+                std::memcpy(in6->sin6_addr.s6_addr + w * 4, &word, 4);
+            }
+            len = sizeof *in6;
+        }
+        fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int one = 1;
+        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        check(::bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0 && ::listen(fd, 16) == 0,
+              "a stranger cannot take the dead server's port " + local);
+        answering = std::thread([this] {
+            for (;;) {
+                const int c = ::accept(fd, nullptr, nullptr);
+                if (c < 0) return;
+                constexpr char banner[] = "SSH-2.0-not-transit\r\n";
+                (void)::send(c, banner, sizeof banner - 1, MSG_NOSIGNAL);
+                ::close(c);
+            }
+        });
+    }
+    ~Stranger() {
+        ::shutdown(fd, SHUT_RDWR);  // ends the accept
+        answering.join();
+        ::close(fd);
+    }
+};
+
+// with_stranger: another program takes the dead server's ports before the
+// client connects again (tcp); the client must not take it for the server.
+int killed_server(const std::string& me, bool with_stranger) {
     Child srv = start({me, "victim"});
     const std::string address = read_line(srv, 20, "the victim's address");
+    const std::string go = "/tmp/transit-test-go-" + std::to_string(::getpid());
+    if (with_stranger) ::setenv("TRANSIT_TEST_RECONNECT_AFTER", go.c_str(), 1);
     Child held = start({me, "client", address, "held"});
+    ::unsetenv("TRANSIT_TEST_RECONNECT_AFTER");
     check(read_line(held, 30, "the held client") == "ready", "held client");
+    const std::vector<std::string> ports =
+        with_stranger ? listening_sockets(srv.pid) : std::vector<std::string>{};
+    check(!with_stranger || !ports.empty(), "the victim listens on no TCP port");
     const auto killed_at = std::chrono::steady_clock::now();
     ::kill(srv.pid, SIGKILL);
     wait_exit(srv);
+    std::vector<std::unique_ptr<Stranger>> strangers;
+    for (const std::string& p : ports) strangers.push_back(std::make_unique<Stranger>(p));
+    if (with_stranger) {
+        std::FILE* f = std::fopen(go.c_str(), "w");
+        check(f != nullptr, "cannot write " + go);
+        std::fclose(f);
+    }
     const std::string ended = read_line(held, 10, "the client's operations to end");
     const long long ms = ms_since(killed_at);
     say("killed server: client's %s, %lld ms after the kill", ended.c_str(), ms);
@@ -347,6 +461,7 @@ int killed_server(const std::string& me) {
     const long long connect_ms = std::stoll(again.substr(again.rfind(" in ") + 4));
     check(connect_ms < 1000, "connect to a dead server took " + std::to_string(connect_ms) + " ms");
     check(wait_exit(held) == 0, "the held client failed");
+    if (with_stranger) ::unlink(go.c_str());
     return 0;
 }
 
@@ -415,9 +530,10 @@ int main(int argc, char** argv) {
     if (argc >= 4 && std::string(argv[1]) == "orphaner") return orphaner(argv[2], argv[3]);
     ::signal(SIGPIPE, SIG_IGN);
     if (killed_client(argv[0]) != 0) return 1;
-    if (killed_server(argv[0]) != 0) return 1;
+    if (killed_server(argv[0], false) != 0) return 1;
     const char* env_btl = std::getenv("TRANSIT_TEST_PEER_BTL");
     const std::string btl = env_btl ? env_btl : "";
+    if (btl == "tcp" && killed_server(argv[0], true) != 0) return 1;
     if (btl == "vader")
         if (stopped_server(argv[0], btl) != 0 || orphaned_fragments(argv[0]) != 0) return 1;
     if ((btl == "uct" || btl == "tcp" || btl == "ofi") && stopped_server(argv[0], btl) != 0)

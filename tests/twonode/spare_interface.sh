@@ -4,8 +4,13 @@
 # (172.31.0.0/16 on both) that is not joined: tcp must find the path that
 # answers, not declare the other node's ranks failed, not print an error for
 # the address that did not answer, and answer a client fast.
-#  1. A client/server pair across the nodes (the echo example): the client's
-#     first answer within 0.5 s, no "error:" line.
+#  1. A client/server pair across the nodes (the echo example): no "error:"
+#     line, and the client's first answer no more than 1.5 s slower than that of
+#     a client told to leave the spare interface alone (btl_tcp_if_exclude),
+#     measured just before (the machine may be loaded).  The measured client
+#     waits up to 5 s for a server's connection (btl_tcp_server_connect_timeout),
+#     so a client that waits for the spare address shows it (ARP gives up
+#     after about 3 s).
 #  2. A job over self,vader,tcp (twonode.sh --spare, the stress program with
 #     200 messages): every message delivered, no "error:" line.
 # Needs root, iproute2 and mpirun: exits 77 (skipped) without them.
@@ -40,18 +45,24 @@ pid=$!
 for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.1; done
 address=$(head -n 1 "$work/server.out")
 start=$(date +%s%N)
-answer=$(ip netns exec "$b" "$client" "$address" hello 2> "$work/client.err")
+TRANSIT_MCA_btl_tcp_if_exclude="${sa}b" ip netns exec "$b" "$client" "$address" hello \
+  > /dev/null 2>> "$work/client.err"
+base=$((($(date +%s%N) - start) / 1000000))
+start=$(date +%s%N)
+answer=$(TRANSIT_MCA_btl_tcp_server_connect_timeout=5 ip netns exec "$b" "$client" "$address" \
+  hello 2>> "$work/client.err")
 status=$?
 ms=$((($(date +%s%N) - start) / 1000000))
 ip netns exec "$b" "$client" "$address" --quit > /dev/null 2>> "$work/client.err"
 wait $pid
 cat "$work/server.err" "$work/client.err"
-echo "spare_interface: client/server: answer '$answer' (status $status) in $ms ms"
+echo "spare_interface: client/server: answer '$answer' (status $status) in $ms ms" \
+  "($base ms without the spare interface)"
 if [ "$status" != 0 ] || [ "$answer" != hello ]; then
   echo "spare_interface: FAIL: the client got no answer"; fail=1
 fi
-if [ "$ms" -gt 500 ]; then
-  echo "spare_interface: FAIL: the first answer took $ms ms (> 500)"; fail=1
+if [ "$ms" -gt $((base + 1500)) ]; then
+  echo "spare_interface: FAIL: the first answer took $ms ms ($base ms without the spare)"; fail=1
 fi
 if grep -q "error:" "$work/server.err" "$work/client.err"; then
   echo "spare_interface: FAIL: an error line in a successful client/server run"; fail=1

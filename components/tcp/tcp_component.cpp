@@ -2,6 +2,7 @@
 // sockets, modex), and the progress machinery shared by the modules.
 #include "tcp_component.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -170,6 +171,10 @@ mca::OpenResult TcpComponent::open() {
         interfaces_ = filter_interfaces(discover_interfaces(), params_.if_include,
                                         params_.if_exclude, &notes);
     } catch (const InterfaceError& e) {
+        // Under the default selection the framework drops a component whose
+        // open fails with a line at btl_base_verbose only: the user set the
+        // list, so the user is told tcp is not used, and why.
+        log::error("btl:tcp: {}; tcp is not used", e.what());
         throw params::Error(e.what());
     }
     for (const std::string& n : notes) out_.verbose(20, "{}", n);
@@ -204,6 +209,7 @@ std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& c
         }
         for (const PeerAddress& a : m->published()) {
             all.push_back(a);
+            address_owners_.push_back(m.get());
             out_.verbose(10, "{}: listening on {} port {}", m->name(), a.address.to_string(),
                          a.port);
         }
@@ -220,6 +226,7 @@ std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& c
         decline_reason_ =
             std::string("publishing the addresses failed: ") + std::string(to_string(s));
         modules_.clear();
+        address_owners_.clear();
         out.clear();
         return out;
     }
@@ -491,6 +498,8 @@ void TcpComponent::watch_listener(int fd, TcpModule* module) {
 }
 
 void TcpComponent::forget_module(TcpModule* module) {
+    std::replace(address_owners_.begin(), address_owners_.end(), module,
+                 static_cast<TcpModule*>(nullptr));
     {
         std::lock_guard lock(accepted_lock_);
         for (auto it = listen_fds_.begin(); it != listen_fds_.end();) {

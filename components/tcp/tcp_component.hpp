@@ -81,6 +81,11 @@ class TcpComponent : public btl::Component {
     btl::AmTable& am_table() const noexcept { return *am_table_; }
     bool has_loopback_module() const noexcept { return has_loopback_; }
     const std::vector<IpAddress>& own_addresses() const noexcept { return own_addresses_; }
+    const std::vector<Interface>& interfaces() const noexcept { return interfaces_; }
+    // The module that published address `index` of our modex blob, or null.
+    TcpModule* module_of_address(std::uint32_t index) const noexcept {
+        return index < address_owners_.size() ? address_owners_[index] : nullptr;
+    }
 
     // --- used by the modules ---
     // Adds a socket to the epoll set; the component stays registered for
@@ -154,6 +159,7 @@ class TcpComponent : public btl::Component {
     ProgressEngine* progress_ = nullptr;
     btl::AmTable* am_table_ = nullptr;
     std::vector<TcpModule*> modules_;
+    std::vector<TcpModule*> address_owners_;  // by index in the published blob
 
     Fd epoll_;
     std::size_t open_sockets_ = 0;

@@ -18,6 +18,8 @@ const char* to_string(LinkState s) noexcept {
             return "connected";
         case LinkState::closed:
             return "closed";
+        case LinkState::probing:
+            return "trying a path";
     }
     return "?";
 }
@@ -55,6 +57,10 @@ namespace transit::tcp {
 
 namespace {
 
+// How long a path may go unanswered before the next is started alongside:
+// far above a LAN's round trip, far below ARP's give-up (about 3 s).
+constexpr std::uint64_t path_stagger_ns = 100'000'000;
+
 std::uint64_t timeout_ns(const TcpParams& p) {
     return static_cast<std::uint64_t>(p.connect_timeout * 1e9);
 }
@@ -74,79 +80,214 @@ void TcpModule::set_state(Link& l, LinkState s) noexcept {
     l.state = s;
 }
 
+// Paths are tried best first.  One that has not connected within
+// path_stagger_ns gets the next one started alongside (the first TCP
+// connection to complete wins, the others are closed): an address in a
+// subnet both nodes have but that is not joined answers nothing for seconds
+// (ARP, then "No route to host"), and a peer reached over another interface
+// should not wait for that.
 std::string TcpModule::start_connect(Link& l) noexcept {
     TcpEndpoint& ep = *l.endpoint;
-    if (!ep.pair)
+    if (ep.paths.empty())
         return "rank " + std::to_string(ep.peer()) + " has no address reachable from " + name();
-    const TcpParams& p = tcp_.params();
-    const IpAddress& local = ep.pair->local.address;
-    const PeerAddress& remote = ep.pair->remote;
-    Fd s(::socket(local.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!s) return std::string("socket: ") + std::strerror(errno);
-    set_nodelay(s.get());
-    if (p.sndbuf > 0) {
-        const int v = static_cast<int>(p.sndbuf);
-        ::setsockopt(s.get(), SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
-    }
-    if (p.rcvbuf > 0) {
-        const int v = static_cast<int>(p.rcvbuf);
-        ::setsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
-    }
-    // Bind to the chosen local address so the traffic leaves by this interface.
-    sockaddr_storage ss;
-    socklen_t len = local.to_sockaddr(0, ss);
-    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
-        return "bind to " + local.to_string() + ": " + std::strerror(errno);
-    len = remote.address.to_sockaddr(remote.port, ss);
-    l.peer_text = remote.address.to_string() + " port " + std::to_string(remote.port);
-    if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
-        return "connect to " + l.peer_text + ": " + std::strerror(errno);
-    l.fd = std::move(s);
-    if (!tcp_.watch(l, true)) {
-        l.fd.reset();
-        return std::string("epoll: ") + std::strerror(errno);
-    }
+    l.next_path = 0;
+    l.path_errors.clear();
     set_state(l, LinkState::connecting);
-    l.deadline_ns = TcpComponent::now_ns() + timeout_ns(p);
-    tcp_.out().verbose(20, "{}: connecting link {} to rank {} at {}", name(), l.index, ep.peer(),
-                       l.peer_text);
-    return {};
+    l.deadline_ns = TcpComponent::now_ns() + timeout_ns(tcp_.params());
+    if (launch_next_path(l)) return {};
+    set_state(l, LinkState::idle);
+    l.deadline_ns = 0;
+    return l.path_errors;
+}
+
+bool TcpModule::launch_next_path(Link& l) noexcept {
+    TcpEndpoint& ep = *l.endpoint;
+    while (l.next_path < ep.paths.size()) {
+        const AddressPair& path = ep.paths[l.next_path++];
+        std::string why = open_probe(l, path);
+        if (why.empty()) {
+            l.stagger_ns =
+                l.next_path < ep.paths.size() ? TcpComponent::now_ns() + path_stagger_ns : 0;
+            return true;
+        }
+        tcp_.out().verbose(10, "{}: rank {} link {}: {}", name(), ep.peer(), l.index, why);
+        l.path_errors += (l.path_errors.empty() ? "" : "; ") + why;
+    }
+    l.stagger_ns = 0;
+    return false;
+}
+
+std::string TcpModule::open_probe(Link& l, const AddressPair& path) noexcept {
+    const IpAddress& local = path.local.address;
+    const PeerAddress& remote = path.remote;
+    const std::string text = remote.address.to_string() + " port " + std::to_string(remote.port);
+    try {
+        Fd s(::socket(local.family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+        if (!s) return std::string("socket: ") + std::strerror(errno);
+        set_nodelay(s.get());
+        const TcpParams& p = tcp_.params();
+        if (p.sndbuf > 0) {
+            const int v = static_cast<int>(p.sndbuf);
+            ::setsockopt(s.get(), SOL_SOCKET, SO_SNDBUF, &v, sizeof v);
+        }
+        if (p.rcvbuf > 0) {
+            const int v = static_cast<int>(p.rcvbuf);
+            ::setsockopt(s.get(), SOL_SOCKET, SO_RCVBUF, &v, sizeof v);
+        }
+        // Bound to the path's local address, so the traffic leaves by its interface.
+        sockaddr_storage ss;
+        socklen_t len = local.to_sockaddr(0, ss);
+        if (::bind(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0)
+            return "bind to " + local.to_string() + ": " + std::strerror(errno);
+        len = remote.address.to_sockaddr(remote.port, ss);
+        if (::connect(s.get(), reinterpret_cast<sockaddr*>(&ss), len) != 0 && errno != EINPROGRESS)
+            return "connect to " + text + " from " + local.to_string() + ": " +
+                   std::strerror(errno);
+        auto probe = std::make_unique<Link>();
+        probe->module = this;
+        probe->index = l.index;
+        probe->state = LinkState::probing;
+        probe->probe_for = &l;
+        probe->target = path.target;
+        probe->peer_text = text;
+        probe->path_errors = local.to_string();  // for its messages
+        probe->fd = std::move(s);
+        if (!tcp_.watch(*probe, true)) return std::string("epoll: ") + std::strerror(errno);
+        tcp_.out().verbose(20, "{}: connecting link {} to rank {} at {} from {}", name(), l.index,
+                           l.endpoint->peer(), text, local.to_string());
+        probes_.push_back(std::move(probe));
+        return {};
+    } catch (...) {
+        return "out of memory";
+    }
+}
+
+void TcpModule::on_probe(Link& probe) noexcept {
+    if (probe.state != LinkState::probing) return;  // closed earlier in this batch
+    Link& l = *probe.probe_for;
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(probe.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    if (err == EINPROGRESS || err == EALREADY) return;
+    if (err != 0) {
+        const std::string why = "connect to " + probe.peer_text + " from " + probe.path_errors +
+                                ": " + std::strerror(err);
+        retire_probe(probe);
+        return path_failed(l, why);
+    }
+    // The first path to connect: the link takes its socket, the others go.
+    tcp_.unwatch(probe);
+    l.fd = std::move(probe.fd);
+    l.peer_text = probe.peer_text;
+    l.target = probe.target;
+    retire_probe(probe);
+    cancel_probes(l);
+    l.stagger_ns = 0;
+    if (!tcp_.watch(l, true)) return fail_link(l, std::string("epoll: ") + std::strerror(errno));
+    if (!l.path_errors.empty())
+        tcp_.out().verbose(10, "{}: rank {} link {} reached at {} (paths that failed: {})", name(),
+                           l.endpoint->peer(), l.index, l.peer_text, l.path_errors);
+    on_connected(l);
+}
+
+void TcpModule::path_failed(Link& l, const std::string& why) noexcept {
+    // An address that does not answer is not a peer that failed: it is said
+    // at verbose level, and only the last path's failure fails the link.
+    tcp_.out().verbose(10, "{}: rank {} link {}: {}", name(), l.endpoint->peer(), l.index, why);
+    try {
+        l.path_errors += (l.path_errors.empty() ? "" : "; ") + why;
+    } catch (...) {
+        // Out of memory: the message says less.
+    }
+    if (l.state != LinkState::connecting || has_probes(l) || launch_next_path(l)) return;
+    if (l.waited) {
+        set_state(l, LinkState::idle);  // connect_server says why
+        return;
+    }
+    fail_link(
+        l, "no path to rank " + std::to_string(l.endpoint->peer()) + " answered: " + l.path_errors);
+}
+
+bool TcpModule::has_probes(const Link& l) const noexcept {
+    return std::any_of(probes_.begin(), probes_.end(),
+                       [&](const auto& p) { return p->probe_for == &l; });
+}
+
+void TcpModule::retire_probe(Link& probe) noexcept {
+    if (probe.has_socket()) {
+        tcp_.unwatch(probe);
+        probe.fd.reset();
+    }
+    probe.state = LinkState::closed;
+    for (auto it = probes_.begin(); it != probes_.end(); ++it) {
+        if (it->get() != &probe) continue;
+        // An event of the current epoll batch may still name it.
+        tcp_.defer_free(std::move(*it));
+        probes_.erase(it);
+        return;
+    }
+}
+
+void TcpModule::cancel_probes(Link& l) noexcept {
+    for (std::size_t i = 0; i < probes_.size();) {
+        if (probes_[i]->probe_for == &l)
+            retire_probe(*probes_[i]);  // erases it
+        else
+            ++i;
+    }
 }
 
 // Context::connect names a server by its address: a server gone refuses the
 // connection at once, and connect says so (naming the address) rather than
-// the first operation.  Only the TCP connection is waited for (bounded); the
-// join handshake goes on from progress, so connect stays bounded work.
+// the first operation.  Every path is tried at once (the caller waits), the
+// first TCP connection to complete is kept.  Only that connection and the
+// server's first answer are waited for (bounded); the join handshake goes on
+// from progress, so connect stays bounded work.
 std::string TcpModule::connect_server(TcpEndpoint& ep) noexcept {
     const double limit = tcp_.params().server_connect_timeout;
     Link& l = ep.link(0);
     if (!(limit > 0) || l.state != LinkState::idle) return {};
-    if (std::string why = start_connect(l); !why.empty()) return why;
+    l.waited = true;
+    if (std::string why = start_connect(l); !why.empty()) {
+        l.waited = false;
+        return why;
+    }
+    while (launch_next_path(l)) {
+    }
     const auto ms = static_cast<int>(std::ceil(limit * 1000));
     const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    pollfd p{l.fd.get(), POLLOUT, 0};
-    int ready = 0;
-    for (int left = ms; left >= 0;) {
-        ready = ::poll(&p, 1, left);
-        if (ready >= 0 || errno != EINTR) break;
-        left = static_cast<int>(
+    std::vector<pollfd> fds;
+    std::vector<Link*> which;
+    while (l.state == LinkState::connecting && has_probes(l)) {
+        fds.clear();
+        which.clear();
+        for (const auto& p : probes_)
+            if (p->probe_for == &l) {
+                fds.push_back({p->fd.get(), POLLOUT, 0});
+                which.push_back(p.get());
+            }
+        const auto left =
             std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now())
-                .count());
+                .count();
+        if (left <= 0) break;
+        const int ready = ::poll(fds.data(), fds.size(), static_cast<int>(left));
+        if (ready < 0 && errno != EINTR) break;
+        for (std::size_t k = 0; ready > 0 && k < fds.size(); ++k)
+            if (fds[k].revents != 0) on_probe(*which[k]);  // a retired one is skipped
     }
-    int err = 0;
-    socklen_t len = sizeof err;
-    if (ready > 0 && ::getsockopt(l.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    l.waited = false;
     std::string why;
-    if (ready > 0 && err == 0) {
-        on_connected(l);
-        if (l.state != LinkState::hello_sent) return {};  // on_connected failed it, and said why
+    if (l.state == LinkState::hello_sent) {
         why = check_server_answer(l, until);
         if (why.empty()) return {};
+    } else if (l.state == LinkState::connecting) {
+        why = "no answer from the server's addresses within " + std::to_string(ms) +
+              " ms (btl_tcp_server_connect_timeout)" +
+              (l.path_errors.empty() ? "" : "; " + l.path_errors);
+    } else if (l.state == LinkState::idle) {
+        why = l.path_errors;
     } else {
-        why = ready == 0
-                  ? "no answer from " + l.peer_text + " within " + std::to_string(ms) +
-                        " ms (btl_tcp_server_connect_timeout)"
-                  : "connect to " + l.peer_text + ": " + std::strerror(ready > 0 ? err : errno);
+        return {};  // on_connected failed it, and said why
     }
     close_socket(l);
     set_state(l, LinkState::idle);
@@ -229,6 +370,7 @@ bool TcpModule::send_handshake(Link& l, wire::HandshakeKind kind, const rt::Secr
     h.link = l.index;
     h.job_id = rt.job_id();
     h.secret = token ? *token : rt.job_secret();
+    h.target = l.target;
     const auto bytes = wire::encode(h);
     // A fresh socket always has room for 104 bytes; anything else is a failure.
     return ::send(l.fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
@@ -262,6 +404,14 @@ void TcpModule::on_handshake_input(Link& l) noexcept {
             fail_link(l, why);
         return;
     }
+    if (n == 0 && incoming && l.hs_got == 0) {
+        // Closed before a byte: a connector that tried several paths at once
+        // and kept another one.  Nothing was refused.
+        tcp_.out().verbose(20, "{}: {} closed without a handshake", name(), l.peer_text);
+        close_socket(l);
+        set_state(l, LinkState::closed);
+        return retire_incoming(l);
+    }
     l.hs_got += static_cast<std::size_t>(n);
     // Refuse a stranger's garbage as soon as its first bytes show it, not at the timeout.
     if (l.hs_got >= 8 && l.hs_got < l.hs_in.size()) {
@@ -294,6 +444,20 @@ void TcpModule::on_handshake_input(Link& l) noexcept {
 
 void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
     rt::Runtime& rt = tcp_.runtime();
+    if (h.target != 0) {
+        TcpModule* owner = tcp_.module_of_address(h.target - 1);
+        if (owner == nullptr)
+            return drop_incoming(in, "names an address this process does not listen on");
+        if (owner != this) {
+            for (auto it = incoming_.begin(); it != incoming_.end(); ++it) {
+                if (it->get() != &in) continue;
+                std::unique_ptr<Link> moved = std::move(*it);
+                incoming_.erase(it);
+                return owner->take_incoming(std::move(moved), h);
+            }
+            return;
+        }
+    }
     if (h.kind == wire::HandshakeKind::join) return handle_join(in, h);
     if (h.kind != wire::HandshakeKind::hello) return drop_incoming(in, "expected a hello");
     const std::string bad = wire::verify(h, rt.job_id(), rt.job_secret());
@@ -327,7 +491,7 @@ void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
         set_state(in, LinkState::closed);
         return retire_incoming(in);
     }
-    if (l.has_socket()) close_socket(l);
+    close_socket(l);  // and the paths it was still trying
     // The accepted socket moves into the endpoint's link.
     l.fd = std::move(in.fd);
     l.peer_text = in.peer_text;
@@ -339,6 +503,25 @@ void TcpModule::handle_hello(Link& in, const wire::Handshake& h) noexcept {
         return;
     }
     become_connected(l);
+}
+
+void TcpModule::take_incoming(std::unique_ptr<Link> link, const wire::Handshake& h) noexcept {
+    Link& in = *link;
+    in.module = this;  // its epoll events come here now
+    try {
+        incoming_.push_back(std::move(link));
+    } catch (...) {
+        // Out of memory: the connection is dropped (an event of this batch
+        // may still name the link, so it is freed after the poll).
+        tcp_.unwatch(in);
+        in.fd.reset();
+        in.state = LinkState::closed;
+        tcp_.defer_free(std::move(link));
+        return;
+    }
+    tcp_.out().verbose(20, "{}: the connection from {} is for this interface's address", name(),
+                       in.peer_text);
+    handle_hello(in, h);
 }
 
 // A client outside the job: admitted with the listening context's token, it
@@ -437,8 +620,16 @@ void TcpModule::check_timeouts(std::uint64_t now) noexcept {
                                  l.state == LinkState::await_incoming;
             if (waiting && l.deadline_ns != 0 && now >= l.deadline_ns) {
                 fail_link(l, "connection to rank " + std::to_string(ep.peer()) + " (" +
-                                 l.peer_text + ") timed out in state " + to_string(l.state));
+                                 (l.has_socket() ? l.peer_text : "no path answered") +
+                                 ") timed out in state " + to_string(l.state) +
+                                 (l.path_errors.empty() ? "" : "; " + l.path_errors));
                 break;  // the endpoint failed: its other links are closed too
+            }
+            if (l.state == LinkState::connecting && l.stagger_ns != 0 && now >= l.stagger_ns) {
+                tcp_.out().verbose(10,
+                                   "{}: rank {} link {}: no answer yet, trying the next path too",
+                                   name(), ep.peer(), l.index);
+                launch_next_path(l);
             }
         }
     });
@@ -455,6 +646,8 @@ void TcpModule::check_timeouts(std::uint64_t now) noexcept {
 // --- closing and failing ---------------------------------------------------------------
 
 void TcpModule::close_socket(Link& l) noexcept {
+    cancel_probes(l);
+    l.stagger_ns = 0;
     if (!l.has_socket()) return;
     tcp_.link_down(l);
     tcp_.unwatch(l);

@@ -3,6 +3,9 @@
 //
 // Link states:
 //   idle -> connecting -> hello_sent -> connected        (we connect)
+// While a link is connecting it has no socket of its own: each path being
+// tried is a probe (a Link in state probing, its own socket); the first
+// probe whose TCP connection completes gives the link its socket.
 //   accepting -> (adopted by an endpoint link) connected (the peer connects)
 //   hello_sent --reject--> await_incoming -> connected   (the peer's connect won)
 //   any --error--> closed
@@ -36,6 +39,7 @@ enum class LinkState : std::uint8_t {
     accepting,
     connected,
     closed,
+    probing,  // a connection attempt over one path, for the link probe_for
 };
 const char* to_string(LinkState s) noexcept;
 
@@ -53,7 +57,16 @@ struct Link {
                               // search there; false too if the list could not grow)
     bool burst_due = false;   // a coalesced burst waits for the next poll
     std::uint64_t deadline_ns = 0;
-    std::string peer_text;  // address of the other side, for messages
+    std::string peer_text;     // address of the other side, for messages
+    std::uint32_t target = 0;  // wire::Handshake::target of the path connected
+
+    // Paths (TcpEndpoint::paths) while connecting: the next one to try, when
+    // to start it alongside those still pending, and why those tried failed.
+    Link* probe_for = nullptr;  // a probe's link
+    std::size_t next_path = 0;
+    std::uint64_t stagger_ns = 0;
+    std::string path_errors;
+    bool waited = false;  // connect_server waits for it: failing it fails no peer
 
     // Handshake in progress.
     std::array<std::byte, wire::handshake_size> hs_in{};
@@ -103,8 +116,10 @@ class TcpEndpoint : public btl::Endpoint {
         return l;
     }
 
-    // Where to connect (from the modex); empty for a peer that only connected to us.
-    std::optional<AddressPair> pair;
+    // Where to connect (from the modex), best first: this module's own pairs,
+    // then those over the other interfaces, which take over when this
+    // interface's do not answer.  Empty for a peer that only connected to us.
+    std::vector<AddressPair> paths;
     bool failed = false;
     bool deleted = false;  // by del_procs (failed quietly): add_procs revives it
     // The peer announced an orderly close; a link connected since takes it

@@ -377,11 +377,12 @@ int score_pair(const Interface& local, const InterfaceAddress& la, const PeerAdd
 
 }  // namespace
 
-std::optional<AddressPair> choose_pair(const Interface& local, std::span<const PeerAddress> remote,
-                                       const PairContext& ctx, std::vector<std::string>* notes) {
-    std::optional<AddressPair> best;
+std::vector<AddressPair> rank_pairs(const Interface& local, std::span<const PeerAddress> remote,
+                                    const PairContext& ctx, std::vector<std::string>* notes) {
+    std::vector<AddressPair> out;
     for (const InterfaceAddress& la : local.addresses) {
-        for (const PeerAddress& ra : remote) {
+        for (std::size_t k = 0; k < remote.size(); ++k) {
+            const PeerAddress& ra = remote[k];
             std::string reason;
             const int score = score_pair(local, la, ra, ctx, reason);
             if (score == 0) {
@@ -389,10 +390,20 @@ std::optional<AddressPair> choose_pair(const Interface& local, std::span<const P
                                 ": rejected, " + reason);
                 continue;
             }
-            if (!best || score > best->score) best = AddressPair{la, ra, score, std::move(reason)};
+            out.push_back(
+                AddressPair{la, ra, score, std::move(reason), static_cast<std::uint32_t>(k), 0});
         }
     }
-    return best;
+    std::stable_sort(out.begin(), out.end(),
+                     [](const AddressPair& a, const AddressPair& b) { return a.score > b.score; });
+    return out;
+}
+
+std::optional<AddressPair> choose_pair(const Interface& local, std::span<const PeerAddress> remote,
+                                       const PairContext& ctx, std::vector<std::string>* notes) {
+    auto all = rank_pairs(local, remote, ctx, notes);
+    if (all.empty()) return std::nullopt;
+    return std::move(all.front());
 }
 
 }  // namespace transit::tcp

@@ -94,6 +94,10 @@ struct AddressPair {
     PeerAddress remote;
     int score = 0;  // higher is better
     std::string reason;
+    std::uint32_t remote_index = 0;  // of `remote` in the peer's published addresses
+    // The handshake's target (wire::Handshake::target): 0 when `remote` is the
+    // address this path is for, else the index + 1 of that address.
+    std::uint32_t target = 0;
 };
 
 // Which local address the kernel would use to reach `remote`, if it has a route.
@@ -108,6 +112,13 @@ struct PairContext {
     // one of them is showing a private bridge such as docker0, not itself).
     std::span<const IpAddress> own_addresses;
 };
+
+// Every usable pair between `local` and the peer's addresses, best first (the
+// kernel's order among equals); the reason for every rejected candidate goes
+// to `notes`.
+std::vector<AddressPair> rank_pairs(const Interface& local, std::span<const PeerAddress> remote,
+                                    const PairContext& ctx,
+                                    std::vector<std::string>* notes = nullptr);
 
 // The best pair between `local` and the peer's addresses, or nullopt; the
 // reason for every rejected candidate goes to `notes`.

@@ -155,6 +155,29 @@ bool TcpModule::is_dynamic(Rank rank) const noexcept {
     return d && d->is_dynamic(rank);
 }
 
+// Paths over the other interfaces, after this one's: an interface whose pair
+// looks right (a subnet both nodes have) may lead nowhere, and the peer is
+// then reached by another.  Each still names this module's first remote
+// address as its target, so the peer files the link under the module that
+// address belongs to.  Among equal scores the faster interface first.
+void TcpModule::add_other_paths(std::vector<AddressPair>& paths,
+                                std::span<const PeerAddress> remote, const PairContext& ctx) {
+    const std::uint32_t meant = paths.front().remote_index;
+    const std::size_t own = paths.size();
+    for (const Interface& other : tcp_.interfaces()) {
+        if (other.name == iface_.name) continue;
+        const unsigned speed = interface_bandwidth(other);
+        for (AddressPair& p : rank_pairs(other, remote, ctx)) {
+            p.score = p.score * 100000 + static_cast<int>(std::min(speed, 99999u));
+            paths.push_back(std::move(p));
+        }
+    }
+    std::stable_sort(paths.begin() + static_cast<std::ptrdiff_t>(own), paths.end(),
+                     [](const AddressPair& a, const AddressPair& b) { return a.score > b.score; });
+    for (AddressPair& p : paths)
+        if (p.remote_index != meant) p.target = meant + 1;
+}
+
 Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                             btl::Reachability& reachable) {
     const log::Stream& out = tcp_.out();
@@ -190,23 +213,28 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                 std::any_of(remote.begin(), remote.end(), [](auto& a) { return a.loopback; });
             ctx.own_addresses = tcp_.own_addresses();
             std::vector<std::string> notes;
-            auto pair = choose_pair(iface_, remote, ctx, &notes);
+            std::vector<AddressPair> paths = rank_pairs(iface_, remote, ctx, &notes);
             for (const std::string& n : notes)
                 out.verbose(20, "{} -> rank {}: {}", name(), rank, n);
-            if (!pair) {
+            if (paths.empty()) {
                 out.verbose(10, "{}: rank {} not reached from this interface", name(), rank);
                 continue;
             }
+            const AddressPair& first = paths.front();
             out.verbose(10, "{}: rank {} via {} -> {} port {}: {}", name(), rank,
-                        pair->local.address.to_string(), pair->remote.address.to_string(),
-                        pair->remote.port, pair->reason);
+                        first.local.address.to_string(), first.remote.address.to_string(),
+                        first.remote.port, first.reason);
+            add_other_paths(paths, remote, ctx);
+            for (std::size_t k = 1; k < paths.size(); ++k)
+                out.verbose(20, "{}: rank {} path {}: {} -> {} port {}: {}", name(), rank, k + 1,
+                            paths[k].local.address.to_string(), paths[k].remote.address.to_string(),
+                            paths[k].remote.port, paths[k].reason);
             TcpEndpoint* ep = endpoint_for(rank);
             if (ep->deleted) revive(*ep);
-            ep->pair = std::move(pair);
+            ep->paths = std::move(paths);
             if (dynamic) {
                 if (const std::string why = connect_server(*ep); !why.empty()) {
-                    log::error("{}: the server at {} (peer {}) is not there: {}", name(),
-                               ep->link(0).peer_text, rank, why);
+                    log::error("{}: the server (peer {}) is not there: {}", name(), rank, why);
                     // Nothing of it is watched any more; freed after the
                     // current poll all the same, should one be running.
                     auto it = dynamic_.find(rank);
@@ -757,6 +785,7 @@ Status TcpModule::finalize() {
     complete_ops(nullptr, Status::cancelled);
     for (auto& l : incoming_) close_socket(*l);
     incoming_.clear();
+    while (!probes_.empty()) retire_probe(*probes_.back());
     tcp_.forget_module(this);
     listeners_.clear();
     return Status::success;

@@ -118,8 +118,19 @@ class TcpModule final : public btl::Module,
     // A peer outside the job (rt::DynamicPeers) that is not released.
     bool is_dynamic(Rank rank) const noexcept;
     void revive(TcpEndpoint& ep) noexcept;
+    void add_other_paths(std::vector<AddressPair>& paths, std::span<const PeerAddress> remote,
+                         const PairContext& ctx);
     // Starts connecting link `l`; returns "" or why it cannot.
     std::string start_connect(Link& l) noexcept;
+    // Starts the next path of the link's that can be started; false when none is left.
+    bool launch_next_path(Link& l) noexcept;
+    std::string open_probe(Link& l, const AddressPair& path) noexcept;
+    void on_probe(Link& probe) noexcept;
+    // A path of `l` failed: the next is tried; the link fails when none is left.
+    void path_failed(Link& l, const std::string& why) noexcept;
+    bool has_probes(const Link& l) const noexcept;
+    void retire_probe(Link& probe) noexcept;
+    void cancel_probes(Link& l) noexcept;
     // Connects to a server outside the job now, waiting at most
     // btl_tcp_server_connect_timeout; returns "" or why it cannot.
     std::string connect_server(TcpEndpoint& ep) noexcept;
@@ -199,6 +210,12 @@ class TcpModule final : public btl::Module,
     void retire_incoming(Link& l) noexcept;
     void say_goodbye(TcpEndpoint& ep) noexcept;
 
+  public:
+    // An accepted connection whose hello targets this module's address came
+    // through another module's listener: it continues here.
+    void take_incoming(std::unique_ptr<Link> link, const wire::Handshake& h) noexcept;
+
+  private:
     TcpComponent& tcp_;
     Interface iface_;
     std::vector<Fd> listeners_;
@@ -208,6 +225,7 @@ class TcpModule final : public btl::Module,
     // a server up for days keeps nothing of its clients gone).
     std::unordered_map<Rank, std::unique_ptr<TcpEndpoint>> dynamic_;
     std::vector<std::unique_ptr<Link>> incoming_;  // accepted, awaiting a hello
+    std::vector<std::unique_ptr<Link>> probes_;    // paths being tried (Link::probe_for)
     wire::Limits limits_;
     std::size_t rbuf_size_ = 0;
     std::unique_ptr<FragPool> eager_;

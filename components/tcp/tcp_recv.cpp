@@ -15,8 +15,8 @@ void TcpModule::on_event(Link& l, std::uint32_t events) noexcept {
     // Events are hints: the socket calls below decide what really happened (an
     // event may even name a socket this link has replaced in the same batch).
     switch (l.state) {
-        case LinkState::connecting:
-            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) on_connected(l);
+        case LinkState::probing:
+            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) on_probe(l);
             break;
         case LinkState::hello_sent:
         case LinkState::accepting:

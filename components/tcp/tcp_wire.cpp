@@ -157,6 +157,7 @@ std::array<std::byte, handshake_size> encode(const Handshake& h) {
     std::memcpy(out.data() + off_job, h.job_id.data(), n);
     std::memcpy(out.data() + off_secret, h.secret.data(), h.secret.size());
     store(h.link, out.data() + off_link);
+    store(h.target, out.data() + off_link + 4);
     return out;
 }
 
@@ -177,7 +178,7 @@ std::string decode(std::span<const std::byte> in, Handshake& out) {
     out.job_id.assign(reinterpret_cast<const char*>(in.data() + off_job), job_len);
     std::memcpy(out.secret.data(), in.data() + off_secret, out.secret.size());
     out.link = load<std::uint32_t>(in.data() + off_link);
-    if (load<std::uint32_t>(in.data() + off_link + 4) != 0) return "reserved handshake bytes set";
+    out.target = load<std::uint32_t>(in.data() + off_link + 4);
     return {};
 }
 

@@ -164,7 +164,13 @@ struct Handshake {
     std::uint16_t version = protocol_version;
     std::uint32_t rank = 0;
     std::uint32_t link = 0;  // which of the btl_tcp_links sockets this is
-    std::string job_id;      // at most max_job_id bytes
+    // 0: the connection is for the module whose listener took it.  Else the
+    // index + 1, in the acceptor's published addresses, of the address the
+    // connector meant: a connection that came by another path (another
+    // interface, when the first did not answer) still joins that address's
+    // module, so both sides agree which module the link belongs to.
+    std::uint32_t target = 0;
+    std::string job_id;  // at most max_job_id bytes
     std::array<std::byte, 16> secret{};
 };
 

@@ -232,3 +232,38 @@ TEST(TcpInterfaces, PrefersIpv4OnATie) {
     ASSERT_TRUE(p);
     EXPECT_EQ(p->remote.address.family, AF_INET);
 }
+
+// Every usable pair, best first, each naming the peer address's index in its
+// blob (the handshake's target when another path is taken).
+TEST(TcpInterfaces, RankPairsListsEveryPathBestFirst) {
+    Interface dual = iface("eth0", {{"fd00::3", 64}, {"10.0.0.3", 24}});
+    std::vector<PeerAddress> remote = {peer("127.0.0.1", 8, true), peer("fd00::4", 64),
+                                       peer("10.0.0.4", 24)};
+    PairContext ctx{.same_node = false, .loopback_available = false, .own_addresses = {}};
+    std::vector<std::string> notes;
+    auto all = rank_pairs(dual, remote, ctx, &notes);
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0].remote.address, ip("10.0.0.4"));
+    EXPECT_EQ(all[0].remote_index, 2u);
+    EXPECT_EQ(all[1].remote.address, ip("fd00::4"));
+    EXPECT_EQ(all[1].remote_index, 1u);
+    EXPECT_GE(all[0].score, all[1].score);
+    EXPECT_EQ(all[0].target, 0u);
+    EXPECT_FALSE(notes.empty());  // loopback and the cross-family pairs, rejected
+}
+
+// A spare interface in a subnet both nodes have: its pair scores like the
+// real one (nothing but a connection shows that it leads nowhere), so the
+// module keeps it first and the other interface's pair as the next path.
+TEST(TcpInterfaces, SpareSubnetPairIsKeptAsAPath) {
+    Interface spare = iface("spare0", {{"172.31.0.1", 16}});
+    std::vector<PeerAddress> remote = {peer("10.0.0.2", 24), peer("172.31.0.2", 16)};
+    PairContext ctx{.same_node = false, .loopback_available = false, .own_addresses = {}};
+    auto own = rank_pairs(spare, remote, ctx);
+    ASSERT_FALSE(own.empty());
+    EXPECT_EQ(own[0].remote.address, ip("172.31.0.2"));
+    EXPECT_EQ(own[0].remote_index, 1u);
+    auto other = rank_pairs(iface("eth0", {{"10.0.0.1", 24}}), remote, ctx);
+    ASSERT_FALSE(other.empty());
+    EXPECT_EQ(other[0].remote.address, ip("10.0.0.2"));
+}

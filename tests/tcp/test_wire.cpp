@@ -151,6 +151,18 @@ TEST(TcpWire, HandshakeRoundTripAndVerify) {
     EXPECT_EQ(wire::verify(out, "job-42", h.secret), "");
 }
 
+// The target names the acceptor's address the connection was meant for
+// (0: the listener's own); it travels in what were reserved bytes.
+TEST(TcpWire, HandshakeTargetRoundTrip) {
+    for (std::uint32_t target : {0u, 1u, 7u, 256u}) {
+        auto h = our_hello();
+        h.target = target;
+        wire::Handshake out;
+        ASSERT_EQ(wire::decode(wire::encode(h), out), "");
+        EXPECT_EQ(out.target, target);
+    }
+}
+
 TEST(TcpWire, JoinAndWelcomeRoundTrip) {
     for (auto kind : {wire::HandshakeKind::join, wire::HandshakeKind::welcome}) {
         auto h = our_hello();

@@ -1,5 +1,5 @@
 #!/bin/sh
-# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [-x NAME=VALUE]... [--] PROGRAM [ARGS...]
+# twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--spare] [--mca NAME VALUE]... [-x NAME=VALUE]... [--] PROGRAM [ARGS...]
 # Runs PROGRAM under Open MPI's mpirun on two "nodes" made on this machine:
 # network namespaces joined by a veth pair (10.233.0.1/24 and 10.233.0.2/24),
 # each with its own hostname (nodeA, nodeB: UTS namespaces).  mpirun runs on
@@ -9,11 +9,14 @@
 # --keep-going: a rank that dies does not end the job (mpirun's recovery).
 # --mca: an Open MPI parameter for mpirun (its own MPI programs' settings).
 # -x NAME=VALUE: an environment variable for every rank (mpirun's -x).
+# --spare: each node also gets a spare interface in 172.31.0.0/16 (nodeA
+# 172.31.0.1, nodeB 172.31.0.2) whose other end leads nowhere: one subnet on
+# both nodes, not joined, as management or storage networks often are.
 # TRANSIT_* variables are passed to every rank.  Needs root, iproute2,
 # unshare and mpirun: exits 77 (skipped) without them.  Every namespace and
 # file it makes is removed on exit, whatever the job did.
 here=$(cd "$(dirname "$0")" && pwd)
-np=2 limit=120 keep=""
+np=2 limit=120 keep="" spare=""
 while [ $# -gt 0 ]; do
   case $1 in
     -n) np=$2; shift 2 ;;
@@ -21,12 +24,13 @@ while [ $# -gt 0 ]; do
     --keep-going) keep="$keep --enable-recovery --mca orte_abort_on_non_zero_status 0"; shift ;;
     --mca) keep="$keep --mca $2 $3"; shift 3 ;;
     -x) keep="$keep -x $2"; shift 2 ;;
+    --spare) spare=1; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ]; then
-  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]" >&2
+  echo "usage: twonode.sh [-n NP] [-t SECONDS] [--keep-going] [--spare] [--mca NAME VALUE]... [--] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 skip() { echo "twonode: $*; skipped"; exit 77; }
@@ -38,10 +42,11 @@ done
 
 # Names unique to this run: parallel runs never share a namespace or a veth.
 tag=$$
-a=twnA$tag b=twnB$tag va=twa$tag vb=twb$tag
+a=twnA$tag b=twnB$tag va=twa$tag vb=twb$tag sa=tws$tag
 work=$(mktemp -d "${TMPDIR:-/tmp}/twonode.XXXXXX") || exit 1
 cleanup() {
   veth_pair_down "$a" "$b" "$va"
+  [ -z "$spare" ] || veth_pair_down "${sa}A" "${sa}B" "${sa}a"
   rm -rf "/etc/netns/$a" "/etc/netns/$b" "$work"
 }
 trap 'status=$?; cleanup; exit $status' EXIT
@@ -54,6 +59,11 @@ case $? in
   77) skip "needs root, iproute2 and network namespaces" ;;
   *) echo "twonode: cannot set up the veth pair"; exit 1 ;;
 esac
+if [ -n "$spare" ]; then
+  spare_interface_up "$a" "${sa}A" "${sa}a" 172.31.0.1/16 &&
+    spare_interface_up "$b" "${sa}B" "${sa}b" 172.31.0.2/16 ||
+    { echo "twonode: cannot set up the spare interfaces"; exit 1; }
+fi
 for ns in "$a" "$b"; do
   # ip netns exec shows /etc/netns/<name>/hosts as /etc/hosts: each node
   # resolves both names, as on a cluster.

@@ -326,7 +326,7 @@ class Context {
     // context at `address`, usable with every operation (tagged, active
     // messages, put/get/atomics with keys the server sends, flush).  Bounded
     // work: tcp opens its connection to the server here, waiting at most
-    // btl_tcp_dynamic_connect_timeout (1 s), and its handshake completes with
+    // btl_tcp_server_connect_timeout (1 s), and its handshake completes with
     // the first operations.  bad_param: not an address; unreachable: no
     // transport here reaches it, or no server answers at the address (a
     // server gone: the connection is refused; the log names the address).

@@ -72,7 +72,28 @@ bool to_sink(const Line& line) {
     return true;
 }
 
+// The last error line of this thread (errors_written, last_error_line).
+// Plain arrays: no allocation, and no destructor to outlive at exit.
+constexpr std::size_t error_line_capacity = 1024;
+thread_local std::uint64_t error_count = 0;
+thread_local char error_text[error_line_capacity];
+thread_local std::size_t error_length = 0;
+
 }  // namespace
+
+std::uint64_t errors_written() noexcept {
+    return error_count;
+}
+
+std::string_view last_error_line() noexcept {
+    return {error_text, error_length};
+}
+
+void note_error(std::string_view text) noexcept {
+    error_length = std::min(text.size(), error_line_capacity);
+    std::copy_n(text.data(), error_length, error_text);
+    ++error_count;
+}
 
 void set_sink(Sink sink, void* arg) noexcept {
     SinkSlot& slot = sink_slot();
@@ -83,6 +104,7 @@ void set_sink(Sink sink, void* arg) noexcept {
 
 void write(Severity severity, int verbosity, std::string_view prefix, std::string_view line) {
     while (!line.empty() && line.back() == '\n') line.remove_suffix(1);
+    if (severity == Severity::error) note_error(line);
     if (to_sink(Line{severity, verbosity, prefix, line})) return;
     std::string out(identity());
     out.append(prefix).append(": ").append(line).push_back('\n');

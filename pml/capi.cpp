@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 
+#include "pml/last_error.hpp"
 #include "pml/pools.hpp"
 
 #include "transit/log.hpp"
@@ -42,14 +43,12 @@ int code(Status s) noexcept {
     return static_cast<int>(s);
 }
 
-// The reason behind this thread's last failed call, for transit_last_error.
-thread_local std::string last_error;
-
 // A C caller sees the status; the reason goes to the log (stderr unless a
-// sink is set), as the C++ tools print it, and stays for transit_last_error.
+// sink is set), as the C++ tools print it, and stays for transit_last_error
+// (transit::last_error, which the Context methods set when they fail).
 int failed(int status, std::string_view reason) noexcept {
+    transit::pml::set_last_error(reason);
     try {
-        last_error.assign(reason);
         transit::log::error("{}", reason);
     } catch (...) {
         // Out of memory while reporting: the status still says what failed.
@@ -189,7 +188,7 @@ const char* transit_status_string(int status) {
 }
 
 const char* transit_last_error(void) {
-    return last_error.c_str();
+    return transit::last_error().data();  // NUL-terminated
 }
 
 void transit_set_log_sink(transit_log_fn fn, void* arg) {
@@ -361,9 +360,16 @@ int transit_counter_wait(transit_context* ctx, const transit_counter* c, uint64_
 
 int transit_register_am_handler(transit_context* ctx, uint32_t id, transit_am_header_fn header,
                                 transit_am_completion_fn completion, void* handler_arg) {
-    if (id >= ctx->handlers.size() || !header) return TRANSIT_BAD_PARAM;
+    if (id >= ctx->handlers.size() || !header)
+        return failed(TRANSIT_BAD_PARAM,
+                      fmt::format("transit_register_am_handler: {}",
+                                  !header ? "no header handler"
+                                          : fmt::format("handler id {} is not below {}", id,
+                                                        ctx->handlers.size())));
     auto& h = ctx->handlers[id];
-    if (h.header) return TRANSIT_EXISTS;
+    if (h.header)
+        return failed(TRANSIT_EXISTS,
+                      fmt::format("transit_register_am_handler: handler id {} is taken", id));
     h = {header, completion, handler_arg, ctx};
     return guarded(
         [&] { return code(ctx->ctx.register_am_handler(id, c_header, c_complete, &h)); });
@@ -392,9 +398,12 @@ int transit_register_memory_scoped(transit_context* ctx, void* base, size_t size
     using Kind = transit::RegionScope::Kind;
     if (scope != TRANSIT_SCOPE_EVERYONE && scope != TRANSIT_SCOPE_JOB &&
         scope != TRANSIT_SCOPE_PEERS)
-        return code(transit::Status::bad_param);
+        return failed(TRANSIT_BAD_PARAM, fmt::format("transit_register_memory_scoped: {} is not a "
+                                                     "transit_region_scope",
+                                                     static_cast<int>(scope)));
     if (scope == TRANSIT_SCOPE_PEERS && count != 0 && peers == nullptr)
-        return code(transit::Status::bad_param);
+        return failed(TRANSIT_BAD_PARAM,
+                      "transit_register_memory_scoped: TRANSIT_SCOPE_PEERS with a null list");
     static_assert(sizeof(transit::Rank) == sizeof(uint32_t));
     const transit::RegionScope s{scope == TRANSIT_SCOPE_EVERYONE ? Kind::everyone
                                  : scope == TRANSIT_SCOPE_JOB    ? Kind::job
@@ -419,7 +428,13 @@ int transit_pack_key(transit_context* ctx, const transit_memory_region* region, 
     return guarded([&] {
         auto bytes = ctx->ctx.pack_key(reinterpret_cast<const transit::MemoryRegion*>(region));
         *length = bytes.size();
-        if (bytes.size() > capacity || !buf) return TRANSIT_OUT_OF_RESOURCE;
+        if (bytes.size() > capacity || !buf) {
+            // Also how a caller asks for the size: reported, not logged.
+            transit::pml::set_last_error(
+                fmt::format("transit_pack_key: the key needs {} bytes, the buffer has {}",
+                            bytes.size(), buf ? capacity : 0));
+            return TRANSIT_OUT_OF_RESOURCE;
+        }
         std::memcpy(buf, bytes.data(), bytes.size());
         return TRANSIT_SUCCESS;
     });
@@ -454,7 +469,10 @@ int transit_get(transit_context* ctx, uint32_t dst, void* dst_buf, size_t len,
 int transit_atomic(transit_context* ctx, uint32_t dst, transit_atomic_op op,
                    transit_atomic_width width, const transit_remote_key* key, uint64_t offset,
                    uint64_t operand, uint64_t* fetched) {
-    if (op < TRANSIT_ATOMIC_ADD || op > TRANSIT_ATOMIC_MAX) return TRANSIT_BAD_PARAM;
+    if (op < TRANSIT_ATOMIC_ADD || op > TRANSIT_ATOMIC_MAX)
+        return failed(
+            TRANSIT_BAD_PARAM,
+            fmt::format("transit_atomic: {} is not a transit_atomic_op", static_cast<int>(op)));
     return code(ctx->ctx.atomic(
         dst, static_cast<transit::AtomicOp>(op),
         width == TRANSIT_ATOMIC_32 ? transit::AtomicWidth::bits32 : transit::AtomicWidth::bits64,

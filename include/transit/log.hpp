@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,15 @@ void write(Severity severity, int verbosity, std::string_view prefix, std::strin
 inline void write(std::string_view prefix, std::string_view line) {
     write(Severity::info, 0, prefix, line);
 }
+
+// This thread's error lines, kept so that a call that fails can say why
+// (transit::last_error): how many it wrote, and the text of the last one
+// (cut at 1 KiB), whether printed or handed to a sink.  No allocation.
+std::uint64_t errors_written() noexcept;
+std::string_view last_error_line() noexcept;
+// Counts `text` as an error line of this thread without printing it: the
+// reason of a failure whose line was printed once already.
+void note_error(std::string_view text) noexcept;
 
 class Stream {
   public:

@@ -408,6 +408,14 @@ class InitError : public std::runtime_error {
     Status status_;
 };
 
+// Why this thread's last failed call failed: the error line it logged (the
+// log has it too), else the call, its peer and the status, e.g.
+// "send (peer 5): unreachable".  Set by every Context method that returns an
+// error Status (a wait whose request ended in error included); "" before
+// any failed.  Valid until this thread's next failed call.  A successful call
+// leaves it as it was.
+std::string_view last_error() noexcept;
+
 // Parses --mca options out of argv, joins the job, opens the transports.
 // Throws InitError, params::Error or std::runtime_error with a clear message
 // on failure.

@@ -3,7 +3,8 @@
 #   contrib/setup.sh           -> build/ (Release): library, plugins, tools, examples
 #   contrib/setup.sh --tests   -> the same and the tests
 #   TRANSIT_BUILD_DIR=b TRANSIT_BUILD_TYPE=Debug TRANSIT_CMAKE_ARGS="-DTRANSIT_SANITIZE=ON" contrib/setup.sh --tests
-# Set TRANSIT_SKIP_APT=1 to skip the package step.  Warnings are errors here
+# Set TRANSIT_SKIP_APT=1 to skip the package step.  Not installed: gnuplot,
+# which only contrib/bench/plot.sh needs (apt-get install gnuplot-nox).  Warnings are errors here
 # (a developer's build); TRANSIT_WERROR=OFF turns that off.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -45,3 +46,5 @@ fi
 cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=${TRANSIT_BUILD_TYPE:-Release} \
   -DTRANSIT_BUILD_TESTS=$tests -DTRANSIT_WERROR=${TRANSIT_WERROR:-ON} ${TRANSIT_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j"$(nproc)"
+command -v gnuplot >/dev/null ||
+  echo "setup: contrib/bench/plot.sh also needs gnuplot: apt-get install gnuplot-nox"

@@ -7,6 +7,7 @@
 
 #include "tools/transit_bench/bench.hpp"
 #include "transit/params.hpp"
+#include "transit/version.hpp"
 
 namespace tb = transit::bench;
 
@@ -59,7 +60,10 @@ int main(int argc, char** argv) {
                    "trips of each pair, averaged over the pairs; msgrate: all pairs' messages "
                    "together)")
         ->check(CLI::Range(1, 64));
-    app.add_flag("--csv", o.csv, "Print bytes,value lines (us for latencies, MB/s for bandwidths)");
+    app.add_flag("--csv", o.csv,
+                 "Print CSV: a bytes,<unit> header line, then bytes,value lines (us for "
+                 "latencies, MB/s for bandwidths, M msg/s for msgrate); the line saying what "
+                 "ran goes to stderr");
     app.add_flag("--mem-alloc", o.mem_alloc,
                  "Message buffers from the transports' own memory (mem_alloc: shared and "
                  "pre-registered where possible) instead of the heap");
@@ -85,6 +89,7 @@ int main(int argc, char** argv) {
     app.add_option("--serve", o.serve,
                    "rpc server: exit after this many clients have finished (default: never)")
         ->check(CLI::NonNegativeNumber);
+    app.set_version_flag("--version", std::string("transit_bench ") + transit::version_string);
     app.footer("Also accepts --mca NAME VALUE to set any Transit parameter.");
     try {
         app.parse(argc, argv);

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include "tools/transit_bench/bench.hpp"
 
@@ -73,8 +74,13 @@ std::string csv_column(const Options& o) {
 }  // namespace
 
 void print_header(const Options& o, const std::string& transport) {
-    fmt::print("# transit_bench {} over {}\n", o.test, transport);
-    if (o.threads > 1) fmt::print("# {} pairs of threads, thread level multiple\n", o.threads);
+    // CSV's first line is its column names (what a spreadsheet or pandas
+    // reads): what ran goes to stderr then.
+    std::FILE* about = o.csv ? stderr : stdout;
+    fmt::print(about, "# transit_bench {} over {}\n", o.test, transport);
+    if (o.threads > 1)
+        fmt::print(about, "# {} pairs of threads, thread level multiple\n", o.threads);
+    std::fflush(about);
     if (o.csv)
         fmt::print("bytes,{}\n", csv_column(o));
     else

@@ -28,6 +28,8 @@ double seconds_since(clock::time_point t0) {
 constexpr std::uint32_t data_tag = 1;
 constexpr std::uint32_t ack_tag = 2;
 constexpr std::uint32_t key_tag = 3;
+constexpr std::uint32_t check_tag = 4;
+constexpr std::uint32_t verdict_tag = 5;
 
 void check(Status s, const char* what) {
     if (!ok(s)) throw std::runtime_error(fmt::format("{} failed: {}", what, to_string(s)));
@@ -155,6 +157,83 @@ struct Bench {
                 check(ctx.send(peer, ack, &token, 1), "send ack");
         }
         return seconds_since(t0);
+    }
+
+    // Outside the timed loops, once per size: a message each way (or a put
+    // read back with a get, for the one-sided tests) whose length and every
+    // byte are checked, so a configuration that loses or damages data fails
+    // the run instead of printing a row.  Both ranks throw on a mismatch.
+    void check_data(std::size_t size, bool onesided, const RemoteKey* key) {
+        if (!active) return;
+        if (onesided) {
+            if (me != 0) return;
+            fill(sbuf, size, 1);
+            std::memset(rbuf.data(), 0, size);
+            check(ctx.put(peer, sbuf.data(), size, key, 0), "data check: put");
+            check(ctx.flush(peer), "data check: flush");
+            check(ctx.get(peer, rbuf.data(), size, key, 0), "data check: get");
+            check(ctx.flush(peer), "data check: flush");
+            if (const std::string bad = mismatch(size, size, 1); !bad.empty())
+                throw std::runtime_error(fmt::format(
+                    "data check at {} B: what a put wrote, a get read back wrong: {}", size, bad));
+            return;
+        }
+        if (peer == me) {
+            Request* r;
+            RequestStatus st;
+            std::memset(rbuf.data(), 0, size);
+            fill(sbuf, size, 1);
+            check(ctx.irecv(me, check_tag, rbuf.data(), size, r), "data check: irecv");
+            check(ctx.send(me, check_tag, sbuf.data(), size), "data check: send");
+            check(ctx.wait(r, &st), "data check: wait");
+            if (const std::string bad = mismatch(size, st.sent_length, 1); !bad.empty())
+                throw std::runtime_error(fmt::format("data check at {} B: {}", size, bad));
+            return;
+        }
+        // Rank 0 sends pattern 1, rank 1 answers with pattern 2 and its verdict.
+        const int mine = me == 0 ? 1 : 2;
+        const int theirs = 3 - mine;
+        std::string bad;
+        for (int step = 0; step < 2; ++step) {
+            if ((step == 0) == (me == 0)) {
+                fill(sbuf, size, mine);
+                check(ctx.send(peer, check_tag, sbuf.data(), size), "data check: send");
+            } else {
+                RequestStatus st;
+                std::memset(rbuf.data(), 0, size);
+                check(ctx.recv(peer, check_tag, rbuf.data(), size, &st), "data check: recv");
+                bad = mismatch(size, st.sent_length, theirs);
+            }
+        }
+        char verdict = bad.empty() ? 1 : 0;
+        if (me == 0)
+            check(ctx.recv(peer, verdict_tag, &verdict, 1), "data check: recv verdict");
+        else
+            check(ctx.send(peer, verdict_tag, &verdict, 1), "data check: send verdict");
+        if (!bad.empty())
+            throw std::runtime_error(fmt::format("data check at {} B: {}", size, bad));
+        if (verdict != 1)
+            throw std::runtime_error(
+                fmt::format("data check at {} B: rank {} received damaged data", size, peer));
+    }
+
+    static std::byte pattern(std::size_t i, std::size_t size, int which) noexcept {
+        return static_cast<std::byte>((i * 131 + size * 7 + static_cast<std::size_t>(which)) &
+                                      0xff);
+    }
+    static void fill(Buffer& b, std::size_t size, int which) noexcept {
+        for (std::size_t i = 0; i < size; ++i) b.data()[i] = pattern(i, size, which);
+    }
+    // What is wrong with rbuf after receiving `size` bytes of pattern `which`
+    // (`sent`: the length the sender sent); "" when nothing.
+    std::string mismatch(std::size_t size, std::size_t sent, int which) const {
+        if (sent != size) return fmt::format("{} bytes arrived, {} were sent", sent, size);
+        for (std::size_t i = 0; i < size; ++i)
+            if (rbuf.data()[i] != pattern(i, size, which))
+                return fmt::format("byte {} of {} differs (0x{:02x}, expected 0x{:02x})", i, size,
+                                   static_cast<unsigned>(rbuf.data()[i]),
+                                   static_cast<unsigned>(pattern(i, size, which)));
+        return {};
     }
 
     double onesided(const std::string& test, std::size_t size, int iters, int warm,
@@ -309,6 +388,7 @@ int run_pml(const Options& o, int, char**) {
         } else if (onesided) {
             if (me == 0) value = b.onesided(o.test, size, iters, warm, key);
         }
+        b.check_data(std::max<std::size_t>(size, onesided ? 8 : 0), onesided, key);
         if (me == 0) print_row(o, {size, value});
     }
     check(ctx.barrier(), "barrier");

@@ -162,10 +162,13 @@ int call_server(Context& ctx, const Options& o) {
     const ClientResult first_call = {first_us, 0, first_us};
     const ClientResult first_all = combine(ctx, first_call);
     if (ctx.rank() == 0) {
-        fmt::print("# transit_bench rpc: {} client{} of the server at peer {}: {}\n", ctx.size(),
-                   ctx.size() == 1 ? "" : "s", server, peer_transports(ctx, server));
-        fmt::print("# first answer to a new client (connect included): {:.0f} us\n",
+        // As print_header: CSV starts with its column names.
+        std::FILE* about = o.csv ? stderr : stdout;
+        fmt::print(about, "# transit_bench rpc: {} client{} of the server at peer {}: {}\n",
+                   ctx.size(), ctx.size() == 1 ? "" : "s", server, peer_transports(ctx, server));
+        fmt::print(about, "# first answer to a new client (connect included): {:.0f} us\n",
                    first_all.round_trip_us);
+        std::fflush(about);
         if (o.csv)
             fmt::print("bytes,round_trip_us,requests_per_s,median_round_trip_us\n");
         else

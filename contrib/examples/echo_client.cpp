@@ -15,7 +15,10 @@ int main(int argc, char** argv) {
         return 2;
     }
     transit::Rank server;
-    if (ctx.connect(argv[1], server) != transit::Status::success) return 1;  // the log says why
+    if (!transit::ok(ctx.connect(argv[1], server))) {
+        std::fprintf(stderr, "echo_client: %s\n", std::string(transit::last_error()).c_str());
+        return 1;
+    }
     const bool quit = std::string(argv[2]) == "--quit";
     for (int i = 2; i < argc; ++i) {
         const std::string msg = quit ? "quit" : argv[i];
@@ -26,7 +29,7 @@ int main(int argc, char** argv) {
         if (s == transit::Status::success)
             s = ctx.recv(server, tag, answer.data(), answer.size(), &st);
         if (s != transit::Status::success) {
-            std::fprintf(stderr, "echo_client: %s\n", std::string(transit::to_string(s)).c_str());
+            std::fprintf(stderr, "echo_client: %s\n", std::string(transit::last_error()).c_str());
             return 1;
         }
         std::printf("%.*s\n", static_cast<int>(st.length), answer.data());

@@ -97,6 +97,8 @@ step_install() {
         [[ -e $p/$f ]] || fail "$f is missing from the installed tree"
     done
     ls "$p"/lib/libtransit.so.* >/dev/null 2>&1 || fail "lib/libtransit.so.<version> is missing"
+    [[ -s $p/share/man/man3/transit.3 && -s $p/share/man/man3/transit_send.3 ]] ||
+        fail "share/man/man3/transit.3 (the C API) or its alias transit_send.3 is missing"
     # Man pages, when the build made them (help2man installed).
     if [[ -d $build/man ]]; then
         for f in transit_run transit_info transit_bench; do
@@ -104,6 +106,7 @@ step_install() {
             grep -q "^.SH OPTIONS" "$p/share/man/man1/$f.1" ||
                 fail "share/man/man1/$f.1 does not describe the options"
         done
+        [[ -s $p/share/man/man7/transit_params.7 ]] || fail "share/man/man7/transit_params.7 is missing"
     fi
     # Nothing else at the top, in lib/ or in the package directory (lib/openmpi
     # holds the Open MPI adapter, contrib/openmpi-btl, when it was built).
@@ -134,11 +137,24 @@ step_install() {
         "$p"/lib/pkgconfig/transit*.pc || true)
     [[ -z $leak ]] || fail "build or source paths in: $leak"
 
-    # pkg-config resolves relative to the installed file.
-    local plugindir
+    # pkg-config names the install prefix, even found through a relative
+    # PKG_CONFIG_PATH: the run path it gives is absolute.
+    local plugindir libs
     plugindir=$(PKG_CONFIG_PATH=$p/lib/pkgconfig pkg-config --variable=plugindir transit)
     [[ $(realpath "$plugindir") == $(realpath "$p/lib/transit") ]] ||
         fail "transit.pc's plugindir is $plugindir, not $p/lib/transit"
+    libs=$(cd "$p/lib" && PKG_CONFIG_PATH=pkgconfig pkg-config --libs transit)
+    [[ $libs == *"-Wl,-rpath,$p/lib "* || $libs == *"-Wl,-rpath,$p/lib" ]] ||
+        fail "pkg-config --libs transit through a relative PKG_CONFIG_PATH: $libs"
+
+    # The examples' sources, and a build file that builds them here.
+    for f in CMakeLists.txt hello.c hello.cpp echo_server.cpp echo_client.cpp; do
+        [[ -s $p/share/transit/examples/$f ]] || fail "share/transit/examples/$f is missing"
+    done
+    quiet "$cmake" -S "$p/share/transit/examples" -B "$w/examples" -DCMAKE_PREFIX_PATH="$p"
+    quiet "$cmake" --build "$w/examples"
+    [[ -x $w/examples/hello_c && -x $w/examples/hello_cxx ]] ||
+        fail "the installed examples did not build"
 
     # Every header compiles on its own with the installed include directory
     # only: no public header needs an internal one.

@@ -73,6 +73,8 @@ function(transit_add_component name)
   else()
     set_target_properties(${target} PROPERTIES
       LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/${TRANSIT_PLUGINDIR})
+    # For what runs the built plugins at build time (transit_params(7)).
+    set_property(GLOBAL APPEND PROPERTY TRANSIT_COMPONENT_TARGETS ${target})
     install(TARGETS ${target} LIBRARY DESTINATION ${TRANSIT_PLUGINDIR})
   endif()
 endfunction()

@@ -76,9 +76,11 @@ typedef transit_am_destination (*transit_am_header_fn)(transit_context* ctx, uin
 
 const char* transit_status_string(int status);
 
-/* The full reason for this thread's last failed call (for example which
- * parameter was wrong and where it was set); "" if none failed.  The same
- * text is also logged. */
+/* The full reason for this thread's last failed call, set by every call that
+ * returns an error: the error line it logged (which parameter was wrong and
+ * where it was set, ...), else the call, its peer and the status, e.g.
+ * "send (peer 5, outside this job's ranks 0..1): bad parameter".  "" if
+ * none failed; a call that succeeds leaves it.  (transit::last_error) */
 const char* transit_last_error(void);
 
 /* Transit's log lines (errors, warnings, verbose output) go to stderr unless

@@ -410,7 +410,7 @@ class InitError : public std::runtime_error {
 
 // Why this thread's last failed call failed: the error line it logged (the
 // log has it too), else the call, its peer and the status, e.g.
-// "send (peer 5): unreachable".  Set by every Context method that returns an
+// "send (rank 1): peer failed".  Set by every Context method that returns an
 // error Status (a wait whose request ended in error included); "" before
 // any failed.  Valid until this thread's next failed call.  A successful call
 // leaves it as it was.

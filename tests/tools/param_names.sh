@@ -12,6 +12,7 @@ set -u
 info=$1
 src=$2
 man=${3:-}
+[ -n "$man" ] && [ -d "$man" ] && man=$(cd "$man" && pwd)
 
 catalog=$("$info" --all --parsable) || {
   echo "param_names: FAILED: $info --all --parsable exited non-zero"
@@ -40,20 +41,20 @@ while IFS= read -r f; do files+=("$f"); done < <(
 # Not part of a longer identifier (transit_btl_self_component) or a file
 # name (pml_ofi_shm.np3, pml_peer_failure_uct_{posix,tcp}).
 pattern='(?:(?<=TRANSIT_MCA_)|(?<![A-Za-z0-9_.]))(?:btl|bml|pml|runtime|mca)_[a-z0-9_]*[a-z0-9](?![A-Za-z0-9_({]|\.[a-z0-9])'
+declare -A is_param
+while IFS= read -r k; do is_param[$k]=1; done <<<"$known"
+# A name counts when it starts with <framework>_<component>_.
+owner="^($(printf '%s\n' "$components" | paste -sd '|'))_."
 bad=0
 checked=0
 while IFS= read -r hit; do
   # file:line:name
   name=${hit##*:}
   place=${hit%:*}
-  component_ok=0
-  for c in $components; do
-    case $name in "${c}"_?*) component_ok=1; break ;; esac
-  done
-  [ $component_ok = 1 ] || continue
+  [[ $name =~ $owner ]] || continue
   case " $deliberate " in *" $name "*) continue ;; esac
   checked=$((checked + 1))
-  if ! printf '%s\n' "$known" | grep -qxF "$name"; then
+  if [ -z "${is_param[$name]:-}" ]; then
     echo "param_names: $place: $name is not a parameter (transit_info --all)"
     bad=1
   fi

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -162,6 +163,13 @@ int run_rpc(const Options& o, int argc, char** argv);
 // What the bml chose for a peer ("eager vader, send vader, rdma vader"), so a
 // header says what was measured.
 std::string peer_transports(Context& ctx, std::uint32_t peer);
+
+// The data check run after each size's timed loop (a configuration that
+// loses or damages data must fail, not print a row): the sender fills its
+// buffer with pattern `which`, the receiver asks what is wrong with what it
+// got ("" when nothing).
+void fill_pattern(std::span<std::byte> buf, int which) noexcept;
+std::string pattern_mismatch(std::span<const std::byte> got, std::size_t size, int which);
 
 // Prints the header (rank 0 only).
 void print_header(const Options& o, const std::string& transport);

@@ -217,23 +217,14 @@ struct Bench {
                 fmt::format("data check at {} B: rank {} received damaged data", size, peer));
     }
 
-    static std::byte pattern(std::size_t i, std::size_t size, int which) noexcept {
-        return static_cast<std::byte>((i * 131 + size * 7 + static_cast<std::size_t>(which)) &
-                                      0xff);
-    }
-    static void fill(Buffer& b, std::size_t size, int which) noexcept {
-        for (std::size_t i = 0; i < size; ++i) b.data()[i] = pattern(i, size, which);
+    void fill(Buffer& b, std::size_t size, int which) const noexcept {
+        fill_pattern({b.data(), size}, which);
     }
     // What is wrong with rbuf after receiving `size` bytes of pattern `which`
     // (`sent`: the length the sender sent); "" when nothing.
     std::string mismatch(std::size_t size, std::size_t sent, int which) const {
         if (sent != size) return fmt::format("{} bytes arrived, {} were sent", sent, size);
-        for (std::size_t i = 0; i < size; ++i)
-            if (rbuf.data()[i] != pattern(i, size, which))
-                return fmt::format("byte {} of {} differs (0x{:02x}, expected 0x{:02x})", i, size,
-                                   static_cast<unsigned>(rbuf.data()[i]),
-                                   static_cast<unsigned>(pattern(i, size, which)));
-        return {};
+        return pattern_mismatch({rbuf.data(), size}, size, which);
     }
 
     double onesided(const std::string& test, std::size_t size, int iters, int warm,

@@ -25,10 +25,52 @@ struct Raw {
     ProgressEngine* pe = nullptr;
     std::uint64_t received = 0;
     std::vector<std::byte> buf;
+    bool keep = false;            // check_data: on_recv copies the next message into kept
+    std::vector<std::byte> kept;  // reserved to the largest size, so the copy never allocates
     static constexpr btl::Tag tag = btl::AmTable::tag(btl::TagRange::user, 0);
 
-    static void on_recv(btl::Module*, const btl::ReceiveDescriptor&, void* cb) noexcept {
-        ++static_cast<Raw*>(cb)->received;
+    static void on_recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cb) noexcept {
+        Raw* raw = static_cast<Raw*>(cb);
+        ++raw->received;
+        if (!raw->keep) [[likely]]
+            return;
+        // The one message asked for: the peer may already stream the next
+        // size's messages behind it.
+        raw->keep = false;
+        raw->kept.clear();
+        for (std::size_t i = 0; i < d.segment_count; ++i) {
+            const auto* p = static_cast<const std::byte*>(d.segments[i].addr);
+            const std::size_t n =
+                std::min<std::size_t>(d.segments[i].len, raw->kept.capacity() - raw->kept.size());
+            raw->kept.insert(raw->kept.end(), p, p + n);
+        }
+    }
+
+    // Outside the timed loops, once per size: one message each way whose
+    // length and bytes are checked (see pml_bench.cpp's check_data); rank 1
+    // answers rank 0 with its verdict, one byte.  `expect` counts arrivals;
+    // each side's next arrival is the message checked (FIFO per peer).
+    void check_data(std::size_t size, Rank me, Rank peer, std::uint64_t& expect) {
+        keep = true;
+        kept.clear();
+        std::string bad;
+        if (me == 0 || peer == me) {
+            fill_pattern({buf.data(), size}, 1);
+            send(size);
+            wait_for(++expect);
+            if (peer == me)
+                bad = pattern_mismatch(kept, size, 1);
+            else if (kept.size() != 1 || kept[0] != std::byte{1})
+                bad = fmt::format("rank {} received damaged data", peer);
+        } else if (me == 1) {
+            wait_for(++expect);
+            bad = pattern_mismatch(kept, size, 1);
+            buf[0] = bad.empty() ? std::byte{1} : std::byte{0};
+            send(1);
+        }
+        keep = false;
+        if (!bad.empty())
+            throw std::runtime_error(fmt::format("data check at {} B: {}", size, bad));
     }
 
     // The common case inline and small (no frame to speak of: it is on the
@@ -108,6 +150,7 @@ int run_raw(const Options& o) {
     btl::am_table().register_callback(Raw::tag, &Raw::on_recv, &raw);
     const std::size_t limit = raw.module->attributes().max_send_size;
     raw.buf.assign(std::max<std::size_t>(o.max_size, 8), std::byte{0x5a});
+    raw.kept.reserve(raw.buf.size());
     if (runtime->fence() != Status::success) throw std::runtime_error("fence failed");
     if (me == 0) print_header(o, o.raw_btl + " (raw btl, no pml)");
     std::uint64_t expect = 0;
@@ -132,6 +175,7 @@ int run_raw(const Options& o) {
                     raw.send(size);
                 }
             });
+            raw.check_data(size, me, peer, expect);
             if (me == 0) print_row(o, {size, peer == me ? m : m / 2});
             continue;
         }
@@ -157,6 +201,7 @@ int run_raw(const Options& o) {
         const double msgs = static_cast<double>(iters) * o.window * (o.test == "bibw" ? 2 : 1);
         const double value =
             o.test == "msgrate" ? msgs / t / 1e6 : static_cast<double>(size) * msgs / t / 1e6;
+        raw.check_data(size, me, peer, expect);
         if (me == 0) print_row(o, {size, value});
     }
     // Let the peer drain before anything is torn down.

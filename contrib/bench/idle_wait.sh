@@ -9,7 +9,7 @@
 # pml_base_wait_policy nap and block (the default), and spin for reference.
 # Round trip: transit_bench rpc --connect, 8 B, 20,000 synchronous calls,
 # against a server under
-#   blocked  wait_policy=block, wait_spin_time=0: it sleeps in epoll_wait
+#   blocked  wait_policy=block, wait_spin_time=0, wait_spin_count=0: it sleeps in epoll_wait
 #            before every request (the cost of a wake-up each call)
 #   busy     wait_policy=spin: it polls without pause
 # alternating the two round by round; the client busy-polls in both.  Printed:
@@ -63,7 +63,8 @@ idle_cpu() {  # TRANSPORT POLICY: per cent of a core over 10 s
 
 rpc_rt() {  # TRANSPORT blocked|busy: the median 8 B round trip (us)
     if [ "$2" = blocked ]; then
-        start_server "$1" TRANSIT_MCA_pml_base_wait_policy=block TRANSIT_MCA_pml_base_wait_spin_time=0
+        start_server "$1" TRANSIT_MCA_pml_base_wait_policy=block TRANSIT_MCA_pml_base_wait_spin_time=0 \
+            TRANSIT_MCA_pml_base_wait_spin_count=0
     else
         start_server "$1" TRANSIT_MCA_pml_base_wait_policy=spin
     fi

@@ -238,6 +238,20 @@ int transit_progress(transit_context* ctx) {
     return ctx->ctx.progress();
 }
 
+int transit_progress_timeout(transit_context* ctx, int timeout_ms) {
+    const auto t =
+        timeout_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(timeout_ms);
+    return ctx->ctx.progress(t);
+}
+
+int transit_event_fd(const transit_context* ctx) {
+    return ctx->ctx.event_fd();
+}
+
+int transit_arm(transit_context* ctx) {
+    return code(ctx->ctx.arm());
+}
+
 int transit_isend(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len,
                   void* user, transit_request** req) {
     return code(ctx->ctx.isend(dst, tag, buf, len, as_req(*req), user));
@@ -275,6 +289,16 @@ int transit_wait(transit_context* ctx, transit_request** req, transit_status* st
     transit::RequestStatus st;
     Status s = ctx->ctx.wait(as_req(*req), &st);
     to_c(st, status);
+    return code(s);
+}
+
+int transit_wait_timeout(transit_context* ctx, transit_request** req, int timeout_ms,
+                         transit_status* status) {
+    transit::RequestStatus st;
+    const auto t =
+        timeout_ms < 0 ? std::chrono::milliseconds::max() : std::chrono::milliseconds(timeout_ms);
+    Status s = ctx->ctx.wait(as_req(*req), t, &st);
+    if (s != Status::timeout) to_c(st, status);
     return code(s);
 }
 

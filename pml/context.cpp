@@ -84,6 +84,20 @@ int Context::progress() noexcept {
     return engine_->progress();
 }
 
+int Context::progress(std::chrono::milliseconds timeout) noexcept {
+    auto guard = engine_->lock();
+    return engine_->progress_for(timeout);
+}
+
+int Context::event_fd() const noexcept {
+    return engine_->event_fd();
+}
+
+Status Context::arm() noexcept {
+    auto guard = engine_->lock();
+    return engine_->arm();
+}
+
 Status Context::isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Request*& req,
                       void* user) noexcept {
     const pml::ApiCall call("isend");
@@ -152,6 +166,20 @@ Status Context::wait(Request*& req, RequestStatus* status) noexcept {
     engine_->release(as_req(r));
     req = nullptr;
     return call(s, source, this);
+}
+
+Status Context::wait(Request*& req, std::chrono::milliseconds timeout,
+                     RequestStatus* status) noexcept {
+    auto guard = engine_->lock();
+    if (!req) return Status::bad_param;
+    Request* r = req;
+    if (!engine_->wait_until([r] { return r->done(); }, pml::Engine::deadline_after(timeout)))
+        return Status::timeout;
+    Status s = r->status().status;
+    if (status) *status = r->status();
+    engine_->release(as_req(r));
+    req = nullptr;
+    return s;
 }
 
 Status Context::wait_any(std::span<Request*> reqs, std::size_t& index,

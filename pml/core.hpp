@@ -18,11 +18,18 @@ namespace transit::pml {
 
 class ActiveMessages;
 
+// How a wait passes the time once its spin (wait_spin_time) found nothing:
+// spin on (busy polling), nap between polls, or sleep in the kernel until a
+// transport has work (SleepSet; napping when a transport cannot wake it).
+enum class WaitPolicy : std::uint8_t { spin, nap, block };
+
 struct Settings {
     std::size_t unexpected_limit = 64u << 20;
     std::uint64_t wait_spin_count = 2000;
     std::chrono::microseconds wait_spin_time{50};
     std::chrono::microseconds wait_nap{20};
+    WaitPolicy wait_policy = WaitPolicy::block;
+    std::chrono::milliseconds wait_block_interval{100};
     bool progress_thread = false;
     std::size_t rdma_threshold = 0;
     std::size_t rndv_split_min = 128u << 10;

@@ -67,6 +67,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
 void Engine::release_transports() noexcept {
     for (btl::Tag t : registered_tags_) btl::am_table().unregister_callback(t);
     registered_tags_.clear();
+    sleep_.release();
     bml_.reset();
     framework_.reset();  // module memory goes with its module
 }
@@ -79,6 +80,12 @@ void Engine::read_params() {
     s.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
     s.wait_spin_time = std::chrono::microseconds(reg.get("pml_base_wait_spin_time").as_unsigned());
     s.wait_nap = std::chrono::microseconds(reg.get("pml_base_wait_nap").as_unsigned());
+    const std::string policy = reg.get("pml_base_wait_policy").as_string();
+    s.wait_policy = policy == "spin"  ? WaitPolicy::spin
+                    : policy == "nap" ? WaitPolicy::nap
+                                      : WaitPolicy::block;
+    s.wait_block_interval =
+        std::chrono::milliseconds(reg.get("pml_base_wait_block_interval").as_unsigned());
     s.progress_thread = reg.get("pml_base_progress_thread").as_bool();
     s.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
     s.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
@@ -139,6 +146,9 @@ void Engine::setup() {
             if (!(m->attributes().flags & btl::flags::thread_safe))
                 c_.out.verbose(10, "{}: not safe for concurrent calls, serialised by the pml lock",
                                m->name());
+    sleep_.setup(framework_->modules());
+    if (c_.settings.wait_policy == WaitPolicy::block && !sleep_.can_block())
+        c_.out.verbose(1, "waits nap instead of sleeping: {}", sleep_.why_not());
     if (c_.settings.progress_thread) start_progress_thread();
 }
 

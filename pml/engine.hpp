@@ -33,6 +33,7 @@
 #include "pml/one_sided.hpp"
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
+#include "pml/sleep_set.hpp"
 #include "pml/tagged.hpp"
 #include "runtime/dynamic_runtime.hpp"
 #include "transit/call_lock.hpp"
@@ -79,23 +80,54 @@ class Engine {
     }
 
     int progress() noexcept {
+        // The user slept on event_fd() after arm(): awake again now.
+        if (sleep_.armed()) [[unlikely]]
+            sleep_.disarm();
         int n = progress_.progress();
         if (c_.has_pending) n += drain_pending();
         return n;
     }
-    // Progress until pred() holds: spin, then nap between idle polls (IdleWait).
+    using Clock = std::chrono::steady_clock;
+    static constexpr Clock::time_point forever = Clock::time_point::max();
+    // now + t, saturated (a negative t is now).
+    static Clock::time_point deadline_after(std::chrono::milliseconds t) noexcept {
+        const Clock::time_point now = Clock::now();
+        if (t.count() <= 0) return now;
+        if (std::chrono::duration_cast<std::chrono::milliseconds>(forever - now) <= t)
+            return forever;
+        return now + t;
+    }
+    // Progress until pred() holds (true) or the deadline passes (false): spin,
+    // then pass the idle time as pml_base_wait_policy says (rest()).
     template <typename Pred>
-    void wait_until(Pred pred) noexcept {
+    bool wait_until(Pred pred, Clock::time_point deadline = forever) noexcept {
         if (calls_.enabled()) [[unlikely]]
-            return wait_until_unlocking(pred);
+            return wait_until_unlocking(pred, deadline);
         IdleWait idle(c_.settings);
         while (!pred()) {
-            if (progress() > 0)
+            const int n = progress();
+            waited_events_ += n;
+            if (n > 0) {
                 idle.reset();
-            else
-                idle.idle();
+            } else if (idle.napping()) {
+                if (deadline != forever && Clock::now() >= deadline) return false;
+                rest(idle, deadline);
+            }
         }
+        return true;
     }
+    // Progress until at least one event, or the timeout: the events (0 at the timeout).
+    int progress_for(std::chrono::milliseconds timeout) noexcept {
+        waited_events_ = 0;
+        wait_until([&] { return waited_events_ > 0; }, deadline_after(timeout));
+        return waited_events_;
+    }
+    // Context::event_fd and arm (sleep_set.hpp); -1 when a transport cannot
+    // wake a sleeper.
+    int event_fd() const noexcept { return sleep_.fd(); }
+    Status arm() noexcept { return sleep_.arm(); }
+    // Why waits cannot sleep in the kernel, or nullptr when they can.
+    const char* why_no_block() const noexcept { return sleep_.why_not(); }
     // Held by every API call at ThreadLevel::multiple or when the progress
     // thread runs; empty (no lock taken) otherwise.  Recursive: handlers run
     // under it and may call the API.
@@ -197,12 +229,15 @@ class Engine {
     // handed over as soon as another thread (a caller or the progress thread)
     // blocks on it, and let go while yielding.  pred() runs under the lock.
     template <typename Pred>
-    void wait_until_unlocking(Pred pred) noexcept {
+    bool wait_until_unlocking(Pred pred, Clock::time_point deadline) noexcept {
         IdleWait idle(c_.settings);
         while (!pred()) {
-            if (progress() > 0) {
+            const int n = progress();
+            waited_events_ += n;
+            if (n > 0) {
                 idle.reset();
             } else if (idle.napping()) {
+                if (deadline != forever && Clock::now() >= deadline) return false;
                 calls_.release();
                 idle.pause();
                 calls_.acquire();
@@ -211,6 +246,28 @@ class Engine {
             if (calls_.wanted()) [[unlikely]]
                 calls_.hand_over();
         }
+        return true;
+    }
+    // An idle poll after the spin: sleep in the kernel when the policy says
+    // block and nothing of ours waits for a poll rather than a peer (queued
+    // sends), else nap.  Peers lingering after a disconnect are released by
+    // the clock: the sleep is cut short for them.  Single-threaded only: with
+    // several threads, one asleep would hold work another queued.
+    static constexpr std::chrono::milliseconds linger_check{10};
+    void rest(IdleWait& idle, Clock::time_point deadline) noexcept {
+        if (c_.settings.wait_policy == WaitPolicy::block && sleep_.can_block() && !c_.has_pending) {
+            auto max = c_.settings.wait_block_interval;
+            if (c_.farewells) max = std::min(max, linger_check);
+            if (deadline != forever)
+                max = std::min(
+                    max, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+            const SleepSet::Woke w = sleep_.sleep(max);
+            // After a sleep that ran out, spin once more: the progress
+            // engine's low-priority checks run every few polls only.
+            if (w == SleepSet::Woke::timeout) idle.reset();
+            if (w != SleepSet::Woke::cannot) return;
+        }
+        idle.pause();
     }
     void setup();
     void release_transports() noexcept;
@@ -260,7 +317,9 @@ class Engine {
     std::vector<Peer*> erasable_;        // release_gone_peers' scratch
     std::vector<std::byte> scratch_;     // a message a btl split into several segments
     ThreadLevel level_ = ThreadLevel::single;
-    CallLock calls_;  // taken by lock(): at level multiple or with the progress thread
+    int waited_events_ = 0;  // progress events in wait_until (for progress_for)
+    SleepSet sleep_;         // the transports' wait descriptors (block policy, event_fd)
+    CallLock calls_;         // taken by lock(): at level multiple or with the progress thread
     std::atomic<bool> stop_thread_{false};
     std::thread thread_;
 };

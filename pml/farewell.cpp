@@ -34,24 +34,26 @@ bool Engine::quiet(const Peer& p) noexcept {
 void Engine::farewell(std::span<Peer* const> peers) noexcept {
     const auto end = std::chrono::steady_clock::now() + c_.settings.disconnect_linger;
     for (Peer* p : peers) p->saying_bye = true;  // its record stays (named)
-    wait_until([&] {
-        const bool late = std::chrono::steady_clock::now() >= end;
-        bool done = true;
-        for (Peer* p : peers) {
-            if (late || p->bye_acked || p->gone_for_good()) continue;
-            done = false;
-            if (p->bye_sent || !quiet(*p)) continue;
-            // After every tagged message, in the same sequence.
-            p->bye_sent = true;
-            Peer* sp = c_.peers.send_peer(p->rank);
-            if (!sp) continue;  // left to the linger time: gone_for_good says why
-            const wire::MatchHdr h{c_.rank, 0, sp->send_seq++};
-            const Status s = outbox_.send_ctrl(sp, wire::bye, &h, sizeof h);
-            if (!ok(s))
-                c_.out.verbose(1, "the bye to peer {} was refused: {}", p->rank, to_string(s));
-        }
-        return done;
-    });
+    wait_until(
+        [&] {
+            const bool late = std::chrono::steady_clock::now() >= end;
+            bool done = true;
+            for (Peer* p : peers) {
+                if (late || p->bye_acked || p->gone_for_good()) continue;
+                done = false;
+                if (p->bye_sent || !quiet(*p)) continue;
+                // After every tagged message, in the same sequence.
+                p->bye_sent = true;
+                Peer* sp = c_.peers.send_peer(p->rank);
+                if (!sp) continue;  // left to the linger time: gone_for_good says why
+                const wire::MatchHdr h{c_.rank, 0, sp->send_seq++};
+                const Status s = outbox_.send_ctrl(sp, wire::bye, &h, sizeof h);
+                if (!ok(s))
+                    c_.out.verbose(1, "the bye to peer {} was refused: {}", p->rank, to_string(s));
+            }
+            return done;
+        },
+        end);  // a wait that sleeps wakes by the linger time too
     for (Peer* p : peers) {
         p->saying_bye = false;
         if (!p->bye_acked && !p->gone_for_good())

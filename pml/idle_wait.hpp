@@ -10,6 +10,9 @@
 // scheduler turn.  A rank that sleeps keeps its claim to the processor and is
 // run again within microseconds of its nap's end: the two ranks alternate at
 // the nap's pace instead.
+//
+// Under the block policy the engine sleeps in the kernel instead of napping
+// when it can (Engine::rest, SleepSet); IdleWait still times the spin.
 #pragma once
 
 #include <sched.h>
@@ -44,8 +47,9 @@ class IdleWait {
                    (n % clock_stride == 0 && clock::now() - since_ >= s_.wait_spin_time);
         return napping_;
     }
-    // Gives the processor up for a moment.
+    // Gives the processor up for a moment (not under the spin policy).
     void pause() const noexcept {
+        if (s_.wait_policy == WaitPolicy::spin) return;
         if (s_.wait_nap.count() > 0)
             std::this_thread::sleep_for(s_.wait_nap);
         else

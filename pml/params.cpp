@@ -26,6 +26,19 @@ constexpr params::Decl pml_params[] = {
                  "instead of sleeping",
                  5}
         .range(0, 100000),
+    {"wait_policy", params::Type::enumeration, "block",
+     "What a wait does once it has spun wait_spin_time with nothing to do: spin (keep polling: "
+     "the lowest latency, a core per waiting process), nap (poll every wait_nap microseconds) or "
+     "block (sleep in the kernel until a transport has work; used when every selected transport "
+     "can wake a sleeper, see transit_info, and the program is single-threaded without the "
+     "progress thread; nap otherwise)",
+     4, "spin,nap,block"},
+    params::Decl{"wait_block_interval", params::Type::unsigned_integer, "100",
+                 "Longest sleep of a blocked wait, in milliseconds, before it polls anyway: the "
+                 "checks that have no descriptor (a local peer's exit, the launcher's reports, "
+                 "connection deadlines) run at least this often",
+                 6}
+        .range(1, 3600000),
     {"progress_thread", params::Type::boolean, "false",
      "Run a progress thread that drives transfers while the program computes; every API "
      "call then takes a lock",

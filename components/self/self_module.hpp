@@ -23,7 +23,10 @@ struct SelfConfig : btl::BaseConfig {
     bool multi_threaded = false;  // lock the pools and the registration list
 };
 
-class SelfModule final : public btl::Module, public btl::Rdma, public btl::Atomics {
+class SelfModule final : public btl::Module,
+                         public btl::Rdma,
+                         public btl::Atomics,
+                         public btl::WaitObject {
   public:
     SelfModule(btl::Component& component, const SelfConfig& config, Rank own_rank,
                btl::AmTable& am_table);
@@ -32,6 +35,13 @@ class SelfModule final : public btl::Module, public btl::Rdma, public btl::Atomi
 
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
+    void* extension(std::uint32_t id) noexcept override {
+        return id == btl::WaitObject::id ? static_cast<btl::WaitObject*>(this) : nullptr;
+    }
+    // Everything completes inline: nothing ever arrives while the process sleeps.
+    int wait_fd() const noexcept override { return -1; }
+    Armed arm() noexcept override { return Armed::armed; }
+    void disarm() noexcept override {}
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;

@@ -190,7 +190,8 @@ std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& c
     epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     listen_epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    if (!epoll_ || !listen_epoll_ || !wake_) {
+    accept_bell_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    if (!epoll_ || !listen_epoll_ || !wake_ || !accept_bell_) {
         decline_reason_ = std::string("cannot create an epoll set: ") + std::strerror(errno);
         return out;
     }
@@ -234,6 +235,9 @@ std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& c
     ev.events = EPOLLIN;
     ev.data.ptr = nullptr;  // the wake-up eventfd
     ::epoll_ctl(listen_epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    // In the progress set too, so a process asleep on it (wait_fd) wakes for
+    // a new connection; poll() skips its events (no link), arm() drains it.
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, accept_bell_.get(), &ev);
     listener_ = std::thread([this] { listener_main(); });
     set_active(false);
     return out;
@@ -372,8 +376,14 @@ int TcpComponent::poll() noexcept {
     }
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_.get(), events, 32, 0);
+    int bells = 0;
     for (int i = 0; i < n; ++i) {
         auto* link = static_cast<Link*>(events[i].data.ptr);
+        if (link == nullptr) {  // the accept bell: accepted_pending_ says the same
+            drain_accept_bell();
+            ++bells;
+            continue;
+        }
         link->module->on_event(*link, events[i].events);
     }
     // Connection attempts and handshakes have deadlines; look at them ten times a second.
@@ -383,12 +393,29 @@ int TcpComponent::poll() noexcept {
         check_timeouts(now);
     }
     bury();
-    return events_ + (n > 0 ? n : 0);
+    return events_ + (n > 0 ? n - bells : 0);
 }
 
 void TcpComponent::check_timeouts(std::uint64_t now) noexcept {
     for (TcpModule* m : modules_) m->check_timeouts(now);
     report_unlogged_refusals(log::Limiter::Clock::now());
+}
+
+void TcpComponent::drain_accept_bell() noexcept {
+    std::uint64_t rung = 0;
+    if (::read(accept_bell_.get(), &rung, sizeof rung) < 0) {
+        // EAGAIN: not rung since it was last drained.
+    }
+}
+
+btl::WaitObject::Armed TcpComponent::arm() noexcept {
+    // Drained first, looked at after: the listener thread sets
+    // accepted_pending_ before it rings, so a batch that comes between the two
+    // is either seen here or rings the bell again.
+    drain_accept_bell();
+    if (accepted_pending_.load(std::memory_order_acquire) || bursts_due_)
+        return btl::WaitObject::Armed::busy;
+    return btl::WaitObject::Armed::armed;
 }
 
 // --- refusals ----------------------------------------------------------------------
@@ -561,6 +588,10 @@ void TcpComponent::accept_from(TcpModule* module) {
             accepted_.push_back(
                 {c, m, IpAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss)).to_string()});
             accepted_pending_.store(true, std::memory_order_release);
+            const std::uint64_t one = 1;
+            if (::write(accept_bell_.get(), &one, sizeof one) < 0) {
+                // The counter is full: it is readable, which is all a sleeper needs.
+            }
         }
     }
 }

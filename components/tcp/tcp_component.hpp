@@ -133,11 +133,19 @@ class TcpComponent : public btl::Component {
 
     static std::uint64_t now_ns() noexcept;
 
+    // btl::WaitObject for every module: epoll_ is readable whenever a socket
+    // has input (or room a queue waits for) and when the listener thread has
+    // accepted a connection; arm() answers busy for work only a poll finds
+    // (accepted sockets not adopted yet, bursts to flush).
+    int wait_fd() const noexcept { return epoll_.get(); }
+    btl::WaitObject::Armed arm() noexcept;
+
   private:
     static int progress_active(void* self) noexcept;
     static int progress_idle(void* self) noexcept;
     int poll() noexcept;
     void adopt_accepted() noexcept;
+    void drain_accept_bell() noexcept;
     void check_timeouts(std::uint64_t now) noexcept;
     void set_active(bool active) noexcept;
     void report_unlogged_refusals(log::Limiter::Clock::time_point now) noexcept;
@@ -193,7 +201,8 @@ class TcpComponent : public btl::Component {
         std::string peer;
     };
     Fd listen_epoll_;
-    Fd wake_;  // eventfd that stops the thread
+    Fd wake_;         // eventfd that stops the thread
+    Fd accept_bell_;  // eventfd in epoll_, written after each accepted batch
     std::thread listener_;
     std::mutex accepted_lock_;
     std::vector<Accepted> accepted_;

@@ -15,6 +15,14 @@
 
 namespace transit::tcp {
 
+int TcpModule::wait_fd() const noexcept {
+    return tcp_.wait_fd();
+}
+
+btl::WaitObject::Armed TcpModule::arm() noexcept {
+    return tcp_.arm();
+}
+
 namespace {
 
 std::string errno_text(int e) {

@@ -44,7 +44,8 @@ struct RdmaOp {
 class TcpModule final : public btl::Module,
                         public btl::Rdma,
                         public btl::Atomics,
-                        public btl::DynamicPeerRecords {
+                        public btl::DynamicPeerRecords,
+                        public btl::WaitObject {
   public:
     TcpModule(TcpComponent& component, Interface iface);
     ~TcpModule() override;
@@ -60,9 +61,15 @@ class TcpModule final : public btl::Module,
     btl::Rdma* rdma() noexcept override { return this; }
     btl::Atomics* atomics() noexcept override { return this; }
     void* extension(std::uint32_t id) noexcept override {
-        return id == btl::DynamicPeerRecords::id ? static_cast<btl::DynamicPeerRecords*>(this)
-                                                 : nullptr;
+        if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+        if (id == btl::WaitObject::id) return static_cast<btl::WaitObject*>(this);
+        return nullptr;
     }
+    // The component's epoll set: every module's sockets are in it, and so is
+    // the bell the listener thread rings for an accepted connection.
+    int wait_fd() const noexcept override;
+    Armed arm() noexcept override;
+    void disarm() noexcept override {}
     std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,

@@ -130,6 +130,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     if (!ep->join_ref_sent) {
         const auto fd = static_cast<std::uint32_t>(segment_.fd());
         if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, header_->pid, fd))) return false;
+        ring(ep);
         ep->join_ref_sent = true;
     }
     rt::DynamicPeers* d = runtime_.dynamic_peers();
@@ -151,6 +152,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
         frags_.put(j);
         return false;
     }
+    ring(ep);
     j->in_flight = true;
     ++ep->outstanding;
     ep->joined = true;
@@ -288,6 +290,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
         // Its FIFO full means it is not reading; it will see our exit instead.
         const std::uint64_t bye = with_kind(ep->ref_base, DynamicKind::goodbye);
         for (int tries = 0; tries < 1000 && !ep->fifo.push(bye); ++tries) ::sched_yield();
+        ring(ep);
     }
     const bool alive = !ep->dead;
     ep->dead = true;
@@ -341,6 +344,7 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
             with_kind(ep->ref_base, DynamicKind::release) | std::uint64_t{ep->spare_at_peer};
         // Its FIFO full means it is not reading: the box stays parked until it exits.
         for (int tries = 0; tries < 1000 && !ep->fifo.push(release); ++tries) ::sched_yield();
+        ring(ep);
         out_.verbose(10, "peer {}: let go of its fast box {}", ep->peer(), ep->spare_at_peer);
     }
 }
@@ -483,7 +487,7 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     auto& h = *join.header;
     auto refuse = [&](const char* why, Status s) {
         h.atomic_status = static_cast<std::int16_t>(s);
-        (void)j.fifo.push(back);
+        if (j.fifo.push(back)) ring(*reinterpret_cast<SegmentHeader*>(j.segment.data()));
         drop(why);
     };
     if (!join.payload) return refuse("its first fragment is no join", Status::protocol_error);
@@ -521,7 +525,10 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     VaderEndpoint* raw = ep.get();
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);
-    if (!raw->fifo.push(back)) pending_returns_.emplace_back(raw, back);
+    if (raw->fifo.push(back))
+        ring(raw);
+    else
+        pending_returns_.emplace_back(raw, back);
     rebuild_pollfds();
     out_.verbose(10, "a client (pid {}, rank {} of its job) joined as peer {}", pid, p.rank, id);
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 
+#include "components/vader/vader_doorbell.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
 #include "transit/btl/region_table.hpp"
@@ -19,7 +20,7 @@
 namespace transit::vader {
 
 inline constexpr std::uint64_t segment_magic = 0x7676616465723031ull;  // "vvader01"
-inline constexpr std::uint32_t segment_version = 7;  // 7: spare fast boxes (fbox_count)
+inline constexpr std::uint32_t segment_version = 8;  // 8: the doorbell (sleeping, bell)
 inline constexpr std::size_t frag_header_size = 64;
 inline constexpr std::uint32_t region_slot_count = 1024;  // registrations at once
 
@@ -68,6 +69,11 @@ struct alignas(cache_line) SegmentHeader {
     // not a failure (Open MPI's ob1 aborts the job on any error report, and
     // the last ranks of a job may still be polling when the first exit).
     std::atomic<std::uint32_t> departed;
+    // The owner sleeps in the kernel (vader_doorbell.hpp): awake, asleep or
+    // rung.  On a line of its own, written only when the owner goes to sleep
+    // and wakes, so a sender's read of it stays in its cache while the owner polls.
+    alignas(cache_line) std::atomic<std::uint32_t> sleeping;
+    char bell[bell_name_size];  // the owner's doorbell (Doorbell::name)
 };
 
 enum class FragKind : std::uint8_t { data = 1, atomic = 2, join = 3 };

@@ -71,6 +71,9 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // One-sided flags come with the segment (format_segment).
     attr_.flags = btl::flags::send | btl::flags::dynamic_peers;
     attr_.reach = btl::reach::node;
+    sender_fences_ = Doorbell::sender_fences();
+    if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))
+        out_.verbose(1, "no doorbell ({}): waits poll instead of sleeping", std::strerror(errno));
     if (segment_.data() != nullptr) format_segment();
 }
 
@@ -102,6 +105,8 @@ void VaderModule::format_segment() {
     h.region_offset = layout_.region_offset;
     h.region_count = region_slot_count;
     h.nonce = random64();
+    h.sleeping.store(awake, std::memory_order_relaxed);
+    std::memcpy(h.bell, bell_.name(), bell_name_size);
     heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
     auto* slots = reinterpret_cast<btl::RegionSlot*>(segment_.data() + layout_.region_offset);
     for (std::uint32_t i = 0; i < region_slot_count; ++i) new (&slots[i]) btl::RegionSlot{};
@@ -198,7 +203,7 @@ Status VaderModule::finalize() {
     // Peers outside the job hear a goodbye: a departure, not a failure.
     for (auto& [peer, ep] : dynamic_)
         if (!ep->dead && ep->joined)
-            (void)ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye));
+            if (ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye))) ring(ep.get());
     boxes_.clear();
     dynamic_.clear();
     channels_.clear();
@@ -454,6 +459,7 @@ bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {
         return false;
     if (!ep->fifo.push(ep->ref_base | f->index)) [[unlikely]]
         return false;
+    ring(ep);
     f->in_flight = true;
     ++ep->outstanding;
     return true;
@@ -500,6 +506,7 @@ Status VaderModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     // A fast box keeps order only while nothing of ours waits in the FIFO.
     if (len <= fbox_max_ && ep->outstanding == 0 && ep->sends >= ep->fbox_after &&
         ep->fastbox.write(tag, f->payload, len)) {
+        ring(ep);
         if ((f->flags & btl::des_flags::send_always_callback) && f->cbfunc)
             f->cbfunc(this, ep, f, Status::success);
         if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
@@ -524,6 +531,7 @@ Status VaderModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, co
         if (ep->fastbox.write_parts(tag, header, static_cast<std::uint32_t>(header_size),
                                     static_cast<std::uint32_t>(payload_size),
                                     [&](char* dst) { convertor->pack(dst, payload_size); })) {
+            ring(ep);
             if (descriptor != nullptr) *descriptor = nullptr;
             return Status::completed;
         }
@@ -742,6 +750,50 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
                                     single_copy_ == SingleCopy::cma ? "cma" : "none"));
 }
 
+// --- sleeping -------------------------------------------------------------------
+
+void VaderModule::ring_slow(SegmentHeader& peer) noexcept {
+    std::uint32_t expected = asleep;
+    // One ring per sleep: the first sender to see it asleep rings.
+    if (peer.sleeping.compare_exchange_strong(expected, rung, std::memory_order_acq_rel)) {
+        char name[bell_name_size];
+        std::memcpy(name, peer.bell, bell_name_size);
+        name[bell_name_size - 1] = '\0';  // the peer's bytes: bounded whatever they hold
+        // and never a socket of another program's
+        if (std::strncmp(name, Doorbell::prefix, std::strlen(Doorbell::prefix)) == 0)
+            bell_.ring(name);
+    }
+}
+
+bool VaderModule::has_work() const noexcept {
+    if (pass_chores_ || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
+    for (const PolledBox& b : boxes_)
+        if (b.ep != nullptr && b.reader->ready()) return true;
+    return false;
+}
+
+btl::WaitObject::Armed VaderModule::arm() noexcept {
+    if (header_ == nullptr) return Armed::armed;  // no segment: nobody can send to us
+    header_->sleeping.store(asleep, std::memory_order_seq_cst);
+    if (!Doorbell::receiver_barrier()) [[unlikely]] {
+        header_->sleeping.store(awake, std::memory_order_relaxed);
+        return Armed::cannot;
+    }
+    // A sender that published before the barrier is seen here; one after it
+    // sees `asleep` and rings.
+    if (has_work()) {
+        header_->sleeping.store(awake, std::memory_order_relaxed);
+        return Armed::busy;
+    }
+    return Armed::armed;
+}
+
+void VaderModule::disarm() noexcept {
+    if (header_ == nullptr) return;
+    header_->sleeping.store(awake, std::memory_order_relaxed);
+    bell_.drain();
+}
+
 // --- receive path -------------------------------------------------------------
 
 int VaderModule::progress_cb(void* self) noexcept {
@@ -770,7 +822,11 @@ int VaderModule::progress() noexcept {
     }
     events += poll_fifo(64);
     if (!pending_returns_.empty()) [[unlikely]] {
-        std::erase_if(pending_returns_, [](const auto& p) { return p.first->fifo.push(p.second); });
+        std::erase_if(pending_returns_, [this](const auto& p) {
+            if (!p.first->fifo.push(p.second)) return false;
+            ring(p.first);
+            return true;
+        });
     }
     in_progress_ = false;
     return events;
@@ -857,7 +913,9 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
     } else if (h.kind == FragKind::atomic) {
         perform_atomic(ep, h);
     }
-    if (!ep->fifo.push(ref | return_bit)) [[unlikely]]
+    if (ep->fifo.push(ref | return_bit)) [[likely]]
+        ring(ep);
+    else
         pending_returns_.emplace_back(ep, ref | return_bit);
 }
 

@@ -75,7 +75,8 @@ class VaderModule final : public btl::Module,
                           public btl::Rdma,
                           public btl::Atomics,
                           public btl::Listener,
-                          public btl::DynamicPeerRecords {
+                          public btl::DynamicPeerRecords,
+                          public btl::WaitObject {
   public:
     // Formats `segment` (already created and zeroed) and publishes nothing: the
     // component does the modex.  Without a segment (a process alone on its
@@ -94,6 +95,8 @@ class VaderModule final : public btl::Module,
     void* extension(std::uint32_t id) noexcept override {
         if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
         if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+        if (id == btl::WaitObject::id && bell_.fd() >= 0)
+            return static_cast<btl::WaitObject*>(this);
         return nullptr;
     }
 
@@ -135,12 +138,33 @@ class VaderModule final : public btl::Module,
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
+    // --- sleeping (btl::WaitObject, vader_doorbell.hpp) ------------------------------
+    int wait_fd() const noexcept override { return bell_.fd(); }
+    Armed arm() noexcept override;
+    void disarm() noexcept override;
+
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
     // Looks for local peers that died (rate-limited: at most every 100 ms).
     int check_peers() noexcept;
 
   private:
+    // After every message, fragment or return published to ep's segment: wakes
+    // the peer when it declared it sleeps.  While it polls this costs a
+    // compiler barrier and a read of a line that stays in our cache.
+    void ring(SegmentHeader& peer) noexcept {
+        if (sender_fences_) [[unlikely]]
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+        else
+            std::atomic_signal_fence(std::memory_order_seq_cst);
+        if (peer.sleeping.load(std::memory_order_relaxed) == asleep) [[unlikely]]
+            ring_slow(peer);
+    }
+    void ring(VaderEndpoint* ep) noexcept { ring(ep->header()); }
+    void ring_slow(SegmentHeader& peer) noexcept;
+    // Something is waiting to be read or retried (arm's second look).
+    bool has_work() const noexcept;
+
     // A client whose join reference arrived (its segment is mapped) and whose
     // join fragment, with the token, has not yet.
     struct Joining {
@@ -276,6 +300,8 @@ class VaderModule final : public btl::Module,
     bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
+    Doorbell bell_;              // opened at construction; fd -1: cannot sleep
+    bool sender_fences_ = true;  // Doorbell::sender_fences()
 };
 
 }  // namespace transit::vader

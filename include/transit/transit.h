@@ -124,6 +124,19 @@ int transit_finalize(transit_context* ctx);
 uint32_t transit_rank(const transit_context* ctx);
 uint32_t transit_size(const transit_context* ctx);
 int transit_progress(transit_context* ctx);
+/* Progress until at least one event or timeout_ms milliseconds (< 0: none);
+ * returns the events, 0 at the timeout.  Waits as pml_base_wait_policy says
+ * (by default sleeping in the kernel when every transport can wake it; see
+ * Context::progress(timeout) in transit.hpp). */
+int transit_progress_timeout(transit_context* ctx, int timeout_ms);
+/* For the caller's own poll/epoll loop (as ucp_worker_get_efd, FI_WAIT_FD): a
+ * descriptor readable when a transport has work once transit_arm returned
+ * TRANSIT_SUCCESS; -1 when a selected transport cannot wake a sleeper.  Loop:
+ * progress until it returns 0, transit_arm, and only on TRANSIT_SUCCESS sleep
+ * on the descriptor; TRANSIT_NOT_AVAILABLE means work came meanwhile.  The
+ * next call that drives progress disarms.  Do not read or close it. */
+int transit_event_fd(const transit_context* ctx);
+int transit_arm(transit_context* ctx);
 
 int transit_isend(transit_context* ctx, uint32_t dst, uint32_t tag, const void* buf, size_t len,
                   void* user, transit_request** req);
@@ -136,6 +149,10 @@ int transit_irecvv(transit_context* ctx, uint32_t src, uint32_t tag, const struc
 void* transit_request_user(const transit_request* req);
 int transit_test(transit_context* ctx, transit_request** req, int* done, transit_status* status);
 int transit_wait(transit_context* ctx, transit_request** req, transit_status* status);
+/* transit_wait for at most timeout_ms milliseconds: TRANSIT_TIMEOUT leaves
+ * *req valid (and *status untouched) for a later wait, test or cancel. */
+int transit_wait_timeout(transit_context* ctx, transit_request** req, int timeout_ms,
+                         transit_status* status);
 int transit_wait_any(transit_context* ctx, transit_request** reqs, size_t count, size_t* index,
                      transit_status* status);
 int transit_wait_all(transit_context* ctx, transit_request** reqs, size_t count,

@@ -212,6 +212,35 @@ class Context {
     ThreadLevel thread_level() const noexcept;
     // Runs every transport's progress once; returns the events completed.
     int progress() noexcept;
+    // Drives progress until at least one event completes or `timeout` passes;
+    // returns the events (0: the timeout).  Waiting, it spins for
+    // pml_base_wait_spin_time, then passes the time as pml_base_wait_policy
+    // says: by default (block) it sleeps in the kernel until a transport has
+    // work, when every selected transport can wake it (self, vader and tcp
+    // can; uct and ofi are polled, and waits then nap) and the program is
+    // single-threaded without the progress thread.  An idle server that
+    // waits this way uses well under 1 % of a core.
+    int progress(std::chrono::milliseconds timeout) noexcept;
+
+    // --- a user's event loop (as ucp_worker_get_efd / FI_WAIT_FD) -----------
+    // A descriptor that turns readable (poll, epoll, select) when a transport
+    // has work, once arm() said success; -1 when a selected transport cannot
+    // wake a sleeper (poll instead).  The same for the context's life; do not
+    // read or close it.  The loop:
+    //   for (;;) {
+    //       while (ctx.progress() > 0) {}            // do everything there is
+    //       if (ctx.arm() != Status::success) continue;  // something came meanwhile
+    //       poll({ctx.event_fd(), POLLIN} and the program's own descriptors);
+    //   }                                             // the next progress() disarms
+    // Ready means "call progress", not "a message for you": it may wake for
+    // transport work (an acknowledgement, a returned fragment).
+    int event_fd() const noexcept;
+    // Tells the transports (and through them the peers) that this process is
+    // about to sleep on event_fd().  success: sleep; not_available: work came
+    // meanwhile, call progress() first; not_supported: event_fd() is -1, or a
+    // transport cannot promise a wake-up now.  Any later API call that drives
+    // progress disarms.
+    Status arm() noexcept;
 
     // --- tagged messages ---------------------------------------------------
     Status isend(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Request*& req,
@@ -227,6 +256,11 @@ class Context {
     // Release a finished request and null the handle; `status` may be null.
     Status test(Request*& req, bool& done, RequestStatus* status = nullptr) noexcept;
     Status wait(Request*& req, RequestStatus* status = nullptr) noexcept;
+    // As wait, for at most `timeout` (waiting as progress(timeout) does):
+    // timeout when the request has not finished then (it stays valid: wait,
+    // test or cancel it later).
+    Status wait(Request*& req, std::chrono::milliseconds timeout,
+                RequestStatus* status = nullptr) noexcept;
     // Waits for one; `index` is the finished one (its handle is nulled).
     // not_found when every handle is null.
     Status wait_any(std::span<Request*> reqs, std::size_t& index,

@@ -189,6 +189,37 @@ class Listener {
     ~Listener() = default;
 };
 
+// A capability (Module::extension): the module can wake a process that sleeps
+// in the kernel instead of polling (Context::wait with the block policy,
+// Context::event_fd).  The pml puts every module's wait_fd() in one epoll set;
+// before it sleeps it arms every module, and disarms them all when it is back.
+// Race-freedom is the module's: once arm() answered armed, anything that
+// arrives for it (a peer's message, a returned fragment, an accepted
+// connection) makes wait_fd() readable.  A module that cannot keep that
+// promise does not offer the capability, and the pml keeps polling.
+// Not on the send or receive path: called only after a wait found nothing to
+// do for a while (pml_base_wait_spin_time).
+class WaitObject {
+  public:
+    static constexpr std::uint32_t id = 3;
+    enum class Armed : std::uint8_t {
+        armed,   // sleep: wait_fd() turns readable when work comes
+        busy,    // work is already here: poll, do not sleep (nothing stays armed)
+        cannot,  // the module cannot promise a wake-up now: poll (or nap) instead
+    };
+    // The descriptor to sleep on (readable, as poll/epoll see it), or -1 for a
+    // module whose work only ever comes from this process's own calls (self).
+    // The same for the module's life.
+    virtual int wait_fd() const noexcept = 0;
+    virtual Armed arm() noexcept = 0;
+    // Back from the sleep (woken or not): peers stop ringing, readiness that was
+    // only a wake-up is consumed.  Called once after each arm() that answered armed.
+    virtual void disarm() noexcept = 0;
+
+  protected:
+    ~WaitObject() = default;
+};
+
 class Module {
   public:
     explicit Module(Component& component) : component_(&component) {}

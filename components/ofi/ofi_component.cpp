@@ -172,8 +172,9 @@ class OfiComponent final : public btl::Component {
     std::optional<btl::Prospect> prospect() const override {
         // Left at its default, the exclusivity is local_exclusivity, the highest a
         // module of this component takes.
+        // No one-sided operation (ofi_module.cpp, choose_attributes).
         return btl::Prospect{btl::reach::any, read_config().exclusivity,
-                             btl::flags::send | btl::flags::one_sided | btl::flags::dynamic_peers};
+                             btl::flags::send | btl::flags::dynamic_peers};
     }
 
   private:

@@ -66,11 +66,6 @@ AddressForm address_form(std::uint32_t format) noexcept {
     }
 }
 
-// The providers whose addresses only mean something on this node.
-bool node_local(const std::string& core) {
-    return core == "shm" || core == "sm2";
-}
-
 bool software_network(const std::string& core) {
     return core == "tcp" || core == "sockets" || core == "udp" || core == "net";
 }
@@ -225,38 +220,39 @@ void OfiModule::choose_attributes(const fi_info& info) {
             config_.eager_limit = std::min(config_.eager_limit, cap);
         }
     }
+    // shm sends a message above its inject size (4 KiB) by handing the
+    // receiver an iovec and waiting in the sender's one response queue for its
+    // answer, and it completes that queue strictly in order: a receiver killed
+    // with such a message from us never answers, and every later one, to any
+    // peer, waits behind it for good (the survivors of a killed rank stall).
+    // A message up to the inject size is copied into the receiver's region and
+    // completes at once, so fragments stay within it (in every process alike:
+    // the receive buffers are as large).
+    if (local && info.tx_attr->inject_size > header_size) {
+        const std::size_t cap = info.tx_attr->inject_size - header_size;
+        if (config_.max_send_size > cap) {
+            out_.verbose(10, "{}: fragments capped at {} bytes (shm inject size {})", name(), cap,
+                         info.tx_attr->inject_size);
+            config_.max_send_size = cap;
+            config_.eager_limit = std::min(config_.eager_limit, cap);
+        }
+    }
     attr_.eager_limit = config_.eager_limit;
     attr_.rndv_eager_limit = config_.eager_limit;
     attr_.max_send_size = config_.max_send_size;
     // Not flags::thread_safe: the domain is opened FI_THREAD_DOMAIN (the
     // caller serialises), and the fragment free lists are unlocked.
-    attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
-                  btl::flags::dynamic_peers;
-    // A hardware provider's RMA runs on the NIC; shm's and the software
-    // networks' are served by the target's progress.
-    if (!local && !soft) attr_.flags |= btl::flags::rdma_without_target;
+    attr_.flags = btl::flags::send | btl::flags::dynamic_peers;
+    // No one-sided operation is announced, so the upper layers do them over
+    // the send path, where the target checks each against its registrations.
+    // Through libfabric's RMA a peer's operation through the key of a region
+    // the target deregistered is not refused as the btl contract requires
+    // (RdmaRefusal.through_stale_handle), even with a region of its own per
+    // registration closed at deregistration: shm does not check keys (a put
+    // or get through a stale key writes), and tcp;ofi_rxm refuses the
+    // operation but then breaks its connection to the peer, and every later
+    // message to it fails.
     attr_.reach = local ? btl::reach::node : btl::reach::node | btl::reach::remote;
-    const std::size_t max_msg = info.ep_attr->max_msg_size;
-    attr_.put_limit = std::min<std::size_t>(max_msg, std::size_t{1} << 30);
-    attr_.get_limit = attr_.put_limit;
-    attr_.registration_handle_size = sizeof(PackedHandle);
-
-    std::uint32_t ops = 0;
-    bool all32 = true;
-    for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
-        if (!atomics64_[i].plain || !atomics64_[i].fetch) continue;
-        ops |= fi_atomics[i].support;
-        all32 = all32 && atomics32_[i].plain && atomics32_[i].fetch;
-    }
-    if (cswap64_) {
-        ops |= btl::atomic_support::cswap;
-        all32 = all32 && cswap32_;
-    }
-    if (ops != 0) {
-        if (all32) ops |= btl::atomic_support::bits32;
-        attr_.atomic_flags = ops;
-        attr_.flags |= btl::flags::atomic_ops | btl::flags::atomic_fops;
-    }
     inject_limit_ = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
     inject_scratch_.resize(inject_limit_);
 }

@@ -60,6 +60,11 @@ struct OfiConfig : btl::BaseConfig {
 // The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".
 std::string core_provider(const std::string& provider);
 
+// The shared-memory providers: their addresses only mean something on this node.
+inline bool node_local(const std::string& core) {
+    return core == "shm" || core == "sm2";
+}
+
 class OfiModule final : public btl::Module,
                         public btl::Rdma,
                         public btl::Atomics,

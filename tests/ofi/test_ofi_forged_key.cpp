@@ -50,6 +50,8 @@ class OfiForgedKey : public ::testing::Test {
         btl::Reachability reachable(1);
         ASSERT_EQ(module_->add_procs(self_, self_ep_, reachable), Status::success);
         if (!reachable.test(0)) GTEST_SKIP() << module_name() << " does not reach its own process";
+        if ((module_->attributes().flags & (btl::flags::put | btl::flags::get)) == 0)
+            GTEST_SKIP() << module_name() << " offers no one-sided operation";
         memory_.fill(fill);
         handle_ = module_->rdma()->register_mem(nullptr, region(), region_size,
                                                 btl::reg_flags::access_any);

@@ -29,13 +29,16 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
     params::to<&OfiConfig::provider_include>(params::Decl{
         "provider_include", Type::string, "",
         "Libfabric providers to use, comma separated, by full name (tcp;ofi_rxm) or core name "
-        "(tcp, shm, verbs, efa, cxi, opx); empty: every provider not excluded. Setting it "
+        "(tcp, shm, verbs, efa, cxi, opx); empty: every provider not excluded, but the "
+        "shared-memory ones (shm, sm2) only where the btl list leaves vader out. Setting it "
         "together with a non-default btl_ofi_provider_exclude is an error",
         1}),
     params::to<&OfiConfig::provider_exclude>(params::Decl{
         "provider_exclude", Type::string, "sockets,net,udp",
         "Libfabric providers not to use (same names as btl_ofi_provider_include); by default "
-        "the providers that duplicate tcp with less function or speed",
+        "the providers that duplicate tcp with less function or speed. Where the btl list "
+        "selects vader, the shared-memory providers (shm, sm2) are left out too unless "
+        "btl_ofi_provider_include names them: vader serves this node",
         1}),
     btl::inherit<OfiConfig>(btl::BaseParam::eager_limit, {.default_value = "8k"}),
     btl::inherit<OfiConfig>(
@@ -113,6 +116,7 @@ class OfiComponent final : public btl::Component {
     mca::OpenResult open() override {
         out_ = log::Stream("btl:ofi", btl::base_verbosity(reg()));
         selection_ = read_selection();
+        vader_selected_ = vader_selected();
         return mca::OpenResult::ok();
     }
 
@@ -210,8 +214,21 @@ class OfiComponent final : public btl::Component {
     }
 
     bool selected(const std::string& provider) const {
-        return selection_.use_include ? listed(selection_.include, provider)
-                                      : !listed(selection_.exclude, provider);
+        if (selection_.use_include) return listed(selection_.include, provider);
+        if (vader_selected_ && node_local(core_provider(provider))) return false;
+        return !listed(selection_.exclude, provider);
+    }
+
+    // Where vader serves this node, libfabric's shared-memory providers would
+    // only add a region per process (shm: 16 MiB in /dev/shm, named after the
+    // pid, which a killed process leaves behind and nothing removes) and
+    // never carry a message: vader's exclusivity is above theirs.
+    bool vader_selected() const {
+        try {
+            return params::parse_selection(reg().get("btl").text(), {}, "btl").selects("vader");
+        } catch (...) {
+            return false;  // the framework reports a bad list
+        }
     }
 
     // The first domain of each selected provider, in libfabric's order of preference.
@@ -259,7 +276,11 @@ class OfiComponent final : public btl::Component {
                                       fmt::format("{}", fmt::join(selection_.include.names, ","))
                                 : "btl_ofi_provider_exclude=" +
                                       fmt::format("{}", fmt::join(selection_.exclude.names, ",")));
-        for (const std::string& p : skipped) out_.verbose(20, "provider {} not selected", p);
+        for (const std::string& p : skipped)
+            out_.verbose(20, "provider {} not selected{}", p,
+                         vader_selected_ && node_local(core_provider(p))
+                             ? " (vader serves this node; btl_ofi_provider_include=shm to use it)"
+                             : "");
         return out;
     }
 
@@ -275,6 +296,7 @@ class OfiComponent final : public btl::Component {
     params::Registry* registry_ = nullptr;
     log::Stream out_;
     ProviderSelection selection_;
+    bool vader_selected_ = false;
 };
 
 }  // namespace

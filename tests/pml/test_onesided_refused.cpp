@@ -90,18 +90,7 @@ void expect_untouched(const std::byte* mem, std::size_t from, std::size_t to, co
             << "byte " << i << " of the target's memory changed " << when;
 }
 
-// A transport whose RDMA the target's CPU never sees and which does not bound
-// it to live registrations yet is named by its ctest entry, with the kinds of
-// memory concerned ("heap", "mem_alloc"): those cases are skipped, not passed.
-bool known_unbounded(const char* memory) {
-    const char* list = std::getenv("TRANSIT_TEST_ONESIDED_UNBOUNDED");
-    return list != nullptr && std::strstr(list, memory) != nullptr;
-}
-
 void run(bool shared) {
-    if (known_unbounded(shared ? "mem_alloc" : "heap"))
-        GTEST_SKIP() << "this transport does not yet bound one-sided operations to live "
-                        "registrations (TRANSIT_TEST_ONESIDED_UNBOUNDED)";
     const std::uint32_t n = ctx().size();
     const Rank target = (ctx().rank() + 1) % n;
     const std::size_t total = guard + window + guard;

@@ -612,7 +612,12 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     f->segment_count = 1;
     f->internal = true;  // freed at completion
     const std::size_t before = sends_pending_;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    // A join may wait as long as its answer may take: tcp;ofi_rxm says "try
+    // again" until the server's side of the new connection has progressed,
+    // which a loaded or stopped server does late.
+    const auto deadline = kind == WireKind::join
+                              ? ep.join_deadline
+                              : std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     Status s;
     while ((s = post_send(f, &ep, tag, kind)) == Status::out_of_resource &&
            std::chrono::steady_clock::now() < deadline)

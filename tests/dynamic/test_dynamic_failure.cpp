@@ -7,6 +7,8 @@
 //                           operations ended
 //   victim                  a server that answers nothing (killed by the driver)
 //   client ADDRESS echo     echoes of 0 B to 4 MiB, then disconnect
+//   client ADDRESS late     the same, saying "connecting" first (its server
+//                           is stopped until then)
 //   client ADDRESS stream   receives the server's stream until killed
 //   client ADDRESS stream-still  the same, but stops calling Transit once
 //                           streaming (killed outside libfabric's shm calls)
@@ -178,9 +180,10 @@ int client(const std::string& address, const std::string& mode) {
     if (mode == "unanswered") return unanswered(address);
     auto ctx = transit::init();
     Rank server = transit::any_rank;
+    if (mode == "late") say("connecting");
     check(ctx.connect(address, server) == Status::success, "connect");
     check_transport(ctx, server);
-    if (mode == "echo") {
+    if (mode == "echo" || mode == "late") {
         for (std::size_t n : {std::size_t{0}, std::size_t{100}, std::size_t{65536}, big})
             echo_once(ctx, server, tag_echo, n, static_cast<std::uint32_t>(n));
         check(ctx.disconnect(server) == Status::success, "disconnect");
@@ -495,6 +498,30 @@ int stopped_server(const std::string& me, const std::string& btl) {
     return 0;
 }
 
+// A server that is stopped while its client connects and goes on 1.5 s
+// later (a loaded node, a debugger): its client waits for it and is served.
+// A transport slow to set its connection up (libfabric's tcp;ofi_rxm answers
+// "try again" until the server's side progresses) is no reason to give the
+// server up before the join timeout; over tcp the wait for a server's answer
+// in connect is btl_tcp_server_connect_timeout, raised here.
+int late_server(const std::string& me) {
+    Child srv = start({me, "server"});
+    const std::string address = read_line(srv, 20, "the server's address");
+    ::kill(srv.pid, SIGSTOP);
+    ::setenv("TRANSIT_MCA_btl_tcp_server_connect_timeout", "10", 1);
+    Child cl = start({me, "client", address, "late"});
+    ::unsetenv("TRANSIT_MCA_btl_tcp_server_connect_timeout");
+    check(read_line(cl, 20, "the late client to connect") == "connecting", "late client");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the server's stop
+    ::kill(srv.pid, SIGCONT);
+    check(wait_exit(cl) == 0, "the client of a server stopped for 1.5 s failed");
+    Child quit = start({me, "client", address, "quit"});
+    check(wait_exit(quit) == 0, "quit client");
+    check(wait_exit(srv) == 0, "the server failed");
+    say("a server stopped for 1.5 s while its client connected served it");
+    return 0;
+}
+
 // Fragments a client gave a server that never returned them (stopped, its
 // join given up) are the client's again once that server is killed: a
 // client with no other fragments is served by another server then.
@@ -531,6 +558,7 @@ int main(int argc, char** argv) {
     ::signal(SIGPIPE, SIG_IGN);
     if (killed_client(argv[0]) != 0) return 1;
     if (killed_server(argv[0], false) != 0) return 1;
+    if (late_server(argv[0]) != 0) return 1;
     const char* env_btl = std::getenv("TRANSIT_TEST_PEER_BTL");
     const std::string btl = env_btl ? env_btl : "";
     if (btl == "tcp" && killed_server(argv[0], true) != 0) return 1;

@@ -188,6 +188,17 @@ int flush_after_loss(rt::Runtime& runtime, btl::Module& module, ProgressEngine& 
     btl::RegistrationHandle* lh =
         rdma->register_mem(nullptr, local.data(), local.size(), btl::reg_flags::access_any);
     Gets gets;
+    // Rank 1 leaves once told that the gets are in flight.  A transport that
+    // runs out of resources before all are posted (uct: the peer serves
+    // nothing) is told at that point: the gets left are posted to a peer
+    // that is gone.
+    bool told = false;
+    const auto tell_rank1 = [&told] {
+        if (told) return;
+        told = true;
+        if (const std::string posted = gets_posted_file(); !posted.empty())
+            if (std::FILE* f = std::fopen(posted.c_str(), "w")) std::fclose(f);
+    };
     for (int i = 0; i < get_count; ++i) {
         const btl::RdmaRequest r{
             .endpoint = ep,
@@ -199,15 +210,17 @@ int flush_after_loss(rt::Runtime& runtime, btl::Module& module, ProgressEngine& 
             .cb = on_get,
             .cbdata = &gets};
         Status s;
-        while ((s = rdma->get(r)) == Status::out_of_resource) engine.progress();
+        while ((s = rdma->get(r)) == Status::out_of_resource) {
+            tell_rank1();
+            engine.progress();
+        }
         if (s == Status::completed) {
             ++gets.ended;
         } else if (!ok(s)) {
             ++gets.ended, ++gets.failed;
         }
     }
-    if (const std::string posted = gets_posted_file(); !posted.empty())
-        if (std::FILE* f = std::fopen(posted.c_str(), "w")) std::fclose(f);
+    tell_rank1();
     const btl::util::ProcessWatch rank1(rank1_pid);
     if (!progress_until(
             engine, [&] { return rank1.exited() && st.errors > 0; }, std::chrono::seconds(30)))

@@ -199,7 +199,7 @@ class Engine {
     std::string listen();
     Status connect(std::string_view address, Rank& peer);
     Status disconnect(Rank peer, Disconnect how) noexcept;
-    // names under a launcher (names.cpp)
+    // names: the launcher's, or the node's name directory (names.cpp)
     Status publish(std::string_view name);
     Status lookup(std::string_view name, std::chrono::milliseconds wait, std::string& address);
     Status unpublish(std::string_view name);

@@ -1,5 +1,7 @@
-// Names under a launcher: publish this context's address under a name, look
-// up another's (PMIx publish/lookup through the runtime, rt::NameService).
+// Names: publish this context's address under a name, look up another's.
+// The launcher keeps them (PMIx publish/lookup) when it can; a singleton, or
+// a rank whose launcher keeps no names (Slurm's srun), uses this user's name
+// directory on the node (rt::NameChoice).
 #include "runtime/name_service.hpp"
 
 #include "pml/engine.hpp"
@@ -8,29 +10,22 @@ namespace transit::pml {
 
 namespace {
 
-// The launcher's name service, or nullptr with the reason logged.
-rt::NameService* names_of(rt::DynamicRuntime& runtime, std::string_view what) {
-    rt::NameService* names = rt::name_service(runtime.inner());
-    if (!names)
-        log::error(
-            "pml: {}: this process has no launcher (a singleton): names need a PMIx launcher "
-            "such as transit_run or mpirun",
-            what);
-    return names;
-}
-
 bool valid(std::string_view name, std::string_view what) {
     const std::string bad = rt::name_problem(name);
     if (!bad.empty()) log::error("pml: {}: {}", what, bad);
     return bad.empty();
 }
 
+// Says once (and again if it changes) which service keeps the names.
+void report(rt::NameChoice& names, const log::Stream& out) {
+    std::string which;
+    if (names.changed(which)) out.verbose(1, "{}", which);
+}
+
 }  // namespace
 
 Status Engine::publish(std::string_view name) {
     if (!valid(name, "publish")) return Status::bad_param;
-    rt::NameService* names = names_of(*runtime_, "publish");
-    if (!names) return Status::not_supported;
     std::string address;
     try {
         address = listen();
@@ -39,7 +34,8 @@ Status Engine::publish(std::string_view name) {
         return Status::not_supported;
     }
     std::string why;
-    const Status s = names->publish_name(name, address, why);
+    const Status s = runtime_->names().publish_name(name, address, why);
+    report(runtime_->names(), c_.out);
     if (!ok(s)) log::error("pml: publish: {}", why);
     return s;
 }
@@ -50,20 +46,18 @@ Status Engine::lookup(std::string_view name, std::chrono::milliseconds wait, std
         log::error("pml: lookup: a negative wait");
         return Status::bad_param;
     }
-    rt::NameService* names = names_of(*runtime_, "lookup");
-    if (!names) return Status::not_supported;
     std::string why;
-    const Status s = names->lookup_name(name, wait, address, why);
+    const Status s = runtime_->names().lookup_name(name, wait, address, why);
+    report(runtime_->names(), c_.out);
     if (!ok(s)) log::error("pml: lookup: {}", why);
     return s;
 }
 
 Status Engine::unpublish(std::string_view name) {
     if (!valid(name, "unpublish")) return Status::bad_param;
-    rt::NameService* names = names_of(*runtime_, "unpublish");
-    if (!names) return Status::not_supported;
     std::string why;
-    const Status s = names->unpublish_name(name, why);
+    const Status s = runtime_->names().unpublish_name(name, why);
+    report(runtime_->names(), c_.out);
     if (!ok(s)) log::error("pml: unpublish: {}", why);
     return s;
 }

@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/name_choice.hpp"
 #include "transit/runtime.hpp"
 
 namespace transit::rt {
@@ -29,6 +30,8 @@ class DynamicRuntime final : public Runtime, public DynamicPeers {
     // --- the context's side ------------------------------------------------------
     // The launcher's (or the singleton's) runtime.
     Runtime& inner() noexcept { return *inner_; }
+    // Who keeps this process's names: the launcher, or the node's name directory.
+    NameChoice& names() noexcept { return names_; }
     // This process's token, made on first call (random, 128 bits).
     const Secret& listen_token();
     bool listening() const noexcept { return token_.has_value(); }
@@ -88,6 +91,7 @@ class DynamicRuntime final : public Runtime, public DynamicPeers {
     Rank add(Entry e) noexcept;
 
     std::unique_ptr<Runtime> inner_;
+    NameChoice names_{*inner_};  // its directory's names go before the runtime
     std::optional<Secret> token_;
     std::map<std::string, std::vector<std::byte>, std::less<>> published_;
     // Live peers only: a server up for days keeps nothing of the clients gone.

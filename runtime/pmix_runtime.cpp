@@ -437,11 +437,20 @@ void register_params() {
          "Seconds a modex fence waits for the slowest rank before it fails with a timeout "
          "(0: no limit)",
          6},
+        {"names_dir", params::Type::string, "",
+         "Directory of this user's names on the node, kept there when the launcher keeps none "
+         "(a singleton; Slurm's srun): made with mode 0700 and refused when it is a symbolic "
+         "link, another user's or open to others (empty: $TMPDIR/transit-names-<uid>, else "
+         "/tmp/transit-names-<uid>, where transit_run keeps its ranks' names)",
+         5},
     };
     params::registry().add_all("runtime", "", decls);
 }
 
 std::unique_ptr<Runtime> open_runtime(FenceMode mode) {
+    // Before any lookup, also for a singleton: a TRANSIT_MCA_runtime_* setting
+    // is then known, not reported as a stray name.
+    register_params();
     if (!launched_by_pmix()) return singleton_runtime();
     pmix_proc_t me;
     PMIX_PROC_CONSTRUCT(&me);

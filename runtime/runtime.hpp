@@ -18,7 +18,8 @@ enum class FenceMode {
 // answers but is broken.
 std::unique_ptr<Runtime> open_runtime(FenceMode mode = FenceMode::self_driven);
 
-// Registers the runtime's parameters (runtime_fence_timeout); idempotent.
+// Registers the runtime's parameters (runtime_fence_timeout, runtime_names_dir);
+// idempotent.
 // open_runtime() calls it; tools call it to list them.
 void register_params();
 

@@ -231,12 +231,14 @@ int transit_connect(transit_context* ctx, const char* address, uint32_t* peer);
  * what was sent to it; abortive: at once. */
 int transit_disconnect(transit_context* ctx, uint32_t peer);
 int transit_disconnect_abortive(transit_context* ctx, uint32_t peer);
-/* Names under a launcher (Context::publish/lookup/unpublish): the context's
+/* Names (Context::publish/lookup/unpublish): the context's
  * address under a name.  transit_lookup waits up to wait_ms for the name to
  * be published (0: answers at once) and writes the address into buf like
  * transit_listen (TRANSIT_TRUNCATED and *needed when it does not fit).
  * TRANSIT_EXISTS: the name is taken; TRANSIT_NOT_FOUND: no such name;
- * TRANSIT_TIMEOUT: none within wait_ms; TRANSIT_NOT_SUPPORTED: no launcher. */
+ * TRANSIT_TIMEOUT: none within wait_ms; TRANSIT_NOT_SUPPORTED: no transport
+ * carries peers outside the job.  Without a launcher that keeps names, this
+ * user's name directory on the node keeps them. */
 int transit_publish(transit_context* ctx, const char* name);
 int transit_lookup(transit_context* ctx, const char* name, uint32_t wait_ms, char* buf, size_t size,
                    size_t* needed);

@@ -381,16 +381,18 @@ class Context {
     // fail at once with peer_departed or peer_failed.  bad_param for a job rank.
     Status disconnect(Rank peer, Disconnect how = Disconnect::graceful) noexcept;
 
-    // --- names under a launcher (PMIx publish/lookup) ------------------------------
+    // --- names (the launcher's PMIx publish/lookup, else the node's directory) -------
     // A name is 1..120 bytes without spaces or control characters, not
-    // starting with "pmix.".  Under a PMIx launcher only: a singleton gets
-    // not_supported (and the log says why).
+    // starting with "pmix.".  A singleton, or a rank whose launcher keeps no
+    // names (srun), keeps them in this user's name directory on the node,
+    // which transit_run's ranks share (README "Names").
     // Publishes this context's address (listening first if it does not yet)
     // under `name`, until unpublish or the end of this process.  Under
     // transit_run every process of the same user on the node (this job and
-    // other transit_run jobs) can look it up; under mpirun its job.  exists:
-    // the name is taken; not_supported: no launcher, or no selected
-    // transport carries peers outside the job (listen would throw).
+    // other transit_run jobs, and singletons) can look it up; under mpirun its
+    // job.  exists: the name is taken; not_supported: no selected transport
+    // carries peers outside the job (listen would throw); error: the name
+    // directory is unsafe (the log says why).
     Status publish(std::string_view name);
     // The address published under `name`, for connect().  Waits up to `wait`
     // for the name to be published (0: answers at once), driving progress

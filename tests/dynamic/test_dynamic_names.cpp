@@ -1,16 +1,21 @@
-// Names under a launcher: Context::publish / lookup / unpublish through PMIx,
-// served by transit_run.  This program is the driver (argv[1]: transit_run)
-// and, with a role argument, the ranks it launches:
+// Names: Context::publish / lookup / unpublish through PMIx, served by
+// transit_run, and, for processes started by hand (singletons), through this
+// user's name directory on the node, which transit_run shares.  This program
+// is the driver (argv[1]: transit_run) and, with a role argument, the ranks
+// and singletons it starts:
 //   job                 a 2-rank job: rank 0 publishes its address, rank 1
 //                       looks it up (waiting), connects and echoes; duplicate,
 //                       unknown, foreign and unpublished names fail clearly
-//   server NAME         rank 0 of a job of its own: publishes NAME, serves
-//                       echoes until tag_quit
-//   client NAME         another job: looks NAME up, connects, echoes, quits it
-//   publish NAME        another job: publishing NAME again gives `exists`
-//   lookup NAME WAIT_MS another job: prints what lookup gives
-//   singleton           no launcher: publish and lookup are not supported
+//   server NAME         rank 0 of a job of its own (or a singleton): publishes
+//                       NAME, serves echoes until tag_quit
+//   client NAME         another job or singleton: looks NAME up, connects,
+//                       echoes, quits it
+//   publish NAME        another: publishing NAME again gives `exists`
+//   take NAME           another: publishing NAME succeeds (its holder is dead)
+//   unpublish NAME      another: unpublishing NAME gives `access_denied`
+//   lookup NAME WAIT_MS another: prints what lookup gives
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -91,17 +96,6 @@ int job() {
     return 0;
 }
 
-int singleton() {
-    auto ctx = transit::init();
-    std::string address;
-    expect(ctx.publish("names-test-singleton"), Status::not_supported, "publish in a singleton");
-    expect(ctx.lookup("names-test-singleton", address), Status::not_supported,
-           "lookup in a singleton");
-    expect(ctx.unpublish("names-test-singleton"), Status::not_supported,
-           "unpublish in a singleton");
-    return 0;
-}
-
 // --- driver ----------------------------------------------------------------------
 
 Child launch(const char* launcher, const std::string& me, std::vector<std::string> args) {
@@ -110,10 +104,66 @@ Child launch(const char* launcher, const std::string& me, std::vector<std::strin
     return start_program(launcher, argv);
 }
 
+// What a singleton's lookup of `name` prints.
+std::string singleton_lookup(const std::string& me, const std::string& name, const char* wait_ms) {
+    Child c = start({me, "lookup", name, wait_ms});
+    std::string line = read_line(c, 30, "the singleton's lookup");
+    check(wait_exit(c) == 0, "the singleton's lookup");
+    return line;
+}
+
+// Processes started by hand, no launcher: the name directory keeps the names.
+void singletons(const char* launcher, const std::string& me) {
+    const std::string name = "names-test-single-" + std::to_string(::getpid());
+    Child srv = start({me, "server", name});
+    check(read_line(srv, 30, "the singleton server's publication") == "published", "server");
+    Child dup = start({me, "publish", name});
+    check(wait_exit(dup) == 0, "a second singleton publishing the name");
+    Child thief = start({me, "unpublish", name});
+    check(wait_exit(thief) == 0, "a second singleton unpublishing the name");
+    Child cl = start({me, "client", name});
+    check(wait_exit(cl) == 0, "the singleton client");
+    check(wait_exit(srv) == 0, "the singleton server");
+    check(singleton_lookup(me, name, "0") == "not found", "the name of a server that ended");
+    const auto t = std::chrono::steady_clock::now();
+    check(singleton_lookup(me, name, "300") == "timeout", "a lookup waiting 300 ms");
+    say("singletons: one published, one looked it up and was served, a second publisher got "
+        "exists, a stranger's unpublish was refused; a wait ended in timeout (%lld ms with start)",
+        ms_since(t));
+
+    // A singleton killed outright: its name is free for the next publisher.
+    const std::string killed = name + "-killed";
+    Child victim = start({me, "server", killed});
+    check(read_line(victim, 30, "the victim's publication") == "published", "victim");
+    ::kill(victim.pid, SIGKILL);
+    wait_exit(victim);
+    Child taker = start({me, "take", killed});
+    check(wait_exit(taker) == 0, "taking over a killed singleton's name");
+    say("a killed singleton's name: taken over");
+
+    // transit_run's ranks and singletons share the directory.
+    const std::string shared = name + "-job";
+    Child job_srv = launch(launcher, me, {"server", shared});
+    check(read_line(job_srv, 30, "the job server's publication") == "published", "job server");
+    Child single_cl = start({me, "client", shared});
+    check(wait_exit(single_cl) == 0, "the singleton client of a transit_run server");
+    check(wait_exit(job_srv) == 0, "the transit_run server");
+    say("a singleton found a transit_run rank's name and was served");
+
+    // A directory that others could write to is refused.
+    const std::string open_dir = "/tmp/names-test-open-" + std::to_string(::getpid());
+    check(::mkdir(open_dir.c_str(), 0777) == 0 && ::chmod(open_dir.c_str(), 0777) == 0,
+          "mkdir " + open_dir);
+    ::setenv("TRANSIT_MCA_runtime_names_dir", open_dir.c_str(), 1);
+    const std::string refused = singleton_lookup(me, name, "0");
+    ::unsetenv("TRANSIT_MCA_runtime_names_dir");
+    ::rmdir(open_dir.c_str());
+    check(refused == "error", "a lookup in a directory open to all: " + refused);
+    say("a name directory open to others: refused");
+}
+
 int driver(const char* launcher, const std::string& me) {
-    Child single = start({me, "singleton"});
-    check(wait_exit(single) == 0, "the singleton");
-    say("a singleton: names not supported");
+    singletons(launcher, me);
 
     Child j = start_program(launcher, {launcher, "-n", "2", "--timeout", "60", me, "job"});
     for (int i = 0; i < 3; ++i) say("  %s", read_line(j, 60, "the job's report").c_str());
@@ -153,7 +203,6 @@ int driver(const char* launcher, const std::string& me) {
 int main(int argc, char** argv) {
     const std::string role = argc >= 2 ? argv[1] : "";
     if (role == "job") return job();
-    if (role == "singleton") return singleton();
     if (role == "server" && argc >= 3) {
         auto ctx = transit::init();
         expect(ctx.publish(argv[2]), Status::success, "publish");
@@ -171,6 +220,16 @@ int main(int argc, char** argv) {
     if (role == "publish" && argc >= 3) {
         auto ctx = transit::init();
         expect(ctx.publish(argv[2]), Status::exists, "publish of another job's name");
+        return 0;
+    }
+    if (role == "take" && argc >= 3) {
+        auto ctx = transit::init();
+        expect(ctx.publish(argv[2]), Status::success, "publish of a dead process's name");
+        return 0;
+    }
+    if (role == "unpublish" && argc >= 3) {
+        auto ctx = transit::init();
+        expect(ctx.unpublish(argv[2]), Status::access_denied, "unpublish of another's name");
         return 0;
     }
     if (role == "lookup" && argc >= 4) {

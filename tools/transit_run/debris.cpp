@@ -7,7 +7,6 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "process_util.hpp"
@@ -61,22 +60,6 @@ void remove_regions_of_dead_ranks(const std::filesystem::path& dir) {
 }
 
 }  // namespace
-
-std::string process_mark(pid_t pid) {
-    // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-    const std::string stat = first_line("/proc/" + std::to_string(pid) + "/stat");
-    const std::size_t close = stat.rfind(')');
-    if (close == std::string::npos) return {};
-    std::istringstream rest(stat.substr(close + 1));
-    std::string field, state, start;
-    // Field 3 is the state, field 22 the start time.
-    for (int i = 3; i <= 22 && rest >> field; ++i) {
-        if (i == 3) state = field;
-        if (i == 22) start = field;
-    }
-    if (start.empty() || state == "Z" || state == "X") return {};
-    return std::to_string(pid) + " " + start;
-}
 
 void mark_job_dir(const std::string& dir) {
     std::ofstream(dir + "/launcher") << process_mark(::getpid()) << "\n";

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "runtime/name_directory.hpp"
+
 namespace transit::run {
 
-// A process's pid and start time ("<pid> <ticks since boot>"): unlike the pid
-// alone, never the same for two processes.  Empty when no such process runs
-// (a zombie has ended: it counts as gone).
-std::string process_mark(pid_t pid);
+// A process's pid and start time (the name directory's owner marks).
+using rt::process_mark;
 
 // Records this launcher in its job directory `dir` (file "launcher").
 void mark_job_dir(const std::string& dir);

@@ -1,12 +1,11 @@
 // The names ranks publish (PMIx publish/lookup/unpublish, served by PmixHost).
-// They are kept where every transit_run of the same user on this node finds
-// them: one file per name in <$TMPDIR>/transit-names-<uid>/ (a directory of
-// that user's, mode 0700), written whole and renamed into place, changed
-// under a lock (flock on its ".lock").  A file names its launcher (pid and
-// start time): when that launcher is gone (killed outright), its names are
-// gone too, whatever files it left.  A launcher removes a rank's names when
-// the rank ends (per-process names, PMIx's PMIX_PERSIST_PROC) and all its
-// job's names when the job ends.
+// They are kept where every transit_run of the same user on this node, and
+// every process of that user without a launcher, finds them: this user's name
+// directory, <$TMPDIR>/transit-names-<uid>/ (rt::NameDirectory).  An entry
+// names its launcher (pid and start time) as owner: when that launcher is
+// gone (killed outright), its names are gone too, whatever files it left.  A
+// launcher removes a rank's names when the rank ends (per-process names,
+// PMIx's PMIX_PERSIST_PROC) and all its job's names when the job ends.
 #pragma once
 
 #include <map>
@@ -15,6 +14,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/name_directory.hpp"
 
 namespace transit::run {
 
@@ -55,13 +56,11 @@ class NameTable {
 
   private:
     bool ready(std::string& why);
-    std::string path_of(const std::string& name) const;
-    std::optional<Entry> read(const std::string& path) const;
-    bool write(const std::string& path, const Entry& e, std::string& why) const;
-    void remove_if_ours(const std::string& name);
-    void sweep_dead();
+    // The live entry under `name`, as kept.
+    std::optional<Entry> live(const std::string& name) const;
+    void remove_if_ours(const rt::NameDirectory::Lock& lock, const std::string& name);
 
-    std::string dir_;
+    rt::NameDirectory dir_;
     std::string job_id_;
     std::string mark_;  // this launcher: "<pid> <start time>"
     bool ready_ = false;

@@ -1,7 +1,9 @@
 // transit_run from the outside: real processes, real signals, real exit codes.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <mqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
@@ -812,6 +814,23 @@ TEST(TransitRun, AStrangersIdleConnectionDoesNotStallStartUp) {
     OtherUser stranger;
     ASSERT_TRUE(stranger.made()) << "useradd failed";
     expect_idle_connection_harmless([&] { stranger.become(); }, "");
+}
+
+// A rank killed with a POSIX message queue it listed (btl::util::Leftovers):
+// the launcher removes the queue once the rank is gone.
+TEST(TransitRun, ARankKilledLeavesNoListedObjectBehind) {
+    PidDir dir;
+    const Result r = run({"-n", "1", behaviour, "leftover", dir.path()});
+    EXPECT_EQ(r.status, 128 + SIGKILL) << r.err;
+    const std::string queue = read_file(dir.path() + "/.queue.0");
+    ASSERT_FALSE(queue.empty()) << r.err;
+    const std::string name = queue.substr(0, queue.find('\n'));
+    const mqd_t q = ::mq_open(name.c_str(), O_RDONLY);
+    if (q != static_cast<mqd_t>(-1)) {
+        ::mq_close(q);
+        ::mq_unlink(name.c_str());
+        FAIL() << "the killed rank's queue " << name << " is still there";
+    }
 }
 
 // kill -9 of the launcher: its ranks end at once, and the next launcher of the

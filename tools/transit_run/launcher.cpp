@@ -24,6 +24,7 @@
 #include "debris.hpp"
 #include "process_util.hpp"
 #include "runtime/job_secret.hpp"
+#include "transit/btl/util/leftovers.hpp"
 
 extern char** environ;
 
@@ -386,6 +387,9 @@ void Launcher::reap(PmixHost& host) {
     for (const auto& [p, st] : exited)
         for (unsigned r = 0; r < ranks_.size(); ++r)
             if (ranks_[r].pid == p && ranks_[r].running) on_rank_exit(host, r, st);
+    // Named objects a killed rank's transports listed outlive it (see
+    // btl::util::Leftovers): they go now, not at the user's next job.
+    btl::util::remove_leftovers_of_gone_processes();
     // Anything else is an orphan we adopted as subreaper: reaped, ignored.
 }
 
@@ -474,6 +478,7 @@ void Launcher::cleanup() {
         }
         output_->flush_all();
     }
+    btl::util::remove_leftovers_of_gone_processes();
     if (!tmpdir_.empty()) remove_tree(tmpdir_);
     remove_job_shm(job_id_);
     for (const RankState& r : ranks_)

@@ -11,6 +11,7 @@
 #include <optional>
 #include <utility>
 
+#include "transit/btl/util/leftovers.hpp"
 #include "transit/params.hpp"
 #include "transit/params_bind.hpp"
 
@@ -113,6 +114,10 @@ Framework::~Framework() {
 void Framework::open() {
     if (opened_) return;
     opened_ = true;
+    // Named objects that this user's killed processes listed (btl::util::Leftovers)
+    // outlive them, and nobody else knows their names: every start clears them.
+    for (const std::string& r : btl::util::remove_leftovers_of_gone_processes())
+        out_.verbose(5, "removed {}: its process is gone", r);
     const params::Selection chosen = selection();
     mca::LoadResult loaded = mca::load_components("btl", [&](std::string_view name) {
         return chosen.empty() || chosen.selects(name) ? std::string() : exclusion_reason();

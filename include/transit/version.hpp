@@ -9,8 +9,11 @@ namespace transit {
 
 // 3: the btl contract's capability interfaces (Module::rdma(), atomics()) and
 // request structs (RdmaRequest, AtomicRequest).
+// 3.1: btl::util::Leftovers and remove_leftovers_of_gone_processes
+// (transit/btl/util/leftovers.hpp): a plugin built against it calls functions
+// a 3.0 library does not have.
 inline constexpr std::uint32_t abi_major = 3;
-inline constexpr std::uint32_t abi_minor = 0;
+inline constexpr std::uint32_t abi_minor = 1;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to

@@ -2,6 +2,8 @@
 //   rank_behaviour <mode> [args...]
 // Each rank learns its rank from TRANSIT_RANK (set by transit_run), so the
 // modes that need no runtime work with any program-level launcher behaviour.
+#include <fcntl.h>
+#include <mqueue.h>
 #include <pmix.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -22,6 +24,7 @@
 
 #include "runtime/job_secret.hpp"
 #include "runtime/runtime.hpp"
+#include "transit/btl/util/leftovers.hpp"
 
 namespace {
 
@@ -226,6 +229,23 @@ int init_when_released(const Args& a) {
     const Status s = rt->fence();
     say(fmt::format("fence {}", to_string(s)));
     return ok(s) ? 0 : 5;
+}
+
+// leftover DIR: makes a POSIX message queue listed with btl::util::Leftovers
+// (as a third-party transport would), notes its name in DIR/.queue.<rank>,
+// then kills itself (SIGKILL): nothing of its own removes the queue.
+int leftover(const Args& a) {
+    const std::string queue = fmt::format("/transit-test-rank-{}", ::getpid());
+    btl::util::Leftovers list("rank_behaviour");
+    list.add(btl::util::LeftoverKind::posix_mq, queue);
+    mq_attr attr{};
+    attr.mq_maxmsg = 1;
+    attr.mq_msgsize = 8;
+    const mqd_t q = ::mq_open(queue.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600, &attr);
+    if (q == static_cast<mqd_t>(-1)) return 10;
+    std::ofstream(fmt::format("{}/.queue.{}", a.at(0), env_rank())) << queue << "\n";
+    ::raise(SIGKILL);
+    return 11;
 }
 
 // shm-hold DIR: makes a region named as libfabric's shm provider names them,
@@ -473,6 +493,7 @@ int main(int argc, char** argv) {
         {"secret", secret},
         {"hold-secret", hold_secret},
         {"shm-hold", shm_hold},
+        {"leftover", leftover},
         {"binding", binding},
         {"env", environment},
         {"args", args},

@@ -1,7 +1,9 @@
 // transit_run from the outside: real processes, real signals, real exit codes.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <mqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pwd.h>
@@ -482,6 +484,14 @@ std::vector<std::string> lines_of_file(const std::string& path) {
     return lines_of(read_file(path));
 }
 
+// How often `what` occurs in `text`.
+std::size_t count_of(const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = 0; (at = text.find(what, at)) != std::string::npos; at += what.size())
+        ++n;
+    return n;
+}
+
 // A second local user for the test's lifetime (created with useradd, removed
 // with userdel).
 class OtherUser {
@@ -572,12 +582,7 @@ TEST(TransitRun, AnotherUserCannotObtainTheSecret) {
     ASSERT_EQ(secrets.size(), 2u) << r.out;
     const std::string secret = secrets.at("0");
     // The attempts were made; the launcher saw through the claimed user id.
-    std::size_t refusals = 0;
-    for (std::size_t at = 0; (at = r.err.find("refused a PMIx connection claiming to be rank 1",
-                                              at)) != std::string::npos;
-         ++at)
-        ++refusals;
-    EXPECT_EQ(refusals, tries.size()) << r.err;
+    EXPECT_EQ(count_of(r.err, "refused a PMIx connection from user"), tries.size()) << r.err;
     for (const Result& tried : tries) {
         EXPECT_NE(tried.out.find("pmix refused"), std::string::npos) << tried.out << tried.err;
         EXPECT_NE(tried.out.find("fd refused"), std::string::npos) << tried.out;
@@ -635,6 +640,120 @@ TEST(TransitRun, AStrangerClaimingARankCannotFailTheJob) {
     EXPECT_EQ(lines.count("fence success"), 4u) << r.out << r.err;
 }
 
+// The port of the PMIx server of the job whose ranks left their variables in
+// `dir`; empty if it has no tcp4 address.
+std::string pmix_port_of(const PidDir& dir) {
+    std::string port;
+    for (const std::string& e : lines_of_file(dir.path() + "/.env.0"))
+        if (e.starts_with("PMIX_SERVER_URI") && e.find("tcp4://") != std::string::npos)
+            port = e.substr(e.rfind(':') + 1);
+    return port;
+}
+
+// A socket connected to 127.0.0.1:`port`, -1 on failure (for forked children:
+// nothing here throws or allocates).
+int connect_to_loopback(const std::string& port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(std::atoi(port.c_str())));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) return fd;
+    if (fd >= 0) ::close(fd);
+    return -1;
+}
+
+// Another user who knows everything of a starting job (its PMIx namespace
+// too) claims rank 2 `claims` times, each claim refused at once, while the
+// ranks run `mode` (init-when-released: before they connect to the server;
+// fence-when-released: connected, before their fences): the real ranks start,
+// fence and finish, and each refusal is logged.  (The PMIx library used to
+// take a refused claim as one more connection of rank 2, with the stranger's
+// way of storing the job's data: the ranks' fences then failed, or hung.)
+void expect_claims_harmless(const std::string& mode, int claims, std::size_t fences_per_rank) {
+    OtherUser stranger;
+    ASSERT_TRUE(stranger.made()) << "useradd failed";
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "-n", "3", behaviour, mode, dir.path()});
+    ASSERT_TRUE(dir.wait_for(3)) << "the ranks did not start";
+    const std::vector<std::string> env = lines_of_file(dir.path() + "/.env.2");
+    ASSERT_FALSE(env.empty());
+    for (int i = 0; i < claims; ++i) {
+        const Result tried = intruder(stranger, {JOB_INTRUDER_PATH}, env).wait(10);
+        ASSERT_FALSE(tried.overran) << "claim " << i + 1 << ":\n" << tried.out << tried.err;
+        ASSERT_EQ(tried.status, 0) << "claim " << i + 1 << ":\n" << tried.out << tried.err;
+        EXPECT_NE(tried.out.find("pmix refused"), std::string::npos) << "claim " << i + 1 << ":\n"
+                                                                     << tried.out;
+    }
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    ASSERT_FALSE(r.overran) << "the job did not end within 30 s:\n" << r.out << r.err;
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_EQ(lines.count("fence success"), 3 * fences_per_rank) << r.out << r.err;
+    EXPECT_EQ(count_of(r.err, "refused a PMIx connection from user"),
+              static_cast<std::size_t>(claims))
+        << r.err;
+}
+
+TEST(TransitRun, StrangersClaimingARankBeforeItConnectsCannotHangIt) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    expect_claims_harmless("init-when-released", 3, 1);
+}
+
+TEST(TransitRun, StrangersClaimingAConnectedRankCannotHangIt) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    expect_claims_harmless("fence-when-released", 3, 2);
+}
+
+// Another user's connections to the job's PMIx server, many in a row: each is
+// refused and counted, the first five in ten seconds are logged, the rest are
+// summed up in one line; the job runs on.
+TEST(TransitRun, StrangersConnectionsAreCountedAndLoggedAtABoundedRate) {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root to create a second user";
+    OtherUser stranger;
+    ASSERT_TRUE(stranger.made()) << "useradd failed";
+    PidDir dir;
+    Process job({TRANSIT_RUN_PATH, "-n", "2", behaviour, "fence-when-released", dir.path()});
+    ASSERT_TRUE(dir.wait_for(2)) << "the ranks did not start";
+    const std::string port = pmix_port_of(dir);
+    ASSERT_FALSE(port.empty()) << "no tcp4 address for the PMIx server";
+    // The stranger connects `attempts` times, each time waiting until the
+    // server has closed the connection; its exit status is how many it saw
+    // closed.
+    constexpr int attempts = 20;
+    const pid_t child = ::fork();
+    if (child == 0) {
+        stranger.become();
+        int closed = 0;
+        for (int i = 0; i < attempts; ++i) {
+            const int fd = connect_to_loopback(port);
+            if (fd < 0) ::_exit(100);
+            pollfd p{fd, POLLIN, 0};
+            char c = 0;
+            if (::poll(&p, 1, 5000) == 1 && ::read(fd, &c, 1) <= 0) ++closed;
+            ::close(fd);
+        }
+        ::_exit(closed);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    std::ofstream(dir.path() + "/release").close();
+    const Result r = job.wait(30);
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), attempts) << "connections left open by the server";
+    ASSERT_FALSE(r.overran) << r.out << r.err;
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_EQ(count_of(r.err, "refused a PMIx connection from user"), 5u) << r.err;
+    EXPECT_EQ(count_of(r.err, std::to_string(attempts - 5) + " more PMIx connection(s) refused"),
+              1u)
+        << r.err;
+    std::multiset<std::string> lines;
+    for (const std::string& l : lines_of(r.out)) lines.insert(l);
+    EXPECT_EQ(lines.count("fence success"), 4u) << r.out << r.err;
+}
+
 // A connection to the launcher's PMIx server that never says anything (or
 // stops in the middle of its handshake), made by `connect_as` in a child
 // process, held while the ranks start: they must start and fence at once.
@@ -643,10 +762,7 @@ void expect_idle_connection_harmless(const std::function<void()>& connect_as,
     PidDir dir;
     Process job({TRANSIT_RUN_PATH, "-n", "2", behaviour, "init-when-released", dir.path()});
     ASSERT_TRUE(dir.wait_for(2)) << "the ranks did not start";
-    std::string port;
-    for (const std::string& e : lines_of_file(dir.path() + "/.env.0"))
-        if (e.starts_with("PMIX_SERVER_URI") && e.find("tcp4://") != std::string::npos)
-            port = e.substr(e.rfind(':') + 1);
+    const std::string port = pmix_port_of(dir);
     ASSERT_FALSE(port.empty()) << "no tcp4 address for the PMIx server";
     // The idle client: connects, sends `first_bytes`, says so through `ready`
     // and holds on for 30 s.
@@ -656,13 +772,8 @@ void expect_idle_connection_harmless(const std::function<void()>& connect_as,
     if (idle == 0) {
         ::close(ready[0]);
         if (connect_as) connect_as();
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in addr{};
-        addr.sin_family = AF_INET;
-        addr.sin_port = htons(static_cast<std::uint16_t>(std::stoi(port)));
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0)
-            ::_exit(1);
+        const int fd = connect_to_loopback(port);
+        if (fd < 0) ::_exit(1);
         if (!first_bytes.empty() && ::write(fd, first_bytes.data(), first_bytes.size()) !=
                                         static_cast<ssize_t>(first_bytes.size()))
             ::_exit(2);
@@ -703,6 +814,23 @@ TEST(TransitRun, AStrangersIdleConnectionDoesNotStallStartUp) {
     OtherUser stranger;
     ASSERT_TRUE(stranger.made()) << "useradd failed";
     expect_idle_connection_harmless([&] { stranger.become(); }, "");
+}
+
+// A rank killed with a POSIX message queue it listed (btl::util::Leftovers):
+// the launcher removes the queue once the rank is gone.
+TEST(TransitRun, ARankKilledLeavesNoListedObjectBehind) {
+    PidDir dir;
+    const Result r = run({"-n", "1", behaviour, "leftover", dir.path()});
+    EXPECT_EQ(r.status, 128 + SIGKILL) << r.err;
+    const std::string queue = read_file(dir.path() + "/.queue.0");
+    ASSERT_FALSE(queue.empty()) << r.err;
+    const std::string name = queue.substr(0, queue.find('\n'));
+    const mqd_t q = ::mq_open(name.c_str(), O_RDONLY);
+    if (q != static_cast<mqd_t>(-1)) {
+        ::mq_close(q);
+        ::mq_unlink(name.c_str());
+        FAIL() << "the killed rank's queue " << name << " is still there";
+    }
 }
 
 // kill -9 of the launcher: its ranks end at once, and the next launcher of the

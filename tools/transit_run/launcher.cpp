@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -23,6 +24,7 @@
 #include "debris.hpp"
 #include "process_util.hpp"
 #include "runtime/job_secret.hpp"
+#include "transit/btl/util/leftovers.hpp"
 
 extern char** environ;
 
@@ -47,6 +49,12 @@ std::string host_name() {
     std::array<char, 256> buf{};
     if (::gethostname(buf.data(), buf.size() - 1) != 0) return "localhost";
     return buf.data();
+}
+
+// "name (uid N)", or "uid N" for an id with no name.
+std::string user_name(uid_t uid) {
+    if (const passwd* pw = ::getpwuid(uid)) return fmt::format("{} (uid {})", pw->pw_name, uid);
+    return fmt::format("uid {}", uid);
 }
 
 std::string signal_name(int sig) {
@@ -260,10 +268,16 @@ void Launcher::handle_server_events(PmixHost& host) {
                 ranks_[ev.rank].finalized = true;
                 break;
             case ServerEvent::Kind::refused:
-                say(
+                report_refusal(
                     fmt::format("refused a PMIx connection claiming to be rank {}: another user "
                                 "is connected to the job's PMIx server",
                                 ev.rank));
+                break;
+            case ServerEvent::Kind::stranger_refused:
+                report_refusal(fmt::format(
+                    "refused a PMIx connection from user {}: only the job's owner may connect "
+                    "to its PMIx server",
+                    user_name(static_cast<uid_t>(ev.status))));
                 break;
             case ServerEvent::Kind::idle_closed:
                 say(
@@ -283,6 +297,21 @@ void Launcher::handle_server_events(PmixHost& host) {
             }
         }
     }
+}
+
+void Launcher::report_refusal(const std::string& line) {
+    const auto now = Clock::now();
+    report_unlogged_refusals(now);
+    if (!refusals_.admit(now)) return;
+    say(refusals_.at_limit() ? fmt::format("{} (further refusals within {} s are only counted)",
+                                           line, refusal_window.count())
+                             : line);
+}
+
+void Launcher::report_unlogged_refusals(Clock::time_point now) {
+    if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
+        say(fmt::format("{} more PMIx connection(s) refused (at most {} logged every {} s)", n,
+                        refusals_logged, refusal_window.count()));
 }
 
 void Launcher::on_rank_exit(PmixHost& host, unsigned rank, int wait_status) {
@@ -358,6 +387,9 @@ void Launcher::reap(PmixHost& host) {
     for (const auto& [p, st] : exited)
         for (unsigned r = 0; r < ranks_.size(); ++r)
             if (ranks_[r].pid == p && ranks_[r].running) on_rank_exit(host, r, st);
+    // Named objects a killed rank's transports listed outlive it (see
+    // btl::util::Leftovers): they go now, not at the user's next job.
+    btl::util::remove_leftovers_of_gone_processes();
     // Anything else is an orphan we adopted as subreaper: reaped, ignored.
 }
 
@@ -446,6 +478,7 @@ void Launcher::cleanup() {
         }
         output_->flush_all();
     }
+    btl::util::remove_leftovers_of_gone_processes();
     if (!tmpdir_.empty()) remove_tree(tmpdir_);
     remove_job_shm(job_id_);
     for (const RankState& r : ranks_)
@@ -483,6 +516,8 @@ int Launcher::run() {
                       std::chrono::seconds(0));
         }
         loop(host);
+        handle_server_events(host);
+        report_unlogged_refusals(Clock::time_point::max());
         host.forget_names();
         cleanup();
         // After a failed job the PMIx server is not shut down: OpenPMIx 4.2.2

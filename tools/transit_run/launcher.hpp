@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <ctime>
 #include <optional>
 #include <string>
@@ -15,6 +16,7 @@
 #include "pmix_host.hpp"
 #include "process_util.hpp"
 #include "tagged_output.hpp"
+#include "transit/log_limiter.hpp"
 
 namespace transit::run {
 
@@ -51,6 +53,9 @@ class Launcher {
     std::vector<std::string> base_environment() const;
     void loop(PmixHost& host);
     void handle_server_events(PmixHost& host);
+    // Logs a refused PMIx connection, at most refusals_ allows (the rest counted).
+    void report_refusal(const std::string& line);
+    void report_unlogged_refusals(Clock::time_point now);
     void handle_signal(int sig);
     void reap(PmixHost& host);
     void on_rank_exit(PmixHost& host, unsigned rank, int wait_status);
@@ -78,6 +83,11 @@ class Launcher {
     std::optional<Clock::time_point> kill_at_;
     std::optional<Clock::time_point> timeout_at_;
     bool cleaned_ = false;
+    // Anyone on the node may try to connect to the job's PMIx server, as often
+    // as they like: a few refusals are logged per window, the rest counted.
+    static constexpr std::uint32_t refusals_logged = 5;
+    static constexpr std::chrono::seconds refusal_window{10};
+    log::Limiter refusals_{refusals_logged, refusal_window};
 };
 
 }  // namespace transit::run

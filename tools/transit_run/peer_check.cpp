@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -195,6 +196,26 @@ bool admitting_client_may_be_a_stranger(std::uint16_t port) {
         if (uid == static_cast<long>(::getuid())) ours = true;
     }
     return candidates ? !ours : stranger_connected_to(port);
+}
+
+long owner_of_peer(int fd) noexcept {
+    sockaddr_storage local{}, remote{};
+    socklen_t local_size = sizeof local, remote_size = sizeof remote;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_size) != 0)
+        return -1;
+    const auto port_of_address = [](const sockaddr_storage& a) -> long {
+        if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+        if (a.ss_family == AF_INET6)
+            return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+        return -1;
+    };
+    const long server_port = port_of_address(local), client_port = port_of_address(remote);
+    if (server_port < 0 || client_port < 0) return -1;
+    const auto client = static_cast<std::uint16_t>(client_port);
+    const auto server = static_cast<std::uint16_t>(server_port);
+    const long owner = owner_of("/proc/net/tcp", client, server);
+    return owner >= 0 ? owner : owner_of("/proc/net/tcp6", client, server);
 }
 
 bool turn_away_admitting_client(std::uint16_t port, std::chrono::milliseconds patience) {

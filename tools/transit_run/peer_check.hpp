@@ -10,6 +10,11 @@
 
 namespace transit::run {
 
+// The user owning the other end of accepted TCP socket `fd` (the client's
+// end of a connection to our server), -1 when this network namespace does not
+// list it.  Never throws.
+long owner_of_peer(int fd) noexcept;
+
 // True when a socket connected to local port `port` (the client's end of a
 // connection to our server) belongs to another user.
 bool stranger_connected_to(std::uint16_t port);

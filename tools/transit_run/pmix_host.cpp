@@ -1,5 +1,6 @@
 #include "pmix_host.hpp"
 
+#include "accept_gate.hpp"
 #include "peer_check.hpp"
 #include "runtime/pmix_names.hpp"
 
@@ -68,6 +69,19 @@ constexpr std::chrono::milliseconds lookup_period{50};
 
 // Registering the job and its clients is local to the server: seconds at most.
 constexpr std::chrono::seconds registration_limit{30};
+
+// Admits the job owner's connections, and those whose owner the kernel here
+// does not list (judged again in the connect upcall).
+bool admit_connection(long owner) noexcept {
+    if (owner < 0 || owner == static_cast<long>(::getuid())) return true;
+    try {
+        if (the_host)
+            the_host->post({ServerEvent::Kind::stranger_refused, 0, static_cast<int>(owner), {}});
+    } catch (...) {
+        // Out of memory queueing the report: the connection is closed all the same.
+    }
+    return false;
+}
 
 unsigned rank_of(const pmix_proc_t* proc) {
     return proc ? proc->rank : 0;
@@ -180,8 +194,10 @@ PmixHost::PmixHost(const std::string& tmpdir) {
     info.add(PMIX_SERVER_RANK, &server_rank, PMIX_PROC_RANK);
     std::span<pmix_info_t> arr = info.finish();
     the_host = this;
+    set_accept_gate(admit_connection);
     const pmix_status_t rc = PMIx_server_init(&module, arr.data(), arr.size());
     if (rc != PMIX_SUCCESS) {
+        set_accept_gate(nullptr);
         the_host = nullptr;
         ::close(event_fd_);
         throw std::runtime_error(
@@ -236,6 +252,7 @@ bool PmixHost::shutdown(std::chrono::milliseconds limit) {
         return false;
     }
     teardown.join();
+    set_accept_gate(nullptr);
     the_host = nullptr;
     return true;
 }

@@ -2,7 +2,8 @@
 // module answers its few upcalls on one node (connect, finalize, abort, fence,
 // and publish, lookup, unpublish through a NameTable) and queues what the
 // launcher must act on.  Nothing secret goes through it:
-// OpenPMIx 4 serves over TCP and believes the user id a client claims.
+// OpenPMIx 4 serves over TCP and believes the user id a client claims, so the
+// host closes other users' connections as they are accepted (accept_gate.hpp).
 #pragma once
 
 #include <atomic>
@@ -32,10 +33,14 @@ struct JobDescription {
 };
 
 struct ServerEvent {
-    enum class Kind { connected, finalized, aborted, refused, idle_closed };
+    // refused: a client claiming `rank` refused in the connect upcall;
+    // stranger_refused: a connection from user `status` closed before the
+    // library read anything of it (see accept_gate.hpp).
+    enum class Kind { connected, finalized, aborted, refused, stranger_refused, idle_closed };
     Kind kind;
     unsigned rank;
-    int status = 0;       // aborted: the status the rank asked to exit with; idle_closed: how many
+    int status = 0;       // aborted: the status the rank asked to exit with; idle_closed: how many;
+                          // stranger_refused: the user id
     std::string message;  // aborted: its message
 };
 

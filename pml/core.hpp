@@ -41,6 +41,9 @@ struct Settings {
     // nothing within keepalive_timeout.  Either 0: off.
     std::chrono::milliseconds keepalive_period{250};
     std::chrono::milliseconds keepalive_timeout{500};
+    // Also peers whose transports report a death themselves (a process that
+    // stops without dying, a node that hangs: they see neither).
+    bool keepalive_all = false;
     bool keepalive() const noexcept {
         return keepalive_period.count() > 0 && keepalive_timeout.count() > 0;
     }

@@ -100,6 +100,7 @@ void Engine::read_params() {
         std::chrono::milliseconds(reg.get("pml_base_keepalive_period").as_unsigned());
     s.keepalive_timeout =
         std::chrono::milliseconds(reg.get("pml_base_keepalive_timeout").as_unsigned());
+    s.keepalive_all = reg.get("pml_base_keepalive_all").as_bool();
     c_.out = log::Stream("pml", s.verbose);
 }
 

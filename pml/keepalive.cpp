@@ -56,12 +56,30 @@ void KeepAlive::mark_work() noexcept {
             if (r.kind == Req::Kind::recv && !r.matched) continue;  // on the posted list
             has_work_[r.peer->rank] = 1;
         }
+    if (c_.settings.keepalive_all) return;
+    for (Rank r = 0; r < c_.size; ++r)
+        if (has_work_[r] && reported_by_transport(*c_.peers.peer(r))) has_work_[r] = 0;
+}
+
+// A module of the peer's path reports its death itself: no probes needed.
+bool KeepAlive::reported_by_transport(const Peer& p) noexcept {
+    if (!p.ep) return false;
+    for (const auto* list : {&p.ep->eager, &p.ep->send, &p.ep->rdma})
+        for (const bml::BtlRef& b : *list)
+            if (b.module->attributes().flags & btl::flags::reports_peer_loss) return true;
+    return false;
 }
 
 int KeepAlive::look() noexcept {
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_look_ < interval_) return 0;
+    const auto gap = now - last_look_;
+    if (gap < interval_) return 0;
     last_look_ = now;
+    // The peers are timed by this process's own looking time: one that did
+    // not run (descheduled on a loaded node, computing outside Transit) holds
+    // none of that against its peers, whose answers may be waiting unread.
+    looked_ += std::min<std::chrono::steady_clock::duration>(gap, 2 * interval_);
+    const PeerWatch::Clock::time_point at{looked_};
     mark_work();
     const auto period = c_.settings.keepalive_period;
     const auto timeout = c_.settings.keepalive_timeout;
@@ -70,7 +88,7 @@ int KeepAlive::look() noexcept {
     for (Rank r = 0; r < c_.size; ++r) {
         Peer* p = c_.peers.peer(r);
         if (r == c_.rank || p->failed) continue;
-        switch (p->watch.step(has_work_[r] != 0, now, period, timeout)) {
+        switch (p->watch.step(has_work_[r] != 0, at, period, timeout)) {
             case PeerWatch::Action::none:
                 break;
             case PeerWatch::Action::probe: {

@@ -57,6 +57,7 @@ class KeepAlive {
     static int look_cb(void* self) noexcept;
     int look() noexcept;
     void mark_work() noexcept;
+    static bool reported_by_transport(const Peer& p) noexcept;
 
     Core& c_;
     Outbox& outbox_;
@@ -65,6 +66,8 @@ class KeepAlive {
     ProgressEngine::Handle handle_{};
     std::chrono::milliseconds interval_{};
     std::chrono::steady_clock::time_point last_look_{};
+    // Time spent looking: at most two intervals per look (see look()).
+    std::chrono::steady_clock::duration looked_{};
     // The clock is read every this many calls of the (low-priority) callback.
     static constexpr std::uint32_t clock_every = 4;
     std::uint32_t countdown_ = clock_every;

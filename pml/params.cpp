@@ -99,6 +99,11 @@ constexpr params::Decl pml_params[] = {
                  "dead (raise both, or use pml_base_progress_thread). 0: no keep-alive",
                  5}
         .range(0, 3600000),
+    {"keepalive_all", params::Type::boolean, "false",
+     "Probe every rank with outstanding work, also those reached over a transport that reports "
+     "a dead peer itself (self, vader, tcp, UCT's tcp and shared memory): such transports do not "
+     "see a process that stops without dying, or a node that hangs",
+     6},
 };
 
 }  // namespace

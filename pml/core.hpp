@@ -36,6 +36,17 @@ struct Settings {
     std::chrono::milliseconds launcher_grace{1000};
     std::chrono::milliseconds control_refusal_grace{2000};
     std::chrono::milliseconds disconnect_linger{5000};
+    // The keep-alive (keepalive.hpp): a peer with outstanding work that sent
+    // nothing for keepalive_period is probed, and failed when it answers
+    // nothing within keepalive_timeout.  Either 0: off.
+    std::chrono::milliseconds keepalive_period{250};
+    std::chrono::milliseconds keepalive_timeout{500};
+    // Also peers whose transports report a death themselves (a process that
+    // stops without dying, a node that hangs: they see neither).
+    bool keepalive_all = false;
+    bool keepalive() const noexcept {
+        return keepalive_period.count() > 0 && keepalive_timeout.count() > 0;
+    }
     int verbose = 0;
 };
 
@@ -53,6 +64,7 @@ struct Core {
     DropLog drops;
     ActiveMessages* am = nullptr;  // ends the pml's own receives (complete_internal)
     bool has_pending = false;      // a queue or a failure waits for progress
+    bool watch_peers = false;      // the keep-alive runs: received messages mark their sender heard
     bool any_failed = false;       // some peer failed
     // The context listens or connected by address: messages may come from
     // peers outside the job, whose headers name them by their own rank.
@@ -100,6 +112,14 @@ struct Core {
             return;
         r->st().status = r->peer && r->peer->failed ? r->peer->gone_status() : s;
     }
+
+    // Who sent a message of the job's own control (barrier, keep-alive): the
+    // peer whose endpoint it came over, else (a transport that does not say)
+    // the rank its header names.  Only another rank of the job may send them.
+    static Rank job_sender(Rank from, Rank named) noexcept {
+        return from != any_rank ? from : named;
+    }
+    bool other_job_rank(Rank r) const noexcept { return r < size && r != rank; }
 
     // A copy of a message in a pooled buffer (nullptr when out of memory).
     RawMsg* keep(const std::byte* bytes, std::size_t len, btl::Tag tag) noexcept;

@@ -51,6 +51,8 @@ struct Dispatch {
             case wire::throttle:
             case wire::bye:
             case wire::bye_ack:
+            case wire::ping:
+            case wire::pong:
                 return 0;
             case wire::am_done:
                 return offsetof(wire::AmDoneHdr, src);
@@ -95,6 +97,19 @@ struct Dispatch {
     static Rank from(const btl::ReceiveDescriptor& d) noexcept {
         return d.endpoint ? d.endpoint->peer() : any_rank;
     }
+    // Anything from a job rank tells the keep-alive it lives (PeerWatch):
+    // one store, no clock.  The sender is its endpoint's peer, else the rank
+    // its header names (not trusted to name a peer outside the job).
+    static void heard(Engine* e, const btl::ReceiveDescriptor& d, const std::byte* b, std::size_t n,
+                      int source_offset) noexcept {
+        Rank r = any_rank;
+        if (d.endpoint) [[likely]]
+            r = d.endpoint->peer();
+        else if (source_offset >= 0 && !e->c_.any_dynamic &&
+                 n >= static_cast<std::size_t>(source_offset) + sizeof r)
+            std::memcpy(&r, b + source_offset, sizeof r);
+        if (r < e->c_.size) e->c_.peers.peer(r)->watch.heard = true;
+    }
     template <wire::Kind K>
     static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
@@ -104,6 +119,7 @@ struct Dispatch {
             e->c_.drops.received(K, d, "out of memory gathering its segments");
             return;
         }
+        if (e->c_.watch_peers) heard(e, d, b, n, source_offset(K));
         if (n < wire::header_size(K)) [[unlikely]] {
             e->c_.drops.received(K, d, "shorter than its header");
             return;
@@ -161,6 +177,9 @@ struct Dispatch {
             e->tagged_.on_bye(b);
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
+        else if constexpr (K == wire::ping)
+            e->keepalive_.on_ping(b, from(d));
+        // pong: being heard (above) is all it is for.
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {

@@ -59,6 +59,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
     } catch (...) {
         // No destructor runs: undo what setup left outside this object (the
         // active-message callbacks name it), transports before the runtime.
+        keepalive_.stop();
         release_transports();
         throw;
     }
@@ -95,6 +96,11 @@ void Engine::read_params() {
         std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
     s.disconnect_linger =
         std::chrono::milliseconds(reg.get("pml_base_disconnect_linger").as_unsigned());
+    s.keepalive_period =
+        std::chrono::milliseconds(reg.get("pml_base_keepalive_period").as_unsigned());
+    s.keepalive_timeout =
+        std::chrono::milliseconds(reg.get("pml_base_keepalive_timeout").as_unsigned());
+    s.keepalive_all = reg.get("pml_base_keepalive_all").as_bool();
     c_.out = log::Stream("pml", s.verbose);
 }
 
@@ -138,6 +144,7 @@ void Engine::setup() {
                         c_.rank, unreachable.size() == 1 ? "it" : "them"));
     if (c_.size > 1 && !runtime_->is_singleton())
         launcher_watch_ = progress_.add(&Failure::check_launcher, &failure_, ProgressPriority::low);
+    keepalive_.start(progress_);
     c_.out.verbose(10, "pml ready: rank {} of {}, {} btl module(s), thread level {}", c_.rank,
                    c_.size, framework_->modules().size(), level_name(level_));
     // Until the pml locks per module, every module is serialised by its lock.
@@ -156,6 +163,7 @@ Engine::~Engine() {
     shutdown();
     c_.drops.report();
     if (launcher_watch_) progress_.remove(launcher_watch_);
+    keepalive_.stop();
     osc_.release_regions();
     release_transports();
     for (const Allocation& a : allocations_)
@@ -258,8 +266,11 @@ Status Engine::barrier() noexcept {
         wire::BarrierHdr h{rank, epoch, round, 0};
         Status s = outbox_.send_ctrl(p, wire::barrier, &h, sizeof h);
         if (!ok(s)) return s;
-        // A signal its sender sent before dying still counts.
+        // A signal its sender sent before dying still counts.  Until it
+        // comes, the keep-alive watches its sender.
+        from->awaited = true;
         wait_until([&] { return arrivals[round] > 0 || from->failed; });
+        from->awaited = false;
         if (arrivals[round] == 0) return Status::peer_failed;
         --arrivals[round];
     }
@@ -274,8 +285,8 @@ Status Engine::barrier() noexcept {
 void Engine::on_barrier(const std::byte* b, std::size_t n, Rank from) noexcept {
     wire::BarrierHdr h;
     std::memcpy(&h, b, sizeof h);
-    const Rank sender = from != any_rank ? from : h.src;
-    if (sender >= c_.size || sender == c_.rank) [[unlikely]]
+    const Rank sender = Core::job_sender(from, h.src);
+    if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::barrier, sender, "job control from a peer outside the job");
     if (h.round >= barrier_arrivals_[0].size()) [[unlikely]]
         return c_.drops.malformed(wire::barrier, n, sender);

@@ -10,6 +10,7 @@
 //   ActiveMessages  active messages (active_messages.hpp)
 //   OneSided        put, get, atomics and their emulation (one_sided.hpp)
 //   Failure         lost peers (failure.hpp)
+//   KeepAlive       probes of silent peers we wait on (keepalive.hpp)
 // Received messages reach them through dispatch.cpp.
 #pragma once
 
@@ -30,6 +31,7 @@
 #include "pml/core.hpp"
 #include "pml/failure.hpp"
 #include "pml/idle_wait.hpp"
+#include "pml/keepalive.hpp"
 #include "pml/one_sided.hpp"
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
@@ -63,6 +65,8 @@ class Engine {
     const Settings& settings() const noexcept { return c_.settings; }
     // How often this process asked a sender to stop sending eagerly.
     std::uint64_t throttles_sent() const noexcept { return tagged_.throttles_sent(); }
+    // Keep-alive probes this process sent (for tests and tools).
+    std::uint64_t keepalive_probes() const noexcept { return keepalive_.probes_sent(); }
     // Modules that carry first fragments to `peer` in turn (for tests and tools).
     std::size_t eager_paths(Rank peer) noexcept {
         Peer* p = c_.peers.send_peer(peer);
@@ -258,13 +262,18 @@ class Engine {
         if (c_.settings.wait_policy == WaitPolicy::block && sleep_.can_block() && !c_.has_pending) {
             auto max = c_.settings.wait_block_interval;
             if (c_.farewells) max = std::min(max, linger_check);
+            // A watched peer's probe or timeout is due by the clock.
+            if (keepalive_.watching()) max = std::min(max, keepalive_.interval());
             if (deadline != forever)
                 max = std::min(
                     max, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
             const SleepSet::Woke w = sleep_.sleep(max);
             // After a sleep that ran out, spin once more: the progress
             // engine's low-priority checks run every few polls only.
-            if (w == SleepSet::Woke::timeout) idle.reset();
+            if (w == SleepSet::Woke::timeout) {
+                idle.reset();
+                keepalive_.soon();
+            }
             if (w != SleepSet::Woke::cannot) return;
         }
         idle.pause();
@@ -299,6 +308,7 @@ class Engine {
     ActiveMessages am_{c_, outbox_, tagged_};
     OneSided osc_{c_, outbox_};
     Failure failure_;
+    KeepAlive keepalive_{c_, outbox_, failure_};
     ProgressEngine::Handle launcher_watch_;  // Failure::check_launcher, low priority
 
     std::uint32_t barrier_epoch_ = 0;

@@ -34,6 +34,8 @@ enum Kind : int {
     lost,        // sender -> receiver: stands in for an eager message that never left
     bye,         // a leaving peer: in its tagged sequence, after all it sent (MatchHdr)
     bye_ack,     // -> the leaving peer: everything before its bye arrived
+    ping,        // keep-alive probe: are you there? (KeepAliveHdr)
+    pong,        // the answer to a ping (KeepAliveHdr)
     kind_count
 };
 
@@ -186,6 +188,12 @@ struct ByeAckHdr {
     std::uint32_t pad;
 };
 
+// A keep-alive probe and its answer (keepalive.hpp): the sender, nothing else.
+struct KeepAliveHdr {
+    std::uint32_t src;
+    std::uint32_t pad;
+};
+
 inline constexpr std::uint8_t cswap_op = 0xff;
 
 // The fixed header every message of a kind starts with: anything shorter is
@@ -230,6 +238,9 @@ constexpr std::size_t header_size(Kind k) noexcept {
             return sizeof(MatchHdr);
         case bye_ack:
             return sizeof(ByeAckHdr);
+        case ping:
+        case pong:
+            return sizeof(KeepAliveHdr);
         case kind_count:
             break;
     }
@@ -257,7 +268,9 @@ constexpr const char* name(Kind k) noexcept {
                                      "frag_abort",
                                      "lost",
                                      "bye",
-                                     "bye_ack"};
+                                     "bye_ack",
+                                     "ping",
+                                     "pong"};
     static_assert(std::size(names) == kind_count);
     return k < kind_count ? names[k] : "unknown";
 }

@@ -84,6 +84,26 @@ constexpr params::Decl pml_params[] = {
                  "open for the other side to close first. 0: every disconnect is abortive",
                  5}
         .range(0, 600000),
+    params::Decl{"keepalive_period", params::Type::unsigned_integer, "250",
+                 "Milliseconds a rank of the job with which this process has work outstanding (a "
+                 "receive posted for it, a send, rendezvous or one-sided operation to it, a "
+                 "barrier round) may send nothing before it is probed. No probe goes to a peer "
+                 "that sends anything, nor to one with nothing outstanding. 0: no keep-alive",
+                 5}
+        .range(0, 3600000),
+    params::Decl{"keepalive_timeout", params::Type::unsigned_integer, "500",
+                 "Milliseconds a probed peer has to answer (any message does) before it is "
+                 "failed like a lost peer: its requests end peer_failed. A peer answers from its "
+                 "progress, so a rank that computes without calling Transit for longer than "
+                 "keepalive_period + keepalive_timeout while another waits on it is taken for "
+                 "dead (raise both, or use pml_base_progress_thread). 0: no keep-alive",
+                 5}
+        .range(0, 3600000),
+    {"keepalive_all", params::Type::boolean, "false",
+     "Probe every rank with outstanding work, also those reached over a transport that reports "
+     "a dead peer itself (self, vader, tcp, UCT's tcp and shared memory): such transports do not "
+     "see a process that stops without dying, or a node that hangs",
+     6},
 };
 
 }  // namespace

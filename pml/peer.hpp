@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bml/r2.hpp"
+#include "pml/peer_watch.hpp"
 #include "pml/pools.hpp"
 #include "pml/request.hpp"
 #include "transit/btl/types.hpp"
@@ -46,6 +47,10 @@ struct Peer {
     bml::Endpoint* ep = nullptr;  // the bml's, once a transport reaches the rank
     std::uint32_t send_seq = 0;
     std::uint32_t expect_seq = 0;
+    // The keep-alive's (keepalive.hpp); `heard` is set by every message from it.
+    PeerWatch watch;
+    // A barrier round waits for its signal: outstanding work for the keep-alive.
+    bool awaited = false;
     List<Req> posted;
     List<RawMsg> unexpected;
     List<RawMsg> out_of_order;

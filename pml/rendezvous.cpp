@@ -180,6 +180,8 @@ void Tagged::rdma_done(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHan
     auto* r = static_cast<Req*>(cbdata);
     if (!ok(s)) [[unlikely]]
         Core::transfer_failed(r, s);
+    else if (r->peer)
+        r->peer->watch.heard = true;  // as a fragment taken (frag_done)
     if (--r->rdma_pending != 0 || r->issuing || r->rdma_offset < r->rdma_end) return;
     if (r->kind == Req::Kind::send)
         e->finish_puts(r);
@@ -372,6 +374,10 @@ void Tagged::frag_done(btl::Module*, btl::Endpoint*, btl::Descriptor* d, Status 
     auto* e = static_cast<Tagged*>(d->context);
     if (ok(s)) [[likely]] {
         r->frag_bytes_sent += btl::total_length(btl::segments_of(*d)) - sizeof(wire::FragHdr);
+        // A stream the peer's side keeps taking is a live link: the receiver
+        // sends nothing back until the end, and its answer to a probe could
+        // wait behind its own queued fragments (KeepAlive).
+        r->peer->watch.heard = true;
     } else {
         Core::transfer_failed(r, s);
     }

@@ -61,7 +61,7 @@ SelfModule::SelfModule(btl::Component& component, const SelfConfig& config, Rank
     attr_.bandwidth = 100000;
     attr_.flags = btl::flags::send | btl::flags::rdma | btl::flags::send_inplace |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::rdma_flush |
-                  btl::flags::rdma_without_target;
+                  btl::flags::rdma_without_target | btl::flags::reports_peer_loss;
     // Safe for concurrent calls when asked to be: nothing is queued, a send runs
     // the receive callback on the caller's thread, put/get touch only the
     // caller's buffers and the target's, atomics are CPU atomics and the

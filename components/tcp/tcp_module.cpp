@@ -70,6 +70,8 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     // thread's hand-over of accepted sockets is).
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
                   btl::flags::atomic_fops | btl::flags::dynamic_peers;
+    // A dead peer's kernel closes its connections: the link's state says so.
+    attr_.flags |= btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node | btl::reach::remote;
     namespace as = btl::atomic_support;
     attr_.atomic_flags = as::add | as::and_ | as::or_ | as::xor_ | as::land | as::lor | as::lxor |

@@ -295,6 +295,11 @@ void UctModule::choose_attributes() {
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
     if (native_put_ && native_get_ && native_min_ == 0)
         attr_.flags |= btl::flags::rdma_without_target;
+    // UCT's tcp reports a closed connection; on shared memory the module
+    // watches its peers' processes (see Errors in the README).  Other
+    // transports are left to the pml's keep-alive.
+    if (resource_.tl_name == "tcp" || resource_.tl_name == "posix" || resource_.tl_name == "sysv")
+        attr_.flags |= btl::flags::reports_peer_loss;
     // tcp: put is one zero-copy stream, get stays pieces served by the target.
     if (native_put_ && !native_get_) attr_.flags |= btl::flags::prefer_put;
     attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process

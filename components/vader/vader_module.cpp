@@ -69,7 +69,8 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // Not flags::thread_safe: a fast box and a FIFO each have one writer per
     // process, and the fragment free lists and pending queues are unlocked.
     // One-sided flags come with the segment (format_segment).
-    attr_.flags = btl::flags::send | btl::flags::dynamic_peers;
+    // Every peer is on this node: its process is watched (check_peers).
+    attr_.flags = btl::flags::send | btl::flags::dynamic_peers | btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node;
     sender_fences_ = Doorbell::sender_fences();
     if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))

@@ -71,6 +71,12 @@ inline constexpr std::uint32_t dynamic_peers = 0x400000;
 // the sender to put the whole message rather than get it (pml: offer_split
 // with nothing kept for itself).
 inline constexpr std::uint32_t prefer_put = 0x800000;
+// The module reports a peer's death itself (the error callback, naming the
+// peer) within about a second, whether or not anything is in flight to it: a
+// connection the peer's kernel closes, a watch of the peer's process.  The
+// pml's keep-alive leaves a peer alone when a module of its path says this
+// (pml_base_keepalive_all probes them too).
+inline constexpr std::uint32_t reports_peer_loss = 0x1000000;
 // The one-sided capabilities, for comparing what two modules offer.
 inline constexpr std::uint32_t one_sided = put | get | atomic_ops | atomic_fops;
 }  // namespace flags

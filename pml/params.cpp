@@ -91,7 +91,7 @@ constexpr params::Decl pml_params[] = {
                  "that sends anything, nor to one with nothing outstanding. 0: no keep-alive",
                  5}
         .range(0, 3600000),
-    params::Decl{"keepalive_timeout", params::Type::unsigned_integer, "500",
+    params::Decl{"keepalive_timeout", params::Type::unsigned_integer, "2000",
                  "Milliseconds a probed peer has to answer (any message does) before it is "
                  "failed like a lost peer: its requests end peer_failed. A peer answers from its "
                  "progress, so a rank that computes without calling Transit for longer than "

@@ -347,4 +347,6 @@ void parse_command_line(int& argc, char** argv) {
     argv[argc] = nullptr;  // within the old array: it shrank
 }
 
+Error::~Error() = default;
+
 }  // namespace transit::params

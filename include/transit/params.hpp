@@ -99,6 +99,10 @@ std::string range_text(const Variable& v);
 class Error : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;
+    // Out of line, so the class's vtable lives in libtransit: an Error thrown
+    // by a plugin is still readable after the plugin is unloaded by the
+    // unwinding (transit_info crashed reading it in its catch).
+    ~Error() override;
 };
 
 class Variable {

@@ -15,13 +15,6 @@ namespace transit::pml {
 
 namespace {
 
-ThreadLevel parse_thread_level(const std::string& text) noexcept {
-    if (text == "funneled") return ThreadLevel::funneled;
-    if (text == "serialized") return ThreadLevel::serialized;
-    if (text == "multiple") return ThreadLevel::multiple;
-    return ThreadLevel::single;  // the registry accepts only the four choices
-}
-
 const char* level_name(ThreadLevel l) noexcept {
     constexpr const char* names[] = {"single", "funneled", "serialized", "multiple"};
     return names[static_cast<int>(l)];
@@ -51,8 +44,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
     c_.am = &am_;
     outbox_.wire_to(&tagged_, &failure_);
     read_params();
-    level_ = level.value_or(
-        parse_thread_level(params::registry().get("pml_base_thread_level").as_string()));
+    level_ = level.value_or(c_.settings.thread_level);
     calls_.enable(level_ == ThreadLevel::multiple || c_.settings.progress_thread);
     try {
         setup();
@@ -74,34 +66,10 @@ void Engine::release_transports() noexcept {
 }
 
 void Engine::read_params() {
-    auto& reg = params::registry();
     register_params();
-    Settings& s = c_.settings;
-    s.unexpected_limit = reg.get("pml_base_unexpected_limit").as_unsigned();
-    s.wait_spin_count = reg.get("pml_base_wait_spin_count").as_unsigned();
-    s.wait_spin_time = std::chrono::microseconds(reg.get("pml_base_wait_spin_time").as_unsigned());
-    s.wait_nap = std::chrono::microseconds(reg.get("pml_base_wait_nap").as_unsigned());
-    const std::string policy = reg.get("pml_base_wait_policy").as_string();
-    s.wait_policy = policy == "spin"  ? WaitPolicy::spin
-                    : policy == "nap" ? WaitPolicy::nap
-                                      : WaitPolicy::block;
-    s.wait_block_interval =
-        std::chrono::milliseconds(reg.get("pml_base_wait_block_interval").as_unsigned());
-    s.progress_thread = reg.get("pml_base_progress_thread").as_bool();
-    s.verbose = static_cast<int>(reg.get("pml_base_verbose").as_int());
-    s.rndv_split_min = reg.get("pml_base_rndv_split_min").as_unsigned();
-    s.launcher_grace = std::chrono::milliseconds(reg.get("pml_base_launcher_grace").as_unsigned());
-    c_.reqs.bound(reg.get("pml_base_max_requests").as_unsigned());
-    s.control_refusal_grace =
-        std::chrono::milliseconds(reg.get("pml_base_control_refusal_grace").as_unsigned());
-    s.disconnect_linger =
-        std::chrono::milliseconds(reg.get("pml_base_disconnect_linger").as_unsigned());
-    s.keepalive_period =
-        std::chrono::milliseconds(reg.get("pml_base_keepalive_period").as_unsigned());
-    s.keepalive_timeout =
-        std::chrono::milliseconds(reg.get("pml_base_keepalive_timeout").as_unsigned());
-    s.keepalive_all = reg.get("pml_base_keepalive_all").as_bool();
-    c_.out = log::Stream("pml", s.verbose);
+    c_.settings = bound_settings();
+    c_.reqs.bound(c_.settings.max_requests);
+    c_.out = log::Stream("pml", c_.settings.verbose);
 }
 
 void Engine::setup() {

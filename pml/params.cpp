@@ -1,115 +1,133 @@
 // The pml's parameters.
 #include "pml/params.hpp"
 
-#include "transit/params.hpp"
+#include "transit/params_bind.hpp"
 
 namespace transit::pml {
 
 namespace {
 
-constexpr params::Decl pml_params[] = {
-    {"unexpected_limit", params::Type::size, "64M",
-     "Memory for buffered unexpected messages; past it, senders are throttled to rendezvous "
-     "(header only) until receives catch up. Nothing is ever dropped",
-     4},
-    {"wait_spin_count", params::Type::unsigned_integer, "2000",
-     "Most idle progress polls in wait before it naps between polls (see wait_spin_time)", 4},
-    params::Decl{"wait_spin_time", params::Type::unsigned_integer, "50",
-                 "Microseconds wait polls with nothing happening before it naps between polls "
-                 "(or after wait_spin_count polls, whichever comes first)",
-                 5}
-        .range(0, 10000000),
-    params::Decl{"wait_nap", params::Type::unsigned_integer, "20",
-                 "Microseconds a wait sleeps between idle polls once it stopped spinning. A "
-                 "sleeping rank gets the processor back soon after, where a spinning one waits "
-                 "its turn among the busy processes of a loaded node. 0: yield the processor "
-                 "instead of sleeping",
-                 5}
-        .range(0, 100000),
-    {"wait_policy", params::Type::enumeration, "block",
-     "What a wait does once it has spun wait_spin_time with nothing to do: spin (keep polling: "
-     "the lowest latency, a core per waiting process), nap (poll every wait_nap microseconds) or "
-     "block (sleep in the kernel until a transport has work; used when every selected transport "
-     "can wake a sleeper, see transit_info, and the program is single-threaded without the "
-     "progress thread; nap otherwise)",
-     4, "spin,nap,block"},
-    params::Decl{"wait_block_interval", params::Type::unsigned_integer, "100",
-                 "Longest sleep of a blocked wait, in milliseconds, before it polls anyway: the "
-                 "checks that have no descriptor (a local peer's exit, the launcher's reports, "
-                 "connection deadlines) run at least this often",
-                 6}
-        .range(1, 3600000),
-    {"progress_thread", params::Type::boolean, "false",
-     "Run a progress thread that drives transfers while the program computes; every API "
-     "call then takes a lock",
-     6},
-    {"thread_level", params::Type::enumeration, "single",
-     "How the program's threads may call the API when it does not say at init: single, "
-     "funneled (only the thread that called init), serialized (one at a time) or multiple "
-     "(any thread at any time; each call then takes the pml's lock)",
-     4, "single,funneled,serialized,multiple"},
-    params::Decl{"verbose", params::Type::integer, "0", "Verbosity of the pml (protocol decisions)",
-                 5}
-        .range(0, 100),
-    {"rndv_split_min", params::Type::size, "128k",
-     "Smallest rendezvous message split between the two processes: over a transport with both "
-     "put and get, the receiver gets the first half while the sender puts the second, so both "
-     "copy at once (shared memory and CMA copy on the CPU). Below 128 KiB the second copy's "
-     "control messages and system call cost more than they save. 0: the receiver moves it all",
-     5},
-    params::Decl{"launcher_grace", params::Type::unsigned_integer, "1000",
-                 "Milliseconds between the launcher's report that a rank's process ended and "
-                 "failing that peer here, so a transport that holds operations with it reports "
-                 "the loss first, in its own order. A peer no transport knows of is failed only "
-                 "after it",
-                 6}
-        .range(0, 600000),
-    params::Decl{"max_requests", params::Type::unsigned_integer, "0",
-                 "Most requests, the user's and the pml's own, that may exist at once; past it "
-                 "a new send or receive returns "
-                 "out_of_resource and a large incoming active message is declined (its "
-                 "counters count it lost). 0: no limit",
-                 6},
-    params::Decl{"control_refusal_grace", params::Type::unsigned_integer, "2000",
-                 "Milliseconds a peer's transport may refuse our control messages (acks, fins, "
-                 "one-sided replies) for good, with none going through, before that peer is "
-                 "failed here. A transport that lost the peer normally reports it sooner",
-                 6}
-        .range(0, 600000),
-    params::Decl{"disconnect_linger", params::Type::unsigned_integer, "5000",
-                 "Milliseconds a graceful disconnect (and the context's end, for each peer "
-                 "outside the job) waits for the peer to confirm it has everything sent to it "
-                 "before; past it, disconnect returns timeout and the sends still pending end "
-                 "peer_departed. Also how long a peer that confirmed keeps the transport "
-                 "open for the other side to close first. 0: every disconnect is abortive",
-                 5}
-        .range(0, 600000),
-    params::Decl{"keepalive_period", params::Type::unsigned_integer, "250",
-                 "Milliseconds a rank of the job with which this process has work outstanding (a "
-                 "receive posted for it, a send, rendezvous or one-sided operation to it, a "
-                 "barrier round) may send nothing before it is probed. No probe goes to a peer "
-                 "that sends anything, nor to one with nothing outstanding. 0: no keep-alive",
-                 5}
-        .range(0, 3600000),
-    params::Decl{"keepalive_timeout", params::Type::unsigned_integer, "2000",
-                 "Milliseconds a probed peer has to answer (any message does) before it is "
-                 "failed like a lost peer: its requests end peer_failed. A peer answers from its "
-                 "progress, so a rank that computes without calling Transit for longer than "
-                 "keepalive_period + keepalive_timeout while another waits on it is taken for "
-                 "dead (raise both, or use pml_base_progress_thread). 0: no keep-alive",
-                 5}
-        .range(0, 3600000),
-    {"keepalive_all", params::Type::boolean, "false",
-     "Probe every rank with outstanding work, also those reached over a transport that reports "
-     "a dead peer itself (self, vader, tcp, UCT's tcp and shared memory): such transports do not "
-     "see a process that stops without dying, or a node that hangs",
-     6},
+constexpr params::Field<Settings> pml_params[] = {
+    params::to<&Settings::unexpected_limit>(
+        {"unexpected_limit", params::Type::size, "64M",
+         "Memory for buffered unexpected messages; past it, senders are throttled to rendezvous "
+         "(header only) until receives catch up. Nothing is ever dropped",
+         4}),
+    params::to<&Settings::wait_spin_count>(
+        {"wait_spin_count", params::Type::unsigned_integer, "2000",
+         "Most idle progress polls in wait before it naps between polls (see wait_spin_time)", 4}),
+    params::to<&Settings::wait_spin_time>(
+        params::Decl{"wait_spin_time", params::Type::unsigned_integer, "50",
+                     "Microseconds wait polls with nothing happening before it naps between polls "
+                     "(or after wait_spin_count polls, whichever comes first)",
+                     5}
+            .range(0, 10000000)),
+    params::to<&Settings::wait_nap>(params::Decl{
+        "wait_nap", params::Type::unsigned_integer, "20",
+        "Microseconds a wait sleeps between idle polls once it stopped spinning. A sleeping rank "
+        "gets the processor back soon after, where a spinning one waits its turn among the busy "
+        "processes of a loaded node. 0: yield the processor instead of sleeping",
+        5}
+                                        .range(0, 100000)),
+    params::to<&Settings::wait_policy>(
+        {"wait_policy", params::Type::enumeration, "block",
+         "What a wait does once it has spun wait_spin_time with nothing to do: spin (keep polling: "
+         "the lowest latency, a core per waiting process), nap (poll every wait_nap microseconds) "
+         "or block (sleep in the kernel until a transport has work; used when every selected "
+         "transport can wake a sleeper, see transit_info, and the program is single-threaded "
+         "without the progress thread; nap otherwise)",
+         4, "spin,nap,block"}),
+    params::to<&Settings::wait_block_interval>(
+        params::Decl{"wait_block_interval", params::Type::unsigned_integer, "100",
+                     "Longest sleep of a blocked wait, in milliseconds, before it polls anyway: "
+                     "the checks that have no descriptor (a local peer's exit, the launcher's "
+                     "reports, connection deadlines) run at least this often",
+                     6}
+            .range(1, 3600000)),
+    params::to<&Settings::progress_thread>({"progress_thread", params::Type::boolean, "false",
+                                            "Run a progress thread that drives transfers while the "
+                                            "program computes; every API call then takes a lock",
+                                            6}),
+    params::to<&Settings::thread_level>(
+        {"thread_level", params::Type::enumeration, "single",
+         "How the program's threads may call the API when it does not say at init: single, "
+         "funneled (only the thread that called init), serialized (one at a time) or multiple (any "
+         "thread at any time; each call then takes the pml's lock)",
+         4, "single,funneled,serialized,multiple"}),
+    params::to<&Settings::verbose>(params::Decl{"verbose", params::Type::integer, "0",
+                                                "Verbosity of the pml (protocol decisions)", 5}
+                                       .range(0, 100)),
+    params::to<&Settings::rndv_split_min>(
+        {"rndv_split_min", params::Type::size, "128k",
+         "Smallest rendezvous message split between the two processes: over a transport with both "
+         "put and get, the receiver gets the first half while the sender puts the second, so both "
+         "copy at once (shared memory and CMA copy on the CPU). Below 128 KiB the second copy's "
+         "control messages and system call cost more than they save. 0: the receiver moves it all",
+         5}),
+    params::to<&Settings::launcher_grace>(params::Decl{
+        "launcher_grace", params::Type::unsigned_integer, "1000",
+        "Milliseconds between the launcher's report that a rank's process ended and failing that "
+        "peer here, so a transport that holds operations with it reports the loss first, in its "
+        "own order. A peer no transport knows of is failed only after it",
+        6}
+                                              .range(0, 600000)),
+    params::to<&Settings::max_requests>(
+        params::Decl{"max_requests", params::Type::unsigned_integer, "0",
+                     "Most requests, the user's and the pml's own, that may exist at once; past it "
+                     "a new send or receive returns out_of_resource and a large incoming active "
+                     "message is declined (its counters count it lost). 0: no limit",
+                     6}),
+    params::to<&Settings::control_refusal_grace>(
+        params::Decl{"control_refusal_grace", params::Type::unsigned_integer, "2000",
+                     "Milliseconds a peer's transport may refuse our control messages (acks, fins, "
+                     "one-sided replies) for good, with none going through, before that peer is "
+                     "failed here. A transport that lost the peer normally reports it sooner",
+                     6}
+            .range(0, 600000)),
+    params::to<&Settings::disconnect_linger>(
+        params::Decl{"disconnect_linger", params::Type::unsigned_integer, "5000",
+                     "Milliseconds a graceful disconnect (and the context's end, for each peer "
+                     "outside the job) waits for the peer to confirm it has everything sent to it "
+                     "before; past it, disconnect returns timeout and the sends still pending end "
+                     "peer_departed. Also how long a peer that confirmed keeps the transport open "
+                     "for the other side to close first. 0: every disconnect is abortive",
+                     5}
+            .range(0, 600000)),
+    params::to<&Settings::keepalive_period>(
+        params::Decl{"keepalive_period", params::Type::unsigned_integer, "250",
+                     "Milliseconds a rank of the job with which this process has work outstanding "
+                     "(a receive posted for it, a send, rendezvous or one-sided operation to it, a "
+                     "barrier round) may send nothing before it is probed. No probe goes to a peer "
+                     "that sends anything, nor to one with nothing outstanding. 0: no keep-alive",
+                     5}
+            .range(0, 3600000)),
+    params::to<&Settings::keepalive_timeout>(
+        params::Decl{"keepalive_timeout", params::Type::unsigned_integer, "2000",
+                     "Milliseconds a probed peer has to answer (any message does) before it is "
+                     "failed like a lost peer: its requests end peer_failed. A peer answers from "
+                     "its progress, so a rank that computes without calling Transit for longer "
+                     "than keepalive_period + keepalive_timeout while another waits on it is taken "
+                     "for dead (raise both, or use pml_base_progress_thread). 0: no keep-alive",
+                     5}
+            .range(0, 3600000)),
+    params::to<&Settings::keepalive_all>(
+        {"keepalive_all", params::Type::boolean, "false",
+         "Probe every rank with outstanding work, also those reached over a transport that reports "
+         "a dead peer itself (self, vader, tcp, UCT's tcp and shared memory): such transports do "
+         "not see a process that stops without dying, or a node that hangs",
+         6}),
 };
 
 }  // namespace
 
 void register_params() {
-    params::registry().add_all("pml", "base", pml_params);
+    params::add_all(params::registry(), "pml", "base", pml_params);
+}
+
+Settings bound_settings() {
+    Settings s;
+    params::bind(params::registry(), "pml", "base", pml_params, s);
+    return s;
 }
 
 }  // namespace transit::pml

@@ -2,8 +2,13 @@
 // that list every parameter without starting one (transit_info).
 #pragma once
 
+#include "pml/settings.hpp"
+
 namespace transit::pml {
 
 void register_params();
+
+// The settings the registry's current values give (register_params first).
+Settings bound_settings();
 
 }  // namespace transit::pml

@@ -12,9 +12,12 @@
 // declared range or is not one of the choices (naming the parameter and the
 // allowed values), so binding only stores.  An enumeration is stored into an
 // `enum class` whose values are 0, 1, ... in the order of the declared
-// choices: it is compared as an enum from then on, never as a string.
+// choices: it is compared as an enum from then on, never as a string.  A
+// std::chrono::duration field takes the number in its own unit (a field of
+// milliseconds for a parameter whose help says milliseconds).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -52,6 +55,11 @@ inline std::size_t choice_index(const Variable& v) {
 }
 
 template <typename T>
+constexpr bool is_duration = false;
+template <typename Rep, typename Period>
+constexpr bool is_duration<std::chrono::duration<Rep, Period>> = true;
+
+template <typename T>
 T value_as(const Variable& v) {
     if constexpr (std::is_same_v<T, bool>) {
         return v.as_bool();
@@ -61,6 +69,9 @@ T value_as(const Variable& v) {
         // The declared range keeps the value within the field.
         if (v.type() == Type::integer) return static_cast<T>(v.as_int());
         return static_cast<T>(v.as_unsigned());
+    } else if constexpr (is_duration<T>) {
+        // The field's type carries the unit the parameter's help names.
+        return T(static_cast<typename T::rep>(v.as_unsigned()));
     } else if constexpr (std::is_floating_point_v<T>) {
         return static_cast<T>(v.as_real());
     } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {

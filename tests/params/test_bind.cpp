@@ -1,9 +1,11 @@
 // Parameters bound to the fields of a config struct: every type lands in its
 // field, an enumeration becomes its enum class by the order of the choices,
 // a later value reaches the struct at the next bind, and a bad value is
-// refused by the registry with the parameter's name and the allowed values.
+// refused by the registry with the parameter's name and the allowed values;
+// a duration field takes the number in its own unit.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,6 +29,7 @@ struct Config {
     std::string name;
     std::vector<std::string> names;
     Wait wait = Wait::poll;
+    std::chrono::milliseconds grace{0};
 };
 
 constexpr Field<Config> table[] = {
@@ -38,6 +41,7 @@ constexpr Field<Config> table[] = {
     to<&Config::name>({"name", Type::string, "x", "Name", 5}),
     to<&Config::names>({"names", Type::list, "a,b", "Names", 5}),
     to<&Config::wait>({"wait", Type::enumeration, "yield", "How to wait", 5, "poll,yield,sleep"}),
+    to<&Config::grace>({"grace", Type::unsigned_integer, "1500", "Milliseconds of grace", 5}),
 };
 
 TEST_F(Bind, DefaultsLandInTheirFields) {
@@ -52,6 +56,7 @@ TEST_F(Bind, DefaultsLandInTheirFields) {
     EXPECT_EQ(c.name, "x");
     EXPECT_EQ(c.names, (std::vector<std::string>{"a", "b"}));
     EXPECT_EQ(c.wait, Wait::yield);
+    EXPECT_EQ(c.grace, std::chrono::milliseconds(1500));
 }
 
 TEST_F(Bind, SetValuesReachTheStructAtTheNextBind) {

@@ -6,6 +6,9 @@ function(transit_add_gtest name)
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE transit GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
+  if(TARGET transit_gtest_pch)
+    target_precompile_headers(${name} REUSE_FROM transit_gtest_pch)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_LIST ${name}_TESTS
     PROPERTIES TIMEOUT 300 RUN_SERIAL ${ARG_SERIAL})
   # Labels are set by a script ctest reads after the discovered tests: through

@@ -20,11 +20,11 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "pml/headers.hpp"
+#include "tests/fixtures/posix_regex.hpp"
 #include "tests/pml/single_process.hpp"
 #include "transit/params.hpp"
 #include "transit/transit.hpp"
@@ -64,11 +64,11 @@ struct Accounting {
 };
 
 Accounting parse_accounting(const std::string& text) {
-    static const std::regex line(
-        R"(btl faulty: (\d+) descriptor\(s\) handed out, (\d+) given back, (\d+) send\(s\) refused)");
+    static const test::Regex line(
+        R"(btl faulty: ([0-9]+) descriptor\(s\) handed out, ([0-9]+) given back, ([0-9]+) send\(s\) refused)");
     Accounting a;
-    std::smatch m;
-    if (!std::regex_search(text, m, line)) return a;
+    std::vector<std::string> m;
+    if (!line.search(text, &m)) return a;
     a.found = true;
     a.handed_out = std::stoul(m[1]);
     a.given_back = std::stoul(m[2]);

@@ -20,16 +20,18 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "tests/fixtures/posix_regex.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
+using transit::test::Regex;
 using Clock = std::chrono::steady_clock;
 
 struct Result {
@@ -365,8 +367,7 @@ TEST(TransitRun, EnvironmentOfARank) {
     EXPECT_NE(r.out.find("TRANSIT_SIZE=2\n"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("TRANSIT_JOB_ID=trun-"), std::string::npos) << r.out;
     // The PMIx namespace is not the job id, which other users can see.
-    const std::regex nspace(R"(PMIX_NAMESPACE=transit-[0-9a-f]{32}\n)");
-    EXPECT_TRUE(std::regex_search(r.out, nspace)) << r.out;
+    EXPECT_TRUE(Regex("PMIX_NAMESPACE=transit-[0-9a-f]{32}\n").search(r.out)) << r.out;
 }
 
 TEST(TransitRun, TagOutputPrefixesEveryLine) {
@@ -449,11 +450,11 @@ TEST(TransitRun, AbortGivesItsStatus) {
 // rank -> secret, from "rank R size N singleton S job J secret X" lines.
 std::map<std::string, std::string> secrets_of(const Result& r, std::string* job = nullptr) {
     std::map<std::string, std::string> out;
-    const std::regex line(
-        R"(rank (\d+) size (\d+) singleton (\d) job (\S+) secret ([0-9a-f]{32}))");
+    const Regex line(
+        "rank ([0-9]+) size ([0-9]+) singleton ([0-9]) job ([^[:space:]]+) secret ([0-9a-f]{32})");
     for (const std::string& l : lines_of(r.out)) {
-        std::smatch m;
-        if (!std::regex_match(l, m, line)) continue;
+        std::vector<std::string> m;
+        if (!line.match(l, &m)) continue;
         out[m[1]] = m[5];
         if (job) *job = m[4];
     }
@@ -927,10 +928,10 @@ TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {
     const Result r = run({"--bind-to", "core", "-n", "2", behaviour, "binding"});
     ASSERT_EQ(r.status, 0) << r.err;
     std::map<std::string, std::string> binding;
-    const std::regex line(R"(rank (\d+) binding (\S+) numa (-?\d+))");
+    const Regex line("rank ([0-9]+) binding ([^[:space:]]+) numa (-?[0-9]+)");
     for (const std::string& l : lines_of(r.out)) {
-        std::smatch m;
-        if (std::regex_match(l, m, line)) binding[m[1]] = m[2];
+        std::vector<std::string> m;
+        if (line.match(l, &m)) binding[m[1]] = m[2];
     }
     ASSERT_EQ(binding.size(), 2u) << r.out;
     EXPECT_NE(binding["0"], binding["1"]) << r.out;
@@ -939,8 +940,8 @@ TEST(TransitRun, BindToCoreGivesEachRankItsOwnCpus) {
     ASSERT_EQ(none.status, 0) << none.err;
     std::set<std::string> unbound;
     for (const std::string& l : lines_of(none.out)) {
-        std::smatch m;
-        if (std::regex_match(l, m, line)) unbound.insert(m[2]);
+        std::vector<std::string> m;
+        if (line.match(l, &m)) unbound.insert(m[2]);
     }
     EXPECT_EQ(unbound.size(), 1u) << none.out;  // both see the whole machine
 }
@@ -958,11 +959,11 @@ TEST(TransitRun, BindingMoreRanksThanCoresMustBeAskedFor) {
     const Result shared = run({"--bind-to", "core", "--oversubscribe", "--report-bindings", "-n",
                                np, behaviour, "binding"});
     ASSERT_EQ(shared.status, 0) << shared.err;
-    const std::regex bound(R"(transit_run: rank (\d+) bound to core (\d+) \(cpus [0-9,-]+\))");
+    const Regex bound(R"(transit_run: rank ([0-9]+) bound to core ([0-9]+) \(cpus [0-9,-]+\))");
     std::set<std::string> ranks, cores;
     for (const std::string& l : lines_of(shared.err)) {
-        std::smatch m;
-        if (std::regex_match(l, m, bound)) ranks.insert(m[1]), cores.insert(m[2]);
+        std::vector<std::string> m;
+        if (bound.match(l, &m)) ranks.insert(m[1]), cores.insert(m[2]);
     }
     EXPECT_EQ(ranks.size(), std::stoul(np)) << shared.err;
     EXPECT_LT(cores.size(), ranks.size()) << shared.err;  // some core holds two ranks
@@ -975,11 +976,11 @@ TEST(TransitRun, BindingMoreRanksThanCoresMustBeAskedFor) {
 TEST(TransitRun, HostDrivenFenceModeReadsWhatTheHostsFenceBrought) {
     const Result r = run({"-n", "3", behaviour, "host-driven"});
     ASSERT_EQ(r.status, 0) << r.err;
-    const std::regex line(R"(rank (\d) read 3 of 3 blobs, 3 local peers, secret ([0-9a-f]{32}))");
+    const Regex line("rank ([0-9]) read 3 of 3 blobs, 3 local peers, secret ([0-9a-f]{32})");
     std::set<std::string> ranks, secrets;
     for (const std::string& l : lines_of(r.out)) {
-        std::smatch m;
-        if (!std::regex_match(l, m, line)) continue;
+        std::vector<std::string> m;
+        if (!line.match(l, &m)) continue;
         ranks.insert(m[1]);
         secrets.insert(m[2]);
     }

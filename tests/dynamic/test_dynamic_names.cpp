@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -149,6 +150,29 @@ void singletons(const char* launcher, const std::string& me) {
     check(wait_exit(single_cl) == 0, "the singleton client of a transit_run server");
     check(wait_exit(job_srv) == 0, "the transit_run server");
     say("a singleton found a transit_run rank's name and was served");
+
+    // A directory of the user's choosing (runtime_names_dir): transit_run
+    // keeps its ranks' names there too, told by the environment or by --mca.
+    char chosen[] = "/tmp/names-test-chosen-XXXXXX";
+    check(::mkdtemp(chosen) != nullptr, "mkdtemp");
+    const std::string by_env = name + "-env", by_mca = name + "-mca";
+    ::setenv("TRANSIT_MCA_runtime_names_dir", chosen, 1);
+    Child env_srv = launch(launcher, me, {"server", by_env});
+    check(read_line(env_srv, 30, "the job server's publication") == "published", "job server");
+    Child env_cl = start({me, "client", by_env});
+    check(wait_exit(env_cl) == 0, "a singleton looking in the chosen directory (environment)");
+    check(wait_exit(env_srv) == 0, "the transit_run server (environment)");
+    ::unsetenv("TRANSIT_MCA_runtime_names_dir");
+    Child mca_srv = start_program(launcher, {launcher, "-n", "1", "--timeout", "60", "--mca",
+                                             "runtime_names_dir", chosen, me, "server", by_mca});
+    check(read_line(mca_srv, 30, "the job server's publication") == "published", "job server");
+    ::setenv("TRANSIT_MCA_runtime_names_dir", chosen, 1);
+    Child mca_cl = start({me, "client", by_mca});
+    ::unsetenv("TRANSIT_MCA_runtime_names_dir");
+    check(wait_exit(mca_cl) == 0, "a singleton looking in the chosen directory (--mca)");
+    check(wait_exit(mca_srv) == 0, "the transit_run server (--mca)");
+    std::filesystem::remove_all(chosen);
+    say("transit_run kept its ranks' names in the chosen runtime_names_dir");
 
     // A directory that others could write to is refused.
     const std::string open_dir = "/tmp/names-test-open-" + std::to_string(::getpid());

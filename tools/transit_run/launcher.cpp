@@ -18,12 +18,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "debris.hpp"
 #include "process_util.hpp"
 #include "runtime/job_secret.hpp"
+#include "runtime/name_directory.hpp"
 #include "transit/btl/util/leftovers.hpp"
 
 extern char** environ;
@@ -117,10 +119,24 @@ Launcher::~Launcher() {
     cleanup();
 }
 
+// The name directory the ranks would choose without a launcher (the
+// parameter runtime_names_dir, as --mca or the environment gives it to them),
+// so that they and singletons on the node find each other's names.  A
+// parameter file is not read here: set it on the command line or in the
+// environment.
+std::string Launcher::names_dir() const {
+    constexpr std::string_view param = "runtime_names_dir";
+    for (auto it = opt_.mca.rbegin(); it != opt_.mca.rend(); ++it)
+        if (it->first == param && !it->second.empty()) return it->second;
+    const char* env = std::getenv("TRANSIT_MCA_runtime_names_dir");
+    if (env && *env) return env;
+    return rt::NameDirectory::default_path();
+}
+
 void Launcher::prepare_files() {
     const char* env_base = std::getenv("TMPDIR");
     const std::string base = env_base && *env_base ? env_base : "/tmp";
-    names_base_ = base;
+    names_dir_ = names_dir();
     remove_dead_jobs(base);
     tmpdir_ = fmt::format("{}/transit-{}", base, job_id_);
     if (::mkdir(tmpdir_.c_str(), 0700) != 0) {
@@ -504,7 +520,7 @@ int Launcher::run() {
     prepare_files();
     {
         PmixHost host(tmpdir_);
-        JobDescription job{nspace_, job_id_, opt_.np, hostname_, tmpdir_, names_base_};
+        JobDescription job{nspace_, job_id_, opt_.np, hostname_, tmpdir_, names_dir_};
         host.register_job(job);
         if (opt_.timeout_seconds > 0)
             timeout_at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(

@@ -63,6 +63,7 @@ class Launcher {
     void signal_ranks(int sig);
     bool any_running() const;
     void cleanup();
+    std::string names_dir() const;
 
     Options opt_;
     std::string program_;
@@ -70,7 +71,7 @@ class Launcher {
     std::string nspace_;  // the PMIx namespace: secret, unlike the job id
     std::string hostname_;
     std::string tmpdir_;
-    std::string names_base_;  // $TMPDIR: where this user's jobs keep their names
+    std::string names_dir_;  // where this user's jobs keep their names (names_dir())
     int signal_fd_ = -1;
     int secret_fd_ = -1;  // the job secret, inherited by the ranks (rt::secret_file)
     pid_t pgid_ = 0;

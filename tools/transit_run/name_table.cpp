@@ -20,10 +20,8 @@ NameTable::Entry from_kept(rt::NameEntry&& e) {
 
 }  // namespace
 
-NameTable::NameTable(std::string base, std::string job_id)
-    : dir_(fmt::format("{}/transit-names-{}", base, ::getuid())),
-      job_id_(std::move(job_id)),
-      mark_(rt::process_mark(::getpid())) {}
+NameTable::NameTable(std::string dir, std::string job_id)
+    : dir_(std::move(dir)), job_id_(std::move(job_id)), mark_(rt::process_mark(::getpid())) {}
 
 // The directory is opened (made) on first use, and must be this user's alone:
 // names lead clients to servers.  What launchers killed outright left goes.

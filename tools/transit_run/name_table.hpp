@@ -38,8 +38,8 @@ class NameTable {
     // Longest name kept (its file name is its hex spelling).
     static constexpr std::size_t max_name = 120;
 
-    // `base`: the launchers' $TMPDIR; `job_id`: this launcher's job.
-    NameTable(std::string base, std::string job_id);
+    // `dir`: the name directory (rt::NameDirectory); `job_id`: this launcher's job.
+    NameTable(std::string dir, std::string job_id);
 
     // Publishes every (name, value) of `data` or none: duplicate when one is
     // taken by a live publisher.  `why` says what went wrong.

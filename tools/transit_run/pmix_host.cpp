@@ -305,7 +305,7 @@ void PmixHost::register_job(const JobDescription& job) {
                   });
     nspace_ = job.nspace;
     job_id_ = job.job_id;
-    names_.emplace(job.names_base, job.job_id);
+    names_.emplace(job.names_dir, job.job_id);
 }
 
 std::vector<std::string> PmixHost::client_env(unsigned rank) {

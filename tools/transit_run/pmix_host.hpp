@@ -29,7 +29,7 @@ struct JobDescription {
     unsigned np = 0;
     std::string hostname;
     std::string tmpdir;
-    std::string names_base;  // where the names of this user's jobs are kept (NameTable)
+    std::string names_dir;  // where the names of this user's jobs are kept (NameTable)
 };
 
 struct ServerEvent {

@@ -48,7 +48,7 @@ Status Engine::disconnect(Rank peer, Disconnect how) noexcept {
         c_.settings.disconnect_linger.count() > 0) {
         Peer* const one[] = {p};
         farewell(one);
-        if (!p->bye_acked) result = p->gone_for_good() ? p->gone_status() : Status::timeout;
+        if (!farewell_done(*p)) result = p->gone_for_good() ? p->gone_status() : Status::timeout;
     }
     if (p && !p->failed) {
         p->departed = true;

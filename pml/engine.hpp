@@ -286,6 +286,7 @@ class Engine {
     void farewell(std::span<Peer* const> peers) noexcept;
     void say_goodbye_all() noexcept;
     bool quiet(const Peer& p) noexcept;
+    bool farewell_done(const Peer& p) noexcept;
     int answer_farewells() noexcept;
     void on_bye_ack(const std::byte* b, Rank from) noexcept;
     void release_gone_peers() noexcept;

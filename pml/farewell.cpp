@@ -11,6 +11,11 @@
 //      messages with counters;
 //   2. sends a bye, numbered in its tagged sequence after every eager message;
 //   3. waits for the peer's bye_ack; then closes its transports.
+// When both sides leave at once, the byes cross: a side that heard the
+// peer's bye has acked it, and that ack followed everything it had sent the
+// peer (later sends end peer_departed), which the peer waits for before it
+// closes.  So its farewell is done once its own sends are quiet, whether or
+// not its bye went out or was acked.
 // The other side hears the bye in its turn (Tagged::on_bye: every message
 // before it has arrived), acks it, and takes the peer as departed (its
 // pending operations with it end peer_departed).  It keeps the peer's
@@ -21,6 +26,12 @@
 #include "pml/engine.hpp"
 
 namespace transit::pml {
+
+// The peer has everything we sent it: it acked our bye, or our byes crossed
+// and we acked its own after all we sent (see the top of this file).
+bool Engine::farewell_done(const Peer& p) noexcept {
+    return p.bye_acked || (p.bye_heard && p.departed && quiet(p));
+}
 
 // Nothing we sent p is still on its way, as far as a request can tell.
 bool Engine::quiet(const Peer& p) noexcept {
@@ -39,7 +50,7 @@ void Engine::farewell(std::span<Peer* const> peers) noexcept {
             const bool late = std::chrono::steady_clock::now() >= end;
             bool done = true;
             for (Peer* p : peers) {
-                if (late || p->bye_acked || p->gone_for_good()) continue;
+                if (late || farewell_done(*p) || p->gone_for_good()) continue;
                 done = false;
                 if (p->bye_sent || !quiet(*p)) continue;
                 // After every tagged message, in the same sequence.
@@ -56,7 +67,7 @@ void Engine::farewell(std::span<Peer* const> peers) noexcept {
         end);  // a wait that sleeps wakes by the linger time too
     for (Peer* p : peers) {
         p->saying_bye = false;
-        if (!p->bye_acked && !p->gone_for_good())
+        if (!farewell_done(*p) && !p->gone_for_good())
             c_.out.verbose(1, "peer {} did not confirm what was sent to it within {} ms", p->rank,
                            c_.settings.disconnect_linger.count());
     }
@@ -78,7 +89,7 @@ void Engine::say_goodbye_all() noexcept {
     if (leaving.empty()) return;
     farewell(leaving);
     for (Peer* p : leaving)
-        if (!p->bye_acked && !p->gone_for_good())
+        if (!farewell_done(*p) && !p->gone_for_good())
             log::warn(
                 "pml: peer {} did not confirm within {} ms (pml_base_disconnect_linger) that "
                 "it has what was sent to it",

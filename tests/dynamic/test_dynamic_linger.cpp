@@ -1,7 +1,8 @@
 // A client's last word: what a client sent before disconnect(), or before it
 // returned from main (the Context's end), reaches the server whole (20
 // clients, half of each kind); the client's own pending receive from the
-// server ends peer_departed; an abortive disconnect returns at once.
+// server ends peer_departed; an abortive disconnect returns at once; when both
+// sides disconnect at the same moment, both succeed and lose nothing.
 // Separate processes (not one job): this program is the driver and, with a
 // role argument, the processes it starts.
 //   server                    counts and checks every client message; on quit
@@ -14,9 +15,19 @@
 //                             abortively: at once
 //   client ADDRESS pending    a message aside, a receive posted for the server,
 //                             then disconnect
-//   client ADDRESS quit       ends the server; prints its count
+//   client ADDRESS mutual K   its messages, then asks the server to answer
+//                             and disconnect it, and disconnects at the same
+//                             moment: both disconnects succeed at once (not
+//                             after the linger time); the answer arrives
+//                             (exit 0) exactly when the server's send of it
+//                             succeeded, else the receive ends peer_departed
+//                             (exit 10)
+//   client ADDRESS quit       ends the server; prints its counts (messages,
+//                             answers sent)
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -35,8 +46,9 @@ using transit::RequestStatus;
 using transit::Status;
 
 constexpr std::uint32_t tag_data = 1;
-constexpr std::uint32_t tag_never = 2;  // never sent: a receive posted for the peer
-constexpr std::uint32_t tag_aside = 3;  // not counted: may or may not arrive
+constexpr std::uint32_t tag_never = 2;   // never sent: a receive posted for the peer
+constexpr std::uint32_t tag_aside = 3;   // not counted: may or may not arrive
+constexpr std::uint32_t tag_mutual = 4;  // disconnect me: answered, then disconnected
 constexpr std::uint32_t tag_quit = 9;
 constexpr std::size_t small = 64;
 constexpr std::size_t large = 1u << 20;  // rendezvous on every transport
@@ -57,17 +69,33 @@ int server() {
     say("address %s", ctx.listen().c_str());
     std::vector<std::byte> buf(large);
     std::uint64_t count = 0;
+    std::uint64_t answered = 0;  // answers to mutual clients sent with success
     for (;;) {
         RequestStatus st;
         const Status got =
             ctx.recv(transit::any_rank, transit::any_tag, buf.data(), buf.size(), &st);
         check(got == Status::success, "server recv: " + status_text(got));
         if (st.tag == tag_quit) {
-            const Status sent = ctx.send(st.source, tag_quit, &count, sizeof count);
+            const std::uint64_t counts[] = {count, answered};
+            const Status sent = ctx.send(st.source, tag_quit, counts, sizeof counts);
             check(sent == Status::success, "quit answer: " + status_text(sent));
             return 0;
         }
         if (st.tag == tag_aside) continue;
+        if (st.tag == tag_mutual) {
+            const auto answer = message(small, 0, 0);
+            // The client's bye may be here first: then the send says so.
+            const Status a = ctx.send(st.source, tag_mutual, answer.data(), answer.size());
+            check(a == Status::success || a == Status::peer_departed,
+                  "the answer to a mutual client: " + status_text(a));
+            if (a == Status::success) ++answered;
+            const auto start = std::chrono::steady_clock::now();
+            const Status d = ctx.disconnect(st.source);
+            check(d == Status::success, "the server's disconnect: " + status_text(d));
+            check(std::chrono::steady_clock::now() - start < std::chrono::seconds(2),
+                  "the server's disconnect waited for the linger time");
+            continue;
+        }
         check(st.tag == tag_data && st.length >= 8,
               "a client message of " + std::to_string(st.length) + " B");
         std::uint32_t client = 0, i = 0;
@@ -131,11 +159,34 @@ int client(const std::string& address, const std::string& mode, std::uint32_t k)
         check(st.status == Status::peer_departed && st.length == 0,
               "the pending receive ended " + status_text(st.status) + " with " +
                   std::to_string(st.length) + " B");
+    } else if (mode == "mutual") {
+        std::vector<std::byte> answer(small);
+        Request* r = nullptr;
+        check(transit::ok(ctx.irecv(server, tag_mutual, answer.data(), answer.size(), r)), "irecv");
+        Request* big = send_all(ctx, server, k);
+        std::uint64_t v = 0;
+        check(ctx.send(server, tag_mutual, &v, sizeof v) == Status::success, "send");
+        const auto start = std::chrono::steady_clock::now();
+        const Status d = ctx.disconnect(server);
+        check(d == Status::success, "the client's disconnect: " + status_text(d));
+        check(std::chrono::steady_clock::now() - start < std::chrono::seconds(2),
+              "the client's disconnect waited for the linger time");
+        RequestStatus st;
+        ctx.wait(big, &st);
+        check(st.status == Status::success, "the rendezvous send: " + status_text(st.status));
+        ctx.wait(r, &st);
+        if (st.status == Status::peer_departed && st.length == 0) return 10;
+        const auto want = message(small, 0, 0);
+        check(st.status == Status::success && st.length == small &&
+                  std::equal(want.begin(), want.end(), answer.begin()),
+              "the server's answer ended " + status_text(st.status) + " with " +
+                  std::to_string(st.length) + " B");
     } else if (mode == "quit") {
-        std::uint64_t count = 0;
-        check(ctx.send(server, tag_quit, &count, sizeof count) == Status::success, "quit");
-        check(ctx.recv(server, tag_quit, &count, sizeof count) == Status::success, "quit answer");
-        say("count %llu", static_cast<unsigned long long>(count));
+        std::uint64_t counts[2] = {};
+        check(ctx.send(server, tag_quit, counts, sizeof counts) == Status::success, "quit");
+        check(ctx.recv(server, tag_quit, counts, sizeof counts) == Status::success, "quit answer");
+        say("count %llu answered %llu", static_cast<unsigned long long>(counts[0]),
+            static_cast<unsigned long long>(counts[1]));
     } else {
         fail("unknown mode " + mode);
     }
@@ -159,6 +210,18 @@ int driver(const std::string& me) {
         check(wait_exit(a) == 0, "a client that disconnects failed");
         check(wait_exit(b) == 0, "a client that returns from main failed");
     }
+    // Both sides disconnect at the same moment, two clients at a time.
+    const int mutual = iterations / 2;
+    int answered = 0;  // mutual clients that received the server's answer
+    for (int i = 0; i < mutual; i += 2) {
+        Child a = start({me, "client", address, "mutual", std::to_string(k++)});
+        Child b = start({me, "client", address, "mutual", std::to_string(k++)});
+        for (Child* c : {&a, &b}) {
+            const int status = wait_exit(*c);
+            check(status == 0 || status == 10, "a client disconnecting with the server failed");
+            answered += status == 0;
+        }
+    }
     Child pending = start({me, "client", address, "pending", "0"});
     check(wait_exit(pending) == 0, "the client with a pending receive failed");
     // An abortive disconnect returns at once: what it sent may or may not
@@ -167,7 +230,8 @@ int driver(const std::string& me) {
     check(wait_exit(abortive) == 0, "the abortive client failed");
     Child quit = start({me, "client", address, "quit", "0"});
     const std::string line = read_line(quit, 30, "the server's count");
-    const std::string want = "count " + std::to_string(iterations * per_client);
+    const std::string want = "count " + std::to_string((iterations + mutual) * per_client) +
+                             " answered " + std::to_string(answered);
     check(line == want, "the server received '" + line + "', not '" + want + "'");
     check(wait_exit(quit) == 0, "the quitting client failed");
     check(wait_exit(server) == 0, "the server failed");

@@ -22,6 +22,7 @@
 #include "framework/btl_framework.hpp"
 #include "tests/fixtures/two_rank_runtime.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/util/leftovers.hpp"
 #include "transit/progress.hpp"
 #include "transit/runtime.hpp"
 
@@ -164,6 +165,19 @@ TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
     EXPECT_EQ(reborn.text, "opened") << "a process with the pid of a killed one lost shm";
     EXPECT_FALSE(shm_region_exists(killed.pid))
         << "the stale region of pid " << killed.pid << " was left in /dev/shm";
+}
+
+// The module lists its shm region (btl::util::Leftovers) before fi_enable
+// makes it: once the killed process is reaped, the next Transit process of
+// the user (the btl framework at open, transit_run after a reap) removes it.
+TEST(OfiAddresses, AKilledProcessesRegionIsRemovedByTheNextProcess) {
+    const ChildReport killed = run_child(Ending::killed);
+    if (killed.text != "opened") GTEST_SKIP() << "no shm module here: " << killed.text;
+    btl::util::remove_leftovers_of_gone_processes();
+    const bool left = shm_region_exists(killed.pid);
+    remove_regions_of(killed.pid);
+    EXPECT_FALSE(left) << "the killed child's region /dev/shm/" << region_prefix(killed.pid)
+                       << "0 was not listed for removal";
 }
 
 TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {

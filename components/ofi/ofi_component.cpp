@@ -126,13 +126,13 @@ class OfiComponent final : public btl::Component {
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
         params::add_all(registry, "btl", "ofi", ofi_params);
+        read_interfaces();  // a bad interface list stops the program, naming the parameter
     }
 
     mca::OpenResult open() override {
         out_ = log::Stream("btl:ofi", btl::base_verbosity(reg()));
         selection_ = read_selection();
         vader_selected_ = vader_selected();
-        read_interfaces();
         return mca::OpenResult::ok();
     }
 

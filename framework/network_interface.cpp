@@ -102,7 +102,16 @@ bool selected(const std::string& name, const std::vector<Bytes>& addrs,
     return include.empty() ? !listed(exclude) : listed(include);
 }
 
-// The addresses this node's hostname resolves to.
+bool loopback(const Bytes& a) {
+    if (a.family == AF_INET) return a.b[0] == 127;
+    static constexpr std::array<std::uint8_t, 16> v6_loopback{0, 0, 0, 0, 0, 0, 0, 0,
+                                                              0, 0, 0, 0, 0, 0, 0, 1};
+    return a.b == v6_loopback;
+}
+
+// The addresses this node's hostname resolves to, loopback ones left out:
+// Debian's /etc/hosts gives the hostname 127.0.1.1, which says nothing of
+// where other nodes reach this one.
 std::vector<Bytes> hostname_addresses(std::string& hostname) {
     std::vector<Bytes> out;
     std::array<char, 256> buf{};
@@ -114,7 +123,7 @@ std::vector<Bytes> hostname_addresses(std::string& hostname) {
     addrinfo* res = nullptr;
     if (::getaddrinfo(hostname.c_str(), nullptr, &hints, &res) != 0) return out;
     for (const addrinfo* r = res; r != nullptr; r = r->ai_next)
-        if (auto a = from_sockaddr(r->ai_addr)) out.push_back(*a);
+        if (auto a = from_sockaddr(r->ai_addr); a && !loopback(*a)) out.push_back(*a);
     ::freeaddrinfo(res);
     return out;
 }

@@ -150,12 +150,16 @@ bool shm_region_exists(pid_t pid) {
 // libfabric overwrites a dead process's region, but when the pid has come
 // round to a new process, shm finds the region's owner "alive" (itself) and
 // fi_enable fails with EBUSY.  A long job (or a test suite) starts enough
-// processes for pids to wrap: that process then lost shm altogether.
+// processes for pids to wrap: that process then lost shm altogether.  (The
+// second child's btl framework removes the listed region at open, before shm
+// sees it; the module's retry on EBUSY covers a region that was not listed.)
 TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
     const ChildReport killed = run_child(Ending::killed);
     if (killed.text != "opened") GTEST_SKIP() << "no shm module here: " << killed.text;
-    ASSERT_TRUE(shm_region_exists(killed.pid))
-        << "the killed child (pid " << killed.pid << ") left no region behind";
+    // Listed (btl::util::Leftovers), the region goes when any process of
+    // this user opens the btl framework: one of a parallel test run may have.
+    if (!shm_region_exists(killed.pid))
+        GTEST_SKIP() << "the killed child's region was already removed by another process";
     const ChildReport reborn = run_child(Ending::normally, killed.pid);
     if (reborn.pid < 0) {
         std::filesystem::remove("/dev/shm/" + region_prefix(killed.pid) + "0");

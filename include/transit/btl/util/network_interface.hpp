@@ -11,7 +11,8 @@
 //      btl_tcp_if_exclude take them.
 //   2. Among those, the interface holding an address this node's hostname
 //      resolves to (the address the other nodes know this node by, in
-//      /etc/hosts or DNS), else the library's first.
+//      /etc/hosts or DNS; loopback addresses, as Debian's 127.0.1.1, do not
+//      count), else the library's first.
 #pragma once
 
 #include <cstddef>

@@ -44,11 +44,10 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
     params::to<&OfiConfig::if_include>(params::Decl{
         "if_include", Type::string, "",
         "Network interfaces (names or CIDR blocks, comma separated: eth0,10.1.0.0/16) a "
-        "provider with one domain per interface (tcp) may use; empty: any not excluded. Of "
-        "those, the module takes the interface holding an address of this node's hostname, "
-        "else libfabric's first. Give the same list as btl_tcp_if_include where other nodes "
-        "answer on some interfaces only. Setting it together with btl_ofi_if_exclude is an "
-        "error",
+        "provider with one domain per interface (tcp) may use; empty: any not excluded (both "
+        "lists empty: the tcp btl's btl_tcp_if_include / btl_tcp_if_exclude). Of those, the "
+        "module takes the interface holding an address of this node's hostname, else "
+        "libfabric's first. Setting it together with btl_ofi_if_exclude is an error",
         3}),
     params::to<&OfiConfig::if_exclude>(params::Decl{
         "if_exclude", Type::string, "",
@@ -133,6 +132,7 @@ class OfiComponent final : public btl::Component {
         out_ = log::Stream("btl:ofi", btl::base_verbosity(reg()));
         selection_ = read_selection();
         vader_selected_ = vader_selected();
+        if (if_include_.empty() && if_exclude_.empty()) adopt_tcp_interfaces();
         return mca::OpenResult::ok();
     }
 
@@ -250,6 +250,33 @@ class OfiComponent final : public btl::Component {
         }
         if_include_ = in.names;
         if_exclude_ = ex.names;
+    }
+
+    // With btl_ofi_if_include and _exclude left empty, the interfaces the
+    // user gave the tcp btl (btl_tcp_if_include / _exclude): one list of the
+    // interfaces other nodes answer on serves every transport.  Read at open,
+    // once every component registered its parameters; a list tcp refuses is
+    // left to tcp to report.
+    void adopt_tcp_interfaces() {
+        for (const char* name : {"btl_tcp_if_include", "btl_tcp_if_exclude"}) {
+            const params::Variable* v = reg().find(name);
+            if (v == nullptr || v->source().origin == params::Origin::default_value ||
+                v->text().empty())
+                continue;
+            try {
+                const bool include = name == std::string_view("btl_tcp_if_include");
+                const params::Selection list = params::parse_selection(v->text(), {}, name);
+                if (list.exclude || (!include && !if_include_.empty())) continue;
+                // Checks every entry (throws for one that is no name nor block).
+                btl::util::interface_selected("", include ? list.names : std::vector<std::string>{},
+                                              include ? std::vector<std::string>{} : list.names);
+                (include ? if_include_ : if_exclude_) = list.names;
+                out_.verbose(10, "interfaces from {}={} ({})", name, v->text(),
+                             v->source().describe());
+            } catch (const std::exception& e) {
+                out_.verbose(10, "{} not adopted: {}", name, e.what());
+            }
+        }
     }
 
     bool selected(const std::string& provider) const {

@@ -17,6 +17,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/join_timeout.hpp"
+#include "transit/btl/util/network_interface.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
@@ -40,6 +41,19 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
         "selects vader, the shared-memory providers (shm, sm2) are left out too unless "
         "btl_ofi_provider_include names them: vader serves this node",
         1}),
+    params::to<&OfiConfig::if_include>(params::Decl{
+        "if_include", Type::string, "",
+        "Network interfaces (names or CIDR blocks, comma separated: eth0,10.1.0.0/16) a "
+        "provider with one domain per interface (tcp) may use; empty: any not excluded (both "
+        "lists empty: the tcp btl's btl_tcp_if_include / btl_tcp_if_exclude). Of those, the "
+        "module takes the interface holding an address of this node's hostname, else "
+        "libfabric's first. Setting it together with btl_ofi_if_exclude is an error",
+        3}),
+    params::to<&OfiConfig::if_exclude>(params::Decl{
+        "if_exclude", Type::string, "",
+        "Network interfaces (names or CIDR blocks) a provider with one domain per interface "
+        "(tcp) must not use",
+        3}),
     btl::inherit<OfiConfig>(btl::BaseParam::eager_limit, {.default_value = "8k"}),
     btl::inherit<OfiConfig>(
         btl::BaseParam::max_send_size,
@@ -111,12 +125,14 @@ class OfiComponent final : public btl::Component {
     void register_params(params::Registry& registry) override {
         registry_ = &registry;
         params::add_all(registry, "btl", "ofi", ofi_params);
+        read_interfaces();  // a bad interface list stops the program, naming the parameter
     }
 
     mca::OpenResult open() override {
         out_ = log::Stream("btl:ofi", btl::base_verbosity(reg()));
         selection_ = read_selection();
         vader_selected_ = vader_selected();
+        if (if_include_.empty() && if_exclude_.empty()) adopt_tcp_interfaces();
         return mca::OpenResult::ok();
     }
 
@@ -213,6 +229,56 @@ class OfiComponent final : public btl::Component {
         return s;
     }
 
+    // btl_ofi_if_include / _exclude: a bad entry stops the job at open.
+    void read_interfaces() {
+        params::Registry& r = reg();
+        const params::Variable& inc =
+            params::variable_of<&OfiConfig::if_include>(r, "btl", "ofi", ofi_params);
+        const params::Variable& exc =
+            params::variable_of<&OfiConfig::if_exclude>(r, "btl", "ofi", ofi_params);
+        const params::Selection in = params::parse_selection(inc.as_string(), {}, inc.full_name());
+        const params::Selection ex = params::parse_selection(exc.as_string(), {}, exc.full_name());
+        if (in.exclude || ex.exclude)
+            throw params::Error(
+                "btl_ofi_if_include and btl_ofi_if_exclude take plain lists of interface names "
+                "and CIDR blocks (no '^')");
+        try {
+            btl::util::interface_selected("", in.names, ex.names);  // checks every entry
+        } catch (const std::invalid_argument& e) {
+            throw params::Error(fmt::format("btl_ofi_if_include ({}) / btl_ofi_if_exclude ({}): {}",
+                                            inc.text(), exc.text(), e.what()));
+        }
+        if_include_ = in.names;
+        if_exclude_ = ex.names;
+    }
+
+    // With btl_ofi_if_include and _exclude left empty, the interfaces the
+    // user gave the tcp btl (btl_tcp_if_include / _exclude): one list of the
+    // interfaces other nodes answer on serves every transport.  Read at open,
+    // once every component registered its parameters; a list tcp refuses is
+    // left to tcp to report.
+    void adopt_tcp_interfaces() {
+        for (const char* name : {"btl_tcp_if_include", "btl_tcp_if_exclude"}) {
+            const params::Variable* v = reg().find(name);
+            if (v == nullptr || v->source().origin == params::Origin::default_value ||
+                v->text().empty())
+                continue;
+            try {
+                const bool include = name == std::string_view("btl_tcp_if_include");
+                const params::Selection list = params::parse_selection(v->text(), {}, name);
+                if (list.exclude || (!include && !if_include_.empty())) continue;
+                // Checks every entry (throws for one that is no name nor block).
+                btl::util::interface_selected("", include ? list.names : std::vector<std::string>{},
+                                              include ? std::vector<std::string>{} : list.names);
+                (include ? if_include_ : if_exclude_) = list.names;
+                out_.verbose(10, "interfaces from {}={} ({})", name, v->text(),
+                             v->source().describe());
+            } catch (const std::exception& e) {
+                out_.verbose(10, "{} not adopted: {}", name, e.what());
+            }
+        }
+    }
+
     bool selected(const std::string& provider) const {
         if (selection_.use_include) return listed(selection_.include, provider);
         if (vader_selected_ && node_local(core_provider(provider))) return false;
@@ -262,10 +328,11 @@ class OfiComponent final : public btl::Component {
             const std::string prov = i->fabric_attr->prov_name;
             if (seen.count(prov)) continue;
             seen.insert(prov);
-            if (selected(prov))
-                out.push_back(i);
-            else
+            if (!selected(prov)) {
                 skipped.insert(prov);
+            } else if (const fi_info* chosen = on_chosen_interface(infos, prov)) {
+                out.push_back(chosen);
+            }
         }
         if (out.empty())
             why =
@@ -284,6 +351,39 @@ class OfiComponent final : public btl::Component {
         return out;
     }
 
+    // tcp's domains are the host's interfaces, listed in libfabric's order,
+    // which may put first one where no other node answers (a management
+    // network on every node, not joined): the entry of the interface
+    // btl::util::choose_interface picks (btl_ofi_if_include / _exclude, then
+    // the interface of this node's hostname), in libfabric's order among its
+    // address families.  Other providers: their first entry.  Null when the
+    // interface lists leave none (said at verbose level).
+    const fi_info* on_chosen_interface(const InfoList& infos, const std::string& prov) const {
+        std::vector<const fi_info*> entries;
+        for (const fi_info* i = infos.head; i != nullptr; i = i->next)
+            if (prov == i->fabric_attr->prov_name) entries.push_back(i);
+        const std::string core = core_provider(prov);
+        if (core != "tcp" && core != "sockets" && core != "udp") return entries.front();
+        std::vector<std::string> names;
+        for (const fi_info* i : entries) {
+            const std::string name = i->domain_attr->name ? i->domain_attr->name : "";
+            if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+        }
+        std::string why;
+        const auto choice = btl::util::choose_interface(names, if_include_, if_exclude_, why);
+        if (!choice) {
+            out_.verbose(10, "{}: not used: {} (interfaces: {})", prov, why,
+                         fmt::join(names, ", "));
+            return nullptr;
+        }
+        const std::string& name = names[choice->index];
+        out_.verbose(10, "{}: interface {} ({}; offered: {})", prov, name, choice->why,
+                     fmt::join(names, ", "));
+        for (const fi_info* i : entries)
+            if (i->domain_attr->name && name == i->domain_attr->name) return i;
+        return entries.front();
+    }
+
     OfiConfig read_config() const {
         params::Registry& r = reg();
         OfiConfig c;
@@ -296,6 +396,8 @@ class OfiComponent final : public btl::Component {
     params::Registry* registry_ = nullptr;
     log::Stream out_;
     ProviderSelection selection_;
+    std::vector<std::string> if_include_;  // btl_ofi_if_include / _exclude, split
+    std::vector<std::string> if_exclude_;
     bool vader_selected_ = false;
 };
 

@@ -163,6 +163,7 @@ void OfiModule::open_endpoint() {
             fail("binding the address vector", rc);
         if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
             fail("binding the completion queue", rc);
+        if (node_local_) list_region();
         const int rc = fi_enable(ep_.get());
         if (rc == 0) return;
         if (rc != -FI_EBUSY || attempt == attempts) fail("fi_enable", rc);
@@ -171,6 +172,36 @@ void OfiModule::open_endpoint() {
                      "opening another endpoint",
                      provider_);
         ep_.reset();
+    }
+}
+
+// fi_enable makes a node-local provider's region, named as the endpoint's
+// address: listed first, a kill between the two leaves a name with no object
+// listed (harmless), never an object unlisted.  Without a list the module
+// still works; the region of a killed process then stays (as it would
+// without Transit).
+void OfiModule::list_region() {
+    std::array<char, 256> address{};
+    std::size_t len = address.size();
+    if (int rc = fi_getname(&ep_->fid, address.data(), &len); rc != 0 || len > address.size()) {
+        out_.verbose(10,
+                     "{}: the endpoint's name is not readable before fi_enable ({}); its "
+                     "region is not listed for removal after a kill",
+                     provider_, rc != 0 ? libfabric().strerror(-rc) : "too long");
+        return;
+    }
+    const std::string name = ListedRegion::region_name({address.data(), len});
+    if (name.empty()) {
+        out_.verbose(10, "{}: the endpoint's name '{}' is not a region's name; not listed",
+                     provider_, std::string_view(address.data(), len));
+        return;
+    }
+    try {
+        region_.list("ofi_" + core_provider(provider_), name);
+        out_.verbose(20, "{}: region /dev/shm{} listed for removal after a kill", provider_, name);
+    } catch (const std::exception& e) {
+        out_.verbose(1, "{}: region /dev/shm{} not listed for removal after a kill: {}", provider_,
+                     name, e.what());
     }
 }
 

@@ -26,6 +26,7 @@
 #include "ofi_endpoint.hpp"
 #include "ofi_frag.hpp"
 #include "ofi_library.hpp"
+#include "ofi_listed_region.hpp"
 #include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
@@ -51,6 +52,8 @@ inline constexpr std::uint32_t local_exclusivity = 32768;
 struct OfiConfig : btl::BaseConfig {
     std::string provider_include;  // selections, parsed at open
     std::string provider_exclude;
+    std::string if_include;  // interfaces of providers with one domain per interface (tcp)
+    std::string if_exclude;
     std::size_t recv_buffers = 64;
     std::size_t max_rdma_ops = 1024;
     std::size_t rcache_size = 16;
@@ -141,6 +144,7 @@ class OfiModule final : public btl::Module,
 
     void open_objects(const fi_info& info);
     void open_endpoint();
+    void list_region();
     void setup_buffers();
     void query_atomics();
     void choose_attributes(const fi_info& info);
@@ -249,6 +253,7 @@ class OfiModule final : public btl::Module,
     std::unique_ptr<std::byte[]> recv_storage_;
     std::vector<OfiRecv> recvs_;
     Pool<OfiRdma> rdma_;
+    ListedRegion region_;  // a node-local provider's region, forgotten once ep_ closed
     FidPtr<fid_ep> ep_;
     Rcache rcache_;
     std::vector<CacheEntry*> pool_registrations_;

@@ -16,6 +16,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/join_timeout.hpp"
+#include "transit/btl/util/network_interface.hpp"
 #include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -284,6 +285,8 @@ class UctComponent final : public btl::Component {
         // module refuses them); the automatic choice keeps one shared-memory
         // transport, by preference.
         if (automatic) {
+            for (const Resource*& c : candidates)
+                if (c->dev_type == UCT_DEVICE_TYPE_NET) c = on_chosen_interface(all, *c);
             const Resource* best_shm = nullptr;
             for (const Resource* c : candidates) {
                 if (c->dev_type != UCT_DEVICE_TYPE_SHM || !carries_messages(*c)) continue;
@@ -306,6 +309,31 @@ class UctComponent final : public btl::Component {
                 "btl_uct_transports={})",
                 fmt::join(available, ", "), automatic ? "\"\"" : transports_);
         return out;
+    }
+
+    // A network transport's devices are the host's interfaces, in UCX's
+    // order, which may put first one where no other node answers (a
+    // management network on every node, not joined): chosen automatically, the
+    // device btl::util::choose_interface picks (the interface of this node's
+    // hostname), else UCX's first non-loopback one.  btl_uct_transports=tcp/eth0
+    // names one instead.
+    const Resource* on_chosen_interface(const std::vector<Resource>& all,
+                                        const Resource& first) const {
+        std::vector<const Resource*> devices;
+        std::vector<std::string> names;
+        for (const Resource& r : all)
+            if (r.tl_name == first.tl_name && r.component == first.component &&
+                !loopback_device(r.dev_name)) {
+                devices.push_back(&r);
+                names.push_back(r.dev_name);
+            }
+        if (devices.size() < 2) return &first;
+        std::string why;
+        const auto choice = btl::util::choose_interface(names, {}, {}, why);
+        if (!choice) return &first;
+        out_.verbose(10, "{}: device {} ({}; offered: {})", first.tl_name, names[choice->index],
+                     choice->why, fmt::join(names, ", "));
+        return devices[choice->index];
     }
 
     // Shared-memory transports without active messages (cma, knem, xpmem)

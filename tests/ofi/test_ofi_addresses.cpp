@@ -22,6 +22,7 @@
 #include "framework/btl_framework.hpp"
 #include "tests/fixtures/two_rank_runtime.hpp"
 #include "transit/btl/am_table.hpp"
+#include "transit/btl/util/leftovers.hpp"
 #include "transit/progress.hpp"
 #include "transit/runtime.hpp"
 
@@ -149,12 +150,16 @@ bool shm_region_exists(pid_t pid) {
 // libfabric overwrites a dead process's region, but when the pid has come
 // round to a new process, shm finds the region's owner "alive" (itself) and
 // fi_enable fails with EBUSY.  A long job (or a test suite) starts enough
-// processes for pids to wrap: that process then lost shm altogether.
+// processes for pids to wrap: that process then lost shm altogether.  (The
+// second child's btl framework removes the listed region at open, before shm
+// sees it; the module's retry on EBUSY covers a region that was not listed.)
 TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
     const ChildReport killed = run_child(Ending::killed);
     if (killed.text != "opened") GTEST_SKIP() << "no shm module here: " << killed.text;
-    ASSERT_TRUE(shm_region_exists(killed.pid))
-        << "the killed child (pid " << killed.pid << ") left no region behind";
+    // Listed (btl::util::Leftovers), the region goes when any process of
+    // this user opens the btl framework: one of a parallel test run may have.
+    if (!shm_region_exists(killed.pid))
+        GTEST_SKIP() << "the killed child's region was already removed by another process";
     const ChildReport reborn = run_child(Ending::normally, killed.pid);
     if (reborn.pid < 0) {
         std::filesystem::remove("/dev/shm/" + region_prefix(killed.pid) + "0");
@@ -164,6 +169,19 @@ TEST(OfiAddresses, ARegionLeftByAKilledProcessWithOurPidDoesNotStopShm) {
     EXPECT_EQ(reborn.text, "opened") << "a process with the pid of a killed one lost shm";
     EXPECT_FALSE(shm_region_exists(killed.pid))
         << "the stale region of pid " << killed.pid << " was left in /dev/shm";
+}
+
+// The module lists its shm region (btl::util::Leftovers) before fi_enable
+// makes it: once the killed process is reaped, the next Transit process of
+// the user (the btl framework at open, transit_run after a reap) removes it.
+TEST(OfiAddresses, AKilledProcessesRegionIsRemovedByTheNextProcess) {
+    const ChildReport killed = run_child(Ending::killed);
+    if (killed.text != "opened") GTEST_SKIP() << "no shm module here: " << killed.text;
+    btl::util::remove_leftovers_of_gone_processes();
+    const bool left = shm_region_exists(killed.pid);
+    remove_regions_of(killed.pid);
+    EXPECT_FALSE(left) << "the killed child's region /dev/shm/" << region_prefix(killed.pid)
+                       << "0 was not listed for removal";
 }
 
 TEST(OfiAddresses, AClosedEndpointsAddressDoesNotTakeOverAnotherRanks) {

@@ -13,6 +13,7 @@
 #     after about 3 s).
 #  2. A job over self,vader,tcp (twonode.sh --spare, the stress program with
 #     200 messages): every message delivered, no "error:" line.
+#  3. The same job over the default selection (ofi and uct beside tcp).
 # Needs root, iproute2 and mpirun: exits 77 (skipped) without them.
 here=$(cd "$(dirname "$0")" && pwd)
 server=$1 client=$2 stress=$3
@@ -21,22 +22,18 @@ tag=$$
 a=spA$tag b=spB$tag va=spa$tag vb=spb$tag sa=sps$tag
 work=$(mktemp -d "${TMPDIR:-/tmp}/spare.XXXXXX") || exit 1
 cleanup() {
-  veth_pair_down "$a" "$b" "$va"
-  veth_pair_down "${sa}A" "${sa}B" "${sa}a"
+  spare_nodes_down "$a" "$b" "$va" "$sa"
   rm -rf "$work"
 }
 trap 'status=$?; cleanup; exit $status' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-veth_pair_up "$a" "$b" "$va" "$vb" 10.234.0
+spare_nodes_up "$a" "$b" "$va" "$vb" 10.234.0 "$sa"
 case $? in
   0) ;;
   77) echo "spare_interface: needs root, iproute2 and network namespaces; skipped"; exit 77 ;;
-  *) echo "spare_interface: cannot set up the veth pair"; exit 1 ;;
+  *) echo "spare_interface: cannot set up the two nodes"; exit 1 ;;
 esac
-spare_interface_up "$a" "${sa}A" "${sa}a" 172.31.0.1/16 &&
-  spare_interface_up "$b" "${sa}B" "${sa}b" 172.31.0.2/16 ||
-  { echo "spare_interface: cannot set up the spare interfaces"; exit 1; }
 fail=0
 
 # 1. client/server over the default selection's tcp (another node: tcp carries it).
@@ -79,6 +76,20 @@ if [ "$status" != 0 ]; then
 fi
 if grep -q "error:" "$work/job.out"; then
   echo "spare_interface: FAIL: an error line in the job's output"; fail=1
+fi
+# 3. the same job over the default selection (no btl list): ofi's tcp;ofi_rxm
+#    and UCT's tcp beside tcp, the bml striping across them.  Each must use
+#    the interface the other node answers on (the one holding the address of
+#    the node's name), not the spare one its library lists first.
+env -u TRANSIT_MCA_btl sh "$here/twonode.sh" --spare -n 2 -t 60 "$stress" --messages 200 \
+  > "$work/default.out" 2>&1
+status=$?
+cat "$work/default.out"
+if [ "$status" != 0 ]; then
+  echo "spare_interface: FAIL: the job over the default selection exited $status"; fail=1
+fi
+if grep -q "error:" "$work/default.out"; then
+  echo "spare_interface: FAIL: an error line in the default selection's job"; fail=1
 fi
 [ "$fail" = 0 ] && echo "spare_interface: PASS"
 exit $fail

@@ -45,25 +45,23 @@ tag=$$
 a=twnA$tag b=twnB$tag va=twa$tag vb=twb$tag sa=tws$tag
 work=$(mktemp -d "${TMPDIR:-/tmp}/twonode.XXXXXX") || exit 1
 cleanup() {
-  veth_pair_down "$a" "$b" "$va"
-  [ -z "$spare" ] || veth_pair_down "${sa}A" "${sa}B" "${sa}a"
+  spare_nodes_down "$a" "$b" "$va" "$sa"
   rm -rf "/etc/netns/$a" "/etc/netns/$b" "$work"
 }
 trap 'status=$?; cleanup; exit $status' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 unshare --uts true 2>/dev/null || skip "cannot create UTS namespaces here"
-veth_pair_up "$a" "$b" "$va" "$vb" 10.233.0
+if [ -n "$spare" ]; then
+  spare_nodes_up "$a" "$b" "$va" "$vb" 10.233.0 "$sa"
+else
+  veth_pair_up "$a" "$b" "$va" "$vb" 10.233.0
+fi
 case $? in
   0) ;;
   77) skip "needs root, iproute2 and network namespaces" ;;
-  *) echo "twonode: cannot set up the veth pair"; exit 1 ;;
+  *) echo "twonode: cannot set up the two nodes"; exit 1 ;;
 esac
-if [ -n "$spare" ]; then
-  spare_interface_up "$a" "${sa}A" "${sa}a" 172.31.0.1/16 &&
-    spare_interface_up "$b" "${sa}B" "${sa}b" 172.31.0.2/16 ||
-    { echo "twonode: cannot set up the spare interfaces"; exit 1; }
-fi
 for ns in "$a" "$b"; do
   # ip netns exec shows /etc/netns/<name>/hosts as /etc/hosts: each node
   # resolves both names, as on a cluster.

@@ -167,10 +167,12 @@ class MultiPair {
 
 void print_header(const Options& o, const MultiPair& m, Context& ctx) {
     std::FILE* about = o.csv ? stderr : stdout;
+    const std::string pairing = m.peer() == 0 ? std::string("rank 0 with itself")
+                                              : fmt::format("rank i sends to rank i+{}", m.pairs());
     fmt::print(about,
-               "# transit_bench mbw_mr over the pml: {} pair{} (rank i sends to rank i+{}, "
-               "window {}); rank 0 to rank {}: {}\n",
-               m.pairs(), m.pairs() == 1 ? "" : "s", m.pairs(), o.window, m.peer(),
+               "# transit_bench mbw_mr over the pml: {} pair{} ({}, window {}); rank 0 to rank "
+               "{}: {}\n",
+               m.pairs(), m.pairs() == 1 ? "" : "s", pairing, o.window, m.peer(),
                peer_transports(ctx, m.peer()));
     std::fflush(about);
     if (o.csv)

@@ -137,6 +137,17 @@ void Framework::open() {
     unload_unused();
 }
 
+std::optional<mca::DeviceReport> Framework::devices(std::string_view name) const {
+    for (const mca::LoadedComponent& c : components_) {
+        const ComponentState s = c.record().state;
+        if (c.record().name != name || (s != ComponentState::opened && s != ComponentState::active))
+            continue;
+        mca::DeviceReport report;
+        if (c.describe_devices(report)) return report;
+    }
+    return std::nullopt;
+}
+
 void Framework::init() {
     if (!opened_) open();
     if (initialized_) return;

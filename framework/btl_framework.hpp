@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "framework/repository.hpp"
@@ -48,6 +49,10 @@ class Framework {
     // sorted by name.  Components that were refused, excluded or declined are
     // unloaded as soon as that is known; only their records remain.
     std::vector<mca::ComponentRecord> records() const;
+    // After open: what the opened component `name` would use on this machine,
+    // from its describe_devices hook; nullopt when it is not open or has no
+    // hook.  Throws what the hook throws.
+    std::optional<mca::DeviceReport> devices(std::string_view name) const;
     const log::Stream& output() const noexcept { return out_; }
 
   private:

@@ -62,6 +62,17 @@ LoadedComponent::~LoadedComponent() {
 
 LoadedComponent::LoadedComponent(LoadedComponent&&) noexcept = default;
 
+// The hook was appended to the descriptor in ABI 3.2: a plugin built before
+// has a shorter descriptor, and the bytes after it are not the plugin's.
+bool LoadedComponent::describe_devices(DeviceReport& report) const {
+    const transit_component_descriptor* d = component_->descriptor;
+    constexpr std::size_t needed = offsetof(transit_component_descriptor, describe_devices) +
+                                   sizeof(transit_component_descriptor::describe_devices);
+    if (d == nullptr || d->struct_size < needed || d->describe_devices == nullptr) return false;
+    d->describe_devices(component_.get(), &report);
+    return true;
+}
+
 LoadedComponent& LoadedComponent::operator=(LoadedComponent&& other) noexcept {
     if (this != &other) {
         component_.reset();

@@ -45,6 +45,10 @@ class LoadedComponent {
     LoadedComponent& operator=(LoadedComponent&&) noexcept;
 
     Component& component() const { return *component_; }
+    // Fills `report` through the descriptor's describe_devices hook; false when
+    // the component has none (no hook, or a descriptor older than ABI 3.2).
+    // What the hook throws propagates.
+    bool describe_devices(DeviceReport& report) const;
     ComponentRecord& record() { return record_; }
     const ComponentRecord& record() const { return record_; }
 

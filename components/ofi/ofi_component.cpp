@@ -197,6 +197,54 @@ class OfiComponent final : public btl::Component {
                              btl::flags::send | btl::flags::dynamic_peers};
     }
 
+    // transit_info --devices: every provider libfabric has here, the ones init
+    // would open (one module each, in libfabric's order of preference) and why
+    // each other one is left out.  It loads libfabric, as init would.
+    void describe_devices(mca::DeviceReport& report) const {
+        std::string why;
+        if (load_libfabric(why) == nullptr) {
+            report.notes.push_back("cannot load libfabric: " + why);
+            return;
+        }
+        InfoList infos;
+        std::set<std::string> offered;
+        const std::vector<const fi_info*> chosen = choose(infos, why, &offered);
+        if (chosen.empty()) report.notes.push_back(why);
+        std::set<std::string> done;
+        for (const fi_info* info : chosen) {
+            const std::string prov = info->fabric_attr->prov_name;
+            report.devices.push_back(
+                {"provider", prov, true,
+                 fmt::format("{}domain {}, fabric {}", done.empty() ? "preferred, " : "",
+                             info->domain_attr->name, info->fabric_attr->name)});
+            done.insert(prov);
+        }
+        for (const std::string& prov : offered) {
+            if (done.count(prov)) continue;
+            done.insert(prov);
+            report.devices.push_back(
+                {"provider", prov, false,
+                 selection_.use_include ? "not in btl_ofi_provider_include"
+                 : vader_selected_ && node_local(core_provider(prov))
+                     ? "vader serves this node (btl_ofi_provider_include=" + prov + " to use it)"
+                     : "in btl_ofi_provider_exclude"});
+        }
+        // The providers that offer no reliable-datagram endpoint with messages,
+        // RMA and atomics are not in libfabric's answer above.
+        InfoList everything;
+        if (libfabric().getinfo(FI_VERSION(1, 10), nullptr, nullptr, 0, nullptr,
+                                &everything.head) != 0)
+            return;
+        for (const fi_info* i = everything.head; i != nullptr; i = i->next) {
+            const std::string prov = i->fabric_attr->prov_name;
+            if (done.count(prov)) continue;
+            done.insert(prov);
+            report.devices.push_back({"provider", prov, false,
+                                      "no reliable-datagram endpoint with messages, RMA and "
+                                      "atomics in the form the component needs"});
+        }
+    }
+
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
 
@@ -298,7 +346,10 @@ class OfiComponent final : public btl::Component {
     }
 
     // The first domain of each selected provider, in libfabric's order of preference.
-    std::vector<const fi_info*> choose(InfoList& infos, std::string& why) const {
+    // `offered`, when given, receives every provider libfabric offers with what
+    // the component needs, selected or not.
+    std::vector<const fi_info*> choose(InfoList& infos, std::string& why,
+                                       std::set<std::string>* offered = nullptr) const {
         std::vector<const fi_info*> out;
         fi_info* hints = libfabric().allocinfo();
         if (hints == nullptr) {
@@ -334,6 +385,7 @@ class OfiComponent final : public btl::Component {
                 out.push_back(chosen);
             }
         }
+        if (offered != nullptr) *offered = seen;
         if (out.empty())
             why =
                 fmt::format("no selected provider is available (available: {}; selection: {})",

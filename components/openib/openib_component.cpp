@@ -207,6 +207,11 @@ class OpenibComponent final : public btl::Component {
     }
 
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override;
+    // transit_info --devices: every port of every device, the ones init would
+    // use and why each other one is left out (state, btl_openib_if_include /
+    // btl_openib_if_exclude).  Closeness to the process (btl_openib_prefer_closest)
+    // needs the job's placement, known at init only.
+    void describe_devices(mca::DeviceReport& report) const;
 
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
@@ -219,6 +224,62 @@ struct Candidate {
     std::uint8_t port;
     ibv_port_attr attr;
 };
+
+void OpenibComponent::describe_devices(mca::DeviceReport& report) const {
+    const Settings s = read_settings(reg());
+    int n = 0;
+    verbs::DeviceList list(ibv_get_device_list(&n));
+    if (!list || n == 0) {
+        report.notes.emplace_back("no InfiniBand/RoCE device");
+        return;
+    }
+    struct Port {
+        std::string name;
+        std::string what;  // link layer and LID, for a used port
+    };
+    std::vector<Port> active;
+    std::vector<PortCandidate> described;
+    for (int i = 0; i < n; ++i) {
+        ibv_device* d = list.get()[i];
+        const char* dname = ibv_get_device_name(d);
+        verbs::Context context(ibv_open_device(d));
+        ibv_device_attr attr{};
+        if (!context) {
+            report.devices.push_back(
+                {"device", dname, false, fmt::format("cannot open: {}", std::strerror(errno))});
+            continue;
+        }
+        if (int rc = ibv_query_device(context.get(), &attr)) {
+            report.devices.push_back(
+                {"device", dname, false, fmt::format("ibv_query_device: {}", std::strerror(rc))});
+            continue;
+        }
+        for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+            const std::string id = fmt::format("{}:{}", dname, p);
+            ibv_port_attr pa{};
+            if (int rc = ibv_query_port(context.get(), static_cast<std::uint8_t>(p), &pa)) {
+                report.devices.push_back(
+                    {"port", id, false, fmt::format("ibv_query_port: {}", std::strerror(rc))});
+                continue;
+            }
+            if (pa.state != IBV_PORT_ACTIVE) {
+                report.devices.push_back({"port", id, false, port_state(pa.state)});
+                continue;
+            }
+            active.push_back({id, pa.link_layer == IBV_LINK_LAYER_ETHERNET
+                                      ? std::string("RoCE")
+                                      : fmt::format("InfiniBand, LID {}", pa.lid)});
+            described.push_back({dname, static_cast<std::uint32_t>(p), -1});
+        }
+    }
+    const IfSelectionResult sel = select_ports(described, s.filter, false);
+    for (std::size_t i = 0; i < active.size(); ++i)
+        report.devices.push_back({"port", active[i].name, sel.verdicts[i].use,
+                                  sel.verdicts[i].use ? active[i].what : sel.verdicts[i].reason});
+    for (const std::string& u : sel.unmatched)
+        report.notes.push_back("btl_openib_if_include names " + u +
+                               ", which is not an active port here");
+}
 
 std::vector<std::unique_ptr<btl::Module>> OpenibComponent::init(btl::InitContext& ctx) {
     std::vector<std::unique_ptr<btl::Module>> out;

@@ -57,6 +57,11 @@ class SelfComponent final : public btl::Component {
         return modules;
     }
 
+    // transit_info --devices: nothing to discover.
+    void describe_devices(mca::DeviceReport& report) const {
+        report.notes.emplace_back("messages to the process itself, by memcpy");
+    }
+
   private:
     // Parameters are read at init, not at registration, so a value set after the
     // framework opened (a test, the API) still applies to the module.

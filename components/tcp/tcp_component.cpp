@@ -168,8 +168,9 @@ mca::OpenResult TcpComponent::open() {
     // InterfaceError (both lists, a list matching nothing) propagates: a setting
     // the user got wrong is a failure with the reason, not a quiet decline.
     try {
-        interfaces_ = filter_interfaces(discover_interfaces(), params_.if_include,
-                                        params_.if_exclude, &notes);
+        discovered_ = discover_interfaces();
+        interfaces_ =
+            filter_interfaces(discovered_, params_.if_include, params_.if_exclude, &notes);
     } catch (const InterfaceError& e) {
         // Under the default selection the framework drops a component whose
         // open fails with a line at btl_base_verbose only: the user set the

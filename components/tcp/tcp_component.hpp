@@ -73,6 +73,9 @@ class TcpComponent : public btl::Component {
     mca::OpenResult open() override;
     void close() override;
     std::vector<std::unique_ptr<btl::Module>> init(btl::InitContext& ctx) override;
+    // The interfaces and addresses it listens on, and why each other one is left
+    // out (tcp_devices.cpp); the descriptor's describe_devices hook.
+    void describe_devices(mca::DeviceReport& report) const;
 
     const TcpParams& params() const noexcept { return params_; }
     const log::Stream& out() const noexcept { return out_; }
@@ -159,6 +162,7 @@ class TcpComponent : public btl::Component {
     params::Registry* registry_ = nullptr;
     TcpParams params_;
     log::Stream out_;
+    std::vector<Interface> discovered_;  // before btl_tcp_if_include/exclude
     std::vector<Interface> interfaces_;
     std::vector<IpAddress> own_addresses_;
     bool has_loopback_ = false;

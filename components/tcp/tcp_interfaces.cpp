@@ -162,6 +162,43 @@ std::vector<Interface> discover_interfaces() {
     return out;
 }
 
+std::vector<SkippedInterface> unusable_interfaces() {
+    ifaddrs* raw = nullptr;
+    if (getifaddrs(&raw) != 0) return {};
+    std::unique_ptr<ifaddrs, IfaddrsDeleter> list(raw);
+    struct Seen {
+        std::string name;
+        unsigned flags = 0;
+        bool usable_address = false;
+        bool link_local = false;
+    };
+    std::vector<Seen> seen;  // in the kernel's order
+    for (ifaddrs* p = raw; p != nullptr; p = p->ifa_next) {
+        auto it = std::find_if(seen.begin(), seen.end(),
+                               [&](const Seen& s) { return s.name == p->ifa_name; });
+        if (it == seen.end()) it = seen.insert(seen.end(), Seen{p->ifa_name, p->ifa_flags});
+        if (p->ifa_addr == nullptr) continue;
+        const int family = p->ifa_addr->sa_family;
+        if (family != AF_INET && family != AF_INET6) continue;
+        if (family == AF_INET6 && IpAddress::from_sockaddr(p->ifa_addr).is_link_local())
+            it->link_local = true;
+        else
+            it->usable_address = true;
+    }
+    std::vector<SkippedInterface> out;
+    for (const Seen& s : seen) {
+        if ((s.flags & IFF_UP) == 0)
+            out.push_back({s.name, "down"});
+        else if ((s.flags & IFF_RUNNING) == 0)
+            out.push_back({s.name, "up but not running (no carrier)"});
+        else if (!s.usable_address)
+            out.push_back({s.name, s.link_local ? "only a link-local IPv6 address (tcp does not "
+                                                  "use scoped addresses)"
+                                                : "no IP address"});
+    }
+    return out;
+}
+
 // --- include / exclude ------------------------------------------------------------
 
 namespace {

@@ -58,6 +58,14 @@ struct Interface {
 // needs a scope and is skipped), in the kernel's order.
 std::vector<Interface> discover_interfaces();
 
+// The interfaces discover_interfaces() leaves out, each with the reason (down,
+// not running, no address tcp can use), for transit_info --devices.
+struct SkippedInterface {
+    std::string name;
+    std::string reason;
+};
+std::vector<SkippedInterface> unusable_interfaces();
+
 class InterfaceError : public std::runtime_error {
   public:
     using std::runtime_error::runtime_error;

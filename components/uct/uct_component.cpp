@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -185,8 +186,46 @@ class UctComponent final : public btl::Component {
                              btl::flags::send | btl::flags::one_sided | btl::flags::dynamic_peers};
     }
 
+    // transit_info --devices: every transport on every device UCX lists, and
+    // what the choice at init would make of it.  A transport chosen here may
+    // still be refused when its interface opens (the reason is then logged).
+    void describe_devices(mca::DeviceReport& report) const {
+        std::vector<Resource> all;
+        std::string why;
+        if (!discover(all, why)) {
+            report.notes.push_back(why);
+            return;
+        }
+        LeftOut left_out;
+        const std::vector<Resource> chosen = choose(all, why, &left_out);
+        if (chosen.empty()) report.notes.push_back(why);
+        for (const Resource& r : all) {
+            const bool used = std::any_of(chosen.begin(), chosen.end(),
+                                          [&](const Resource& c) { return c.name() == r.name(); });
+            const auto reason = left_out.find(r.name());
+            report.devices.push_back({"transport", r.name(), used,
+                                      used ? fmt::format("{} device, memory domain {}",
+                                                         device_type(r.dev_type), r.md_name)
+                                      : reason != left_out.end() ? reason->second
+                                                                 : std::string("not chosen")});
+        }
+    }
+
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
+
+    static const char* device_type(uct_device_type_t t) {
+        switch (t) {
+            case UCT_DEVICE_TYPE_NET:
+                return "network";
+            case UCT_DEVICE_TYPE_SHM:
+                return "shared-memory";
+            case UCT_DEVICE_TYPE_SELF:
+                return "loopback";
+            default:
+                return "accelerator";
+        }
+    }
 
     // Every transport on every device of every memory domain.
     bool discover(std::vector<Resource>& out, std::string& why) const {
@@ -254,7 +293,14 @@ class UctComponent final : public btl::Component {
         return false;
     }
 
-    std::vector<Resource> choose(const std::vector<Resource>& all, std::string& why) const {
+    // Resource name -> why choose() left it out, for transit_info --devices.
+    using LeftOut = std::map<std::string, std::string>;
+
+    std::vector<Resource> choose(const std::vector<Resource>& all, std::string& why,
+                                 LeftOut* left_out = nullptr) const {
+        auto leave = [&](const Resource& r, std::string reason) {
+            if (left_out != nullptr) (*left_out)[r.name()] = std::move(reason);
+        };
         std::vector<Resource> out;
         std::set<std::string> available;
         for (const Resource& r : all) available.insert(r.name());
@@ -266,17 +312,34 @@ class UctComponent final : public btl::Component {
         for (const Resource& r : all) {
             bool by_device = false;
             const bool named = !automatic && listed(selection_, r, by_device);
-            if (include && !named) continue;
-            if (!include && named) continue;  // excluded
-            if (!include && r.dev_type == UCT_DEVICE_TYPE_SELF) continue;
+            if (include && !named) {
+                leave(r, fmt::format("not in btl_uct_transports={}", transports_));
+                continue;
+            }
+            if (!include && named) {
+                leave(r, fmt::format("excluded by btl_uct_transports={}", transports_));
+                continue;
+            }
+            if (!include && r.dev_type == UCT_DEVICE_TYPE_SELF) {
+                leave(r, "Transit's btl/self serves the process itself");
+                continue;
+            }
             if (!by_device && std::any_of(candidates.begin(), candidates.end(), [&](auto* c) {
                     return c->tl_name == r.tl_name && c->component == r.component;
                 })) {
                 // One device per transport: a non-loopback one replaces loopback.
+                bool replaced = false;
                 for (auto*& c : candidates)
                     if (c->tl_name == r.tl_name && loopback_device(c->dev_name) &&
-                        !loopback_device(r.dev_name))
+                        !loopback_device(r.dev_name)) {
+                        leave(*c, fmt::format("one device per transport: {} is not loopback",
+                                              r.name()));
                         c = &r;
+                        replaced = true;
+                    }
+                if (!replaced)
+                    leave(r, "one device per transport: another device of " + r.tl_name +
+                                 " is used (name tl/device in btl_uct_transports for more)");
                 continue;
             }
             candidates.push_back(&r);
@@ -294,7 +357,14 @@ class UctComponent final : public btl::Component {
                     best_shm = c;
             }
             for (const Resource* c : candidates) {
-                if (c->dev_type == UCT_DEVICE_TYPE_SHM && c != best_shm) continue;
+                if (c->dev_type == UCT_DEVICE_TYPE_SHM && c != best_shm) {
+                    leave(*c, !carries_messages(*c)
+                                  ? std::string("moves data only for another transport (no "
+                                                "active messages)")
+                                  : fmt::format("one shared-memory transport: {} is preferred",
+                                                best_shm->name()));
+                    continue;
+                }
                 out.push_back(*c);
             }
         } else {

@@ -159,6 +159,22 @@ class VaderComponent final : public btl::Component {
         return modules;
     }
 
+    // transit_info --devices: one line, what init would set up; the single
+    // copy is what this process's own probe says (init probes each peer too).
+    void describe_devices(mca::DeviceReport& report) const {
+        const Config c = read_config();
+        std::string copy = "none (btl_vader_single_copy_mechanism=none)";
+        if (c.single_copy == SingleCopy::cma) {
+            const std::string why = cma_self_probe();
+            copy = why.empty() ? "CMA (process_vm_readv works here)"
+                               : fmt::format("none: CMA does not work here ({})", why);
+        }
+        report.notes.push_back(
+            fmt::format("shared memory with the job's other processes on this node: a segment "
+                        "of {} bytes per process in {}; single copy {}",
+                        c.segment_size, c.backing_directory, copy));
+    }
+
   private:
     params::Registry& reg() const { return registry_ ? *registry_ : params::registry(); }
 

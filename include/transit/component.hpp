@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "transit/devices.hpp"
 #include "transit/params.hpp"
 #include "transit/version.hpp"
 
@@ -33,6 +34,12 @@ struct transit_component_descriptor {
     char build_fingerprint[96];
     // Returns a new component, or nullptr; may throw, the loader catches it.
     transit::mca::Component* (*create)();
+    // ABI 3.2, optional: fills `report` with what the component would use on
+    // this machine (transit_info --devices); called only after open() accepted.
+    // nullptr when the component has no such hook; a descriptor built before
+    // 3.2 ends before this field (struct_size says so) and is read as nullptr.
+    void (*describe_devices)(const transit::mca::Component* component,
+                             transit::mca::DeviceReport* report);
 };
 
 }  // extern "C"
@@ -57,8 +64,8 @@ inline constexpr std::uint32_t descriptor_magic = 0x54524e53;  // "TRNS"
 #else
 #define TRANSIT_DETAIL_STDLIB "libstdc++-old"
 #endif
-inline constexpr const char build_fingerprint[] = TRANSIT_DETAIL_COMPILER
-    "/" TRANSIT_DETAIL_STDLIB "/x86_64-sysv";
+inline constexpr const char build_fingerprint[] =
+    TRANSIT_DETAIL_COMPILER "/" TRANSIT_DETAIL_STDLIB "/x86_64-sysv";
 #undef TRANSIT_DETAIL_COMPILER
 #undef TRANSIT_DETAIL_STDLIB
 
@@ -75,7 +82,7 @@ struct OpenResult {
 // specific init) -> close.  Each step may throw; the framework turns that into
 // a "failed: <what>" state, never a crash.
 class Component {
-public:
+  public:
     virtual ~Component() = default;
     virtual void register_params(params::Registry& registry) { (void)registry; }
     virtual OpenResult open() { return OpenResult::ok(); }
@@ -94,6 +101,17 @@ constexpr void copy_name(char (&dst)[32], const char* src) {
 template <typename C>
 Component* create_component() {
     return std::make_unique<C>().release();  // the loader takes ownership at once
+}
+// A component describes its devices with a const member
+//   void describe_devices(mca::DeviceReport&) const;
+// make_descriptor finds it; a component without one leaves the hook empty.
+template <typename C>
+concept DescribesDevices = requires(const C& c, DeviceReport& r) {
+    c.describe_devices(r);
+};
+template <typename C>
+void describe_component_devices(const Component* c, DeviceReport* report) {
+    static_cast<const C*>(c)->describe_devices(*report);
 }
 }  // namespace detail
 
@@ -117,6 +135,8 @@ constexpr transit_component_descriptor make_descriptor(const char* framework,
     for (std::size_t i = 0; i < sizeof build_fingerprint; ++i)
         d.build_fingerprint[i] = build_fingerprint[i];
     d.create = &detail::create_component<C>;
+    if constexpr (detail::DescribesDevices<C>)
+        d.describe_devices = &detail::describe_component_devices<C>;
     return d;
 }
 

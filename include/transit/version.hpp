@@ -12,8 +12,10 @@ namespace transit {
 // 3.1: btl::util::Leftovers and remove_leftovers_of_gone_processes
 // (transit/btl/util/leftovers.hpp): a plugin built against it calls functions
 // a 3.0 library does not have.
+// 3.2: the descriptor's optional describe_devices hook (transit/devices.hpp),
+// appended at its end: a 3.2 library reads a 3.1 descriptor as having none.
 inline constexpr std::uint32_t abi_major = 3;
-inline constexpr std::uint32_t abi_minor = 1;
+inline constexpr std::uint32_t abi_minor = 2;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to

@@ -3,6 +3,10 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <string>
+
 #include "components/tcp/tcp_interfaces.hpp"
 
 using namespace transit::tcp;
@@ -151,6 +155,28 @@ TEST(TcpInterfaces, DiscoversLoopback) {
         if (i.loopback)
             for (auto& a : i.addresses) lo |= a.address == ip("127.0.0.1");
     EXPECT_TRUE(lo);
+}
+
+// transit_info --devices accounts for every interface of the machine: each
+// one the kernel lists is either discovered (usable) or left out with a
+// reason, never both, never neither.
+TEST(TcpInterfaces, EveryInterfaceIsUsableOrLeftOutWithAReason) {
+    const auto usable = discover_interfaces();
+    const auto skipped = unusable_interfaces();
+    int seen = 0;
+    for (const auto& entry : std::filesystem::directory_iterator("/sys/class/net")) {
+        const std::string name = entry.path().filename().string();
+        ++seen;
+        const bool in_usable = std::any_of(usable.begin(), usable.end(),
+                                           [&](const Interface& i) { return i.name == name; });
+        const auto it = std::find_if(skipped.begin(), skipped.end(),
+                                     [&](const SkippedInterface& i) { return i.name == name; });
+        EXPECT_NE(in_usable, it != skipped.end()) << name;
+        if (it != skipped.end()) {
+            EXPECT_FALSE(it->reason.empty()) << name;
+        }
+    }
+    EXPECT_GT(seen, 0);
 }
 
 TEST(TcpInterfaces, AddressBlobRoundTrip) {

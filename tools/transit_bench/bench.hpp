@@ -157,6 +157,9 @@ double round_trip_us(const Options& o, std::size_t size, int iters, int warm,
 int run_pml(const Options& o, int argc, char** argv);
 // Run over one btl module with no pml (latency, bw, bibw, msgrate).
 int run_raw(const Options& o);
+// mbw_mr: N/2 pairs streaming at once, aggregate bandwidth and message rate
+// (multi_pair.cpp).
+int run_multi_pair(const Options& o);
 // The RPC benchmark: a server (--listen) and clients outside its job (--connect).
 int run_rpc(const Options& o, int argc, char** argv);
 

@@ -13,8 +13,9 @@ namespace tb = transit::bench;
 
 namespace {
 
-constexpr const char* tests[] = {"latency",     "bw",          "bibw",           "msgrate",
-                                 "put_latency", "get_latency", "atomic_latency", "rpc"};
+constexpr const char* tests[] = {"latency",        "bw",          "bibw",
+                                 "msgrate",        "put_latency", "get_latency",
+                                 "atomic_latency", "rpc",         "mbw_mr"};
 
 // A usage error (exit status 2, as CLI11's own), not any exception (1).
 std::size_t size_arg(const std::string& s, const char* what) {
@@ -37,7 +38,9 @@ int main(int argc, char** argv) {
     }
     CLI::App app{
         "transit_bench: latency, bandwidth, message rate and one-sided benchmarks.\n"
-        "Run with two ranks: transit_run -n 2 transit_bench latency"};
+        "Run with two ranks: transit_run -n 2 transit_bench latency\n"
+        "mbw_mr: N ranks in N/2 pairs (rank i sends to rank i+N/2), all at once; "
+        "aggregate bandwidth and message rate"};
     tb::Options o;
     std::string min_s = "0", max_s = "4M";
     std::vector<std::string> names(std::begin(tests), std::end(tests));
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
         ->check(CLI::NonNegativeNumber);
     app.add_option("--warmup,-w", o.warmup, "Untimed iterations per size (default: by size)")
         ->check(CLI::NonNegativeNumber);
-    app.add_option("--window", o.window, "Messages in flight for bw, bibw and msgrate")
+    app.add_option("--window", o.window, "Messages in flight for bw, bibw, msgrate and mbw_mr")
         ->check(CLI::Range(1, 4096));
     app.add_option("--trials", o.trials,
                    "Timed trials of bw, bibw and msgrate; the median is printed (default 3, "
@@ -120,7 +123,12 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "transit_bench: --listen, --connect and --serve are for rpc\n");
             return 2;
         }
+        if (o.test == "mbw_mr" && !o.raw_btl.empty()) {
+            std::fprintf(stderr, "transit_bench: mbw_mr runs over the pml, not --raw-btl\n");
+            return 2;
+        }
         if (o.test == "rpc") return tb::run_rpc(o, argc, argv);
+        if (o.test == "mbw_mr") return tb::run_multi_pair(o);
         if (!o.raw_btl.empty()) return tb::run_raw(o);
         return tb::run_pml(o, argc, argv);
     } catch (const tb::UsageError& e) {

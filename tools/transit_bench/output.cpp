@@ -11,7 +11,7 @@ namespace transit::bench {
 std::vector<std::size_t> sizes(const Options& o) {
     std::vector<std::size_t> out;
     // A bandwidth of empty messages means nothing: those start at 1 byte.
-    const bool bandwidth = o.test == "bw" || o.test == "bibw";
+    const bool bandwidth = o.test == "bw" || o.test == "bibw" || o.test == "mbw_mr";
     if (!(bandwidth && o.min_size == 0)) out.push_back(o.min_size);
     std::size_t s = 1;
     while (s <= o.min_size) s <<= 1;

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "tools/transit_bench/bench.hpp"
+#include "tools/transit_bench/buffer.hpp"
+#include "tools/transit_bench/status_check.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::bench {
@@ -30,40 +32,6 @@ constexpr std::uint32_t ack_tag = 2;
 constexpr std::uint32_t key_tag = 3;
 constexpr std::uint32_t check_tag = 4;
 constexpr std::uint32_t verdict_tag = 5;
-
-void check(Status s, const char* what) {
-    if (!ok(s)) throw std::runtime_error(fmt::format("{} failed: {}", what, to_string(s)));
-}
-
-// A message buffer from the heap, or from the transports' memory (mem_alloc),
-// which lets a shared-memory transport read it directly instead of copying it
-// through a staging buffer or a system call.
-class Buffer {
-  public:
-    Buffer(Context& ctx, std::size_t size, bool transport_memory, std::byte fill) : ctx_(ctx) {
-        if (transport_memory) {
-            data_ = static_cast<std::byte*>(ctx.mem_alloc(size));
-            if (!data_) throw std::runtime_error(fmt::format("mem_alloc({}) failed", size));
-            from_ctx_ = true;
-        } else {
-            heap_.resize(size);
-            data_ = heap_.data();
-        }
-        std::memset(data_, static_cast<int>(fill), size);
-    }
-    Buffer(const Buffer&) = delete;
-    Buffer& operator=(const Buffer&) = delete;
-    ~Buffer() {
-        if (from_ctx_) ctx_.mem_free(data_);
-    }
-    std::byte* data() const noexcept { return data_; }
-
-  private:
-    Context& ctx_;
-    std::vector<std::byte> heap_;
-    std::byte* data_ = nullptr;
-    bool from_ctx_ = false;
-};
 
 struct Bench {
     Context& ctx;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tools/transit_bench/bench.hpp"
+#include "tools/transit_bench/status_check.hpp"
 #include "transit/transit.hpp"
 
 namespace transit::bench {
@@ -44,10 +45,6 @@ std::vector<std::size_t> rpc_sizes(const Options& o) {
                         "--min {} and --max {}",
                         o.min_size, o.max_size));
     return out;
-}
-
-void check(Status s, const char* what) {
-    if (!ok(s)) throw std::runtime_error(fmt::format("{} failed: {}", what, to_string(s)));
 }
 
 // One round trip: the receive is posted before the request leaves, so the

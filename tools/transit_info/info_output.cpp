@@ -31,9 +31,13 @@ std::string one_line(std::string s) {
 std::string format_table(const Report& r) {
     std::string out;
     for (const std::string& fw : r.frameworks) {
-        out += fmt::format("framework {}:\n", fw);
+        // Only frameworks with components get a heading: the others (bml,
+        // pml, ...) have parameters only, listed below.
+        bool heading = false;
         for (const mca::ComponentRecord& c : r.components) {
             if (c.framework != fw) continue;
+            if (!heading) out += fmt::format("framework {}:\n", fw);
+            heading = true;
             out += fmt::format("  component {}\n", version_line(c));
             if (!c.path.empty()) out += fmt::format("      file: {}\n", c.path);
         }
@@ -61,6 +65,17 @@ std::string format_table(const Report& r) {
         out += fmt::format("(parameters above level {} are hidden: use --level 9 to see all)\n",
                            r.level);
     return out;
+}
+
+std::string format_path(const std::vector<std::string>& path, bool parsable) {
+    std::string out;
+    for (const std::string& p : path)
+        out += fmt::format("{}{}\n", parsable ? "path:component:" : "", p);
+    return out;
+}
+
+std::string format_path_json(const std::vector<std::string>& path) {
+    return nlohmann::json{{"component_path", path}}.dump(2) + "\n";
 }
 
 std::string format_parsable(const Report& r) {

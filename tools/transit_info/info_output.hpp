@@ -23,6 +23,11 @@ std::string format_table(const Report& r);
 std::string format_parsable(const Report& r);
 std::string format_json(const Report& r);
 
+// transit_info --path alone: the plugin directories, one per line (with
+// --parsable, path:component:<dir> lines; with --json, {"component_path": [...]}).
+std::string format_path(const std::vector<std::string>& path, bool parsable);
+std::string format_path_json(const std::vector<std::string>& path);
+
 // "base" for the framework's own parameters (btl, btl_base_verbose).
 std::string component_of(const params::Variable& v);
 

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <optional>
 
 #include "bml/r2.hpp"
 #include "framework/btl_framework.hpp"
 #include "pml/params.hpp"
 #include "runtime/runtime.hpp"
+#include "tools/transit_info/device_output.hpp"
 #include "tools/transit_info/info_output.hpp"
 #include "tools/transit_info/param_filter.hpp"
 #include "transit/btl/am_table.hpp"
@@ -25,6 +27,7 @@ struct Options {
     int level = 1;
     bool all = false;
     bool path = false;
+    bool devices = false;
     bool parsable = false;
     bool json = false;
 };
@@ -62,6 +65,26 @@ transit::info::Report build_report(const transit::btl::Framework& btl, const Opt
     return r;
 }
 
+// Each btl component's devices, by name: the open ones describe themselves, the
+// others are shown by their record (declined, failed, excluded, with the reason).
+std::vector<transit::info::ComponentDevices> devices_of(const transit::btl::Framework& btl,
+                                                        const transit::info::ParamFilter& filter) {
+    std::vector<transit::info::ComponentDevices> out;
+    for (const transit::mca::ComponentRecord& r : btl.records()) {
+        if (!filter.matches(r)) continue;
+        transit::info::ComponentDevices c{r, std::nullopt, {}};
+        try {
+            c.report = btl.devices(r.name);
+        } catch (const std::exception& e) {
+            c.error = e.what();
+        }
+        out.push_back(std::move(c));
+    }
+    std::sort(out.begin(), out.end(),
+              [](const auto& a, const auto& b) { return a.record.name < b.record.name; });
+    return out;
+}
+
 int run(int argc, char** argv) {
     transit::params::parse_command_line(argc, argv);
 
@@ -73,7 +96,11 @@ int run(int argc, char** argv) {
     app.add_option("--level", o.level, "Show parameters up to this level (1-9)")
         ->check(CLI::Range(1, 9));
     app.add_flag("--all", o.all, "Everything: all frameworks, components and parameters");
-    app.add_flag("--path", o.path, "The directories searched for plugins");
+    app.add_flag("--path", o.path,
+                 "The directories searched for plugins (alone: only them, one per line)");
+    app.add_flag("--devices", o.devices,
+                 "For each transport: what it would use on this machine (interfaces, "
+                 "transports, providers, ports) and what it leaves out, and why");
     app.add_flag("--parsable", o.parsable,
                  "One mca:<fw>:<component>:param:<name>:<field>:<value> "
                  "line per field");
@@ -93,6 +120,13 @@ int run(int argc, char** argv) {
         o.level = 9;
         o.path = true;
         o.param = {"all", "all"};
+    } else if (o.path && o.param.empty() && !o.devices) {
+        // The path alone, for scripts: no framework is opened for it.
+        std::string text =
+            o.json ? transit::info::format_path_json(transit::mca::component_path())
+                   : transit::info::format_path(transit::mca::component_path(), o.parsable);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return 0;
     }
 
     auto runtime = transit::rt::singleton_runtime();
@@ -111,6 +145,18 @@ int run(int argc, char** argv) {
         !error.empty()) {
         fmt::print(stderr, "transit_info: --param: {}\n", error);
         return 2;
+    }
+
+    if (o.devices) {
+        const std::vector<transit::info::ComponentDevices> all = devices_of(btl, filter_of(o));
+        std::string text = o.json       ? transit::info::format_devices_json(all)
+                           : o.parsable ? transit::info::format_devices_parsable(all)
+                                        : transit::info::format_devices_table(all);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        // A hook that threw is a broken component, not a machine without devices.
+        return std::any_of(all.begin(), all.end(), [](const auto& c) { return !c.error.empty(); })
+                   ? 1
+                   : 0;
     }
 
     transit::info::Report report = build_report(btl, o);

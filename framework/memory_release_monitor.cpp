@@ -10,6 +10,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #define TRANSIT_RELEASE_HOOKS 1
+
+#include "transit/keep_loaded.hpp"
 #endif
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -168,6 +170,17 @@ ReleaseMonitorState install() noexcept {
             ::dlclose(libc);
             return ReleaseMonitorState::refused;
         }
+    }
+    // libc jumps into this library from now on: it must never be unloaded
+    // (a program that dlopens Transit, as Open MPI does a component, may close it).
+    Dl_info self{};
+    const char* self_path[] = {nullptr};
+    if (::dladdr(reinterpret_cast<const void*>(&hook_munmap), &self) != 0)
+        self_path[0] = self.dli_fname;
+    if (self_path[0] == nullptr || mca::keep_loaded(self_path) != 1) {
+        why_not = "Transit's library could not be pinned in memory";
+        ::dlclose(libc);
+        return ReleaseMonitorState::refused;
     }
     for (std::size_t i = 0; i < std::size(hooks); ++i) {
         if (!patch(targets[i], hooks[i].hook)) {

@@ -12,8 +12,10 @@ namespace transit {
 // 3.1: btl::util::Leftovers and remove_leftovers_of_gone_processes
 // (transit/btl/util/leftovers.hpp): a plugin built against it calls functions
 // a 3.0 library does not have.
+// 3.2: btl::util::MemoryReleaseMonitor (transit/btl/util/memory_release_monitor.hpp),
+// which RegistrationCache calls, and RegistrationCache::Config::track_releases.
 inline constexpr std::uint32_t abi_major = 3;
-inline constexpr std::uint32_t abi_minor = 1;
+inline constexpr std::uint32_t abi_minor = 2;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;
 
 // Interface version of each framework; bumped on any incompatible change to

@@ -83,8 +83,8 @@ void* map_pages(std::size_t n, void* at = nullptr) {
 
 TEST(MemoryReleaseMonitor, InstallsOnX86_64Glibc) {
 #if defined(__x86_64__) && defined(__GLIBC__)
-    EXPECT_EQ(MemoryReleaseMonitor::start(), sanitizer_allocator ? ReleaseMonitorState::partial
-                                                                 : ReleaseMonitorState::active)
+    EXPECT_EQ(MemoryReleaseMonitor::start(),
+              sanitizer_allocator ? ReleaseMonitorState::partial : ReleaseMonitorState::active)
         << MemoryReleaseMonitor::reason();
     EXPECT_EQ(MemoryReleaseMonitor::start(), MemoryReleaseMonitor::start()) << "installed once";
 #else

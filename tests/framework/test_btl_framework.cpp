@@ -183,7 +183,7 @@ TEST_F(BtlFramework, RecordsIncludeLoaderFailures) {
     auto r = record("otherabi");
     ASSERT_TRUE(r);
     EXPECT_EQ(r->state, ComponentState::failed);
-    EXPECT_EQ(r->reason, "built against Transit ABI 4.0, this is ABI 3.1");
+    EXPECT_EQ(r->reason, "built against Transit ABI 4.0, this is ABI 3.2");
     EXPECT_EQ(r->path, fixture("otherabi"));
 }
 

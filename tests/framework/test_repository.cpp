@@ -72,7 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
     Fixtures, RefusedFixture,
     ::testing::Values(
         Refusal{"badmagic", "bad magic 0x0badf00d"},
-        Refusal{"otherabi", "built against Transit ABI 4.0, this is ABI 3.1"},
+        Refusal{"otherabi", "built against Transit ABI 4.0, this is ABI 3.2"},
         Refusal{"otheriface", fmt::format("built against btl interface version {}, this is "
                                           "version {}",
                                           btl_interface_version + 1, btl_interface_version)},
@@ -109,7 +109,7 @@ TEST_F(Repository, GoodPluginLoadsWithItsRecord) {
     EXPECT_EQ(rec.framework, "btl");
     EXPECT_EQ(rec.version, "1.2.3");
     EXPECT_EQ(rec.path, fixture("fixturegood"));
-    EXPECT_EQ(rec.built_with, std::string("Transit ABI 3.1, ") + build_fingerprint);
+    EXPECT_EQ(rec.built_with, std::string("Transit ABI 3.2, ") + build_fingerprint);
     EXPECT_TRUE(rec.reason.empty());
     EXPECT_EQ(good->component().name(), "fixturegood");
     ASSERT_NE(good->component().descriptor, nullptr);
@@ -147,7 +147,7 @@ TEST_F(Repository, RefusedRecordSaysWhatThePluginWasBuiltWith) {
     EXPECT_EQ(abi->built_with, std::string("Transit ABI 4.0, ") + build_fingerprint);
     const ComponentRecord* fp = find_failure(r, "fingerprint");
     ASSERT_NE(fp, nullptr);
-    EXPECT_EQ(fp->built_with, "Transit ABI 3.1, othercc/otherlib/x86_64-sysv");
+    EXPECT_EQ(fp->built_with, "Transit ABI 3.2, othercc/otherlib/x86_64-sysv");
     // A descriptor with a wrong magic is not trusted for anything.
     const ComponentRecord* magic = find_failure(r, "badmagic");
     ASSERT_NE(magic, nullptr);
@@ -360,7 +360,7 @@ TEST(CheckDescriptor, RefusesANewerMinor) {
     auto d = good_descriptor();
     d.abi_version = (abi_major << 16) | (abi_minor + 1);
     EXPECT_EQ(check_descriptor(d, "btl", "x", btl_interface_version),
-              "built against Transit ABI 3.2, this is ABI 3.1");
+              "built against Transit ABI 3.3, this is ABI 3.2");
 }
 
 TEST(CheckDescriptor, RefusesAnotherFramework) {

@@ -32,6 +32,13 @@
 
 namespace transit::btl::util {
 
+// Help of a component's parameter that turns following releases off (ofi's
+// and openib's rcache_monitor): the same words wherever it appears.
+inline constexpr const char* release_monitor_param_help =
+    "Follow memory the program releases (munmap, free, madvise, mremap, a shrunk heap) by "
+    "hooks in libc, and drop cached registrations of it.  Off, or where the hooks cannot be "
+    "installed (not x86-64 glibc, sanitizer builds), no registration is kept unused";
+
 struct ReleasedRange {
     std::uintptr_t base = 0;
     std::size_t length = 0;

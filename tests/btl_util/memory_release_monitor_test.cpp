@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "transit/btl/util/memory_release_monitor.hpp"
@@ -232,6 +233,21 @@ TEST(RegistrationCacheReleases, MadviseDontneedIsAMiss) {
     expect_miss_after(
         cache, be, p, 4 * page, [&] { ASSERT_EQ(madvise(p, 4 * page, MADV_DONTNEED), 0); },
         [&] { return p; });
+    munmap(p, 4 * page);
+}
+
+TEST(RegistrationCacheReleases, AReleaseOnAnotherThreadIsSeen) {
+    CountingBackend be;
+    Cache cache(be, {.max_unused = 4, .page_size = page});
+    void* p = map_pages(4);
+    ASSERT_NE(p, nullptr);
+    expect_miss_after(
+        cache, be, p, 4 * page,
+        [&] {
+            std::thread t([&] { EXPECT_EQ(munmap(p, 4 * page), 0); });
+            t.join();
+        },
+        [&] { return map_pages(4, p); });
     munmap(p, 4 * page);
 }
 

@@ -6,6 +6,7 @@
 
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__)
 #include <dlfcn.h>
+#include <link.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -21,6 +22,11 @@
 #define TRANSIT_SANITIZER_ALLOCATOR 1
 #endif
 #endif
+
+// The hooks and note_release run wherever libc releases memory, including a
+// thread's last madvise of its own stack after a sanitizer has torn down its
+// state for that thread: they must not be instrumented (TSan crashed there).
+#define TRANSIT_UNINSTRUMENTED __attribute__((no_sanitize("address", "thread", "undefined")))
 
 namespace transit::btl::util {
 
@@ -49,7 +55,7 @@ constinit const char* why_not = "";
 // returns -1 on failure as the originals do.  Recording comes first, so no
 // moment exists where the pages are gone and a cache still finds them.
 
-int hook_munmap(void* addr, std::size_t len) noexcept {
+TRANSIT_UNINSTRUMENTED int hook_munmap(void* addr, std::size_t len) noexcept {
     MemoryReleaseMonitor::note_release(addr, len);
     return static_cast<int>(::syscall(SYS_munmap, addr, len));
 }
@@ -57,8 +63,8 @@ int hook_munmap(void* addr, std::size_t len) noexcept {
 // Called as the variadic mremap(old, old_len, new_len, flags, ...): on x86-64
 // the fifth argument is in its register either way, read only when a flag
 // says it was passed.
-void* hook_mremap(void* old_addr, std::size_t old_len, std::size_t new_len, int flags,
-                  void* new_addr) noexcept {
+TRANSIT_UNINSTRUMENTED void* hook_mremap(void* old_addr, std::size_t old_len, std::size_t new_len,
+                                         int flags, void* new_addr) noexcept {
     if ((flags & (MREMAP_FIXED | MREMAP_DONTUNMAP)) == 0) new_addr = nullptr;
     MemoryReleaseMonitor::note_release(old_addr, old_len);
     if ((flags & MREMAP_FIXED) != 0) MemoryReleaseMonitor::note_release(new_addr, new_len);
@@ -66,7 +72,7 @@ void* hook_mremap(void* old_addr, std::size_t old_len, std::size_t new_len, int 
         ::syscall(SYS_mremap, old_addr, old_len, new_len, flags, new_addr));
 }
 
-int hook_madvise(void* addr, std::size_t len, int advice) noexcept {
+TRANSIT_UNINSTRUMENTED int hook_madvise(void* addr, std::size_t len, int advice) noexcept {
     // The advice that replaces pages under an address (a pinned page stays with
     // the device, the process faults in a new one).
     constexpr int dontneed_locked = 24;  // MADV_DONTNEED_LOCKED, Linux 5.18
@@ -76,7 +82,8 @@ int hook_madvise(void* addr, std::size_t len, int advice) noexcept {
     return static_cast<int>(::syscall(SYS_madvise, addr, len, advice));
 }
 
-void* hook_mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t offset) noexcept {
+TRANSIT_UNINSTRUMENTED void* hook_mmap(void* addr, std::size_t len, int prot, int flags, int fd,
+                                       off_t offset) noexcept {
     if ((flags & MAP_FIXED) != 0) MemoryReleaseMonitor::note_release(addr, len);
     return reinterpret_cast<void*>(::syscall(SYS_mmap, addr, len, prot, flags, fd, offset));
 }
@@ -84,7 +91,7 @@ void* hook_mmap(void* addr, std::size_t len, int prot, int flags, int fd, off_t 
 // glibc's brk keeps the break in __curbrk, which sbrk reads: ours must too.
 void** libc_curbrk = nullptr;
 
-int hook_brk(void* addr) noexcept {
+TRANSIT_UNINSTRUMENTED int hook_brk(void* addr) noexcept {
     void* current = *libc_curbrk;
     if (current != nullptr && addr != nullptr && addr < current)
         MemoryReleaseMonitor::note_release(
@@ -172,12 +179,25 @@ ReleaseMonitorState install() noexcept {
         }
     }
     // libc jumps into this library from now on: it must never be unloaded
-    // (a program that dlopens Transit, as Open MPI does a component, may close it).
+    // (a program that dlopens Transit, as Open MPI does a component, may close
+    // it).  Linked into the program itself, it cannot be.
     Dl_info self{};
-    const char* self_path[] = {nullptr};
-    if (::dladdr(reinterpret_cast<const void*>(&hook_munmap), &self) != 0)
-        self_path[0] = self.dli_fname;
-    if (self_path[0] == nullptr || mca::keep_loaded(self_path) != 1) {
+    link_map* self_map = nullptr;
+    link_map* program_map = nullptr;
+    void* program = ::dlopen(nullptr, RTLD_NOW);
+    if (program != nullptr) {
+        ::dlinfo(program, RTLD_DI_LINKMAP, &program_map);
+        ::dlclose(program);
+    }
+    if (::dladdr1(reinterpret_cast<const void*>(&hook_munmap), &self,
+                  reinterpret_cast<void**>(&self_map), RTLD_DL_LINKMAP) == 0 ||
+        self_map == nullptr) {
+        why_not = "Transit's library could not be found to pin it in memory";
+        ::dlclose(libc);
+        return ReleaseMonitorState::refused;
+    }
+    const char* self_path[] = {self_map->l_name};
+    if (self_map != program_map && mca::keep_loaded(self_path) != 1) {
         why_not = "Transit's library could not be pinned in memory";
         ::dlclose(libc);
         return ReleaseMonitorState::refused;
@@ -216,7 +236,8 @@ const char* MemoryReleaseMonitor::reason() noexcept {
     return why_not;
 }
 
-void MemoryReleaseMonitor::note_release(const void* addr, std::size_t len) noexcept {
+TRANSIT_UNINSTRUMENTED void MemoryReleaseMonitor::note_release(const void* addr,
+                                                               std::size_t len) noexcept {
     if (len == 0) return;
     const std::uint64_t i = log_head.fetch_add(1, std::memory_order_seq_cst);
     Slot& s = slots[i & (log_length - 1)];

@@ -184,7 +184,8 @@ void expect_miss_after(Cache& cache, CountingBackend& be, void* p, std::size_t l
     ASSERT_NE(first, nullptr);
     const std::uint32_t old_key = first->key;
     cache.release(first);
-    ASSERT_EQ(cache.unused(), 1u) << "kept for reuse";
+    // Without a reliable monitor (sanitizer builds) nothing is kept: a miss too.
+    ASSERT_EQ(cache.unused(), MemoryReleaseMonitor::reliable() ? 1u : 0u);
     const auto misses = cache.stats().misses;
 
     release_memory();

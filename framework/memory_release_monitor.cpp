@@ -47,6 +47,8 @@ static_assert((MemoryReleaseMonitor::log_length & (MemoryReleaseMonitor::log_len
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
 constinit const char* why_not = "";
+constinit const unsigned char* munmap_entry = nullptr;
+constinit std::uint64_t munmap_bytes = 0;
 
 #ifdef TRANSIT_RELEASE_HOOKS
 
@@ -208,6 +210,8 @@ ReleaseMonitorState install() noexcept {
             return ReleaseMonitorState::refused;
         }
     }
+    munmap_entry = targets[0];
+    std::memcpy(&munmap_bytes, munmap_entry, sizeof munmap_bytes);
     ::dlclose(libc);  // RTLD_NOLOAD took a reference; libc stays loaded
 #ifdef TRANSIT_SANITIZER_ALLOCATOR
     why_not = "the sanitizer's allocator gives memory back by raw system calls, unseen";
@@ -244,6 +248,14 @@ TRANSIT_UNINSTRUMENTED void MemoryReleaseMonitor::note_release(const void* addr,
     s.base.store(reinterpret_cast<std::uintptr_t>(addr), std::memory_order_seq_cst);
     s.length.store(len, std::memory_order_seq_cst);
     s.seq.store(i + 1, std::memory_order_seq_cst);
+}
+
+const unsigned char* MemoryReleaseMonitor::patched_entry() noexcept {
+    return munmap_entry;
+}
+
+std::uint64_t MemoryReleaseMonitor::patched_bytes() noexcept {
+    return munmap_bytes;
 }
 
 const std::atomic<std::uint64_t>& MemoryReleaseMonitor::head() noexcept {

@@ -2,6 +2,7 @@
 // block, madvise, mremap, mmap over a mapping and a shrunk heap are seen, and a
 // registration cache following it never hands out a registration of memory
 // that was released and mapped again at the same address.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <sys/mman.h>
@@ -200,6 +201,20 @@ void expect_miss_after(Cache& cache, CountingBackend& be, void* p, std::size_t l
     cache.release(second);
 }
 
+// After the monitor went blind: memory released and mapped again is a miss,
+// and nothing is kept unused any more.
+void expect_cached_dropped(Cache& cache, void* p) {
+    const auto misses = cache.stats().misses;
+    ASSERT_EQ(munmap(p, 4 * page), 0);
+    ASSERT_EQ(map_pages(4, p), p);
+    Entry* e = cache.acquire(p, 4 * page, 0);
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(cache.stats().misses, misses + 1);
+    cache.release(e);
+    EXPECT_EQ(cache.unused(), 0u) << "kept although releases go unseen";
+    EXPECT_NE(cache.unused_off_reason(), nullptr);
+}
+
 TEST(RegistrationCacheReleases, MunmapThenMmapAtTheSameAddressIsAMiss) {
     CountingBackend be;
     Cache cache(be, {.max_unused = 4, .page_size = page});
@@ -288,6 +303,36 @@ TEST(RegistrationCacheReleases, TooManyReleasesUnreadDropEveryRegistration) {
     cache.release(again);
     cache.release(held);
     munmap(p, page);
+}
+
+// UCX's UCM patches the same entries when it installs a memory event handler;
+// loaded after Transit's monitor it blinds it.  The cache must notice before
+// its next lookup, drop what it kept and keep nothing from then on.
+TEST(RegistrationCacheReleases, AnotherPatcherAfterTheMonitorDropsEverything) {
+    CountingBackend be;
+    Cache cache(be, {.max_unused = 4, .page_size = page});
+    if (!MemoryReleaseMonitor::reliable()) GTEST_SKIP() << MemoryReleaseMonitor::reason();
+    void* p = map_pages(4);
+    ASSERT_NE(p, nullptr);
+    cache.release(cache.acquire(p, 4 * page, 0));
+    ASSERT_EQ(cache.unused(), 1u);
+    // UCM patches when loaded: after the cache kept a registration.
+    void* ucs = dlopen("libucs.so.0", RTLD_NOW | RTLD_GLOBAL);
+    void* ucm = ucs != nullptr ? dlopen("libucm.so.0", RTLD_NOW) : nullptr;
+    if (ucm == nullptr) {
+        munmap(p, 4 * page);
+        GTEST_SKIP() << "no UCX here";
+    }
+    using SetHandler = int (*)(int, int, void (*)(int, void*, void*), void*);
+    auto set_handler = reinterpret_cast<SetHandler>(dlsym(ucm, "ucm_set_event_handler"));
+    ASSERT_NE(set_handler, nullptr);
+
+    constexpr int vm_unmapped = 1 << 17;  // UCM_EVENT_VM_UNMAPPED
+    ASSERT_EQ(set_handler(
+                  vm_unmapped, 0, [](int, void*, void*) {}, nullptr),
+              0);
+    expect_cached_dropped(cache, p);
+    munmap(p, 4 * page);
 }
 
 TEST(RegistrationCacheReleases, WithoutTrackingNothingUnusedIsKept) {

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace transit::btl::util {
 
@@ -68,6 +69,14 @@ class MemoryReleaseMonitor {
     // allocation, safe in a signal handler.
     static void note_release(const void* addr, std::size_t len) noexcept;
 
+    // The first 8 bytes of libc's patched munmap, and what they must hold, or
+    // nullptr when nothing was patched.  A library loaded later (UCX's UCM)
+    // may patch the entries again and blind the monitor: a cursor compares
+    // them before every lookup and, when they changed, tells its cache to
+    // drop everything and keep nothing unused from then on.
+    static const unsigned char* patched_entry() noexcept;
+    static std::uint64_t patched_bytes() noexcept;
+
     // The log: entries are numbered from 0; head() is the next number.
     static const std::atomic<std::uint64_t>& head() noexcept;
     enum class Read {
@@ -88,14 +97,27 @@ class ReleaseCursor {
         ReleaseCursor c;
         c.head_ = &MemoryReleaseMonitor::head();
         c.next_ = c.head_->load(std::memory_order_acquire);
+        c.entry_ = MemoryReleaseMonitor::patched_entry();
+        c.entry_bytes_ = MemoryReleaseMonitor::patched_bytes();
         return c;
     }
 
     bool following() const noexcept { return head_ != nullptr; }
-    // Whether releases wait to be applied: the one load the hot path pays.
+    // Whether releases wait to be applied or the hooks were overwritten: the
+    // two loads the hot path pays.
     bool pending() const noexcept {
-        return head_ != nullptr && head_->load(std::memory_order_acquire) != next_;
+        return head_ != nullptr &&
+               (head_->load(std::memory_order_acquire) != next_ || !hooks_intact());
     }
+    // False once another library patched libc's entries over the monitor's.
+    bool hooks_intact() const noexcept {
+        if (entry_ == nullptr) return true;
+        std::uint64_t now;
+        std::memcpy(&now, entry_, sizeof now);
+        return now == entry_bytes_;
+    }
+    // Stops following: pending() is false from now on.
+    void stop() noexcept { head_ = nullptr; }
 
     // Hands each release recorded since the last call to on_range(base, len);
     // calls on_lost() instead when some were overwritten unread (drop all).
@@ -127,6 +149,8 @@ class ReleaseCursor {
   private:
     const std::atomic<std::uint64_t>* head_ = nullptr;
     std::uint64_t next_ = 0;
+    const unsigned char* entry_ = nullptr;
+    std::uint64_t entry_bytes_ = 0;
 };
 
 }  // namespace transit::btl::util

@@ -219,6 +219,14 @@ class RegistrationCache {
 
     // Applies the releases the monitor recorded since the last lookup.
     void apply_releases() {
+        if (!releases_.hooks_intact()) {
+            // Releases from now on go unseen: drop everything, keep nothing.
+            releases_.stop();
+            invalidate_all();
+            config_.max_unused = 0;
+            off_reason_ = "another library patched libc's memory functions after Transit";
+            return;
+        }
         releases_.drain(
             [this](std::uintptr_t base, std::size_t len) {
                 invalidate(reinterpret_cast<const void*>(base), len);

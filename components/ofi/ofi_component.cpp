@@ -17,6 +17,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/join_timeout.hpp"
+#include "transit/btl/util/memory_release_monitor.hpp"
 #include "transit/btl/util/network_interface.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -81,10 +82,12 @@ constexpr params::Field<OfiConfig> ofi_params[] = {
     params::to<&OfiConfig::rcache_size>(
         params::Decl{"rcache_size", Type::unsigned_integer, "16",
                      "Memory registrations kept after their last user released them, for reuse (0: "
-                     "close at once). Keep it 0 if the program frees and reuses registered memory "
-                     "while a hardware provider is in use",
+                     "close at once).  Kept only while btl_ofi_rcache_monitor follows released "
+                     "memory",
                      6}
             .range(0, 1 << 20)),
+    params::to<&OfiConfig::rcache_monitor>(params::Decl{"rcache_monitor", Type::boolean, "true",
+                                                        btl::util::release_monitor_param_help, 6}),
     params::to<&OfiConfig::join_timeout>(btl::join_timeout_decl),
     btl::inherit<OfiConfig>(
         btl::BaseParam::exclusivity,

@@ -147,7 +147,9 @@ void OfiModule::open_objects(const fi_info& info) {
     }
     if (rc != 0) fail("fi_getname", rc);
     address_.resize(len);
-    rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size);
+    rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size, config_.rcache_monitor);
+    if (const char* why = rcache_.unused_off_reason())
+        out_.verbose(1, "{}: no memory registration is kept for reuse: {}", name(), why);
 }
 
 // shm names its region after the process id (and an endpoint count).  A

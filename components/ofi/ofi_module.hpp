@@ -57,7 +57,8 @@ struct OfiConfig : btl::BaseConfig {
     std::size_t recv_buffers = 64;
     std::size_t max_rdma_ops = 1024;
     std::size_t rcache_size = 16;
-    double join_timeout = 10;  // seconds a server has to answer a client's join
+    bool rcache_monitor = true;  // follow released memory (or keep nothing unused)
+    double join_timeout = 10;    // seconds a server has to answer a client's join
 };
 
 // The provider's name in its two forms: "tcp;ofi_rxm" and its core "tcp".

@@ -121,11 +121,20 @@ class MrBackend final : public btl::util::RegistrationBackend<OfiKeys> {
 class Rcache {
   public:
     // mr_mode: the provider's FI_MR_* requirements; keep_unused: registrations
-    // kept after their last user released them.
-    void setup(fid_domain* domain, fid_ep* ep, std::uint64_t mr_mode, std::size_t keep_unused) {
+    // kept after their last user released them, when `track_releases` and the
+    // toolkit's MemoryReleaseMonitor works (else none: see unused_off_reason).
+    void setup(fid_domain* domain, fid_ep* ep, std::uint64_t mr_mode, std::size_t keep_unused,
+               bool track_releases) {
         backend_.setup(domain, ep, mr_mode);
-        cache_.emplace(backend_, Cache::Config{.max_unused = keep_unused, .page_size = 1});
+        cache_.emplace(backend_, Cache::Config{.max_unused = keep_unused,
+                                               .page_size = 1,
+                                               .track_releases = track_releases});
     }
+    // Why no registration is kept unused although some were asked for, or nullptr.
+    const char* unused_off_reason() const noexcept {
+        return cache_ ? cache_->unused_off_reason() : nullptr;
+    }
+    std::size_t unused() const noexcept { return cache_ ? cache_->unused() : 0; }
 
     // A registration covering [base, base + len), shared when one exists; counted.
     // Returns nullptr and sets `error` when libfabric refuses.

@@ -16,6 +16,7 @@
 #include "openib_ifsel.hpp"
 #include "openib_module.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/memory_release_monitor.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
 
@@ -85,11 +86,13 @@ constexpr params::Field<OpenibParams> openib_params[] = {
     params::to<&OpenibParams::rcache_max_unused, OpenibParams>(params::Decl{
         "rcache_max_unused", Type::unsigned_integer, "0",
         "Released memory registrations kept for reuse (least recently used first out).  0: a "
-        "registration ends with its last release, so freed memory is never reachable through it.  "
-        "Above 0, safe only if the program does not free registered memory and reuse the "
-        "addresses while cached (there is no hook that reports freed memory)",
+        "registration ends with its last release.  Kept only while btl_openib_rcache_monitor "
+        "follows released memory, so memory freed and mapped again is never reached through "
+        "a registration of the old pages",
         7}
                                                                    .range(0, 1 << 20)),
+    params::to<&OpenibParams::rcache_monitor, OpenibParams>(params::Decl{
+        "rcache_monitor", Type::boolean, "true", btl::util::release_monitor_param_help, 7}),
     params::to<&OpenibParams::connect_retry_ms, OpenibParams>(
         params::Decl{"connect_retry_interval", Type::unsigned_integer, "100",
                      "Milliseconds before a connection request or reply is resent", 6}

@@ -294,8 +294,12 @@ void Module::setup() {
 
     registrar_ = std::make_unique<Registrar>(device_->pd());
     rcache_ = std::make_unique<RegistrationCache>(
-        *registrar_, RegistrationCache::Config{config_.rcache_max_unused,
-                                               static_cast<std::size_t>(sysconf(_SC_PAGESIZE))});
+        *registrar_,
+        RegistrationCache::Config{.max_unused = config_.rcache_max_unused,
+                                  .page_size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)),
+                                  .track_releases = config_.rcache_monitor});
+    if (const char* why = rcache_->unused_off_reason())
+        out_.verbose(1, "{}: no memory registration is kept for reuse: {}", name(), why);
 
     // Send fragments: one registered block.  The last 64 bytes are the target
     // of non-fetching hardware atomics.

@@ -55,6 +55,7 @@ struct Config : btl::BaseConfig {
     std::uint32_t send_cq_size = 4096;
     std::uint32_t max_inline = 64;
     std::size_t rcache_max_unused = 0;
+    bool rcache_monitor = true;  // follow released memory (or keep nothing unused)
     std::uint32_t connect_retry_ms = 100;
     std::uint32_t connect_retries = 50;
     std::uint8_t qp_timeout = 20;  // 4.096 us * 2^timeout per retry

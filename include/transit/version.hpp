@@ -14,6 +14,9 @@ namespace transit {
 // a 3.0 library does not have.
 // 3.2: the descriptor's optional describe_devices hook (transit/devices.hpp),
 // appended at its end: a 3.2 library reads a 3.1 descriptor as having none.
+// Also in 3.2: btl::util::MemoryReleaseMonitor (transit/btl/util/memory_release_monitor.hpp),
+// which RegistrationCache calls, RegistrationCache::Config::track_releases,
+// and btl::util::choose_interface (transit/btl/util/network_interface.hpp).
 inline constexpr std::uint32_t abi_major = 3;
 inline constexpr std::uint32_t abi_minor = 2;
 inline constexpr std::uint32_t abi_version = (abi_major << 16) | abi_minor;

@@ -18,38 +18,24 @@
 #include "components/ofi/ofi_wire.hpp"
 #include "tests/fixtures/rdma_outcome.hpp"
 #include "tests/fixtures/two_rank_runtime.hpp"
+#include "tests/ofi/ofi_loopback.hpp"
 
 namespace {
 
 using namespace transit;
 using transit::test::note_outcome;
-using transit::test::Opened;
 using transit::test::RdmaOutcome;
-using transit::test::TwoRankRuntime;
 
-[[maybe_unused]] const bool ofi_selected = [] {
-    ::setenv("TRANSIT_MCA_btl", "self,ofi", 1);
-    return true;
-}();
-
-std::string module_name() {
-    const char* p = std::getenv("TRANSIT_MCA_btl_ofi_provider_include");
-    const std::string provider = p != nullptr ? p : "shm";
-    return "ofi:" + (provider == "tcp" ? std::string("tcp;ofi_rxm") : provider);
-}
+using transit::test::ofi_loopback::module_name;
 
 constexpr std::uint64_t fill = 0x5151515151515151ull;
 constexpr std::uint64_t sentinel = 0xa5a5a5a5a5a5a5a5ull;
 
-class OfiForgedKey : public ::testing::Test {
+class OfiForgedKey : public transit::test::ofi_loopback::LoopbackTest {
   protected:
     void SetUp() override {
-        opened_ = std::make_unique<Opened>(runtime_, module_name());
-        if (opened_->module == nullptr) GTEST_SKIP() << "no " << module_name() << " module here";
-        module_ = opened_->module;
-        btl::Reachability reachable(1);
-        ASSERT_EQ(module_->add_procs(self_, self_ep_, reachable), Status::success);
-        if (!reachable.test(0)) GTEST_SKIP() << module_name() << " does not reach its own process";
+        LoopbackTest::SetUp();
+        if (!ready()) return;
         if ((module_->attributes().flags & (btl::flags::put | btl::flags::get)) == 0)
             GTEST_SKIP() << module_name() << " offers no one-sided operation";
         memory_.fill(fill);
@@ -72,7 +58,7 @@ class OfiForgedKey : public ::testing::Test {
         if (module_ == nullptr) return;
         for (btl::RegistrationHandle* h : {local_handle_, handle_})
             EXPECT_TRUE(h == nullptr || module_->rdma()->deregister_mem(h) == Status::success);
-        EXPECT_TRUE(ok(module_->del_procs(self_, self_ep_)));
+        LoopbackTest::TearDown();
     }
 
     static constexpr std::size_t region_size = 256;
@@ -82,25 +68,10 @@ class OfiForgedKey : public ::testing::Test {
         return reinterpret_cast<const btl::RegistrationHandle*>(forged_.data());
     }
 
-    // How an operation ended: started by `start` (again while the module has
-    // no room), its own status when refused at once, else the callback's;
-    // timeout when no callback came within 5 s.
+    // How an operation ended (timeout: no callback within 5 s).
     template <typename Start>
     Status ended(Start start, RdmaOutcome& o) {
-        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        Status s;
-        while ((s = start()) == Status::out_of_resource) {
-            if (std::chrono::steady_clock::now() > end) return Status::timeout;
-            opened_->progress.progress();
-        }
-        if (s == Status::completed) return Status::success;
-        if (s != Status::success) return s;
-        while (o.calls == 0) {
-            if (std::chrono::steady_clock::now() > end) return Status::timeout;
-            opened_->progress.progress();
-        }
-        EXPECT_EQ(o.calls, 1);
-        return o.status;
+        return transit::test::ofi_loopback::ended(start, o, opened_->progress);
     }
 
     Status transfer(bool put, const btl::RegistrationHandle* remote) {
@@ -145,11 +116,6 @@ class OfiForgedKey : public ::testing::Test {
         return true;
     }
 
-    TwoRankRuntime runtime_;
-    std::unique_ptr<Opened> opened_;
-    btl::Module* module_ = nullptr;
-    const std::vector<Rank> self_{0};
-    std::vector<btl::Endpoint*> self_ep_ = std::vector<btl::Endpoint*>(1, nullptr);
     std::array<std::uint64_t, 16 + region_size / 8> memory_{};
     std::array<std::uint64_t, 4> local_{};
     btl::RegistrationHandle* handle_ = nullptr;

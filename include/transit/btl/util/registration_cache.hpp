@@ -11,7 +11,12 @@
 //     After it, no lookup returns memory from that range.
 //   - With max_unused == 0 a registration dies with its last release: a
 //     deregistered region never stays usable by a peer's key.  With
-//     max_unused > 0 released registrations wait in an LRU of that size.
+//     max_unused > 0 released registrations wait in an LRU of that size, and
+//     the cache follows the MemoryReleaseMonitor: a range unmapped, remapped
+//     or discarded is invalidated before the next lookup, so memory freed and
+//     mapped again at the same address never reuses the old pinned pages.
+//     Without a reliable monitor (or with track_releases off) max_unused is
+//     forced to 0 and unused_off_reason() says why.
 //
 // The cache does not talk to the network library itself: a Backend registers
 // and deregisters, and `Keys` is what the backend records of a registration
@@ -26,6 +31,8 @@
 #include <memory>
 #include <utility>
 #include <vector>
+
+#include "transit/btl/util/memory_release_monitor.hpp"
 
 namespace transit::btl::util {
 
@@ -74,6 +81,8 @@ class RegistrationCache {
     struct Config {
         std::size_t max_unused = 0;    // released registrations kept for reuse
         std::size_t page_size = 4096;  // a power of two; 1: exact ranges
+        // Follow released memory to keep unused registrations; off: keep none.
+        bool track_releases = true;
     };
     struct Stats {
         std::uint64_t hits = 0;
@@ -86,6 +95,18 @@ class RegistrationCache {
     RegistrationCache(Backend& backend, Config config) : backend_(backend), config_(config) {
         if (config_.page_size == 0 || (config_.page_size & (config_.page_size - 1)) != 0)
             config_.page_size = 4096;
+        if (config_.max_unused == 0) return;
+        if (!config_.track_releases) {
+            off_reason_ = "release tracking is off";
+        } else if (!MemoryReleaseMonitor::reliable()) {
+            off_reason_ = MemoryReleaseMonitor::reason();
+        } else {
+            releases_ = ReleaseCursor::follow();
+            return;
+        }
+        // A cached registration of memory that went away unseen would pin the
+        // old pages under a reused address: keep none.
+        config_.max_unused = 0;
     }
     // Deregisters everything still registered.
     ~RegistrationCache() {
@@ -105,6 +126,8 @@ class RegistrationCache {
         if (a + len < a || a + len + mask < a + len) return nullptr;  // wraps the address space
         std::uintptr_t base = a & ~mask;
         std::size_t length = ((a + len + mask) & ~mask) - base;
+        if (releases_.pending()) [[unlikely]]
+            apply_releases();
 
         if (Entry* r = lookup(base, length, access)) {
             ++stats_.hits;
@@ -140,8 +163,11 @@ class RegistrationCache {
     }
 
     // A findable registration covering [addr, addr + len), or nullptr; never
-    // registers and takes no reference.
+    // registers and takes no reference.  nullptr too while released memory
+    // waits to be invalidated: the caller's acquire() then applies it.
     Entry* find(const void* addr, std::size_t len) noexcept {
+        if (releases_.pending()) [[unlikely]]
+            return nullptr;
         const auto a = reinterpret_cast<std::uintptr_t>(addr);
         for (auto& [b, r] : entries_)
             if (r->covers(a, len)) return r.get();
@@ -178,6 +204,40 @@ class RegistrationCache {
             if (r->refs > 0 && match(static_cast<const Entry&>(*r))) return r.get();
         return nullptr;
     }
+
+    // Every registration becomes unfindable, as if its range were invalidated.
+    void invalidate_all() {
+        while (!entries_.empty()) {
+            Entry* r = entries_.begin()->second.get();
+            ++stats_.invalidations;
+            if (r->refs == 0)
+                destroy(r);
+            else
+                unfind(r);
+        }
+    }
+
+    // Applies the releases the monitor recorded since the last lookup.
+    void apply_releases() {
+        if (!releases_.hooks_intact()) {
+            // Releases from now on go unseen: drop everything, keep nothing.
+            releases_.stop();
+            invalidate_all();
+            config_.max_unused = 0;
+            off_reason_ = "another library patched libc's memory functions after Transit";
+            return;
+        }
+        releases_.drain(
+            [this](std::uintptr_t base, std::size_t len) {
+                invalidate(reinterpret_cast<const void*>(base), len);
+            },
+            [this] { invalidate_all(); });
+    }
+
+    // Why unused registrations are not kept although max_unused asked for
+    // some (nullptr when they are, or none were asked for): for the log.
+    const char* unused_off_reason() const noexcept { return off_reason_; }
+    std::size_t max_unused() const noexcept { return config_.max_unused; }
 
     // Deregisters every unused registration.
     void flush_unused() {
@@ -289,6 +349,8 @@ class RegistrationCache {
     Entry* lru_tail_ = nullptr;
     std::size_t lru_size_ = 0;
     Stats stats_;
+    ReleaseCursor releases_;  // follows nothing unless unused ones are kept
+    const char* off_reason_ = nullptr;
 };
 
 }  // namespace transit::btl::util

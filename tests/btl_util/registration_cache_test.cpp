@@ -117,6 +117,9 @@ TEST(RegistrationCache, PartialOverlapRegistersNewRegionWithoutWidening) {
 TEST(RegistrationCache, LruEvictsTheLeastRecentlyReleased) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 2, .page_size = 4096});
+    // None are kept where the release monitor cannot see memory go away (the
+    // sanitizers' allocators release it by raw system calls).
+    if (rc.unused_off_reason() != nullptr) GTEST_SKIP() << rc.unused_off_reason();
     Buffer buf(8);
     Registration* r[3];
     for (int i = 0; i < 3; ++i) r[i] = rc.acquire(buf.at(i * 2 * 4096), 4096, local);
@@ -143,6 +146,9 @@ TEST(RegistrationCache, LruEvictsTheLeastRecentlyReleased) {
 TEST(RegistrationCache, InvalidateDropsUnusedAtOnceAndUsedAtLastRelease) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 8, .page_size = 4096});
+    // None are kept where the release monitor cannot see memory go away (the
+    // sanitizers' allocators release it by raw system calls).
+    if (rc.unused_off_reason() != nullptr) GTEST_SKIP() << rc.unused_off_reason();
     Buffer buf(8);
     Registration* unused = rc.acquire(buf.at(0), 4096, local | remote_write);
     Registration* used = rc.acquire(buf.at(2 * 4096), 4096, local | remote_write);
@@ -184,6 +190,9 @@ TEST(RegistrationCache, ReleasedRegistrationIsNotReachableByRkey) {
 TEST(RegistrationCache, FailureEvictsUnusedAndRetriesOnce) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 4, .page_size = 4096});
+    // None are kept where the release monitor cannot see memory go away (the
+    // sanitizers' allocators release it by raw system calls).
+    if (rc.unused_off_reason() != nullptr) GTEST_SKIP() << rc.unused_off_reason();
     Buffer buf(4);
     rc.release(rc.acquire(buf.at(0), 8, local));
     ASSERT_EQ(rc.unused(), 1u);
@@ -242,6 +251,9 @@ TEST(RegistrationCache, FindNeverRegistersAndTakesNoReference) {
 TEST(RegistrationCache, RetainTakesACachedRegistrationOutOfTheLru) {
     FakeBackend be;
     RegistrationCache rc(be, {.max_unused = 1, .page_size = 4096});
+    // None are kept where the release monitor cannot see memory go away (the
+    // sanitizers' allocators release it by raw system calls).
+    if (rc.unused_off_reason() != nullptr) GTEST_SKIP() << rc.unused_off_reason();
     Buffer buf(4);
     Registration* a = rc.acquire(buf.at(0), 8, local);
     const std::uint32_t key = a->rkey;

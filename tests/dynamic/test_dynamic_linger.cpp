@@ -211,7 +211,8 @@ int driver(const std::string& me) {
         check(wait_exit(b) == 0, "a client that returns from main failed");
     }
     // Both sides disconnect at the same moment, two clients at a time.
-    const int mutual = iterations / 2;
+    // Four (two over ofi): each is a process start, seconds under ASan.
+    const int mutual = std::min(iterations / 2, 4);
     int answered = 0;  // mutual clients that received the server's answer
     for (int i = 0; i < mutual; i += 2) {
         Child a = start({me, "client", address, "mutual", std::to_string(k++)});

@@ -177,6 +177,11 @@ void Engine::shutdown() noexcept {
     if (c_.any_dynamic) say_goodbye_all();
     if (c_.size > 1) {
         barrier();
+        // Our last signal may still sit in the outbox (the transport had no
+        // room when the barrier sent it), and the fence below runs only the
+        // transports' progress: a peer still waiting for that signal would
+        // never reach the fence, and we would wait in it for good.
+        wait_until([&] { return !c_.has_pending; });
         // The launcher may not know of a rank a transport found dead.
         if (c_.any_failed)
             for (Rank r = 0; r < c_.size; ++r)

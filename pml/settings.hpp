@@ -26,7 +26,6 @@ struct Settings {
     WaitPolicy wait_policy = WaitPolicy::block;
     std::chrono::milliseconds wait_block_interval{100};
     bool progress_thread = false;
-    std::size_t rdma_threshold = 0;
     std::size_t rndv_split_min = 128u << 10;
     std::chrono::milliseconds launcher_grace{1000};
     std::chrono::milliseconds control_refusal_grace{2000};

@@ -88,8 +88,7 @@ Status Tagged::start_send(Req* r, Path path) noexcept {
     r->stage = Req::Stage::rndv_hdr;
     r->remote_addr = 0;
     r->remote_handle_len = 0;
-    if (r->conv.contiguous() && r->total > 0 && r->total >= c_.settings.rdma_threshold)
-        prepare_rdma(r);
+    if (r->conv.contiguous() && r->total > 0) prepare_rdma(r);
     r->issuing = true;  // an inline FIN must not complete (and free) r under us
     bool sent = send_rndv_header(r);
     r->issuing = false;

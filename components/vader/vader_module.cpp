@@ -75,6 +75,11 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     sender_fences_ = Doorbell::sender_fences();
     if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))
         out_.verbose(1, "no doorbell ({}): waits poll instead of sleeping", std::strerror(errno));
+    else if (!waits_.open(bell_.fd()))
+        out_.verbose(1,
+                     "no epoll set ({}): a sleep ends at a local peer's death only by its "
+                     "time limit",
+                     std::strerror(errno));
     if (segment_.data() != nullptr) format_segment();
 }
 
@@ -226,6 +231,7 @@ void VaderModule::attach_peer(VaderEndpoint& ep) {
     ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
     ep.pid = static_cast<pid_t>(ph.pid);
     ep.process = btl::util::ProcessWatch(ep.pid);
+    waits_.watch(ep.process.pidfd());
     ep.owner_base = ph.owner_base;
     ep.heap_offset = ph.heap_offset;
     ep.heap_size = ph.heap_size;
@@ -793,6 +799,8 @@ void VaderModule::disarm() noexcept {
     if (header_ == nullptr) return;
     header_->sleeping.store(awake, std::memory_order_relaxed);
     bell_.drain();
+    if (waits_.exit_seen()) [[unlikely]]
+        exit_seen_ = true;
 }
 
 // --- receive path -------------------------------------------------------------
@@ -809,6 +817,14 @@ int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.
     if (in_progress_) [[unlikely]]
         return 0;
+    // A peer's exit ended the sleep: look now, not at the paced look (a
+    // sleeper makes one pass per wake-up, and that look comes every 128th).
+    // The look takes what the peer sent before it died first (peer_died).
+    if (exit_seen_) [[unlikely]] {
+        exit_seen_ = false;
+        check_pace_.hurry();
+        return check_peers();
+    }
     in_progress_ = true;
     int events = 0;
     if (pass_chores_) [[unlikely]]

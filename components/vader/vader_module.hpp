@@ -17,6 +17,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
+#include "components/vader/vader_wait_set.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -139,13 +140,15 @@ class VaderModule final : public btl::Module,
     Status finalize() override;
 
     // --- sleeping (btl::WaitObject, vader_doorbell.hpp) ------------------------------
-    int wait_fd() const noexcept override { return bell_.fd(); }
+    // The doorbell and the watched peers' pidfds (vader_wait_set.hpp).
+    int wait_fd() const noexcept override { return waits_.fd() >= 0 ? waits_.fd() : bell_.fd(); }
     Armed arm() noexcept override;
     void disarm() noexcept override;
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (rate-limited: at most every 100 ms).
+    // Looks for local peers that died (rate-limited: at most every 100 ms, and
+    // at once after a sleep a peer's exit ended).
     int check_peers() noexcept;
 
   private:
@@ -301,6 +304,8 @@ class VaderModule final : public btl::Module,
     bool warned_cma_ = false;
     bool warned_supply_ = false;
     Doorbell bell_;              // opened at construction; fd -1: cannot sleep
+    WaitSet waits_;              // the doorbell and the peers' pidfds; fd -1: the bell alone
+    bool exit_seen_ = false;     // a sleep ended by a peer's exit: the next pass looks
     bool sender_fences_ = true;  // Doorbell::sender_fences()
 };
 

@@ -291,7 +291,10 @@ class VaderModule final : public btl::Module,
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};
     bool warned_dynamic_ = false;
-    btl::util::WatchPace check_pace_;  // every 16th low-priority pass, at most every 100 ms
+    // At most every 100 ms, the clock read every 4th low-priority call: after
+    // a nap every pass runs them (ProgressEngine::low_next), and a napping
+    // rank on a loaded node makes a pass every few milliseconds only.
+    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
     std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet

@@ -147,7 +147,7 @@ class VaderModule final : public btl::Module,
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (rate-limited: at most every 100 ms, and
+    // Looks for local peers that died (paced: the wait set every 10 ms, and
     // at once after a sleep a peer's exit ended).
     int check_peers() noexcept;
 
@@ -291,10 +291,15 @@ class VaderModule final : public btl::Module,
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};
     bool warned_dynamic_ = false;
-    // At most every 100 ms, the clock read every 4th low-priority call: after
-    // a nap every pass runs them (ProgressEngine::low_next), and a napping
-    // rank on a loaded node makes a pass every few milliseconds only.
+    // The clock is read every 4th low-priority call: after a nap every pass
+    // runs them (ProgressEngine::low_next), and a napping rank on a loaded
+    // node makes a pass every few milliseconds only.
+    // The wait set asked whether a peer exited (one system call): every 10 ms.
+    btl::util::WatchPace exit_pace_{std::chrono::milliseconds(10), 4};
+    // Each peer asked (a system call each): every 100 ms, where some peer is
+    // not in the wait set; else only when the set said one exited.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
+    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in waits_
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
     std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet

@@ -44,19 +44,19 @@ class WaitSet {
     }
     int fd() const noexcept { return epoll_; }
 
-    // Wakes a sleeper once when the process behind `pidfd` exits.  A failure
-    // only costs the wake-up: the paced look still finds the death.
-    void watch(int pidfd) noexcept {
-        if (epoll_ < 0 || pidfd < 0) return;
+    // Wakes a sleeper once when the process behind `pidfd` exits.  False
+    // when it cannot (no set, no pidfd): that process must be asked itself.
+    bool watch(int pidfd) noexcept {
+        if (epoll_ < 0 || pidfd < 0) return false;
         epoll_event ev{};
         ev.events = EPOLLIN | EPOLLONESHOT;
         ev.data.u64 = exit_tag;
-        (void)::epoll_ctl(epoll_, EPOLL_CTL_ADD, pidfd, &ev);
+        return ::epoll_ctl(epoll_, EPOLL_CTL_ADD, pidfd, &ev) == 0;
     }
 
-    // After a sleep: whether a watched process exited since the last call
-    // (its pidfd is disabled by this report).  One epoll_wait that does not
-    // block; the doorbell's readiness is left to the doorbell.
+    // Whether a watched process exited since the last call (its pidfd is
+    // disabled by this report).  One epoll_wait that does not block; the
+    // doorbell's readiness is left to the doorbell.
     bool exit_seen() noexcept {
         if (epoll_ < 0) return false;
         epoll_event ev[8];

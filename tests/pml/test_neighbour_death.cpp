@@ -4,8 +4,9 @@
 // its process is gone; the launcher's word and the keep-alive are slower).
 //
 // The last rank is the victim.  It sends every survivor the time it will die
-// at (steady_clock, which all processes of a node share), sleeps until then
-// while the survivors go to sleep in their receives, and raises SIGKILL.  Each
+// at (steady_clock, which all processes of a machine share), waits for each
+// to acknowledge it, sleeps until then while the survivors go to sleep in
+// their receives, and raises SIGKILL.  Each
 // survivor times its receive's end from that time and sends the figure to rank
 // 0, which prints them all and "neighbour_death: PASS" last when every figure
 // is within the bound.  Run with 2 or more ranks under
@@ -30,6 +31,7 @@ using std::chrono::milliseconds;
 constexpr std::uint32_t tag_plan = 1;
 constexpr std::uint32_t tag_never = 2;
 constexpr std::uint32_t tag_figure = 3;
+constexpr std::uint32_t tag_ack = 4;
 // Long enough for every survivor to be asleep in its receive when it comes.
 constexpr auto victim_life = milliseconds(300);
 constexpr auto noticed_within = milliseconds(1000);
@@ -59,6 +61,12 @@ std::int64_t ticks(Clock::time_point t) {
     const std::int64_t plan = ticks(die_at);
     for (Rank r = 0; r + 1 < ctx.size(); ++r)
         check(ok(ctx.send(r, tag_plan, &plan, sizeof plan)), "the victim sends its plan");
+    // Every survivor has all the victim sent (its barrier signals, the plan):
+    // on another node they could still be in the victim's transport.
+    for (Rank r = 0; r + 1 < ctx.size(); ++r) {
+        char ack = 0;
+        check(ok(ctx.recv(r, tag_ack, &ack, 1)), "the victim receives an acknowledgement");
+    }
     std::this_thread::sleep_until(die_at);
     std::raise(SIGKILL);
     ::_exit(1);  // not reached
@@ -72,6 +80,8 @@ std::int64_t survive(Context& ctx, Rank victim_rank) {
     check(ok(ctx.irecv(victim_rank, tag_never, &never, 1, r)), "irecv from the victim");
     std::int64_t plan = 0;
     check(ok(ctx.recv(victim_rank, tag_plan, &plan, sizeof plan)), "receive the victim's plan");
+    const char ack = 'a';
+    check(ok(ctx.send(victim_rank, tag_ack, &ack, 1)), "acknowledge the plan");
     std::signal(SIGALRM, watchdog);
     ::alarm(15);
     const Status s = ctx.wait(r);
@@ -95,7 +105,9 @@ int main() {
         }
         const Rank victim_rank = n - 1;
         // Every survivor has its receive posted before the victim's clock runs.
-        check(ok(ctx->barrier()), "barrier before the victim's plan");
+        const Status b = ctx->barrier();
+        check(ok(b), "barrier before the victim's plan: " + std::string(to_string(b)));
+        if (!ok(b)) return 1;
         if (ctx->rank() == victim_rank) victim(*ctx);
         const std::int64_t mine = survive(*ctx, victim_rank);
         if (ctx->rank() != 0) {

@@ -245,6 +245,7 @@ class Engine {
                 calls_.release();
                 idle.pause();
                 calls_.acquire();
+                progress_.low_next();
                 continue;
             }
             if (calls_.wanted()) [[unlikely]]
@@ -274,9 +275,13 @@ class Engine {
                 idle.reset();
                 keepalive_.soon();
             }
-            if (w != SleepSet::Woke::cannot) return;
+            if (w != SleepSet::Woke::cannot) {
+                progress_.low_next();
+                return;
+            }
         }
         idle.pause();
+        progress_.low_next();
     }
     void setup();
     void release_transports() noexcept;

@@ -40,8 +40,8 @@ constexpr params::Field<Settings> pml_params[] = {
     params::to<&Settings::wait_block_interval>(
         params::Decl{"wait_block_interval", params::Type::unsigned_integer, "100",
                      "Longest sleep of a blocked wait, in milliseconds, before it polls anyway: "
-                     "the checks that have no descriptor (a local peer's exit, the launcher's "
-                     "reports, connection deadlines) run at least this often",
+                     "the checks that have no descriptor (the launcher's reports, connection "
+                     "deadlines) run at least this often",
                      6}
             .range(1, 3600000)),
     params::to<&Settings::progress_thread>({"progress_thread", params::Type::boolean, "false",

@@ -9,6 +9,7 @@
 #include <new>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_dynamic.hpp"
@@ -75,6 +76,11 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     sender_fences_ = Doorbell::sender_fences();
     if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))
         out_.verbose(1, "no doorbell ({}): waits poll instead of sleeping", std::strerror(errno));
+    else if (!waits_.open(bell_.fd()))
+        out_.verbose(1,
+                     "no epoll set ({}): a sleep ends at a local peer's death only by its "
+                     "time limit",
+                     std::strerror(errno));
     if (segment_.data() != nullptr) format_segment();
 }
 
@@ -226,6 +232,7 @@ void VaderModule::attach_peer(VaderEndpoint& ep) {
     ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
     ep.pid = static_cast<pid_t>(ph.pid);
     ep.process = btl::util::ProcessWatch(ep.pid);
+    if (!waits_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
     ep.owner_base = ph.owner_base;
     ep.heap_offset = ph.heap_offset;
     ep.heap_size = ph.heap_size;
@@ -730,7 +737,9 @@ Status VaderModule::flush(btl::Endpoint* endpoint) {
     while (pending()) {
         progress_engine_.progress();
         if (!progress_handle_) progress();
-        check_pace_.hurry();  // a peer that died must not make flush hang
+        // A peer that died must not make flush hang.
+        exit_pace_.hurry();
+        check_pace_.hurry();
         check_peers();
     }
     const VaderEndpoint* ep = as_vader(endpoint);
@@ -793,6 +802,8 @@ void VaderModule::disarm() noexcept {
     if (header_ == nullptr) return;
     header_->sleeping.store(awake, std::memory_order_relaxed);
     bell_.drain();
+    if (waits_.exit_seen()) [[unlikely]]
+        exit_seen_ = true;
 }
 
 // --- receive path -------------------------------------------------------------
@@ -809,6 +820,10 @@ int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.
     if (in_progress_) [[unlikely]]
         return 0;
+    // A peer's exit ended the sleep: look now, not at the paced look.  The
+    // look takes what the peer sent before it died first (peer_died).
+    if (exit_seen_) [[unlikely]]
+        return check_peers();
     in_progress_ = true;
     int events = 0;
     if (pass_chores_) [[unlikely]]
@@ -980,6 +995,14 @@ int VaderModule::check_peers() noexcept {
         watch_dynamic();
         in_check_ = false;
     }
+    // The wait set says in one system call whether a watched peer exited, so
+    // it is asked often; the peers are asked one by one only when it said so,
+    // or at the slower pace when some peer is not in it (no pidfd).
+    bool look = std::exchange(exit_seen_, false);
+    if (!look && exit_pace_.due()) look = waits_.exit_seen();
+    if (!look && !all_in_wait_set_) look = check_pace_.due();
+    if (!look) return 0;
+    check_pace_.hurry();  // lose_exited's own pace: due now
     in_check_ = true;
     const int events = btl::util::lose_exited(
         check_pace_, polled_, [](const VaderEndpoint& ep) { return ep.dead; },

@@ -17,6 +17,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
+#include "components/vader/vader_wait_set.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -139,13 +140,15 @@ class VaderModule final : public btl::Module,
     Status finalize() override;
 
     // --- sleeping (btl::WaitObject, vader_doorbell.hpp) ------------------------------
-    int wait_fd() const noexcept override { return bell_.fd(); }
+    // The doorbell and the watched peers' pidfds (vader_wait_set.hpp).
+    int wait_fd() const noexcept override { return waits_.fd() >= 0 ? waits_.fd() : bell_.fd(); }
     Armed arm() noexcept override;
     void disarm() noexcept override;
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (rate-limited: at most every 100 ms).
+    // Looks for local peers that died (paced: the wait set every 10 ms, and
+    // at once after a sleep a peer's exit ended).
     int check_peers() noexcept;
 
   private:
@@ -288,7 +291,15 @@ class VaderModule final : public btl::Module,
     bool listening_ = false;
     log::Limiter refusals_{5, std::chrono::seconds(10)};
     bool warned_dynamic_ = false;
-    btl::util::WatchPace check_pace_;  // every 16th low-priority pass, at most every 100 ms
+    // The clock is read every 4th low-priority call: after a nap every pass
+    // runs them (ProgressEngine::low_next), and a napping rank on a loaded
+    // node makes a pass every few milliseconds only.
+    // The wait set asked whether a peer exited (one system call): every 10 ms.
+    btl::util::WatchPace exit_pace_{std::chrono::milliseconds(10), 4};
+    // Each peer asked (a system call each): every 100 ms, where some peer is
+    // not in the wait set; else only when the set said one exited.
+    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
+    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in waits_
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
     std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet
@@ -301,6 +312,8 @@ class VaderModule final : public btl::Module,
     bool warned_cma_ = false;
     bool warned_supply_ = false;
     Doorbell bell_;              // opened at construction; fd -1: cannot sleep
+    WaitSet waits_;              // the doorbell and the peers' pidfds; fd -1: the bell alone
+    bool exit_seen_ = false;     // a sleep ended by a peer's exit: the next pass looks
     bool sender_fences_ = true;  // Doorbell::sender_fences()
 };
 

@@ -15,7 +15,7 @@ using ProgressFn = int (*)(void* context) noexcept;
 enum class ProgressPriority { normal, low };
 
 class ProgressEngine {
-public:
+  public:
     struct Handle {
         std::uint32_t id = 0;
         explicit operator bool() const noexcept { return id != 0; }
@@ -30,7 +30,8 @@ public:
     int progress() noexcept {
         int events = 0;
         // Indexes, not iterators: a callback may add another callback.
-        for (std::size_t i = 0; i < normal_.size(); ++i) events += normal_[i].fn(normal_[i].context);
+        for (std::size_t i = 0; i < normal_.size(); ++i)
+            events += normal_[i].fn(normal_[i].context);
         if (!low_.empty() && ++calls_ >= low_priority_interval_) {
             calls_ = 0;
             for (std::size_t i = 0; i < low_.size(); ++i) events += low_[i].fn(low_[i].context);
@@ -40,9 +41,15 @@ public:
     }
 
     void set_low_priority_interval(std::uint32_t n) { low_priority_interval_ = n ? n : 1; }
+    // The next progress() runs the low-priority callbacks too.  For a caller
+    // back from a nap or a sleep: its passes may come milliseconds apart (a
+    // loaded node, one pass per wake-up), and the checks paced by the clock
+    // (a local peer's exit, the launcher's reports, the keep-alive) would then
+    // come every 8th of them only, seconds late.
+    void low_next() noexcept { calls_ = low_priority_interval_ - 1; }
     std::size_t size() const noexcept { return normal_.size() + low_.size(); }
 
-private:
+  private:
     struct Entry {
         ProgressFn fn;
         void* context;

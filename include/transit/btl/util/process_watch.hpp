@@ -32,6 +32,9 @@ class ProcessWatch {
     pid_t pid() const noexcept { return pid_; }
     bool watching() const noexcept { return pid_ > 0; }
     bool has_pidfd() const noexcept { return pidfd_ >= 0; }
+    // The pidfd (-1: none), readable once the process has exited: for an
+    // epoll set that wakes a sleeper at the death.  Still owned by the watch.
+    int pidfd() const noexcept { return pidfd_; }
 
     // True once the process has exited or was killed.  One poll() or kill(),
     // never blocking; call it at a low rate (every 100 ms or so) from progress.

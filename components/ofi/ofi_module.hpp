@@ -227,6 +227,9 @@ class OfiModule final : public btl::Module,
     }
     ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
                         fi_op op, bool can_fetch) noexcept;
+    // put (write) and get (!write): one path, the direction picks the access
+    // checked, the size limit and the libfabric call.
+    Status transfer(const btl::RdmaRequest& req, bool write) noexcept;
     Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
     bool valid(const btl::Endpoint* e) const noexcept;
     // For a valid endpoint: its peer was lost, so nothing more is issued to it.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/log.hpp"
 
 namespace transit::self {
@@ -111,13 +112,7 @@ btl::Descriptor* SelfModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, 
     SelfFrag* f = take(size);
     if (f == nullptr) return nullptr;
     f->segs[0] = {f->buffer, std::min(size, f->capacity)};
-    f->segments = f->segs;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 1, flags, order);
     return f;
 }
 
@@ -136,13 +131,7 @@ btl::Descriptor* SelfModule::prepare_inplace(btl::Convertor& convertor, std::uin
     if (f == nullptr) return nullptr;
     f->segs[0] = {f->buffer, reserve};
     f->segs[1] = {const_cast<void*>(data), size};
-    f->segments = f->segs;
-    f->segment_count = 2;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 2, flags, order);
     convertor.skip(size);
     return f;
 }
@@ -162,13 +151,7 @@ btl::Descriptor* SelfModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor
     if (f == nullptr) return nullptr;
     size = convertor.pack(f->buffer + reserve, std::min(size, f->capacity - reserve));
     f->segs[0] = {f->buffer, reserve + size};
-    f->segments = f->segs;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 1, flags, order);
     return f;
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "transit/btl/util/atomic_width.hpp"
 #include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/btl/util/progress_membership.hpp"
 #include "transit/name_hash.hpp"
@@ -575,9 +576,7 @@ void OfiModule::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
         if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
         op.abandoned = true;
         end_live(op);
-        if (op.cbfunc != nullptr)
-            op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
-                      status);
+        call_back(op, status);
     }
 }
 
@@ -688,32 +687,50 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
             if (send_finished(f)) return;
-            if (f->internal) {
-                release_frag(f);
-                return;
-            }
-            const std::uint32_t flags = f->flags;
-            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, Status::success);
-            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            send_done(f, Status::success);
             return;
         }
         case OpKind::rdma: {
             auto* op = static_cast<OfiRdma*>(ctx);
             // Copied out first: the callback may start another operation.
             const OfiRdma done = *op;
-            if (op->temp_registration != nullptr)
-                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-            op->temp_registration = nullptr;
-            rdma_.put(op);
-            --rdma_pending_;
-            if (done.abandoned) return;  // its peer was lost: called back then
-            end_live(done);
-            if (done.cbfunc != nullptr)
-                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
-                            done.cbcontext, done.cbdata, Status::success);
+            if (!retire_rdma(op)) return;
+            call_back(done, Status::success);
             return;
         }
     }
+}
+
+// A one-sided operation the provider completed (or failed): its temporary
+// registration and record go back.  False when its peer was lost before: the
+// caller was called back then, and is not again.
+bool OfiModule::retire_rdma(OfiRdma* op) noexcept {
+    const bool abandoned = op->abandoned;
+    if (op->temp_registration != nullptr)
+        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+    op->temp_registration = nullptr;
+    if (!abandoned) end_live(*op);
+    rdma_.put(op);
+    --rdma_pending_;
+    return !abandoned;
+}
+
+// A user's send the provider completed (or failed) is called back, and freed
+// when the module owns it; an internal one (sendi's copy, a hello) is freed.
+void OfiModule::send_done(OfiFrag* f, Status status) noexcept {
+    if (f->internal) {
+        release_frag(f);
+        return;
+    }
+    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
+    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
+    if (flags & btl::des_flags::btl_ownership) release_frag(f);
+}
+
+void OfiModule::call_back(const OfiRdma& op, Status status) noexcept {
+    if (op.cbfunc != nullptr)
+        op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
+                  status);
 }
 
 void OfiModule::complete_error() noexcept {
@@ -743,30 +760,16 @@ void OfiModule::complete_error() noexcept {
             }
             const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
             report_error(btl::error_flags::nonfatal, peer, why);
-            if (f->internal) {
-                release_frag(f);
-                return;
-            }
-            const std::uint32_t flags = f->flags;
-            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
-            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            send_done(f, status);
             return;
         }
         case OpKind::rdma: {
             auto* op = static_cast<OfiRdma*>(ctx);
             const OfiRdma done = *op;
-            if (op->temp_registration != nullptr)
-                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-            op->temp_registration = nullptr;
-            rdma_.put(op);
-            --rdma_pending_;
-            if (done.abandoned) return;  // its peer was lost: called back then
-            end_live(done);
+            if (!retire_rdma(op)) return;
             out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
                          done.peer, err.err, why);
-            if (done.cbfunc != nullptr)
-                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
-                            done.cbcontext, done.cbdata, status_of_rdma_failure(err.err));
+            call_back(done, status_of_rdma_failure(err.err));
             return;
         }
     }
@@ -1136,6 +1139,17 @@ ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t
     return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
+// An atomic's target: aligned to its width (a misaligned one is not atomic)
+// and inside a registration of the peer's that allows atomics.
+Status OfiModule::check_atomic_target(const btl::AtomicRequest& req,
+                                      PackedHandle& packed) const noexcept {
+    const std::size_t width = btl::util::atomic_width(req.flags);
+    if (req.remote % width != 0) [[unlikely]]
+        return Status::bad_param;
+    return check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic,
+                        packed);
+}
+
 Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept {
     const int slot = op_slot(req.op);
     if (!valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
@@ -1146,13 +1160,9 @@ Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexc
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
     if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
         return Status::not_supported;
-    const std::size_t width = bits32 ? 4 : 8;
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
-        s != Status::success) [[unlikely]]
+    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = fetch ? local_desc(req.local_handle, req.local, width) : nullptr;
     if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
@@ -1187,13 +1197,9 @@ Status OfiModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
         return Status::not_supported;
-    const std::size_t width = bits32 ? 4 : 8;
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
-        s != Status::success) [[unlikely]]
+    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = local_desc(req.local_handle, req.local, width);
     if (local_mr_ && result_desc == nullptr) [[unlikely]]

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "openib_module.hpp"
+#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::openib {
 
@@ -212,7 +213,7 @@ Status Module::get(const btl::RdmaRequest& req) noexcept {
 Status Module::atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept {
     RemoteKey rk;
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const std::size_t width = bits32 ? 4 : 8;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     if (!req.endpoint || !unpack_handle(req.remote_handle, rk) || req.remote % width != 0 ||
         !rk.allows(req.remote, width, btl::reg_flags::remote_atomic))
         return Status::bad_param;

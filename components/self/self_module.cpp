@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transit/btl/util/atomic_width.hpp"
 #include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/log.hpp"
 
@@ -24,13 +25,9 @@ Status check_remote(std::span<const btl::RegionSlot> table, const btl::Registrat
     return btl::region_permits(table, handle, address, size, access);
 }
 
-std::size_t atomic_width(int flags) noexcept {
-    return (flags & btl::atomic_flags::bits32) ? 4 : 8;
-}
-
 Status check_atomic(std::span<const btl::RegionSlot> table, const btl::RegistrationHandle* handle,
                     std::uint64_t address, int flags) noexcept {
-    const std::size_t width = atomic_width(flags);
+    const std::size_t width = btl::util::atomic_width(flags);
     if (address % width != 0) [[unlikely]]
         return Status::bad_param;  // a misaligned atomic is not atomic
     return check_remote(table, handle, address, width, btl::reg_flags::remote_atomic);

@@ -2,11 +2,12 @@
 # What a server's wait costs: its CPU while idle, and the 8 B RPC round trip
 # when it sleeps in the kernel between requests against when it busy-polls.
 #
-#   contrib/bench/idle_wait.sh [rounds] [tcp|shm ...]
+#   contrib/bench/idle_wait.sh [rounds] [tcp|shm ...]     (rounds 0: the idle figures only)
 #
 # Idle: transit_bench rpc --listen waits for requests, alone, for 10 s; its
 # CPU (utime + stime from /proc/<pid>/stat) in per cent of a core, under
-# pml_base_wait_policy nap and block (the default), and spin for reference.
+# pml_base_wait_policy nap and block (the default), spin for reference, and
+# block with the progress thread (pml_base_progress_thread=1).
 # Round trip: transit_bench rpc --connect, 8 B, 20,000 synchronous calls,
 # against a server under
 #   blocked  wait_policy=block, wait_spin_time=0, wait_spin_count=0: it sleeps in epoll_wait
@@ -49,8 +50,8 @@ stop_server() {
     wait "$server" 2> /dev/null || true
 }
 
-idle_cpu() {  # TRANSPORT POLICY: per cent of a core over 10 s
-    start_server "$1" TRANSIT_MCA_pml_base_wait_policy="$2"
+idle_cpu() {  # TRANSPORT POLICY [ENV...]: per cent of a core over 10 s
+    start_server "$1" TRANSIT_MCA_pml_base_wait_policy="$2" "${@:3}"
     sleep 1  # past start-up
     local t0 t1 hz
     hz=$(getconf CLK_TCK)
@@ -77,6 +78,7 @@ rpc_rt() {  # TRANSPORT blocked|busy: the median 8 B round trip (us)
 for tr in "${transports[@]}"; do
     line="idle server over $tr, % of a core over 10 s:"
     for policy in nap block spin; do line+=" $policy $(idle_cpu "$tr" "$policy")"; done
+    line+=" block+progress_thread $(idle_cpu "$tr" block TRANSIT_MCA_pml_base_progress_thread=1)"
     echo "$line"
 done
 
@@ -92,7 +94,7 @@ for ((r = 1; r <= rounds; r++)); do
         echo "round $r $tr 8 B round trip (median): blocked ${b}us busy ${p}us" >&2
     done
 done
-for tr in "${transports[@]}"; do
+((rounds > 0)) && for tr in "${transports[@]}"; do
     b=$(echo "${blocked[$tr]}" | median) p=$(echo "${busy[$tr]}" | median)
     echo "$tr 8 B round trip, median of $rounds rounds: blocked ${b}us busy ${p}us" \
         "ratio $(ratio "$b" "$p") difference $(awk -v a="$b" -v b="$p" 'BEGIN {printf "%.2f", a - b}')us"

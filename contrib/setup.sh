@@ -24,6 +24,11 @@ packages=(
   libfabric-dev libfabric-bin libucx-dev ucx-utils
   clang libclang-rt-14-dev iproute2 procps help2man
 )
+# The tests also start jobs with Slurm's srun on a two-node cluster they make
+# (tests/twonode/slurm.sh).
+if [ $tests = ON ]; then
+  packages+=(slurmd slurmctld slurm-client munge)
+fi
 
 if [ "${TRANSIT_SKIP_APT:-0}" != 1 ]; then
   missing=()

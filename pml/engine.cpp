@@ -139,27 +139,34 @@ Engine::~Engine() {
 }
 
 void Engine::start_progress_thread() {
+    // Polls as a waiter does (spin, then rest as pml_base_wait_policy says:
+    // asleep in the kernel under block), and hands the lock to a caller that
+    // wants it.
     thread_ = std::thread([this] {
-        std::uint64_t idle = 0;
+        IdleWait idle(c_.settings);
+        calls_.acquire();
         while (!stop_thread_.load(std::memory_order_relaxed)) {
-            calls_.acquire();
-            const int events = progress();
-            calls_.release();
-            // Busy for a while after activity, then gentle: the program's own
-            // threads need the cores more than an idle poller does.
-            if (events > 0)
-                idle = 0;
-            else if (++idle > c_.settings.wait_spin_count)
-                std::this_thread::sleep_for(std::chrono::microseconds(50));
-            else
-                sched_yield();
+            if (progress() > 0)
+                idle.reset();
+            else if (idle.napping())
+                rest_threaded(idle, forever);
+            if (calls_.wanted()) [[unlikely]]
+                calls_.hand_over();
         }
+        calls_.release();
     });
 }
 
 void Engine::stop_progress_thread() noexcept {
     if (!thread_.joinable()) return;
     stop_thread_.store(true);
+    {
+        // Asleep in the kernel, it is woken by the call (lock()); waiting for
+        // a sleeper, by the notification.
+        auto held = lock();
+        { std::lock_guard<std::mutex> g(woke_mutex_); }
+        woke_.notify_all();
+    }
     thread_.join();
 }
 

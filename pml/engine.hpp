@@ -17,6 +17,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -135,7 +136,17 @@ class Engine {
     // Held by every API call at ThreadLevel::multiple or when the progress
     // thread runs; empty (no lock taken) otherwise.  Recursive: handlers run
     // under it and may call the API.
-    std::unique_lock<std::recursive_mutex> lock() noexcept { return calls_.hold(); }
+    // A call while another thread sleeps in the kernel for this context wakes
+    // it (once per sleep): the call may queue work only a poll moves, or
+    // complete what the sleeper waits for.
+    std::unique_lock<std::recursive_mutex> lock() noexcept {
+        std::unique_lock<std::recursive_mutex> held = calls_.hold();
+        if (sleeper_ && !kicked_) [[unlikely]] {
+            kicked_ = true;
+            sleep_.kick();
+        }
+        return held;
+    }
 
     // tagged
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
@@ -242,10 +253,7 @@ class Engine {
                 idle.reset();
             } else if (idle.napping()) {
                 if (deadline != forever && Clock::now() >= deadline) return false;
-                calls_.release();
-                idle.pause();
-                calls_.acquire();
-                progress_.low_next();
+                rest_threaded(idle, deadline);
                 continue;
             }
             if (calls_.wanted()) [[unlikely]]
@@ -261,14 +269,7 @@ class Engine {
     static constexpr std::chrono::milliseconds linger_check{10};
     void rest(IdleWait& idle, Clock::time_point deadline) noexcept {
         if (c_.settings.wait_policy == WaitPolicy::block && sleep_.can_block() && !c_.has_pending) {
-            auto max = c_.settings.wait_block_interval;
-            if (c_.farewells) max = std::min(max, linger_check);
-            // A watched peer's probe or timeout is due by the clock.
-            if (keepalive_.watching()) max = std::min(max, keepalive_.interval());
-            if (deadline != forever)
-                max = std::min(
-                    max, std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
-            const SleepSet::Woke w = sleep_.sleep(max);
+            const SleepSet::Woke w = sleep_.sleep(sleep_limit(deadline));
             // After a sleep that ran out, spin once more: the progress
             // engine's low-priority checks run every few polls only.
             if (w == SleepSet::Woke::timeout) {
@@ -282,6 +283,76 @@ class Engine {
         }
         idle.pause();
         progress_.low_next();
+    }
+    // How long a sleep may last: the block interval, cut short for lingering
+    // peers, the keep-alive's next look and the caller's deadline.
+    std::chrono::milliseconds sleep_limit(Clock::time_point deadline) const noexcept {
+        auto max = c_.settings.wait_block_interval;
+        if (c_.farewells) max = std::min(max, linger_check);
+        // A watched peer's probe or timeout is due by the clock.
+        if (keepalive_.watching()) max = std::min(max, keepalive_.interval());
+        if (deadline != forever)
+            max = std::min(max,
+                           std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()));
+        return max;
+    }
+    // rest() when threaded (waiters and the progress thread), called and
+    // returning with the call lock held once.  One thread at a time sleeps in
+    // the kernel, the lock let go meanwhile; a call from another thread wakes
+    // it (lock()).  The other idle threads wait for that sleeper to wake
+    // (woke_), then poll: what wakes the sleeper may be theirs.
+    void rest_threaded(IdleWait& idle, Clock::time_point deadline) noexcept {
+        if (c_.settings.wait_policy == WaitPolicy::block && sleep_.can_block()) {
+            if (sleeper_) {
+                wait_for_sleeper(sleep_limit(deadline));
+                progress_.low_next();
+                return;
+            }
+            if (!c_.has_pending) {
+                const btl::WaitObject::Armed a = sleep_.arm_for_sleep();
+                if (a == btl::WaitObject::Armed::busy) return;  // work came: poll
+                if (a == btl::WaitObject::Armed::armed) {
+                    sleep_in_kernel(idle, sleep_limit(deadline));
+                    return;
+                }
+            }
+        }
+        calls_.release();
+        idle.pause();
+        calls_.acquire();
+        progress_.low_next();
+    }
+    void sleep_in_kernel(IdleWait& idle, std::chrono::milliseconds max) noexcept {
+        sleeper_ = true;
+        kicked_ = false;
+        calls_.release();
+        const bool ran_out = sleep_.wait_armed(max);
+        calls_.acquire();
+        sleep_.end_sleep();
+        sleeper_ = false;
+        {
+            std::lock_guard<std::mutex> g(woke_mutex_);
+            ++wakes_;
+        }
+        woke_.notify_all();
+        if (ran_out) {
+            idle.reset();
+            keepalive_.soon();
+        }
+        progress_.low_next();
+    }
+    // Lets the call lock go until the sleeper wakes (or `max`), then takes it
+    // again, counted among those that want it (CallLock::acquire).
+    void wait_for_sleeper(std::chrono::milliseconds max) noexcept {
+        const std::uint64_t seen = wakes_;
+        calls_.release();
+        {
+            std::unique_lock<std::mutex> g(woke_mutex_);
+            woke_.wait_for(g, max, [&] {
+                return wakes_ != seen || stop_thread_.load(std::memory_order_relaxed);
+            });
+        }
+        calls_.acquire();
     }
     void setup();
     void release_transports() noexcept;
@@ -338,6 +409,14 @@ class Engine {
     CallLock calls_;         // taken by lock(): at level multiple or with the progress thread
     std::atomic<bool> stop_thread_{false};
     std::thread thread_;
+    // The threaded sleep (rest_threaded), under calls_: a thread sleeps in the
+    // kernel, a call has woken it; sleeps ended so far, changed under calls_
+    // and woke_mutex_ both (the waiters for the next wait on woke_).
+    bool sleeper_ = false;
+    bool kicked_ = false;
+    std::uint64_t wakes_ = 0;
+    std::mutex woke_mutex_;
+    std::condition_variable woke_;
 };
 
 }  // namespace transit::pml

@@ -61,12 +61,14 @@ void KeepAlive::mark_work() noexcept {
         if (has_work_[r] && reported_by_transport(*c_.peers.peer(r))) has_work_[r] = 0;
 }
 
-// A module of the peer's path reports its death itself: no probes needed.
+// A module that carries the peer's messages reports its death itself: no
+// probes needed.  Only the eager list counts: a module kept for one-sided
+// transfers alone (tcp beside ofi, for put and get) holds no connection while
+// nothing is in flight, so it has nothing to report a death with.
 bool KeepAlive::reported_by_transport(const Peer& p) noexcept {
     if (!p.ep) return false;
-    for (const auto* list : {&p.ep->eager, &p.ep->send, &p.ep->rdma})
-        for (const bml::BtlRef& b : *list)
-            if (b.module->attributes().flags & btl::flags::reports_peer_loss) return true;
+    for (const bml::BtlRef& b : p.ep->eager)
+        if (b.module->attributes().flags & btl::flags::reports_peer_loss) return true;
     return false;
 }
 

@@ -2,9 +2,11 @@
 #include "pml/sleep_set.hpp"
 
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 
 namespace transit::pml {
 
@@ -17,6 +19,8 @@ void SleepSet::release() noexcept {
     waits_.clear();
     if (epoll_ >= 0) ::close(epoll_);
     epoll_ = -1;
+    if (kick_ >= 0) ::close(kick_);
+    kick_ = -1;
     why_not_ = "released";
 }
 
@@ -47,6 +51,7 @@ void SleepSet::setup(std::span<btl::Module* const> modules) noexcept {
         if (fd < 0) continue;
         epoll_event ev{};
         ev.events = EPOLLIN;
+        ev.data.fd = fd;
         // Several modules of one component share a descriptor (tcp's epoll set).
         if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) {
             ::close(ep);
@@ -55,8 +60,25 @@ void SleepSet::setup(std::span<btl::Module* const> modules) noexcept {
             return;
         }
     }
+    const int kick = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = kick;
+    if (kick < 0 || ::epoll_ctl(ep, EPOLL_CTL_ADD, kick, &ev) != 0) {
+        if (kick >= 0) ::close(kick);
+        ::close(ep);
+        why_not_ = "no eventfd to wake a sleeping thread";
+        waits_.clear();
+        return;
+    }
+    kick_ = kick;
     epoll_ = ep;
     why_not_ = nullptr;
+}
+
+void SleepSet::kick() const noexcept {
+    const std::uint64_t one = 1;
+    (void)!::write(kick_, &one, sizeof one);
 }
 
 btl::WaitObject::Armed SleepSet::arm_all() noexcept {
@@ -76,11 +98,25 @@ SleepSet::Woke SleepSet::sleep(std::chrono::milliseconds max) noexcept {
     const Armed a = arm_all();
     if (a == Armed::busy) return Woke::event;
     if (a == Armed::cannot) return Woke::cannot;
+    const bool ran_out = wait_armed(max);
+    end_sleep();
+    return ran_out ? Woke::timeout : Woke::event;
+}
+
+bool SleepSet::wait_armed(std::chrono::milliseconds max) noexcept {
     epoll_event ev[4];
     // A signal (n < 0, EINTR) ends the sleep like an event: the caller polls.
     const int n = ::epoll_wait(epoll_, ev, 4, static_cast<int>(max.count()));
+    for (int i = 0; i < n; ++i)
+        if (ev[i].data.fd == kick_) {
+            std::uint64_t count = 0;
+            (void)!::read(kick_, &count, sizeof count);
+        }
+    return n == 0;
+}
+
+void SleepSet::end_sleep() noexcept {
     for (btl::WaitObject* w : waits_) w->disarm();
-    return n == 0 ? Woke::timeout : Woke::event;
 }
 
 Status SleepSet::arm() noexcept {

@@ -42,6 +42,19 @@ class SleepSet {
     // Arms, sleeps up to `max`, disarms.
     Woke sleep(std::chrono::milliseconds max) noexcept;
 
+    // The same in three steps, for a threaded context whose sleeper lets the
+    // call lock go for the middle one (Engine::rest_threaded): arm_for_sleep
+    // and end_sleep under the lock, wait_armed without it.  wait_armed is
+    // true when the sleep ran out; end_sleep after every arm that answered
+    // armed.
+    btl::WaitObject::Armed arm_for_sleep() noexcept { return arm_all(); }
+    bool wait_armed(std::chrono::milliseconds max) noexcept;
+    void end_sleep() noexcept;
+    // Wakes the sleeper from another thread of this process (an eventfd in
+    // the set): a caller that queued work only a poll moves, or a request a
+    // sleeping waiter waits for completed by another thread's call.
+    void kick() const noexcept;
+
     // For a user's loop (Context::arm): arms and stays armed until disarm().
     // success: sleep on fd(); busy (not_available): progress first.
     Status arm() noexcept;
@@ -53,6 +66,7 @@ class SleepSet {
 
     std::vector<btl::WaitObject*> waits_;
     int epoll_ = -1;
+    int kick_ = -1;  // eventfd
     bool armed_ = false;
     const char* why_not_ = "not set up";
 };

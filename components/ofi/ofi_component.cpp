@@ -18,6 +18,7 @@
 #include "transit/btl/component.hpp"
 #include "transit/btl/join_timeout.hpp"
 #include "transit/btl/util/memory_release_monitor.hpp"
+#include "transit/btl/util/module_opener.hpp"
 #include "transit/btl/util/network_interface.hpp"
 #include "transit/params_bind.hpp"
 #include "transit/version.hpp"
@@ -156,37 +157,23 @@ class OfiComponent final : public btl::Component {
             decline_reason_ = why;
             return modules;
         }
-        std::vector<std::string> failures;
         // Peers on this node watch this process through its id (a peer that
         // cannot read it only loses that watch).
         const auto pid = static_cast<std::uint32_t>(::getpid());
         if (!ok(ctx.runtime.modex_send(OfiModule::pid_key, std::as_bytes(std::span(&pid, 1)))))
             out_.verbose(1, "publishing the process id failed: local peers will not watch it");
+        btl::util::ModuleOpener opener(ctx.runtime, out_);
         for (const fi_info* info : chosen) {
-            const std::string prov = info->fabric_attr->prov_name;
-            std::unique_ptr<OfiModule> m;
-            try {
-                m = std::make_unique<OfiModule>(*this, *info, config, ctx.runtime, ctx.progress,
-                                                ctx.am_table, out_);
-            } catch (const std::exception& e) {
-                failures.push_back(fmt::format("{}: {}", prov, e.what()));
-                out_.verbose(1, "provider {} not used: {}", prov, e.what());
-                continue;
-            }
-            const Status s = ctx.runtime.modex_send(m->modex_key(), m->address());
-            if (!ok(s)) {
-                failures.push_back(
-                    fmt::format("{}: publishing the address failed: {}", prov, to_string(s)));
-                continue;
-            }
-            out_.verbose(10, "{}: domain {}, exclusivity {}, atomics {:#x}", m->name(),
-                         info->domain_attr->name, m->attributes().exclusivity,
-                         m->attributes().atomic_flags);
-            modules.push_back(std::move(m));
+            const OfiModule* m = opener.open(modules, info->fabric_attr->prov_name, [&] {
+                return std::make_unique<OfiModule>(*this, *info, config, ctx.runtime, ctx.progress,
+                                                   ctx.am_table, out_);
+            });
+            if (m != nullptr)
+                out_.verbose(10, "{}: domain {}, exclusivity {}, atomics {:#x}", m->name(),
+                             info->domain_attr->name, m->attributes().exclusivity,
+                             m->attributes().atomic_flags);
         }
-        if (modules.empty())
-            decline_reason_ =
-                fmt::format("no provider could be opened ({})", fmt::join(failures, "; "));
+        if (modules.empty()) decline_reason_ = opener.none_opened("no provider could be opened");
         return modules;
     }
 

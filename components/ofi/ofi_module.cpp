@@ -13,6 +13,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "transit/btl/util/atomic_width.hpp"
+#include "transit/btl/util/descriptor_setup.hpp"
+#include "transit/btl/util/progress_membership.hpp"
 #include "transit/name_hash.hpp"
 
 namespace transit::ofi {
@@ -485,27 +488,13 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 
 void OfiModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || listening_ || sends_pending_ > 0 || rdma_pending_ > 0;
-    if (want && !progress_handle_) {
-        try {
-            progress_handle_ = progress_.add(&OfiModule::progress_cb, this);
-        } catch (...) {
-            report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
-        }
-    } else if (!want && progress_handle_) {
-        progress_.remove(progress_handle_);
-        progress_handle_ = {};
-    }
+    if (!btl::util::keep_registered(progress_, progress_handle_, want, &OfiModule::progress_cb,
+                                    this))
+        report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
     const bool watching = peer_count_ > 0 || listening_ || !retiring_.empty();
-    if (watching && !check_handle_) {
-        try {
-            check_handle_ = progress_.add(&OfiModule::check_peers_cb, this, ProgressPriority::low);
-        } catch (...) {
-            out_.verbose(1, "{}: local peers' exits are not watched (no memory)", name());
-        }
-    } else if (!watching && check_handle_) {
-        progress_.remove(check_handle_);
-        check_handle_ = {};
-    }
+    if (!btl::util::keep_registered(progress_, check_handle_, watching, &OfiModule::check_peers_cb,
+                                    this, ProgressPriority::low))
+        out_.verbose(1, "{}: local peers' exits are not watched (no memory)", name());
 }
 
 int OfiModule::progress_cb(void* self) noexcept {
@@ -587,9 +576,7 @@ void OfiModule::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
         if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
         op.abandoned = true;
         end_live(op);
-        if (op.cbfunc != nullptr)
-            op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
-                      status);
+        call_back(op, status);
     }
 }
 
@@ -700,32 +687,50 @@ void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
             auto* f = static_cast<OfiFrag*>(ctx);
             --sends_pending_;
             if (send_finished(f)) return;
-            if (f->internal) {
-                release_frag(f);
-                return;
-            }
-            const std::uint32_t flags = f->flags;
-            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, Status::success);
-            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            send_done(f, Status::success);
             return;
         }
         case OpKind::rdma: {
             auto* op = static_cast<OfiRdma*>(ctx);
             // Copied out first: the callback may start another operation.
             const OfiRdma done = *op;
-            if (op->temp_registration != nullptr)
-                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-            op->temp_registration = nullptr;
-            rdma_.put(op);
-            --rdma_pending_;
-            if (done.abandoned) return;  // its peer was lost: called back then
-            end_live(done);
-            if (done.cbfunc != nullptr)
-                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
-                            done.cbcontext, done.cbdata, Status::success);
+            if (!retire_rdma(op)) return;
+            call_back(done, Status::success);
             return;
         }
     }
+}
+
+// A one-sided operation the provider completed (or failed): its temporary
+// registration and record go back.  False when its peer was lost before: the
+// caller was called back then, and is not again.
+bool OfiModule::retire_rdma(OfiRdma* op) noexcept {
+    const bool abandoned = op->abandoned;
+    if (op->temp_registration != nullptr)
+        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
+    op->temp_registration = nullptr;
+    if (!abandoned) end_live(*op);
+    rdma_.put(op);
+    --rdma_pending_;
+    return !abandoned;
+}
+
+// A user's send the provider completed (or failed) is called back, and freed
+// when the module owns it; an internal one (sendi's copy, a hello) is freed.
+void OfiModule::send_done(OfiFrag* f, Status status) noexcept {
+    if (f->internal) {
+        release_frag(f);
+        return;
+    }
+    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
+    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
+    if (flags & btl::des_flags::btl_ownership) release_frag(f);
+}
+
+void OfiModule::call_back(const OfiRdma& op, Status status) noexcept {
+    if (op.cbfunc != nullptr)
+        op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
+                  status);
 }
 
 void OfiModule::complete_error() noexcept {
@@ -755,30 +760,16 @@ void OfiModule::complete_error() noexcept {
             }
             const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
             report_error(btl::error_flags::nonfatal, peer, why);
-            if (f->internal) {
-                release_frag(f);
-                return;
-            }
-            const std::uint32_t flags = f->flags;
-            if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
-            if (flags & btl::des_flags::btl_ownership) release_frag(f);
+            send_done(f, status);
             return;
         }
         case OpKind::rdma: {
             auto* op = static_cast<OfiRdma*>(ctx);
             const OfiRdma done = *op;
-            if (op->temp_registration != nullptr)
-                rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-            op->temp_registration = nullptr;
-            rdma_.put(op);
-            --rdma_pending_;
-            if (done.abandoned) return;  // its peer was lost: called back then
-            end_live(done);
+            if (!retire_rdma(op)) return;
             out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
                          done.peer, err.err, why);
-            if (done.cbfunc != nullptr)
-                done.cbfunc(this, done.endpoint, done.local_address, done.local_handle,
-                            done.cbcontext, done.cbdata, status_of_rdma_failure(err.err));
+            call_back(done, status_of_rdma_failure(err.err));
             return;
         }
     }
@@ -890,13 +881,7 @@ btl::Descriptor* OfiModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, s
     OfiFrag* f = take(size);
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + header_size, std::min(size, f->capacity)};
-    f->segments = &f->seg;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, &f->seg, 1, flags, order);
     f->internal = false;
     f->endpoint = static_cast<OfiEndpoint*>(endpoint);
     return f;
@@ -925,13 +910,7 @@ btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
     std::byte* payload = f->buffer + header_size;
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
     f->seg = {payload, reserve + size};
-    f->segments = &f->seg;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, &f->seg, 1, flags, order);
     f->internal = false;
     f->endpoint = static_cast<OfiEndpoint*>(endpoint);
     return f;
@@ -1008,8 +987,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             if (header_size_in > 0) std::memcpy(payload, header, header_size_in);
             if (payload_size > 0) convertor->pack(payload + header_size_in, payload_size);
             f->seg = {payload, total};
-            f->segments = &f->seg;
-            f->segment_count = 1;
+            btl::util::hand_out(*f, &f->seg, 1, flags, order);
             f->internal = true;  // freed at completion, nobody is called back
             const Status s = post_send(f, ep, tag);
             if (s == Status::success) return Status::completed;
@@ -1020,11 +998,6 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             }
             // Hand the fragment to the caller to fill and send later.
             f->internal = false;
-            f->flags = flags;
-            f->order = order;
-            f->cbfunc = nullptr;
-            f->cbdata = nullptr;
-            f->context = nullptr;
             if (descriptor != nullptr)
                 *descriptor = f;
             else
@@ -1032,14 +1005,8 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             return Status::out_of_resource;
         }
     }
-    if (descriptor != nullptr) {
-        btl::Descriptor* d = alloc(endpoint, order, total, flags);
-        if (d != nullptr && d->segments[0].len < total) {
-            free(d);
-            d = nullptr;
-        }
-        *descriptor = d;
-    }
+    if (descriptor != nullptr)
+        *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
     return Status::out_of_resource;
 }
 
@@ -1095,17 +1062,17 @@ Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
 // Providers that need local registrations (FI_MR_LOCAL) get them from the
 // caller's handle or from the cache; a miss registers and holds the region
 // until the operation completes.
-Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
+Status OfiModule::transfer(const btl::RdmaRequest& req, bool write) noexcept {
     if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
     if (lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
     PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, req.size, btl::reg_flags::remote_write, p);
+    const std::uint32_t access = write ? btl::reg_flags::remote_write : btl::reg_flags::remote_read;
+    if (Status s = check_remote(req.remote_handle, req.remote, req.size, access, p);
         s != Status::success) [[unlikely]]
         return s;
-    if (req.size > attr_.put_limit) [[unlikely]]
+    if (req.size > (write ? attr_.put_limit : attr_.get_limit)) [[unlikely]]
         return Status::bad_param;
     OfiRdma* op =
         start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
@@ -1124,14 +1091,20 @@ Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
         op->temp_registration = e;
         desc = e->desc;
     }
-    // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
-    // a flush promises that, and a provider's default (transmit complete) lets
-    // a later operation through another provider (shm beside tcp) overtake it.
-    iovec iov{req.local, req.size};
-    fi_rma_iov rma{target_address(p, req.remote), req.size, p.key};
-    const fi_msg_rma msg{
-        &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
-    const ssize_t rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
+    ssize_t rc;
+    if (write) {
+        // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
+        // a flush promises that, and a provider's default (transmit complete) lets
+        // a later operation through another provider (shm beside tcp) overtake it.
+        iovec iov{req.local, req.size};
+        fi_rma_iov rma{target_address(p, req.remote), req.size, p.key};
+        const fi_msg_rma msg{
+            &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
+        rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
+    } else {
+        rc = fi_read(ep_.get(), req.local, req.size, desc, op->endpoint->address,
+                     target_address(p, req.remote), p.key, static_cast<OpContext*>(op));
+    }
     if (rc != 0 && op->temp_registration != nullptr) {
         rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
         op->temp_registration = nullptr;
@@ -1139,42 +1112,12 @@ Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
     return issued(op, rc);
 }
 
+Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
+    return transfer(req, true);
+}
+
 Status OfiModule::get(const btl::RdmaRequest& req) noexcept {
-    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, req.size, btl::reg_flags::remote_read, p);
-        s != Status::success) [[unlikely]]
-        return s;
-    if (req.size > attr_.get_limit) [[unlikely]]
-        return Status::bad_param;
-    OfiRdma* op =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (op == nullptr) return Status::out_of_resource;
-    void* desc = local_desc(req.local_handle, req.local, req.size);
-    if (local_mr_ && desc == nullptr) {
-        CacheEntry* e = rcache_.find(req.local, req.size);
-        if (e == nullptr)
-            e = rcache_.acquire(req.local, req.size, nullptr);
-        else
-            rcache_.retain(e);
-        if (e == nullptr) {
-            rdma_.put(op);
-            return Status::out_of_resource;
-        }
-        op->temp_registration = e;
-        desc = e->desc;
-    }
-    const ssize_t rc = fi_read(ep_.get(), req.local, req.size, desc, op->endpoint->address,
-                               target_address(p, req.remote), p.key, static_cast<OpContext*>(op));
-    if (rc != 0 && op->temp_registration != nullptr) {
-        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-        op->temp_registration = nullptr;
-    }
-    return issued(op, rc);
+    return transfer(req, false);
 }
 
 // A non-fetching atomic, completed once applied at the target: posted as a
@@ -1196,6 +1139,17 @@ ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t
     return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
+// An atomic's target: aligned to its width (a misaligned one is not atomic)
+// and inside a registration of the peer's that allows atomics.
+Status OfiModule::check_atomic_target(const btl::AtomicRequest& req,
+                                      PackedHandle& packed) const noexcept {
+    const std::size_t width = btl::util::atomic_width(req.flags);
+    if (req.remote % width != 0) [[unlikely]]
+        return Status::bad_param;
+    return check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic,
+                        packed);
+}
+
 Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept {
     const int slot = op_slot(req.op);
     if (!valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
@@ -1206,13 +1160,9 @@ Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexc
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
     if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
         return Status::not_supported;
-    const std::size_t width = bits32 ? 4 : 8;
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
-        s != Status::success) [[unlikely]]
+    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = fetch ? local_desc(req.local_handle, req.local, width) : nullptr;
     if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
@@ -1247,13 +1197,9 @@ Status OfiModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
         return Status::not_supported;
-    const std::size_t width = bits32 ? 4 : 8;
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     PackedHandle p;
-    if (Status s =
-            check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic, p);
-        s != Status::success) [[unlikely]]
+    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = local_desc(req.local_handle, req.local, width);
     if (local_mr_ && result_desc == nullptr) [[unlikely]]

@@ -216,6 +216,9 @@ class OfiModule final : public btl::Module,
                         btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
                         void* cbcontext, void* cbdata) noexcept;
     Status issued(OfiRdma* op, ssize_t rc) noexcept;
+    bool retire_rdma(OfiRdma* op) noexcept;
+    void send_done(OfiFrag* f, Status status) noexcept;
+    void call_back(const OfiRdma& op, Status status) noexcept;
     // A job rank's count outlives its endpoint; a peer outside the job's
     // operations are abandoned before its endpoint goes.
     std::size_t& live_to(const OfiRdma& op) noexcept {
@@ -227,6 +230,10 @@ class OfiModule final : public btl::Module,
     }
     ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
                         fi_op op, bool can_fetch) noexcept;
+    // put (write) and get (!write): one path, the direction picks the access
+    // checked, the size limit and the libfabric call.
+    Status transfer(const btl::RdmaRequest& req, bool write) noexcept;
+    Status check_atomic_target(const btl::AtomicRequest& req, PackedHandle& packed) const noexcept;
     Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
     bool valid(const btl::Endpoint* e) const noexcept;
     // For a valid endpoint: its peer was lost, so nothing more is issued to it.

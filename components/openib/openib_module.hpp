@@ -326,6 +326,8 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     void drain(Endpoint& ep) noexcept;
     Status submit(Endpoint& ep, Frag* f) noexcept;
     Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
+    // put and get: `op` is RdmaOp::put or RdmaOp::get.
+    Status transfer(const btl::RdmaRequest& req, RdmaOp op) noexcept;
     Status atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept;
 
     // Completions.

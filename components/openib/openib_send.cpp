@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "openib_module.hpp"
+#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::openib {
 
@@ -174,15 +175,21 @@ Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
     return s;
 }
 
-Status Module::put(const btl::RdmaRequest& req) noexcept {
+// put and get differ in the access the remote registration must grant, the
+// size limit and which way the device moves the data (the local buffer is
+// written by a get, which verbs checks against the registration's access).
+Status Module::transfer(const btl::RdmaRequest& req, RdmaOp op) noexcept {
+    const bool get = op == RdmaOp::get;
     RemoteKey rk;
-    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size) ||
-        !unpack_handle(req.remote_handle, rk) || req.size > attr_.put_limit ||
-        !rk.allows(req.remote, req.size, btl::reg_flags::remote_write))
+    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size, get) ||
+        !unpack_handle(req.remote_handle, rk) ||
+        req.size > (get ? attr_.get_limit : attr_.put_limit) ||
+        !rk.allows(req.remote, req.size,
+                   get ? btl::reg_flags::remote_read : btl::reg_flags::remote_write))
         return Status::bad_param;
     RdmaFrag* f = take_rdma_frag();
     if (!f) return Status::out_of_resource;
-    f->op = RdmaOp::put;
+    f->op = op;
     f->local_address = req.local;
     f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
     f->local_handle = req.local_handle;
@@ -195,31 +202,18 @@ Status Module::put(const btl::RdmaRequest& req) noexcept {
     return start_rdma(req.endpoint, f);
 }
 
+Status Module::put(const btl::RdmaRequest& req) noexcept {
+    return transfer(req, RdmaOp::put);
+}
+
 Status Module::get(const btl::RdmaRequest& req) noexcept {
-    RemoteKey rk;
-    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size, true) ||
-        !unpack_handle(req.remote_handle, rk) || req.size > attr_.get_limit ||
-        !rk.allows(req.remote, req.size, btl::reg_flags::remote_read))
-        return Status::bad_param;
-    RdmaFrag* f = take_rdma_frag();
-    if (!f) return Status::out_of_resource;
-    f->op = RdmaOp::get;
-    f->local_address = req.local;
-    f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
-    f->local_handle = req.local_handle;
-    f->remote_address = req.remote;
-    f->rkey = rk.rkey;
-    f->size = req.size;
-    f->cbfunc = req.cb;
-    f->cbcontext = req.cbcontext;
-    f->user_cbdata = req.cbdata;
-    return start_rdma(req.endpoint, f);
+    return transfer(req, RdmaOp::get);
 }
 
 Status Module::atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept {
     RemoteKey rk;
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const std::size_t width = bits32 ? 4 : 8;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     if (!req.endpoint || !unpack_handle(req.remote_handle, rk) || req.remote % width != 0 ||
         !rk.allows(req.remote, width, btl::reg_flags::remote_atomic))
         return Status::bad_param;

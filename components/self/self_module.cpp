@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transit/btl/util/atomic_width.hpp"
+#include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/log.hpp"
 
 namespace transit::self {
@@ -23,13 +25,9 @@ Status check_remote(std::span<const btl::RegionSlot> table, const btl::Registrat
     return btl::region_permits(table, handle, address, size, access);
 }
 
-std::size_t atomic_width(int flags) noexcept {
-    return (flags & btl::atomic_flags::bits32) ? 4 : 8;
-}
-
 Status check_atomic(std::span<const btl::RegionSlot> table, const btl::RegistrationHandle* handle,
                     std::uint64_t address, int flags) noexcept {
-    const std::size_t width = atomic_width(flags);
+    const std::size_t width = btl::util::atomic_width(flags);
     if (address % width != 0) [[unlikely]]
         return Status::bad_param;  // a misaligned atomic is not atomic
     return check_remote(table, handle, address, width, btl::reg_flags::remote_atomic);
@@ -111,13 +109,7 @@ btl::Descriptor* SelfModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, 
     SelfFrag* f = take(size);
     if (f == nullptr) return nullptr;
     f->segs[0] = {f->buffer, std::min(size, f->capacity)};
-    f->segments = f->segs;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 1, flags, order);
     return f;
 }
 
@@ -136,13 +128,7 @@ btl::Descriptor* SelfModule::prepare_inplace(btl::Convertor& convertor, std::uin
     if (f == nullptr) return nullptr;
     f->segs[0] = {f->buffer, reserve};
     f->segs[1] = {const_cast<void*>(data), size};
-    f->segments = f->segs;
-    f->segment_count = 2;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 2, flags, order);
     convertor.skip(size);
     return f;
 }
@@ -162,13 +148,7 @@ btl::Descriptor* SelfModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor
     if (f == nullptr) return nullptr;
     size = convertor.pack(f->buffer + reserve, std::min(size, f->capacity - reserve));
     f->segs[0] = {f->buffer, reserve + size};
-    f->segments = f->segs;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, f->segs, 1, flags, order);
     return f;
 }
 

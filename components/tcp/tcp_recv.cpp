@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "tcp_module.hpp"
+#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::tcp {
 
@@ -205,8 +206,7 @@ void TcpModule::handle_get(Link& l) noexcept {
 void TcpModule::handle_atomic(Link& l) noexcept {
     const wire::AtomicRequest req =
         wire::decode_atomic_request(l.rbuf.get() + l.rhead + wire::header_size);
-    const bool bits32 = (req.atomic_flags & btl::atomic_flags::bits32) != 0;
-    const std::uint64_t width = bits32 ? 4 : 8;
+    const std::uint64_t width = btl::util::atomic_width(req.atomic_flags);
     Status st =
         check_access(l, {req.key, req.secret}, req.address, width, btl::reg_flags::remote_atomic);
     if (ok(st) && (req.address % width != 0 || (req.atomic_flags & ~btl::atomic_flags::bits32)))

@@ -17,6 +17,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/join_timeout.hpp"
+#include "transit/btl/util/module_opener.hpp"
 #include "transit/btl/util/network_interface.hpp"
 #include "transit/keep_loaded.hpp"
 #include "transit/params_bind.hpp"
@@ -144,35 +145,23 @@ class UctComponent final : public btl::Component {
             decline_reason_ = why;
             return modules;
         }
-        std::vector<std::string> failures;
         auto regions = std::make_shared<Regions>();
+        btl::util::ModuleOpener opener(ctx.runtime, out_);
         for (const Resource& res : chosen) {
-            std::unique_ptr<UctModule> m;
-            try {
-                m = std::make_unique<UctModule>(*this, res, config, ctx.runtime, ctx.progress,
-                                                ctx.am_table, regions, out_);
-            } catch (const std::exception& e) {
-                failures.push_back(fmt::format("{}: {}", res.name(), e.what()));
-                out_.verbose(1, "{} not used: {}", res.name(), e.what());
-                continue;
-            }
-            const Status s = ctx.runtime.modex_send(m->modex_key(), m->address());
-            if (!ok(s)) {
-                failures.push_back(
-                    fmt::format("{}: publishing the address failed: {}", res.name(), to_string(s)));
-                continue;
-            }
+            const UctModule* m = opener.open(modules, res.name(), [&] {
+                return std::make_unique<UctModule>(*this, res, config, ctx.runtime, ctx.progress,
+                                                   ctx.am_table, regions, out_);
+            });
+            if (m == nullptr) continue;
             const btl::Attributes& a = m->attributes();
             out_.verbose(10,
                          "{}: exclusivity {}, latency {}, bandwidth {} MB/s, max send {}, "
                          "eager limit {}",
                          m->name(), a.exclusivity, a.latency, a.bandwidth, a.max_send_size,
                          a.eager_limit);
-            modules.push_back(std::move(m));
         }
         if (modules.empty())
-            decline_reason_ =
-                fmt::format("no UCT transport could be opened ({})", fmt::join(failures, "; "));
+            decline_reason_ = opener.none_opened("no UCT transport could be opened");
         return modules;
     }
 

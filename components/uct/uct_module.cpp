@@ -14,6 +14,9 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "transit/btl/util/descriptor_setup.hpp"
+#include "transit/btl/util/progress_membership.hpp"
+
 namespace transit::uct {
 namespace {
 
@@ -596,13 +599,7 @@ btl::Descriptor* UctModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, s
     UctFrag* f = take();
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + sizeof(WireHeader), std::min(size, f->capacity)};
-    f->segments = &f->seg;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, &f->seg, 1, flags, order);
     return f;
 }
 
@@ -623,13 +620,7 @@ btl::Descriptor* UctModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
     std::byte* payload = f->buffer + sizeof(WireHeader);
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
     f->seg = {payload, reserve + size};
-    f->segments = &f->seg;
-    f->segment_count = 1;
-    f->flags = flags;
-    f->order = order;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
+    btl::util::hand_out(*f, &f->seg, 1, flags, order);
     return f;
 }
 
@@ -767,14 +758,8 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
         const Status s = transmit(ep, g);
         if (s == Status::completed || s != Status::out_of_resource) return s;
     }
-    if (descriptor != nullptr) {
-        btl::Descriptor* d = alloc(endpoint, order, total, flags);
-        if (d != nullptr && d->segments[0].len < total) {
-            free(d);
-            d = nullptr;
-        }
-        *descriptor = d;
-    }
+    if (descriptor != nullptr)
+        *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
     return Status::out_of_resource;
 }
 
@@ -997,16 +982,9 @@ void UctModule::check_local_peers() noexcept {
 void UctModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() ||
                       !ring_.empty() || listening_ || !dynamic_.empty();
-    if (want && !progress_handle_) {
-        try {
-            progress_handle_ = progress_.add(&UctModule::progress_cb, this);
-        } catch (...) {
-            report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
-        }
-    } else if (!want && progress_handle_) {
-        progress_.remove(progress_handle_);
-        progress_handle_ = {};
-    }
+    if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
+                                    this))
+        report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
 }
 
 int UctModule::progress_cb(void* self) noexcept {

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "transit/btl/util/atomic_width.hpp"
 #include "uct_module.hpp"
 
 namespace transit::uct {
@@ -204,7 +205,7 @@ Status UctModule::atomic_common(const btl::AtomicRequest& req, AtomicMode mode) 
         [[unlikely]]
         return Status::bad_param;
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const std::size_t width = bits32 ? 4 : 8;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     if (req.remote % width != 0) [[unlikely]]
         return Status::bad_param;
     PackedHandle p;

@@ -13,6 +13,7 @@
 
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_dynamic.hpp"
+#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::vader {
 
@@ -624,7 +625,7 @@ Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) 
         return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
     if (ep->dead) [[unlikely]]
         return Status::peer_failed;
-    const std::size_t width = (req.flags & btl::atomic_flags::bits32) ? 4 : 8;
+    const std::size_t width = btl::util::atomic_width(req.flags);
     if (req.remote % width != 0) return Status::bad_param;
     if (kind != AtomicKind::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(req.op)))
         [[unlikely]]

@@ -8,9 +8,15 @@
 //     minute here), and the client's bounded wait fails it;
 //   - a server that runs its own poll() loop on Context::event_fd() (arm,
 //     poll, progress) gets every message, each announced by the descriptor.
+// The same idle and ping-pong checks for a server with a progress thread
+// (pml_base_progress_thread) and for one at thread level multiple: one thread
+// sleeps in the kernel, the others wait for it to wake.
 // Separate processes (not one job): this program is the driver (and the
 // client) and, with a role argument, the server it starts.
 //   server wait      echoes with wait(req, 250 ms) (the timeout path too)
+//   server thread    the same, with a progress thread
+//   server multiple  the same at thread level multiple, a second thread
+//                    waiting in a receive of its own meanwhile
 //   server evloop    echoes from a poll() loop on event_fd()
 #include <poll.h>
 #include <unistd.h>
@@ -40,6 +46,7 @@ using transit::Status;
 
 constexpr std::uint32_t tag_echo = 1;
 constexpr std::uint32_t tag_quit = 9;
+constexpr std::uint32_t tag_self = 10;
 constexpr std::size_t max_message = 64;
 constexpr int pingpong_rounds = 3000;
 constexpr int evloop_rounds = 300;
@@ -61,8 +68,26 @@ void echo_loop(transit::Context& ctx, Receive receive) {
     }
 }
 
-int server_wait() {
+int server_wait(const char* mode) {
+    if (std::strcmp(mode, "thread") == 0) ::setenv("TRANSIT_MCA_pml_base_progress_thread", "1", 1);
+    if (std::strcmp(mode, "multiple") == 0)
+        ::setenv("TRANSIT_MCA_pml_base_thread_level", "multiple", 1);
     auto ctx = transit::init();
+    // At thread level multiple, a second thread waits meanwhile for a message
+    // that comes only at the end (the quit's tag from the server itself).
+    std::thread other;
+    std::uint64_t never = 0;
+    Request* never_r = nullptr;
+    if (std::strcmp(mode, "multiple") == 0) {
+        check(ctx.thread_level() == transit::ThreadLevel::multiple, "thread level multiple");
+        check(transit::ok(ctx.irecv(ctx.rank(), tag_self, &never, sizeof never, never_r)),
+              "server irecv from itself");
+        other = std::thread([&] {
+            RequestStatus st;
+            const Status s = ctx.wait(never_r, &st);
+            check(s == Status::success && never == tag_self, "the second thread's receive");
+        });
+    }
     say("address %s", ctx.listen().c_str());
     echo_loop(ctx, [&](Request*& r) {
         RequestStatus st;
@@ -72,6 +97,12 @@ int server_wait() {
         check(r == nullptr, "a finished wait kept its request");
         return st;
     });
+    if (other.joinable()) {
+        const std::uint64_t value = tag_self;
+        check(ctx.send(ctx.rank(), tag_self, &value, sizeof value) == Status::success,
+              "server send to itself");
+        other.join();
+    }
     return 0;
 }
 
@@ -188,13 +219,17 @@ int driver() {
     auto ctx = transit::init();
 
     Child srv;
-    Rank server = start_server(ctx, "wait", srv);
-    round_trip(ctx, server, tag_echo, 0, "first echo");
-    // The server waits in its receive, with a client connected.
-    const double percent = idle_percent(srv.pid);
-    check(percent < 5.0, "an idle server used " + std::to_string(percent) + " % of a core");
-    pingpong(ctx, server, pingpong_rounds, "ping-pong");
-    stop_server(ctx, server, srv);
+    Rank server = 0;
+    for (const char* mode : {"wait", "thread", "multiple"}) {
+        server = start_server(ctx, mode, srv);
+        round_trip(ctx, server, tag_echo, 0, "first echo");
+        // The server waits in its receive, with a client connected.
+        const double percent = idle_percent(srv.pid);
+        check(percent < 5.0, std::string("an idle server (") + mode + ") used " +
+                                 std::to_string(percent) + " % of a core");
+        pingpong(ctx, server, pingpong_rounds, mode);
+        stop_server(ctx, server, srv);
+    }
 
     server = start_server(ctx, "evloop", srv);
     pingpong(ctx, server, evloop_rounds, "event loop");
@@ -207,6 +242,6 @@ int driver() {
 
 int main(int argc, char** argv) {
     if (argc >= 3 && std::strcmp(argv[1], "server") == 0)
-        return std::strcmp(argv[2], "evloop") == 0 ? server_evloop() : server_wait();
+        return std::strcmp(argv[2], "evloop") == 0 ? server_evloop() : server_wait(argv[2]);
     return driver();
 }

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "checks.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -22,14 +23,7 @@ namespace {
 using namespace transit;
 using Clock = std::chrono::steady_clock;
 
-int failures = 0;
-
-void check(bool cond, const std::string& what) {
-    if (cond) return;
-    std::printf("launcher_notice: FAIL: %s\n", what.c_str());
-    std::fflush(stdout);
-    ++failures;
-}
+transit::test::Checks check{"launcher_notice"};
 
 void survivor(Context& ctx, Rank dead) {
     char in = 0;
@@ -73,7 +67,7 @@ int main() {
         // Every survivor's verdict reaches rank 0, which alone prints it.
         constexpr std::uint32_t tag_verdict = 8;
         if (ctx->rank() != 0) {
-            const int mine = failures;
+            const int mine = check.failures();
             check(ok(ctx->send(0, tag_verdict, &mine, sizeof mine)), "send the verdict to rank 0");
         } else {
             for (Rank r = 1; r < dead; ++r) {
@@ -92,6 +86,5 @@ int main() {
         std::printf("launcher_notice: FAIL: %s\n", e.what());
         return 1;
     }
-    std::printf(failures ? "launcher_notice: FAILED\n" : "launcher_notice: PASS\n");
-    return failures ? 1 : 0;
+    return check.verdict();
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <thread>
 
+#include "checks.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -36,14 +37,7 @@ constexpr std::uint32_t tag_ack = 4;
 constexpr auto victim_life = milliseconds(300);
 constexpr auto noticed_within = milliseconds(1000);
 
-int failures = 0;
-
-void check(bool cond, const std::string& what) {
-    if (cond) return;
-    std::printf("neighbour_death: FAIL: %s\n", what.c_str());
-    std::fflush(stdout);
-    ++failures;
-}
+transit::test::Checks check{"neighbour_death"};
 
 // A hang is a failure with its line, not the launcher's timeout.
 void watchdog(int) {
@@ -128,6 +122,5 @@ int main() {
         std::printf("neighbour_death: FAIL: %s\n", e.what());
         return 1;
     }
-    std::printf(failures ? "neighbour_death: FAILED\n" : "neighbour_death: PASS\n");
-    return failures ? 1 : 0;
+    return check.verdict();
 }

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -33,14 +34,7 @@ constexpr std::uint32_t am_fatal = 6;  // rank 1's handler for it raises SIGKILL
 constexpr std::size_t large = 32u << 20;
 constexpr auto deadline = std::chrono::seconds(10);
 
-int failures = 0;
-
-void check(bool cond, const std::string& what) {
-    if (cond) return;
-    std::printf("peer_failure: FAIL: %s\n", what.c_str());
-    std::fflush(stdout);
-    ++failures;
-}
+transit::test::Checks check{"peer_failure"};
 
 std::string name(Status s) {
     return std::string(to_string(s));
@@ -162,6 +156,5 @@ int main() {
         std::printf("peer_failure: FAIL: %s\n", e.what());
         return 1;
     }
-    std::printf(failures ? "peer_failure: FAILED\n" : "peer_failure: PASS\n");
-    return failures ? 1 : 0;
+    return check.verdict();
 }

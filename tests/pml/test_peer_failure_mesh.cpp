@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "checks.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -41,14 +42,7 @@ constexpr auto victim_life = milliseconds(300);
 constexpr auto settle_limit = milliseconds(1000);  // first failure to the last request
 constexpr auto detect_limit = std::chrono::seconds(20);
 
-int failures = 0;
-
-void check(bool cond, const std::string& what) {
-    if (cond) return;
-    std::printf("peer_failure_mesh: FAIL: %s\n", what.c_str());
-    std::fflush(stdout);
-    ++failures;
-}
+transit::test::Checks check{"peer_failure_mesh"};
 
 std::size_t size_of(std::uint64_t k) {
     if (k % 4 == 3) return large;
@@ -288,7 +282,7 @@ int main() {
         if (me == victim_rank) victim(*ctx, streams);
         survivor(*ctx, streams, streams.back());
         if (me != 0) {
-            const auto n = static_cast<std::uint32_t>(failures);
+            const auto n = static_cast<std::uint32_t>(check.failures());
             check(ok(ctx->send(0, tag_verdict, &n, sizeof n)), "send the verdict");
         } else {
             for (Rank r = 1; r < victim_rank; ++r) {
@@ -304,7 +298,6 @@ int main() {
         std::printf("peer_failure_mesh: FAIL: %s\n", e.what());
         return 1;
     }
-    if (me == 0)
-        std::printf(failures ? "peer_failure_mesh: FAILED\n" : "peer_failure_mesh: PASS\n");
-    return failures ? 1 : 0;
+    // Rank 0 alone prints the job's verdict; every rank's status says its own.
+    return me == 0 ? check.verdict() : check.exit_status();
 }

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "checks.hpp"
 #include "transit/transit.hpp"
 
 namespace {
@@ -37,14 +38,7 @@ constexpr std::uint32_t tag_never = 4;
 constexpr auto slow_for = std::chrono::milliseconds(1500);
 constexpr auto noticed_within = std::chrono::milliseconds(2000);
 
-int failures = 0;
-
-void check(bool cond, const std::string& what) {
-    if (cond) return;
-    std::printf("silent_peer: FAIL: %s\n", what.c_str());
-    std::fflush(stdout);
-    ++failures;
-}
+transit::test::Checks check{"silent_peer"};
 
 long long ms_since(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -137,6 +131,5 @@ int main(int argc, char** argv) {
         std::printf("silent_peer: FAIL: %s\n", e.what());
         return 1;
     }
-    std::printf(failures ? "silent_peer: FAILED\n" : "silent_peer: PASS\n");
-    return failures ? 1 : 0;
+    return check.verdict();
 }

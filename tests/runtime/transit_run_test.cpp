@@ -304,6 +304,21 @@ TEST(TransitRun, ABadTimeoutSaysWhatIsExpectedInOneShortLine) {
     EXPECT_LT(r.err.size(), 200u) << r.err;
 }
 
+// mpirun's options for several nodes: transit_run says where to go instead of
+// "unknown option", wherever on the command line they stand.
+TEST(TransitRun, SeveralNodesPointToMpirunAndSrun) {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"--host", "a,b", "-n", "2", "true"},
+          std::vector<std::string>{"-n", "2", "--hostfile", "hosts", "true"},
+          std::vector<std::string>{"-n", "2", "-H", "a:1,b:1", "true"},
+          std::vector<std::string>{"--machinefile=hosts", "-n", "2", "true"}}) {
+        const Result r = run(args);
+        EXPECT_EQ(r.status, 2) << args[0];
+        EXPECT_NE(r.err.find("this node only"), std::string::npos) << r.err;
+        EXPECT_NE(r.err.find("srun --mpi=pmix"), std::string::npos) << r.err;
+    }
+}
+
 // "transit_run ... 2>&1 | head": the job ends when its reader is gone, with
 // SIGPIPE's status, and the launcher does not crash writing its own message.
 TEST(TransitRun, AClosedOutputPipeEndsTheJobQuietly) {

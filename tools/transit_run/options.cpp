@@ -7,6 +7,8 @@
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
+#include <string_view>
 
 #include "transit/version.hpp"
 
@@ -58,6 +60,26 @@ void usage_error(const std::string& why) {
     std::fputs(
         fmt::format("transit_run: {}\nRun 'transit_run --help' for the usage.\n", why).c_str(),
         stderr);
+}
+
+// mpirun's options that place ranks on other hosts, found before the program
+// name (what follows it is the program's own; args as mpirun_spellings left
+// them).
+std::optional<std::string> several_nodes_option(const std::vector<std::string>& args) {
+    static constexpr std::string_view options[] = {"--host", "-H", "--hostfile", "--machinefile",
+                                                   "--default-hostfile"};
+    for (std::size_t i = 1; i < args.size(); ++i) {
+        const std::string_view a = args[i];
+        const std::string_view name = a.substr(0, a.find('='));
+        if (std::find(std::begin(options), std::end(options), name) != std::end(options))
+            return std::string(name);
+        if (a == "--" || !a.starts_with("-")) break;
+        if (a == "-n" || a == "--np" || a == "--bind-to" || a == "--timeout" || a == "-x")
+            ++i;
+        else if (a == "--mca")
+            i += 2;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -123,6 +145,14 @@ Options parse_options(int argc, char** argv, std::optional<int>& exit_status) {
     app.set_version_flag("--version", std::string("transit_run ") + transit::version_string);
 
     std::vector<std::string> args = mpirun_spellings(argc, argv);
+    if (auto option = several_nodes_option(args)) {
+        usage_error(fmt::format(
+            "{}: transit_run starts ranks on this node only; for several nodes start the "
+            "program with mpirun or srun --mpi=pmix (README, \"Across nodes\")",
+            *option));
+        exit_status = bad_usage_status;
+        return opt;
+    }
     std::reverse(args.begin() + 1, args.end());  // CLI11 takes them last first
     args.erase(args.begin());
     try {

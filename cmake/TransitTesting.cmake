@@ -1,8 +1,49 @@
-# transit_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...])
-# One GoogleTest program; each case becomes its own ctest entry.
+# Error lines.  Transit's logger writes "[transit HOST:PID rRANK] error: TEXT"
+# (params/log.cpp), and such a line means something failed: an entry whose
+# output has one fails, whatever its exit status and its pass expression
+# (FAIL_REGULAR_EXPRESSION, which ctest checks beside the exit status).  An
+# entry that provokes failures on purpose (fault injection, forged frames)
+# carries the label logs_errors instead.  The check ctest_entries.exit_status_checked
+# fails the suite on an entry with neither, so no entry escapes this unseen.
+set(TRANSIT_ERROR_LINE_REGEX "\\[transit [^ ]+( r[^ ]+)?\\] error: ")
+set(TRANSIT_LOGS_ERRORS_LABEL logs_errors)
+
+# transit_fail_on_error_lines(): gives every ctest entry of the calling
+# directory, at the end of that directory (when its labels are final), the
+# error-line expression above, except those labelled logs_errors.  The
+# helpers below call it; a directory that calls add_test itself calls it too.
+function(transit_fail_on_error_lines)
+  get_property(done DIRECTORY PROPERTY TRANSIT_FAILS_ON_ERROR_LINES)
+  if(NOT done)
+    set_property(DIRECTORY PROPERTY TRANSIT_FAILS_ON_ERROR_LINES TRUE)
+    cmake_language(DEFER CALL transit_apply_error_line_check)
+  endif()
+endfunction()
+
+function(transit_apply_error_line_check)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    get_test_property(${test} LABELS labels)
+    if(TRANSIT_LOGS_ERRORS_LABEL IN_LIST labels)
+      continue()
+    endif()
+    get_test_property(${test} FAIL_REGULAR_EXPRESSION fail)
+    if(NOT fail)
+      set(fail "")
+    endif()
+    list(APPEND fail "${TRANSIT_ERROR_LINE_REGEX}")
+    set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${fail}")
+  endforeach()
+endfunction()
+
+# transit_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...]
+#                   [LOGS_ERRORS <case regex>...])
+# One GoogleTest program; each case becomes its own ctest entry.  Each case
+# fails on an error line of Transit's log, except the cases whose ctest name
+# matches a LOGS_ERRORS expression (they get the label logs_errors).
 function(transit_add_gtest name)
   # SERIAL: never beside another test (one that sets the machine's next pid).
-  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;LIBRARIES;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;LIBRARIES;LABELS;LOGS_ERRORS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE transit GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
@@ -11,17 +52,27 @@ function(transit_add_gtest name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 TEST_LIST ${name}_TESTS
     PROPERTIES TIMEOUT 300 RUN_SERIAL ${ARG_SERIAL})
-  # Labels are set by a script ctest reads after the discovered tests: through
-  # gtest_discover_tests' PROPERTIES a list of labels loses its separators on
-  # the way to the generated script, so only the first label applied and the
-  # others shifted the name/value pairs after it (TIMEOUT was lost that way).
-  if(ARG_LABELS)
-    set(script ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
-    file(WRITE ${script} "if(DEFINED ${name}_TESTS)\n"
-      "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\n"
-      "endif()\n")
-    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
-  endif()
+  # Labels and the error-line expression are set by a script ctest reads
+  # after the discovered tests: through gtest_discover_tests' PROPERTIES a
+  # list of labels loses its separators on the way to the generated script,
+  # so only the first label applied and the others shifted the name/value
+  # pairs after it (TIMEOUT was lost that way).  Bracket arguments keep the
+  # expressions' backslashes.
+  set(script ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+  set(allowed "")
+  set(allowed_labels ${ARG_LABELS} ${TRANSIT_LOGS_ERRORS_LABEL})
+  foreach(pattern IN LISTS ARG_LOGS_ERRORS)
+    string(APPEND allowed " OR case MATCHES [==[${pattern}]==]")
+  endforeach()
+  file(WRITE ${script} "foreach(case IN LISTS ${name}_TESTS)\n"
+    "  if(FALSE${allowed})\n"
+    "    set_tests_properties(\${case} PROPERTIES LABELS [==[${allowed_labels}]==])\n"
+    "  else()\n"
+    "    set_tests_properties(\${case} PROPERTIES LABELS [==[${ARG_LABELS}]==]\n"
+    "      FAIL_REGULAR_EXPRESSION [==[${TRANSIT_ERROR_LINE_REGEX}]==])\n"
+    "  endif()\n"
+    "endforeach()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
 # transit_add_status_test(<name> STATUS <code> [PASS <regex>] [FAIL <regex>...]
@@ -54,6 +105,7 @@ function(transit_add_status_test name)
     string(APPEND words " [==[${word}]==]")
   endforeach()
   cmake_language(EVAL CODE "add_test(NAME [==[${name}]==] COMMAND ${words})")
+  transit_fail_on_error_lines()
   set(fail ${TRANSIT_STATUS_FAILED_MARKER} ${ARG_FAIL})
   set_tests_properties(${name} PROPERTIES FAIL_REGULAR_EXPRESSION "${fail}")
   if(DEFINED ARG_PASS)

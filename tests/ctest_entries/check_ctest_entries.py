@@ -14,9 +14,14 @@ and, besides:
   - no WILL_FAIL (a test that expects a failure names its status instead);
   - SKIP_RETURN_CODE only 77, the suite's "nothing to test here";
   - SKIP_REGULAR_EXPRESSION only GoogleTest's own skip line, which
-    gtest_discover_tests sets on every case.
+    gtest_discover_tests sets on every case;
+  - the expression of an error line of Transit's log among its
+    FAIL_REGULAR_EXPRESSIONs (so it fails when its program logs an error,
+    set by transit_fail_on_error_lines), unless it has the label logs_errors
+    (it provokes failures on purpose).
 
 usage: check_ctest_entries.py --ctest CTEST --build DIR --wrapper PATH --marker TEXT
+                              --error-line REGEX --allow-label LABEL
 Prints one line per offending entry and exits 1 if there is any, 0 otherwise.
 """
 import argparse
@@ -33,7 +38,7 @@ def as_list(value):
     return value if isinstance(value, list) else [value]
 
 
-def problems(test, wrapper, marker):
+def problems(test, wrapper, marker, error_line, allow_label):
     props = {p["name"]: p["value"] for p in test.get("properties", [])}
     command = test.get("command", [])
     wrapped = bool(command) and os.path.realpath(command[0]) == wrapper
@@ -59,6 +64,12 @@ def problems(test, wrapper, marker):
         if skips != [GTEST_SKIP_LINE]:
             found.append(f"has SKIP_REGULAR_EXPRESSION {skips}, which skips whatever the "
                          "exit status: exit 77 instead")
+    labels = as_list(props.get("LABELS", []))
+    if (allow_label not in labels
+            and error_line not in as_list(props.get("FAIL_REGULAR_EXPRESSION", []))):
+        found.append("passes with an error line of Transit's log in its output: its "
+                     "directory calls transit_fail_on_error_lines, or it has the label "
+                     f"{allow_label} if it provokes errors on purpose")
     return found
 
 
@@ -68,17 +79,24 @@ def main():
     parser.add_argument("--build", required=True)
     parser.add_argument("--wrapper", required=True)
     parser.add_argument("--marker", required=True)
+    parser.add_argument("--error-line", required=True)
+    parser.add_argument("--allow-label", required=True)
     args = parser.parse_args()
     listing = subprocess.run([args.ctest, "--test-dir", args.build, "--show-only=json-v1"],
                              check=True, capture_output=True, text=True).stdout
     tests = json.loads(listing).get("tests", [])
     wrapper = os.path.realpath(args.wrapper)
     bad = 0
+    allowed = 0
     for test in tests:
-        for what in problems(test, wrapper, args.marker):
+        for what in problems(test, wrapper, args.marker, args.error_line, args.allow_label):
             print(f"check_ctest_entries: {test['name']}: {what}")
             bad += 1
-    print(f"check_ctest_entries: {len(tests)} entries, {bad} problem(s)")
+        labels = [p["value"] for p in test.get("properties", []) if p["name"] == "LABELS"]
+        if labels and args.allow_label in as_list(labels[0]):
+            allowed += 1
+    print(f"check_ctest_entries: {len(tests)} entries, {allowed} labelled {args.allow_label}, "
+          f"{bad} problem(s)")
     return 1 if bad else 0
 
 

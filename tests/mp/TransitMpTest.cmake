@@ -101,6 +101,7 @@ function(transit_add_mp_run name)
         ${skip} COMMAND ${job})
     else()
       add_test(NAME ${test} COMMAND ${job})
+      transit_fail_on_error_lines()
       if(ARG_FAIL)
         set_tests_properties(${test} PROPERTIES FAIL_REGULAR_EXPRESSION "${ARG_FAIL}")
       endif()
@@ -125,6 +126,7 @@ function(transit_add_mpirun_test name)
     add_test(NAME ${name}.mpirun.np${np}
       COMMAND ${TRANSIT_MPIRUN} -n ${np} --oversubscribe --bind-to none
               $<TARGET_FILE:${name}> ${ARG_ARGS})
+    transit_fail_on_error_lines()
     # CI runs as root; Open MPI refuses root unless told twice.
     set_tests_properties(${name}.mpirun.np${np} PROPERTIES
       LABELS "mp;mpirun;${ARG_LABELS}" TIMEOUT 150

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <regex>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "tests/params/error_line_regex.hpp"
 #include "transit/log.hpp"
 
 namespace transit::log {
@@ -61,6 +63,38 @@ TEST(Log, RankFromPmixRankInAChild) {
     EXPECT_NE(out.find(":" + std::to_string(child) + " r3] pml: from the child\n"),
               std::string::npos)
         << out;
+}
+
+// The suite fails an entry whose output has an error line, found with the
+// expression of cmake/TransitTesting.cmake: it must match what error()
+// writes, with a rank and without, and nothing else the log writes.
+TEST(Log, SuiteErrorLineExpressionMatchesErrorLinesOnly) {
+    const std::regex error_line(transit_test::error_line_regex);
+    testing::internal::CaptureStderr();
+    error("nothing reaches {}", 1);
+    std::string out = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(std::regex_search(out, error_line)) << out;
+
+    ::setenv("PMIX_RANK", "12", 1);
+    testing::internal::CaptureStderr();
+    if (pid_t child = fork(); child == 0) {
+        error("from rank {}", 12);
+        _exit(0);
+    } else {
+        int status = 0;
+        waitpid(child, &status, 0);
+    }
+    out = testing::internal::GetCapturedStderr();
+    ::unsetenv("PMIX_RANK");
+    EXPECT_NE(out.find(" r12] error: from rank 12"), std::string::npos) << out;
+    EXPECT_TRUE(std::regex_search(out, error_line)) << out;
+
+    testing::internal::CaptureStderr();
+    warn("slow");
+    write("btl", "error: quoted in a verbose line");
+    Stream("pml", 1).verbose(1, "an error: described");
+    out = testing::internal::GetCapturedStderr();
+    EXPECT_FALSE(std::regex_search(out, error_line)) << out;
 }
 
 // A component closed by a static object's destructor logs as the program

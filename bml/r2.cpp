@@ -11,6 +11,7 @@ namespace {
 
 struct Config {
     int verbose = 0;
+    bool measure = true;
 };
 
 constexpr params::Field<Config> bml_params[] = {
@@ -20,6 +21,13 @@ constexpr params::Field<Config> bml_params[] = {
                      "module was taken or left",
                      5}
             .range(0, 100)),
+    params::to<&Config::measure>(params::Decl{
+        "measure", params::Type::boolean, "true",
+        "Across nodes, choose the transport by what is measured: every transport that sends "
+        "and reaches a rank on another node is probed at start-up (8 B and 16 KiB messages, a "
+        "few round trips each) and the fastest at each size carries the rank's small and large "
+        "messages; false: the highest exclusivity, striped by nominal bandwidth",
+        4}),
 };
 
 }  // namespace
@@ -30,11 +38,11 @@ void register_params() {
 
 namespace {
 
-int verbosity() {
+Config read_config() {
     register_params();
     Config c;
     params::bind(params::registry(), "bml", "base", bml_params, c);
-    return c.verbose;
+    return c;
 }
 
 std::string describe(const BtlRef& r) {
@@ -59,8 +67,10 @@ R2::R2(std::span<btl::Module* const> modules, std::vector<ComponentInfo> compone
       endpoints_(job_size),
       reported_(job_size, false),
       self_(self),
-      job_size_(job_size),
-      out_("bml", verbosity()) {
+      job_size_(job_size) {
+    const Config config = read_config();
+    measure_ = config.measure;
+    out_ = log::Stream("bml", config.verbose);
     for (const ComponentInfo& c : components_)
         if (c.state != mca::ComponentState::active)
             out_.verbose(10, "{} not used: {}{}{}", c.name, mca::to_string(c.state),
@@ -74,18 +84,21 @@ R2::~R2() {
 }
 
 void R2::delete_endpoint(Rank r, Endpoint& ep) noexcept {
-    for (const BtlRef& ref : ep.send) {
-        btl::Endpoint* e = ref.endpoint;
-        ref.module->del_procs({&r, 1}, {&e, 1});
-    }
-    // rdma-only modules (lower exclusivity) hold their own endpoints too.
-    for (const BtlRef& ref : ep.rdma) {
-        bool in_send = std::any_of(ep.send.begin(), ep.send.end(),
-                                   [&](const BtlRef& s) { return s.module == ref.module; });
-        if (in_send) continue;
-        btl::Endpoint* e = ref.endpoint;
-        ref.module->del_procs({&r, 1}, {&e, 1});
-    }
+    // Each module that holds an endpoint of the peer lets it go once: the
+    // send list's, the rdma-only ones (lower exclusivity) and the candidates
+    // measuring kept.
+    std::vector<btl::Module*> released;
+    auto release = [&](const std::vector<BtlRef>& list) {
+        for (const BtlRef& ref : list) {
+            if (std::find(released.begin(), released.end(), ref.module) != released.end()) continue;
+            released.push_back(ref.module);
+            btl::Endpoint* e = ref.endpoint;
+            ref.module->del_procs({&r, 1}, {&e, 1});
+        }
+    };
+    release(ep.send);
+    release(ep.rdma);
+    release(ep.candidates);
 }
 
 void R2::release(Rank peer) noexcept {
@@ -144,6 +157,11 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     // chosen, yet its endpoint would keep it in every progress poll (tcp next
     // to vader on one node).
     constexpr std::uint32_t rdma_caps = btl::flags::one_sided;
+    // A rank on another node: every module that sends is asked and kept, to
+    // be measured (which one is fastest there is a property of the network
+    // and the software on both ends, not of a fixed rank).
+    const bool measuring =
+        measure_ && peer < job_size_ && peer < other_node_.size() && other_node_[peer];
     // Modules are asked from the highest exclusivity down, so one that could
     // only be left out (lower exclusivity, nothing to add) is never asked:
     // its add_procs may connect (a UCX endpoint per peer) for nothing.
@@ -163,7 +181,8 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
             why.push_back(fmt::format("{}: does not carry peers outside the job", m->name()));
             continue;
         }
-        if (top_sends && a.exclusivity < top && (a.flags & rdma_caps & ~top_caps) == 0) {
+        if (!measuring && top_sends && a.exclusivity < top &&
+            (a.flags & rdma_caps & ~top_caps) == 0) {
             why.push_back(
                 fmt::format("{}: left out of the send list, exclusivity {} < {} (its rdma "
                             "adds nothing to the send list's; not asked)",
@@ -228,7 +247,11 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         else
             why.push_back(fmt::format("{}: left out of the send list, exclusivity {} < {}{}",
                                       r.module->name(), a.exclusivity, top, note));
-        if (!rdma) {
+        if (measuring && (a.flags & btl::flags::send)) {
+            ep.candidates.push_back(r);
+            why.push_back(
+                fmt::format("{}: kept as a candidate, measured at start-up", r.module->name()));
+        } else if (!rdma) {
             btl::Endpoint* e = r.endpoint;
             r.module->del_procs({&peer, 1}, {&e, 1});
         }
@@ -243,6 +266,10 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
     };
     weigh(ep.send);
     weigh(ep.rdma);
+    if (measuring) {
+        ep.candidates.insert(ep.candidates.begin(), ep.send.begin(), ep.send.end());
+        if (ep.candidates.size() < 2) ep.candidates.clear();  // nothing to choose from
+    }
     // The pml takes the first rdma module that can do an operation: one whose
     // put/get proceed without the target goes first, so a target busy
     // computing does not hold them up (vader's CMA before uct's active messages).
@@ -263,6 +290,34 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         if (r.module->attributes().latency == lat) ++ep.eager_equal;
         ep.eager_limit = std::min(ep.eager_limit, r.module->attributes().eager_limit);
     }
+}
+
+void R2::choose(Endpoint& ep, std::size_t small, std::size_t bulk, std::string_view figures) {
+    const BtlRef fast = ep.candidates.at(small);
+    const BtlRef wide = ep.candidates.at(bulk);
+    ep.eager.assign(1, fast);
+    ep.eager[0].weight = 1.0;
+    ep.eager[0].current = 0;
+    ep.next_eager = 0;
+    ep.eager_equal = 1;
+    ep.eager_limit = fast.module->attributes().eager_limit;
+    ep.send.assign(1, wide);
+    ep.send[0].weight = 1.0;
+    ep.send[0].current = 0;
+    // Large messages go by one-sided transfers where the list offers them:
+    // the module measured widest goes first when it has them.
+    if (offers_rdma(wide)) {
+        auto at = std::find_if(ep.rdma.begin(), ep.rdma.end(),
+                               [&](const BtlRef& r) { return r.module == wide.module; });
+        if (at != ep.rdma.end()) ep.rdma.erase(at);
+        ep.rdma.insert(ep.rdma.begin(), wide);
+        ep.rdma[0].weight = 1.0;
+    }
+    out_.verbose(10, "rank {} measured (least round trip, 8 B / 16 KiB): {}", ep.peer, figures);
+    out_.verbose(10, "rank {}: small messages over {}, large over {}{}{}", ep.peer,
+                 fast.module->name(), wide.module->name(),
+                 ep.rdma.empty() ? "" : ", put/get first over ",
+                 ep.rdma.empty() ? "" : ep.rdma[0].module->name());
 }
 
 void R2::keep_one_module(Rank peer, std::vector<BtlRef>& reach, std::vector<std::string>& why) {

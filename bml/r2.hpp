@@ -40,6 +40,10 @@ struct Endpoint {
     std::uint32_t next_eager = 0;   // round robin over equal-latency eager modules
     std::uint32_t eager_equal = 1;  // how many at the head share the lowest latency
     std::size_t eager_limit = 0;    // smallest eager limit of the eager modules
+    // A rank on another node reached by several modules that send: all of
+    // them, kept (they also carry what the peer's own choice sends us) until
+    // the pml has measured each and told choose() which is fastest.
+    std::vector<BtlRef> candidates;
 
     // The module for the next first fragment: round robin among the fastest.
     const BtlRef& pick_eager() noexcept {
@@ -99,6 +103,17 @@ class R2 {
     std::span<btl::Module* const> modules() const noexcept { return modules_; }
     const std::string& last_error() const noexcept { return last_error_; }
 
+    // The job's ranks on other nodes (true at their index): their endpoints
+    // keep every module that sends as a candidate to measure
+    // (bml_base_measure).  Before the first endpoint is built.
+    void set_other_nodes(std::vector<bool> other_node) { other_node_ = std::move(other_node); }
+    // What measuring found (`figures`, for the log): candidates[small]
+    // carries the peer's messages, candidates[bulk] the fragments and
+    // one-sided transfers of large ones.
+    void choose(Endpoint& ep, std::size_t small, std::size_t bulk, std::string_view figures);
+    // A line at bml_base_verbose 10 (what measuring could not decide).
+    void explain(std::string_view line) const { out_.verbose(10, "{}", line); }
+
   private:
     // explain: log why nothing reaches the peer (false when releasing one: a
     // peer gone is reached by nothing, and that is no error).
@@ -116,6 +131,8 @@ class R2 {
     std::unordered_map<Rank, std::unique_ptr<Endpoint>> dynamic_;  // peers outside the job
     Rank self_;
     std::uint32_t job_size_;
+    std::vector<bool> other_node_;
+    bool measure_ = true;
     log::Stream out_;
     std::string last_error_;
 };

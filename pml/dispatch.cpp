@@ -179,7 +179,8 @@ struct Dispatch {
             e->on_bye_ack(b, from(d));
         else if constexpr (K == wire::ping)
             e->keepalive_.on_ping(b, from(d));
-        // pong: being heard (above) is all it is for.
+        else if constexpr (K == wire::pong)
+            e->measure_.on_pong(b, from(d));  // a keep-alive's: being heard (above)
     }
     template <int... K>
     static void register_all(Engine* e, std::integer_sequence<int, K...>) {

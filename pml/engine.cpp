@@ -52,6 +52,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
         // No destructor runs: undo what setup left outside this object (the
         // active-message callbacks name it), transports before the runtime.
         keepalive_.stop();
+        measure_.stop();
         release_transports();
         throw;
     }
@@ -89,6 +90,9 @@ void Engine::setup() {
     for (btl::Module* m : framework_->modules())
         c_.component_hash.push_back(name_hash(m->component().name()));
     bml_ = std::make_unique<bml::R2>(framework_->modules(), std::move(infos), c_.rank, c_.size);
+    std::vector<bool> other_node(c_.size, false);
+    for (Rank r = 0; r < c_.size; ++r) other_node[r] = !runtime_->on_this_node(r);
+    bml_->set_other_nodes(std::move(other_node));
     c_.peers.init(c_.size, bml_.get(), runtime_.get());
     runtime_->on_admit(&Engine::on_admit, this);
     osc_.set_modules(framework_->modules());
@@ -113,6 +117,9 @@ void Engine::setup() {
     if (c_.size > 1 && !runtime_->is_singleton())
         launcher_watch_ = progress_.add(&Failure::check_launcher, &failure_, ProgressPriority::low);
     keepalive_.start(progress_);
+    measure_.start(progress_, *bml_);
+    const auto measured_by = std::chrono::steady_clock::now() + PathMeasure::init_wait;
+    while (measure_.running() > 0 && std::chrono::steady_clock::now() < measured_by) progress();
     c_.out.verbose(10, "pml ready: rank {} of {}, {} btl module(s), thread level {}", c_.rank,
                    c_.size, framework_->modules().size(), level_name(level_));
     // Until the pml locks per module, every module is serialised by its lock.
@@ -132,6 +139,7 @@ Engine::~Engine() {
     c_.drops.report();
     if (launcher_watch_) progress_.remove(launcher_watch_);
     keepalive_.stop();
+    measure_.stop();
     osc_.release_regions();
     release_transports();
     for (const Allocation& a : allocations_)

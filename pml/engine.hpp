@@ -11,6 +11,7 @@
 //   OneSided        put, get, atomics and their emulation (one_sided.hpp)
 //   Failure         lost peers (failure.hpp)
 //   KeepAlive       probes of silent peers we wait on (keepalive.hpp)
+//   PathMeasure     which transport reaches a rank on another node fastest (path_measure.hpp)
 // Received messages reach them through dispatch.cpp.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include "pml/one_sided.hpp"
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
+#include "pml/path_measure.hpp"
 #include "pml/sleep_set.hpp"
 #include "pml/tagged.hpp"
 #include "runtime/dynamic_runtime.hpp"
@@ -68,6 +70,8 @@ class Engine {
     std::uint64_t throttles_sent() const noexcept { return tagged_.throttles_sent(); }
     // Keep-alive probes this process sent (for tests and tools).
     std::uint64_t keepalive_probes() const noexcept { return keepalive_.probes_sent(); }
+    // Path measurements still running (bml_base_measure; for tests and tools).
+    std::size_t paths_measuring() const noexcept { return measure_.running(); }
     // Modules that carry first fragments to `peer` in turn (for tests and tools).
     std::size_t eager_paths(Rank peer) noexcept {
         Peer* p = c_.peers.send_peer(peer);
@@ -386,6 +390,7 @@ class Engine {
     OneSided osc_{c_, outbox_};
     Failure failure_;
     KeepAlive keepalive_{c_, outbox_, failure_};
+    PathMeasure measure_{c_, outbox_};
     ProgressEngine::Handle launcher_watch_;  // Failure::check_launcher, low priority
 
     std::uint32_t barrier_epoch_ = 0;

@@ -125,7 +125,8 @@ void KeepAlive::on_ping(const std::byte* b, Rank from) noexcept {
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
     Peer* p = c_.peers.peer(sender);
     if (p->failed) return;
-    const wire::KeepAliveHdr answer{c_.rank, 0};
+    // The token of a path measurement's probe comes back (path_measure.hpp).
+    const wire::KeepAliveHdr answer{c_.rank, h.pad};
     (void)outbox_.send_ctrl(p, wire::pong, &answer, sizeof answer);
 }
 

@@ -111,7 +111,8 @@ struct Dispatch {
         if (r < e->c_.size) e->c_.peers.peer(r)->watch.heard = true;
     }
     template <wire::Kind K>
-    static void recv(btl::Module*, const btl::ReceiveDescriptor& d, void* cbdata) noexcept {
+    static void recv([[maybe_unused]] btl::Module* module, const btl::ReceiveDescriptor& d,
+                     void* cbdata) noexcept {
         auto* e = static_cast<Engine*>(cbdata);
         std::size_t n;
         const std::byte* b = view(e, d, n);
@@ -177,9 +178,11 @@ struct Dispatch {
             e->tagged_.on_bye(b);
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
-        else if constexpr (K == wire::ping)
-            e->keepalive_.on_ping(b, from(d));
-        else if constexpr (K == wire::pong)
+        else if constexpr (K == wire::ping) {
+            // A path measurement's probe is answered over the module it came
+            // by; a keep-alive's over the usual path.
+            if (!e->measure_.on_probe(b, from(d), module)) e->keepalive_.on_ping(b, from(d));
+        } else if constexpr (K == wire::pong)
             e->measure_.on_pong(b, from(d));  // a keep-alive's: being heard (above)
     }
     template <int... K>

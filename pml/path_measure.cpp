@@ -126,6 +126,24 @@ void PathMeasure::advance(Run& run) noexcept {
     run.phase = Phase::done;
 }
 
+bool PathMeasure::on_probe(const std::byte* b, Rank from, btl::Module* module) noexcept {
+    wire::KeepAliveHdr h;
+    std::memcpy(&h, b, sizeof h);
+    if (h.pad == 0) return false;  // the keep-alive's
+    const Rank sender = Core::job_sender(from, h.src);
+    if (!c_.other_job_rank(sender)) [[unlikely]] {
+        c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
+        return true;
+    }
+    Peer* p = c_.peers.peer(sender);
+    if (p->failed || !p->ep) return true;
+    const wire::KeepAliveHdr answer{c_.rank, h.pad};
+    for (const bml::BtlRef& r : p->ep->candidates)
+        if (r.module == module && ok(send_over(r, wire::tag(wire::pong), answer, 0))) return true;
+    (void)outbox_.send_ctrl(p, wire::pong, &answer, sizeof answer);
+    return true;
+}
+
 void PathMeasure::on_pong(const std::byte* b, Rank from) noexcept {
     wire::KeepAliveHdr h;
     std::memcpy(&h, b, sizeof h);

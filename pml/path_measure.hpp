@@ -5,9 +5,10 @@
 //
 // For every such rank whose endpoint kept several candidates (the bml, with
 // bml_base_measure), probes go over each candidate in turn: keep-alive pings
-// whose spare field carries a token, answered by the peer's pong over its own
-// usual path.  The way back is the same for every candidate, so the round
-// trips rank the candidates by their way out.  One probe per peer is in
+// whose spare field carries a token, answered by the peer's pong over the
+// same module, so a round trip is the
+// candidate's both ways.  A peer that does not measure answers over its usual
+// path, which is the same for every candidate: the ranking holds.  One probe per peer is in
 // flight at a time (no probe waits behind another), the candidates take
 // turns, and the least of a candidate's round trips counts (a peer busy
 // elsewhere only adds time).
@@ -52,6 +53,9 @@ class PathMeasure {
     // A pong: true when it answered one of our probes (the keep-alive's
     // pongs carry no token).
     void on_pong(const std::byte* b, Rank from) noexcept;
+    // A ping: when it is a probe (it carries a token), answers it over the
+    // module it came by, else over the usual path; false for a keep-alive's.
+    bool on_probe(const std::byte* b, Rank from, btl::Module* module) noexcept;
     // Measurements still running (for tests and tools).
     std::size_t running() const noexcept;
 

@@ -1,0 +1,84 @@
+#!/bin/sh
+# twonode_choice.sh [ROUNDS] [mpirun|srun]
+# The default selection's choice across nodes against each transport alone:
+# one rank on each of the two "nodes" of tests/twonode (network namespaces
+# joined by a veth pair), started by Open MPI's mpirun (twonode.sh) or by
+# Slurm's srun --mpi=pmix (slurm.sh).  Per round, in turn: the default
+# (bml_base_measure: the transport chosen by round trips measured at
+# start-up), the default without measuring (the most exclusive transport),
+# and btl=self,vader,X for X in tcp, ofi, uct; each runs transit_bench for the
+# 8 B latency (us, lower is better) and the 1 MiB bandwidth (MB/s).  Prints
+# every round, then per configuration the median, and the median over rounds
+# of default / best single transport of that round (latency: <= 1 is as fast
+# as the best; bandwidth: >= 1).  Needs root (and Slurm for srun); build in
+# build/ or TRANSIT_BIN.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+top=$(cd "$here/../.." && pwd)
+bin=${TRANSIT_BIN:-$top/build/bin}
+rounds=${1:-3}
+launcher=${2:-mpirun}
+case $launcher in
+  mpirun) run="sh $top/tests/twonode/twonode.sh -n 2 -t 120" ;;
+  srun) run="sh $top/tests/twonode/slurm.sh -n 2 -t 120" ;;
+  *) echo "twonode_choice.sh: launcher is mpirun or srun" >&2; exit 2 ;;
+esac
+configs="default unmeasured tcp ofi uct"
+out=$(mktemp -d "${TMPDIR:-/tmp}/twonode_choice.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+
+# One figure: the value of the first CSV row rank 0 printed.
+figure() {
+  cfg=$1; shift
+  case $cfg in
+    default) set -- env "$@" ;;
+    unmeasured) set -- env TRANSIT_MCA_bml_base_measure=false "$@" ;;
+    *) set -- env TRANSIT_MCA_btl=self,vader,$cfg "$@" ;;
+  esac
+  "$@" 2>/dev/null | sed -n 's/^\(\[1,0\]<stdout>:\)\{0,1\}[0-9][0-9]*,\([0-9.]*\)$/\2/p' | head -n 1
+}
+
+echo "round config lat8_us bw1M_MBs"
+r=1
+while [ "$r" -le "$rounds" ]; do
+  for cfg in $configs; do
+    lat=$(figure "$cfg" $run "$bin/transit_bench" latency --min 8 --max 8 --csv)
+    bw=$(figure "$cfg" $run "$bin/transit_bench" bw --min 1M --max 1M --csv)
+    echo "$r $cfg ${lat:-NA} ${bw:-NA}" | tee -a "$out/rows"
+  done
+  r=$((r + 1))
+done
+
+python3 - "$out/rows" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+by = {}
+for r, cfg, lat, bw in rows:
+    by.setdefault(cfg, []).append((int(r), lat, bw))
+def num(v):
+    return None if v == "NA" else float(v)
+print("\nconfig      lat8 median (us)  bw1M median (MB/s)")
+for cfg, vals in by.items():
+    lats = [num(l) for _, l, _ in vals if num(l) is not None]
+    bws = [num(b) for _, _, b in vals if num(b) is not None]
+    print(f"{cfg:11} {statistics.median(lats) if lats else float('nan'):16.2f}  "
+          f"{statistics.median(bws) if bws else float('nan'):18.1f}")
+singles = [c for c in by if c not in ("default", "unmeasured")]
+lat_ratios, bw_ratios = [], []
+for rnd in sorted({int(r) for r, *_ in rows}):
+    row = {cfg: (num(l), num(b)) for r, cfg, l, b in rows if int(r) == rnd}
+    d = row.get("default")
+    lats = [row[c][0] for c in singles if c in row and row[c][0] is not None]
+    bws = [row[c][1] for c in singles if c in row and row[c][1] is not None]
+    if d and d[0] is not None and lats:
+        lat_ratios.append(d[0] / min(lats))
+    if d and d[1] is not None and bws:
+        bw_ratios.append(d[1] / max(bws))
+fmt = lambda xs: " ".join(f"{x:.2f}" for x in xs)
+if lat_ratios:
+    print(f"\ndefault / best single, 8 B latency: median {statistics.median(lat_ratios):.2f} "
+          f"({fmt(lat_ratios)})")
+if bw_ratios:
+    print(f"default / best single, 1 MiB bandwidth: median {statistics.median(bw_ratios):.2f} "
+          f"({fmt(bw_ratios)})")
+PY

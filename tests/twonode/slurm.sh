@@ -1,5 +1,5 @@
 #!/bin/sh
-# slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]
+# slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--] PROGRAM [ARGS...]
 # Runs PROGRAM as a Slurm job step, `srun --mpi=pmix -N 2 -n NP`, on a
 # two-node Slurm cluster made on this machine: the two nodes of twonode.sh
 # (network namespaces joined by a veth pair, 10.233.0.1 and 10.233.0.2, each
@@ -10,23 +10,26 @@
 # PMIx server alone: nothing Transit-specific is configured.
 # --keep-going: a rank that fails does not end the step (srun --no-kill;
 # Slurm's KillOnBadExit=0 keeps the others running, as on most clusters).
+# --steps: PROGRAM is a shell script run on nodeA once the cluster is up; it
+# starts its own steps with srun (a server and its clients, say).
 # TRANSIT_* variables reach every rank (srun exports the environment).
 # Needs root, iproute2, unshare, nsenter and Slurm with its pmix plugin
 # (Debian: slurmd slurmctld slurm-client munge): exits 77 (skipped) without
 # them.  Every daemon, namespace and file it makes is removed on exit.
 here=$(cd "$(dirname "$0")" && pwd)
-np=2 limit=120 nokill=""
+np=2 limit=120 nokill="" steps=""
 while [ $# -gt 0 ]; do
   case $1 in
     -n) np=$2; shift 2 ;;
     -t) limit=$2; shift 2 ;;
     --keep-going) nokill=--no-kill; shift ;;
+    --steps) steps=1; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ]; then
-  echo "usage: slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--] PROGRAM [ARGS...]" >&2
+  echo "usage: slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 skip() { echo "slurm: $*; skipped"; exit 77; }
@@ -148,8 +151,12 @@ if [ -z "$ready" ]; then
 fi
 
 # In the background, so that a signal to this script ends the step at once.
-on nodeA timeout -k 10 "$limit" srun --mpi=pmix -N 2 -n "$np" --distribution=cyclic \
-  --label --overcommit $nokill --kill-on-bad-exit=0 "$@" &
+if [ -n "$steps" ]; then
+  on nodeA timeout -k 10 "$limit" sh "$@" &
+else
+  on nodeA timeout -k 10 "$limit" srun --mpi=pmix -N 2 -n "$np" --distribution=cyclic \
+    --label --overcommit $nokill --kill-on-bad-exit=0 "$@" &
+fi
 job=$!
 trap 'kill -TERM $job 2>/dev/null; exit 130' INT
 trap 'kill -TERM $job 2>/dev/null; exit 143' TERM

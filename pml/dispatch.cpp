@@ -126,6 +126,10 @@ struct Dispatch {
             return;
         }
         if (e->c_.receive_checks) [[unlikely]] {
+            // A faster rank's message, during our own set-up (the launcher's
+            // fence runs the transports): kept until the peer table exists.
+            if (!e->c_.peers.ready()) [[unlikely]]
+                return e->hold_early(b, n, d.tag);
             if (e->c_.any_failed) [[unlikely]] {
                 if (!screen(e, d, b, source_offset(K), K == wire::bye_ack)) return;
             } else if (const Rank id = dynamic_source(e, d); id != any_rank) {

@@ -46,6 +46,9 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
     read_params();
     level_ = level.value_or(c_.settings.thread_level);
     calls_.enable(level_ == ThreadLevel::multiple || c_.settings.progress_thread);
+    // Until setup has made the peer table, every message takes the checked
+    // path, which holds it (hold_early).
+    c_.receive_checks = true;
     try {
         setup();
     } catch (...) {
@@ -53,6 +56,8 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
         // active-message callbacks name it), transports before the runtime.
         keepalive_.stop();
         measure_.stop();
+        for (RawMsg* m : early_) c_.drop(m);
+        early_.clear();
         release_transports();
         throw;
     }
@@ -114,6 +119,7 @@ void Engine::setup() {
                         "transport reaches {} (the errors above say why)",
                         rank_ranges(unreachable), c_.size, unreachable.size() == 1 ? "is" : "are",
                         c_.rank, unreachable.size() == 1 ? "it" : "them"));
+    take_early();
     if (c_.size > 1 && !runtime_->is_singleton())
         launcher_watch_ = progress_.add(&Failure::check_launcher, &failure_, ProgressPriority::low);
     keepalive_.start(progress_);
@@ -144,6 +150,34 @@ Engine::~Engine() {
     release_transports();
     for (const Allocation& a : allocations_)
         if (!a.module) std::free(a.p);
+}
+
+void Engine::hold_early(const std::byte* b, std::size_t n, btl::Tag tag) noexcept {
+    RawMsg* m = c_.keep(b, n, tag);
+    if (!m) {
+        log::error("pml: out of memory keeping a message that came during set-up: it is lost");
+        return;
+    }
+    try {
+        early_.push_back(m);
+    } catch (...) {
+        c_.drop(m);
+        log::error("pml: out of memory keeping a message that came during set-up: it is lost");
+    }
+}
+
+void Engine::take_early() noexcept {
+    // Without its endpoint the message names its sender in its header, as a
+    // transport that does not say who sent does.
+    const std::vector<RawMsg*> early = std::move(early_);
+    early_.clear();
+    for (RawMsg* m : early) {
+        const btl::Segment seg{m->data, m->len};
+        const btl::ReceiveDescriptor d{nullptr, &seg, 1, static_cast<btl::Tag>(m->btl_tag)};
+        btl::am_table().dispatch(nullptr, d);
+        c_.drop(m);
+    }
+    c_.receive_checks = c_.any_dynamic || c_.any_failed;
 }
 
 void Engine::start_progress_thread() {

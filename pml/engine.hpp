@@ -376,6 +376,10 @@ class Engine {
     void deliver_events() noexcept;
     int drain_pending() noexcept;
     void on_barrier(const std::byte* b, std::size_t n, Rank from) noexcept;
+    // Messages that arrived before the peer table existed (dispatch.cpp),
+    // taken once it does, in the order they came.
+    void hold_early(const std::byte* b, std::size_t n, btl::Tag tag) noexcept;
+    void take_early() noexcept;
     void start_progress_thread();
     void stop_progress_thread() noexcept;
 
@@ -402,6 +406,7 @@ class Engine {
     std::vector<Allocation> allocations_;
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
+    std::vector<RawMsg*> early_;
     PeerEventFn event_fn_ = nullptr;
     void* event_user_ = nullptr;
     std::vector<PeerEvent> events_;      // queued for the next drain_pending

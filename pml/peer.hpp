@@ -138,6 +138,8 @@ class PeerTable {
     }
     // State, no endpoint needed; nullptr outside the job (save a known
     // dynamic peer's).
+    // init() has run: messages can be taken (before it, Engine holds them).
+    bool ready() const noexcept { return peers_ != nullptr; }
     Peer* peer(Rank r) noexcept {
         if (r < size_) [[likely]]
             return &peers_[r];

@@ -21,6 +21,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -71,8 +73,12 @@ bool connect_loopback(Fd& sender, Fd& receiver, std::string& why) {
     return true;
 }
 
-// The peer: reads each transfer whole, then answers one byte.
-void receive_transfers(int fd, int transfers) {
+// The peer: reads each transfer whole, then answers one byte.  It runs on
+// the other processors of the process (`cpus`), as a peer process would:
+// sharing the sender's processor favours lending, which saves the sender's
+// copy, more than two processes do.
+void receive_transfers(int fd, int transfers, cpu_set_t cpus) {
+    if (CPU_COUNT(&cpus) > 0) ::pthread_setaffinity_np(::pthread_self(), sizeof cpus, &cpus);
     std::vector<std::byte> into(probe_size);
     for (int t = 0; t < transfers; ++t) {
         std::size_t got = 0;
@@ -132,13 +138,18 @@ std::string first_cpuinfo_value(std::string_view key) {
 
 // Cache file format, line by line (a version line first, so a later format
 // is told apart from a damaged file).
-constexpr std::string_view cache_magic = "transit tcp splice 1";
+constexpr std::string_view cache_magic = "transit tcp splice 2";
 
 std::string size_text(std::size_t n) {
     if (n == 0) return "no limit";
     if (n % (1 << 20) == 0) return fmt::format("{} MiB", n >> 20);
     if (n % 1024 == 0) return fmt::format("{} KiB", n >> 10);
     return fmt::format("{} B", n);
+}
+
+double median(std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
 }
 
 }  // namespace
@@ -162,15 +173,24 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
     const std::span<const std::byte> data(
         block.data() + (page - reinterpret_cast<std::uintptr_t>(block.data()) % page) % page,
         probe_size);
+    cpu_set_t others;
+    CPU_ZERO(&others);
+    const int here = ::sched_getcpu();
+    if (here >= 0 && ::sched_getaffinity(0, sizeof others, &others) == 0 && CPU_COUNT(&others) > 1)
+        CPU_CLR(here, &others);
+    else
+        CPU_ZERO(&others);
     std::thread peer;
     try {
-        peer = std::thread(receive_transfers, receiver.get(), transfers);
+        peer = std::thread(receive_transfers, receiver.get(), transfers, others);
     } catch (const std::system_error& e) {
         why = std::string("no thread for the receiving side: ") + e.what();
         return std::nullopt;
     }
-    double copy = 0;
-    double lend = 0;
+    std::vector<double> copy;
+    std::vector<double> lend;
+    std::vector<double> ratios;
+    double copy_time = 0;
     bool failed = false;
     for (int t = 0; t < transfers && !failed; ++t) {
         const bool lending = t % 2 == 1;
@@ -182,13 +202,17 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
             break;
         }
         if (t < 2) continue;
-        double& best = lending ? lend : copy;
-        best = best == 0 ? s : std::min(best, s);
+        if (lending)
+            ratios.push_back(copy_time / s);  // this pair: lending's speed-up
+        else
+            copy_time = s;
+        (lending ? lend : copy).push_back(s);
     }
     ::shutdown(sender.get(), SHUT_RDWR);
     peer.join();
     if (failed) return std::nullopt;
-    return SpliceMeasurement{probe_size / copy / 1e6, probe_size / lend / 1e6};
+    return SpliceMeasurement{probe_size / median(copy) / 1e6, probe_size / median(lend) / 1e6,
+                             median(ratios)};
 }
 
 std::string host_fingerprint() {
@@ -237,13 +261,13 @@ std::optional<SpliceMeasurement> read_splice_cache(const std::string& path,
         return std::nullopt;
     }
     std::istringstream f(figures);
-    std::string copy_word;
-    std::string lend_word;
+    std::string words[3];
     SpliceMeasurement m;
     std::string rest;
-    if (!(f >> copy_word >> m.copy_mbps >> lend_word >> m.lend_mbps) || copy_word != "copy" ||
-        lend_word != "lend" || (f >> rest) || !(m.copy_mbps > 0 && m.copy_mbps < 1e9) ||
-        !(m.lend_mbps > 0 && m.lend_mbps < 1e9)) {
+    const auto in_range = [](double v) { return v > 0 && v < 1e9; };
+    if (!(f >> words[0] >> m.copy_mbps >> words[1] >> m.lend_mbps >> words[2] >> m.speedup) ||
+        words[0] != "copy" || words[1] != "lend" || words[2] != "speedup" || (f >> rest) ||
+        !in_range(m.copy_mbps) || !in_range(m.lend_mbps) || !in_range(m.speedup)) {
         why = fmt::format("ignored the cache {}: damaged figures line '{}'", path,
                           figures.substr(0, 200));
         return std::nullopt;
@@ -266,7 +290,8 @@ bool write_splice_cache(const std::string& path, std::string_view fingerprint,
     {
         std::ofstream out(temporary, std::ios::trunc);
         out << cache_magic << "\nhost " << fingerprint << "\n"
-            << fmt::format("copy {:.0f} lend {:.0f}\n", m.copy_mbps, m.lend_mbps);
+            << fmt::format("copy {:.0f} lend {:.0f} speedup {:.3f}\n", m.copy_mbps, m.lend_mbps,
+                           m.speedup);
         out.close();
         if (!out) {
             why = fmt::format("cannot write {}", temporary);
@@ -304,8 +329,10 @@ std::string SpliceChoice::describe() const {
                                size_text(min), size_text(max));
     std::string inputs;
     if (from == From::cache || from == From::measurement)
-        inputs = fmt::format(": 1 MiB over loopback copy {:.0f} MB/s, lend {:.0f} MB/s; {}",
-                             measured.copy_mbps, measured.lend_mbps, fingerprint);
+        inputs = fmt::format(
+            ": 1 MiB over loopback copy {:.0f} MB/s, lend {:.0f} MB/s, lending {:.2f}x "
+            "(lends above {:.2f}x); {}",
+            measured.copy_mbps, measured.lend_mbps, measured.speedup, lend_margin, fingerprint);
     if (from == From::measurement) inputs += fmt::format("; took {:.1f} ms", measure_ms);
     return fmt::format("{} ({}{})", what, to_string(from), inputs);
 }

@@ -20,19 +20,24 @@ namespace transit::tcp {
 // that the pipe's set-up costs more than the copy saves), no upper limit.
 inline constexpr std::size_t lend_min = 256 * 1024;
 inline constexpr std::size_t lend_max = 0;
-// Size of each measured transfer, and transfers of each kind kept (the
-// fastest of them counts: a shared host slows some down, never speeds up).
+// Size of each measured transfer, and transfers of each kind timed, the two
+// kinds alternating; the median of each kind counts (on a shared host a
+// single fast or slow transfer is the neighbours' doing, not the method's).
 inline constexpr std::size_t probe_size = 1 << 20;
-inline constexpr int probe_rounds = 4;
+inline constexpr int probe_rounds = 9;
 // Lending is chosen when it is at least this much faster: on a tie, copying
 // (no pipe, no signal guard) is the simpler path.
-inline constexpr double lend_margin = 1.05;
+inline constexpr double lend_margin = 1.1;
 
-// One measurement: MB/s of 1 MiB transfers over a loopback connection.
+// One measurement: MB/s of 1 MiB transfers over a loopback connection (the
+// median of each kind), and the median over the rounds of lending's speed-up
+// on the copy just before it (rounds next to each other share the host's
+// state, so this ratio is steadier than the ratio of the medians).
 struct SpliceMeasurement {
     double copy_mbps = 0;
     double lend_mbps = 0;
-    bool lends() const noexcept { return lend_mbps > copy_mbps * lend_margin; }
+    double speedup = 0;
+    bool lends() const noexcept { return speedup > lend_margin; }
 };
 
 // Measures both ways (a receiving thread, this thread sending); nullopt with

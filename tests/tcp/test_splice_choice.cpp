@@ -49,7 +49,7 @@ class SpliceChoiceTest : public ::testing::Test {
 };
 
 std::string cache_text(const std::string& host, const std::string& figures) {
-    return "transit tcp splice 1\nhost " + host + "\n" + figures + "\n";
+    return "transit tcp splice 2\nhost " + host + "\n" + figures + "\n";
 }
 
 }  // namespace
@@ -74,6 +74,7 @@ TEST_F(SpliceChoiceTest, MeasuredOnceThenReadFromTheCache) {
     EXPECT_TRUE(second.notes.empty()) << joined(second.notes);
     EXPECT_NEAR(second.measured.copy_mbps, first.measured.copy_mbps, 1.0);
     EXPECT_NEAR(second.measured.lend_mbps, first.measured.lend_mbps, 1.0);
+    EXPECT_NEAR(second.measured.speedup, first.measured.speedup, 0.001);
     EXPECT_EQ(second.min, first.min);
     EXPECT_NE(second.describe().find("measured earlier on this host"), std::string::npos)
         << second.describe();
@@ -81,7 +82,7 @@ TEST_F(SpliceChoiceTest, MeasuredOnceThenReadFromTheCache) {
 
 // The cache's figures decide, whatever this host would measure now.
 TEST_F(SpliceChoiceTest, CachedFiguresDecide) {
-    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000"));
+    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000 speedup 3"));
     tcp::SpliceChoice c = tcp::choose_splice(std::nullopt, std::nullopt, 1 << 20);
     EXPECT_EQ(c.from, From::cache);
     EXPECT_EQ(c.min, tcp::lend_min);
@@ -89,7 +90,7 @@ TEST_F(SpliceChoiceTest, CachedFiguresDecide) {
     EXPECT_NE(c.describe().find("lend put/get payloads of 256 KiB..no limit"), std::string::npos)
         << c.describe();
 
-    write_cache(cache_text(tcp::host_fingerprint(), "copy 3000 lend 1000"));
+    write_cache(cache_text(tcp::host_fingerprint(), "copy 3000 lend 1000 speedup 0.33"));
     c = tcp::choose_splice(std::nullopt, std::nullopt, 1 << 20);
     EXPECT_EQ(c.from, From::cache);
     EXPECT_EQ(c.min, 0u);
@@ -97,7 +98,7 @@ TEST_F(SpliceChoiceTest, CachedFiguresDecide) {
 }
 
 TEST_F(SpliceChoiceTest, ExplicitParametersWin) {
-    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000"));
+    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000 speedup 3"));
     // An explicit min: nothing read, nothing measured, the max parameter as it is.
     tcp::SpliceChoice c = tcp::choose_splice(64 * 1024, std::nullopt, 1 << 20);
     EXPECT_EQ(c.from, From::parameter);
@@ -118,13 +119,16 @@ TEST_F(SpliceChoiceTest, DamagedCacheIsIgnoredAndReplaced) {
         {"not a tcp splice cache",
          "\x7f"
          "ELF garbage\n\n"},
-        {"not a tcp splice cache", "transit tcp splice 99\nhost x\ncopy 1 lend 2\n"},
+        {"not a tcp splice cache", "transit tcp splice 99\nhost x\ncopy 1 lend 2 speedup 2\n"},
+        {"not a tcp splice cache", "transit tcp splice 1\nhost x\ncopy 1 lend 2\n"},
         {"written for another host",
-         cache_text("cpu=Other CPU; cores=64; kernel=1.0", "copy 1 lend 2")},
-        {"damaged figures line", cache_text(tcp::host_fingerprint(), "copy lots lend 2")},
-        {"damaged figures line", cache_text(tcp::host_fingerprint(), "copy 1000 lend -5")},
-        {"damaged figures line", cache_text(tcp::host_fingerprint(), "copy 1000 lend 20 extra")},
-        {"damaged figures line", "transit tcp splice 1\nhost " + tcp::host_fingerprint() + "\n"},
+         cache_text("cpu=Other CPU; cores=64; kernel=1.0", "copy 1 lend 2 speedup 2")},
+        {"damaged figures line", cache_text(tcp::host_fingerprint(), "copy lots lend 2 speedup 2")},
+        {"damaged figures line",
+         cache_text(tcp::host_fingerprint(), "copy 1000 lend 5 speedup -1")},
+        {"damaged figures line",
+         cache_text(tcp::host_fingerprint(), "copy 1000 lend 20 speedup 2 extra")},
+        {"damaged figures line", "transit tcp splice 2\nhost " + tcp::host_fingerprint() + "\n"},
     };
     for (const auto& [reason, text] : cases) {
         SCOPED_TRACE(reason);
@@ -159,7 +163,7 @@ TEST_F(SpliceChoiceTest, ComponentAppliesTheChoiceUnlessTheUserSetIt) {
     params::Registry& r = params::registry();
     if (r.find("btl_base_verbose") == nullptr)
         r.add("btl", "base", {"verbose", params::Type::integer, "0", "Verbosity", 1});
-    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000"));
+    write_cache(cache_text(tcp::host_fingerprint(), "copy 1000 lend 3000 speedup 3"));
     {
         tcp::TcpComponent c;
         c.register_params(r);

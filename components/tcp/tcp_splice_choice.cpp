@@ -154,7 +154,9 @@ double median(std::vector<double>& v) {
 
 }  // namespace
 
-std::optional<SpliceMeasurement> measure_splice(std::string& why) {
+namespace {
+
+std::optional<SpliceMeasurement> measure_series(std::string& why) {
     Fd sender;
     Fd receiver;
     if (!connect_loopback(sender, receiver, why)) return std::nullopt;
@@ -163,9 +165,10 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
         why = "no pipe for lending";
         return std::nullopt;
     }
-    // A warm-up of each kind (first-touch faults, the socket's buffers
-    // growing), then the two kinds alternating.
-    constexpr int transfers = 2 * (probe_rounds + 1);
+    // Two warm-up transfers of each kind (first-touch faults, the socket's
+    // buffers growing), then the two kinds alternating.
+    constexpr int warm_up = 4;
+    constexpr int transfers = warm_up + 2 * probe_rounds;
     // Page-aligned, as a large payload usually is: 1 MiB fills the pipe's
     // 256 pages in one vmsplice.
     const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -173,13 +176,14 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
     const std::span<const std::byte> data(
         block.data() + (page - reinterpret_cast<std::uintptr_t>(block.data()) % page) % page,
         probe_size);
+    // Any online processor but this one, even when this process is bound to
+    // one core (a rank under transit_run --bind-to core): a peer rank has its own.
     cpu_set_t others;
     CPU_ZERO(&others);
     const int here = ::sched_getcpu();
-    if (here >= 0 && ::sched_getaffinity(0, sizeof others, &others) == 0 && CPU_COUNT(&others) > 1)
-        CPU_CLR(here, &others);
-    else
-        CPU_ZERO(&others);
+    const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+    for (long cpu = 0; here >= 0 && online > 1 && cpu < online && cpu < CPU_SETSIZE; ++cpu)
+        if (cpu != here) CPU_SET(static_cast<int>(cpu), &others);
     std::thread peer;
     try {
         peer = std::thread(receive_transfers, receiver.get(), transfers, others);
@@ -201,7 +205,7 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
                               lending ? "lent" : "copied");
             break;
         }
-        if (t < 2) continue;
+        if (t < warm_up) continue;
         if (lending)
             ratios.push_back(copy_time / s);  // this pair: lending's speed-up
         else
@@ -213,6 +217,19 @@ std::optional<SpliceMeasurement> measure_splice(std::string& why) {
     if (failed) return std::nullopt;
     return SpliceMeasurement{probe_size / median(copy) / 1e6, probe_size / median(lend) / 1e6,
                              median(ratios)};
+}
+
+}  // namespace
+
+std::optional<SpliceMeasurement> measure_splice(std::string& why) {
+    std::optional<SpliceMeasurement> m = measure_series(why);
+    if (!m || !m->lends()) return m;
+    // The verdict is kept for the host: lending, the less common one, must
+    // win a second series too (a neighbour's burst on one processor can
+    // favour it for a whole series); the lower speed-up counts.
+    const std::optional<SpliceMeasurement> again = measure_series(why);
+    if (!again) return again;
+    return again->speedup < m->speedup ? again : m;
 }
 
 std::string host_fingerprint() {

@@ -152,10 +152,6 @@ double median(std::vector<double>& v) {
     return v[v.size() / 2];
 }
 
-}  // namespace
-
-namespace {
-
 std::optional<SpliceMeasurement> measure_series(std::string& why) {
     Fd sender;
     Fd receiver;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
+#include <optional>
 #include <utility>
 
 #include <netinet/in.h>
@@ -16,6 +17,7 @@
 #include <sys/socket.h>
 
 #include "tcp_module.hpp"
+#include "tcp_sigpipe.hpp"
 #include "transit/params_bind.hpp"
 
 namespace transit::tcp {
@@ -69,15 +71,17 @@ constexpr params::Field<TcpParams> param_table[] = {
         params::Decl{"splice_min", Type::size, "0",
                      "Smallest put or get payload whose pages are lent to the socket (vmsplice "
                      "and splice) instead of copied into it: over loopback the receiver copies "
-                     "straight from the sender's memory.  0: always copy (copying was ahead at "
-                     "1 MiB messages on an AMD EPYC host; try 256k on others)",
+                     "straight from the sender's memory.  Unset: chosen per host by measuring "
+                     "1 MiB transfers both ways once (kept in $XDG_CACHE_HOME/transit or "
+                     "~/.cache/transit; btl_base_verbose=10 and transit_info --devices show the "
+                     "choice).  0: always copy, nothing measured",
                      5}
             .range(0, 1 << 30)),
     params::to<&TcpParams::splice_max>(
         params::Decl{"splice_max", Type::size, "1M",
                      "Largest put or get payload whose pages are lent to the socket; larger "
-                     "ones are copied (lending lost at 2 MiB payloads on an AMD EPYC host and "
-                     "won on a Xeon host).  0: no limit",
+                     "ones are copied.  A host that measured lending faster lends without "
+                     "limit unless this is set.  0: no limit",
                      5}
             .range(0, 1 << 30)),
     params::to<&TcpParams::coalesce>(params::Decl{
@@ -180,7 +184,24 @@ mca::OpenResult TcpComponent::open() {
     }
     for (const std::string& n : notes) out_.verbose(20, "{}", n);
     if (interfaces_.empty()) return mca::OpenResult::decline("no usable IP interface is up");
+    choose_splice_range(r);
     return mca::OpenResult::ok();
+}
+
+void TcpComponent::choose_splice_range(params::Registry& r) {
+    // A value the user set wins; the host's measurement fills in the rest.
+    const auto set_by_user = [&](params::Variable& v) -> std::optional<std::size_t> {
+        if (v.source().origin == params::Origin::default_value) return std::nullopt;
+        return static_cast<std::size_t>(v.as_unsigned());
+    };
+    splice_ = choose_splice(
+        set_by_user(params::variable_of<&TcpParams::splice_min>(r, "btl", "tcp", param_table)),
+        set_by_user(params::variable_of<&TcpParams::splice_max>(r, "btl", "tcp", param_table)),
+        params_.splice_max);
+    params_.splice_min = splice_.min;
+    params_.splice_max = splice_.max;
+    for (const std::string& n : splice_.notes) out_.verbose(10, "splice: {}", n);
+    out_.verbose(10, "{}", splice_.describe());
 }
 
 std::vector<std::unique_ptr<btl::Module>> TcpComponent::init(btl::InitContext& ctx) {
@@ -355,6 +376,8 @@ void TcpComponent::flush_bursts() noexcept {
 }
 
 int TcpComponent::poll() noexcept {
+    // Every payload lent in this pass shares one SIGPIPE guard.
+    const SigpipeScope sigpipe;
     events_ = 0;
     ++poll_count_;
     if (bursts_due_) flush_bursts();

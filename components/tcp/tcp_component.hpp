@@ -14,6 +14,7 @@
 
 #include "tcp_endpoint.hpp"
 #include "tcp_interfaces.hpp"
+#include "tcp_splice_choice.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/registration_table.hpp"
@@ -78,6 +79,8 @@ class TcpComponent : public btl::Component {
     void describe_devices(mca::DeviceReport& report) const;
 
     const TcpParams& params() const noexcept { return params_; }
+    // How put and get payloads are sent (copied or lent), and why.
+    const SpliceChoice& splice_choice() const noexcept { return splice_; }
     const log::Stream& out() const noexcept { return out_; }
     rt::Runtime& runtime() const noexcept { return *runtime_; }
     ProgressEngine& progress_engine() const noexcept { return *progress_; }
@@ -158,9 +161,12 @@ class TcpComponent : public btl::Component {
     void accepting_again();
     void arm_listeners(bool armed);
     void stop_listener() noexcept;
+    // Sets params_.splice_min and splice_max: the user's, or the host's measurement.
+    void choose_splice_range(params::Registry& r);
 
     params::Registry* registry_ = nullptr;
     TcpParams params_;
+    SpliceChoice splice_;
     log::Stream out_;
     std::vector<Interface> discovered_;  // before btl_tcp_if_include/exclude
     std::vector<Interface> interfaces_;

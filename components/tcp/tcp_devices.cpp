@@ -29,6 +29,8 @@ bool has(const Interface& i, const InterfaceAddress& a) {
 }  // namespace
 
 void TcpComponent::describe_devices(mca::DeviceReport& report) const {
+    report.notes.push_back("put/get payloads: " + splice_.describe());
+    for (const std::string& n : splice_.notes) report.notes.push_back("splice: " + n);
     const bool including = !params_.if_include.empty();
     const std::string filter =
         including

@@ -6,6 +6,7 @@
 
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "tcp_module.hpp"
 #include "transit/btl/util/atomic_width.hpp"
@@ -48,6 +49,10 @@ void TcpModule::on_readable(Link& l) noexcept {
     if (l.direct_left > 0) {
         read_direct(l);
         if (l.direct_left > 0 || l.state != LinkState::connected) return;
+        // The read that ended the payload took what followed it, if anything
+        // had come: reading again now would mostly find the socket empty.
+        if (l.rtail > l.rhead) parse(l);
+        return;
     }
     if (l.rtail == l.rcap) {  // a partial frame sits at the end: move it to the front
         std::memmove(l.rbuf.get(), l.rbuf.get() + l.rhead, l.rtail - l.rhead);
@@ -73,14 +78,27 @@ void TcpModule::read_direct(Link& l) noexcept {
     // A refused put's data is read into the (empty) receive buffer and dropped.
     std::byte* dst = l.direct_dst ? l.direct_dst : l.rbuf.get();
     const std::size_t want = l.direct_dst ? l.direct_left : std::min(l.direct_left, l.rcap);
-    const ssize_t n = ::recv(l.fd.get(), dst, want, MSG_DONTWAIT);
+    // What follows the payload (the next frame's header and request) comes
+    // in the same call, into the receive buffer, which is empty while a
+    // payload is read directly: one system call fewer per payload, and no
+    // read that finds the socket empty right after it.
+    iovec parts[2] = {{dst, want}, {l.rbuf.get(), short_read_size}};
+    msghdr m{};
+    m.msg_iov = parts;
+    m.msg_iovlen = l.direct_dst && want == l.direct_left ? 2 : 1;
+    const ssize_t n = ::recvmsg(l.fd.get(), &m, MSG_DONTWAIT);
     if (n == 0) return fail_link(l, "connection closed by the peer");
     if (n < 0) {
         if (would_block(errno)) return;
         return fail_link(l, std::string("receive failed: ") + std::strerror(errno));
     }
-    if (l.direct_dst) l.direct_dst += n;
-    l.direct_left -= static_cast<std::size_t>(n);
+    const std::size_t payload = std::min(static_cast<std::size_t>(n), want);
+    if (l.direct_dst) l.direct_dst += payload;
+    l.direct_left -= payload;
+    if (static_cast<std::size_t>(n) > payload) {
+        l.rtail = static_cast<std::size_t>(n) - payload;  // the buffer was empty
+        if (l.short_reads > 0) --l.short_reads;
+    }
     if (l.direct_left == 0) finish_direct(l);
 }
 

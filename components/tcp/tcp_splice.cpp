@@ -1,56 +1,14 @@
 #include "tcp_splice.hpp"
 
+#include "tcp_sigpipe.hpp"
+
 #include <cerrno>
-#include <csignal>
 
 #include <fcntl.h>
-#include <pthread.h>
 
 namespace transit::tcp {
 
 namespace {
-
-// splice(2) into a socket whose peer is gone raises SIGPIPE (it has no
-// MSG_NOSIGNAL): the signal is blocked in this thread for the call, and one it
-// raised is taken back, so the caller sees EPIPE as from sendmsg.  Two system
-// calls when the thread did not block SIGPIPE already (block, restore); a
-// thread that blocks it needs neither, only to know whether one was pending
-// before, so as not to take back a signal that is not ours.
-class QuietSigpipe {
-  public:
-    QuietSigpipe() noexcept {
-        sigemptyset(&pipe_);
-        sigaddset(&pipe_, SIGPIPE);
-        ::pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
-        blocked_before_ = sigismember(&old_, SIGPIPE) == 1;
-        if (blocked_before_) {
-            // Only a blocked signal can be pending in this thread's view.
-            sigset_t pending;
-            sigemptyset(&pending);
-            ::sigpending(&pending);
-            was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-        }
-    }
-    ~QuietSigpipe() {
-        const int saved = errno;
-        if (raised_ && !was_pending_) {
-            const timespec now{};
-            ::sigtimedwait(&pipe_, nullptr, &now);
-        }
-        if (!blocked_before_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-        errno = saved;
-    }
-    QuietSigpipe(const QuietSigpipe&) = delete;
-    QuietSigpipe& operator=(const QuietSigpipe&) = delete;
-    void raised() noexcept { raised_ = true; }
-
-  private:
-    sigset_t pipe_;
-    sigset_t old_;
-    bool blocked_before_ = false;
-    bool was_pending_ = false;
-    bool raised_ = false;
-};
 
 // Bytes the pipe takes per vmsplice: a 1 MiB payload in one vmsplice and one
 // splice when the socket has the room, rather than four of each.  1 MiB is
@@ -81,7 +39,7 @@ SplicePipe::Result SplicePipe::write(const void* user, int socket, iovec& data) 
     if (held_ > 0 && user_ != user) return Result::unavailable;
     if (!read_) return Result::unavailable;
     user_ = user;
-    QuietSigpipe quiet;
+    SigpipeScope scope;  // inside a progress pass's scope: guarded once for the pass
     for (;;) {
         if (held_ == 0) {
             if (data.iov_len == 0) return Result::done;
@@ -94,11 +52,12 @@ SplicePipe::Result SplicePipe::write(const void* user, int socket, iovec& data) 
             held_ = static_cast<std::size_t>(n);
         }
         const unsigned more = data.iov_len > 0 ? SPLICE_F_MORE : 0u;
+        SigpipeScope::guard();
         const ssize_t k = ::splice(read_.get(), nullptr, socket, nullptr, held_,
                                    SPLICE_F_MOVE | SPLICE_F_NONBLOCK | more);
         if (k < 0) {
             if (would_block(errno)) return Result::partial;
-            if (errno == EPIPE) quiet.raised();
+            if (errno == EPIPE) SigpipeScope::raised();
             return Result::error;
         }
         held_ -= static_cast<std::size_t>(k);

@@ -19,9 +19,11 @@
 #include <cstring>
 #include <vector>
 
+#include "components/tcp/tcp_sigpipe.hpp"
 #include "components/tcp/tcp_splice.hpp"
 
 using transit::tcp::Fd;
+using transit::tcp::SigpipeScope;
 using transit::tcp::SplicePipe;
 using Result = SplicePipe::Result;
 
@@ -254,4 +256,46 @@ TEST(TcpSplice, UnblockedSigpipeStaysUnblocked) {
     sigset_t now;
     ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
     EXPECT_FALSE(sigismember(&now, SIGPIPE));
+}
+
+// Within one scope (a progress pass) the signal mask is changed twice however
+// many payloads are lent, the first lent write blocking SIGPIPE and the end of
+// the scope restoring it; a peer gone in the middle is still an error, not a
+// signal, and the mask is the thread's own again after the scope.
+TEST(TcpSplice, OneSigpipeGuardPerScope) {
+    ASSERT_NE(::signal(SIGPIPE, SIG_DFL), SIG_ERR);
+    Connection live = connect_loopback();
+    Connection dead = connect_loopback();
+    const linger reset{1, 0};
+    ::setsockopt(dead.receiver.get(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    dead.receiver.reset();
+    const std::vector<std::byte> src = pattern(64 * 1024, 13);
+    SplicePipe pipe;
+    const unsigned long before = SigpipeScope::mask_calls();
+    {
+        const SigpipeScope pass;
+        EXPECT_EQ(SigpipeScope::mask_calls(), before) << "a scope with nothing lent costs nothing";
+        std::vector<std::byte> got;
+        for (int i = 0; i < 8; ++i) {
+            iovec data{const_cast<std::byte*>(src.data()), src.size()};
+            ASSERT_EQ(pipe.write(&live, live.sender.get(), data), Result::done);
+            ASSERT_TRUE(read_all(live.receiver.get(), got, src.size() * (i + 1)));
+        }
+        int errors = 0;
+        for (int i = 0; i < 100 && errors < 1; ++i) {
+            iovec data{const_cast<std::byte*>(src.data()), src.size()};
+            pipe.release(&dead);
+            if (pipe.write(&dead, dead.sender.get(), data) == Result::error) ++errors;
+        }
+        EXPECT_EQ(errors, 1);
+        EXPECT_EQ(SigpipeScope::mask_calls(), before + 1) << "SIGPIPE blocked once for the scope";
+        sigset_t now;
+        ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+        EXPECT_TRUE(sigismember(&now, SIGPIPE));
+    }
+    EXPECT_EQ(SigpipeScope::mask_calls(), before + 2);
+    sigset_t now;
+    ASSERT_EQ(::pthread_sigmask(SIG_SETMASK, nullptr, &now), 0);
+    EXPECT_FALSE(sigismember(&now, SIGPIPE)) << "the scope left SIGPIPE blocked";
+    EXPECT_FALSE(sigpipe_pending());
 }

@@ -30,6 +30,13 @@ struct UctFrag : btl::Descriptor {
     std::size_t capacity = 0;
     bool in_use = false;
     UctFrag* next_free = nullptr;
+    // Taken by send() while the peer's FIFO was full: waits in its endpoint's
+    // queue with its tag, then (sent or failed) for its callback after UCT's
+    // progress returns.
+    btl::Tag queued_tag = 0;
+    Status queued_status = Status::success;
+    btl::Endpoint* queued_ep = nullptr;  // for the callback (null once it is gone)
+    UctFrag* next_queued = nullptr;
 };
 
 enum class OpKind : std::uint8_t { put, get, atomic };

@@ -214,8 +214,24 @@ class UctModule final : public btl::Module,
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
+    // sendi's refusal: nothing sent, a descriptor for the caller to send.
+    [[gnu::noinline]] Status refuse(btl::Endpoint* endpoint, std::size_t total, std::uint8_t order,
+                                    std::uint32_t flags, btl::Descriptor** descriptor) noexcept;
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
+
+    // The full FIFO (uct_send_queue.cpp): a descriptor UCT had no room for
+    // waits in its endpoint's queue, and UCT calls pending_cb from its
+    // progress when the peer's FIFO has room again; what went (or failed)
+    // waits in done_frags_ for its callback after UCT's progress returns.
+    [[gnu::noinline]] Status enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept;
+    static ucs_status_t pending_cb(uct_pending_req_t* req) noexcept;
+    // Sends ep's queue in order until UCT has no room; true when it is empty.
+    bool send_queued(UctEndpoint& ep) noexcept;
+    int finish_queued() noexcept;
+    int retry_unparked() noexcept;
+    // The endpoint goes (or its peer failed): what waits ends with `status`.
+    void drop_queued(UctEndpoint& ep, Status status) noexcept;
 
     // Receiving and progress.
     static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
@@ -430,7 +446,7 @@ class UctModule final : public btl::Module,
     // attend() from the real state), the re-entry guard and the poll count.
     bool attention_ = false;
     bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
-    std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
+    std::uint32_t polls_ = 0;
     // Called every 1024th poll.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
@@ -440,6 +456,11 @@ class UctModule final : public btl::Module,
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
+    FifoQueue<UctFrag> done_frags_;   // queued sends that went or failed: callbacks due
+    std::size_t frags_queued_ = 0;    // in the endpoints' queues, all together
+    std::uint64_t sends_queued_ = 0;  // descriptors that waited for the FIFO (closing line)
+    std::uint64_t sendi_refused_ = 0;
+    bool unparked_ = false;  // a queue UCT took no pending request for (retry_unparked)
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces

@@ -703,10 +703,10 @@ Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
                             static_cast<unsigned>(payload_size));
         if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
-        // The FIFO is full: asking UCT again in sendi_gather would only
-        // re-read the peer's tail.
+        // The FIFO is full: into the endpoint's queue (asking UCT again in
+        // sendi_gather would only re-read the peer's tail).
         if (s == UCS_ERR_NO_RESOURCE)
-            return refuse(endpoint, payload_size, order, flags, descriptor);
+            return take_in(endpoint, convertor, nullptr, 0, payload_size, order, tag, descriptor);
     }
     return sendi_gather(endpoint, convertor, nullptr, 0, payload_size, order, flags, tag,
                         descriptor);
@@ -734,7 +734,9 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
                             static_cast<unsigned>(total));
         if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
-        if (s == UCS_ERR_NO_RESOURCE) return refuse(endpoint, total, order, flags, descriptor);
+        if (s == UCS_ERR_NO_RESOURCE)
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
     } else if (src != nullptr && header != nullptr && short_iov_) {
         // One 8-byte store, read back whole by UCT's copy (forwarded).
         const std::uint64_t word =
@@ -748,7 +750,8 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
         if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
         if (s == UCS_ERR_NO_RESOURCE)
-            return refuse(endpoint, header_size + payload_size, order, flags, descriptor);
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
         if (s == UCS_ERR_UNSUPPORTED)
             short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
     }
@@ -768,23 +771,51 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
     const std::size_t total = header_size + payload_size;
-    // Nothing overtakes the descriptors waiting for this peer's FIFO.
-    if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit && ep->queued.empty()) {
+    if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
+        // Nothing overtakes the messages waiting for this peer's FIFO.
+        if (!ep->queued.empty())
+            return ep->failed ? Status::peer_failed
+                              : take_in(endpoint, convertor, header, header_size, payload_size,
+                                        order, tag, descriptor);
         Gather g{wire(Kind::message, tag), header, header_size};
         g.convertor = payload_size > 0 ? convertor : nullptr;
         g.convertor_len = payload_size;
         const Status s = transmit(ep, g);
-        if (s == Status::completed || s != Status::out_of_resource) return s;
+        if (s == Status::out_of_resource)
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
+        return s;
     }
-    return refuse(endpoint, total, order, flags, descriptor);
-}
-
-Status UctModule::refuse(btl::Endpoint* endpoint, std::size_t total, std::uint8_t order,
-                         std::uint32_t flags, btl::Descriptor** descriptor) noexcept {
     ++sendi_refused_;
     if (descriptor != nullptr)
         *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
     return Status::out_of_resource;
+}
+
+// sendi when UCT has no room, or messages wait already: the message is copied
+// into a send fragment at the back of the endpoint's queue and is taken
+// (completed: the caller's buffer is free again, and the queue goes in order
+// from UCT's progress, as the tcp btl's sendi appends to a burst).  With no
+// fragment free, nothing happens (out_of_resource, no descriptor either).
+Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                          btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    if (descriptor != nullptr) *descriptor = nullptr;
+    const std::size_t total = header_size + payload_size;
+    UctFrag* f = take();
+    if (f == nullptr || total > f->capacity) [[unlikely]] {
+        if (f != nullptr) frags_.put(f);
+        ++sendi_refused_;
+        return Status::out_of_resource;
+    }
+    std::byte* p = f->buffer + sizeof(WireHeader);
+    if (header_size > 0) std::memcpy(p, header, header_size);
+    if (payload_size > 0) convertor->pack(p + header_size, payload_size);
+    f->seg = {p, total};
+    btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
+    return enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
+               ? Status::completed
+               : Status::out_of_resource;
 }
 
 // --- receiving and progress --------------------------------------------------

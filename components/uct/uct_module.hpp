@@ -214,9 +214,11 @@ class UctModule final : public btl::Module,
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
-    // sendi's refusal: nothing sent, a descriptor for the caller to send.
-    [[gnu::noinline]] Status refuse(btl::Endpoint* endpoint, std::size_t total, std::uint8_t order,
-                                    std::uint32_t flags, btl::Descriptor** descriptor) noexcept;
+    // sendi when UCT has no room or messages wait: copied into the queue.
+    [[gnu::noinline]] Status take_in(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                     const void* header, std::size_t header_size,
+                                     std::size_t payload_size, std::uint8_t order, btl::Tag tag,
+                                     btl::Descriptor** descriptor) noexcept;
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
 
@@ -456,11 +458,11 @@ class UctModule final : public btl::Module,
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
-    FifoQueue<UctFrag> done_frags_;   // queued sends that went or failed: callbacks due
-    std::size_t frags_queued_ = 0;    // in the endpoints' queues, all together
-    std::uint64_t sends_queued_ = 0;  // descriptors that waited for the FIFO (closing line)
-    std::uint64_t sendi_refused_ = 0;
-    bool unparked_ = false;  // a queue UCT took no pending request for (retry_unparked)
+    FifoQueue<UctFrag> done_frags_;    // queued sends that went or failed: callbacks due
+    std::size_t frags_queued_ = 0;     // in the endpoints' queues, all together
+    std::uint64_t sends_queued_ = 0;   // descriptors that waited for the FIFO (closing line)
+    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
+    bool unparked_ = false;            // a queue UCT took no pending request for (retry_unparked)
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces

@@ -6,7 +6,6 @@
 #include <uct/api/uct.h>
 
 #include <chrono>
-#include <type_traits>
 
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/process_watch.hpp"
@@ -15,25 +14,9 @@
 
 namespace transit::uct {
 
-class UctEndpoint;
-
-// What an endpoint hands to uct_ep_pending_add: UCT calls `req.func` from its
-// progress once the peer's FIFO has room; `req` first, so the callback finds
-// the rest from the pointer it is given.
-struct PendingSlot {
-    uct_pending_req_t req{};
-    void* module = nullptr;
-    UctEndpoint* endpoint = nullptr;
-};
-static_assert(std::is_standard_layout_v<PendingSlot>, "PendingSlot must start with its request");
-
-// uct_ep_pending_purge's callback: the module drops the endpoint's queue
-// itself (some transports, tcp among them, call the callback unchecked).
-inline void forget_pending(uct_pending_req_t*, void*) {}
-
 class UctEndpoint final : public btl::Endpoint {
   public:
-    UctEndpoint(Rank peer, uct_ep_h ep) : btl::Endpoint(peer), ep(ep) { pending.endpoint = this; }
+    UctEndpoint(Rank peer, uct_ep_h ep) : btl::Endpoint(peer), ep(ep) {}
     UctEndpoint(const UctEndpoint&) = delete;
     UctEndpoint& operator=(const UctEndpoint&) = delete;
     ~UctEndpoint() override {
@@ -42,21 +25,17 @@ class UctEndpoint final : public btl::Endpoint {
         if (amo_component != nullptr)
             amo_rkeys.clear([this](uct_rkey_bundle_t& b) { uct_rkey_release(amo_component, &b); });
         if (rdma_ep != nullptr && rdma_ep != ep) uct_ep_destroy(rdma_ep);
-        // The module emptied `queued` (drop_queued); UCT must not call back
-        // into a freed endpoint.
-        if (ep != nullptr && pending_added) uct_ep_pending_purge(ep, forget_pending, nullptr);
         if (ep != nullptr) uct_ep_destroy(ep);
     }
 
     static constexpr std::size_t rkey_cache_size = 16;
 
     uct_ep_h ep;
-    // Messages send() took while the peer's FIFO was full, in order; while
-    // any wait, sendi refuses without asking UCT, so nothing overtakes them.
+    // Messages UCT had no room for (the peer's FIFO full), in order; while
+    // any wait, a new message goes behind them (uct_send_queue.cpp).
     FifoQueue<UctFrag> queued;
-    bool pending_added = false;  // `pending` is in UCT's pending queue
-    PendingSlot pending;
-    uct_ep_h rdma_ep = nullptr;  // native put/get; == ep when the module's own interface
+    UctEndpoint* next_waiting = nullptr;  // the module's list of endpoints whose queue waits
+    uct_ep_h rdma_ep = nullptr;           // native put/get; == ep when the module's own interface
     uct_component_h rkey_component = nullptr;  // unpacks (and releases) the remote keys
     RkeyCache<uct_rkey_bundle_t, rkey_cache_size> rkeys;
     bool rdma_broken = false;  // a native operation failed: active messages from now on

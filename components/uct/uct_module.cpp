@@ -640,8 +640,8 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     if (!frags_.owns(f) || !f->in_use || descriptor->segments[0].len > f->capacity) [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
-    // Behind descriptors already waiting for the peer's FIFO: in order.
-    if (!ep->queued.empty()) [[unlikely]]
+    // Behind messages already waiting for the peer's FIFO: the queue first, in order.
+    if (!ep->queued.empty() && (ep->failed || !send_queued(*ep))) [[unlikely]]
         return ep->failed ? Status::peer_failed : enqueue(ep, f, tag);
     Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
              static_cast<std::size_t>(descriptor->segments[0].len)};
@@ -772,8 +772,8 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
     auto* ep = static_cast<UctEndpoint*>(endpoint);
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
-        // Nothing overtakes the messages waiting for this peer's FIFO.
-        if (!ep->queued.empty())
+        // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
+        if (!ep->queued.empty() && (ep->failed || !send_queued(*ep)))
             return ep->failed ? Status::peer_failed
                               : take_in(endpoint, convertor, header, header_size, payload_size,
                                         order, tag, descriptor);
@@ -794,9 +794,10 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
 
 // sendi when UCT has no room, or messages wait already: the message is copied
 // into a send fragment at the back of the endpoint's queue and is taken
-// (completed: the caller's buffer is free again, and the queue goes in order
-// from UCT's progress, as the tcp btl's sendi appends to a burst).  With no
-// fragment free, nothing happens (out_of_resource, no descriptor either).
+// (completed: the caller's buffer is free again and the queue goes in order,
+// at the next send to that peer or progress pass; the tcp btl's sendi
+// appends to a burst the same way).  With no fragment free, nothing happens
+// (out_of_resource, no descriptor either: alloc would fail too).
 Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                           std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                           btl::Tag tag, btl::Descriptor** descriptor) noexcept {
@@ -971,8 +972,9 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    // What waits for the peer's FIFO goes first (UCT's progress sends it).
-    while (!e.queued.empty() && !e.failed && std::chrono::steady_clock::now() < deadline)
+    // What waits for the peer's FIFO goes first.
+    while (!e.queued.empty() && !e.failed && !send_queued(e) &&
+           std::chrono::steady_clock::now() < deadline)
         uct_worker_progress(worker_.get());
     // A peer outside the job is never added again (ids are not reused).
     Farewells none;
@@ -1077,7 +1079,7 @@ int UctModule::attend() noexcept {
     if (!waiting_replies_.empty()) events += retry_replies();
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
-    if (unparked_) events += retry_unparked();
+    if (frags_queued_ > 0) events += retry_queues();
     if (!done_frags_.empty()) events += finish_queued();
     if (!flushes_.empty()) events += retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
@@ -1100,9 +1102,9 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           !done_frags_.empty() || unparked_ || !flushes_.empty() || failures_ || dropped_ > 0 ||
-           !ring_.empty() || peer_count_ == 0 || dynamic_.size() != dynamic_ids_.size() ||
-           watches_dynamic() || unwelcomed_ > 0;
+           !done_frags_.empty() || frags_queued_ > 0 || !flushes_.empty() || failures_ ||
+           dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || unwelcomed_ > 0;
 }
 
 int UctModule::deliver() noexcept {
@@ -1250,11 +1252,12 @@ Status UctModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (worker_)
-        out_.verbose(10,
-                     "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
-                     "sendi refused {}, {} sends waited for the peer's FIFO",
-                     name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_,
-                     sends_queued_);
+        out_.verbose(
+            10,
+            "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
+            "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
+            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_, sends_queued_,
+            queue_retries_);
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);

@@ -222,16 +222,15 @@ class UctModule final : public btl::Module,
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
 
-    // The full FIFO (uct_send_queue.cpp): a descriptor UCT had no room for
-    // waits in its endpoint's queue, and UCT calls pending_cb from its
-    // progress when the peer's FIFO has room again; what went (or failed)
-    // waits in done_frags_ for its callback after UCT's progress returns.
+    // The full FIFO (uct_send_queue.cpp): a message UCT had no room for
+    // waits in its endpoint's queue, tried again at the next send to that
+    // peer and at every progress pass; what went (or failed) waits in
+    // done_frags_ for its callback, run from attend().
     [[gnu::noinline]] Status enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept;
-    static ucs_status_t pending_cb(uct_pending_req_t* req) noexcept;
     // Sends ep's queue in order until UCT has no room; true when it is empty.
     bool send_queued(UctEndpoint& ep) noexcept;
+    int retry_queues() noexcept;
     int finish_queued() noexcept;
-    int retry_unparked() noexcept;
     // The endpoint goes (or its peer failed): what waits ends with `status`.
     void drop_queued(UctEndpoint& ep, Status status) noexcept;
 
@@ -448,7 +447,7 @@ class UctModule final : public btl::Module,
     // attend() from the real state), the re-entry guard and the poll count.
     bool attention_ = false;
     bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
-    std::uint32_t polls_ = 0;
+    std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
     // Called every 1024th poll.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
@@ -458,11 +457,12 @@ class UctModule final : public btl::Module,
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
-    FifoQueue<UctFrag> done_frags_;    // queued sends that went or failed: callbacks due
-    std::size_t frags_queued_ = 0;     // in the endpoints' queues, all together
-    std::uint64_t sends_queued_ = 0;   // descriptors that waited for the FIFO (closing line)
-    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
-    bool unparked_ = false;            // a queue UCT took no pending request for (retry_unparked)
+    FifoQueue<UctFrag> done_frags_;       // queued sends that went or failed: callbacks due
+    std::size_t frags_queued_ = 0;        // in the endpoints' queues, all together
+    std::uint64_t sends_queued_ = 0;      // descriptors that waited for the FIFO (closing line)
+    std::uint64_t queue_retries_ = 0;     // tries of a queue's head that found no room
+    std::uint64_t sendi_refused_ = 0;     // no fragment free for the queue (or too large)
+    UctEndpoint* waiting_eps_ = nullptr;  // endpoints whose queue is not empty
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces

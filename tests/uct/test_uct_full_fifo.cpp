@@ -2,11 +2,11 @@
 // message of the burst while rank 1 is not progressing (its FIFO fills, and
 // the rest waits in the sender), then rank 1 receives them one by one in the
 // order they were sent and checks each one's index and every byte.  Sizes go
-// from 1 byte to 4000 (UCT's am_short and am_bcopy both carry some), so the
+// from 4 bytes to 4000 (UCT's am_short and am_bcopy both carry some), so the
 // messages that waited for room are of both kinds.
 //
 // Rank 1 starts receiving when rank 0 says the burst is posted, through a
-// file next to the job (named by the launcher's pid, which both ranks share),
+// file in TMPDIR (named by the launcher's pid, which both ranks share),
 // not through transit: anything through transit would let rank 1 progress.
 // The ctest entry requires rank 0's closing line (btl_base_verbose 10) to
 // count sends that waited for the peer's FIFO.

@@ -413,6 +413,7 @@ void UctModule::dynamic_goodbye(Rank peer) noexcept {
 void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
     e.deleted = true;
     e.failed = true;
+    drop_queued(e, Status::cancelled);  // off the waiting list before reap_dynamic frees it
     // Its replies would name a channel no longer known: what is in flight
     // ends now (a job peer's operations complete on replies that still come).
     end_ops(e.peer(), Status::cancelled);

@@ -9,6 +9,7 @@
 
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/process_watch.hpp"
+#include "uct_frag.hpp"
 #include "uct_rdma_policy.hpp"
 
 namespace transit::uct {
@@ -30,7 +31,11 @@ class UctEndpoint final : public btl::Endpoint {
     static constexpr std::size_t rkey_cache_size = 16;
 
     uct_ep_h ep;
-    uct_ep_h rdma_ep = nullptr;  // native put/get; == ep when the module's own interface
+    // Messages UCT had no room for (the peer's FIFO full), in order; while
+    // any wait, a new message goes behind them (uct_send_queue.cpp).
+    FifoQueue<UctFrag> queued;
+    UctEndpoint* next_waiting = nullptr;  // the module's list of endpoints whose queue waits
+    uct_ep_h rdma_ep = nullptr;           // native put/get; == ep when the module's own interface
     uct_component_h rkey_component = nullptr;  // unpacks (and releases) the remote keys
     RkeyCache<uct_rkey_bundle_t, rkey_cache_size> rkeys;
     bool rdma_broken = false;  // a native operation failed: active messages from now on

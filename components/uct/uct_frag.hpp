@@ -30,6 +30,13 @@ struct UctFrag : btl::Descriptor {
     std::size_t capacity = 0;
     bool in_use = false;
     UctFrag* next_free = nullptr;
+    // Taken while UCT had no room (send, or sendi's copy): waits in its
+    // endpoint's queue with its tag, then, sent or failed, in the module's
+    // done list for its callback (run from attend(), never inside a send).
+    btl::Tag queued_tag = 0;
+    Status queued_status = Status::success;
+    btl::Endpoint* queued_ep = nullptr;  // for the callback (null once it is gone)
+    UctFrag* next_queued = nullptr;
 };
 
 enum class OpKind : std::uint8_t { put, get, atomic };

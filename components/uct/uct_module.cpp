@@ -502,6 +502,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
         say_goodbye(*ue);
+        drop_queued(*ue, Status::cancelled);
         if (ue->dynamic)
             delete_dynamic(*ue);
         else
@@ -639,9 +640,13 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     if (!frags_.owns(f) || !f->in_use || descriptor->segments[0].len > f->capacity) [[unlikely]]
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
+    // Behind messages already waiting for the peer's FIFO: the queue first, in order.
+    if (!ep->queued.empty() && (ep->failed || !send_queued(*ep))) [[unlikely]]
+        return ep->failed ? Status::peer_failed : enqueue(ep, f, tag);
     Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
              static_cast<std::size_t>(descriptor->segments[0].len)};
     const Status s = transmit(ep, g);
+    if (s == Status::out_of_resource) return enqueue(ep, f, tag);
     if (s != Status::completed) return s;
     finish_send(f, ep);
     return Status::completed;
@@ -654,7 +659,8 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
                                                                   std::size_t total,
                                                                   std::size_t payload) noexcept {
     if (total > max_short_ || payload == 0 || convertor == nullptr || !valid(endpoint) ||
-        static_cast<UctEndpoint*>(endpoint)->failed) [[unlikely]]
+        static_cast<UctEndpoint*>(endpoint)->failed ||
+        !static_cast<UctEndpoint*>(endpoint)->queued.empty()) [[unlikely]]
         return nullptr;
     return convertor->contiguous_at(payload);
 }
@@ -692,9 +698,15 @@ Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
     if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
         [[likely]] {
         auto* ep = static_cast<UctEndpoint*>(endpoint);
-        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), src,
-                            static_cast<unsigned>(payload_size)) == UCS_OK) [[likely]]
+        const ucs_status_t s =
+            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), src,
+                            static_cast<unsigned>(payload_size));
+        if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
+        // The FIFO is full: into the endpoint's queue (asking UCT again in
+        // sendi_gather would only re-read the peer's tail).
+        if (s == UCS_ERR_NO_RESOURCE)
+            return take_in(endpoint, convertor, nullptr, 0, payload_size, order, tag, descriptor);
     }
     return sendi_gather(endpoint, convertor, nullptr, 0, payload_size, order, flags, tag,
                         descriptor);
@@ -717,9 +729,14 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
         copy_small(buf, header, header_size);  // uct_wire.hpp
         copy_small(buf + header_size, src, payload_size);
         const auto* ep = static_cast<UctEndpoint*>(endpoint);
-        if (uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
-                            static_cast<unsigned>(total)) == UCS_OK) [[likely]]
+        const ucs_status_t s =
+            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
+                            static_cast<unsigned>(total));
+        if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
+        if (s == UCS_ERR_NO_RESOURCE)
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
     } else if (src != nullptr && header != nullptr && short_iov_) {
         // One 8-byte store, read back whole by UCT's copy (forwarded).
         const std::uint64_t word =
@@ -732,6 +749,9 @@ Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, 
             uct_ep_am_short_iov(static_cast<UctEndpoint*>(endpoint)->ep, am_id, iov, 3);
         if (s == UCS_OK) [[likely]]
             return short_sent(convertor, payload_size, descriptor);
+        if (s == UCS_ERR_NO_RESOURCE)
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
         if (s == UCS_ERR_UNSUPPORTED)
             short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
     }
@@ -752,15 +772,51 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
     auto* ep = static_cast<UctEndpoint*>(endpoint);
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
+        // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
+        if (!ep->queued.empty() && (ep->failed || !send_queued(*ep)))
+            return ep->failed ? Status::peer_failed
+                              : take_in(endpoint, convertor, header, header_size, payload_size,
+                                        order, tag, descriptor);
         Gather g{wire(Kind::message, tag), header, header_size};
         g.convertor = payload_size > 0 ? convertor : nullptr;
         g.convertor_len = payload_size;
         const Status s = transmit(ep, g);
-        if (s == Status::completed || s != Status::out_of_resource) return s;
+        if (s == Status::out_of_resource)
+            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
+                           descriptor);
+        return s;
     }
+    ++sendi_refused_;
     if (descriptor != nullptr)
         *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
     return Status::out_of_resource;
+}
+
+// sendi when UCT has no room, or messages wait already: the message is copied
+// into a send fragment at the back of the endpoint's queue and is taken
+// (completed: the caller's buffer is free again and the queue goes in order,
+// at the next send to that peer or progress pass; the tcp btl's sendi
+// appends to a burst the same way).  With no fragment free, nothing happens
+// (out_of_resource, no descriptor either: alloc would fail too).
+Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
+                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
+                          btl::Tag tag, btl::Descriptor** descriptor) noexcept {
+    if (descriptor != nullptr) *descriptor = nullptr;
+    const std::size_t total = header_size + payload_size;
+    UctFrag* f = take();
+    if (f == nullptr || total > f->capacity) [[unlikely]] {
+        if (f != nullptr) frags_.put(f);
+        ++sendi_refused_;
+        return Status::out_of_resource;
+    }
+    std::byte* p = f->buffer + sizeof(WireHeader);
+    if (header_size > 0) std::memcpy(p, header, header_size);
+    if (payload_size > 0) convertor->pack(p + header_size, payload_size);
+    f->seg = {p, total};
+    btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
+    return enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
+               ? Status::completed
+               : Status::out_of_resource;
 }
 
 // --- receiving and progress --------------------------------------------------
@@ -863,6 +919,7 @@ void UctModule::handle_failures() noexcept {
         UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic_[i - job].get();
         if (!e || e->deleted || !e->failed || e->reported) continue;
         e->reported = true;
+        drop_queued(*e, Status::peer_failed);
         const Rank peer = e->peer();
         if (!e->dynamic && left_quietly(*e)) {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
@@ -915,6 +972,10 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+    // What waits for the peer's FIFO goes first.
+    while (!e.queued.empty() && !e.failed && !send_queued(e) &&
+           std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
     // A peer outside the job is never added again (ids are not reused).
     Farewells none;
     Farewells& f = e.dynamic ? none : farewells_[e.peer()];
@@ -1018,6 +1079,8 @@ int UctModule::attend() noexcept {
     if (!waiting_replies_.empty()) events += retry_replies();
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
+    if (frags_queued_ > 0) events += retry_queues();
+    if (!done_frags_.empty()) events += finish_queued();
     if (!flushes_.empty()) events += retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
         ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
@@ -1039,7 +1102,8 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           !flushes_.empty() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
+           !done_frags_.empty() || frags_queued_ > 0 || !flushes_.empty() || failures_ ||
+           dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
            dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || unwelcomed_ > 0;
 }
 
@@ -1188,9 +1252,12 @@ Status UctModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (worker_)
-        out_.verbose(10,
-                     "{}: {} native put/get, {} native atomics, {} fell back to active messages",
-                     name(), native_ops_, native_amos_, native_fallbacks_);
+        out_.verbose(
+            10,
+            "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
+            "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
+            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_, sends_queued_,
+            queue_retries_);
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);
@@ -1198,6 +1265,17 @@ Status UctModule::finalize() {
         if (e) say_goodbye(*e);
     for (auto& e : dynamic_)
         if (!e->deleted) say_goodbye(*e);
+    // Whatever still waits for a FIFO cannot go now: its descriptors go back
+    // to the pool without callbacks (the upper layer is closing).
+    std::size_t unsent = frags_queued_;
+    for (auto& e : by_rank_)
+        if (e) drop_queued(*e, Status::cancelled);
+    for (auto& e : dynamic_) drop_queued(*e, Status::cancelled);
+    if (unsent > 0) out_.verbose(1, "{}: finalize with {} messages unsent", name(), unsent);
+    while (!done_frags_.empty()) {
+        UctFrag* f = done_frags_.pop();
+        if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
+    }
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();

@@ -214,8 +214,25 @@ class UctModule final : public btl::Module,
     Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                         std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                         std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
+    // sendi when UCT has no room or messages wait: copied into the queue.
+    [[gnu::noinline]] Status take_in(btl::Endpoint* endpoint, btl::Convertor* convertor,
+                                     const void* header, std::size_t header_size,
+                                     std::size_t payload_size, std::uint8_t order, btl::Tag tag,
+                                     btl::Descriptor** descriptor) noexcept;
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
+
+    // The full FIFO (uct_send_queue.cpp): a message UCT had no room for
+    // waits in its endpoint's queue, tried again at the next send to that
+    // peer and at every progress pass; what went (or failed) waits in
+    // done_frags_ for its callback, run from attend().
+    [[gnu::noinline]] Status enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept;
+    // Sends ep's queue in order until UCT has no room; true when it is empty.
+    bool send_queued(UctEndpoint& ep) noexcept;
+    int retry_queues() noexcept;
+    int finish_queued() noexcept;
+    // The endpoint goes (or its peer failed): what waits ends with `status`.
+    void drop_queued(UctEndpoint& ep, Status status) noexcept;
 
     // Receiving and progress.
     static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
@@ -440,6 +457,12 @@ class UctModule final : public btl::Module,
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
+    FifoQueue<UctFrag> done_frags_;       // queued sends that went or failed: callbacks due
+    std::size_t frags_queued_ = 0;        // in the endpoints' queues, all together
+    std::uint64_t sends_queued_ = 0;      // descriptors that waited for the FIFO (closing line)
+    std::uint64_t queue_retries_ = 0;     // tries of a queue's head that found no room
+    std::uint64_t sendi_refused_ = 0;     // no fragment free for the queue (or too large)
+    UctEndpoint* waiting_eps_ = nullptr;  // endpoints whose queue is not empty
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces

@@ -35,7 +35,9 @@ figure() {
     unmeasured) set -- env TRANSIT_MCA_bml_base_measure=false "$@" ;;
     *) set -- env TRANSIT_MCA_btl=self,vader,$cfg "$@" ;;
   esac
-  "$@" 2>/dev/null | sed -n 's/^\(\[1,0\]<stdout>:\)\{0,1\}[0-9][0-9]*,\([0-9.]*\)$/\2/p' | head -n 1
+  # mpirun tags rank 0's lines "[1,0]<stdout>:", srun --label "0: ".
+  "$@" 2>/dev/null | sed -n -e 's/^\[1,0\]<stdout>://' -e 's/^0: //' \
+    -e 's/^[0-9][0-9]*,\([0-9.]*\)$/\1/p' | head -n 1
 }
 
 echo "round config lat8_us bw1M_MBs"

@@ -35,7 +35,10 @@ class UctEndpoint final : public btl::Endpoint {
     // any wait, a new message goes behind them (uct_send_queue.cpp).
     FifoQueue<UctFrag> queued;
     UctEndpoint* next_waiting = nullptr;  // the module's list of endpoints whose queue waits
-    uct_ep_h rdma_ep = nullptr;           // native put/get; == ep when the module's own interface
+    // On that list.  Not the queue's emptiness: a send empties the queue
+    // without leaving the list, and a second entry would make the list a cycle.
+    bool waiting = false;
+    uct_ep_h rdma_ep = nullptr;  // native put/get; == ep when the module's own interface
     uct_component_h rkey_component = nullptr;  // unpacks (and releases) the remote keys
     RkeyCache<uct_rkey_bundle_t, rkey_cache_size> rkeys;
     bool rdma_broken = false;  // a native operation failed: active messages from now on

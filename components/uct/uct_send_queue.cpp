@@ -16,7 +16,8 @@ Status UctModule::enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept {
     f->queued_tag = tag;
     f->queued_status = Status::success;
     f->queued_ep = ep;
-    if (ep->queued.empty()) {
+    if (!ep->waiting) {
+        ep->waiting = true;
         ep->next_waiting = waiting_eps_;
         waiting_eps_ = ep;
     }
@@ -55,6 +56,7 @@ int UctModule::retry_queues() noexcept {
         if (e->queued.empty()) {
             *link = e->next_waiting;
             e->next_waiting = nullptr;
+            e->waiting = false;
         } else {
             link = &e->next_waiting;
         }
@@ -87,6 +89,7 @@ void UctModule::drop_queued(UctEndpoint& ep, Status status) noexcept {
         if (*link == &ep) {
             *link = ep.next_waiting;
             ep.next_waiting = nullptr;
+            ep.waiting = false;
             break;
         }
     attention_ = true;

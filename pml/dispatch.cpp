@@ -182,11 +182,9 @@ struct Dispatch {
             e->tagged_.on_bye(b);
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
-        else if constexpr (K == wire::ping) {
-            // A path measurement's probe is answered over the module it came
-            // by; a keep-alive's over the usual path.
-            if (!e->measure_.on_probe(b, from(d), module)) e->keepalive_.on_ping(b, from(d));
-        } else if constexpr (K == wire::pong)
+        else if constexpr (K == wire::ping)
+            e->keepalive_.on_ping(b, from(d), module);
+        else if constexpr (K == wire::pong)
             e->measure_.on_pong(b, from(d));  // a keep-alive's: being heard (above)
     }
     template <int... K>

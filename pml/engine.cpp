@@ -153,17 +153,15 @@ Engine::~Engine() {
 }
 
 void Engine::hold_early(const std::byte* b, std::size_t n, btl::Tag tag) noexcept {
-    RawMsg* m = c_.keep(b, n, tag);
-    if (!m) {
-        log::error("pml: out of memory keeping a message that came during set-up: it is lost");
-        return;
+    if (RawMsg* m = c_.keep(b, n, tag)) {
+        try {
+            early_.push_back(m);
+            return;
+        } catch (...) {
+            c_.drop(m);
+        }
     }
-    try {
-        early_.push_back(m);
-    } catch (...) {
-        c_.drop(m);
-        log::error("pml: out of memory keeping a message that came during set-up: it is lost");
-    }
+    log::error("pml: out of memory keeping a message that came during set-up: it is lost");
 }
 
 void Engine::take_early() noexcept {

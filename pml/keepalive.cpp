@@ -8,6 +8,7 @@
 #include "pml/failure.hpp"
 #include "pml/headers.hpp"
 #include "pml/outbox.hpp"
+#include "pml/path_measure.hpp"
 
 namespace transit::pml {
 
@@ -117,7 +118,7 @@ int KeepAlive::look() noexcept {
     return events;
 }
 
-void KeepAlive::on_ping(const std::byte* b, Rank from) noexcept {
+void KeepAlive::on_ping(const std::byte* b, Rank from, btl::Module* arrived) noexcept {
     wire::KeepAliveHdr h;
     std::memcpy(&h, b, sizeof h);
     const Rank sender = Core::job_sender(from, h.src);
@@ -127,6 +128,7 @@ void KeepAlive::on_ping(const std::byte* b, Rank from) noexcept {
     if (p->failed) return;
     // The token of a path measurement's probe comes back (path_measure.hpp).
     const wire::KeepAliveHdr answer{c_.rank, h.pad};
+    if (h.pad != 0 && PathMeasure::answer(*p, arrived, answer, outbox_)) return;
     (void)outbox_.send_ctrl(p, wire::pong, &answer, sizeof answer);
 }
 

@@ -49,7 +49,9 @@ class KeepAlive {
     void soon() noexcept { countdown_ = 1; }
 
     // A peer's probe: answered at once, whatever our own settings.
-    void on_ping(const std::byte* b, Rank from) noexcept;
+    // `arrived`: the module it came by (a path measurement's probe is
+    // answered over it, path_measure.hpp).
+    void on_ping(const std::byte* b, Rank from, btl::Module* arrived) noexcept;
     // Probes sent by this process (for tests and tools).
     std::uint64_t probes_sent() const noexcept { return probes_sent_; }
 

@@ -13,9 +13,9 @@ std::size_t Outbox::ctrl_payload_limit(Peer* p) const noexcept {
     return a.eager_limit > sizeof(wire::OscHdr) ? a.eager_limit - sizeof(wire::OscHdr) : 0;
 }
 
-Status Outbox::try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
-                        const iovec* pieces, std::size_t count, Refusal refusal) noexcept {
-    const bml::BtlRef& b = p->ep->pick_eager();
+Status Outbox::send_over(Peer* p, const bml::BtlRef& b, btl::Tag tag, const void* hdr,
+                         std::size_t hdr_len, const iovec* pieces, std::size_t count,
+                         Refusal refusal) noexcept {
     btl::Convertor conv(std::span<const iovec>(pieces, count));
     std::size_t data_len = conv.total();
     btl::Descriptor* d = nullptr;

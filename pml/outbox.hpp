@@ -52,7 +52,14 @@ class Outbox {
     // on out_of_resource), out_of_resource when nothing happened, another
     // status when the btl refused it for good (its descriptor ended, end_desc).
     Status try_send(Peer* p, btl::Tag tag, const void* hdr, std::size_t hdr_len,
-                    const iovec* pieces, std::size_t count, Refusal refusal) noexcept;
+                    const iovec* pieces, std::size_t count, Refusal refusal) noexcept {
+        return send_over(p, p->ep->pick_eager(), tag, hdr, hdr_len, pieces, count, refusal);
+    }
+    // The same over one module of the peer's (a path measurement's probes and
+    // their answers go over the path they measure).
+    Status send_over(Peer* p, const bml::BtlRef& b, btl::Tag tag, const void* hdr,
+                     std::size_t hdr_len, const iovec* pieces, std::size_t count,
+                     Refusal refusal) noexcept;
     // Packs header and payload into `d` (the one sendi handed back, or a new
     // one of `b` when null) and sends it (post_desc); out_of_resource when no
     // descriptor is free.  The one copy of a message sendi could not take.

@@ -25,32 +25,6 @@ constexpr auto deadline = std::chrono::seconds(15);
 
 constinit const std::array<std::byte, bulk_payload> zeros{};
 
-// One frame over this module and no other: taken by sendi, or packed into a
-// descriptor of its own.  Nothing is queued: a module without room now gives
-// no sample, which the next probe makes up for.
-Status send_over(const bml::BtlRef& b, btl::Tag tag, const wire::KeepAliveHdr& hdr,
-                 std::size_t payload) noexcept {
-    iovec v{const_cast<std::byte*>(zeros.data()), payload};
-    btl::Convertor conv(std::span<const iovec>(&v, 1));
-    btl::Descriptor* d = nullptr;
-    const Status s =
-        b.module->sendi(b.endpoint, &conv, &hdr, sizeof hdr, payload, btl::no_order, 0, tag, &d);
-    if (s == Status::completed || s == Status::success) return Status::success;
-    if (!d) d = b.module->alloc(b.endpoint, btl::no_order, sizeof hdr + payload, 0);
-    if (!d) return Status::out_of_resource;
-    auto* at = static_cast<std::byte*>(d->segments[0].addr);
-    std::memcpy(at, &hdr, sizeof hdr);
-    conv.seek(0);
-    conv.pack(at + sizeof hdr, payload);
-    d->segments[0].len = sizeof hdr + payload;
-    d->segment_count = 1;
-    d->flags |= btl::des_flags::btl_ownership;
-    d->cbfunc = [](btl::Module*, btl::Endpoint*, btl::Descriptor*, Status) {};
-    const Status posted = b.module->send(b.endpoint, d, tag);
-    if (!ok(posted)) b.module->free(d);
-    return ok(posted) ? Status::success : posted;
-}
-
 }  // namespace
 
 std::size_t PathMeasure::fastest(const std::vector<double>& least_us) noexcept {
@@ -107,7 +81,10 @@ void PathMeasure::send_probe(Run& run) noexcept {
     run.token = next_token_;
     run.sent = Clock::now();
     const wire::KeepAliveHdr hdr{c_.rank, run.token};
-    if (!ok(send_over(b, wire::tag(wire::ping), hdr, payload))) run.token = 0;  // retried by tick
+    const iovec v{const_cast<std::byte*>(zeros.data()), payload};
+    if (!ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
+                              Outbox::Refusal::lost)))
+        run.token = 0;  // retried by tick
 }
 
 // The candidates take turns, one sample each: a peer that stops answering
@@ -126,22 +103,14 @@ void PathMeasure::advance(Run& run) noexcept {
     run.phase = Phase::done;
 }
 
-bool PathMeasure::on_probe(const std::byte* b, Rank from, btl::Module* module) noexcept {
-    wire::KeepAliveHdr h;
-    std::memcpy(&h, b, sizeof h);
-    if (h.pad == 0) return false;  // the keep-alive's
-    const Rank sender = Core::job_sender(from, h.src);
-    if (!c_.other_job_rank(sender)) [[unlikely]] {
-        c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
-        return true;
-    }
-    Peer* p = c_.peers.peer(sender);
-    if (p->failed || !p->ep) return true;
-    const wire::KeepAliveHdr answer{c_.rank, h.pad};
-    for (const bml::BtlRef& r : p->ep->candidates)
-        if (r.module == module && ok(send_over(r, wire::tag(wire::pong), answer, 0))) return true;
-    (void)outbox_.send_ctrl(p, wire::pong, &answer, sizeof answer);
-    return true;
+bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
+                         Outbox& outbox) noexcept {
+    if (!p.ep) return false;
+    for (const bml::BtlRef& r : p.ep->candidates)
+        if (r.module == arrived)
+            return ok(outbox.send_over(&p, r, wire::tag(wire::pong), &answer, sizeof answer,
+                                       nullptr, 0, Outbox::Refusal::lost));
+    return false;
 }
 
 void PathMeasure::on_pong(const std::byte* b, Rank from) noexcept {

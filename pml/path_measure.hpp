@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "pml/core.hpp"
+#include "pml/headers.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::bml {
@@ -53,9 +54,11 @@ class PathMeasure {
     // A pong: true when it answered one of our probes (the keep-alive's
     // pongs carry no token).
     void on_pong(const std::byte* b, Rank from) noexcept;
-    // A ping: when it is a probe (it carries a token), answers it over the
-    // module it came by, else over the usual path; false for a keep-alive's.
-    bool on_probe(const std::byte* b, Rank from, btl::Module* module) noexcept;
+    // The answer to a probe (a ping with a token) that came by `arrived`,
+    // sent back over that module when it is one of the peer's candidates;
+    // false when it is not (the caller answers over the usual path).
+    static bool answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
+                       Outbox& outbox) noexcept;
     // Measurements still running (for tests and tools).
     std::size_t running() const noexcept;
 

@@ -54,6 +54,15 @@ constexpr params::Field<Config> vader_params[] = {
                      5}
             .range(0, 1024)),
     params::to<&Config::join_timeout>(btl::join_timeout_decl),
+    params::to<&Config::light_sleep>(params::Decl{
+        "light_sleep", Type::unsigned_integer, "1000",
+        "Microseconds the first sleep after a wake-up by a peer may last without the "
+        "system-wide barrier (membarrier) that makes a sleep safe: a message sent in "
+        "the instant the receiver fell asleep waits that long at worst, and the "
+        "barrier (up to 50 microseconds on a virtual machine) is not paid between requests "
+        "(0: every sleep takes the barrier)",
+        6}
+                                         .range(0, 10000000)),
     params::to<&Config::fifo_size>(
         params::Decl{"fifo_size", Type::unsigned_integer, "4096",
                      "Minimum number of entries of each process's receive FIFO (rounded up to a "

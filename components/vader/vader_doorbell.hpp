@@ -13,7 +13,8 @@
 // membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED), which runs a barrier on every
 // CPU running a process registered for it, so a registered sender needs only
 // a compiler barrier on its hot path.  A process that could not register
-// fences on each send instead (sender_fences()).
+// fences on each send instead (sender_fences()).  A light sleep skips the
+// membarrier and is bounded by a timer instead (VaderModule::arm).
 #pragma once
 
 #include <linux/membarrier.h>
@@ -67,11 +68,19 @@ class Doorbell {
     int fd() const noexcept { return fd_; }
     const char* name() const noexcept { return name_; }
 
-    // Consumes the rings (a sleeper that woke).
-    void drain() const noexcept {
+    // Consumes one ring: a sleeper woken by its bell (one ring per sleep).  A
+    // ring still on its way is left to the next sleep, which it ends at once.
+    void take_ring() const noexcept {
+        char buf[8];
+        (void)::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    }
+    // Consumes every ring (a sleeper that woke for another reason); true when
+    // there was one.
+    bool drain() const noexcept {
         char buf[64];
-        while (::recv(fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
-        }
+        bool rung = false;
+        while (::recv(fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) rung = true;
+        return rung;
     }
 
     // Rings the bell named `name` (a peer's), from this process's socket.  A

@@ -34,7 +34,8 @@ struct Config : btl::BaseConfig {
     std::uint32_t fbox_size = 16384;
     std::uint32_t fbox_threshold = 16;
     std::uint32_t dynamic_fast_boxes = 8;
-    double join_timeout = 10;  // seconds a server outside the job may take to answer a join
+    double join_timeout = 10;          // seconds a server outside the job may take to answer a join
+    std::uint32_t light_sleep = 1000;  // µs a sleep without the membarrier may last (0: none)
     std::uint32_t fifo_size = 4096;
     std::size_t segment_size = 8u << 20;
     std::size_t heap_size = std::size_t{1} << 30;
@@ -167,6 +168,8 @@ class VaderModule final : public btl::Module,
     void ring_slow(SegmentHeader& peer) noexcept;
     // Something is waiting to be read or retried (arm's second look).
     bool has_work() const noexcept;
+    // arm()'s half of the Dekker pair; false when it cannot be had.
+    bool sleep_barrier() noexcept;
 
     // A client whose join reference arrived (its segment is mapped) and whose
     // join fragment, with the token, has not yet.
@@ -314,6 +317,7 @@ class VaderModule final : public btl::Module,
     Doorbell bell_;              // opened at construction; fd -1: cannot sleep
     WaitSet waits_;              // the doorbell and the peers' pidfds; fd -1: the bell alone
     bool exit_seen_ = false;     // a sleep ended by a peer's exit: the next pass looks
+    bool light_next_ = true;     // the next sleep skips the membarrier (sleep_barrier)
     bool sender_fences_ = true;  // Doorbell::sender_fences()
 };
 

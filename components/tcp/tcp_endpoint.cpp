@@ -395,6 +395,14 @@ void TcpModule::on_handshake_input(Link& l) noexcept {
         ::recv(l.fd.get(), l.hs_in.data() + l.hs_got, l.hs_in.size() - l.hs_got, MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
     const bool incoming = l.state == LinkState::accepting;
+    if (n == 0 && incoming && l.hs_got == 0) {
+        // Closed before a byte: a connector that tried several paths at once
+        // and kept another one.  Nothing was refused.
+        tcp_.out().verbose(20, "{}: {} closed without a handshake", name(), l.peer_text);
+        close_socket(l);
+        set_state(l, LinkState::closed);
+        return retire_incoming(l);
+    }
     if (n <= 0) {
         const std::string why = n == 0 ? "closed during the handshake"
                                        : std::string("handshake: ") + std::strerror(errno);
@@ -403,14 +411,6 @@ void TcpModule::on_handshake_input(Link& l) noexcept {
         else
             fail_link(l, why);
         return;
-    }
-    if (n == 0 && incoming && l.hs_got == 0) {
-        // Closed before a byte: a connector that tried several paths at once
-        // and kept another one.  Nothing was refused.
-        tcp_.out().verbose(20, "{}: {} closed without a handshake", name(), l.peer_text);
-        close_socket(l);
-        set_state(l, LinkState::closed);
-        return retire_incoming(l);
     }
     l.hs_got += static_cast<std::size_t>(n);
     // Refuse a stranger's garbage as soon as its first bytes show it, not at the timeout.

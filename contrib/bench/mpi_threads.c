@@ -7,12 +7,13 @@
  * Prints one line on rank 0:
  *     threads <T> latency_8B <us> msgrate_8B <msg/s>
  * latency: each pair's mean half round trip of blocking 8-byte ping-pongs
- * (10000 after 1000 untimed, as transit_bench), averaged over the pairs;
+ * (MT_LATENCY_ITERS, default 10000 as transit_bench, after a tenth of that
+ * untimed), averaged over the pairs;
  * message rate: 8-byte messages per second of all pairs together, each pair
  * streaming windows of MT_WINDOW (default 64) non-blocking sends closed by a
  * 1-byte acknowledgement, the windows calibrated on rank 0 (all pairs at
- * once) so that a trial lasts about 0.5 s and shared out among the pairs; the
- * median of MT_TRIALS (default 3) trials.
+ * once) so that a trial lasts about MT_TRIAL_MS (default 500) ms and shared
+ * out among the pairs; the median of MT_TRIALS (default 3) trials.
  */
 #include <mpi.h>
 #include <pthread.h>
@@ -22,11 +23,9 @@
 #include "mpi_bench.h"
 
 enum { max_threads = 64, max_trials = 64, max_window = 1024, size = 8 };
-enum { latency_iters = 10000, latency_warmup = 1000 };
-
 /* One thread of a pair: what it runs, and what it measured. */
 struct pair {
-    int me, index, window, windows;
+    int me, index, window, windows, latency_iters;
     char buf[size];
     double half_rtt_us;
 };
@@ -48,10 +47,10 @@ static void round_trip(struct pair* p) {
 
 static void* latency(void* arg) {
     struct pair* p = arg;
-    for (int i = 0; i < latency_warmup; ++i) round_trip(p);
+    for (int i = 0; i < p->latency_iters / 10; ++i) round_trip(p);
     const double t0 = MPI_Wtime();
-    for (int i = 0; i < latency_iters; ++i) round_trip(p);
-    p->half_rtt_us = (MPI_Wtime() - t0) * 1e6 / latency_iters / 2;
+    for (int i = 0; i < p->latency_iters; ++i) round_trip(p);
+    p->half_rtt_us = (MPI_Wtime() - t0) * 1e6 / p->latency_iters / 2;
     return NULL;
 }
 
@@ -104,20 +103,22 @@ int main(int argc, char** argv) {
     const int threads = env_int("mpi_threads", "MT_THREADS", 1, 1, max_threads);
     const int trials = env_int("mpi_threads", "MT_TRIALS", 3, 1, max_trials);
     const int window = env_int("mpi_threads", "MT_WINDOW", 64, 1, max_window);
+    const int iters = env_int("mpi_threads", "MT_LATENCY_ITERS", 10000, 1, 100000000);
+    const int trial_ms = env_int("mpi_threads", "MT_TRIAL_MS", 500, 1, 3600000);
     static struct pair pairs[max_threads];
-    for (int t = 0; t < threads; ++t) pairs[t] = (struct pair){me, t, window, 0, {0}, 0};
+    for (int t = 0; t < threads; ++t) pairs[t] = (struct pair){me, t, window, 0, iters, {0}, 0};
 
     run_all(pairs, threads, latency);
     double lat = 0;
     for (int t = 0; t < threads; ++t) lat += pairs[t].half_rtt_us / threads;
 
     /* Calibration: a warm-up of 100 windows shared by all pairs, timed on rank
-     * 0 (a trial of T pairs lasts about 0.5 s however they share the
+     * 0 (a trial of T pairs lasts about MT_TRIAL_MS however they share the
      * library), the count sent to rank 1. */
     const int probe_windows = 100 / threads > 0 ? 100 / threads : 1;
     for (int t = 0; t < threads; ++t) pairs[t].windows = probe_windows;
     const double probe = run_all(pairs, threads, stream);
-    int windows = (int)(0.5 / (probe / (probe_windows * threads)));
+    int windows = (int)(trial_ms / 1000.0 / (probe / (probe_windows * threads)));
     if (windows < 3 * threads) windows = 3 * threads;
     MPI_Bcast(&windows, 1, MPI_INT, 0, MPI_COMM_WORLD);
     for (int t = 0; t < threads; ++t) pairs[t].windows = windows / threads;

@@ -195,7 +195,10 @@ void R2::build(Rank peer, Endpoint& ep, std::vector<std::string>& why) {
         if (!ok(s)) {
             why.push_back(fmt::format("{}: add_procs failed ({})", m->name(), to_string(s)));
         } else if (!bits.test(0)) {
-            why.push_back(fmt::format("{}: does not reach rank {}", m->name(), peer));
+            const auto* u = btl::capability<btl::UnreachedReason>(*m);
+            const std::string reason = u ? u->unreached_reason(peer) : std::string();
+            why.push_back(fmt::format("{}: does not reach rank {}{}{}", m->name(), peer,
+                                      reason.empty() ? "" : ": ", reason));
         } else {
             reach.push_back({.module = m,
                              .endpoint = e,

@@ -35,6 +35,7 @@ constexpr auto retire_after = std::chrono::milliseconds(500);
 void* OfiModule::extension(std::uint32_t id) noexcept {
     if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
     if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+    if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
     return nullptr;
 }
 
@@ -77,6 +78,11 @@ bool OfiModule::address_taken(fi_addr_t address) const noexcept {
 
 // --- the client's side -----------------------------------------------------------
 
+void OfiModule::unreached(Rank peer, std::string why) {
+    out_.verbose(1, "{}: peer {} not reached: {}", name(), peer, why);
+    unreached_.set(peer, std::move(why));
+}
+
 // A server reached by its address: its blob goes into the address vector and
 // the join is posted now; our messages to it follow the join.
 OfiEndpoint* OfiModule::join_server(Rank peer) {
@@ -91,8 +97,9 @@ OfiEndpoint* OfiModule::join_server(Rank peer) {
     }
     std::vector<std::byte> padded;
     if (!av_address(blob, address_.size(), address_form_, padded)) {
-        log::error("{}: the {} part of peer {}'s address ({} bytes) cannot be one of {}'s", name(),
-                   provider_, peer, blob.size(), provider_);
+        // Another module may reach it: the bml says so if none does.
+        unreached(peer, fmt::format("the {} part of its address ({} bytes) cannot be one of {}'s",
+                                    provider_, blob.size(), provider_));
         return nullptr;
     }
     fi_addr_t a = FI_ADDR_NOTAVAIL;
@@ -125,15 +132,15 @@ OfiEndpoint* OfiModule::join_server(Rank peer) {
     ++peer_count_;
     watch(ep);  // a server on this node: its pid is in its address
     if (ep.process.watching() && ep.process.exited()) {
-        log::error("{}: the server (peer {}, pid {}) is not there: its process has exited", name(),
-                   peer, ep.process.pid());
+        unreached(peer, fmt::format("the server (pid {}) is not there: its process has exited",
+                                    ep.process.pid()));
         ep.failed = true;
         delete_dynamic(ep);
         return nullptr;
     }
     ep.join_deadline = btl::join_deadline(config_.join_timeout);
     if (const Status s = post_control(ep, WireKind::join, false, payload); !ok(s)) {
-        log::error("{}: cannot send the join to peer {}: {}", name(), peer, to_string(s));
+        unreached(peer, fmt::format("cannot send the join: {}", to_string(s)));
         ep.failed = true;
         delete_dynamic(ep);
         return nullptr;

@@ -358,6 +358,7 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             log::error("{}: joining peer {} failed: {}", name(), peers[i], e.what());
         }
         if (ep == nullptr || ep->failed) continue;
+        unreached_.clear(peers[i]);
         endpoints[i] = ep;
         reachable.set(i);
     }

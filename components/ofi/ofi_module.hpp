@@ -32,6 +32,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/registration_table.hpp"
+#include "transit/btl/util/unreached_reasons.hpp"
 #include "transit/log.hpp"
 #include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
@@ -178,6 +179,9 @@ class OfiModule final : public btl::Module,
     bool is_dynamic(Rank peer) const noexcept;
     OfiEndpoint* dynamic_endpoint(Rank peer) const noexcept;
     OfiEndpoint* join_server(Rank peer);
+    // Why join_server did not reach `peer`: verbose here, the bml's error if
+    // no other module reaches it (btl::UnreachedReason).
+    void unreached(Rank peer, std::string why);
     void on_join(const WireHeader& h, std::span<const std::byte> body) noexcept;
     void on_dynamic_control(Received what, const WireHeader& h) noexcept;
     void delete_dynamic(OfiEndpoint& ep) noexcept;
@@ -283,6 +287,7 @@ class OfiModule final : public btl::Module,
     // Peers outside the job, live ones only: by id, and by the channel their
     // messages name (ours for a server, the client's choice for a client).
     std::unordered_map<Rank, std::unique_ptr<OfiEndpoint>> dynamic_;
+    btl::util::UnreachedReasons unreached_;  // servers join_server could not reach
     std::unordered_map<std::uint32_t, OfiEndpoint*> channels_;
     bool listening_ = false;
     // Deleted peers' address-vector entries, removed once their goodbye left.

@@ -244,7 +244,9 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             ep->paths = std::move(paths);
             if (dynamic) {
                 if (const std::string why = connect_server(*ep); !why.empty()) {
-                    log::error("{}: the server (peer {}) is not there: {}", name(), rank, why);
+                    // Another module may reach it: the bml says so if none does.
+                    unreached_.set(rank, "the server is not there: " + why);
+                    out.verbose(1, "{}: the server (peer {}) is not there: {}", name(), rank, why);
                     // Nothing of it is watched any more; freed after the
                     // current poll all the same, should one be running.
                     auto it = dynamic_.find(rank);
@@ -253,6 +255,7 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                     continue;
                 }
             }
+            unreached_.clear(rank);
             endpoints[i] = ep;
             reachable.set(i);
         }

@@ -18,6 +18,7 @@
 #include "tcp_interfaces.hpp"
 #include "tcp_splice.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/unreached_reasons.hpp"
 
 namespace transit::tcp {
 
@@ -63,6 +64,7 @@ class TcpModule final : public btl::Module,
     void* extension(std::uint32_t id) noexcept override {
         if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
         if (id == btl::WaitObject::id) return static_cast<btl::WaitObject*>(this);
+        if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
         return nullptr;
     }
     // The component's epoll set: every module's sockets are in it, and so is
@@ -231,6 +233,7 @@ class TcpModule final : public btl::Module,
     // Peers outside the job, while they are not deleted (ids are not reused:
     // a server up for days keeps nothing of its clients gone).
     std::unordered_map<Rank, std::unique_ptr<TcpEndpoint>> dynamic_;
+    btl::util::UnreachedReasons unreached_;        // servers add_procs could not reach
     std::vector<std::unique_ptr<Link>> incoming_;  // accepted, awaiting a hello
     std::vector<std::unique_ptr<Link>> probes_;    // paths being tried (Link::probe_for)
     wire::Limits limits_;

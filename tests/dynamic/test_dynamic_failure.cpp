@@ -234,14 +234,19 @@ int client(const std::string& address, const std::string& mode) {
             while (::access(go, F_OK) != 0 && ms_since(w) < 20000) ::usleep(1000);
         }
         // The address names a process that is gone: connect says so, and
-        // explains it once (a transport may add its own reason).
+        // explains it in one error line (a transport's own reason inside it).
         Rank again = 7;
-        int errors = 0;
+        struct Errors {
+            int explained = 0;  // "no transport reaches" lines
+            int other = 0;      // other error lines
+        } errors;
         transit::log::set_sink(
-            [](const transit::log::Line& line, void* count) {
-                if (line.severity == transit::log::Severity::error &&
-                    line.text.find("no transport reaches") != std::string_view::npos)
-                    ++*static_cast<int*>(count);
+            [](const transit::log::Line& line, void* arg) {
+                auto& e = *static_cast<Errors*>(arg);
+                if (line.severity == transit::log::Severity::error)
+                    ++(line.text.find("no transport reaches") != std::string_view::npos
+                           ? e.explained
+                           : e.other);
                 std::fprintf(stderr, "%.*s\n", static_cast<int>(line.text.size()),
                              line.text.data());
             },
@@ -250,8 +255,9 @@ int client(const std::string& address, const std::string& mode) {
         const Status cs = ctx.connect(address, again);
         const long long connect_ms = ms_since(c);
         transit::log::set_sink(nullptr, nullptr);
-        say("reconnect connect=%s peer=%s explained=%d in %lld ms", status_text(cs).c_str(),
-            again == transit::any_rank ? "none" : "given", errors, connect_ms);
+        say("reconnect connect=%s peer=%s explained=%d other_errors=%d in %lld ms",
+            status_text(cs).c_str(), again == transit::any_rank ? "none" : "given",
+            errors.explained, errors.other, connect_ms);
         // `events` ends with this block, the context later: a peer that the
         // context reports at its end must not find the callback pointing here.
         ctx.on_peer_event(nullptr, nullptr);
@@ -459,8 +465,9 @@ int killed_server(const std::string& me, bool with_stranger) {
     check(events == "events failed=1 departed=0", "client events: " + events);
     const std::string again = read_line(held, 20, "the reconnection");
     say("%s", again.c_str());
-    check(again.starts_with("reconnect connect=unreachable peer=none explained=1 in "),
-          "connecting to a dead server (explained once): " + again);
+    check(
+        again.starts_with("reconnect connect=unreachable peer=none explained=1 other_errors=0 in "),
+        "connecting to a dead server (explained once): " + again);
     const long long connect_ms = std::stoll(again.substr(again.rfind(" in ") + 4));
     check(connect_ms < 1000, "connect to a dead server took " + std::to_string(connect_ms) + " ms");
     check(wait_exit(held) == 0, "the held client failed");

@@ -189,6 +189,22 @@ class Listener {
     ~Listener() = default;
 };
 
+// A capability (Module::extension): why the module's add_procs left a peer
+// unreached, when it knows more than "not reached" (a server outside the job
+// that did not answer, a part of its address this module cannot read).  Such
+// a module logs the reason at verbose level only, since another module may
+// reach the peer and an error line must mean that something failed; the bml
+// puts the reasons in its "no transport reaches" error when none does.
+class UnreachedReason {
+  public:
+    static constexpr std::uint32_t id = 4;
+    // The reason add_procs last left `peer` unreached, or empty.
+    virtual std::string unreached_reason(Rank peer) const = 0;
+
+  protected:
+    ~UnreachedReason() = default;
+};
+
 // A capability (Module::extension): the module can wake a process that sleeps
 // in the kernel instead of polling (Context::wait with the block policy,
 // Context::event_fd).  The pml puts every module's wait_fd() in one epoll set;

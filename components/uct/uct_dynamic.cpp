@@ -237,16 +237,8 @@ void UctModule::handle_join(std::span<const std::byte> body) noexcept {
         uct_ep_destroy(ep);
         return refused(who, "out of memory");
     }
-    Welcome w{};
-    Gather g{
-        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
-        &w, sizeof w};
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
-    ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
-    if (n < 0)
+    if (const ssize_t n = send_welcome(ep, j.client_channel, Status::success, deadline); n < 0)
         out_.verbose(1, "{}: {} joined, but the welcome was not sent: {}", name(), who,
                      ucs_status_string(static_cast<ucs_status_t>(n)));
     out_.verbose(10, "{}: {} joined (channel {:#x})", name(), who, j.server_channel);
@@ -304,6 +296,22 @@ void UctModule::check_joining() noexcept {
     }
 }
 
+// The answer to a join (status 0: admitted) on `ep`, to the client's
+// `channel`, retried while UCT has no room until `deadline`: what
+// uct_ep_am_bcopy returned last.
+ssize_t UctModule::send_welcome(uct_ep_h ep, std::uint32_t channel, Status status,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+    Welcome w{};
+    w.status = static_cast<std::int32_t>(status);
+    Gather g{WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, channel}, &w,
+             sizeof w};
+    ssize_t n;
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    return n;
+}
+
 // A refusal the client can hear: through an endpoint made for it alone,
 // pushed out with a short bounded wait, then closed.
 void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
@@ -318,16 +326,8 @@ void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> add
         return;
     }
     if (ep == nullptr) return;
-    Welcome w{};
-    w.status = static_cast<std::int32_t>(status);
-    Gather g{
-        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
-        &w, sizeof w};
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
-    ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+    const ssize_t n = send_welcome(ep, j.client_channel, status, deadline);
     ucs_status_t s = UCS_INPROGRESS;
     while (n >= 0 && !in_uct_callback_ &&
            ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||

@@ -298,6 +298,8 @@ class UctModule final : public btl::Module,
     void forget_joining(std::uint32_t channel, const char* why) noexcept;
     void check_joining() noexcept;
     void handle_join(std::span<const std::byte> body) noexcept;
+    ssize_t send_welcome(uct_ep_h ep, std::uint32_t channel, Status status,
+                         std::chrono::steady_clock::time_point deadline) noexcept;
     void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
                      Status status) noexcept;
     void handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept;

@@ -35,7 +35,6 @@
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {

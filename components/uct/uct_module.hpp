@@ -31,7 +31,6 @@
 #include "transit/btl/util/outside_links.hpp"
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"

@@ -24,7 +24,6 @@
 #include "transit/btl/util/outside_links.hpp"
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 
 namespace transit::vader {
 

@@ -18,7 +18,6 @@
 #include <cstring>
 
 #include "ofi_module.hpp"
-#include "transit/btl/join_timeout.hpp"
 #include "transit/name_hash.hpp"
 
 namespace transit::ofi {
@@ -138,7 +137,7 @@ OfiEndpoint* OfiModule::join_server(Rank peer) {
         delete_dynamic(ep);
         return nullptr;
     }
-    ep.join_deadline = btl::join_deadline(config_.join_timeout);
+    links_.join_sent(ep.outside, config_.join_timeout);
     if (const Status s = post_control(ep, WireKind::join, false, payload); !ok(s)) {
         unreached(peer, fmt::format("cannot send the join: {}", to_string(s)));
         ep.failed = true;
@@ -212,7 +211,7 @@ void OfiModule::on_join(const WireHeader& h, std::span<const std::byte> body) no
     }
     OfiEndpoint& ep = *owned;
     ep.dynamic = true;
-    ep.welcomed = true;
+    links_.admitted(ep.outside);
     ep.channel_in = p.to_server;
     ep.channel_out = p.to_client;
     // libfabric says nothing of a client that dies with nothing in flight: one
@@ -254,20 +253,7 @@ void OfiModule::drop_address(fi_addr_t address) noexcept {
 // A stranger may try thousands of times: the first few refusals of each
 // window are logged with the reason (true), the rest are counted.
 bool OfiModule::refused(const std::string& who, const char* why) noexcept {
-    try {
-        const auto now = log::Limiter::Clock::now();
-        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
-            log::warn("{}: {} more clients refused (at most 5 logged every 10 s)", name(), n);
-        if (refusals_.admit(now)) {
-            log::warn("{}: refused {}: {}{}", name(), who, why,
-                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-            return true;
-        }
-        out_.verbose(1, "{}: refused {}: {}", name(), who, why);
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
-    return false;
+    return refusals_.refused(out_, name(), why, "{}", who);
 }
 
 // --- both sides --------------------------------------------------------------------
@@ -282,10 +268,11 @@ void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept 
     OfiEndpoint& ep = *it->second;
     switch (what) {
         case Received::welcome:
-            ep.welcomed = true;
+            links_.welcome(ep.outside);
             return;
         case Received::refuse:
-            if (ep.welcomed) return;  // a server refuses only a join it has not admitted
+            // A server refuses only a join it has not admitted.
+            if (!links_.refuse(ep.outside)) return;
             ep.failed = true;
             out_.verbose(1, "{}: peer {} outside the job refused our join", name(), ep.peer());
             if (h.tag == refused_token)
@@ -298,6 +285,7 @@ void OfiModule::on_dynamic_control(Received what, const WireHeader& h) noexcept 
             return;
         case Received::goodbye:
             // Its messages before the goodbye came first (FI_ORDER_SAS).
+            if (!links_.goodbye_received(ep.outside)) return;
             out_.verbose(10, "{}: peer {} outside the job disconnected", name(), ep.peer());
             ep.goodbye = true;
             ep.failed = true;
@@ -357,19 +345,16 @@ void OfiModule::check_dynamic() noexcept {
         if (retiring_.empty() && peer_count_ == 0) update_progress();
     }
     OfiEndpoint* exited[check_batch];
-    OfiEndpoint* late[check_batch];
     std::size_t n_exited = 0;
-    std::size_t n_late = 0;
-    for (auto& [peer, ep] : dynamic_) {
-        if (ep->failed) continue;
-        if (ep->process.watching() && ep->process.exited()) {
-            if (n_exited < check_batch) exited[n_exited++] = ep.get();
-        } else if (!ep->welcomed && now >= ep->join_deadline && n_late < check_batch) {
-            late[n_late++] = ep.get();
-        }
-    }
+    for (auto& [peer, ep] : dynamic_)
+        if (!ep->failed && ep->process.watching() && ep->process.exited() && n_exited < check_batch)
+            exited[n_exited++] = ep.get();
     // Each is reported once; the pml deletes it later, not from inside this.
     for (std::size_t i = 0; i < n_exited; ++i) lose_peer(*exited[i]);
+    OfiEndpoint* late[check_batch];
+    const std::size_t n_late = links_.expire_joins(
+        dynamic_, [](const auto& kv) { return kv.second->failed ? nullptr : kv.second.get(); }, now,
+        late);
     for (std::size_t i = 0; i < n_late; ++i) {
         OfiEndpoint& ep = *late[i];
         ep.failed = true;
@@ -390,6 +375,7 @@ void OfiModule::check_dynamic() noexcept {
 void OfiModule::delete_dynamic(OfiEndpoint& ep) noexcept {
     const Rank peer = ep.peer();
     if (!ep.failed && ep_) (void)post_control(ep, WireKind::goodbye, false);
+    links_.release(ep.outside);
     ep.failed = true;
     abandon_operations(ep, Status::cancelled);
     if (const auto c = channels_.find(ep.channel_in); c != channels_.end() && c->second == &ep)

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/outside_link.hpp"
 #include "transit/btl/util/process_watch.hpp"
 
 namespace transit::ofi {
@@ -25,11 +26,12 @@ class OfiEndpoint final : public btl::Endpoint {
 
     // A peer outside the job (a server we joined, a client that joined us).
     bool dynamic = false;
-    bool welcomed = false;          // a server's: it admitted us
     std::uint32_t channel_in = 0;   // the source of its messages to us
     std::uint32_t channel_out = 0;  // the source of ours to it
     std::size_t rdma_live = 0;      // its one-sided operations in flight, not abandoned
-    std::chrono::steady_clock::time_point join_deadline{};  // a server's answer is due
+    // A server's joining until it welcomes our join (due by its deadline); a
+    // client's open from its admission (the module's OutsideLinks changes it).
+    btl::util::OutsideLink outside;
 };
 
 }  // namespace transit::ofi

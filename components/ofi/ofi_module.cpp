@@ -542,6 +542,7 @@ void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
     for (int i = 0; i < 64 && poll() > 0; ++i) {
     }
     ep.failed = true;
+    links_.lost(ep.outside);
     if (ep.goodbye && !in_flight_to(ep)) {
         out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
         return;
@@ -637,7 +638,7 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     // again" until the server's side of the new connection has progressed,
     // which a loaded or stopped server does late.
     const auto deadline = kind == WireKind::join
-                              ? ep.join_deadline
+                              ? ep.outside.deadline()
                               : std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     Status s;
     while ((s = post_send(f, &ep, tag, kind)) == Status::out_of_resource &&

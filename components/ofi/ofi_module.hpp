@@ -31,10 +31,11 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/outside_links.hpp"
+#include "transit/btl/util/refusal_log.hpp"
 #include "transit/btl/util/registration_table.hpp"
 #include "transit/btl/util/unreached_reasons.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {
@@ -297,7 +298,8 @@ class OfiModule final : public btl::Module,
     };
     std::vector<Retiring> retiring_;
     std::mt19937 channel_rng_{std::random_device{}()};
-    log::Limiter refusals_{5, std::chrono::seconds(10)};
+    btl::util::RefusalLog refusals_{"clients"};
+    btl::util::OutsideLinks links_;  // counts our joins no server has answered yet
     OfiRecv* repost_head_ = nullptr;
     std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
     std::size_t batch_pos_ = 0;

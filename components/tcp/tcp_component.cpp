@@ -163,10 +163,12 @@ mca::OpenResult TcpComponent::open() {
     if (!(interval > 0 && interval < 1e9))
         throw params::Error("btl_tcp_refusal_log_interval must be > 0 and < 1e9");
     // Both declared in range: the count fits, the interval is finite.
-    refusals_ = log::Limiter(static_cast<std::uint32_t>(params_.refusals_logged),
-                             std::chrono::duration_cast<log::Limiter::Clock::duration>(
-                                 std::chrono::duration<double>(interval)));
-    rdma_refusals_ = refusals_;
+    const auto window = std::chrono::duration_cast<log::Limiter::Clock::duration>(
+        std::chrono::duration<double>(interval));
+    refusals_ = btl::util::RefusalLog("connections",
+                                      static_cast<std::uint32_t>(params_.refusals_logged), window);
+    rdma_refusals_ = btl::util::RefusalLog(
+        "one-sided requests", static_cast<std::uint32_t>(params_.refusals_logged), window);
 
     std::vector<std::string> notes;
     // InterfaceError (both lists, a list matching nothing) propagates: a setting
@@ -448,53 +450,22 @@ btl::WaitObject::Armed TcpComponent::arm() noexcept {
 // window are logged with the address and the reason, the rest are counted.
 void TcpComponent::refused(std::string_view where, std::string_view peer,
                            std::string_view reason) noexcept {
-    const auto now = log::Limiter::Clock::now();
-    report_unlogged_refusals(now);
-    try {
-        if (refusals_.admit(now))
-            log::warn("{}: refused a connection from {}: {}{}", where, peer, reason,
-                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "{}: refused a connection from {}: {}", where, peer, reason);
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
+    report_unlogged_refusals(log::Limiter::Clock::now());
+    refusals_.refused(out_, where, reason, "a connection from {}", peer);
 }
 
 // A peer holding the listen token may try keys: each wrong one is refused,
 // the first few of each window logged, the rest counted.
 void TcpComponent::rdma_refused(std::string_view where, const char* what, std::uint64_t address,
                                 Rank peer, Status why) noexcept {
-    const auto now = log::Limiter::Clock::now();
-    report_unlogged_refusals(now);
-    try {
-        if (rdma_refusals_.admit(now))
-            log::warn(
-                "{}: refused {} at 0x{:x} from rank {}: {}{}", where, what, address, peer,
-                to_string(why),
-                rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", where, what, address, peer,
-                         to_string(why));
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
+    report_unlogged_refusals(log::Limiter::Clock::now());
+    rdma_refusals_.refused(out_, where, to_string(why), "{} at 0x{:x} from rank {}", what, address,
+                           peer);
 }
 
 void TcpComponent::report_unlogged_refusals(log::Limiter::Clock::time_point now) noexcept {
-    const std::uint64_t n = refusals_.take_unreported(now);
-    const std::uint64_t rdma = rdma_refusals_.take_unreported(now);
-    try {
-        const double every = std::chrono::duration<double>(refusals_.interval()).count();
-        if (n != 0)
-            log::warn("tcp: {} more connections refused (at most {} logged every {:g} s)", n,
-                      params_.refusals_logged, every);
-        if (rdma != 0)
-            log::warn("tcp: {} more one-sided requests refused (at most {} logged every {:g} s)",
-                      rdma, params_.refusals_logged, every);
-    } catch (...) {
-        // As above.
-    }
+    refusals_.report_unlogged("tcp", now);
+    rdma_refusals_.report_unlogged("tcp", now);
 }
 
 void TcpComponent::hold(int delta) noexcept {

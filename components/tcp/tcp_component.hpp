@@ -17,6 +17,7 @@
 #include "tcp_splice_choice.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/refusal_log.hpp"
 #include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
 #include "transit/log_limiter.hpp"
@@ -200,8 +201,8 @@ class TcpComponent : public btl::Component {
         while (graveyard_) graveyard_ = std::move(graveyard_->next_dead);
         while (endpoint_graveyard_) endpoint_graveyard_ = std::move(endpoint_graveyard_->next_dead);
     }
-    log::Limiter refusals_;
-    log::Limiter rdma_refusals_;
+    btl::util::RefusalLog refusals_{"connections"};
+    btl::util::RefusalLog rdma_refusals_{"one-sided requests"};
 
     // Accepting runs on a thread that sleeps in epoll_wait, so an idle tcp costs
     // the progress loop one atomic load.  Accepted sockets are handed over here.

@@ -100,16 +100,15 @@ UctEndpoint* UctModule::connect_server(Rank peer, std::string* why) {
     }
     UctEndpoint* e = connect(peer, why);
     if (e == nullptr) return nullptr;
+    // Joining before the join leaves: its answer may come while it is pushed.
+    // Messages may follow the join at once; a server that never welcomes it
+    // (stopped, not progressing) is given up from attend().
+    links_.join_sent(e->outside, config_.join_timeout);
     if (!send_join(*e, *token)) {
         if (why) *why = "the server did not take our join (gone, or not answering)";
         delete_dynamic(*e);
         return nullptr;
     }
-    // Messages may follow the join at once; a server that never welcomes it
-    // (stopped, not progressing) is given up from attend().
-    e->welcomed = false;
-    e->join_deadline = btl::join_deadline(config_.join_timeout);
-    ++unwelcomed_;
     attention_ = true;
     out_.verbose(10, "{}: joined the server at peer {}", name(), peer);
     return e;
@@ -153,10 +152,10 @@ void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> b
     std::memcpy(&w, body.data(), sizeof w);
     if (w.status == 0) {
         out_.verbose(10, "{}: the server at peer {} admitted us", name(), e->peer());
-        if (!e->welcomed && unwelcomed_ > 0) --unwelcomed_;
-        e->welcomed = true;
+        links_.welcome(e->outside);
         return;
     }
+    if (!links_.refuse(e->outside)) return;  // a server refuses only a join it has not admitted
     const Status why = status_from_wire(w.status);
     // The pml says it once, as access_denied, for a wrong token.
     e->refused_token = why == Status::access_denied;
@@ -169,23 +168,18 @@ void UctModule::handle_welcome(const WireHeader& h, std::span<const std::byte> b
 
 // From attend(), every 16 polls while a join is unanswered: a server whose
 // welcome is late is lost (handle_failures ends its operations with
-// peer_failed and reports it); the count of those still due is recomputed.
+// peer_failed and reports it).
 void UctModule::check_welcomes() noexcept {
-    const auto now = std::chrono::steady_clock::now();
-    std::size_t due = 0;
-    for (const auto& owned : dynamic_) {
-        UctEndpoint& e = *owned;
-        if (e.welcomed || e.failed || e.deleted) continue;
-        if (now < e.join_deadline) {
-            ++due;
-            continue;
-        }
+    UctEndpoint* late[16];
+    const std::size_t n = links_.expire_joins(
+        dynamic_, [](const auto& e) { return e->failed || e->deleted ? nullptr : e.get(); },
+        std::chrono::steady_clock::now(), late);
+    for (std::size_t i = 0; i < n; ++i) {
         out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s", name(),
-                     e.peer(), config_.join_timeout);
-        e.failed = true;
+                     late[i]->peer(), config_.join_timeout);
+        late[i]->failed = true;
         failures_ = true;
     }
-    unwelcomed_ = due;
 }
 
 // --- the server's side -------------------------------------------------------------
@@ -243,16 +237,8 @@ void UctModule::handle_join(std::span<const std::byte> body) noexcept {
         uct_ep_destroy(ep);
         return refused(who, "out of memory");
     }
-    Welcome w{};
-    Gather g{
-        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
-        &w, sizeof w};
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
-    ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
-    if (n < 0)
+    if (const ssize_t n = send_welcome(ep, j.client_channel, Status::success, deadline); n < 0)
         out_.verbose(1, "{}: {} joined, but the welcome was not sent: {}", name(), who,
                      ucs_status_string(static_cast<ucs_status_t>(n)));
     out_.verbose(10, "{}: {} joined (channel {:#x})", name(), who, j.server_channel);
@@ -278,6 +264,7 @@ UctEndpoint* UctModule::admit(std::uint32_t channel) noexcept {
         refused(fmt::format("a client (pid {})", j.pid), "out of memory");
         return nullptr;
     }
+    links_.admitted(e->outside);
     out_.verbose(10, "{}: a client (pid {}, rank {} of its job) admitted as peer {}", name(), j.pid,
                  j.rank, id);
     return e;
@@ -309,6 +296,22 @@ void UctModule::check_joining() noexcept {
     }
 }
 
+// The answer to a join (status 0: admitted) on `ep`, to the client's
+// `channel`, retried while UCT has no room until `deadline`: what
+// uct_ep_am_bcopy returned last.
+ssize_t UctModule::send_welcome(uct_ep_h ep, std::uint32_t channel, Status status,
+                                std::chrono::steady_clock::time_point deadline) noexcept {
+    Welcome w{};
+    w.status = static_cast<std::int32_t>(status);
+    Gather g{WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, channel}, &w,
+             sizeof w};
+    ssize_t n;
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
+        uct_worker_progress(worker_.get());
+    return n;
+}
+
 // A refusal the client can hear: through an endpoint made for it alone,
 // pushed out with a short bounded wait, then closed.
 void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
@@ -323,16 +326,8 @@ void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> add
         return;
     }
     if (ep == nullptr) return;
-    Welcome w{};
-    w.status = static_cast<std::int32_t>(status);
-    Gather g{
-        WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, j.client_channel},
-        &w, sizeof w};
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
-    ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !in_uct_callback_ && std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+    const ssize_t n = send_welcome(ep, j.client_channel, status, deadline);
     ucs_status_t s = UCS_INPROGRESS;
     while (n >= 0 && !in_uct_callback_ &&
            ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||
@@ -345,18 +340,7 @@ void UctModule::answer_join(const JoinRequest& j, std::span<const std::byte> add
 // A stranger may try thousands of times: the first few refusals of each
 // window are logged with the reason, the rest are counted.
 void UctModule::refused(const std::string& who, const std::string& why) noexcept {
-    try {
-        const auto now = log::Limiter::Clock::now();
-        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
-            log::warn("{}: {} more clients refused (at most 5 logged every 10 s)", name(), n);
-        if (refusals_.admit(now))
-            log::warn("{}: refused {}: {}{}", name(), who, why,
-                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "{}: refused {}: {}", name(), who, why);
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
+    refusals_.refused(out_, name(), why, "{}", who);
 }
 
 // --- both sides --------------------------------------------------------------------
@@ -400,9 +384,9 @@ bool UctModule::rename_source(WireHeader& h) noexcept {
 void UctModule::dynamic_goodbye(Rank peer) noexcept {
     UctEndpoint* e = dynamic_endpoint(peer);
     if (e == nullptr || e->reported) return;
+    if (!links_.goodbye_received(e->outside)) return;
     out_.verbose(10, "{}: peer {} outside the job disconnected", name(), peer);
     e->goodbye = true;
-    e->departed = true;
     e->failed = true;
     failures_ = true;
     attention_ = true;
@@ -411,6 +395,7 @@ void UctModule::dynamic_goodbye(Rank peer) noexcept {
 // Unnamed at once (records, channel); freed at the next safe point, as a
 // caller up the stack (a report from handle_failures) may still hold it.
 void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
+    links_.release(e.outside);
     e.deleted = true;
     e.failed = true;
     drop_queued(e, Status::cancelled);  // off the waiting list before reap_dynamic frees it

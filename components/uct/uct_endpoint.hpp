@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/outside_link.hpp"
 #include "transit/btl/util/process_watch.hpp"
 #include "uct_frag.hpp"
 #include "uct_rdma_policy.hpp"
@@ -55,16 +56,14 @@ class UctEndpoint final : public btl::Endpoint {
     // channel it knows us by for a peer outside the job.
     Rank wire_source = 0;
     // A peer outside the job (rt::DynamicPeers): the channel its messages
-    // carry (our key for it), and whether it left (goodbye) rather than failed.
+    // carry (our key for it), and its link: a server's joining until it
+    // welcomes our join (or the join times out, btl_uct_join_timeout),
+    // departed when it left (goodbye) rather than failed.
     bool dynamic = false;
-    bool departed = false;
+    btl::util::OutsideLink outside;
     bool deleted = false;  // by del_procs; freed at the module's next safe point
     std::uint32_t channel = 0;
-    // A server's (we are its client): whether it welcomed our join, and when
-    // it is given up if it has not (btl_uct_join_timeout).
-    bool welcomed = true;
     bool refused_token = false;  // the server's welcome said: wrong access token
-    std::chrono::steady_clock::time_point join_deadline{};
 };
 
 }  // namespace transit::uct

@@ -926,18 +926,22 @@ void UctModule::handle_failures() noexcept {
             continue;
         }
         end_ops(peer, Status::peer_failed);
-        if (e->departed)
+        if (e->outside.departed())
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
         else if (e->refused_token)
             report_error(btl::error_flags::nonfatal | btl::error_flags::refused, peer,
                          "uct: the server refused the token");
-        else if (!e->welcomed)
+        else if (e->outside.refused())
+            report_error(btl::error_flags::nonfatal, peer,
+                         "uct: the server refused the connection");
+        else if (e->outside.joining() || e->outside.timed_out())
             report_error(btl::error_flags::nonfatal, peer,
                          "uct: the server did not answer the join within btl_uct_join_timeout "
                          "(stopped, or not progressing)");
         else
             report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
+        links_.lost(e->outside);
     }
 }
 
@@ -1086,7 +1090,7 @@ int UctModule::attend() noexcept {
         ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
         check_local_peers();
     if (!joining_.empty()) check_joining();
-    if (unwelcomed_ > 0 && (polls_ & 15) == 0) check_welcomes();
+    if (links_.joining() > 0 && (polls_ & 15) == 0) check_welcomes();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -1104,7 +1108,7 @@ bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
            !done_frags_.empty() || frags_queued_ > 0 || !flushes_.empty() || failures_ ||
            dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || unwelcomed_ > 0;
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || links_.joining() > 0;
 }
 
 int UctModule::deliver() noexcept {

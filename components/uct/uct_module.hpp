@@ -28,8 +28,9 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/outside_links.hpp"
+#include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 #include "transit/progress.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
@@ -296,6 +297,8 @@ class UctModule final : public btl::Module,
     void forget_joining(std::uint32_t channel, const char* why) noexcept;
     void check_joining() noexcept;
     void handle_join(std::span<const std::byte> body) noexcept;
+    ssize_t send_welcome(uct_ep_h ep, std::uint32_t channel, Status status,
+                         std::chrono::steady_clock::time_point deadline) noexcept;
     void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
                      Status status) noexcept;
     void handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept;
@@ -426,12 +429,12 @@ class UctModule final : public btl::Module,
     };
     std::unordered_map<std::uint32_t, Joining> joining_;
     bool listening_ = false;
-    // Servers whose answer to our join is due (at most: check_welcomes
-    // recounts), each given up at its join_deadline.
-    std::size_t unwelcomed_ = 0;
+    // Counts the servers whose answer to our join is due, each given up at
+    // its deadline (check_welcomes).
+    btl::util::OutsideLinks links_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
-    log::Limiter refusals_{5, std::chrono::seconds(10)};
-    log::Limiter rdma_refusals_{5, std::chrono::seconds(10)};
+    btl::util::RefusalLog refusals_{"clients"};
+    btl::util::RefusalLog rdma_refusals_{"one-sided requests"};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
     // added again is told hello) and the last hello heard from it.
     struct Farewells {

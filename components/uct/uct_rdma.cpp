@@ -305,22 +305,8 @@ Status UctModule::permits(const btl::util::RegistrationKey& key, std::uint64_t a
 // initiator's operation ends with that error instead of waiting for good.
 
 void UctModule::refused(const char* what, Rank source, std::uint64_t address, Status why) noexcept {
-    try {
-        const auto now = log::Limiter::Clock::now();
-        if (const std::uint64_t n = rdma_refusals_.take_unreported(now); n != 0)
-            log::warn("{}: {} more one-sided requests refused (at most 5 logged every 10 s)",
-                      name(), n);
-        if (rdma_refusals_.admit(now))
-            log::warn(
-                "{}: refused {} at 0x{:x} from rank {}: {}{}", name(), what, address, source,
-                to_string(why),
-                rdma_refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "{}: refused {} at 0x{:x} from rank {}: {}", name(), what, address,
-                         source, to_string(why));
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
+    rdma_refusals_.refused(out_, name(), to_string(why), "{} at 0x{:x} from rank {}", what, address,
+                           source);
 }
 
 void UctModule::on_put(Rank source, std::span<const std::byte> body) noexcept {

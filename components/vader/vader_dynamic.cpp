@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "components/vader/vader_module.hpp"
-#include "transit/btl/join_timeout.hpp"
 
 namespace transit::vader {
 
@@ -156,9 +155,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
     j->in_flight = true;
     ++ep->outstanding;
     ep->joined = true;
-    ep->join_pending = true;
-    ep->join_deadline = btl::join_deadline(config_.join_timeout);
-    ++joins_pending_;
+    links_.join_sent(ep->outside, config_.join_timeout);
     return true;
 }
 
@@ -169,11 +166,12 @@ void VaderModule::join_answered(Frag* f) noexcept {
     const std::int16_t refusal = f->header->atomic_status;
     const std::uint64_t box = f->header->operand;
     frags_.put(f);
-    join_settled(ep);
     if (refusal == 0) {
+        links_.welcome(ep->outside);
         if (box <= UINT32_MAX && !ep->dead) write_into(*ep, static_cast<std::uint32_t>(box));
         return;
     }
+    links_.refuse(ep->outside);
     // Refused before it was admitted: the server never wrote into our box.
     if (ep->spare != SpareBoxes::none) {
         unpoll(ep);
@@ -241,14 +239,15 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             return handle_join(channel, ref_index(ref));
         case DynamicKind::goodbye: {
             const auto it = channels_.find(channel);
-            if (it == channels_.end() || it->second->dead || it->second->leaving) return;
+            if (it == channels_.end() || it->second->dead ||
+                !links_.goodbye_received(it->second->outside))
+                return;
             out_.verbose(10, "peer {} outside the job disconnected", it->second->peer());
             // What it wrote into its box before the goodbye comes first.
             if (VaderEndpoint* ep = it->second; ep->reader != nullptr)
                 poll_box(*ep->reader, ep, INT_MAX);
             // Reported at the next pass: the messages it sent before are
             // delivered in this one, and the pml takes them in between.
-            it->second->leaving = true;
             try {
                 departing_.push_back(it->second);
                 pass_chores_ = true;
@@ -294,8 +293,8 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
     }
     const bool alive = !ep->dead;
     ep->dead = true;
-    join_settled(ep);
     release_boxes(ep);
+    links_.release(ep->outside);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) {
             if (alive)
@@ -329,7 +328,7 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
     const bool exited = ep->process.exited();
     if (ep->spare != SpareBoxes::none) {
         unpoll(ep);
-        if (ep->leaving || exited) {
+        if (ep->outside.departed() || exited) {
             spares_.free(ep->spare);
         } else {
             spares_.park(ep->spare, ep->channel, ep->pid);
@@ -339,7 +338,7 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
         ep->spare = SpareBoxes::none;
         ep->reader = nullptr;
     }
-    if (ep->leaving && !exited && ep->spare_at_peer != SpareBoxes::none) {
+    if (ep->outside.departed() && !exited && ep->spare_at_peer != SpareBoxes::none) {
         const std::uint64_t release =
             with_kind(ep->ref_base, DynamicKind::release) | std::uint64_t{ep->spare_at_peer};
         // Its FIFO full means it is not reading: the box stays parked until it exits.
@@ -353,15 +352,9 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
 // server answered in time.
 void VaderModule::watch_dynamic() noexcept {
     spares_.reap_exited();
-    if (joins_pending_ != 0) expire_joins();
+    if (links_.joining() != 0) expire_joins();
     if (!orphan_owners_.empty()) reap_orphans();
     stop_if_idle();
-}
-
-void VaderModule::join_settled(VaderEndpoint* ep) noexcept {
-    if (!ep->join_pending) return;
-    ep->join_pending = false;
-    --joins_pending_;
 }
 
 // A server that maps in but never answers our join (stopped, or not
@@ -369,15 +362,12 @@ void VaderModule::join_settled(VaderEndpoint* ep) noexcept {
 // it is given up.  Its fragments stay off the free list (it may still read
 // them) and our operations with it end with peer_failed.
 void VaderModule::expire_joins() noexcept {
-    const auto now = std::chrono::steady_clock::now();
     VaderEndpoint* late[16];
-    std::size_t n = 0;
-    for (auto& [peer, ep] : dynamic_)
-        if (ep->join_pending && !ep->dead && now >= ep->join_deadline && n < std::size(late))
-            late[n++] = ep.get();
+    const std::size_t n = links_.expire_joins(
+        dynamic_, [](const auto& kv) { return kv.second->dead ? nullptr : kv.second.get(); },
+        std::chrono::steady_clock::now(), late);
     for (std::size_t i = 0; i < n; ++i) {
         VaderEndpoint* ep = late[i];
-        join_settled(ep);
         ep->dead = true;
         for (Frag& f : frags_.items())
             if (f.in_flight && f.endpoint == ep) orphan(&f, ep, Status::peer_failed);
@@ -454,7 +444,7 @@ void VaderModule::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
     if (const auto it = channels_.find(pid); it != channels_.end()) {
         // The same client again after its goodbye, or the same pid after a
         // death not yet noticed (a new process): the old endpoint is done.
-        if (!it->second->dead && !it->second->leaving)
+        if (!it->second->dead && !it->second->outside.departed())
             return refused(pid, "it is connected already");
         channels_.erase(it);
     }
@@ -516,6 +506,7 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     ep->fbox_after = ~0u;
     ep->channel = pid;
     ep->ref_base = make_dynamic_ref(DynamicKind::data, p.channel, 0);
+    links_.admitted(ep->outside);
     joining_.erase(pid);
     probe_single_copy(*ep);
     write_into(*ep, p.fast_box);
@@ -546,18 +537,7 @@ void VaderModule::forget_joining_exited() noexcept {
 // A stranger may try thousands of times: the first few refusals of each
 // window are logged with the reason, the rest are counted.
 void VaderModule::refused(std::uint32_t pid, const std::string& reason) noexcept {
-    try {
-        const auto now = log::Limiter::Clock::now();
-        if (const std::uint64_t n = refusals_.take_unreported(now); n != 0)
-            log::warn("vader: {} more clients refused (at most 5 logged every 10 s)", n);
-        if (refusals_.admit(now))
-            log::warn("vader: refused a client (pid {}): {}{}", pid, reason,
-                      refusals_.at_limit() ? " (further refusals in this window are counted)" : "");
-        else
-            out_.verbose(1, "vader: refused a client (pid {}): {}", pid, reason);
-    } catch (...) {
-        // Out of memory formatting a log line: the refusal itself went ahead.
-    }
+    refusals_.refused(out_, "vader", reason, "a client (pid {})", pid);
 }
 
 }  // namespace transit::vader

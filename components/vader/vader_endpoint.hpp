@@ -13,6 +13,7 @@
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/outside_link.hpp"
 #include "transit/btl/util/process_watch.hpp"
 
 namespace transit::vader {
@@ -72,10 +73,10 @@ class VaderEndpoint final : public btl::Endpoint {
     std::uint32_t spare = SpareBoxes::none;          // the spare box of ours it writes into
     std::uint32_t spare_at_peer = SpareBoxes::none;  // the box of its segment we write into
     bool join_ref_sent = false;                      // a server: our join reference is in its FIFO
-    bool joined = true;         // a server: our join fragment is in its FIFO too
-    bool leaving = false;       // its goodbye came; reported at the next pass
-    bool join_pending = false;  // a server: our join is not answered yet
-    std::chrono::steady_clock::time_point join_deadline{};
+    bool joined = true;  // a server: our join fragment is in its FIFO too
+    // Joining, welcomed, departed (its goodbye came; reported at the next
+    // pass), ... (the module's OutsideLinks changes it).
+    btl::util::OutsideLink outside;
     std::uint32_t outstanding = 0;  // our fragments the peer has not returned
     bool dead = false;
 };

@@ -1017,7 +1017,7 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 int VaderModule::check_peers() noexcept {
     if (!joining_.empty()) [[unlikely]]
         forget_joining_exited();
-    if ((spares_.any_parked() || joins_pending_ != 0 || !orphan_owners_.empty()) &&
+    if ((spares_.any_parked() || links_.joining() != 0 || !orphan_owners_.empty()) &&
         dynamic_pace_.due()) [[unlikely]] {
         in_check_ = true;
         watch_dynamic();
@@ -1048,7 +1048,7 @@ int VaderModule::check_peers() noexcept {
 void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
     // Returns the peer pushed before it died are real: take them first.
     progress();
-    if (ep->dead || ep->leaving) return;  // its goodbye was among them
+    if (ep->dead || ep->outside.departed()) return;  // its goodbye was among them
     // A peer outside the job is reported either way: its records go then.
     if (ep->dynamic) {
         const bool finalized = ep->header().departed.load(std::memory_order_acquire) != 0;
@@ -1079,6 +1079,7 @@ bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
 // upper layer hears of it once.
 void VaderModule::peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags) noexcept {
     ep->dead = true;
+    links_.lost(ep->outside);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
     report_error(btl::error_flags::nonfatal | flags, ep->peer(), why);

@@ -21,8 +21,9 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
+#include "transit/btl/util/outside_links.hpp"
+#include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
-#include "transit/log_limiter.hpp"
 
 namespace transit::vader {
 
@@ -203,7 +204,6 @@ class VaderModule final : public btl::Module,
     void write_into(VaderEndpoint& ep, std::uint32_t box) noexcept;
     void release_boxes(VaderEndpoint* ep) noexcept;
     void watch_dynamic() noexcept;
-    void join_settled(VaderEndpoint* ep) noexcept;
     void expire_joins() noexcept;
     void reap_orphans() noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
@@ -292,7 +292,7 @@ class VaderModule final : public btl::Module,
     SpareBoxes spares_;                      // readers_[local_size + i] for peers outside the job
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
-    log::Limiter refusals_{5, std::chrono::seconds(10)};
+    btl::util::RefusalLog refusals_{"clients"};
     bool warned_dynamic_ = false;
     // The clock is read every 4th low-priority call: after a nap every pass
     // runs them (ProgressEngine::low_next), and a napping rank on a loaded
@@ -305,7 +305,7 @@ class VaderModule final : public btl::Module,
     bool all_in_wait_set_ = true;  // every watched peer's pidfd is in waits_
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
-    std::uint32_t joins_pending_ = 0;    // our joins no server has answered yet
+    btl::util::OutsideLinks links_;      // counts our joins no server has answered yet
     // Peers outside the job that hold orphaned fragments of ours.
     std::vector<btl::util::ProcessWatch> orphan_owners_;
     ProgressEngine::Handle progress_handle_{};

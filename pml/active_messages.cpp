@@ -58,7 +58,7 @@ Status ActiveMessages::am_send(Rank dst, std::uint32_t id, std::span<const std::
     std::destroy_at(&r->conv);
     std::construct_at(&r->conv, data, len);
     r->total = len;
-    Status s = tagged_.start_send(r, Tagged::Path::rndv);
+    Status s = sender_.start_send(r, Sender::Path::rndv);
     return s == Status::completed ? Status::completed : Status::success;
 }
 
@@ -215,7 +215,7 @@ void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
     r->am_completion_token = h.am_completion_token;
     r->st().source = h.m.src;
     r->st().tag = id;
-    tagged_.start_rndv(r, p, h, handle);
+    receiver_.start_rndv(r, p, h, handle);
 }
 
 // A large active message not fetched: no request to receive it into (out of

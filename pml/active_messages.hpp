@@ -1,7 +1,7 @@
 // Active messages (LAPI): a header handler at the target chooses where the
 // data lands; a completion handler runs once it is there; origin, target and
 // completion counters report progress.  Small messages go in one fragment,
-// large ones reuse the tagged rendezvous (Tagged::start_send, start_rndv).
+// large ones reuse the tagged rendezvous (Sender::start_send, Receiver::start_rndv).
 #pragma once
 
 #include <array>
@@ -10,7 +10,8 @@
 
 #include "pml/core.hpp"
 #include "pml/outbox.hpp"
-#include "pml/tagged.hpp"
+#include "pml/receiver.hpp"
+#include "pml/sender.hpp"
 
 namespace transit::pml {
 
@@ -32,8 +33,8 @@ struct AmHandler {
 
 class ActiveMessages {
   public:
-    ActiveMessages(Core& core, Outbox& outbox, Tagged& tagged)
-        : c_(core), outbox_(outbox), tagged_(tagged) {}
+    ActiveMessages(Core& core, Outbox& outbox, Sender& sender, Receiver& receiver)
+        : c_(core), outbox_(outbox), sender_(sender), receiver_(receiver) {}
 
     Status register_am(std::uint32_t id, const AmHandler& h);
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,
@@ -73,7 +74,8 @@ class ActiveMessages {
 
     Core& c_;
     Outbox& outbox_;
-    Tagged& tagged_;
+    Sender& sender_;
+    Receiver& receiver_;
     std::array<AmHandler, Context::am_max_handlers> am_handlers_{};
     NamedPool<CounterSlot> counters_;
     bool warned_bad_am_ = false;

@@ -1,6 +1,6 @@
 // What every protocol of the pml shares: who we are, the settings, the peers,
 // the request pool and the buffers for messages kept for later.  The Engine
-// owns one; each collaborator (Outbox, Tagged, ActiveMessages, OneSided,
+// owns one; each collaborator (Outbox, Sender, Receiver, ActiveMessages, OneSided,
 // Failure) holds a reference to it.
 #pragma once
 

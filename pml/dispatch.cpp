@@ -136,24 +136,24 @@ struct Dispatch {
                 // A tagged message, the RPC's own, is matched under the id
                 // without a store into the transport's buffer (on_match_from).
                 if constexpr (K == wire::match)
-                    return e->tagged_.on_match_from(id, b, n, d.tag);
+                    return e->receiver_.on_match_from(id, b, n, d.tag);
                 else
                     rename(b, source_offset(K), id);
             }
         }
         if constexpr (K == wire::match)
-            e->tagged_.on_match(b, n, d.tag);
+            e->receiver_.on_match(b, n, d.tag);
         else if constexpr (K == wire::rndv) {
             if (wire::header_of<wire::RndvHdr>({b, n}).kind == wire::kind_am)
                 e->am_.on_rndv(b, n);  // an active message too large to go eagerly
             else
-                e->tagged_.on_rndv(b, n);
+                e->receiver_.on_rndv(b, n);
         } else if constexpr (K == wire::ack)
-            e->tagged_.on_ack(b, n, from(d));
+            e->sender_.on_ack(b, n, from(d));
         else if constexpr (K == wire::frag)
-            e->tagged_.on_frag(b, n, from(d));
+            e->receiver_.on_frag(b, n, from(d));
         else if constexpr (K == wire::fin)
-            e->tagged_.on_fin(b, n, from(d));
+            e->sender_.on_fin(b, n, from(d));
         else if constexpr (K == wire::am)
             e->am_.on_am(b, n);
         else if constexpr (K == wire::am_done)
@@ -166,20 +166,20 @@ struct Dispatch {
         else if constexpr (K == wire::barrier)
             e->on_barrier(b, n, from(d));
         else if constexpr (K == wire::throttle)
-            e->tagged_.on_throttle(b, n);
+            e->sender_.on_throttle(b, n);
         else if constexpr (K == wire::split)
-            e->tagged_.on_split(b, n, from(d));
+            e->sender_.on_split(b, n, from(d));
         else if constexpr (K == wire::split_fin)
-            e->tagged_.on_split_fin(b, n, from(d));
+            e->receiver_.on_split_fin(b, n, from(d));
         else if constexpr (K == wire::frag_abort)
-            e->tagged_.on_frag_abort(b, n, from(d));
+            e->receiver_.on_frag_abort(b, n, from(d));
         else if constexpr (K == wire::lost)
-            e->tagged_.on_match(b, n, d.tag);  // in sequence, like the message it stands for
+            e->receiver_.on_match(b, n, d.tag);  // in sequence, like the message it stands for
         else if constexpr (K == wire::bye) {
             // Only a peer outside the job leaves: its endpoint says who it is.
             if (dynamic_source(e, d) == any_rank) [[unlikely]]
                 return e->c_.drops.received(K, d, "a bye from a rank of the job");
-            e->tagged_.on_bye(b);
+            e->receiver_.on_bye(b);
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
         else if constexpr (K == wire::ping)

@@ -111,7 +111,7 @@ void Engine::release_gone_peers() noexcept {
         }
     });
     for (Peer* p : erasable_) {
-        tagged_.forget(p);
+        receiver_.forget(p);
         c_.peers.erase(p);
     }
     erasable_.clear();

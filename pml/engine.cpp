@@ -38,11 +38,11 @@ std::string rank_ranges(const std::vector<Rank>& ranks) {
 Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> level)
     : runtime_(std::make_unique<rt::DynamicRuntime>(std::move(runtime))),
       progress_(progress_engine()),
-      failure_(c_, *runtime_, outbox_, tagged_, am_, osc_) {
+      failure_(c_, *runtime_, outbox_, sender_, receiver_, am_, osc_) {
     c_.rank = runtime_->rank();
     c_.size = runtime_->size();
     c_.am = &am_;
-    outbox_.wire_to(&tagged_, &failure_);
+    outbox_.wire_to(&sender_, &failure_);
     read_params();
     level_ = level.value_or(c_.settings.thread_level);
     calls_.enable(level_ == ThreadLevel::multiple || c_.settings.progress_thread);
@@ -247,13 +247,14 @@ int Engine::drain_pending() noexcept {
         ++events;
     }
     events += outbox_.drain();
-    events += tagged_.drain();
+    events += sender_.drain();
+    events += receiver_.drain();
     if (!events_.empty()) [[unlikely]] {
         deliver_events();
         ++events;
     }
-    c_.has_pending =
-        outbox_.busy() || tagged_.busy() || failure_.pending() || !events_.empty() || c_.farewells;
+    c_.has_pending = outbox_.busy() || sender_.busy() || receiver_.busy() || failure_.pending() ||
+                     !events_.empty() || c_.farewells;
     return events;
 }
 

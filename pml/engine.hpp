@@ -6,7 +6,8 @@
 // It owns the btl framework, the bml and the pml's pieces, wires them, and
 // drives progress; the protocols live in their collaborators:
 //   Outbox          control messages and descriptors waiting for room (outbox.hpp)
-//   Tagged          matching, eager, rendezvous (tagged.hpp)
+//   Sender          a send's life: eager, rendezvous, its end (sender.hpp)
+//   Receiver        matching, unexpected messages, a receive's life (receiver.hpp)
 //   ActiveMessages  active messages (active_messages.hpp)
 //   OneSided        put, get, atomics and their emulation (one_sided.hpp)
 //   Failure         lost peers (failure.hpp)
@@ -38,8 +39,9 @@
 #include "pml/outbox.hpp"
 #include "pml/params.hpp"
 #include "pml/path_measure.hpp"
+#include "pml/receiver.hpp"
+#include "pml/sender.hpp"
 #include "pml/sleep_set.hpp"
-#include "pml/tagged.hpp"
 #include "runtime/dynamic_runtime.hpp"
 #include "transit/call_lock.hpp"
 #include "transit/transit.hpp"
@@ -67,7 +69,7 @@ class Engine {
     rt::Runtime& runtime() noexcept { return *runtime_; }
     const Settings& settings() const noexcept { return c_.settings; }
     // How often this process asked a sender to stop sending eagerly.
-    std::uint64_t throttles_sent() const noexcept { return tagged_.throttles_sent(); }
+    std::uint64_t throttles_sent() const noexcept { return receiver_.throttles_sent(); }
     // Keep-alive probes this process sent (for tests and tools).
     std::uint64_t keepalive_probes() const noexcept { return keepalive_.probes_sent(); }
     // Path measurements still running (bml_base_measure; for tests and tools).
@@ -85,7 +87,7 @@ class Engine {
     // Largest tagged message that goes to `peer` eagerly (for tests and tools).
     std::size_t eager_message_limit(Rank peer) noexcept {
         Peer* p = c_.peers.send_peer(peer);
-        return p ? Tagged::eager_message_limit(*p) : 0;
+        return p ? Sender::eager_message_limit(*p) : 0;
     }
 
     int progress() noexcept {
@@ -155,20 +157,20 @@ class Engine {
     // tagged
     Status isend(Rank dst, std::uint32_t tag, const iovec* iov, std::size_t count, const void* buf,
                  std::size_t len, Req*& out, void* user) noexcept {
-        return tagged_.isend(dst, tag, iov, count, buf, len, out, user);
+        return sender_.isend(dst, tag, iov, count, buf, len, out, user);
     }
     // A blocking send: success with out null when the transport took it at
     // once, else as isend.
     Status send(Rank dst, std::uint32_t tag, const void* buf, std::size_t len, Req*& out) noexcept {
-        return tagged_.send(dst, tag, buf, len, out);
+        return sender_.send(dst, tag, buf, len, out);
     }
     Status irecv(Rank src, std::uint32_t tag, void* buf, const iovec* iov, std::size_t count,
                  std::size_t len, Req*& out, void* user) noexcept {
-        return tagged_.irecv(src, tag, buf, iov, count, len, out, user);
+        return receiver_.irecv(src, tag, buf, iov, count, len, out, user);
     }
-    Status cancel(Req* r) noexcept { return tagged_.cancel(r); }
+    Status cancel(Req* r) noexcept { return receiver_.cancel(r); }
     bool iprobe(Rank src, std::uint32_t tag, RequestStatus& st) noexcept {
-        return tagged_.iprobe(src, tag, st);
+        return receiver_.iprobe(src, tag, st);
     }
     void release(Req* r) noexcept { c_.release(r); }
 
@@ -389,8 +391,9 @@ class Engine {
     std::unique_ptr<bml::R2> bml_;
     Core c_;
     Outbox outbox_{c_};
-    Tagged tagged_{c_, outbox_};
-    ActiveMessages am_{c_, outbox_, tagged_};
+    Sender sender_{c_, outbox_};
+    Receiver receiver_{c_, outbox_};
+    ActiveMessages am_{c_, outbox_, sender_, receiver_};
     OneSided osc_{c_, outbox_};
     Failure failure_;
     KeepAlive keepalive_{c_, outbox_, failure_};

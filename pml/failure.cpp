@@ -4,7 +4,8 @@
 #include "pml/active_messages.hpp"
 #include "pml/one_sided.hpp"
 #include "pml/outbox.hpp"
-#include "pml/tagged.hpp"
+#include "pml/receiver.hpp"
+#include "pml/sender.hpp"
 
 namespace transit::pml {
 
@@ -179,17 +180,20 @@ void Failure::fail_peer_requests(Peer* p) noexcept {
 }
 
 void Failure::fail_req(Req* r) noexcept {
-    tagged_.unqueue(r);
+    if (r->kind == Req::Kind::send)
+        sender_.unqueue(r);
+    else
+        receiver_.unqueue(r);
     r->st().status = r->peer->gone_status();
     if (r->kind == Req::Kind::send) {
         // Fragments still in the transport complete it from frag_done.
         r->conv.seek(r->total);
-        // Split puts still in the transport complete it from rdma_done.
+        // Split puts still in the transport complete it from Sender::put_done.
         r->rdma_offset = r->rdma_end;
         if (r->frags_out == 0 && r->rdma_pending == 0) c_.complete(r);
         return;
     }
-    // Gets still in the transport complete it from rdma_done.
+    // Gets still in the transport complete it from Receiver::get_done.
     r->rdma_offset = r->rdma_end;
     if (r->rdma_pending == 0) c_.complete(r);
 }

@@ -19,15 +19,22 @@
 namespace transit::pml {
 
 class Outbox;
-class Tagged;
+class Receiver;
+class Sender;
 class ActiveMessages;
 class OneSided;
 
 class Failure {
   public:
-    Failure(Core& core, rt::Runtime& runtime, Outbox& outbox, Tagged& tagged, ActiveMessages& am,
-            OneSided& osc)
-        : c_(core), runtime_(runtime), outbox_(outbox), tagged_(tagged), am_(am), osc_(osc) {}
+    Failure(Core& core, rt::Runtime& runtime, Outbox& outbox, Sender& sender, Receiver& receiver,
+            ActiveMessages& am, OneSided& osc)
+        : c_(core),
+          runtime_(runtime),
+          outbox_(outbox),
+          sender_(sender),
+          receiver_(receiver),
+          am_(am),
+          osc_(osc) {}
 
     // The btl's error callback (cbdata: this).
     static void on_btl_error(btl::Module* m, std::uint32_t flags, Rank peer, const char* info,
@@ -59,7 +66,8 @@ class Failure {
     Core& c_;
     rt::Runtime& runtime_;
     Outbox& outbox_;
-    Tagged& tagged_;
+    Sender& sender_;
+    Receiver& receiver_;
     ActiveMessages& am_;
     OneSided& osc_;
     bool to_handle_ = false;     // a peer was marked failed; progress cleans up

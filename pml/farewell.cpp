@@ -16,7 +16,7 @@
 // peer (later sends end peer_departed), which the peer waits for before it
 // closes.  So its farewell is done once its own sends are quiet, whether or
 // not its bye went out or was acked.
-// The other side hears the bye in its turn (Tagged::on_bye: every message
+// The other side hears the bye in its turn (Receiver::on_bye: every message
 // before it has arrived), acks it, and takes the peer as departed (its
 // pending operations with it end peer_departed).  It keeps the peer's
 // transport endpoint until that transport reports the close, or until the

@@ -81,7 +81,7 @@ struct RndvHdr {
 };
 static_assert(sizeof(RndvHdr) == 64);  // no holes: every byte sent is set
 // A kept copy of a match or rendezvous message is renamed by writing our id
-// for its sender over its first bytes (Tagged::store_unexpected, match).
+// for its sender over its first bytes (Receiver::store_unexpected, match).
 static_assert(offsetof(MatchHdr, src) == 0 && offsetof(RndvHdr, m) == 0);
 
 struct AckHdr {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "pml/failure.hpp"
-#include "pml/tagged.hpp"
+#include "pml/sender.hpp"
 
 namespace transit::pml {
 
@@ -79,9 +79,9 @@ void Outbox::end_desc(const PendingDesc& pd, Status s, Refusal refusal) noexcept
         log::error("pml: a message to rank {} over {} was refused: '{}'", pd.rank,
                    pd.module->name(), to_string(s));
         if (pd.tag == wire::tag(wire::match))
-            tagged_->report_lost_message(pd, s);
+            sender_->report_lost_message(pd, s);
         else if (pd.tag == wire::tag(wire::rndv))
-            tagged_->fail_unsent_rndv(pd, s);
+            sender_->fail_unsent_rndv(pd, s);
     }
     if (pd.desc->cbfunc) pd.desc->cbfunc(pd.module, pd.endpoint, pd.desc, s);
     pd.module->free(pd.desc);

@@ -11,7 +11,7 @@
 
 namespace transit::pml {
 
-class Tagged;
+class Sender;
 class Failure;
 
 // A queued descriptor the btl refused with out_of_resource.
@@ -30,8 +30,8 @@ struct PendingDesc {
 class Outbox {
   public:
     explicit Outbox(Core& core) : c_(core) { pending_desc_.reserve(64); }
-    void wire_to(Tagged* tagged, Failure* failure) noexcept {
-        tagged_ = tagged;
+    void wire_to(Sender* sender, Failure* failure) noexcept {
+        sender_ = sender;
         failure_ = failure;
     }
 
@@ -93,7 +93,7 @@ class Outbox {
     }
 
     Core& c_;
-    Tagged* tagged_ = nullptr;
+    Sender* sender_ = nullptr;
     Failure* failure_ = nullptr;
     std::vector<PendingDesc> pending_desc_;
     List<RawMsg> pending_ctrl_;

@@ -46,7 +46,7 @@ struct Req : Request {
     bool matched = false;
     bool posted = false;  // on a posted-receive list
     bool is_am = false;
-    bool queued = false;   // on Tagged's pending sends / pending gets
+    bool queued = false;   // on the Sender's pending sends or the Receiver's pending gets
     bool issuing = false;  // inside pump_frags / issue_rdma: callbacks must not complete it
     Peer* peer = nullptr;  // for sends; the matched peer for receives
     std::uint32_t tag = 0;

@@ -23,7 +23,7 @@ build trees and .git left out):
     are not checked; a bare file name the build writes (TransitTargets.cmake)
     is found by its stem.
 
-A name placed in a file, `Tagged::send_inline` (`pml/tagged_send.cpp`), as the
+A name placed in a file, `Sender::send_inline` (`pml/sender.cpp`), as the
 walks through the code write it, must occur in that file.
 
 The checker's own folder (tests/docs) is not part of the tree it searches: it

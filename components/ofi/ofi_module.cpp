@@ -283,7 +283,7 @@ void OfiModule::choose_attributes(const fi_info& info) {
     // the send path, where the target checks each against its registrations.
     // Through libfabric's RMA a peer's operation through the key of a region
     // the target deregistered is not refused as the btl contract requires
-    // (RdmaRefusal.through_stale_handle), even with a region of its own per
+    // (RdmaRefusal.ThroughStaleHandle), even with a region of its own per
     // registration closed at deregistration: shm does not check keys (a put
     // or get through a stale key writes), and tcp;ofi_rxm refuses the
     // operation but then breaks its connection to the peer, and every later

@@ -222,39 +222,39 @@ class Atomic : public BtlTest {
     }
 };
 
-TEST_P(Atomic, ops_64) {
+TEST_P(Atomic, Ops64) {
     if (auto why = missing(false, false); !why.empty()) GTEST_SKIP() << why;
     if (run_ops(false, false) == 0) GTEST_SKIP() << component_ << " announces no operation";
 }
 
-TEST_P(Atomic, ops_32) {
+TEST_P(Atomic, Ops32) {
     if (auto why = missing(false, true); !why.empty()) GTEST_SKIP() << why;
     if (run_ops(false, true) == 0) GTEST_SKIP() << component_ << " announces no operation";
 }
 
-TEST_P(Atomic, fetch_ops_64) {
+TEST_P(Atomic, FetchOps64) {
     if (auto why = missing(true, false); !why.empty()) GTEST_SKIP() << why;
     if (run_ops(true, false) == 0) GTEST_SKIP() << component_ << " announces no operation";
 }
 
-TEST_P(Atomic, fetch_ops_32) {
+TEST_P(Atomic, FetchOps32) {
     if (auto why = missing(true, true); !why.empty()) GTEST_SKIP() << why;
     if (run_ops(true, true) == 0) GTEST_SKIP() << component_ << " announces no operation";
 }
 
-TEST_P(Atomic, compare_swap_64) {
+TEST_P(Atomic, CompareSwap64) {
     if (auto why = missing(true, false, btl::atomic_support::cswap); !why.empty())
         GTEST_SKIP() << why;
     run_cswap(false);
 }
 
-TEST_P(Atomic, compare_swap_32) {
+TEST_P(Atomic, CompareSwap32) {
     if (auto why = missing(true, true, btl::atomic_support::cswap); !why.empty())
         GTEST_SKIP() << why;
     run_cswap(true);
 }
 
-TEST_P(Atomic, misaligned_target_is_refused) {
+TEST_P(Atomic, MisalignedTargetIsRefused) {
     if (auto why = missing(true, false); !why.empty()) GTEST_SKIP() << why;
     if (!has_atomics(btl::atomic_support::add))
         GTEST_SKIP() << component_ << " does not announce add";
@@ -273,7 +273,7 @@ TEST_P(Atomic, misaligned_target_is_refused) {
 
 // A value that names no operation (a caller's bug, or a cast from the wire) is
 // refused, and neither the target nor the fetch buffer changes.
-TEST_P(Atomic, unknown_op_is_refused) {
+TEST_P(Atomic, UnknownOpIsRefused) {
     if (auto why = missing(true, false); !why.empty()) GTEST_SKIP() << why;
     constexpr std::uint64_t initial = 0x0123456789abcdefull;
     ASSERT_TRUE(set_target(initial, false));

@@ -211,7 +211,7 @@ class Concurrent : public BtlTest {
     bool fetch_add_ = false, add_ = false, cswap_ = false;
 };
 
-TEST_P(Concurrent, threads_send_progress_and_access_memory_at_once) {
+TEST_P(Concurrent, ThreadsSendProgressAndAccessMemoryAtOnce) {
     if (!has_flags(btl::flags::thread_safe))
         GTEST_SKIP() << component_
                      << " does not announce btl::flags::thread_safe (the layer above serialises "

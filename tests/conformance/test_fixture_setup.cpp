@@ -18,7 +18,7 @@ bool body_ran = false;
 
 class Fixture : public BtlTest {};
 
-TEST_P(Fixture, body_needs_a_module) {
+TEST_P(Fixture, BodyNeedsAModule) {
     body_ran = true;
     EXPECT_GT(attr().max_send_size, 0u);  // dereferences the module
 }

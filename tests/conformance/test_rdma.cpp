@@ -66,7 +66,7 @@ class Rdma : public BtlTest {
     }
 };
 
-TEST_P(Rdma, register_deregister) {
+TEST_P(Rdma, RegisterAndDeregister) {
     if (attr().registration_handle_size == 0)
         GTEST_SKIP() << component_ << " needs no registration (registration_handle_size 0)";
     std::vector<std::uint64_t> memory(1 << 17);
@@ -86,7 +86,7 @@ TEST_P(Rdma, register_deregister) {
 // A handle deregistered already, or one the module never gave out, is
 // refused without being followed (the pml never does either; a user of the
 // btl may).
-TEST_P(Rdma, deregistering_twice_or_a_foreign_handle_is_refused) {
+TEST_P(Rdma, DeregisteringTwiceOrAForeignHandleIsRefused) {
     if (attr().registration_handle_size == 0)
         GTEST_SKIP() << component_ << " needs no registration (registration_handle_size 0)";
     std::vector<std::byte> memory(4096);
@@ -101,7 +101,7 @@ TEST_P(Rdma, deregistering_twice_or_a_foreign_handle_is_refused) {
         << "a handle the module never gave out";
 }
 
-TEST_P(Rdma, put_sizes) {
+TEST_P(Rdma, PutSizes) {
     if (auto why = missing(btl::flags::put, "put (flags::put)"); !why.empty()) GTEST_SKIP() << why;
     std::vector<std::byte> local(round_up(suite_env().max_size, attr().put_alignment) + 64);
     btl::RegistrationHandle* lh = register_local(local.data(), local.size());
@@ -115,7 +115,7 @@ TEST_P(Rdma, put_sizes) {
     }
 }
 
-TEST_P(Rdma, get_sizes) {
+TEST_P(Rdma, GetSizes) {
     if (auto why = missing(btl::flags::get, "get (flags::get)"); !why.empty()) GTEST_SKIP() << why;
     std::vector<std::byte> local(round_up(suite_env().max_size, attr().get_alignment) + 64);
     std::vector<std::byte> want(local.size());
@@ -144,7 +144,7 @@ void count_rdma(btl::Module*, btl::Endpoint*, void*, btl::RegistrationHandle*, v
     if (!ok(s)) ++c->failed;
 }
 
-TEST_P(Rdma, flush_completes_outstanding_puts) {
+TEST_P(Rdma, FlushCompletesOutstandingPuts) {
     if (auto why = missing(btl::flags::put, "put (flags::put)"); !why.empty()) GTEST_SKIP() << why;
     constexpr std::size_t count = 64;
     constexpr std::size_t piece = 4096;
@@ -178,7 +178,7 @@ TEST_P(Rdma, flush_completes_outstanding_puts) {
     EXPECT_EQ(difference(local, seen), "") << "the target after flush";
 }
 
-TEST_P(Rdma, access_outside_registration_fails) {
+TEST_P(Rdma, AccessOutsideRegistrationFails) {
     if (auto why = missing(btl::flags::put | btl::flags::get, "put and get"); !why.empty())
         GTEST_SKIP() << why;
     if (attr().registration_handle_size == 0)
@@ -295,7 +295,7 @@ class RdmaRefusal : public Rdma {
     }
 };
 
-TEST_P(RdmaRefusal, outside_registration_bounds) {
+TEST_P(RdmaRefusal, OutsideRegistrationBounds) {
     if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
     const std::size_t hs = attr().registration_handle_size;
     const auto* real = reinterpret_cast<const std::byte*>(remote_handle());
@@ -308,7 +308,7 @@ TEST_P(RdmaRefusal, outside_registration_bounds) {
     expect_region_intact_and_usable();
 }
 
-TEST_P(RdmaRefusal, through_stale_handle) {
+TEST_P(RdmaRefusal, ThroughStaleHandle) {
     if (auto why = skip_reason(); !why.empty()) GTEST_SKIP() << why;
     alignas(16) std::array<std::byte, btl::max_registration_handle_size> stale{};
     std::copy_n(reinterpret_cast<const std::byte*>(remote_handle()),

@@ -10,7 +10,7 @@ namespace {
 
 class Resource : public BtlTest {};
 
-TEST_P(Resource, alloc_and_free) {
+TEST_P(Resource, AllocAndFree) {
     for (std::size_t size : {std::size_t{1}, attr().eager_limit, attr().max_send_size}) {
         btl::Descriptor* d = module().alloc(target(), btl::no_order, size, 0);
         ASSERT_NE(d, nullptr) << "alloc(" << size << ") on an idle module";
@@ -23,14 +23,14 @@ TEST_P(Resource, alloc_and_free) {
     }
 }
 
-TEST_P(Resource, alloc_larger_than_max_send_size_is_capped) {
+TEST_P(Resource, AllocLargerThanMaxSendSizeIsCapped) {
     btl::Descriptor* d = module().alloc(target(), btl::no_order, 4 * attr().max_send_size, 0);
     if (d == nullptr) return;  // refusing is allowed too
     EXPECT_LE(d->segments[0].len, attr().max_send_size);
     EXPECT_EQ(module().free(d), Status::success);
 }
 
-TEST_P(Resource, prepare_src_and_free_without_send) {
+TEST_P(Resource, PrepareSrcAndFreeWithoutSend) {
     std::vector<std::byte> data(3 * attr().max_send_size, std::byte{7});
     btl::Convertor conv(data.data(), data.size());
     std::size_t size = data.size();
@@ -48,7 +48,7 @@ class SmallPool : public BtlTest {
     Overrides overrides() const override { return {{"free_list_max", "4"}}; }
 };
 
-TEST_P(SmallPool, out_of_resource_then_retry) {
+TEST_P(SmallPool, OutOfResourceThenRetry) {
     const std::size_t limit = override_applied("free_list_max") ? 10000 : 2048;
     const std::size_t size = attr().eager_limit;
     std::vector<btl::Descriptor*> held;
@@ -88,7 +88,7 @@ TEST_P(SmallPool, out_of_resource_then_retry) {
     EXPECT_TRUE(*got == payload) << "the message sent across the out-of-resource period";
 }
 
-TEST_P(SmallPool, deep_callback_recursion_with_small_pool) {
+TEST_P(SmallPool, DeepCallbackRecursionWithSmallPool) {
     if (!has_flags(btl::flags::send)) GTEST_SKIP() << component_ << " has no send";
     start_chain(201);
     EXPECT_TRUE(wait_for([&] { return chains_done() == 1; }, "a 201-hop chain"));

@@ -87,7 +87,7 @@ class SelfTest : public ::testing::Test {
     std::vector<std::pair<std::string, std::string>> saved_;
 };
 
-TEST_F(SelfTest, announces_highest_exclusivity_and_everything) {
+TEST_F(SelfTest, AnnouncesHighestExclusivityAndEverything) {
     ASSERT_NO_FATAL_FAILURE(start());
     ASSERT_NE(module_, nullptr);
     const Attributes& a = module_->attributes();
@@ -103,19 +103,19 @@ TEST_F(SelfTest, announces_highest_exclusivity_and_everything) {
 
 // Safe for concurrent calls only when told several threads call: for one
 // thread its pools take no lock.
-TEST_F(SelfTest, thread_safe_when_the_framework_is_multi_threaded) {
+TEST_F(SelfTest, ThreadSafeWhenTheFrameworkIsMultiThreaded) {
     ASSERT_NO_FATAL_FAILURE(start({}, true));
     ASSERT_NE(module_, nullptr);
     EXPECT_TRUE(module_->attributes().flags & flags::thread_safe);
 }
 
-TEST_F(SelfTest, not_thread_safe_for_one_thread) {
+TEST_F(SelfTest, NotThreadSafeForOneThread) {
     ASSERT_NO_FATAL_FAILURE(start());
     ASSERT_NE(module_, nullptr);
     EXPECT_FALSE(module_->attributes().flags & flags::thread_safe);
 }
 
-TEST_F(SelfTest, reaches_only_its_own_rank) {
+TEST_F(SelfTest, ReachesOnlyItsOwnRank) {
     ASSERT_NO_FATAL_FAILURE(start());
     const Rank peers[] = {runtime_->rank() + 1, runtime_->rank(), runtime_->rank() + 2};
     Endpoint* eps[3] = {};
@@ -128,7 +128,7 @@ TEST_F(SelfTest, reaches_only_its_own_rank) {
     EXPECT_NE(eps[1], nullptr);
 }
 
-TEST_F(SelfTest, prepare_src_above_eager_limit_points_at_user_data) {
+TEST_F(SelfTest, PrepareSrcAboveEagerLimitPointsAtUserData) {
     ASSERT_NO_FATAL_FAILURE(start());
     std::vector<std::byte> data(module_->attributes().eager_limit * 3, std::byte{0x42});
     Convertor conv(data.data(), data.size());
@@ -144,7 +144,7 @@ TEST_F(SelfTest, prepare_src_above_eager_limit_points_at_user_data) {
     EXPECT_EQ(module_->free(d), Status::success);
 }
 
-TEST_F(SelfTest, prepare_src_below_eager_limit_copies) {
+TEST_F(SelfTest, PrepareSrcBelowEagerLimitCopies) {
     ASSERT_NO_FATAL_FAILURE(start());
     std::vector<std::byte> data(100, std::byte{0x17});
     Convertor conv(data.data(), data.size());
@@ -158,7 +158,7 @@ TEST_F(SelfTest, prepare_src_below_eager_limit_copies) {
     EXPECT_EQ(module_->free(d), Status::success);
 }
 
-TEST_F(SelfTest, sendi_passes_header_then_payload_without_copy) {
+TEST_F(SelfTest, SendiPassesHeaderThenPayloadWithoutCopy) {
     ASSERT_NO_FATAL_FAILURE(start());
     const std::uint64_t header = 0x1122334455667788ull;
     std::vector<std::byte> payload(300, std::byte{9});
@@ -175,7 +175,7 @@ TEST_F(SelfTest, sendi_passes_header_then_payload_without_copy) {
     EXPECT_EQ(conv.position(), payload.size());
 }
 
-TEST_F(SelfTest, sendi_gathers_an_iovec_payload) {
+TEST_F(SelfTest, SendiGathersAnIovecPayload) {
     ASSERT_NO_FATAL_FAILURE(start());
     const std::uint32_t header = 7;
     std::byte a[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
@@ -189,7 +189,7 @@ TEST_F(SelfTest, sendi_gathers_an_iovec_payload) {
     EXPECT_EQ(seen_.bytes[8], std::byte{5});
 }
 
-TEST_F(SelfTest, refuses_a_foreign_endpoint) {
+TEST_F(SelfTest, RefusesAForeignEndpoint) {
     ASSERT_NO_FATAL_FAILURE(start());
     Endpoint stranger(runtime_->rank());
     EXPECT_EQ(module_->alloc(&stranger, no_order, 8, 0), nullptr);
@@ -199,7 +199,7 @@ TEST_F(SelfTest, refuses_a_foreign_endpoint) {
     EXPECT_EQ(module_->free(d), Status::success);
 }
 
-TEST_F(SelfTest, send_to_an_unregistered_tag_leaves_the_descriptor_to_the_caller) {
+TEST_F(SelfTest, SendToAnUnregisteredTagLeavesTheDescriptorToTheCaller) {
     ASSERT_NO_FATAL_FAILURE(start());
     Descriptor* d = module_->alloc(ep_, no_order, 8, des_flags::btl_ownership);
     ASSERT_NE(d, nullptr);
@@ -207,7 +207,7 @@ TEST_F(SelfTest, send_to_an_unregistered_tag_leaves_the_descriptor_to_the_caller
     EXPECT_EQ(module_->free(d), Status::success) << "the failed send freed it already";
 }
 
-TEST_F(SelfTest, double_free_is_refused) {
+TEST_F(SelfTest, DoubleFreeIsRefused) {
     ASSERT_NO_FATAL_FAILURE(start());
     Descriptor* d = module_->alloc(ep_, no_order, 8, 0);
     ASSERT_NE(d, nullptr);
@@ -215,7 +215,7 @@ TEST_F(SelfTest, double_free_is_refused) {
     EXPECT_EQ(module_->free(d), Status::bad_param);
 }
 
-TEST_F(SelfTest, free_list_max_bounds_each_pool) {
+TEST_F(SelfTest, FreeListMaxBoundsEachPool) {
     ASSERT_NO_FATAL_FAILURE(start({{"btl_self_free_list_max", "3"}}));
     std::vector<Descriptor*> held;
     while (Descriptor* d = module_->alloc(ep_, no_order, 8, 0)) held.push_back(d);
@@ -227,7 +227,7 @@ TEST_F(SelfTest, free_list_max_bounds_each_pool) {
     for (Descriptor* d : held) module_->free(d);
 }
 
-TEST_F(SelfTest, eager_limit_above_max_send_size_fails_init_with_the_reason) {
+TEST_F(SelfTest, EagerLimitAboveMaxSendSizeFailsInitWithTheReason) {
     ASSERT_NO_FATAL_FAILURE(
         start({{"btl_self_eager_limit", "128k"}, {"btl_self_max_send_size", "64k"}}));
     EXPECT_EQ(module_, nullptr);
@@ -241,7 +241,7 @@ TEST_F(SelfTest, eager_limit_above_max_send_size_fails_init_with_the_reason) {
     EXPECT_TRUE(found);
 }
 
-TEST_F(SelfTest, put_needs_remote_write_access) {
+TEST_F(SelfTest, PutNeedsRemoteWriteAccess) {
     ASSERT_NO_FATAL_FAILURE(start());
     std::uint64_t target = 0, source = 5;
     RegistrationHandle* ro =

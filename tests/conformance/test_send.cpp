@@ -117,7 +117,7 @@ class Send : public BtlTest {
     }
 };
 
-TEST_P(Send, attributes_are_consistent) {
+TEST_P(Send, AttributesAreConsistent) {
     const btl::Attributes& a = attr();
     EXPECT_GT(a.eager_limit, 0u);
     EXPECT_LE(a.eager_limit, a.max_send_size);
@@ -128,40 +128,40 @@ TEST_P(Send, attributes_are_consistent) {
     }
 }
 
-TEST_P(Send, alloc_sizes) {
+TEST_P(Send, AllocSizes) {
     echo_sizes(SendMethod::alloc_send);
 }
-TEST_P(Send, prepare_src_contiguous_sizes) {
+TEST_P(Send, PrepareSrcContiguousSizes) {
     echo_sizes(SendMethod::prepare_contiguous);
 }
-TEST_P(Send, prepare_src_iovec_sizes) {
+TEST_P(Send, PrepareSrcIovecSizes) {
     echo_sizes(SendMethod::prepare_iovec);
 }
-TEST_P(Send, sendi_sizes) {
+TEST_P(Send, SendiSizes) {
     echo_sizes(SendMethod::sendi);
 }
-TEST_P(Send, sendi_iovec_sizes) {
+TEST_P(Send, SendiIovecSizes) {
     echo_sizes(SendMethod::sendi_iovec);
 }
 
-TEST_P(Send, completion_default_flags) {
+TEST_P(Send, CompletionDefaultFlags) {
     for (std::size_t size : {std::size_t{0}, std::size_t{8}, attr().eager_limit - header_bytes})
         send_with_flags(0, size);
 }
 
-TEST_P(Send, completion_always_callback) {
+TEST_P(Send, CompletionAlwaysCallback) {
     for (std::size_t size : {std::size_t{0}, std::size_t{8}, attr().eager_limit - header_bytes})
         send_with_flags(btl::des_flags::send_always_callback, size);
 }
 
-TEST_P(Send, completion_btl_ownership) {
+TEST_P(Send, CompletionBtlOwnership) {
     for (std::size_t size : {std::size_t{0}, std::size_t{8}, attr().eager_limit - header_bytes}) {
         send_with_flags(btl::des_flags::btl_ownership, size);
         send_with_flags(btl::des_flags::btl_ownership | btl::des_flags::send_always_callback, size);
     }
 }
 
-TEST_P(Send, many_sends_arrive_in_order) {
+TEST_P(Send, ManySendsArriveInOrder) {
     constexpr std::uint32_t count = 2000;
     const std::size_t largest = 3 * attr().max_send_size;  // some span several fragments
     std::vector<std::vector<std::byte>> payloads;
@@ -184,7 +184,7 @@ TEST_P(Send, many_sends_arrive_in_order) {
         ASSERT_EQ(order[i], i) << "message " << order[i] << " arrived in position " << i;
 }
 
-TEST_P(Send, progress_inside_receive_callback) {
+TEST_P(Send, ProgressInsideReceiveCallback) {
     // A callback that progresses again must not see its own message twice nor
     // lose or reorder the ones behind it, however the module handles nesting.
     progress_inside_replies(true);
@@ -206,7 +206,7 @@ TEST_P(Send, progress_inside_receive_callback) {
         ASSERT_EQ(order[i], i) << "message " << order[i] << " arrived in position " << i;
 }
 
-TEST_P(Send, send_from_receive_callback) {
+TEST_P(Send, SendFromReceiveCallback) {
     // Each hop is sent from inside the previous hop's receive callback; in
     // loopback that nests, deeper than a small fragment pool.
     start_chain(301);
@@ -215,7 +215,7 @@ TEST_P(Send, send_from_receive_callback) {
     EXPECT_TRUE(wait_for([&] { return chains_done() == 9; }, "8 concurrent chains"));
 }
 
-TEST_P(Send, dump_then_send) {
+TEST_P(Send, DumpThenSend) {
     module().dump(target(), 100);
     const std::vector<std::byte> payload = make_payload(100, 7);
     const std::uint64_t msg = new_msg();

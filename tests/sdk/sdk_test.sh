@@ -241,7 +241,7 @@ $(grep "^mca:btl:[^:]*:\(path\|state\|reason\)" <<<"$out")"
     # Its parameters are checked like Transit's own: a bad value is an error
     # that names the parameter, never a silent fallback.
     out=$(env TRANSIT_MCA_btl=self,$name "TRANSIT_MCA_btl_${name}_max_send_size=1M" \
-        transit_btl_conformance --component "$name" --gtest_filter='*alloc_and_free*' 2>&1) &&
+        transit_btl_conformance --component "$name" --gtest_filter='*AllocAndFree*' 2>&1) &&
         fail "btl_${name}_max_send_size=1M was accepted"
     grep -q "parameter btl_${name}_max_send_size: value \"1M\" (from environment .*) is out of range; expected [0-9]*\.\.131072" <<<"$out" ||
         fail "no error naming btl_${name}_max_send_size:

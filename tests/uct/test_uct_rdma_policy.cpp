@@ -251,7 +251,7 @@ TEST(UctHandle, MdTagsDiffer) {
 // copy_small (the stack gather of a short message with a header): every
 // length up to 64 from every alignment arrives whole, and nothing past it is
 // written.
-TEST(UctWire, copy_small_copies_every_length_and_nothing_more) {
+TEST(UctWire, CopySmallCopiesEveryLengthAndNothingMore) {
     std::array<std::byte, 96> src{};
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::byte>(i * 7 + 1);
     for (std::size_t n = 0; n <= 64; ++n)

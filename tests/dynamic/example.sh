@@ -9,6 +9,7 @@ trap 'kill $pid 2>/dev/null || true; rm -f "$out"' EXIT
 "$server" > "$out" &
 pid=$!
 for _ in $(seq 100); do [ -s "$out" ] && break; sleep 0.1; done
+[ -s "$out" ] || { echo "the server printed no address in 10 s"; exit 1; }
 address=$(head -n 1 "$out")
 answer=$("$client" "$address" hello world)
 [ "$answer" = "hello

@@ -306,6 +306,7 @@ TEST(OneSided, BarrierNobodyLeavesEarly) {
     for (int round = 1; round <= 20; ++round) {
         const Rank late = static_cast<Rank>(round) % n;
         if (me == late) {
+            // Kept: the lateness is what is tested (nobody may leave before it).
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             std::int64_t t = now_ns();
             ASSERT_EQ(ctx().put(0, &t, sizeof t, w.keys[0], 8), Status::success);

@@ -59,7 +59,7 @@ void rank1(Context& ctx, bool stop) {
         const auto until = Clock::now() + slow_for / 2;
         while (Clock::now() < until) {
             ctx.progress();
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // kept: the slowness
         }
         // ...then sleeps in a receive of its own, woken by rank 0's probes.
         char wake = 0;

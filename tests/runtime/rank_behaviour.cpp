@@ -36,8 +36,24 @@ int env_rank() {
     return r ? std::atoi(r) : 0;
 }
 
+int env_size() {
+    const char* n = std::getenv("TRANSIT_SIZE");
+    return n ? std::atoi(n) : 1;
+}
+
 void sleep_for(double seconds) {
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+// Polls until `path` exists, `seconds` at most; false if it never did.
+bool wait_for_file(const std::string& path, double seconds) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    struct stat st {};
+    while (::stat(path.c_str(), &st) != 0) {
+        if (std::chrono::steady_clock::now() >= give_up) return false;
+        sleep_for(0.001);
+    }
+    return true;
 }
 
 void write_pid(const std::string& dir, const std::string& name, pid_t pid) {
@@ -52,14 +68,16 @@ void say(const std::string& line) {
 }
 
 // sleep-on DIR SECONDS [FAIL_RANK CODE]: records its pid, then sleeps; rank
-// FAIL_RANK instead exits with CODE after 0.2 s.
+// FAIL_RANK instead exits with CODE once every rank has recorded its pid (10 s
+// at most), so that the launcher has live ranks to end.
 int sleep_on(const Args& a) {
     write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
     if (a.size() >= 4 && std::atoi(a[2].c_str()) == env_rank()) {
-        sleep_for(0.2);
+        for (int r = 0; r < env_size(); ++r)
+            if (!wait_for_file(fmt::format("{}/rank.{}", a[0], r), 10)) return 20;
         return std::atoi(a[3].c_str());
     }
-    sleep_for(std::atof(a.at(1).c_str()));
+    sleep_for(std::atof(a.at(1).c_str()));  // kept: the rank's lifetime, which the launcher ends
     return 0;
 }
 
@@ -67,14 +85,14 @@ int sleep_on(const Args& a) {
 int ignore_term(const Args& a) {
     ::signal(SIGTERM, SIG_IGN);
     write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
-    sleep_for(60);
+    sleep_for(60);  // kept: a rank that stays until the launcher kills it
     return 0;
 }
 
 // kill-self SIG: dies of a signal.
 int kill_self(const Args& a) {
     ::raise(std::atoi(a.at(0).c_str()));
-    sleep_for(5);
+    sleep_for(5);  // kept: not reached, the signal is fatal
     return 0;
 }
 
@@ -85,12 +103,10 @@ int orphan(const Args& a) {
     if (pid == 0) {
         ::setsid();
         write_pid(a.at(0), name, ::getpid());
-        sleep_for(60);
+        sleep_for(60);  // kept: the orphan lives on until the launcher kills it
         ::_exit(0);
     }
-    const std::string path = a.at(0) + "/" + name;
-    struct stat st {};
-    for (int i = 0; i < 500 && ::stat(path.c_str(), &st) != 0; ++i) sleep_for(0.01);
+    (void)wait_for_file(a.at(0) + "/" + name, 5);
     return 0;
 }
 
@@ -179,17 +195,31 @@ int hold_secret(const Args& a) {
     say(fmt::format("rank {} size {} singleton {} job {} secret {}", rt->rank(), rt->size(),
                     rt->is_singleton() ? 1 : 0, rt->job_id(), rt::to_hex(rt->job_secret())));
     write_pid(a.at(0), fmt::format("rank.{}", rt->rank()), ::getpid());
-    const std::string release = a.at(0) + "/release";
-    struct stat st {};
-    for (int i = 0; i < 6000 && ::stat(release.c_str(), &st) != 0; ++i) sleep_for(0.01);
+    (void)wait_for_file(a.at(0) + "/release", 60);
     return 0;
 }
 
 // Waits until DIR/release exists (60 s at most).
 void wait_for_release(const std::string& dir) {
-    const std::string release = dir + "/release";
-    struct stat st {};
-    for (int i = 0; i < 6000 && ::stat(release.c_str(), &st) != 0; ++i) sleep_for(0.01);
+    (void)wait_for_file(dir + "/release", 60);
+}
+
+// A rank about to go into a fence says so with a file in the job's directory
+// (outside the runtime, whose fence is what is tested), for a rank that must
+// leave while the others wait in it.
+void say_fencing(int rank) {
+    std::ofstream(fmt::format("{}/fencing.{}", std::getenv("TRANSIT_JOB_TMPDIR"), rank)).close();
+}
+
+// Waits until every rank but `me` said it goes into the fence (10 s at most).
+// What is left between its word and its call is far shorter than the time the
+// launcher takes to notice a rank's end.
+bool others_fencing(int me, int size) {
+    for (int r = 0; r < size; ++r)
+        if (r != me &&
+            !wait_for_file(fmt::format("{}/fencing.{}", std::getenv("TRANSIT_JOB_TMPDIR"), r), 10))
+            return false;
+    return true;
 }
 
 // Leaves the PMIx and Transit variables in DIR/.env.<rank>.
@@ -259,7 +289,7 @@ int shm_hold(const Args& a) {
     std::ofstream(fmt::format("{}/.region.{}", a.at(0), env_rank())) << region << "\n";
     std::ofstream(fmt::format("{}/.tmpdir", a.at(0))) << dir << "\n";
     write_pid(a.at(0), fmt::format("rank.{}", env_rank()), ::getpid());
-    sleep_for(60);
+    sleep_for(60);  // kept: the region stays in use until the launcher kills the rank
     return 0;
 }
 
@@ -296,13 +326,16 @@ int partial(const Args&) {
 // no-finalize: rank 1 leaves without closing its runtime while the others
 // wait in a fence.
 int no_finalize(const Args&) {
+    if (!std::getenv("TRANSIT_JOB_TMPDIR")) return 10;
     auto rt = rt::open_runtime();
-    if (rt->rank() == 1) {
-        sleep_for(0.2);
+    const int me = static_cast<int>(rt->rank());
+    if (me == 1) {
+        if (!others_fencing(me, static_cast<int>(rt->size()))) return 11;
         std::_Exit(0);
     }
+    say_fencing(me);
     (void)rt->fence();
-    sleep_for(30);
+    sleep_for(30);  // kept: a survivor that stays until the launcher ends the job
     return 0;
 }
 
@@ -311,18 +344,21 @@ int abort_job(const Args& a) {
     pmix_proc_t me;
     if (PMIx_Init(&me, nullptr, 0) != PMIX_SUCCESS) return 10;
     if (me.rank == 0) PMIx_Abort(std::atoi(a.at(0).c_str()), "deliberate abort", nullptr, 0);
-    sleep_for(30);
+    sleep_for(30);  // kept: the ranks stay until the abort ends them
     return 0;
 }
 
 // fence-after-death: rank 1 dies while the others wait in a fence; each
 // survivor prints what its fence returned, twice (failure must stick).
 int fence_after_death(const Args&) {
+    if (!std::getenv("TRANSIT_JOB_TMPDIR")) return 10;
     auto rt = rt::open_runtime();
-    if (rt->rank() == 1) {
-        sleep_for(0.3);
+    const int me = static_cast<int>(rt->rank());
+    if (me == 1) {
+        if (!others_fencing(me, static_cast<int>(rt->size()))) return 11;
         std::_Exit(5);
     }
+    say_fencing(me);
     say(fmt::format("fence {}", to_string(rt->fence())));
     say(fmt::format("fence {}", to_string(rt->fence())));
     return 0;
@@ -341,7 +377,7 @@ int fence_with_suspicion(const Args&) {
 // slow-fence: rank 1 is 3 s late to a fence.
 int slow_fence(const Args&) {
     auto rt = rt::open_runtime();
-    if (rt->rank() == 1) sleep_for(3);
+    if (rt->rank() == 1) sleep_for(3);  // kept: the lateness is what is tested
     say(fmt::format("fence {}", to_string(rt->fence())));
     return 0;
 }

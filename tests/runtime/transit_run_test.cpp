@@ -794,7 +794,7 @@ void expect_idle_connection_harmless(const std::function<void()>& connect_as,
                                         static_cast<ssize_t>(first_bytes.size()))
             ::_exit(2);
         if (::write(ready[1], "c", 1) != 1) ::_exit(3);
-        ::sleep(30);
+        ::sleep(30);  // kept: the client stays silent; the test kills it
         ::_exit(0);
     }
     ::close(ready[1]);

@@ -40,6 +40,10 @@ fail=0
 ip netns exec "$a" "$server" > "$work/server.out" 2> "$work/server.err" &
 pid=$!
 for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.1; done
+if [ ! -s "$work/server.out" ]; then
+  echo "spare_interface: FAIL: the server printed no address in 10 s"; cat "$work/server.err"
+  kill "$pid"; exit 1
+fi
 address=$(head -n 1 "$work/server.out")
 start=$(date +%s%N)
 TRANSIT_MCA_btl_tcp_if_exclude="${sa}b" ip netns exec "$b" "$client" "$address" hello \

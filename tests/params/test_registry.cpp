@@ -9,9 +9,9 @@
 namespace transit::params::test {
 namespace {
 
-using Registry_ = ParamsTest;
+using ParamRegistry = ParamsTest;
 
-TEST_F(Registry_, FullNames) {
+TEST_F(ParamRegistry, FullNames) {
     Registry& r = registry();
     EXPECT_EQ(r.add("btl", "tcp", {"eager_limit", Type::size, "64k", "h", 4}).full_name(),
               "btl_tcp_eager_limit");
@@ -29,7 +29,7 @@ TEST_F(Registry_, FullNames) {
     EXPECT_THROW(r.add("btl", "t cp", {"y", Type::integer, "0", "h", 5}), std::invalid_argument);
 }
 
-TEST_F(Registry_, CoreParametersAlwaysExist) {
+TEST_F(ParamRegistry, CoreParametersAlwaysExist) {
     Variable& files = registry().get("mca_base_param_files");
     EXPECT_EQ(files.type(), Type::string);
     EXPECT_EQ(files.level(), 4);
@@ -43,7 +43,7 @@ TEST_F(Registry_, CoreParametersAlwaysExist) {
     EXPECT_EQ(path.source().origin, Origin::default_value);
 }
 
-TEST_F(Registry_, LevelsOneToNine) {
+TEST_F(ParamRegistry, LevelsOneToNine) {
     Registry& r = registry();
     EXPECT_EQ(r.add("t", "c", {"l1", Type::integer, "0", "h", 1}).level(), 1);
     EXPECT_EQ(r.add("t", "c", {"l9", Type::integer, "0", "h", 9}).level(), 9);
@@ -52,7 +52,7 @@ TEST_F(Registry_, LevelsOneToNine) {
     EXPECT_EQ(r.find("t_c_l0"), nullptr);
 }
 
-TEST_F(Registry_, AddIsIdempotentForSameType) {
+TEST_F(ParamRegistry, AddIsIdempotentForSameType) {
     Registry& r = registry();
     Variable& a = r.add("t", "c", {"x", Type::integer, "1", "h", 5});
     Variable& b = r.add("t", "c", {"x", Type::integer, "1", "h", 5});
@@ -61,7 +61,7 @@ TEST_F(Registry_, AddIsIdempotentForSameType) {
     EXPECT_EQ(r.all().size(), 3u);  // the two core parameters and t_c_x
 }
 
-TEST_F(Registry_, BadDeclarationsAreRejected) {
+TEST_F(ParamRegistry, BadDeclarationsAreRejected) {
     Registry& r = registry();
     EXPECT_THROW(r.add("t", "c", {"bad_default", Type::size, "lots", "h", 5}),
                  std::invalid_argument);
@@ -71,7 +71,7 @@ TEST_F(Registry_, BadDeclarationsAreRejected) {
     EXPECT_THROW(r.add("t", "c", {"alias", Type::integer, "0", "h", 5}), std::invalid_argument);
 }
 
-TEST_F(Registry_, EveryTypeFromTheApi) {
+TEST_F(ParamRegistry, EveryTypeFromTheApi) {
     Registry& r = registry();
     const Decl decls[] = {
         {"b", Type::boolean, "false", "h", 5},
@@ -120,7 +120,7 @@ TEST_F(Registry_, EveryTypeFromTheApi) {
     EXPECT_EQ(r.get("t_c_l").source().origin, Origin::api);
 }
 
-TEST_F(Registry_, WrongTypedViewThrows) {
+TEST_F(ParamRegistry, WrongTypedViewThrows) {
     Registry& r = registry();
     Variable& s = r.add("t", "c", {"s", Type::size, "1", "h", 5});
     EXPECT_THROW(s.as_bool(), Error);
@@ -137,7 +137,7 @@ struct BadValue {
     const char* expected;  // a fragment of the expected form
 };
 
-TEST_F(Registry_, BadValuesNameParameterValueSourceAndForm) {
+TEST_F(ParamRegistry, BadValuesNameParameterValueSourceAndForm) {
     const BadValue cases[] = {
         {Type::boolean, "maybe", "expected true/false"},
         {Type::integer, "12abc", "expected a whole number"},
@@ -164,7 +164,7 @@ TEST_F(Registry_, BadValuesNameParameterValueSourceAndForm) {
     }
 }
 
-TEST_F(Registry_, ExampleErrorMessageFromTheEnvironment) {
+TEST_F(ParamRegistry, ExampleErrorMessageFromTheEnvironment) {
     set_env("btl_self_eager_limit", "banana");
     reset_for_testing();
     std::string e = error_text([] {
@@ -177,7 +177,7 @@ TEST_F(Registry_, ExampleErrorMessageFromTheEnvironment) {
     EXPECT_EQ(registry().find("btl_self_eager_limit"), nullptr) << "a failed add registers nothing";
 }
 
-TEST_F(Registry_, SetBeforeRegistrationAppliesOnRegistration) {
+TEST_F(ParamRegistry, SetBeforeRegistrationAppliesOnRegistration) {
     Registry& r = registry();
     r.set("t_c_late", "16k", {Origin::api});
     EXPECT_EQ(r.find("t_c_late"), nullptr);
@@ -186,14 +186,14 @@ TEST_F(Registry_, SetBeforeRegistrationAppliesOnRegistration) {
     EXPECT_EQ(v.source().origin, Origin::api);
 }
 
-TEST_F(Registry_, BadValueSetBeforeRegistrationFailsTheRegistration) {
+TEST_F(ParamRegistry, BadValueSetBeforeRegistrationFailsTheRegistration) {
     Registry& r = registry();
     r.set("t_c_late", "lots", {Origin::api});
     std::string e = error_text([&] { r.add("t", "c", {"late", Type::size, "1", "h", 5}); });
     expect_contains(e, {"t_c_late", "\"lots\"", "(from api)", "is not a size"});
 }
 
-TEST_F(Registry_, SynonymsWorkSilently) {
+TEST_F(ParamRegistry, SynonymsWorkSilently) {
     Registry& r = registry();
     r.set("btl_tcp_eager", "8k", {Origin::api});
     testing::internal::CaptureStderr();
@@ -208,7 +208,7 @@ TEST_F(Registry_, SynonymsWorkSilently) {
     EXPECT_EQ(v.as_unsigned(), 1u << 20);
 }
 
-TEST_F(Registry_, FullNameBeatsSynonymAndDeprecatedNameInTheSameSource) {
+TEST_F(ParamRegistry, FullNameBeatsSynonymAndDeprecatedNameInTheSameSource) {
     Registry& r = registry();
     r.set("t_c_old", "1", {Origin::api});
     r.set("t_c_syn", "2", {Origin::api});
@@ -217,7 +217,7 @@ TEST_F(Registry_, FullNameBeatsSynonymAndDeprecatedNameInTheSameSource) {
     EXPECT_EQ(v.as_int(), 3);
 }
 
-TEST_F(Registry_, DeprecatedNameWorksAndWarnsOnceNamingTheSource) {
+TEST_F(ParamRegistry, DeprecatedNameWorksAndWarnsOnceNamingTheSource) {
     set_env("btl_tcp_old_limit", "2k");
     reset_for_testing();
     Registry& r = registry();
@@ -236,7 +236,7 @@ TEST_F(Registry_, DeprecatedNameWorksAndWarnsOnceNamingTheSource) {
     EXPECT_EQ(err.find("deprecated", first + 1), std::string::npos) << "warned twice: " << err;
 }
 
-TEST_F(Registry_, ApiBeatsEverySource) {
+TEST_F(ParamRegistry, ApiBeatsEverySource) {
     set_env("t_c_x", "5");
     reset_for_testing();
     Registry& r = registry();
@@ -250,13 +250,13 @@ TEST_F(Registry_, ApiBeatsEverySource) {
     EXPECT_EQ(v.as_int(), 6);
 }
 
-TEST_F(Registry_, GetUnknownNamesIt) {
+TEST_F(ParamRegistry, GetUnknownNamesIt) {
     std::string e = error_text([] { registry().get("btl_nothing_here"); });
     EXPECT_NE(e.find("btl_nothing_here"), std::string::npos) << e;
     EXPECT_EQ(registry().find("btl_nothing_here"), nullptr);
 }
 
-TEST_F(Registry_, ToStrings) {
+TEST_F(ParamRegistry, ToStrings) {
     EXPECT_EQ(to_string(Type::size), "size");
     EXPECT_EQ(to_string(Type::enumeration), "enum");
     EXPECT_EQ(to_string(Origin::environment), "environment");

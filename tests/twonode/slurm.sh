@@ -101,6 +101,18 @@ NodeName=nodeB NodeAddr=10.233.0.2 CPUs=2 State=UNKNOWN
 PartitionName=all Nodes=nodeA,nodeB Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 EOF
 mkdir -p "$work/ctld" "$work/tmp-nodeA" "$work/tmp-nodeB"
+# A build, source tree or program under the machine's /tmp (a clone in
+# /tmp/x) stays where it is on the nodes: its top directory is bound into
+# each node's /tmp at the same path.
+keep=""
+for path in "$PWD" "$here" "$1"; do
+  case $path in
+    /tmp/?*) top=${path#/tmp/}; top=${top%%/*}
+      case " $keep " in *" $top "*) ;; *) keep="$keep $top" ;; esac ;;
+  esac
+done
+for top in $keep; do mkdir -p "$work/tmp-nodeA/$top" "$work/tmp-nodeB/$top"; done
+export TRANSIT_SLURM_KEEP="$keep"
 export SLURM_CONF="$conf"
 srun --mpi=list 2>&1 | grep -q pmix || skip "Slurm has no pmix plugin here"
 
@@ -119,6 +131,7 @@ on() {
   eval "ns=\$ns_$node"
   mkdir -p "$work/cgroup-$node"
   nsenter --net="/run/netns/$ns" unshare --uts --mount sh -c '
+    for top in $TRANSIT_SLURM_KEEP; do mount --rbind "/tmp/$top" "$2/$top" || exit 1; done &&
     hostname "$1" && mount --rbind "$2" /tmp && mount --bind "$3" /etc/hosts &&
       mount --rbind /sys/fs/cgroup "$4" && mount -t sysfs sysfs /sys &&
       mount --move "$4" /sys/fs/cgroup && shift 4 && exec "$@"' \

@@ -265,6 +265,21 @@ Status Engine::flush(Rank dst) noexcept {
     return osc_.flush_result(p);
 }
 
+// Atomics one process issues to one target are applied in the order issued:
+// out of room with some of them in flight (OneSided::atomic), this one waits
+// for a completion and is asked again rather than taking another path.
+Status Engine::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
+                      std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
+                      std::uint64_t* fetched) noexcept {
+    for (;;) {
+        const Status s = osc_.atomic(dst, op, width, key, offset, operand, compare, fetched);
+        Peer* p = c_.peers.peer(dst);
+        if (s != Status::out_of_resource || !p || p->osc_outstanding == 0) return s;
+        const std::uint64_t before = p->osc_outstanding;
+        wait_until([&] { return p->osc_outstanding < before || p->failed; });
+    }
+}
+
 Status Engine::flush_all() noexcept {
     wait_until([this] { return osc_.outstanding() == 0; });
     return osc_.flush_all_result();

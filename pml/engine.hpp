@@ -201,9 +201,7 @@ class Engine {
     }
     Status atomic(Rank dst, std::uint8_t op, AtomicWidth width, const RemoteKeyImpl* key,
                   std::uint64_t offset, std::uint64_t operand, std::uint64_t compare,
-                  std::uint64_t* fetched) noexcept {
-        return osc_.atomic(dst, op, width, key, offset, operand, compare, fetched);
-    }
+                  std::uint64_t* fetched) noexcept;
     Status flush(Rank dst) noexcept;
     Status flush_all() noexcept;
 

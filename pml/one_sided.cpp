@@ -469,18 +469,30 @@ Status OneSided::atomic(Rank dst, std::uint8_t op, AtomicWidth width, const Remo
         return p->gone_status();
     const std::uint64_t raddr = key->base + offset;
     const bool fetch = fetched != nullptr || op == wire::cswap_op;
+    bool native_full = false;
     for (const bml::BtlRef& b : p->ep->rdma) {
         const auto& a = b.module->attributes();
         if (!b.atomics) continue;
         if (!(a.flags & (fetch ? btl::flags::atomic_fops : btl::flags::atomic_ops))) continue;
         if (!(a.atomic_flags & support_bit(op))) continue;
         if (w == 4 && !(a.atomic_flags & btl::atomic_support::bits32)) continue;
+        // Emulated operations still in flight could be overtaken by this one.
+        if (p->osc_emulated > 0) return Status::out_of_resource;
         const Status s = over_each_handle(b, key, [&](const btl::RegistrationHandle* rh) {
             return atomic_over(b, p, op, w == 4, raddr, rh, operand, compare, fetched);
         });
         if (s == Status::success) return s;
         if (is_refusal(s)) return s;
+        if (s == Status::out_of_resource) {
+            native_full = true;
+            break;
+        }
     }
+    // A full transport with atomics of ours in flight: through another module,
+    // or emulated, this one could be applied before them (and, done by a NIC,
+    // they are not atomic with the target's CPU).  The engine waits for one of
+    // them and asks again.
+    if (native_full && p->osc_outstanding > p->osc_emulated) return Status::out_of_resource;
     OscOp* o = new_emulated_op(p, wire::osc_atomic_reply, nullptr, w);
     if (!o) return Status::out_of_resource;
     o->fetched = fetched;

@@ -116,7 +116,9 @@ Status Outbox::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t
     if (p->failed) [[unlikely]]
         return Status::peer_failed;  // nobody would ever answer
     // Refused at once, it is kept and retried like a message with no room.
-    if (pending_ctrl_.empty()) [[likely]] {
+    // Behind a queued message to the same peer it queues too: control
+    // messages (emulated atomics, for one) are applied in the order sent.
+    if (pending_ctrl_.empty() && p->descs_waiting == 0) [[likely]] {
         const Status s =
             try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count, Refusal::retried);
         if (ok(s)) [[likely]]
@@ -176,6 +178,7 @@ int Outbox::drain() noexcept {
             c_.drop(m);
             continue;
         }
+        if (p->descs_waiting > 0) break;  // its predecessor goes first
         iovec v{m->data + m->tag, m->len - m->tag};
         const Status s = try_send(p, m->btl_tag, m->data, m->tag, &v, 1, Refusal::retried);
         if (!ok(s)) {

@@ -330,6 +330,8 @@ class Context {
     Status get(Rank dst, void* dst_buf, std::size_t len, const RemoteKey* key,
                std::uint64_t offset) noexcept;
     // fetched (nullable) receives the old value; it must stay valid until flush.
+    // The atomics one process issues to one target are applied in the order it
+    // issued them: a fetch sees every earlier one of its own, flushed or not.
     Status atomic(Rank dst, AtomicOp op, AtomicWidth width, const RemoteKey* key,
                   std::uint64_t offset, std::uint64_t operand,
                   std::uint64_t* fetched = nullptr) noexcept;

@@ -269,6 +269,26 @@ TEST(OneSided, EveryAtomicHammeredByEveryRank) {
     }
 }
 
+// Atomics one rank issues to one word are applied in the order it issued
+// them: a fetch after a burst of plain adds, with no flush between, sees every
+// add.  A burst longer than a transport's queue finds it full part-way; the
+// rest must not take another path that could overtake the queued ones (over
+// ofi's shm provider the fetch saw one add short).
+TEST(OneSided, AFetchSeesEveryEarlierAtomicOfItsOrigin) {
+    const Rank me = ctx().rank();
+    Windows w(8 * 64);
+    constexpr std::uint64_t burst = 3000;
+    const std::uint64_t offset = 8 * me;
+    for (std::uint64_t i = 1; i <= burst; ++i)
+        ASSERT_EQ(ctx().atomic(0, AtomicOp::add, AtomicWidth::bits64, w.keys[0], offset, i),
+                  Status::success);
+    std::uint64_t before = 0;
+    ASSERT_EQ(ctx().atomic(0, AtomicOp::add, AtomicWidth::bits64, w.keys[0], offset, 0, &before),
+              Status::success);
+    ASSERT_EQ(ctx().flush(0), Status::success);
+    EXPECT_EQ(before, burst * (burst + 1) / 2);
+}
+
 TEST(OneSided, CompareAndSwapElectsOneWinner) {
     const Rank me = ctx().rank();
     Windows w(16);

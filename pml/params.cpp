@@ -25,8 +25,10 @@ constexpr params::Field<Settings> pml_params[] = {
          "(header only) until receives catch up. Nothing is ever dropped",
          4}),
     params::to<&Settings::wait_spin_count>(
-        {"wait_spin_count", params::Type::unsigned_integer, "2000",
-         "Most idle progress polls in wait before it naps between polls (see wait_spin_time)", 4}),
+        {"wait_spin_count", params::Type::unsigned_integer, "20000",
+         "Most idle progress polls in wait before it naps between polls (see wait_spin_time; "
+         "at the default, the time decides where a poll is cheap, as over shared memory)",
+         4}),
     params::to<&Settings::wait_spin_time>(
         count("wait_spin_time", "50", 0, 10000000,
               "Microseconds wait polls with nothing happening before it naps between polls (or "

@@ -20,7 +20,7 @@ enum class WaitPolicy : std::uint8_t { spin, nap, block };
 struct Settings {
     ThreadLevel thread_level = ThreadLevel::single;
     std::size_t unexpected_limit = 64u << 20;
-    std::uint64_t wait_spin_count = 2000;
+    std::uint64_t wait_spin_count = 20000;
     std::chrono::microseconds wait_spin_time{50};
     std::chrono::microseconds wait_nap{20};
     WaitPolicy wait_policy = WaitPolicy::block;

@@ -62,8 +62,10 @@ class VaderEndpoint final : public btl::Endpoint {
     std::size_t frag_stride = 0;
     std::uint32_t frag_count = 0;
     std::size_t frag_payload = 0;
-    std::uint32_t sends = 0;       // toward the fast-box threshold
-    std::uint32_t fbox_after = 0;  // sends before the fast box (never while there is none)
+    std::uint32_t sends = 0;        // toward the fast-box threshold
+    std::uint32_t fbox_after = 0;   // sends before the fast box (never while there is none)
+    std::uint32_t outstanding = 0;  // our fragments the peer has not returned
+    bool dead = false;
     // What our FIFO references to the peer carry above the fragment index:
     // our local index, or the dynamic bit and the channel the peer knows us by.
     std::uint64_t ref_base = 0;
@@ -77,8 +79,6 @@ class VaderEndpoint final : public btl::Endpoint {
     // Joining, welcomed, departed (its goodbye came; reported at the next
     // pass), ... (the module's OutsideLinks changes it).
     btl::util::OutsideLink outside;
-    std::uint32_t outstanding = 0;  // our fragments the peer has not returned
-    bool dead = false;
 };
 
 }  // namespace transit::vader

@@ -250,6 +250,9 @@ class VaderModule final : public btl::Module,
     SingleCopy single_copy_;
     std::uint32_t my_index_;
     std::uint32_t fbox_max_;
+    // Read by ring() on every send: beside the other fields the send path
+    // reads, not among the sleep-only ones at the end.
+    bool sender_fences_ = true;  // Doorbell::sender_fences()
 
     Fifo fifo_;
     std::uint64_t fifo_head_ = 0;
@@ -314,11 +317,10 @@ class VaderModule final : public btl::Module,
     bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
-    Doorbell bell_;              // opened at construction; fd -1: cannot sleep
-    WaitSet waits_;              // the doorbell and the peers' pidfds; fd -1: the bell alone
-    bool exit_seen_ = false;     // a sleep ended by a peer's exit: the next pass looks
-    bool light_next_ = true;     // the next sleep skips the membarrier (sleep_barrier)
-    bool sender_fences_ = true;  // Doorbell::sender_fences()
+    Doorbell bell_;           // opened at construction; fd -1: cannot sleep
+    WaitSet waits_;           // the doorbell and the peers' pidfds; fd -1: the bell alone
+    bool exit_seen_ = false;  // a sleep ended by a peer's exit: the next pass looks
+    bool light_next_ = true;  // the next sleep skips the membarrier (sleep_barrier)
 };
 
 }  // namespace transit::vader

@@ -1,5 +1,5 @@
 #!/bin/sh
-# slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--] PROGRAM [ARGS...]
+# slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--spare] [--] PROGRAM [ARGS...]
 # Runs PROGRAM as a Slurm job step, `srun --mpi=pmix -N 2 -n NP`, on a
 # two-node Slurm cluster made on this machine: the two nodes of twonode.sh
 # (network namespaces joined by a veth pair, 10.233.0.1 and 10.233.0.2, each
@@ -12,24 +12,27 @@
 # Slurm's KillOnBadExit=0 keeps the others running, as on most clusters).
 # --steps: PROGRAM is a shell script run on nodeA once the cluster is up; it
 # starts its own steps with srun (a server and its clients, say).
+# --spare: each node also gets a spare interface in 172.31.0.0/16, one subnet
+# on both nodes but not joined (as twonode.sh --spare).
 # TRANSIT_* variables reach every rank (srun exports the environment).
 # Needs root, iproute2, unshare, nsenter and Slurm with its pmix plugin
 # (Debian: slurmd slurmctld slurm-client munge): exits 77 (skipped) without
 # them.  Every daemon, namespace and file it makes is removed on exit.
 here=$(cd "$(dirname "$0")" && pwd)
-np=2 limit=120 nokill="" steps=""
+np=2 limit=120 nokill="" steps="" spare=""
 while [ $# -gt 0 ]; do
   case $1 in
     -n) np=$2; shift 2 ;;
     -t) limit=$2; shift 2 ;;
     --keep-going) nokill=--no-kill; shift ;;
     --steps) steps=1; shift ;;
+    --spare) spare=1; shift ;;
     --) shift; break ;;
     *) break ;;
   esac
 done
 if [ $# -eq 0 ]; then
-  echo "usage: slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--] PROGRAM [ARGS...]" >&2
+  echo "usage: slurm.sh [-n NP] [-t SECONDS] [--keep-going] [--steps] [--spare] [--] PROGRAM [ARGS...]" >&2
   exit 2
 fi
 skip() { echo "slurm: $*; skipped"; exit 77; }
@@ -40,14 +43,18 @@ done
 . "$here/../fixtures/veth_pair.sh"
 
 tag=$$
-a=slmA$tag b=slmB$tag va=sla$tag vb=slb$tag
+a=slmA$tag b=slmB$tag va=sla$tag vb=slb$tag sa=sls$tag
 # Not under /tmp: each node gets a /tmp of its own over it.
 work=$(mktemp -d /var/tmp/transit-slurm.XXXXXX) || exit 1
 cleanup() {
   for pidfile in "$work"/*.pid; do
     [ -f "$pidfile" ] && kill -9 "$(cat "$pidfile")" 2>/dev/null
   done
-  veth_pair_down "$a" "$b" "$va"
+  if [ -n "$spare" ]; then
+    spare_nodes_down "$a" "$b" "$va" "$sa"
+  else
+    veth_pair_down "$a" "$b" "$va"
+  fi
   # The nodes' /tmp were bind mounts in their own mount namespaces, gone
   # with their processes: only the files are left.
   rm -rf "$work"
@@ -56,7 +63,11 @@ trap 'status=$?; cleanup; exit $status' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 unshare --uts --mount true 2>/dev/null || skip "cannot create UTS and mount namespaces here"
-veth_pair_up "$a" "$b" "$va" "$vb" 10.233.0
+if [ -n "$spare" ]; then
+  spare_nodes_up "$a" "$b" "$va" "$vb" 10.233.0 "$sa"
+else
+  veth_pair_up "$a" "$b" "$va" "$vb" 10.233.0
+fi
 case $? in
   0) ;;
   77) skip "needs root, iproute2 and network namespaces" ;;

@@ -711,7 +711,7 @@ void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason,
     report_error(btl::error_flags::nonfatal | flags, ep.peer(), info.c_str());
     for (std::size_t k = 0; k < ep.link_count(); ++k)
         while (Frag* f = ep.link(k).queue.pop()) complete_frag(f, Status::peer_failed);
-    complete_ops(&ep, Status::peer_failed);
+    rdma_.complete_ops(&ep, Status::peer_failed);
 }
 
 void TcpModule::say_goodbye(TcpEndpoint& ep) noexcept {

@@ -46,6 +46,11 @@ const char* to_string(LinkState s) noexcept;
 // What to do once a payload that bypasses the receive buffer has arrived.
 enum class DirectAfter : std::uint8_t { none, put_done, get_done };
 
+// Short reads after each payload read straight into its destination (set by
+// the one-sided target and origin, counted down by the receive parser); a
+// stream of small frames is back to full reads after these.
+inline constexpr std::uint8_t short_reads_after_direct = 4;
+
 struct Link {
     TcpModule* module = nullptr;
     class TcpEndpoint* endpoint = nullptr;  // null while an incoming link awaits its hello

@@ -1,5 +1,5 @@
-// The tcp module's operations: peers, sends, one-sided requests and their
-// execution on the target, the receive parser, and failure handling.
+// The tcp module's operations: listening, peers, descriptors, the send path
+// and finalize.
 #include "tcp_module.hpp"
 
 #include <algorithm>
@@ -14,14 +14,6 @@
 #include <sys/socket.h>
 
 namespace transit::tcp {
-
-int TcpModule::wait_fd() const noexcept {
-    return tcp_.wait_fd();
-}
-
-btl::WaitObject::Armed TcpModule::arm() noexcept {
-    return tcp_.arm();
-}
 
 namespace {
 
@@ -54,7 +46,14 @@ void tune_socket(int fd, const TcpParams& p) noexcept {
 // --- construction ------------------------------------------------------------------
 
 TcpModule::TcpModule(TcpComponent& component, Interface iface)
-    : btl::Module(component), tcp_(component), iface_(std::move(iface)) {
+    : btl::Module(component),
+      tcp_(component),
+      iface_(std::move(iface)),
+      // Requests are bounded by the op table, replies by the peers' op tables.
+      control_(std::make_unique<FragPool>(0, 64, 0)),
+      rdma_(*this, component, *control_, limits_),
+      atomics_(*this, component, rdma_),
+      wait_(component) {
     const TcpParams& p = component.params();
     attr_.eager_limit = p.eager_limit;
     attr_.rndv_eager_limit = p.eager_limit;
@@ -88,13 +87,6 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
     rbuf_size_ = std::max<std::size_t>(256 * 1024, Frag::headroom + p.max_send_size);
     eager_ = std::make_unique<FragPool>(p.eager_limit, 32, p.free_list_max);
     max_ = std::make_unique<FragPool>(p.max_send_size, 4, p.free_list_max);
-    // Requests are bounded by the op table, replies by the peers' op tables.
-    control_ = std::make_unique<FragPool>(0, 64, 0);
-    // One block that never grows: an id's index reaches its op directly.
-    ops_.setup({.initial = p.max_rdma_ops, .max = p.max_rdma_ops});
-    op_table_ = ops_.chunk_items(0);
-    for (std::size_t i = 0; i < op_table_.size(); ++i)
-        op_table_[i].index = static_cast<std::uint16_t>(i);
     endpoints_.resize(component.runtime().size());
 }
 
@@ -278,7 +270,7 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             close_socket(l);
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
-        complete_ops(ep, Status::cancelled);
+        rdma_.complete_ops(ep, Status::cancelled);
         // A peer outside the job never comes back (ids are not reused): its
         // endpoint goes, once no event of the current poll can name it.
         if (auto it = dynamic_.find(ep->peer()); it != dynamic_.end()) {
@@ -610,167 +602,6 @@ bool TcpModule::append_to_burst(Link& l, btl::Tag tag, const void* header, std::
     return true;
 }
 
-// --- one-sided: the origin -------------------------------------------------------------
-
-template <typename Fill>
-Status TcpModule::start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHandle* remote_handle,
-                             const Op& op, Fill&& fill) noexcept {
-    auto* ep = static_cast<TcpEndpoint*>(endpoint);
-    if (ep == nullptr || remote_handle == nullptr) return Status::bad_param;
-    if (ep->failed) return Status::peer_failed;
-    Op* slot = ops_.get();
-    if (slot == nullptr) return Status::out_of_resource;
-    Frag* f = control_->get();
-    if (f == nullptr) {
-        ops_.put(slot);
-        return Status::out_of_resource;
-    }
-    // No endpoint until it is sent: a failure of the link inside enqueue must
-    // not complete it (the caller hears of it from the return value).
-    slot->endpoint = nullptr;
-    // The packed handle starts with the target's key (TcpRegistration::key).
-    btl::util::RegistrationKey key;
-    std::memcpy(&key, static_cast<const void*>(remote_handle), sizeof key);
-    fill(*f, key, id_of(*slot));
-    f->kind = FragKind::control;
-    f->endpoint = ep;
-    Link& l = ep->next_rdma_link();
-    const Status s = enqueue(l, f);
-    if (s == Status::completed) control_->put(f);
-    if (s != Status::completed && s != Status::success) {
-        control_->put(f);
-        ops_.put(slot);
-        return s;
-    }
-    // The slot keeps its place in the table and its generation.
-    const std::uint16_t index = slot->index;
-    const std::uint16_t gen = slot->generation;
-    *slot = op;
-    slot->index = index;
-    slot->generation = gen;
-    slot->endpoint = ep;
-    slot->in_use = true;  // op's next_free is nullptr too
-    ++ep->outstanding;
-    return Status::success;
-}
-
-namespace {
-
-// Writes header + body in front of the fragment's (empty) payload.
-template <typename Body>
-void fill_request(Frag& f, wire::FrameType type, const Body& body, const void* data,
-                  std::size_t size) {
-    constexpr std::size_t front = wire::header_size + sizeof(Body);
-    std::byte* at = f.payload() - front;
-    wire::encode(wire::FrameHeader{wire::frame_magic, type, 0, 0,
-                                   static_cast<std::uint32_t>(sizeof(Body) + size)},
-                 at);
-    wire::encode(body, at + wire::header_size);
-    f.iov[0] = {at, front};
-    f.iov[1] = {const_cast<void*>(data), size};
-    f.iov_count = size ? 2 : 1;
-    f.iov_index = 0;
-}
-
-}  // namespace
-
-// Put and get differ in their limit and in which way the data goes: a put's
-// request carries it, a get's reply brings it.
-Status TcpModule::transfer(const btl::RdmaRequest& req, wire::FrameType type) noexcept {
-    const bool put = type == wire::FrameType::put;
-    if (req.size > (put ? attr_.put_limit : attr_.get_limit)) return Status::bad_param;
-    Op op{req.cb, req.cbcontext, req.cbdata, req.local, req.local_handle, nullptr, req.size, 0,
-          type,   false,         false,      0};
-    return start_rdma(req.endpoint, req.remote_handle, op,
-                      [&](Frag& f, const btl::util::RegistrationKey& key, std::uint32_t id) {
-                          fill_request(
-                              f, type,
-                              wire::RdmaRequest{key.id, key.secret, req.remote, req.size, id, 0},
-                              put ? req.local : nullptr, put ? req.size : 0);
-                          f.by_reference = put && lends(req.size);
-                      });
-}
-
-Status TcpModule::put(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, wire::FrameType::put);
-}
-
-Status TcpModule::get(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, wire::FrameType::get);
-}
-
-// The three atomics are one request frame; `kind` says what the target does
-// and whether an old value comes back.
-Status TcpModule::atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noexcept {
-    const bool fetch = kind != wire::RdmaKind::atomic_op;
-    const auto op_code = kind == wire::RdmaKind::atomic_cswap ? std::uint16_t{0}
-                                                              : static_cast<std::uint16_t>(req.op);
-    Op op{req.cb, req.cbcontext,           req.cbdata, req.local, req.local_handle, nullptr, 0,
-          0,      wire::FrameType::atomic, false,      fetch,     req.flags};
-    return start_rdma(req.endpoint, req.remote_handle, op,
-                      [&](Frag& f, const btl::util::RegistrationKey& key, std::uint32_t id) {
-                          fill_request(f, wire::FrameType::atomic,
-                                       wire::AtomicRequest{
-                                           key.id, key.secret, req.remote, req.operand, req.compare,
-                                           id, op_code, kind, static_cast<std::uint8_t>(req.flags)},
-                                       nullptr, 0);
-                      });
-}
-
-Status TcpModule::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return atomic(btl::as_atomic_op(req), wire::RdmaKind::atomic_op);
-}
-
-Status TcpModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return atomic(btl::as_atomic_fop(req), wire::RdmaKind::atomic_fop);
-}
-
-Status TcpModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    return atomic(btl::as_atomic_cswap(req), wire::RdmaKind::atomic_cswap);
-}
-
-TcpModule::Op* TcpModule::find_op(const Link& l, std::uint32_t op_id) noexcept {
-    const std::uint32_t idx = op_id & 0xffff;
-    if (idx >= op_table_.size()) return nullptr;
-    Op& op = op_table_[idx];
-    if (!op.in_use || op.generation != (op_id >> 16) || op.endpoint != l.endpoint) return nullptr;
-    return &op;
-}
-
-void TcpModule::complete_op(std::uint32_t op_id, Status status) noexcept {
-    Op& slot = op_table_[op_id & 0xffff];
-    const Op op = slot;
-    ++slot.generation;
-    ops_.put(&slot);
-    if (op.endpoint) --op.endpoint->outstanding;
-    if (op.cbfunc)
-        op.cbfunc(this, op.endpoint, op.local, op.local_handle, op.cbcontext, op.cbdata, status);
-}
-
-void TcpModule::complete_ops(const TcpEndpoint* ep, Status status) noexcept {
-    for (Op& op : op_table_)
-        if (op.in_use && (ep == nullptr || op.endpoint == ep)) complete_op(id_of(op), status);
-}
-
-// --- registration and flush ------------------------------------------------------------
-
-btl::RegistrationHandle* TcpModule::register_mem(btl::Endpoint* endpoint, void* base,
-                                                 std::size_t size, std::uint32_t flags) {
-    return tcp_.register_mem(endpoint ? endpoint->peer() : any_rank, base, size, flags);
-}
-
-Status TcpModule::deregister_mem(btl::RegistrationHandle* handle) {
-    return tcp_.deregister_mem(handle);
-}
-
-Status TcpModule::flush(btl::Endpoint* endpoint) {
-    auto* ep = static_cast<TcpEndpoint*>(endpoint);
-    auto pending = [&] { return ep ? ep->outstanding : ops_.size() - ops_.available(); };
-    // Every operation ends: by its reply, by a failure of its link, or by a timeout.
-    while (pending() > 0) tcp_.progress_engine().progress();
-    return ep && ep->failed ? Status::peer_failed : Status::success;
-}
-
 void TcpModule::dump(btl::Endpoint* endpoint, int verbosity) {
     btl::Module::dump(endpoint, verbosity);
     const log::Stream out(name(), verbosity);
@@ -795,7 +626,7 @@ Status TcpModule::finalize() {
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
     });
-    complete_ops(nullptr, Status::cancelled);
+    rdma_.complete_ops(nullptr, Status::cancelled);
     for (auto& l : incoming_) close_socket(*l);
     incoming_.clear();
     while (!probes_.empty()) retire_probe(*probes_.back());

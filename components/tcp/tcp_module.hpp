@@ -1,7 +1,8 @@
 // A tcp module: one network interface, its listening sockets, its endpoints,
-// and the operations of the BTL contract.  put, get and atomics are performed
-// by the target over the stream, on memory it registered, after checking the
-// registration key, the bounds and the access rights.
+// the connection state machine, the send path and the receive parser.  Its
+// capabilities are members it owns: one-sided operations (TcpRdma), atomics
+// (TcpAtomics) and the wait object (TcpWait); each is the object the upper
+// layer calls, so an operation still costs one virtual call.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tcp_atomics.hpp"
 #include "tcp_component.hpp"
 #include "tcp_endpoint.hpp"
 #include "tcp_frag.hpp"
 #include "tcp_interfaces.hpp"
+#include "tcp_rdma.hpp"
 #include "tcp_splice.hpp"
+#include "tcp_wait.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/btl/util/unreached_reasons.hpp"
 
@@ -24,29 +28,7 @@ namespace transit::tcp {
 
 class TcpComponent;
 
-// A one-sided operation in flight, in the module's op table.
-struct RdmaOp {
-    btl::RdmaCompletionFn cbfunc = nullptr;
-    void* cbcontext = nullptr;
-    void* cbdata = nullptr;
-    void* local = nullptr;
-    btl::RegistrationHandle* local_handle = nullptr;
-    TcpEndpoint* endpoint = nullptr;
-    std::uint64_t size = 0;
-    std::uint16_t generation = 0;
-    wire::FrameType type = wire::FrameType::put;
-    bool in_use = false;  // taken from the op table
-    bool fetch = false;   // an atomic that returns the old value
-    int atomic_flags = 0;
-    std::uint16_t index = 0;  // in the op table: the low half of its id
-    RdmaOp* next_free = nullptr;
-};
-
-class TcpModule final : public btl::Module,
-                        public btl::Rdma,
-                        public btl::Atomics,
-                        public btl::DynamicPeerRecords,
-                        public btl::WaitObject {
+class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
   public:
     TcpModule(TcpComponent& component, Interface iface);
     ~TcpModule() override;
@@ -59,19 +41,14 @@ class TcpModule final : public btl::Module,
 
     std::string name() const override { return "tcp:" + iface_.name; }
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &rdma_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override {
         if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
-        if (id == btl::WaitObject::id) return static_cast<btl::WaitObject*>(this);
+        if (id == btl::WaitObject::id) return static_cast<btl::WaitObject*>(&wait_);
         if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
         return nullptr;
     }
-    // The component's epoll set: every module's sockets are in it, and so is
-    // the bell the listener thread rings for an accepted connection.
-    int wait_fd() const noexcept override;
-    Armed arm() noexcept override;
-    void disarm() noexcept override {}
     std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -90,16 +67,6 @@ class TcpModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
@@ -113,9 +80,17 @@ class TcpModule final : public btl::Module,
     // Small messages that went out inside a burst rather than alone.
     std::uint64_t coalesced_frames() const noexcept { return coalesced_frames_; }
 
-  private:
-    using Op = RdmaOp;
+    // --- for the capability objects (TcpRdma, TcpAtomics) ------------------------
+    // Sends f on l: completed (written inline), success (queued, connecting
+    // if needed) or an error (nothing queued).
+    Status enqueue(Link& l, Frag* f) noexcept;
+    // Sends a control fragment; it goes back to its pool once written.
+    void send_control(Link& l, Frag* f) noexcept;
+    // Failure: closes the link; unless the peer said goodbye and nothing is
+    // pending, the whole endpoint fails and the upper layer is told.
+    void fail_link(Link& l, const std::string& reason) noexcept;
 
+  private:
     TcpEndpoint* endpoint_for(Rank rank);
     TcpEndpoint* existing_endpoint(Rank rank) const noexcept;
     template <typename F>
@@ -158,20 +133,11 @@ class TcpModule final : public btl::Module,
     const rt::Secret* server_token(const TcpEndpoint& ep) const noexcept;
     void become_connected(Link& l) noexcept;
 
-    // Sending.  enqueue returns completed (written inline), success (queued,
-    // connecting if needed) or an error (nothing queued).
+    // Sending.
     enum class WriteResult { done, partial, error };
     WriteResult write_frag(Link& l, Frag* f) noexcept;
-    // Whether a put's or a get reply's payload of `size` bytes is lent to the socket.
-    bool lends(std::size_t size) const noexcept {
-        const TcpParams& p = tcp_.params();
-        return p.splice_min > 0 && size >= p.splice_min &&
-               (p.splice_max == 0 || size <= p.splice_max);
-    }
     // A frame whose payload goes by reference (Frag::by_reference).
     WriteResult write_spliced(Link& l, Frag* f) noexcept;
-    Status enqueue(Link& l, Frag* f) noexcept;
-    void send_control(Link& l, Frag* f) noexcept;
     static constexpr std::size_t max_burst_frame = 32768;  // larger ones are written alone
     bool joins_burst(const Link& l, std::size_t total) const noexcept;
     bool append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
@@ -186,32 +152,6 @@ class TcpModule final : public btl::Module,
     void parse(Link& l) noexcept;
     // Handles the frame at rbuf[rhead]; returns false to stop parsing.
     bool handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
-    void handle_put(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
-    void handle_get(Link& l) noexcept;
-    void handle_atomic(Link& l) noexcept;
-    void handle_reply(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
-    void finish_direct(Link& l) noexcept;
-    Status check_access(const Link& l, const btl::util::RegistrationKey& key, std::uint64_t address,
-                        std::uint64_t size, std::uint32_t access) const noexcept;
-    void send_reply(Link& l, std::uint32_t op_id, Status status, std::uint64_t value,
-                    const void* data, std::size_t size) noexcept;
-    void complete_op(std::uint32_t op_id, Status status) noexcept;
-    Op* find_op(const Link& l, std::uint32_t op_id) noexcept;
-    std::uint32_t id_of(const Op& op) const noexcept {
-        return static_cast<std::uint32_t>(op.index) |
-               (static_cast<std::uint32_t>(op.generation) << 16);
-    }
-    void complete_ops(const TcpEndpoint* ep, Status status) noexcept;  // nullptr: all
-
-    Status transfer(const btl::RdmaRequest& req, wire::FrameType type) noexcept;
-    Status atomic(const btl::AtomicRequest& req, wire::RdmaKind kind) noexcept;
-    template <typename Fill>
-    Status start_rdma(btl::Endpoint* endpoint, const btl::RegistrationHandle* remote_handle,
-                      const Op& op, Fill&& fill) noexcept;
-
-    // Failure: closes the link; unless the peer said goodbye and nothing is
-    // pending, the whole endpoint fails and the upper layer is told.
-    void fail_link(Link& l, const std::string& reason) noexcept;
     // flags: added to nonfatal in the error report (btl::error_flags::departed).
     void fail_endpoint(TcpEndpoint& ep, const std::string& reason,
                        std::uint32_t flags = 0) noexcept;
@@ -240,11 +180,12 @@ class TcpModule final : public btl::Module,
     std::size_t rbuf_size_ = 0;
     std::unique_ptr<FragPool> eager_;
     std::unique_ptr<FragPool> max_;
-    std::unique_ptr<FragPool> control_;
-    // In flight by id: index (max_rdma_ops <= 65535) | generation << 16.
-    btl::util::FreeList<Op> ops_;
+    std::unique_ptr<FragPool> control_;  // requests, replies, goodbyes
     SplicePipe pipe_;
-    std::span<Op> op_table_;  // ops_'s items, by index
+    // The capabilities, after what they refer to (control_, limits_).
+    TcpRdma rdma_;
+    TcpAtomics atomics_;
+    TcpWait wait_;
     bool finalized_ = false;
     std::uint64_t coalesced_frames_ = 0;
 };

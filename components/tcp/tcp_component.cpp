@@ -423,7 +423,7 @@ int TcpComponent::poll() noexcept {
 }
 
 void TcpComponent::check_timeouts(std::uint64_t now) noexcept {
-    for (TcpModule* m : modules_) m->check_timeouts(now);
+    for (TcpModule* m : modules_) m->connector().check_timeouts(now);
     report_unlogged_refusals(log::Limiter::Clock::now());
 }
 
@@ -644,7 +644,7 @@ void TcpComponent::adopt_accepted() noexcept {
         batch.swap(accepted_);
         accepted_pending_.store(false, std::memory_order_relaxed);
     }
-    for (Accepted& a : batch) a.module->on_accepted(a.fd, std::move(a.peer));
+    for (Accepted& a : batch) a.module->connector().on_accepted(a.fd, std::move(a.peer));
 }
 
 void TcpComponent::stop_listener() noexcept {

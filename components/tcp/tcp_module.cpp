@@ -53,7 +53,8 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
       control_(std::make_unique<FragPool>(0, 64, 0)),
       rdma_(*this, component, *control_, limits_),
       atomics_(*this, component, rdma_),
-      wait_(component) {
+      wait_(component),
+      connector_(*this, component, pipe_) {
     const TcpParams& p = component.params();
     attr_.eager_limit = p.eager_limit;
     attr_.rndv_eager_limit = p.eager_limit;
@@ -84,7 +85,6 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
 
     limits_.max_am = static_cast<std::uint32_t>(p.max_send_size);
     limits_.max_rdma = static_cast<std::uint32_t>(p.max_rdma_size);
-    rbuf_size_ = std::max<std::size_t>(256 * 1024, Frag::headroom + p.max_send_size);
     eager_ = std::make_unique<FragPool>(p.eager_limit, 32, p.free_list_max);
     max_ = std::make_unique<FragPool>(p.max_send_size, 4, p.free_list_max);
     endpoints_.resize(component.runtime().size());
@@ -235,7 +235,7 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             if (ep->deleted) revive(*ep);
             ep->paths = std::move(paths);
             if (dynamic) {
-                if (const std::string why = connect_server(*ep); !why.empty()) {
+                if (const std::string why = connector_.connect_server(*ep); !why.empty()) {
                     // Another module may reach it: the bml says so if none does.
                     unreached_.set(rank, "the server is not there: " + why);
                     out.verbose(1, "{}: the server (peer {}) is not there: {}", name(), rank, why);
@@ -267,7 +267,7 @@ Status TcpModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         ep->deleted = true;
         for (std::size_t k = 0; k < ep->link_count(); ++k) {
             Link& l = ep->link(k);
-            close_socket(l);
+            connector_.close_socket(l);
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
         rdma_.complete_ops(ep, Status::cancelled);
@@ -289,8 +289,8 @@ void TcpModule::revive(TcpEndpoint& ep) noexcept {
     ep.failed = false;
     for (std::size_t k = 0; k < ep.link_count(); ++k) {
         Link& l = ep.link(k);
-        close_socket(l);
-        set_state(l, LinkState::idle);
+        connector_.close_socket(l);
+        connector_.set_state(l, LinkState::idle);
         l.deadline_ns = 0;
     }
 }
@@ -407,7 +407,7 @@ Status TcpModule::enqueue(Link& l, Frag* f) noexcept {
     }
     if (l.state == LinkState::closed) return Status::peer_failed;
     if (l.state == LinkState::idle) {
-        const std::string why = start_connect(l);
+        const std::string why = connector_.start_connect(l);
         if (!why.empty()) {
             fail_endpoint(*l.endpoint, why);
             return Status::unreachable;
@@ -425,7 +425,7 @@ void TcpModule::send_control(Link& l, Frag* f) noexcept {
     if (s != Status::success) control_->put(f);  // written inline, or the link failed
 }
 
-void TcpModule::flush_queue(Link& l) noexcept {
+void TcpModule::flush(Link& l) noexcept {
     while (Frag* f = l.queue.head) {
         switch (write_frag(l, f)) {
             case WriteResult::done:
@@ -545,7 +545,7 @@ Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             return Status::peer_failed;
         }
     } else if (l.state == LinkState::idle) {
-        const std::string why = start_connect(l);
+        const std::string why = connector_.start_connect(l);
         if (!why.empty()) {
             fail_endpoint(*ep, why);
             return Status::unreachable;
@@ -622,17 +622,74 @@ Status TcpModule::finalize() {
         ep.failed = true;
         for (std::size_t k = 0; k < ep.link_count(); ++k) {
             Link& l = ep.link(k);
-            close_socket(l);
+            connector_.close_socket(l);
             while (Frag* f = l.queue.pop()) complete_frag(f, Status::cancelled);
         }
     });
     rdma_.complete_ops(nullptr, Status::cancelled);
-    for (auto& l : incoming_) close_socket(*l);
-    incoming_.clear();
-    while (!probes_.empty()) retire_probe(*probes_.back());
+    connector_.close_all();
     tcp_.forget_module(this);
     listeners_.clear();
     return Status::success;
+}
+
+// --- failing ---------------------------------------------------------------------------
+
+void TcpModule::fail_link(Link& l, const std::string& reason) noexcept {
+    if (l.endpoint == nullptr) return connector_.drop_incoming(l, reason);
+    TcpEndpoint& ep = *l.endpoint;
+    connector_.close_socket(l);
+    connector_.set_state(l, LinkState::closed);
+    bool quiet = ep.goodbye && ep.outstanding == 0;
+    for (std::size_t k = 0; k < ep.link_count(); ++k) quiet = quiet && ep.link(k).queue.empty();
+    // A peer outside the job that said goodbye disconnected: a departure.
+    if (ep.goodbye && is_dynamic(ep.peer()))
+        return fail_endpoint(ep, "it disconnected", btl::error_flags::departed);
+    if (quiet) {
+        tcp_.out().verbose(20, "{}: rank {} closed link {} after saying goodbye", name(), ep.peer(),
+                           l.index);
+        return;
+    }
+    fail_endpoint(ep, reason);
+}
+
+void TcpModule::fail_endpoint(TcpEndpoint& ep, const std::string& reason,
+                              std::uint32_t flags) noexcept {
+    if (ep.failed) return;
+    ep.failed = true;
+    const std::string info =
+        "tcp connection to rank " + std::to_string(ep.peer()) + " failed: " + reason;
+    tcp_.out().verbose(1, "{}: {}", name(), info);
+    for (std::size_t k = 0; k < ep.link_count(); ++k) {
+        Link& l = ep.link(k);
+        connector_.close_socket(l);
+        connector_.set_state(l, LinkState::closed);
+    }
+    report_error(btl::error_flags::nonfatal | flags, ep.peer(), info.c_str());
+    for (std::size_t k = 0; k < ep.link_count(); ++k)
+        while (Frag* f = ep.link(k).queue.pop()) complete_frag(f, Status::peer_failed);
+    rdma_.complete_ops(&ep, Status::peer_failed);
+}
+
+void TcpModule::say_goodbye(TcpEndpoint& ep) noexcept {
+    if (ep.failed) return;
+    for (std::size_t k = 0; k < ep.link_count(); ++k) {
+        Link& l = ep.link(k);
+        if (l.state != LinkState::connected) continue;
+        Frag* f = control_->get(true);
+        if (f == nullptr) continue;
+        wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::goodbye, 0, 0, 0},
+                     f->payload() - wire::header_size);
+        f->set_contiguous(wire::header_size, 0);
+        send_control(l, f);
+        // Give what is queued a bounded chance to leave before the socket closes.
+        for (int tries = 0; tries < 100 && l.state == LinkState::connected && !l.queue.empty();
+             ++tries) {
+            pollfd p{l.fd.get(), POLLOUT, 0};
+            ::poll(&p, 1, 10);
+            flush(l);
+        }
+    }
 }
 
 }  // namespace transit::tcp

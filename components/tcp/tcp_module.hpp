@@ -15,6 +15,7 @@
 
 #include "tcp_atomics.hpp"
 #include "tcp_component.hpp"
+#include "tcp_connector.hpp"
 #include "tcp_endpoint.hpp"
 #include "tcp_frag.hpp"
 #include "tcp_interfaces.hpp"
@@ -73,9 +74,9 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     // --- called by the component's progress --------------------------------
     void on_event(Link& link, std::uint32_t events) noexcept;
     // Writes what the link has queued (a coalesced burst at the next poll).
-    void flush(Link& link) noexcept { flush_queue(link); }
-    void on_accepted(int fd, std::string peer) noexcept;
-    void check_timeouts(std::uint64_t now) noexcept;
+    void flush(Link& link) noexcept;
+    // Connections: accepted sockets, timeouts, hand-over between modules.
+    TcpConnector& connector() noexcept { return connector_; }
 
     // Small messages that went out inside a burst rather than alone.
     std::uint64_t coalesced_frames() const noexcept { return coalesced_frames_; }
@@ -90,48 +91,27 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     // pending, the whole endpoint fails and the upper layer is told.
     void fail_link(Link& l, const std::string& reason) noexcept;
 
-  private:
+    // --- for the connector ----------------------------------------------------
+    // flags: added to nonfatal in the error report (btl::error_flags::departed).
+    void fail_endpoint(TcpEndpoint& ep, const std::string& reason,
+                       std::uint32_t flags = 0) noexcept;
+    // The endpoint of a peer, made when it has none; throws std::bad_alloc.
     TcpEndpoint* endpoint_for(Rank rank);
-    TcpEndpoint* existing_endpoint(Rank rank) const noexcept;
     template <typename F>
     void for_each_endpoint(F f) {
         for (auto& ep : endpoints_)
             if (ep) f(*ep);
         for (auto& [rank, ep] : dynamic_) f(*ep);
     }
+    void on_readable(Link& l) noexcept;
+
+  private:
+    TcpEndpoint* existing_endpoint(Rank rank) const noexcept;
     // A peer outside the job (rt::DynamicPeers) that is not released.
     bool is_dynamic(Rank rank) const noexcept;
     void revive(TcpEndpoint& ep) noexcept;
     void add_other_paths(std::vector<AddressPair>& paths, std::span<const PeerAddress> remote,
                          const PairContext& ctx);
-    // Starts connecting link `l`; returns "" or why it cannot.
-    std::string start_connect(Link& l) noexcept;
-    // Starts the next path of the link's that can be started; false when none is left.
-    bool launch_next_path(Link& l) noexcept;
-    std::string open_probe(Link& l, const AddressPair& path) noexcept;
-    void on_probe(Link& probe) noexcept;
-    // A path of `l` failed: the next is tried; the link fails when none is left.
-    void path_failed(Link& l, const std::string& why) noexcept;
-    bool has_probes(const Link& l) const noexcept;
-    void retire_probe(Link& probe) noexcept;
-    void cancel_probes(Link& l) noexcept;
-    // Connects to a server outside the job now, waiting at most
-    // btl_tcp_server_connect_timeout; returns "" or why it cannot.
-    std::string connect_server(TcpEndpoint& ep) noexcept;
-    std::string check_server_answer(Link& l, std::chrono::steady_clock::time_point until) noexcept;
-    void set_state(Link& l, LinkState s) noexcept;
-    void on_connected(Link& l) noexcept;
-    void on_handshake_input(Link& l) noexcept;
-    void handle_hello(Link& incoming, const wire::Handshake& h) noexcept;
-    void handle_answer(Link& l, const wire::Handshake& h) noexcept;
-    void handle_join(Link& incoming, const wire::Handshake& h) noexcept;
-    // token: the secret to present (the job's when null); as: the rank to
-    // name (ours when any_rank).
-    bool send_handshake(Link& l, wire::HandshakeKind kind, const rt::Secret* token = nullptr,
-                        Rank as = any_rank) noexcept;
-    // The token of a server outside the job we connect to, else nullptr.
-    const rt::Secret* server_token(const TcpEndpoint& ep) const noexcept;
-    void become_connected(Link& l) noexcept;
 
     // Sending.
     enum class WriteResult { done, partial, error };
@@ -142,27 +122,16 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     bool joins_burst(const Link& l, std::size_t total) const noexcept;
     bool append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
                          const void* payload, std::size_t payload_size) noexcept;
-    void flush_queue(Link& l) noexcept;
     void complete_frag(Frag* f, Status status) noexcept;
-    void close_socket(Link& l) noexcept;
 
     // Receiving.
-    void on_readable(Link& l) noexcept;
     void read_direct(Link& l) noexcept;
     void parse(Link& l) noexcept;
     // Handles the frame at rbuf[rhead]; returns false to stop parsing.
     bool handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
-    // flags: added to nonfatal in the error report (btl::error_flags::departed).
-    void fail_endpoint(TcpEndpoint& ep, const std::string& reason,
-                       std::uint32_t flags = 0) noexcept;
-    void drop_incoming(Link& l, const std::string& reason) noexcept;
-    void retire_incoming(Link& l) noexcept;
-    void say_goodbye(TcpEndpoint& ep) noexcept;
 
-  public:
-    // An accepted connection whose hello targets this module's address came
-    // through another module's listener: it continues here.
-    void take_incoming(std::unique_ptr<Link> link, const wire::Handshake& h) noexcept;
+    // Tells a connected peer that this side closes on purpose.
+    void say_goodbye(TcpEndpoint& ep) noexcept;
 
   private:
     TcpComponent& tcp_;
@@ -173,11 +142,8 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     // Peers outside the job, while they are not deleted (ids are not reused:
     // a server up for days keeps nothing of its clients gone).
     std::unordered_map<Rank, std::unique_ptr<TcpEndpoint>> dynamic_;
-    btl::util::UnreachedReasons unreached_;        // servers add_procs could not reach
-    std::vector<std::unique_ptr<Link>> incoming_;  // accepted, awaiting a hello
-    std::vector<std::unique_ptr<Link>> probes_;    // paths being tried (Link::probe_for)
+    btl::util::UnreachedReasons unreached_;  // servers add_procs could not reach
     wire::Limits limits_;
-    std::size_t rbuf_size_ = 0;
     std::unique_ptr<FragPool> eager_;
     std::unique_ptr<FragPool> max_;
     std::unique_ptr<FragPool> control_;  // requests, replies, goodbyes
@@ -186,6 +152,7 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     TcpRdma rdma_;
     TcpAtomics atomics_;
     TcpWait wait_;
+    TcpConnector connector_;
     bool finalized_ = false;
     std::uint64_t coalesced_frames_ = 0;
 };

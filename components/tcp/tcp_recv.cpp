@@ -17,14 +17,14 @@ void TcpModule::on_event(Link& l, std::uint32_t events) noexcept {
     // event may even name a socket this link has replaced in the same batch).
     switch (l.state) {
         case LinkState::probing:
-            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) on_probe(l);
+            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) connector_.on_probe(l);
             break;
         case LinkState::hello_sent:
         case LinkState::accepting:
-            if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) on_handshake_input(l);
+            if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connector_.on_handshake_input(l);
             break;
         case LinkState::connected:
-            if ((events & EPOLLOUT) && !l.queue.empty()) flush_queue(l);
+            if ((events & EPOLLOUT) && !l.queue.empty()) flush(l);
             if (l.state == LinkState::connected && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
                 on_readable(l);
             break;

@@ -17,6 +17,7 @@
 
 #include "tcp_component.hpp"
 #include "tcp_module.hpp"
+#include "tcp_receiver.hpp"
 #include "tcp_splice.hpp"
 
 namespace transit::tcp {
@@ -38,9 +39,11 @@ void set_nodelay(int fd) noexcept {
 
 }  // namespace
 
-TcpConnector::TcpConnector(TcpModule& module, TcpComponent& tcp, SplicePipe& pipe)
+TcpConnector::TcpConnector(TcpModule& module, TcpComponent& tcp, TcpReceiver& receiver,
+                           SplicePipe& pipe)
     : module_(module),
       tcp_(tcp),
+      receiver_(receiver),
       pipe_(pipe),
       rbuf_size_(std::max<std::size_t>(256 * 1024, Frag::headroom + tcp.params().max_send_size)) {}
 
@@ -462,7 +465,7 @@ void TcpConnector::handle_hello(Link& in, const wire::Handshake& h) noexcept {
     // taken for a simultaneous connect and refused while the peer waits for
     // ours until its timeout.
     for (int i = 0; i < 16 && !ep->failed && l.state == LinkState::connected; ++i)
-        module_.on_readable(l);
+        receiver_.on_readable(l);
     if (ep->failed) return drop_incoming(in, "rank " + std::to_string(h.rank) + " already failed");
     const bool ours_pending = l.state == LinkState::connecting || l.state == LinkState::hello_sent;
     // Simultaneous connects: the connection opened by the lower rank is kept.

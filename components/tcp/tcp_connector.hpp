@@ -23,11 +23,13 @@ namespace transit::tcp {
 class SplicePipe;
 class TcpComponent;
 class TcpModule;
+class TcpReceiver;
 
 class TcpConnector {
   public:
-    // pipe: the module's, released by a link whose socket closes.
-    TcpConnector(TcpModule& module, TcpComponent& tcp, SplicePipe& pipe);
+    // receiver: reads what a peer still sent on a link it replaces; pipe: the
+    // module's, released by a link whose socket closes.
+    TcpConnector(TcpModule& module, TcpComponent& tcp, TcpReceiver& receiver, SplicePipe& pipe);
 
     void set_state(Link& l, LinkState s) noexcept;
     // Starts connecting link `l`; returns "" or why it cannot.
@@ -77,6 +79,7 @@ class TcpConnector {
 
     TcpModule& module_;
     TcpComponent& tcp_;
+    TcpReceiver& receiver_;
     SplicePipe& pipe_;
     std::size_t rbuf_size_;                        // a connected link's receive buffer
     std::vector<std::unique_ptr<Link>> incoming_;  // accepted, awaiting a hello

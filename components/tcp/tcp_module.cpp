@@ -1,5 +1,5 @@
-// The tcp module's operations: listening, peers, descriptors, the send path
-// and finalize.
+// The tcp module's operations: listening, peers, descriptors, the send path,
+// finalize, and failing a link or an endpoint.
 #include "tcp_module.hpp"
 
 #include <algorithm>
@@ -41,6 +41,36 @@ void tune_socket(int fd, const TcpParams& p) noexcept {
     if (p.rcvbuf > 0) set_int_option(fd, SOL_SOCKET, SO_RCVBUF, static_cast<int>(p.rcvbuf));
 }
 
+// A peer outside the job (rt::DynamicPeers) that is not released.
+bool is_dynamic(rt::Runtime& rt, Rank rank) noexcept {
+    if (rank < rt.size()) return false;
+    rt::DynamicPeers* d = rt.dynamic_peers();
+    return d && d->is_dynamic(rank);
+}
+
+// Paths over the other interfaces than `first`, after its own: an interface
+// whose pair looks right (a subnet both nodes have) may lead nowhere, and the
+// peer is then reached by another.  Each still names the module's first
+// remote address as its target, so the peer files the link under the module
+// that address belongs to.  Among equal scores the faster interface first.
+void add_other_paths(std::vector<AddressPair>& paths, std::span<const PeerAddress> remote,
+                     const PairContext& ctx, const TcpComponent& tcp, const Interface& first) {
+    const std::uint32_t meant = paths.front().remote_index;
+    const std::size_t own = paths.size();
+    for (const Interface& other : tcp.interfaces()) {
+        if (other.name == first.name) continue;
+        const unsigned speed = interface_bandwidth(other);
+        for (AddressPair& p : rank_pairs(other, remote, ctx)) {
+            p.score = p.score * 100000 + static_cast<int>(std::min(speed, 99999u));
+            paths.push_back(std::move(p));
+        }
+    }
+    std::stable_sort(paths.begin() + static_cast<std::ptrdiff_t>(own), paths.end(),
+                     [](const AddressPair& a, const AddressPair& b) { return a.score > b.score; });
+    for (AddressPair& p : paths)
+        if (p.remote_index != meant) p.target = meant + 1;
+}
+
 }  // namespace
 
 // --- construction ------------------------------------------------------------------
@@ -54,7 +84,8 @@ TcpModule::TcpModule(TcpComponent& component, Interface iface)
       rdma_(*this, component, *control_, limits_),
       atomics_(*this, component, rdma_),
       wait_(component),
-      connector_(*this, component, pipe_) {
+      receiver_(*this, component, rdma_, atomics_, limits_),
+      connector_(*this, component, receiver_, pipe_) {
     const TcpParams& p = component.params();
     attr_.eager_limit = p.eager_limit;
     attr_.rndv_eager_limit = p.eager_limit;
@@ -151,35 +182,6 @@ TcpEndpoint* TcpModule::existing_endpoint(Rank rank) const noexcept {
     return it == dynamic_.end() ? nullptr : it->second.get();
 }
 
-bool TcpModule::is_dynamic(Rank rank) const noexcept {
-    if (rank < tcp_.runtime().size()) return false;
-    rt::DynamicPeers* d = tcp_.runtime().dynamic_peers();
-    return d && d->is_dynamic(rank);
-}
-
-// Paths over the other interfaces, after this one's: an interface whose pair
-// looks right (a subnet both nodes have) may lead nowhere, and the peer is
-// then reached by another.  Each still names this module's first remote
-// address as its target, so the peer files the link under the module that
-// address belongs to.  Among equal scores the faster interface first.
-void TcpModule::add_other_paths(std::vector<AddressPair>& paths,
-                                std::span<const PeerAddress> remote, const PairContext& ctx) {
-    const std::uint32_t meant = paths.front().remote_index;
-    const std::size_t own = paths.size();
-    for (const Interface& other : tcp_.interfaces()) {
-        if (other.name == iface_.name) continue;
-        const unsigned speed = interface_bandwidth(other);
-        for (AddressPair& p : rank_pairs(other, remote, ctx)) {
-            p.score = p.score * 100000 + static_cast<int>(std::min(speed, 99999u));
-            paths.push_back(std::move(p));
-        }
-    }
-    std::stable_sort(paths.begin() + static_cast<std::ptrdiff_t>(own), paths.end(),
-                     [](const AddressPair& a, const AddressPair& b) { return a.score > b.score; });
-    for (AddressPair& p : paths)
-        if (p.remote_index != meant) p.target = meant + 1;
-}
-
 Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                             btl::Reachability& reachable) {
     const log::Stream& out = tcp_.out();
@@ -187,7 +189,7 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     try {
         for (std::size_t i = 0; i < peers.size(); ++i) {
             const Rank rank = peers[i];
-            const bool dynamic = is_dynamic(rank);
+            const bool dynamic = is_dynamic(rt, rank);
             if (rank == rt.rank() || (rank >= rt.size() && !dynamic)) continue;
             // A client that connected to this module: its link is the way.
             if (TcpEndpoint* known = dynamic ? existing_endpoint(rank) : nullptr;
@@ -226,7 +228,7 @@ Status TcpModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             out.verbose(10, "{}: rank {} via {} -> {} port {}: {}", name(), rank,
                         first.local.address.to_string(), first.remote.address.to_string(),
                         first.remote.port, first.reason);
-            add_other_paths(paths, remote, ctx);
+            add_other_paths(paths, remote, ctx, tcp_, iface_);
             for (std::size_t k = 1; k < paths.size(); ++k)
                 out.verbose(20, "{}: rank {} path {}: {} -> {} port {}: {}", name(), rank, k + 1,
                             paths[k].local.address.to_string(), paths[k].remote.address.to_string(),
@@ -292,6 +294,27 @@ void TcpModule::revive(TcpEndpoint& ep) noexcept {
         connector_.close_socket(l);
         connector_.set_state(l, LinkState::idle);
         l.deadline_ns = 0;
+    }
+}
+
+void TcpModule::on_event(Link& l, std::uint32_t events) noexcept {
+    // Events are hints: the socket calls below decide what really happened (an
+    // event may even name a socket this link has replaced in the same batch).
+    switch (l.state) {
+        case LinkState::probing:
+            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) connector_.on_probe(l);
+            break;
+        case LinkState::hello_sent:
+        case LinkState::accepting:
+            if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connector_.on_handshake_input(l);
+            break;
+        case LinkState::connected:
+            if ((events & EPOLLOUT) && !l.queue.empty()) flush(l);
+            if (l.state == LinkState::connected && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
+                receiver_.on_readable(l);
+            break;
+        default:
+            break;
     }
 }
 
@@ -643,7 +666,7 @@ void TcpModule::fail_link(Link& l, const std::string& reason) noexcept {
     bool quiet = ep.goodbye && ep.outstanding == 0;
     for (std::size_t k = 0; k < ep.link_count(); ++k) quiet = quiet && ep.link(k).queue.empty();
     // A peer outside the job that said goodbye disconnected: a departure.
-    if (ep.goodbye && is_dynamic(ep.peer()))
+    if (ep.goodbye && is_dynamic(tcp_.runtime(), ep.peer()))
         return fail_endpoint(ep, "it disconnected", btl::error_flags::departed);
     if (quiet) {
         tcp_.out().verbose(20, "{}: rank {} closed link {} after saying goodbye", name(), ep.peer(),

@@ -1,8 +1,9 @@
 // A tcp module: one network interface, its listening sockets, its endpoints,
-// the connection state machine, the send path and the receive parser.  Its
-// capabilities are members it owns: one-sided operations (TcpRdma), atomics
-// (TcpAtomics) and the wait object (TcpWait); each is the object the upper
-// layer calls, so an operation still costs one virtual call.
+// the send path and failure handling.  It owns the rest as members: its
+// capabilities, one-sided operations (TcpRdma), atomics (TcpAtomics) and the
+// wait object (TcpWait), each the object the upper layer calls, so that an
+// operation still costs one virtual call; the receive parser (TcpReceiver);
+// and the connection state machine (TcpConnector).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include "tcp_frag.hpp"
 #include "tcp_interfaces.hpp"
 #include "tcp_rdma.hpp"
+#include "tcp_receiver.hpp"
 #include "tcp_splice.hpp"
 #include "tcp_wait.hpp"
 #include "transit/btl/module.hpp"
@@ -103,15 +105,10 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
             if (ep) f(*ep);
         for (auto& [rank, ep] : dynamic_) f(*ep);
     }
-    void on_readable(Link& l) noexcept;
 
   private:
     TcpEndpoint* existing_endpoint(Rank rank) const noexcept;
-    // A peer outside the job (rt::DynamicPeers) that is not released.
-    bool is_dynamic(Rank rank) const noexcept;
     void revive(TcpEndpoint& ep) noexcept;
-    void add_other_paths(std::vector<AddressPair>& paths, std::span<const PeerAddress> remote,
-                         const PairContext& ctx);
 
     // Sending.
     enum class WriteResult { done, partial, error };
@@ -123,12 +120,6 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     bool append_to_burst(Link& l, btl::Tag tag, const void* header, std::size_t header_size,
                          const void* payload, std::size_t payload_size) noexcept;
     void complete_frag(Frag* f, Status status) noexcept;
-
-    // Receiving.
-    void read_direct(Link& l) noexcept;
-    void parse(Link& l) noexcept;
-    // Handles the frame at rbuf[rhead]; returns false to stop parsing.
-    bool handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept;
 
     // Tells a connected peer that this side closes on purpose.
     void say_goodbye(TcpEndpoint& ep) noexcept;
@@ -152,6 +143,7 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     TcpRdma rdma_;
     TcpAtomics atomics_;
     TcpWait wait_;
+    TcpReceiver receiver_;
     TcpConnector connector_;
     bool finalized_ = false;
     std::uint64_t coalesced_frames_ = 0;

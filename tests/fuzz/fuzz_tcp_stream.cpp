@@ -1,6 +1,6 @@
 // libFuzzer target for tcp's stream parser: a connection's bytes arrive in
 // chunks of any size into a link's receive buffer, and next_frame() (what
-// TcpModule::parse runs) finds each frame; put and reply data stream past the
+// TcpReceiver::parse runs) finds each frame; put and reply data stream past the
 // buffer as the module reads it.  The parser must never read outside the
 // buffer, nor wait for a frame that cannot fit it.  See tcp_stream.cmake.
 #include <algorithm>

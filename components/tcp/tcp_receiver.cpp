@@ -1,5 +1,8 @@
-// The receive side of a tcp module: socket events and the frame parser, which
-// hands one-sided requests and replies to the module's TcpRdma and TcpAtomics.
+// The receive side of a tcp module: reading a connected link's socket and the
+// frame parser, which hands one-sided requests and replies to the module's
+// TcpRdma and TcpAtomics.
+#include "tcp_receiver.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -8,30 +11,16 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "tcp_atomics.hpp"
+#include "tcp_component.hpp"
 #include "tcp_module.hpp"
+#include "tcp_rdma.hpp"
 
 namespace transit::tcp {
 
-void TcpModule::on_event(Link& l, std::uint32_t events) noexcept {
-    // Events are hints: the socket calls below decide what really happened (an
-    // event may even name a socket this link has replaced in the same batch).
-    switch (l.state) {
-        case LinkState::probing:
-            if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) connector_.on_probe(l);
-            break;
-        case LinkState::hello_sent:
-        case LinkState::accepting:
-            if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) connector_.on_handshake_input(l);
-            break;
-        case LinkState::connected:
-            if ((events & EPOLLOUT) && !l.queue.empty()) flush(l);
-            if (l.state == LinkState::connected && (events & (EPOLLIN | EPOLLERR | EPOLLHUP)))
-                on_readable(l);
-            break;
-        default:
-            break;
-    }
-}
+TcpReceiver::TcpReceiver(TcpModule& module, TcpComponent& tcp, TcpRdma& rdma, TcpAtomics& atomics,
+                         const wire::Limits& limits) noexcept
+    : module_(module), tcp_(tcp), rdma_(rdma), atomics_(atomics), limits_(limits) {}
 
 namespace {
 
@@ -41,7 +30,7 @@ constexpr std::size_t short_read_size = 1024;
 
 }  // namespace
 
-void TcpModule::on_readable(Link& l) noexcept {
+void TcpReceiver::on_readable(Link& l) noexcept {
     if (l.direct_left > 0) {
         read_direct(l);
         if (l.direct_left > 0 || l.state != LinkState::connected) return;
@@ -61,16 +50,16 @@ void TcpModule::on_readable(Link& l) noexcept {
         room = std::min(room, short_read_size);
     }
     const ssize_t n = ::recv(l.fd.get(), l.rbuf.get() + l.rtail, room, MSG_DONTWAIT);
-    if (n == 0) return fail_link(l, "connection closed by the peer");
+    if (n == 0) return module_.fail_link(l, "connection closed by the peer");
     if (n < 0) {
         if (would_block(errno)) return;
-        return fail_link(l, std::string("receive failed: ") + std::strerror(errno));
+        return module_.fail_link(l, std::string("receive failed: ") + std::strerror(errno));
     }
     l.rtail += static_cast<std::size_t>(n);
     parse(l);
 }
 
-void TcpModule::read_direct(Link& l) noexcept {
+void TcpReceiver::read_direct(Link& l) noexcept {
     // A refused put's data is read into the (empty) receive buffer and dropped.
     std::byte* dst = l.direct_dst ? l.direct_dst : l.rbuf.get();
     const std::size_t want = l.direct_dst ? l.direct_left : std::min(l.direct_left, l.rcap);
@@ -83,10 +72,10 @@ void TcpModule::read_direct(Link& l) noexcept {
     m.msg_iov = parts;
     m.msg_iovlen = l.direct_dst && want == l.direct_left ? 2 : 1;
     const ssize_t n = ::recvmsg(l.fd.get(), &m, MSG_DONTWAIT);
-    if (n == 0) return fail_link(l, "connection closed by the peer");
+    if (n == 0) return module_.fail_link(l, "connection closed by the peer");
     if (n < 0) {
         if (would_block(errno)) return;
-        return fail_link(l, std::string("receive failed: ") + std::strerror(errno));
+        return module_.fail_link(l, std::string("receive failed: ") + std::strerror(errno));
     }
     const std::size_t payload = std::min(static_cast<std::size_t>(n), want);
     if (l.direct_dst) l.direct_dst += payload;
@@ -98,22 +87,23 @@ void TcpModule::read_direct(Link& l) noexcept {
     if (l.direct_left == 0) rdma_.finish_direct(l);
 }
 
-void TcpModule::parse(Link& l) noexcept {
+void TcpReceiver::parse(Link& l) noexcept {
     while (l.state == LinkState::connected && l.direct_left == 0) {
         wire::FrameHeader h;
         const wire::ScanResult r =
             wire::next_frame({l.rbuf.get(), l.rhead, l.rtail, l.rcap}, limits_, h);
         if (r == wire::ScanResult::need_more) break;
         if (r != wire::ScanResult::ok)
-            return fail_link(l, "malformed frame from rank " + std::to_string(l.endpoint->peer()) +
-                                    ": " + std::string(wire::to_string(r)));
+            return module_.fail_link(l, "malformed frame from rank " +
+                                            std::to_string(l.endpoint->peer()) + ": " +
+                                            std::string(wire::to_string(r)));
         const std::size_t avail = l.rtail - l.rhead;
         if (!handle_frame(l, h, avail)) return;
     }
     if (l.rhead == l.rtail) l.rhead = l.rtail = 0;
 }
 
-bool TcpModule::handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept {
+bool TcpReceiver::handle_frame(Link& l, const wire::FrameHeader& h, std::size_t avail) noexcept {
     std::byte* body = l.rbuf.get() + l.rhead + wire::header_size;
     tcp_.count_event();
     switch (h.type) {
@@ -122,9 +112,9 @@ bool TcpModule::handle_frame(Link& l, const wire::FrameHeader& h, std::size_t av
             l.rhead += wire::header_size + h.length;
             const btl::Segment seg{body, h.length};
             const btl::ReceiveDescriptor d{l.endpoint, &seg, 1, h.tag};
-            if (!tcp_.am_table().dispatch(this, d)) {
-                fail_link(l, "frame for unknown tag " + std::to_string(h.tag) + " from rank " +
-                                 std::to_string(l.endpoint->peer()));
+            if (!tcp_.am_table().dispatch(&module_, d)) {
+                module_.fail_link(l, "frame for unknown tag " + std::to_string(h.tag) +
+                                         " from rank " + std::to_string(l.endpoint->peer()));
                 return false;
             }
             break;

@@ -83,7 +83,7 @@ class TcpModule final : public btl::Module, public btl::DynamicPeerRecords {
     // Small messages that went out inside a burst rather than alone.
     std::uint64_t coalesced_frames() const noexcept { return coalesced_frames_; }
 
-    // --- for the capability objects (TcpRdma, TcpAtomics) ------------------------
+    // --- for the objects it owns (TcpRdma, TcpAtomics, TcpReceiver, TcpConnector) --
     // Sends f on l: completed (written inline), success (queued, connecting
     // if needed) or an error (nothing queued).
     Status enqueue(Link& l, Frag* f) noexcept;

@@ -111,8 +111,8 @@ bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept {
     return true;
 }
 
-bool Module::local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
-                      bool write) noexcept {
+bool local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
+              bool write) noexcept {
     if (h == nullptr) return false;
     const Registration* r = reinterpret_cast<const Handle*>(h)->registration;
     if (r == nullptr || !r->covers(reinterpret_cast<std::uintptr_t>(addr), len)) return false;
@@ -122,28 +122,6 @@ bool Module::local_ok(const btl::RegistrationHandle* h, const void* addr, std::s
 void Module::FreeDeleter::operator()(std::byte* p) const noexcept {
     std::free(p);
 }
-
-// ibv_reg_mr behind the registration cache.
-class Module::Registrar final : public RegistrationBackend {
-  public:
-    explicit Registrar(ibv_pd* pd) : pd_(pd) {}
-    bool register_region(Registration& r) noexcept override {
-        ibv_mr* mr = ibv_reg_mr(pd_, reinterpret_cast<void*>(r.base), r.length,
-                                verbs::access_flags(r.access));
-        if (!mr) return false;
-        r.lkey = mr->lkey;
-        r.rkey = mr->rkey;
-        r.backend_handle = mr;
-        return true;
-    }
-    void deregister_region(Registration& r) noexcept override {
-        if (r.backend_handle) (void)ibv_dereg_mr(static_cast<ibv_mr*>(r.backend_handle));
-        r.backend_handle = nullptr;
-    }
-
-  private:
-    ibv_pd* pd_;
-};
 
 // --- Device --------------------------------------------------------------------------
 
@@ -254,19 +232,19 @@ void Module::setup() {
     std::random_device rd;
     psn_state_ = rd() | 1;
 
+    AtomicPath path = AtomicPath::emulated;
     switch (config_.atomics) {
         case Config::Atomics::emulated:
-            atomics_ = AtomicPath::emulated;
+            path = AtomicPath::emulated;
             break;
         case Config::Atomics::hardware:
             if (dev.atomic_cap == IBV_ATOMIC_NONE)
                 throw std::runtime_error(
                     "btl_openib_atomics is \"hardware\" but the device has no atomics");
-            atomics_ = AtomicPath::hardware_only;
+            path = AtomicPath::hardware_only;
             break;
         case Config::Atomics::automatic:
-            atomics_ =
-                dev.atomic_cap == IBV_ATOMIC_GLOB ? AtomicPath::hybrid : AtomicPath::emulated;
+            path = dev.atomic_cap == IBV_ATOMIC_GLOB ? AtomicPath::hybrid : AtomicPath::emulated;
             break;
     }
     if (dev.max_srq == 0 || dev.max_srq_wr == 0)
@@ -292,14 +270,7 @@ void Module::setup() {
     srq_.reset(ibv_create_srq(device_->pd(), &sa));
     if (!srq_) fail_setup("ibv_create_srq", errno);
 
-    registrar_ = std::make_unique<Registrar>(device_->pd());
-    rcache_ = std::make_unique<RegistrationCache>(
-        *registrar_,
-        RegistrationCache::Config{.max_unused = config_.rcache_max_unused,
-                                  .page_size = static_cast<std::size_t>(sysconf(_SC_PAGESIZE)),
-                                  .track_releases = config_.rcache_monitor});
-    if (const char* why = rcache_->unused_off_reason())
-        out_.verbose(1, "{}: no memory registration is kept for reuse: {}", name(), why);
+    one_sided_.open(device_->pd(), config_.rcache_max_unused, config_.rcache_monitor);
 
     // Send fragments: one registered block.  The last 64 bytes are the target
     // of non-fetching hardware atomics.
@@ -314,8 +285,7 @@ void Module::setup() {
         f.segments = &f.segment;
         f.segment_count = 1;
     }
-    scratch_ = sc.memory.get() + frag_bytes * config_.free_list_max;
-    scratch_lkey_ = sc.mr->lkey;
+    atomics_.open(path, sc.memory.get() + frag_bytes * config_.free_list_max, sc.mr->lkey);
     rdma_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
     i = 0;
     for (RdmaFrag& f : rdma_frags_.items()) {
@@ -390,7 +360,7 @@ void Module::setup() {
                   btl::flags::atomic_fops | btl::flags::rdma_without_target;
     attr_.reach = btl::reach::node | btl::reach::remote;
     using namespace btl::atomic_support;
-    if (atomics_ == AtomicPath::hardware_only) {
+    if (path == AtomicPath::hardware_only) {
         // Only what the verbs have; coherent with the CPU only if the device says so.
         attr_.atomic_flags = add | cswap | (dev.atomic_cap == IBV_ATOMIC_GLOB ? global : 0);
     } else {
@@ -408,9 +378,9 @@ void Module::setup() {
     out_.verbose(10, "{}: {} port, LID {}, GID index {}, MTU {}, {} MB/s, atomics {}", name(),
                  roce() ? "RoCE" : "InfiniBand", address_.lid, gid_index_,
                  verbs::mtu_bytes(port_attr_.active_mtu), attr_.bandwidth,
-                 atomics_ == AtomicPath::hybrid
+                 path == AtomicPath::hybrid
                      ? "fetch-add and compare-swap by the device, others by the target"
-                 : atomics_ == AtomicPath::hardware_only
+                 : path == AtomicPath::hardware_only
                      ? "fetch-add and compare-swap only, by the device"
                      : "all performed by the target");
 }
@@ -570,64 +540,21 @@ void Module::destroy_endpoint(Endpoint* ep) noexcept {
     by_rank_.erase(ep->peer());
 }
 
-// --- registration --------------------------------------------------------------------
-
-btl::RegistrationHandle* Module::register_mem(btl::Endpoint*, void* base, std::size_t size,
-                                              std::uint32_t flags) {
-    if (!rcache_) return nullptr;
-    if (flags == 0) flags = btl::reg_flags::access_any;
-    Registration* r = rcache_->acquire(base, size, flags);
-    if (!r) {
-        out_.verbose(1, "{}: registering {} bytes at {} failed: {}", name(), size, base,
-                     std::strerror(errno));
-        return nullptr;
-    }
-    Handle* h = handles_.add().record;
-    if (!h) {
-        rcache_->release(r);
-        out_.verbose(1, "{}: register_mem: no room for another registration", name());
-        return nullptr;
-    }
-    wire::encode(wire::RemoteKey{reinterpret_cast<std::uint64_t>(base), size, r->rkey, flags},
-                 h->packed);
-    h->lkey = r->lkey;
-    h->registration = r;
-    return reinterpret_cast<btl::RegistrationHandle*>(h);
-}
-
-Status Module::deregister_mem(btl::RegistrationHandle* handle) {
-    if (!handle || !rcache_) return Status::bad_param;
-    Handle* h = handles_.live(handle);
-    if (!h) return Status::not_found;  // deregistered already, or not ours
-    rcache_->release(h->registration);
-    h->registration = nullptr;
-    handles_.remove(*h);
-    return Status::success;
-}
-
-Status Module::flush(btl::Endpoint* endpoint) {
-    auto busy = [&] {
-        if (endpoint) {
-            auto* ep = static_cast<Endpoint*>(endpoint);
-            return ep->rdma_in_flight > 0 && !ep->failed();
-        }
-        return std::any_of(endpoints_.begin(), endpoints_.end(),
-                           [](const auto& ep) { return ep->rdma_in_flight > 0 && !ep->failed(); });
-    };
-    while (busy()) progress_.progress();
-    if (endpoint && static_cast<Endpoint*>(endpoint)->failed()) return Status::peer_failed;
-    return Status::success;
+bool Module::rdma_in_flight() const noexcept {
+    return std::any_of(endpoints_.begin(), endpoints_.end(),
+                       [](const auto& ep) { return ep->rdma_in_flight > 0 && !ep->failed(); });
 }
 
 void Module::dump(btl::Endpoint* endpoint, int verbosity) {
     btl::Module::dump(endpoint, verbosity);
     const log::Stream out(name(), verbosity);
+    const RegistrationCache* rc = one_sided_.cache();
     out.verbose(1,
                 "SRQ {} posted of {}, {} reserved; {} endpoints, {} active; rcache {} entries "
                 "({} unused), {} hits {} misses",
                 srq_posted_, config_.srq_size, srq_budget_.reserved(), endpoints_.size(),
-                active_endpoints_, rcache_ ? rcache_->size() : 0, rcache_ ? rcache_->unused() : 0,
-                rcache_ ? rcache_->stats().hits : 0, rcache_ ? rcache_->stats().misses : 0);
+                active_endpoints_, rc ? rc->size() : 0, rc ? rc->unused() : 0,
+                rc ? rc->stats().hits : 0, rc ? rc->stats().misses : 0);
     if (auto* ep = static_cast<Endpoint*>(endpoint)) {
         out.verbose(1, "peer {}: {}, credits {} (owed back {}), send slots {}, rdma in flight {}",
                     ep->peer(), to_string(ep->connection().state()), ep->credits.send_credits(),

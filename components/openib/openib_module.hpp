@@ -27,7 +27,10 @@
 
 #include "openib_credits.hpp"
 #include "openib_endpoint.hpp"
+#include "openib_frag.hpp"
+#include "openib_one_sided.hpp"
 #include "openib_rcache.hpp"
+#include "openib_remote_atomics.hpp"
 #include "openib_verbs.hpp"
 #include "openib_wire.hpp"
 #include "transit/btl/am_table.hpp"
@@ -103,76 +106,6 @@ class Device {
     std::vector<Module*> modules_;
 };
 
-// Everything that goes on a send queue, with an intrusive link for the
-// per-endpoint pending queue.  The first member of SendFrag is the descriptor
-// the upper layer sees.
-enum class FragKind : std::uint8_t { send, rdma, control, ud };
-
-struct Frag : btl::Descriptor {
-    FragKind kind = FragKind::send;
-    Frag* next = nullptr;
-    Endpoint* endpoint = nullptr;
-};
-
-struct SendFrag : Frag {
-    btl::Segment segment{};
-    std::byte* buffer = nullptr;  // FragHeader, then up to max_send_size bytes
-    std::uint32_t lkey = 0;
-    wire::FragType type = wire::FragType::data;
-    btl::Tag tag = 0;
-    bool in_use = false;
-    bool inline_done = false;  // sendi: freed by the module on completion, no callback
-    SendFrag* next_free = nullptr;
-};
-
-enum class RdmaOp : std::uint8_t { put, get, hw_fetch_add, hw_cswap, emulated_atomic };
-
-struct RdmaFrag : Frag {
-    RdmaOp op = RdmaOp::put;
-    void* local_address = nullptr;
-    std::uint32_t lkey = 0;
-    std::uint64_t remote_address = 0;
-    std::uint32_t rkey = 0;
-    std::size_t size = 0;
-    std::uint64_t operand = 0;
-    std::uint64_t compare = 0;
-    btl::AtomicOp atomic = btl::AtomicOp::add;
-    wire::AtomicKind atomic_kind = wire::AtomicKind::op;
-    bool bits32 = false;
-    btl::RegistrationHandle* local_handle = nullptr;
-    btl::RdmaCompletionFn cbfunc = nullptr;
-    void* cbcontext = nullptr;
-    void* user_cbdata = nullptr;
-    std::uint32_t index = 0;       // in the pool, names the request on the wire
-    std::uint32_t generation = 0;  // bumped on every reuse: a stale reply is refused
-    bool in_use = false;
-    RdmaFrag* next_free = nullptr;
-};
-
-struct RecvFrag {
-    std::byte* buffer = nullptr;
-    std::uint32_t lkey = 0;
-    std::uint32_t length = 0;  // bytes received (while deferred)
-    RecvFrag* next = nullptr;  // deferred atomic requests of one endpoint
-};
-
-// A registration handle: the first `packed_size` bytes are what peers receive.
-struct Handle {
-    static constexpr std::size_t packed_size = wire::RemoteKey::size;
-    // address u64, length u64, rkey u32, btl::reg_flags u32 (little endian)
-    std::byte packed[packed_size];
-    std::uint32_t lkey = 0;
-    Registration* registration = nullptr;
-    Handle* next_free = nullptr;
-    bool in_use = false;
-};
-
-static_assert(wire::access::remote_atomic == btl::reg_flags::remote_atomic &&
-              wire::access::all == btl::reg_flags::access_any);
-using wire::RemoteKey;
-// Reads a peer's packed handle; false when it is malformed.
-bool unpack_handle(const btl::RegistrationHandle* h, RemoteKey& out) noexcept;
-
 class Endpoint final : public btl::Endpoint, public ConnectionActions {
   public:
     Endpoint(Module& module, Rank peer, const wire::PortAddress& remote, Connection::Config cfg);
@@ -229,7 +162,7 @@ class Endpoint final : public btl::Endpoint, public ConnectionActions {
     Frag* pending_tail_ = nullptr;
 };
 
-class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
+class Module final : public btl::Module {
   public:
     Module(btl::Component& component, std::shared_ptr<Device> device, std::uint8_t port,
            const ibv_port_attr& port_attr, const Config& config, btl::InitContext& ctx,
@@ -243,8 +176,8 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     std::string name() const override;
 
     // --- btl::Module -----------------------------------------------------------
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -260,15 +193,6 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     Status sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
@@ -303,21 +227,29 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     // Async events routed by the Device.
     void on_async_event(const ibv_async_event& e) noexcept;
 
+    // --- used by OneSided and RemoteAtomics -----------------------------------------
+    RdmaFrag* take_rdma_frag() noexcept;
+    // Posts f (or queues it behind the endpoint's pending work); on failure f
+    // goes back to the pool.
+    Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
+    // Returns f to the pool, then calls its callback with s.
+    void complete_rdma(RdmaFrag* f, Status s) noexcept;
+    // The RDMA fragment a reply names (index | generation << 32): nullptr when
+    // it names none in use, or one since reused.
+    RdmaFrag* rdma_frag(std::uint64_t request_id) noexcept;
+    // Some live endpoint has RDMA work in flight.
+    bool rdma_in_flight() const noexcept;
+    ProgressEngine& progress_engine() const noexcept { return progress_; }
+
   private:
     // Fragment pools.
     SendFrag* take_send_frag() noexcept;
     void return_send_frag(SendFrag* f) noexcept;
-    RdmaFrag* take_rdma_frag() noexcept;
     void return_rdma_frag(RdmaFrag* f) noexcept;
 
     // Posting: false when a resource (credit, send slot, CQ room) is short and
     // the fragment must wait; an error from verbs fails the endpoint.
     bool try_post(Endpoint& ep, Frag* f) noexcept;
-    // The local side of put/get/fetching atomics: registered, covering the range.
-    // `write`: the device writes into it (get, fetched values), which verbs
-    // allows only on memory registered for local write.
-    static bool local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t len,
-                         bool write = false) noexcept;
     bool post_send_frag(Endpoint& ep, SendFrag* f) noexcept;
     bool post_rdma_frag(Endpoint& ep, RdmaFrag* f) noexcept;
     bool post_credit_message(Endpoint& ep) noexcept;
@@ -325,10 +257,6 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     void unreserve_send_wr(Endpoint& ep) noexcept;
     void drain(Endpoint& ep) noexcept;
     Status submit(Endpoint& ep, Frag* f) noexcept;
-    Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
-    // put and get: `op` is RdmaOp::put or RdmaOp::get.
-    Status transfer(const btl::RdmaRequest& req, RdmaOp op) noexcept;
-    Status atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept;
 
     // Completions.
     static int progress_rc(void* self) noexcept;
@@ -340,15 +268,11 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     void tick_connections() noexcept;
     Endpoint* endpoint_on_request(Rank peer) noexcept;
     void complete_send(SendFrag* f, Status s) noexcept;
-    void complete_rdma(RdmaFrag* f, Status s) noexcept;
     void handle_receive(const ibv_wc& wc) noexcept;
     bool answer_atomic(Endpoint& ep, RecvFrag* r) noexcept;
     void release_receive(Endpoint& ep, RecvFrag* r) noexcept;
     bool deliver(Endpoint& ep, const wire::FragHeader& h,
                  std::span<const std::byte> payload) noexcept;
-    void perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
-                        wire::AtomicReply& reply) noexcept;
-    void finish_atomic(Endpoint& ep, const wire::AtomicReply& r) noexcept;
     bool repost(RecvFrag* f) noexcept;
     void grow_srq(std::uint32_t want) noexcept;
     void fail_pending(Endpoint& ep) noexcept;
@@ -367,18 +291,12 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     std::uint8_t gid_index_ = 0;
     std::uint64_t job_key_ = 0;
     std::uint32_t psn_state_ = 1;
-    // How atomics run here: a mix is only safe when device atomics are coherent
-    // with the target CPU's.
-    enum class AtomicPath : std::uint8_t { hybrid, hardware_only, emulated };
-    AtomicPath atomics_ = AtomicPath::emulated;
     bool port_down_ = false;
 
-    // Declared before the queues that use them, so destroyed after them.
-    class Registrar;
-    std::unique_ptr<Registrar> registrar_;
-    std::unique_ptr<RegistrationCache> rcache_;
-    // Peers name the memory by its rkey: the table's own key is unused.
-    btl::util::RegistrationTable<Handle> handles_;
+    // Declared before the queues that use their registrations, so destroyed
+    // after them.
+    OneSided one_sided_{*this};
+    RemoteAtomics atomics_{*this, one_sided_};
 
     // Memory: send fragments, receive buffers (in chunks as the SRQ grows),
     // UD buffers, the scratch word of non-fetching hardware atomics.
@@ -397,8 +315,6 @@ class Module final : public btl::Module, public btl::Rdma, public btl::Atomics {
     std::deque<RecvFrag> recv_frags_;
     std::uint32_t srq_posted_ = 0;
     SrqBudget srq_budget_;
-    std::byte* scratch_ = nullptr;
-    std::uint32_t scratch_lkey_ = 0;
     std::uint32_t send_cq_free_ = 0;
 
     verbs::CompletionQueue send_cq_;

@@ -107,8 +107,9 @@ void Module::complete_rdma(RdmaFrag* f, Status s) noexcept {
     Endpoint* ep = f->endpoint;
     if (ep && ep->rdma_in_flight > 0) --ep->rdma_in_flight;
     btl::RdmaCompletionFn cb = f->cbfunc;
-    void* local =
-        f->op == RdmaOp::hw_fetch_add && f->local_address == scratch_ ? nullptr : f->local_address;
+    void* local = f->op == RdmaOp::hw_fetch_add && atomics_.is_scratch(f->local_address)
+                      ? nullptr
+                      : f->local_address;
     btl::RegistrationHandle* handle = f->local_handle;
     void* cbcontext = f->cbcontext;
     void* cbdata = f->user_cbdata;
@@ -216,7 +217,7 @@ bool Module::deliver(Endpoint& ep, const wire::FragHeader& h,
             ep.connection().fail("malformed atomic reply");
             return false;
         }
-        finish_atomic(ep, *reply);
+        atomics_.finish(ep, *reply);
         return true;
     }
     btl::Segment seg{const_cast<std::byte*>(payload.data()), payload.size()};
@@ -240,7 +241,7 @@ bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
         std::span<const std::byte>(r->buffer, r->length).subspan(wire::FragHeader::size));
     if (req) {
         reply.request_id = req->request_id;
-        perform_atomic(ep, *req, reply);
+        atomics_.perform(ep, *req, reply);
     } else {
         reply.status = static_cast<std::int32_t>(Status::protocol_error);
     }
@@ -255,50 +256,6 @@ bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
     if (!ok(submit(ep, s))) return_send_frag(s);
     if (!req) ep.connection().fail("malformed atomic request");
     return true;
-}
-
-void Module::perform_atomic(Endpoint& ep, const wire::AtomicRequest& r,
-                            wire::AtomicReply& reply) noexcept {
-    const std::size_t width = r.bits32 ? 4 : 8;
-    const Registration* reg =
-        rcache_ ? rcache_->find_held([&](const Registration& h) { return h.rkey == r.rkey; })
-                : nullptr;
-    if (!reg || !(reg->access & btl::reg_flags::remote_atomic) ||
-        !reg->covers(r.remote_address, width) || r.remote_address % width != 0 ||
-        !btl::is_atomic_op(r.op)) {
-        out_.verbose(10, "{}: peer {}: refused atomic at {:#x} (rkey {:#x})", name(), ep.peer(),
-                     r.remote_address, r.rkey);
-        reply.status = static_cast<std::int32_t>(Status::access_denied);
-        return;
-    }
-    void* target = reinterpret_cast<void*>(r.remote_address);
-    const int flags = r.bits32 ? btl::atomic_flags::bits32 : 0;
-    reply.old_value =
-        r.kind == wire::AtomicKind::cswap
-            ? btl::apply_cswap(target, r.compare, r.operand, flags)
-            : btl::apply_atomic(target, static_cast<btl::AtomicOp>(r.op), r.operand, flags);
-    reply.status = static_cast<std::int32_t>(Status::success);
-}
-
-void Module::finish_atomic(Endpoint& ep, const wire::AtomicReply& r) noexcept {
-    const auto index = static_cast<std::uint32_t>(r.request_id);
-    const auto generation = static_cast<std::uint32_t>(r.request_id >> 32);
-    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_.at(index) : nullptr;
-    if (!f || !f->in_use || f->generation != generation || f->op != RdmaOp::emulated_atomic ||
-        f->endpoint != &ep) {
-        out_.verbose(1, "{}: peer {}: reply to no pending atomic", name(), ep.peer());
-        return;
-    }
-    const auto s = static_cast<Status>(r.status);
-    if (ok(s) && f->atomic_kind != wire::AtomicKind::op && f->local_address) {
-        if (f->bits32) {
-            auto v = static_cast<std::uint32_t>(r.old_value);
-            std::memcpy(f->local_address, &v, sizeof v);
-        } else {
-            std::memcpy(f->local_address, &r.old_value, sizeof r.old_value);
-        }
-    }
-    complete_rdma(f, s);
 }
 
 // --- connection manager ----------------------------------------------------------------

@@ -49,6 +49,14 @@ RdmaFrag* Module::take_rdma_frag() noexcept {
     return f;
 }
 
+RdmaFrag* Module::rdma_frag(std::uint64_t request_id) noexcept {
+    const auto index = static_cast<std::uint32_t>(request_id);
+    const auto generation = static_cast<std::uint32_t>(request_id >> 32);
+    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_.at(index) : nullptr;
+    if (!f || !f->in_use || f->generation != generation) return nullptr;
+    return f;
+}
+
 void Module::return_rdma_frag(RdmaFrag* f) noexcept {
     rdma_frags_.put(f);
 }
@@ -162,7 +170,8 @@ Status Module::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const v
     return fallback();
 }
 
-// --- RDMA and atomics --------------------------------------------------------------------
+// --- RDMA operations (OneSided, RemoteAtomics)
+// --------------------------------------------------------------------
 
 Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
     auto* ep = static_cast<Endpoint*>(endpoint);
@@ -173,104 +182,6 @@ Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
         return_rdma_frag(f);
     }
     return s;
-}
-
-// put and get differ in the access the remote registration must grant, the
-// size limit and which way the device moves the data (the local buffer is
-// written by a get, which verbs checks against the registration's access).
-Status Module::transfer(const btl::RdmaRequest& req, RdmaOp op) noexcept {
-    const bool get = op == RdmaOp::get;
-    RemoteKey rk;
-    if (!req.endpoint || !local_ok(req.local_handle, req.local, req.size, get) ||
-        !unpack_handle(req.remote_handle, rk) ||
-        req.size > (get ? attr_.get_limit : attr_.put_limit) ||
-        !rk.allows(req.remote, req.size,
-                   get ? btl::reg_flags::remote_read : btl::reg_flags::remote_write))
-        return Status::bad_param;
-    RdmaFrag* f = take_rdma_frag();
-    if (!f) return Status::out_of_resource;
-    f->op = op;
-    f->local_address = req.local;
-    f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
-    f->local_handle = req.local_handle;
-    f->remote_address = req.remote;
-    f->rkey = rk.rkey;
-    f->size = req.size;
-    f->cbfunc = req.cb;
-    f->cbcontext = req.cbcontext;
-    f->user_cbdata = req.cbdata;
-    return start_rdma(req.endpoint, f);
-}
-
-Status Module::put(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, RdmaOp::put);
-}
-
-Status Module::get(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, RdmaOp::get);
-}
-
-Status Module::atomic_common(const btl::AtomicRequest& req, wire::AtomicKind kind) noexcept {
-    RemoteKey rk;
-    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    if (!req.endpoint || !unpack_handle(req.remote_handle, rk) || req.remote % width != 0 ||
-        !rk.allows(req.remote, width, btl::reg_flags::remote_atomic))
-        return Status::bad_param;
-    if (kind != wire::AtomicKind::op && req.local == nullptr) return Status::bad_param;
-    // The emulated path writes the result with the CPU; the device needs the
-    // caller's registration (and the hybrid path emulates without one).
-    if (req.local_handle && !local_ok(req.local_handle, req.local, width, true))
-        return Status::bad_param;
-    // The verbs have 64-bit fetch-add and req.compare-swap only.
-    const bool device_can =
-        !bits32 && (kind == wire::AtomicKind::cswap || req.op == btl::AtomicOp::add);
-    const bool have_local = kind == wire::AtomicKind::op || req.local_handle != nullptr;
-    if (atomics_ == AtomicPath::hardware_only) {
-        if (!device_can) return Status::not_supported;
-        if (!have_local) return Status::bad_param;
-    }
-    const bool use_device = atomics_ != AtomicPath::emulated && device_can && have_local;
-    RdmaFrag* f = take_rdma_frag();
-    if (!f) return Status::out_of_resource;
-    f->local_address = req.local;
-    f->local_handle = req.local_handle;
-    f->remote_address = req.remote;
-    f->rkey = rk.rkey;
-    f->size = width;
-    f->operand = req.operand;
-    f->compare = req.compare;
-    f->atomic = req.op;
-    f->atomic_kind = kind;
-    f->bits32 = bits32;
-    f->cbfunc = req.cb;
-    f->cbcontext = req.cbcontext;
-    f->user_cbdata = req.cbdata;
-    if (use_device) {
-        f->op = kind == wire::AtomicKind::cswap ? RdmaOp::hw_cswap : RdmaOp::hw_fetch_add;
-        if (kind == wire::AtomicKind::op) {
-            // The old value is not wanted, but the device writes it somewhere.
-            f->local_address = scratch_;
-            f->lkey = scratch_lkey_;
-        } else {
-            f->lkey = reinterpret_cast<Handle*>(req.local_handle)->lkey;
-        }
-    } else {
-        f->op = RdmaOp::emulated_atomic;
-    }
-    return start_rdma(req.endpoint, f);
-}
-
-Status Module::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_op(req), wire::AtomicKind::op);
-}
-
-Status Module::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_fop(req), wire::AtomicKind::fetch_op);
-}
-
-Status Module::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_cswap(req), wire::AtomicKind::cswap);
 }
 
 // --- posting -------------------------------------------------------------------------

@@ -355,7 +355,7 @@ std::vector<std::unique_ptr<btl::Module>> OpenibComponent::init(btl::InitContext
             problems.push_back(id + ": " + e.what());
             continue;
         }
-        published.push_back(m->address());
+        published.push_back(m->port().address);
         out.push_back(std::move(m));
     }
     if (out.empty()) {

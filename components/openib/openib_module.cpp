@@ -158,20 +158,19 @@ Module::Module(btl::Component& component, std::shared_ptr<Device> device, std::u
                log::Stream out)
     : btl::Module(component),
       device_(std::move(device)),
-      port_(port),
-      port_attr_(port_attr),
       config_(config),
       runtime_(ctx.runtime),
       progress_(ctx.progress),
       am_table_(ctx.am_table),
-      out_(std::move(out)) {}
+      out_(std::move(out)),
+      port_(*device_, port, port_attr, config_) {}
 
 Module::~Module() {
     (void)finalize();
 }
 
 std::string Module::name() const {
-    return "openib:" + device_->name() + ":" + std::to_string(port_);
+    return "openib:" + device_->name() + ":" + std::to_string(port_.number);
 }
 
 Module::Chunk& Module::new_chunk(std::size_t bytes) {
@@ -190,22 +189,23 @@ Module::Chunk& Module::new_chunk(std::size_t bytes) {
 void Module::setup() {
     const ibv_device_attr& dev = device_->attr();
     ibv_context* ctx = device_->context();
-    address_.link = port_attr_.link_layer == IBV_LINK_LAYER_ETHERNET ? wire::LinkLayer::ethernet
-                                                                     : wire::LinkLayer::infiniband;
-    address_.port = port_;
-    address_.mtu = static_cast<std::uint8_t>(port_attr_.active_mtu);
-    address_.lid = port_attr_.lid;
-    if (!roce() && port_attr_.lid == 0)
+    port_.address.link = port_.attr.link_layer == IBV_LINK_LAYER_ETHERNET
+                             ? wire::LinkLayer::ethernet
+                             : wire::LinkLayer::infiniband;
+    port_.address.port = port_.number;
+    port_.address.mtu = static_cast<std::uint8_t>(port_.attr.active_mtu);
+    port_.address.lid = port_.attr.lid;
+    if (!port_.roce() && port_.attr.lid == 0)
         throw std::runtime_error("the port has no LID (is a subnet manager running?)");
 
     // GID: RoCE needs one (v2 preferred, it is routable); InfiniBand uses index 0.
     int chosen = config_.gid_index;
     if (chosen < 0) {
         chosen = 0;
-        if (roce()) {
-            for (int i = 0; i < port_attr_.gid_tbl_len; ++i) {
+        if (port_.roce()) {
+            for (int i = 0; i < port_.attr.gid_tbl_len; ++i) {
                 ibv_gid_entry e{};
-                if (ibv_query_gid_ex(ctx, port_, static_cast<std::uint32_t>(i), &e, 0) != 0)
+                if (ibv_query_gid_ex(ctx, port_.number, static_cast<std::uint32_t>(i), &e, 0) != 0)
                     continue;
                 if (e.gid_type == IBV_GID_TYPE_ROCE_V2) {
                     chosen = i;
@@ -214,23 +214,23 @@ void Module::setup() {
             }
         }
     }
-    if (chosen >= port_attr_.gid_tbl_len)
+    if (chosen >= port_.attr.gid_tbl_len)
         throw std::runtime_error("btl_openib_gid_index " + std::to_string(chosen) +
                                  " is beyond the port's GID table (" +
-                                 std::to_string(port_attr_.gid_tbl_len) + " entries)");
+                                 std::to_string(port_.attr.gid_tbl_len) + " entries)");
     ibv_gid gid{};
-    if (ibv_query_gid(ctx, port_, chosen, &gid) != 0) fail_setup("ibv_query_gid", errno);
-    gid_index_ = static_cast<std::uint8_t>(chosen);
-    std::memcpy(address_.gid.data(), gid.raw, 16);
-    address_.subnet_prefix = be64toh(gid.global.subnet_prefix);
-    if (roce() && std::all_of(address_.gid.begin(), address_.gid.end(),
-                              [](std::uint8_t b) { return b == 0; }))
+    if (ibv_query_gid(ctx, port_.number, chosen, &gid) != 0) fail_setup("ibv_query_gid", errno);
+    port_.gid_index = static_cast<std::uint8_t>(chosen);
+    std::memcpy(port_.address.gid.data(), gid.raw, 16);
+    port_.address.subnet_prefix = be64toh(gid.global.subnet_prefix);
+    if (port_.roce() && std::all_of(port_.address.gid.begin(), port_.address.gid.end(),
+                                    [](std::uint8_t b) { return b == 0; }))
         throw std::runtime_error("the RoCE port has no GID (no IP address on its interface?)");
 
     const rt::Secret& secret = runtime_.job_secret();
     std::memcpy(&job_key_, secret.data(), sizeof job_key_);
     std::random_device rd;
-    psn_state_ = rd() | 1;
+    port_.psn_state = rd() | 1;
 
     AtomicPath path = AtomicPath::emulated;
     switch (config_.atomics) {
@@ -258,17 +258,18 @@ void Module::setup() {
     config_.send_cq_size = std::min<std::uint32_t>(config_.send_cq_size, dev.max_cqe);
     srq_budget_ = SrqBudget(config_.srq_size);
 
-    send_cq_.reset(ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
-    if (!send_cq_) fail_setup("ibv_create_cq (send)", errno);
+    port_.send_cq.reset(
+        ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
+    if (!port_.send_cq) fail_setup("ibv_create_cq (send)", errno);
     send_cq_free_ = config_.send_cq_size;
     int recv_cqe = static_cast<int>(std::min<std::uint32_t>(config_.srq_size, dev.max_cqe));
-    recv_cq_.reset(ibv_create_cq(ctx, recv_cqe, nullptr, nullptr, 0));
-    if (!recv_cq_) fail_setup("ibv_create_cq (receive)", errno);
+    port_.recv_cq.reset(ibv_create_cq(ctx, recv_cqe, nullptr, nullptr, 0));
+    if (!port_.recv_cq) fail_setup("ibv_create_cq (receive)", errno);
     ibv_srq_init_attr sa{};
     sa.attr.max_wr = config_.srq_size;
     sa.attr.max_sge = 1;
-    srq_.reset(ibv_create_srq(device_->pd(), &sa));
-    if (!srq_) fail_setup("ibv_create_srq", errno);
+    port_.srq.reset(ibv_create_srq(device_->pd(), &sa));
+    if (!port_.srq) fail_setup("ibv_create_srq", errno);
 
     one_sided_.open(device_->pd(), config_.rcache_max_unused, config_.rcache_monitor);
 
@@ -313,7 +314,7 @@ void Module::setup() {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = config_.pkey_index;
-    a.port_num = port_;
+    a.port_num = port_.number;
     a.qkey = qkey;
     if (int rc = ibv_modify_qp(ud_qp_.get(), &a,
                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
@@ -323,7 +324,7 @@ void Module::setup() {
     if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE)) fail_setup("UD QP to RTR", rc);
     a = {};
     a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = next_psn();
+    a.sq_psn = port_.next_psn();
     if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
         fail_setup("UD QP to RTS", rc);
     Chunk& uc = new_chunk(ud_depth * ud_recv_size + ud_depth * wire::CmMessage::size);
@@ -344,16 +345,17 @@ void Module::setup() {
         ibv_recv_wr* bad = nullptr;
         if (int rc = ibv_post_recv(ud_qp_.get(), &wr, &bad)) fail_setup("posting UD receives", rc);
     }
-    address_.ud_qpn = ud_qp_->qp_num;
-    address_.qkey = qkey;
-    address_.recv_size = static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size);
+    port_.address.ud_qpn = ud_qp_->qp_num;
+    port_.address.qkey = qkey;
+    port_.address.recv_size =
+        static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size);
 
     attr_.eager_limit = config_.eager_limit;
     attr_.rndv_eager_limit = config_.eager_limit;
     attr_.max_send_size = config_.max_send_size;
     attr_.exclusivity = config_.exclusivity;
     attr_.latency = config_.latency;
-    attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_attr_);
+    attr_.bandwidth = config_.bandwidth ? config_.bandwidth : port_bandwidth(port_.attr);
     // Not flags::thread_safe: the send credits, the queue pairs' pending lists
     // and the fragment free lists are unlocked, and one thread polls the CQ.
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::atomic_ops |
@@ -370,14 +372,14 @@ void Module::setup() {
                              cswap | bits32 | global;
     }
     attr_.registration_handle_size = Handle::packed_size;
-    attr_.put_limit = attr_.get_limit = port_attr_.max_msg_sz;
+    attr_.put_limit = attr_.get_limit = port_.attr.max_msg_sz;
     attr_.put_local_registration_threshold = 0;
     attr_.get_local_registration_threshold = 0;
     device_->attach(this);
     update_progress();
     out_.verbose(10, "{}: {} port, LID {}, GID index {}, MTU {}, {} MB/s, atomics {}", name(),
-                 roce() ? "RoCE" : "InfiniBand", address_.lid, gid_index_,
-                 verbs::mtu_bytes(port_attr_.active_mtu), attr_.bandwidth,
+                 port_.roce() ? "RoCE" : "InfiniBand", port_.address.lid, port_.gid_index,
+                 verbs::mtu_bytes(port_.attr.active_mtu), attr_.bandwidth,
                  path == AtomicPath::hybrid
                      ? "fetch-add and compare-swap by the device, others by the target"
                  : path == AtomicPath::hardware_only
@@ -403,30 +405,6 @@ void Module::grow_srq(std::uint32_t want) noexcept {
         recv_frags_.push_back({c->memory.get() + i * size, c->mr->lkey});
         if (!repost(&recv_frags_.back())) return;
         ++srq_posted_;
-    }
-}
-
-std::uint32_t Module::next_psn() noexcept {
-    // xorshift: distinct, unpredictable-enough starting PSNs for each QP.
-    psn_state_ ^= psn_state_ << 13;
-    psn_state_ ^= psn_state_ >> 17;
-    psn_state_ ^= psn_state_ << 5;
-    return psn_state_ & 0xffffff;
-}
-
-void Module::fill_ah(ibv_ah_attr& ah, const wire::PortAddress& remote, std::uint16_t lid,
-                     const std::array<std::uint8_t, 16>& gid) const noexcept {
-    ah = {};
-    ah.port_num = port_;
-    ah.sl = config_.service_level;
-    ah.dlid = lid;
-    // RoCE always routes by GID; InfiniBand only across subnets.
-    if (roce() || remote.subnet_prefix != address_.subnet_prefix) {
-        ah.is_global = 1;
-        std::memcpy(ah.grh.dgid.raw, gid.data(), 16);
-        ah.grh.sgid_index = gid_index_;
-        ah.grh.hop_limit = 64;
-        ah.grh.traffic_class = config_.traffic_class;
     }
 }
 
@@ -464,7 +442,7 @@ Status Module::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> 
 Endpoint* Module::endpoint_for(Rank peer) {
     if (auto it = by_rank_.find(peer); it != by_rank_.end()) return it->second;
     // The own process is the self btl's; a QP to oneself would need two endpoints.
-    if (peer == rank() || port_down_ || peer >= runtime_.size()) return nullptr;
+    if (peer == runtime_.rank() || port_down_ || peer >= runtime_.size()) return nullptr;
     std::vector<std::byte> blob;
     std::vector<wire::PortAddress> ports;
     if (runtime_.modex_recv(peer, modex_key, blob) != Status::success) {
@@ -477,7 +455,8 @@ Endpoint* Module::endpoint_for(Rank peer) {
     }
     std::vector<const wire::PortAddress*> match;
     for (const auto& p : ports)
-        if (p.link == address_.link && (p.subnet_prefix == address_.subnet_prefix || roce()))
+        if (p.link == port_.address.link &&
+            (p.subnet_prefix == port_.address.subnet_prefix || port_.roce()))
             match.push_back(&p);
     if (match.empty()) {
         out_.verbose(10, "{}: peer {} has no port on this fabric ({} ports published)", name(),
@@ -486,17 +465,17 @@ Endpoint* Module::endpoint_for(Rank peer) {
     }
     // Same subnet first for RoCE; then spread our ports over the peer's.
     std::stable_partition(match.begin(), match.end(), [&](const wire::PortAddress* p) {
-        return p->subnet_prefix == address_.subnet_prefix;
+        return p->subnet_prefix == port_.address.subnet_prefix;
     });
-    const wire::PortAddress& remote = *match[(port_ - 1u) % match.size()];
-    if (remote.recv_size < address_.recv_size) {
+    const wire::PortAddress& remote = *match[(port_.number - 1u) % match.size()];
+    if (remote.recv_size < port_.address.recv_size) {
         out_.verbose(1,
                      "{}: peer {} receives at most {} bytes per fragment, this process sends up "
                      "to {}: set btl_openib_max_send_size alike everywhere",
-                     name(), peer, remote.recv_size, address_.recv_size);
+                     name(), peer, remote.recv_size, port_.address.recv_size);
         return nullptr;
     }
-    Connection::Config cc{rank(), peer, job_key_, config_.connect_retry_ms,
+    Connection::Config cc{runtime_.rank(), peer, job_key_, config_.connect_retry_ms,
                           config_.connect_retries};
     auto ep = std::make_unique<Endpoint>(*this, peer, remote, cc);
     Endpoint* raw = ep.get();

@@ -29,6 +29,7 @@
 #include "openib_endpoint.hpp"
 #include "openib_frag.hpp"
 #include "openib_one_sided.hpp"
+#include "openib_port.hpp"
 #include "openib_rcache.hpp"
 #include "openib_remote_atomics.hpp"
 #include "openib_verbs.hpp"
@@ -172,7 +173,6 @@ class Module final : public btl::Module {
     // Creates the queues, buffers and UD QP; throws std::runtime_error with
     // the reason when the port cannot be used.
     void setup();
-    const wire::PortAddress& address() const noexcept { return address_; }
     std::string name() const override;
 
     // --- btl::Module -----------------------------------------------------------
@@ -197,21 +197,8 @@ class Module final : public btl::Module {
     Status finalize() override;
 
     // --- used by Endpoint and Device -----------------------------------------------
-    const Config& config() const noexcept { return config_; }
     const log::Stream& out() const noexcept { return out_; }
-    Device& device() const noexcept { return *device_; }
-    std::uint8_t port() const noexcept { return port_; }
-    ibv_mtu active_mtu() const noexcept { return port_attr_.active_mtu; }
-    bool roce() const noexcept { return address_.link == wire::LinkLayer::ethernet; }
-    std::uint8_t gid_index() const noexcept { return gid_index_; }
-    Rank rank() const noexcept { return runtime_.rank(); }
-    std::uint64_t job_key() const noexcept { return job_key_; }
-    ibv_cq* send_cq() const noexcept { return send_cq_.get(); }
-    ibv_cq* recv_cq() const noexcept { return recv_cq_.get(); }
-    ibv_srq* srq() const noexcept { return srq_.get(); }
-    std::uint32_t next_psn() noexcept;
-    void fill_ah(ibv_ah_attr& ah, const wire::PortAddress& remote, std::uint16_t lid,
-                 const std::array<std::uint8_t, 16>& gid) const noexcept;
+    Port& port() noexcept { return port_; }
 
     std::uint16_t reserve_srq(std::uint32_t wanted) noexcept;
     void release_srq(std::uint16_t grant) noexcept;
@@ -280,17 +267,12 @@ class Module final : public btl::Module {
     void destroy_endpoint(Endpoint* ep) noexcept;
 
     std::shared_ptr<Device> device_;
-    std::uint8_t port_;
-    ibv_port_attr port_attr_;
     Config config_;
     rt::Runtime& runtime_;
     ProgressEngine& progress_;
     btl::AmTable& am_table_;
     log::Stream out_;
-    wire::PortAddress address_{};
-    std::uint8_t gid_index_ = 0;
     std::uint64_t job_key_ = 0;
-    std::uint32_t psn_state_ = 1;
     bool port_down_ = false;
 
     // Declared before the queues that use their registrations, so destroyed
@@ -317,9 +299,9 @@ class Module final : public btl::Module {
     SrqBudget srq_budget_;
     std::uint32_t send_cq_free_ = 0;
 
-    verbs::CompletionQueue send_cq_;
-    verbs::CompletionQueue recv_cq_;
-    verbs::SharedReceiveQueue srq_;
+    // Its completion queues and shared receive queue go before the chunks
+    // of receive buffers, after every endpoint's queue pair.
+    Port port_;
     // Connection manager: UD QP, its CQ and buffers.
     verbs::CompletionQueue ud_cq_;
     verbs::QueuePair ud_qp_;

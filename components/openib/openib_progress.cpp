@@ -63,7 +63,7 @@ int Module::progress_cm(void* self) noexcept {
 
 int Module::poll_send_cq() noexcept {
     ibv_wc wc[poll_batch];
-    int n = ibv_poll_cq(send_cq_.get(), poll_batch, wc);
+    int n = ibv_poll_cq(port_.send_cq.get(), poll_batch, wc);
     for (int i = 0; i < n; ++i) {
         auto* f = reinterpret_cast<Frag*>(wc[i].wr_id);
         Endpoint* ep = f->endpoint;
@@ -129,7 +129,7 @@ bool Module::repost(RecvFrag* f) noexcept {
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    if (int rc = ibv_post_srq_recv(srq_.get(), &wr, &bad)) {
+    if (int rc = ibv_post_srq_recv(port_.srq.get(), &wr, &bad)) {
         out_.verbose(1, "{}: reposting a receive buffer failed: {}", name(), std::strerror(rc));
         return false;
     }
@@ -138,7 +138,7 @@ bool Module::repost(RecvFrag* f) noexcept {
 
 int Module::poll_recv_cq() noexcept {
     ibv_wc wc[poll_batch];
-    int n = ibv_poll_cq(recv_cq_.get(), poll_batch, wc);
+    int n = ibv_poll_cq(port_.recv_cq.get(), poll_batch, wc);
     for (int i = 0; i < n; ++i) handle_receive(wc[i]);
     return n > 0 ? n : 0;
 }
@@ -298,7 +298,7 @@ int Module::poll_ud_cq() noexcept {
         std::byte* buf = ud_recv_ + idx * ud_recv_size;
         if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
             auto m = wire::decode_cm({buf + grh_size, wc[i].byte_len - grh_size});
-            if (m && m->job_key == job_key_ && m->dst_rank == rank()) {
+            if (m && m->job_key == job_key_ && m->dst_rank == runtime_.rank()) {
                 // A request may come from a peer the upper layer has not added
                 // yet (it adds peers at their first send): accept it anyway.
                 Endpoint* ep = nullptr;
@@ -436,24 +436,25 @@ void Module::on_async_event(const ibv_async_event& e) noexcept {
             return;
         }
         case IBV_EVENT_PORT_ERR:
-            if (e.element.port_num != port_) return;
+            if (e.element.port_num != port_.number) return;
             port_down_ = true;
             out_.verbose(1, "{}: port went down", name());
             fail_all("the local port went down");
             report_error(btl::error_flags::fatal, any_rank, "InfiniBand/RoCE port went down");
             return;
         case IBV_EVENT_PORT_ACTIVE:
-            if (e.element.port_num == port_) out_.verbose(1, "{}: port is active again", name());
+            if (e.element.port_num == port_.number)
+                out_.verbose(1, "{}: port is active again", name());
             return;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
-            if (e.element.srq == srq_.get()) grow_srq(srq_budget_.reserved());
+            if (e.element.srq == port_.srq.get()) grow_srq(srq_budget_.reserved());
             return;
         case IBV_EVENT_SRQ_ERR:
-            if (e.element.srq != srq_.get()) return;
+            if (e.element.srq != port_.srq.get()) return;
             [[fallthrough]];
         case IBV_EVENT_CQ_ERR:
-            if (e.event_type == IBV_EVENT_CQ_ERR && e.element.cq != send_cq_.get() &&
-                e.element.cq != recv_cq_.get() && e.element.cq != ud_cq_.get())
+            if (e.event_type == IBV_EVENT_CQ_ERR && e.element.cq != port_.send_cq.get() &&
+                e.element.cq != port_.recv_cq.get() && e.element.cq != ud_cq_.get())
                 return;
             [[fallthrough]];
         case IBV_EVENT_DEVICE_FATAL:
@@ -467,7 +468,7 @@ void Module::on_async_event(const ibv_async_event& e) noexcept {
         case IBV_EVENT_SM_CHANGE:
         case IBV_EVENT_CLIENT_REREGISTER:
         case IBV_EVENT_GID_CHANGE:
-            if (e.element.port_num == port_)
+            if (e.element.port_num == port_.number)
                 out_.verbose(10, "{}: {}", name(), ibv_event_type_str(e.event_type));
             return;
         default:

@@ -11,7 +11,7 @@ namespace transit::openib {
 Endpoint::Endpoint(Module& module, Rank peer, const wire::PortAddress& remote,
                    Connection::Config cfg)
     : btl::Endpoint(peer),
-      send_slots(module.config().sq_depth),
+      send_slots(module.port().config.sq_depth),
       module_(module),
       remote_port_(remote),
       conn_(*this, cfg) {
@@ -38,12 +38,12 @@ void Endpoint::pop_pending() noexcept {
 }
 
 bool Endpoint::create_qp(wire::QpAddress& local) {
-    const Config& c = module_.config();
+    const Config& c = module_.port().config;
     ibv_qp_init_attr init{};
     init.qp_context = this;
-    init.send_cq = module_.send_cq();
-    init.recv_cq = module_.recv_cq();
-    init.srq = module_.srq();
+    init.send_cq = module_.port().send_cq.get();
+    init.recv_cq = module_.port().recv_cq.get();
+    init.srq = module_.port().srq.get();
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0;
     init.cap.max_send_wr = c.sq_depth;
@@ -51,7 +51,7 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
     init.cap.max_recv_wr = 0;  // receives come from the SRQ
     init.cap.max_recv_sge = 1;
     init.cap.max_inline_data = c.max_inline;
-    qp_.reset(ibv_create_qp(module_.device().pd(), &init));
+    qp_.reset(ibv_create_qp(module_.port().device.pd(), &init));
     if (!qp_) {
         module_.out().verbose(1, "peer {}: ibv_create_qp(RC) failed: {}", peer(),
                               std::strerror(errno));
@@ -68,7 +68,7 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = c.pkey_index;
-    a.port_num = module_.port();
+    a.port_num = module_.port().number;
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
                         IBV_ACCESS_REMOTE_ATOMIC;
     if (int rc = ibv_modify_qp(
@@ -77,29 +77,29 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
         qp_.reset();
         return false;
     }
-    const wire::PortAddress& me = module_.address();
+    const wire::PortAddress& me = module_.port().address;
     local.qpn = qp_->qp_num;
-    local.psn = module_.next_psn();
+    local.psn = module_.port().next_psn();
     local.lid = me.lid;
     local.mtu = me.mtu;
     local.rd_atomic =
-        static_cast<std::uint8_t>(std::clamp(module_.device().attr().max_qp_rd_atom, 1, 255));
+        static_cast<std::uint8_t>(std::clamp(module_.port().device.attr().max_qp_rd_atom, 1, 255));
     local.gid = me.gid;
     module_.qp_created(*this);
     return true;
 }
 
 bool Endpoint::connect_qp(const wire::QpAddress& remote) {
-    const Config& c = module_.config();
-    const ibv_device_attr& dev = module_.device().attr();
+    const Config& c = module_.port().config;
+    const ibv_device_attr& dev = module_.port().device.attr();
     ibv_qp_attr a{};
     a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu, module_.active_mtu()));
+    a.path_mtu = static_cast<ibv_mtu>(std::min<int>(remote.mtu, module_.port().attr.active_mtu));
     a.dest_qp_num = remote.qpn;
     a.rq_psn = remote.psn;
     a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::clamp(dev.max_qp_rd_atom, 1, 255));
     a.min_rnr_timer = 12;  // 0.64 ms
-    module_.fill_ah(a.ah_attr, remote_port_, remote.lid, remote.gid);
+    module_.port().fill_ah(a.ah_attr, remote_port_, remote.lid, remote.gid);
     if (int rc =
             ibv_modify_qp(qp_.get(), &a,
                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
@@ -129,7 +129,7 @@ bool Endpoint::connect_qp(const wire::QpAddress& remote) {
 }
 
 std::uint16_t Endpoint::reserve_credits() {
-    return module_.reserve_srq(module_.config().credits_per_peer);
+    return module_.reserve_srq(module_.port().config.credits_per_peer);
 }
 
 void Endpoint::release_credits(std::uint16_t granted) {
@@ -139,8 +139,8 @@ void Endpoint::release_credits(std::uint16_t granted) {
 bool Endpoint::make_ud_ah() {
     if (ud_ah_) return true;
     ibv_ah_attr ah{};
-    module_.fill_ah(ah, remote_port_, remote_port_.lid, remote_port_.gid);
-    ud_ah_.reset(ibv_create_ah(module_.device().pd(), &ah));
+    module_.port().fill_ah(ah, remote_port_, remote_port_.lid, remote_port_.gid);
+    ud_ah_.reset(ibv_create_ah(module_.port().device.pd(), &ah));
     if (!ud_ah_)
         module_.out().verbose(1, "peer {}: ibv_create_ah failed: {}", peer(), std::strerror(errno));
     return static_cast<bool>(ud_ah_);

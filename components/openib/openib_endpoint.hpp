@@ -26,12 +26,20 @@
 // machine is tested with two instances wired back to back over a lossy queue.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
 #include "openib_wire.hpp"
 
 namespace transit::openib {
+
+// The clock the handshake's times are read on (milliseconds, monotonic).
+inline std::uint64_t now_ms() noexcept {
+    using namespace std::chrono;
+    return static_cast<std::uint64_t>(
+        duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
+}
 
 enum class ConnState : std::uint8_t { idle, requesting, accepting, connected, failed };
 

@@ -18,13 +18,6 @@ namespace transit::openib {
 namespace {
 
 constexpr char modex_key[] = "btl.openib.1";
-constexpr std::uint32_t ud_depth = 64;
-constexpr std::size_t grh_size = 40;  // UD receives start with the global routing header
-constexpr std::size_t ud_recv_size = grh_size + wire::CmMessage::size;
-
-[[noreturn]] void fail_setup(const std::string& what, int err) {
-    throw std::runtime_error(what + ": " + std::strerror(err));
-}
 
 std::size_t round_up(std::size_t n, std::size_t to) {
     return (n + to - 1) / to * to;
@@ -181,7 +174,7 @@ Module::Chunk& Module::new_chunk(std::size_t bytes) {
         throw std::runtime_error("out of memory for " + std::to_string(bytes) + " bytes");
     std::memset(c.memory.get(), 0, bytes);
     c.mr.reset(ibv_reg_mr(device_->pd(), c.memory.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
-    if (!c.mr) fail_setup("ibv_reg_mr of " + std::to_string(bytes) + " bytes", errno);
+    if (!c.mr) verbs::fail("ibv_reg_mr of " + std::to_string(bytes) + " bytes", errno);
     chunks_.push_back(std::move(c));
     return chunks_.back();
 }
@@ -219,7 +212,7 @@ void Module::setup() {
                                  " is beyond the port's GID table (" +
                                  std::to_string(port_.attr.gid_tbl_len) + " entries)");
     ibv_gid gid{};
-    if (ibv_query_gid(ctx, port_.number, chosen, &gid) != 0) fail_setup("ibv_query_gid", errno);
+    if (ibv_query_gid(ctx, port_.number, chosen, &gid) != 0) verbs::fail("ibv_query_gid", errno);
     port_.gid_index = static_cast<std::uint8_t>(chosen);
     std::memcpy(port_.address.gid.data(), gid.raw, 16);
     port_.address.subnet_prefix = be64toh(gid.global.subnet_prefix);
@@ -260,16 +253,16 @@ void Module::setup() {
 
     port_.send_cq.reset(
         ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
-    if (!port_.send_cq) fail_setup("ibv_create_cq (send)", errno);
+    if (!port_.send_cq) verbs::fail("ibv_create_cq (send)", errno);
     send_cq_free_ = config_.send_cq_size;
     int recv_cqe = static_cast<int>(std::min<std::uint32_t>(config_.srq_size, dev.max_cqe));
     port_.recv_cq.reset(ibv_create_cq(ctx, recv_cqe, nullptr, nullptr, 0));
-    if (!port_.recv_cq) fail_setup("ibv_create_cq (receive)", errno);
+    if (!port_.recv_cq) verbs::fail("ibv_create_cq (receive)", errno);
     ibv_srq_init_attr sa{};
     sa.attr.max_wr = config_.srq_size;
     sa.attr.max_sge = 1;
     port_.srq.reset(ibv_create_srq(device_->pd(), &sa));
-    if (!port_.srq) fail_setup("ibv_create_srq", errno);
+    if (!port_.srq) verbs::fail("ibv_create_srq", errno);
 
     one_sided_.open(device_->pd(), config_.rcache_max_unused, config_.rcache_monitor);
 
@@ -296,57 +289,11 @@ void Module::setup() {
     grow_srq(config_.srq_initial);
     if (srq_posted_ == 0) throw std::runtime_error("could not post any receive buffer");
 
-    // The connection manager's UD QP.
-    ud_cq_.reset(ibv_create_cq(ctx, 2 * ud_depth, nullptr, nullptr, 0));
-    if (!ud_cq_) fail_setup("ibv_create_cq (connection manager)", errno);
-    ibv_qp_init_attr ui{};
-    ui.send_cq = ud_cq_.get();
-    ui.recv_cq = ud_cq_.get();
-    ui.qp_type = IBV_QPT_UD;
-    ui.sq_sig_all = 1;
-    ui.cap.max_send_wr = ud_depth;
-    ui.cap.max_recv_wr = ud_depth;
-    ui.cap.max_send_sge = 1;
-    ui.cap.max_recv_sge = 1;
-    ud_qp_.reset(ibv_create_qp(device_->pd(), &ui));
-    if (!ud_qp_) fail_setup("ibv_create_qp (UD)", errno);
-    const std::uint32_t qkey = static_cast<std::uint32_t>(job_key_ & 0x7fffffff) | 1;
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.pkey_index = config_.pkey_index;
-    a.port_num = port_.number;
-    a.qkey = qkey;
-    if (int rc = ibv_modify_qp(ud_qp_.get(), &a,
-                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY))
-        fail_setup("UD QP to INIT", rc);
-    a = {};
-    a.qp_state = IBV_QPS_RTR;
-    if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE)) fail_setup("UD QP to RTR", rc);
-    a = {};
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = port_.next_psn();
-    if (int rc = ibv_modify_qp(ud_qp_.get(), &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
-        fail_setup("UD QP to RTS", rc);
-    Chunk& uc = new_chunk(ud_depth * ud_recv_size + ud_depth * wire::CmMessage::size);
-    ud_recv_ = uc.memory.get();
-    ud_recv_lkey_ = uc.mr->lkey;
-    ud_send_ = ud_recv_ + ud_depth * ud_recv_size;
-    ud_send_lkey_ = uc.mr->lkey;
-    ud_send_free_ = ud_depth;
-    ud_frags_.resize(2 * ud_depth);
-    for (std::uint32_t i = 0; i < 2 * ud_depth; ++i) ud_frags_[i].kind = FragKind::ud;
-    for (std::uint32_t i = 0; i < ud_depth; ++i) {
-        ibv_sge sge{reinterpret_cast<std::uint64_t>(ud_recv_ + i * ud_recv_size),
-                    static_cast<std::uint32_t>(ud_recv_size), ud_recv_lkey_};
-        ibv_recv_wr wr{};
-        wr.wr_id = reinterpret_cast<std::uint64_t>(&ud_frags_[i]);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
-        if (int rc = ibv_post_recv(ud_qp_.get(), &wr, &bad)) fail_setup("posting UD receives", rc);
-    }
-    port_.address.ud_qpn = ud_qp_->qp_num;
-    port_.address.qkey = qkey;
+    // The connection manager's UD queue pair.
+    Chunk& cm = new_chunk(ConnectionManager::memory_size);
+    cm_.open(port_, job_key_, cm.memory.get(), cm.mr->lkey);
+    port_.address.ud_qpn = cm_.qpn();
+    port_.address.qkey = cm_.qkey();
     port_.address.recv_size =
         static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size);
 

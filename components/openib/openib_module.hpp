@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "openib_connection_manager.hpp"
 #include "openib_credits.hpp"
 #include "openib_endpoint.hpp"
 #include "openib_frag.hpp"
@@ -202,7 +203,7 @@ class Module final : public btl::Module {
 
     std::uint16_t reserve_srq(std::uint32_t wanted) noexcept;
     void release_srq(std::uint16_t grant) noexcept;
-    void send_cm(Endpoint& ep, ibv_ah* ah, const wire::CmMessage& m) noexcept;
+    ConnectionManager& connections() noexcept { return cm_; }
     void qp_created(Endpoint& ep) { by_qpn_[ep.qp()->qp_num] = &ep; }
     // The endpoint of a peer, created from its modex address when needed (by
     // add_procs, or when the peer asks to connect first); nullptr if unreachable.
@@ -228,6 +229,15 @@ class Module final : public btl::Module {
     bool rdma_in_flight() const noexcept;
     ProgressEngine& progress_engine() const noexcept { return progress_; }
 
+    // --- used by ConnectionManager ----------------------------------------------------
+    // The endpoint of `peer` a connection message is for: an existing one, or
+    // for a request a new one (the upper layer adds peers at their first
+    // send); nullptr when there is none.
+    Endpoint* cm_endpoint(Rank peer, bool request) noexcept;
+    // Polls the RC queues only while some endpoint connects, is connected or
+    // has work; listens for connection requests while the job has others.
+    void update_progress() noexcept;
+
   private:
     // Fragment pools.
     SendFrag* take_send_frag() noexcept;
@@ -250,10 +260,8 @@ class Module final : public btl::Module {
     static int progress_cm(void* self) noexcept;
     int poll_send_cq() noexcept;
     int poll_recv_cq() noexcept;
-    int poll_ud_cq() noexcept;
     void service_attention() noexcept;
     void tick_connections() noexcept;
-    Endpoint* endpoint_on_request(Rank peer) noexcept;
     void complete_send(SendFrag* f, Status s) noexcept;
     void handle_receive(const ibv_wc& wc) noexcept;
     bool answer_atomic(Endpoint& ep, RecvFrag* r) noexcept;
@@ -263,7 +271,6 @@ class Module final : public btl::Module {
     bool repost(RecvFrag* f) noexcept;
     void grow_srq(std::uint32_t want) noexcept;
     void fail_pending(Endpoint& ep) noexcept;
-    void update_progress() noexcept;
     void destroy_endpoint(Endpoint* ep) noexcept;
 
     std::shared_ptr<Device> device_;
@@ -303,15 +310,7 @@ class Module final : public btl::Module {
     // of receive buffers, after every endpoint's queue pair.
     Port port_;
     // Connection manager: UD QP, its CQ and buffers.
-    verbs::CompletionQueue ud_cq_;
-    verbs::QueuePair ud_qp_;
-    std::byte* ud_recv_ = nullptr;
-    std::uint32_t ud_recv_lkey_ = 0;
-    std::byte* ud_send_ = nullptr;
-    std::uint32_t ud_send_lkey_ = 0;
-    std::uint32_t ud_send_next_ = 0;
-    std::uint32_t ud_send_free_ = 0;
-    std::vector<Frag> ud_frags_;
+    ConnectionManager cm_{*this};
 
     // Peers.
     std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -12,15 +12,6 @@ namespace transit::openib {
 namespace {
 
 constexpr int poll_batch = 16;
-constexpr std::size_t grh_size = 40;
-constexpr std::size_t ud_recv_size = grh_size + wire::CmMessage::size;
-constexpr std::uint32_t ud_depth = 64;
-
-std::uint64_t now_ms() noexcept {
-    using namespace std::chrono;
-    return static_cast<std::uint64_t>(
-        duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
-}
 
 Status wc_status(ibv_wc_status s) noexcept {
     switch (s) {
@@ -44,7 +35,7 @@ int Module::progress_rc(void* self) noexcept {
     int n = m->poll_send_cq() + m->poll_recv_cq();
     // During a handshake the connection manager runs at full rate too.
     if (m->waiting_endpoints_ > 0) {
-        n += m->poll_ud_cq();
+        n += m->cm_.poll(m->job_key_, m->runtime_.rank());
         m->tick_connections();
     }
     if (m->attention_head_) m->service_attention();
@@ -53,7 +44,7 @@ int Module::progress_rc(void* self) noexcept {
 
 int Module::progress_cm(void* self) noexcept {
     auto* m = static_cast<Module*>(self);
-    int n = m->poll_ud_cq() + m->device_->poll_events();
+    int n = m->cm_.poll(m->job_key_, m->runtime_.rank()) + m->device_->poll_events();
     m->tick_connections();
     if (m->attention_head_) m->service_attention();
     return n;
@@ -260,75 +251,9 @@ bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
 
 // --- connection manager ----------------------------------------------------------------
 
-void Module::send_cm(Endpoint& ep, ibv_ah* ah, const wire::CmMessage& m) noexcept {
-    if (ud_send_free_ == 0) return;  // UD is lossy anyway; the timer resends
-    const std::uint32_t slot = ud_send_next_++ % ud_depth;
-    std::byte* buf = ud_send_ + slot * wire::CmMessage::size;
-    wire::encode(m, buf);
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(buf), wire::CmMessage::size, ud_send_lkey_};
-    ibv_send_wr wr{};
-    wr.wr_id = reinterpret_cast<std::uint64_t>(&ud_frags_[ud_depth + slot]);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = ah;
-    wr.wr.ud.remote_qpn = ep.remote_port().ud_qpn;
-    wr.wr.ud.remote_qkey = ep.remote_port().qkey;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(ud_qp_.get(), &wr, &bad)) {
-        out_.verbose(10, "{}: connection message to peer {} not sent: {}", name(), ep.peer(),
-                     std::strerror(rc));
-        return;
-    }
-    --ud_send_free_;
-}
-
-int Module::poll_ud_cq() noexcept {
-    ibv_wc wc[poll_batch];
-    int n = ibv_poll_cq(ud_cq_.get(), poll_batch, wc);
-    const std::uint64_t now = n > 0 ? now_ms() : 0;
-    for (int i = 0; i < n; ++i) {
-        auto* f = reinterpret_cast<Frag*>(wc[i].wr_id);
-        const auto idx = static_cast<std::uint32_t>(f - ud_frags_.data());
-        if (idx >= ud_depth) {  // a send slot
-            ++ud_send_free_;
-            continue;
-        }
-        std::byte* buf = ud_recv_ + idx * ud_recv_size;
-        if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= grh_size) {
-            auto m = wire::decode_cm({buf + grh_size, wc[i].byte_len - grh_size});
-            if (m && m->job_key == job_key_ && m->dst_rank == runtime_.rank()) {
-                // A request may come from a peer the upper layer has not added
-                // yet (it adds peers at their first send): accept it anyway.
-                Endpoint* ep = nullptr;
-                if (auto it = by_rank_.find(m->src_rank); it != by_rank_.end())
-                    ep = it->second;
-                else if (m->type == wire::CmType::request)
-                    ep = endpoint_on_request(m->src_rank);
-                if (ep) {
-                    ConnState before = ep->connection().state();
-                    ep->connection().receive(*m, now);
-                    if (ep->connection().state() != before) update_progress();
-                }
-            } else {
-                out_.verbose(20, "{}: dropped a connection message (malformed or not ours)",
-                             name());
-            }
-        }
-        ibv_sge sge{reinterpret_cast<std::uint64_t>(buf), static_cast<std::uint32_t>(ud_recv_size),
-                    ud_recv_lkey_};
-        ibv_recv_wr wr{};
-        wr.wr_id = reinterpret_cast<std::uint64_t>(f);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr* bad = nullptr;
-        (void)ibv_post_recv(ud_qp_.get(), &wr, &bad);
-    }
-    return n > 0 ? n : 0;
-}
-
-Endpoint* Module::endpoint_on_request(Rank peer) noexcept {
+Endpoint* Module::cm_endpoint(Rank peer, bool request) noexcept {
+    if (auto it = by_rank_.find(peer); it != by_rank_.end()) return it->second;
+    if (!request) return nullptr;
     try {
         return endpoint_for(peer);
     } catch (const std::exception& e) {
@@ -454,7 +379,7 @@ void Module::on_async_event(const ibv_async_event& e) noexcept {
             [[fallthrough]];
         case IBV_EVENT_CQ_ERR:
             if (e.event_type == IBV_EVENT_CQ_ERR && e.element.cq != port_.send_cq.get() &&
-                e.element.cq != port_.recv_cq.get() && e.element.cq != ud_cq_.get())
+                e.element.cq != port_.recv_cq.get() && !cm_.owns(e.element.cq))
                 return;
             [[fallthrough]];
         case IBV_EVENT_DEVICE_FATAL:

@@ -148,7 +148,7 @@ bool Endpoint::make_ud_ah() {
 
 void Endpoint::send_cm(const wire::CmMessage& m) {
     // A lost message is resent by the connection timer, so failure here is not fatal.
-    if (make_ud_ah()) module_.send_cm(*this, ud_ah_.get(), m);
+    if (make_ud_ah()) module_.connections().send(*this, ud_ah_.get(), m);
 }
 
 void Endpoint::connected(std::uint16_t granted_to_us, std::uint16_t granted_to_peer) {

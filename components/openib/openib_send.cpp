@@ -11,16 +11,6 @@
 
 namespace transit::openib {
 
-namespace {
-
-std::uint64_t now_ms() noexcept {
-    using namespace std::chrono;
-    return static_cast<std::uint64_t>(
-        duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count());
-}
-
-}  // namespace
-
 // --- pools ---------------------------------------------------------------------------
 
 SendFrag* Module::take_send_frag() noexcept {

@@ -4,7 +4,10 @@
 
 #include <infiniband/verbs.h>
 
+#include <cstring>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 namespace transit::openib::verbs {
 
@@ -29,6 +32,11 @@ using MemoryRegion = std::unique_ptr<ibv_mr, Deleter<&ibv_dereg_mr>>;
 // require local write too; plain local (read-only) registration must not ask
 // for it, or registering read-only memory fails.
 int access_flags(std::uint32_t reg_flags) noexcept;
+
+// Throws the reason a setup step failed: "what: strerror(err)".
+[[noreturn]] inline void fail(const std::string& what, int err) {
+    throw std::runtime_error(what + ": " + std::strerror(err));
+}
 
 // The MTU as bytes, for verbose output.
 int mtu_bytes(ibv_mtu mtu) noexcept;

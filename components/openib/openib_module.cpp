@@ -254,7 +254,7 @@ void Module::setup() {
     port_.send_cq.reset(
         ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
     if (!port_.send_cq) verbs::fail("ibv_create_cq (send)", errno);
-    send_cq_free_ = config_.send_cq_size;
+    send_queue_.open(config_.send_cq_size);
     int recv_cqe = static_cast<int>(std::min<std::uint32_t>(config_.srq_size, dev.max_cqe));
     port_.recv_cq.reset(ibv_create_cq(ctx, recv_cqe, nullptr, nullptr, 0));
     if (!port_.recv_cq) verbs::fail("ibv_create_cq (receive)", errno);

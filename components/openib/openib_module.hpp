@@ -33,6 +33,7 @@
 #include "openib_port.hpp"
 #include "openib_rcache.hpp"
 #include "openib_remote_atomics.hpp"
+#include "openib_send_queue.hpp"
 #include "openib_verbs.hpp"
 #include "openib_wire.hpp"
 #include "transit/btl/am_table.hpp"
@@ -215,6 +216,10 @@ class Module final : public btl::Module {
     // Async events routed by the Device.
     void on_async_event(const ibv_async_event& e) noexcept;
 
+    // --- used by SendQueue: an emulated atomic's request travels in a send fragment
+    SendFrag* take_send_frag() noexcept;
+    void return_send_frag(SendFrag* f) noexcept;
+
     // --- used by OneSided and RemoteAtomics -----------------------------------------
     RdmaFrag* take_rdma_frag() noexcept;
     // Posts f (or queues it behind the endpoint's pending work); on failure f
@@ -240,19 +245,10 @@ class Module final : public btl::Module {
 
   private:
     // Fragment pools.
-    SendFrag* take_send_frag() noexcept;
-    void return_send_frag(SendFrag* f) noexcept;
     void return_rdma_frag(RdmaFrag* f) noexcept;
 
     // Posting: false when a resource (credit, send slot, CQ room) is short and
     // the fragment must wait; an error from verbs fails the endpoint.
-    bool try_post(Endpoint& ep, Frag* f) noexcept;
-    bool post_send_frag(Endpoint& ep, SendFrag* f) noexcept;
-    bool post_rdma_frag(Endpoint& ep, RdmaFrag* f) noexcept;
-    bool post_credit_message(Endpoint& ep) noexcept;
-    bool reserve_send_wr(Endpoint& ep) noexcept;
-    void unreserve_send_wr(Endpoint& ep) noexcept;
-    void drain(Endpoint& ep) noexcept;
     Status submit(Endpoint& ep, Frag* f) noexcept;
 
     // Completions.
@@ -304,13 +300,13 @@ class Module final : public btl::Module {
     std::deque<RecvFrag> recv_frags_;
     std::uint32_t srq_posted_ = 0;
     SrqBudget srq_budget_;
-    std::uint32_t send_cq_free_ = 0;
 
     // Its completion queues and shared receive queue go before the chunks
     // of receive buffers, after every endpoint's queue pair.
     Port port_;
     // Connection manager: UD QP, its CQ and buffers.
     ConnectionManager cm_{*this};
+    SendQueue send_queue_{*this};
 
     // Peers.
     std::vector<std::unique_ptr<Endpoint>> endpoints_;

@@ -58,9 +58,7 @@ int Module::poll_send_cq() noexcept {
     for (int i = 0; i < n; ++i) {
         auto* f = reinterpret_cast<Frag*>(wc[i].wr_id);
         Endpoint* ep = f->endpoint;
-        ++send_cq_free_;
-        ep->send_slots.give();
-        --ep->posted;
+        send_queue_.release(*ep);
         const Status s = wc_status(wc[i].status);
         if (wc[i].status != IBV_WC_SUCCESS && wc[i].status != IBV_WC_WR_FLUSH_ERR) {
             out_.verbose(1, "{}: peer {}: {}", name(), ep->peer(), ibv_wc_status_str(wc[i].status));
@@ -333,7 +331,7 @@ void Module::service_attention() noexcept {
             ep.deferred_head = r->next;
             if (!ep.deferred_head) ep.deferred_tail = nullptr;
         }
-        drain(ep);
+        send_queue_.drain(ep);
         // Still blocked on a shared resource (fragments, CQ room): look again next time.
         if (ep.usable() && (ep.has_pending() || ep.deferred_head)) attention(ep);
     }

@@ -112,10 +112,6 @@ bool local_ok(const btl::RegistrationHandle* h, const void* addr, std::size_t le
     return !write || (verbs::access_flags(r->access) & IBV_ACCESS_LOCAL_WRITE) != 0;
 }
 
-void Module::FreeDeleter::operator()(std::byte* p) const noexcept {
-    std::free(p);
-}
-
 // --- Device --------------------------------------------------------------------------
 
 Device::Device(verbs::Context context, verbs::ProtectionDomain pd, const ibv_device_attr& attr,
@@ -164,19 +160,6 @@ Module::~Module() {
 
 std::string Module::name() const {
     return "openib:" + device_->name() + ":" + std::to_string(port_.number);
-}
-
-Module::Chunk& Module::new_chunk(std::size_t bytes) {
-    bytes = round_up(bytes, 4096);
-    Chunk c;
-    c.memory.reset(static_cast<std::byte*>(std::aligned_alloc(4096, bytes)));
-    if (!c.memory)
-        throw std::runtime_error("out of memory for " + std::to_string(bytes) + " bytes");
-    std::memset(c.memory.get(), 0, bytes);
-    c.mr.reset(ibv_reg_mr(device_->pd(), c.memory.get(), bytes, IBV_ACCESS_LOCAL_WRITE));
-    if (!c.mr) verbs::fail("ibv_reg_mr of " + std::to_string(bytes) + " bytes", errno);
-    chunks_.push_back(std::move(c));
-    return chunks_.back();
 }
 
 void Module::setup() {
@@ -249,7 +232,6 @@ void Module::setup() {
     config_.srq_initial = std::min(config_.srq_initial, config_.srq_size);
     config_.sq_depth = std::min<std::uint32_t>(config_.sq_depth, dev.max_qp_wr);
     config_.send_cq_size = std::min<std::uint32_t>(config_.send_cq_size, dev.max_cqe);
-    srq_budget_ = SrqBudget(config_.srq_size);
 
     port_.send_cq.reset(
         ibv_create_cq(ctx, static_cast<int>(config_.send_cq_size), nullptr, nullptr, 0));
@@ -269,29 +251,30 @@ void Module::setup() {
     // Send fragments: one registered block.  The last 64 bytes are the target
     // of non-fetching hardware atomics.
     const std::size_t frag_bytes = round_up(wire::FragHeader::size + config_.max_send_size, 64);
-    Chunk& sc = new_chunk(frag_bytes * config_.free_list_max + 64);
+    const RegisteredBlocks::Block sc =
+        blocks_.add(device_->pd(), frag_bytes * config_.free_list_max + 64);
     send_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
     std::size_t i = 0;
     for (SendFrag& f : send_frags_.items()) {
         f.kind = FragKind::send;
-        f.buffer = sc.memory.get() + i++ * frag_bytes;
-        f.lkey = sc.mr->lkey;
+        f.buffer = sc.data + i++ * frag_bytes;
+        f.lkey = sc.lkey;
         f.segments = &f.segment;
         f.segment_count = 1;
     }
-    atomics_.open(path, sc.memory.get() + frag_bytes * config_.free_list_max, sc.mr->lkey);
+    atomics_.open(path, sc.data + frag_bytes * config_.free_list_max, sc.lkey);
     rdma_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
     i = 0;
     for (RdmaFrag& f : rdma_frags_.items()) {
         f.kind = FragKind::rdma;
         f.index = static_cast<std::uint32_t>(i++);
     }
-    grow_srq(config_.srq_initial);
-    if (srq_posted_ == 0) throw std::runtime_error("could not post any receive buffer");
+    receive_queue_.open(config_.srq_size, wire::FragHeader::size + config_.max_send_size,
+                        config_.srq_initial);
 
     // The connection manager's UD queue pair.
-    Chunk& cm = new_chunk(ConnectionManager::memory_size);
-    cm_.open(port_, job_key_, cm.memory.get(), cm.mr->lkey);
+    const RegisteredBlocks::Block cm = blocks_.add(device_->pd(), ConnectionManager::memory_size);
+    cm_.open(port_, job_key_, cm.data, cm.lkey);
     port_.address.ud_qpn = cm_.qpn();
     port_.address.qkey = cm_.qkey();
     port_.address.recv_size =
@@ -332,42 +315,6 @@ void Module::setup() {
                  : path == AtomicPath::hardware_only
                      ? "fetch-add and compare-swap only, by the device"
                      : "all performed by the target");
-}
-
-void Module::grow_srq(std::uint32_t want) noexcept {
-    want = std::min(want, config_.srq_size);
-    if (srq_posted_ >= want) return;
-    // Grow in steps of at least 64 buffers: one registration each.
-    std::uint32_t add = std::max<std::uint32_t>(want - srq_posted_, 64);
-    add = std::min(add, config_.srq_size - srq_posted_);
-    const std::size_t size = round_up(wire::FragHeader::size + config_.max_send_size, 64);
-    Chunk* c = nullptr;
-    try {
-        c = &new_chunk(size * add);
-    } catch (const std::exception& e) {
-        out_.verbose(1, "{}: cannot add {} receive buffers: {}", name(), add, e.what());
-        return;
-    }
-    for (std::uint32_t i = 0; i < add; ++i) {
-        recv_frags_.push_back({c->memory.get() + i * size, c->mr->lkey});
-        if (!repost(&recv_frags_.back())) return;
-        ++srq_posted_;
-    }
-}
-
-std::uint16_t Module::reserve_srq(std::uint32_t wanted) noexcept {
-    std::uint32_t g = srq_budget_.reserve(std::min<std::uint32_t>(wanted, 0xffff));
-    if (g) grow_srq(srq_budget_.reserved());
-    if (g && srq_posted_ < srq_budget_.reserved()) {
-        // Could not post the buffers promised: take back the grant.
-        srq_budget_.release(g);
-        return 0;
-    }
-    return static_cast<std::uint16_t>(g);
-}
-
-void Module::release_srq(std::uint16_t grant) noexcept {
-    srq_budget_.release(grant);
 }
 
 // --- peers ---------------------------------------------------------------------------
@@ -478,8 +425,8 @@ void Module::dump(btl::Endpoint* endpoint, int verbosity) {
     out.verbose(1,
                 "SRQ {} posted of {}, {} reserved; {} endpoints, {} active; rcache {} entries "
                 "({} unused), {} hits {} misses",
-                srq_posted_, config_.srq_size, srq_budget_.reserved(), endpoints_.size(),
-                active_endpoints_, rc ? rc->size() : 0, rc ? rc->unused() : 0,
+                receive_queue_.posted(), config_.srq_size, receive_queue_.reserved(),
+                endpoints_.size(), active_endpoints_, rc ? rc->size() : 0, rc ? rc->unused() : 0,
                 rc ? rc->stats().hits : 0, rc ? rc->stats().misses : 0);
     if (auto* ep = static_cast<Endpoint*>(endpoint)) {
         out.verbose(1, "peer {}: {}, credits {} (owed back {}), send slots {}, rdma in flight {}",

@@ -32,6 +32,8 @@
 #include "openib_one_sided.hpp"
 #include "openib_port.hpp"
 #include "openib_rcache.hpp"
+#include "openib_receive_queue.hpp"
+#include "openib_registered_blocks.hpp"
 #include "openib_remote_atomics.hpp"
 #include "openib_send_queue.hpp"
 #include "openib_verbs.hpp"
@@ -202,8 +204,7 @@ class Module final : public btl::Module {
     const log::Stream& out() const noexcept { return out_; }
     Port& port() noexcept { return port_; }
 
-    std::uint16_t reserve_srq(std::uint32_t wanted) noexcept;
-    void release_srq(std::uint16_t grant) noexcept;
+    ReceiveQueue& receive_queue() noexcept { return receive_queue_; }
     ConnectionManager& connections() noexcept { return cm_; }
     void qp_created(Endpoint& ep) { by_qpn_[ep.qp()->qp_num] = &ep; }
     // The endpoint of a peer, created from its modex address when needed (by
@@ -264,8 +265,6 @@ class Module final : public btl::Module {
     void release_receive(Endpoint& ep, RecvFrag* r) noexcept;
     bool deliver(Endpoint& ep, const wire::FragHeader& h,
                  std::span<const std::byte> payload) noexcept;
-    bool repost(RecvFrag* f) noexcept;
-    void grow_srq(std::uint32_t want) noexcept;
     void fail_pending(Endpoint& ep) noexcept;
     void destroy_endpoint(Endpoint* ep) noexcept;
 
@@ -283,23 +282,14 @@ class Module final : public btl::Module {
     OneSided one_sided_{*this};
     RemoteAtomics atomics_{*this, one_sided_};
 
-    // Memory: send fragments, receive buffers (in chunks as the SRQ grows),
-    // UD buffers, the scratch word of non-fetching hardware atomics.
-    struct FreeDeleter {
-        void operator()(std::byte* p) const noexcept;
-    };
-    struct Chunk {
-        std::unique_ptr<std::byte, FreeDeleter> memory;
-        verbs::MemoryRegion mr;
-    };
-    // Page-aligned memory registered for local write; throws on failure.
-    Chunk& new_chunk(std::size_t bytes);
-    std::vector<Chunk> chunks_;
+    // Registered memory, declared before the queues that use it, so freed
+    // after them: send fragments and the scratch word of non-fetching device
+    // atomics, the connection manager's slots (and the receive buffers, in
+    // receive_queue_).
+    RegisteredBlocks blocks_;
     btl::util::FreeList<SendFrag> send_frags_;
     btl::util::FreeList<RdmaFrag> rdma_frags_;
-    std::deque<RecvFrag> recv_frags_;
-    std::uint32_t srq_posted_ = 0;
-    SrqBudget srq_budget_;
+    ReceiveQueue receive_queue_{*this};
 
     // Its completion queues and shared receive queue go before the chunks
     // of receive buffers, after every endpoint's queue pair.

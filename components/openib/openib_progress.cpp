@@ -109,22 +109,6 @@ void Module::complete_rdma(RdmaFrag* f, Status s) noexcept {
 
 // --- receives ------------------------------------------------------------------------
 
-bool Module::repost(RecvFrag* f) noexcept {
-    ibv_sge sge{reinterpret_cast<std::uint64_t>(f->buffer),
-                static_cast<std::uint32_t>(wire::FragHeader::size + config_.max_send_size),
-                f->lkey};
-    ibv_recv_wr wr{};
-    wr.wr_id = reinterpret_cast<std::uint64_t>(f);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    if (int rc = ibv_post_srq_recv(port_.srq.get(), &wr, &bad)) {
-        out_.verbose(1, "{}: reposting a receive buffer failed: {}", name(), std::strerror(rc));
-        return false;
-    }
-    return true;
-}
-
 int Module::poll_recv_cq() noexcept {
     ibv_wc wc[poll_batch];
     int n = ibv_poll_cq(port_.recv_cq.get(), poll_batch, wc);
@@ -135,10 +119,7 @@ int Module::poll_recv_cq() noexcept {
 void Module::release_receive(Endpoint& ep, RecvFrag* r) noexcept {
     // The buffer goes back before the credit is owed: the peer may use the
     // credit as soon as it sees it.
-    if (repost(r))
-        ep.credits.on_buffer_reposted(false);
-    else
-        --srq_posted_;
+    if (receive_queue_.repost(r)) ep.credits.on_buffer_reposted(false);
 }
 
 void Module::handle_receive(const ibv_wc& wc) noexcept {
@@ -148,7 +129,7 @@ void Module::handle_receive(const ibv_wc& wc) noexcept {
     if (wc.status != IBV_WC_SUCCESS || ep == nullptr || ep->failed()) {
         if (ep && wc.status != IBV_WC_SUCCESS && wc.status != IBV_WC_WR_FLUSH_ERR)
             ep->connection().fail(ibv_wc_status_str(wc.status));
-        if (!repost(r)) --srq_posted_;
+        (void)receive_queue_.repost(r);
         return;
     }
     const std::span<const std::byte> data(r->buffer, wc.byte_len);
@@ -167,15 +148,12 @@ void Module::handle_receive(const ibv_wc& wc) noexcept {
     }
     if (violation) {
         out_.verbose(1, "{}: peer {}: {}", name(), ep->peer(), violation);
-        if (!repost(r)) --srq_posted_;
+        (void)receive_queue_.repost(r);
         ep->connection().fail(violation);
         return;
     }
     if (h->type == wire::FragType::credit) {
-        if (repost(r))
-            ep->credits.on_buffer_reposted(true);
-        else
-            --srq_posted_;
+        if (receive_queue_.repost(r)) ep->credits.on_buffer_reposted(true);
         attention(*ep);
         return;
     }
@@ -303,7 +281,7 @@ void Module::fail_pending(Endpoint& ep) noexcept {
             complete_rdma(&f, Status::peer_failed);
     while (RecvFrag* r = ep.deferred_head) {
         ep.deferred_head = r->next;
-        if (!repost(r)) --srq_posted_;
+        (void)receive_queue_.repost(r);
     }
     ep.deferred_tail = nullptr;
 }
@@ -370,7 +348,7 @@ void Module::on_async_event(const ibv_async_event& e) noexcept {
                 out_.verbose(1, "{}: port is active again", name());
             return;
         case IBV_EVENT_SRQ_LIMIT_REACHED:
-            if (e.element.srq == port_.srq.get()) grow_srq(srq_budget_.reserved());
+            if (e.element.srq == port_.srq.get()) receive_queue_.refill();
             return;
         case IBV_EVENT_SRQ_ERR:
             if (e.element.srq != port_.srq.get()) return;

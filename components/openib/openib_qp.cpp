@@ -129,11 +129,11 @@ bool Endpoint::connect_qp(const wire::QpAddress& remote) {
 }
 
 std::uint16_t Endpoint::reserve_credits() {
-    return module_.reserve_srq(module_.port().config.credits_per_peer);
+    return module_.receive_queue().reserve(module_.port().config.credits_per_peer);
 }
 
 void Endpoint::release_credits(std::uint16_t granted) {
-    module_.release_srq(granted);
+    module_.receive_queue().release(granted);
 }
 
 bool Endpoint::make_ud_ah() {

@@ -19,10 +19,6 @@ namespace {
 
 constexpr char modex_key[] = "btl.openib.1";
 
-std::size_t round_up(std::size_t n, std::size_t to) {
-    return (n + to - 1) / to * to;
-}
-
 // Port speed in MB/s from the encoded speed and width (IB spec table 11.4).
 std::uint32_t port_bandwidth(const ibv_port_attr& a) {
     double lane_gbps = 0;
@@ -248,27 +244,11 @@ void Module::setup() {
 
     one_sided_.open(device_->pd(), config_.rcache_max_unused, config_.rcache_monitor);
 
-    // Send fragments: one registered block.  The last 64 bytes are the target
-    // of non-fetching hardware atomics.
-    const std::size_t frag_bytes = round_up(wire::FragHeader::size + config_.max_send_size, 64);
-    const RegisteredBlocks::Block sc =
-        blocks_.add(device_->pd(), frag_bytes * config_.free_list_max + 64);
-    send_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
-    std::size_t i = 0;
-    for (SendFrag& f : send_frags_.items()) {
-        f.kind = FragKind::send;
-        f.buffer = sc.data + i++ * frag_bytes;
-        f.lkey = sc.lkey;
-        f.segments = &f.segment;
-        f.segment_count = 1;
-    }
-    atomics_.open(path, sc.data + frag_bytes * config_.free_list_max, sc.lkey);
-    rdma_frags_.setup({.initial = config_.free_list_max, .max = config_.free_list_max});
-    i = 0;
-    for (RdmaFrag& f : rdma_frags_.items()) {
-        f.kind = FragKind::rdma;
-        f.index = static_cast<std::uint32_t>(i++);
-    }
+    // The last 64 bytes of the send fragments' block are the target of
+    // non-fetching device atomics.
+    const RegisteredBlocks::Block scratch =
+        frags_.open(blocks_, device_->pd(), config_.free_list_max, config_.max_send_size);
+    atomics_.open(path, scratch.data, scratch.lkey);
     receive_queue_.open(config_.srq_size, wire::FragHeader::size + config_.max_send_size,
                         config_.srq_initial);
 

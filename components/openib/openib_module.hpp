@@ -29,6 +29,7 @@
 #include "openib_credits.hpp"
 #include "openib_endpoint.hpp"
 #include "openib_frag.hpp"
+#include "openib_frag_pools.hpp"
 #include "openib_one_sided.hpp"
 #include "openib_port.hpp"
 #include "openib_rcache.hpp"
@@ -217,20 +218,13 @@ class Module final : public btl::Module {
     // Async events routed by the Device.
     void on_async_event(const ibv_async_event& e) noexcept;
 
-    // --- used by SendQueue: an emulated atomic's request travels in a send fragment
-    SendFrag* take_send_frag() noexcept;
-    void return_send_frag(SendFrag* f) noexcept;
-
-    // --- used by OneSided and RemoteAtomics -----------------------------------------
-    RdmaFrag* take_rdma_frag() noexcept;
+    // --- used by OneSided, RemoteAtomics and SendQueue ---------------------------------
+    FragPools& fragments() noexcept { return frags_; }
     // Posts f (or queues it behind the endpoint's pending work); on failure f
     // goes back to the pool.
     Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
     // Returns f to the pool, then calls its callback with s.
     void complete_rdma(RdmaFrag* f, Status s) noexcept;
-    // The RDMA fragment a reply names (index | generation << 32): nullptr when
-    // it names none in use, or one since reused.
-    RdmaFrag* rdma_frag(std::uint64_t request_id) noexcept;
     // Some live endpoint has RDMA work in flight.
     bool rdma_in_flight() const noexcept;
     ProgressEngine& progress_engine() const noexcept { return progress_; }
@@ -246,7 +240,6 @@ class Module final : public btl::Module {
 
   private:
     // Fragment pools.
-    void return_rdma_frag(RdmaFrag* f) noexcept;
 
     // Posting: false when a resource (credit, send slot, CQ room) is short and
     // the fragment must wait; an error from verbs fails the endpoint.
@@ -287,8 +280,7 @@ class Module final : public btl::Module {
     // atomics, the connection manager's slots (and the receive buffers, in
     // receive_queue_).
     RegisteredBlocks blocks_;
-    btl::util::FreeList<SendFrag> send_frags_;
-    btl::util::FreeList<RdmaFrag> rdma_frags_;
+    FragPools frags_;
     ReceiveQueue receive_queue_{*this};
 
     // Its completion queues and shared receive queue go before the chunks

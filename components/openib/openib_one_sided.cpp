@@ -62,7 +62,7 @@ Status OneSided::transfer(const btl::RdmaRequest& req, RdmaOp op) noexcept {
         !rk.allows(req.remote, req.size,
                    get ? btl::reg_flags::remote_read : btl::reg_flags::remote_write))
         return Status::bad_param;
-    RdmaFrag* f = module_.take_rdma_frag();
+    RdmaFrag* f = module_.fragments().take_rdma();
     if (!f) return Status::out_of_resource;
     f->op = op;
     f->local_address = req.local;

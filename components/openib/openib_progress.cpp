@@ -84,12 +84,12 @@ int Module::poll_send_cq() noexcept {
 
 void Module::complete_send(SendFrag* f, Status s) noexcept {
     if (f->inline_done) {
-        return_send_frag(f);
+        frags_.put(f);
         return;
     }
     const bool owned = (f->flags & btl::des_flags::btl_ownership) != 0;
     if (f->cbfunc) f->cbfunc(this, f->endpoint, f, s);
-    if (owned) return_send_frag(f);
+    if (owned) frags_.put(f);
 }
 
 void Module::complete_rdma(RdmaFrag* f, Status s) noexcept {
@@ -103,7 +103,7 @@ void Module::complete_rdma(RdmaFrag* f, Status s) noexcept {
     void* cbcontext = f->cbcontext;
     void* cbdata = f->user_cbdata;
     // Back to the pool first: the callback may start the next operation.
-    return_rdma_frag(f);
+    frags_.put(f);
     if (cb) cb(this, ep, local, handle, cbcontext, cbdata, s);
 }
 
@@ -201,7 +201,7 @@ bool Module::deliver(Endpoint& ep, const wire::FragHeader& h,
 // Performs a peer's atomic and queues the answer; false when no fragment is free
 // for the answer (the request waits, nothing is performed yet).
 bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
-    SendFrag* s = take_send_frag();
+    SendFrag* s = frags_.take_send();
     if (!s) return false;
     wire::AtomicReply reply;
     auto req = wire::decode_atomic_request(
@@ -220,7 +220,7 @@ bool Module::answer_atomic(Endpoint& ep, RecvFrag* r) noexcept {
     s->tag = 0;
     s->flags = btl::des_flags::btl_ownership;
     s->inline_done = true;
-    if (!ok(submit(ep, s))) return_send_frag(s);
+    if (!ok(submit(ep, s))) frags_.put(s);
     if (!req) ep.connection().fail("malformed atomic request");
     return true;
 }
@@ -276,7 +276,7 @@ void Module::fail_pending(Endpoint& ep) noexcept {
             complete_rdma(static_cast<RdmaFrag*>(f), Status::peer_failed);
     }
     // Emulated atomics whose reply will never come.
-    for (RdmaFrag& f : rdma_frags_.items())
+    for (RdmaFrag& f : frags_.rdma_items())
         if (f.in_use && f.endpoint == &ep && f.op == RdmaOp::emulated_atomic)
             complete_rdma(&f, Status::peer_failed);
     while (RecvFrag* r = ep.deferred_head) {

@@ -30,7 +30,7 @@ Status RemoteAtomics::start(const btl::AtomicRequest& req, wire::AtomicKind kind
         if (!have_local) return Status::bad_param;
     }
     const bool use_device = path_ != AtomicPath::emulated && device_can && have_local;
-    RdmaFrag* f = module_.take_rdma_frag();
+    RdmaFrag* f = module_.fragments().take_rdma();
     if (!f) return Status::out_of_resource;
     f->local_address = req.local;
     f->local_handle = req.local_handle;
@@ -94,7 +94,7 @@ void RemoteAtomics::perform(Endpoint& ep, const wire::AtomicRequest& r,
 }
 
 void RemoteAtomics::finish(Endpoint& ep, const wire::AtomicReply& r) noexcept {
-    RdmaFrag* f = module_.rdma_frag(r.request_id);
+    RdmaFrag* f = module_.fragments().find(r.request_id);
     if (!f || f->op != RdmaOp::emulated_atomic || f->endpoint != &ep) {
         module_.out().verbose(1, "{}: peer {}: reply to no pending atomic", module_.name(),
                               ep.peer());

@@ -11,52 +11,12 @@
 
 namespace transit::openib {
 
-// --- pools ---------------------------------------------------------------------------
-
-SendFrag* Module::take_send_frag() noexcept {
-    SendFrag* f = send_frags_.get();
-    if (!f) return nullptr;
-    f->next = nullptr;
-    f->inline_done = false;
-    f->flags = 0;
-    f->cbfunc = nullptr;
-    f->cbdata = nullptr;
-    f->context = nullptr;
-    f->endpoint = nullptr;
-    f->type = wire::FragType::data;
-    return f;
-}
-
-void Module::return_send_frag(SendFrag* f) noexcept {
-    send_frags_.put(f);
-}
-
-RdmaFrag* Module::take_rdma_frag() noexcept {
-    RdmaFrag* f = rdma_frags_.get();
-    if (!f) return nullptr;
-    f->next = nullptr;
-    ++f->generation;
-    return f;
-}
-
-RdmaFrag* Module::rdma_frag(std::uint64_t request_id) noexcept {
-    const auto index = static_cast<std::uint32_t>(request_id);
-    const auto generation = static_cast<std::uint32_t>(request_id >> 32);
-    RdmaFrag* f = index < rdma_frags_.size() ? &rdma_frags_.at(index) : nullptr;
-    if (!f || !f->in_use || f->generation != generation) return nullptr;
-    return f;
-}
-
-void Module::return_rdma_frag(RdmaFrag* f) noexcept {
-    rdma_frags_.put(f);
-}
-
 // --- descriptors ----------------------------------------------------------------------
 
 btl::Descriptor* Module::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
                                std::uint32_t flags) noexcept {
     if (size > config_.max_send_size) size = config_.max_send_size;
-    SendFrag* f = take_send_frag();
+    SendFrag* f = frags_.take_send();
     if (!f) return nullptr;
     f->endpoint = static_cast<Endpoint*>(endpoint);
     f->order = order;
@@ -69,7 +29,7 @@ btl::Descriptor* Module::alloc(btl::Endpoint* endpoint, std::uint8_t order, std:
 Status Module::free(btl::Descriptor* descriptor) noexcept {
     auto* f = static_cast<SendFrag*>(descriptor);
     if (!f || f->kind != FragKind::send || !f->in_use) return Status::bad_param;
-    return_send_frag(f);
+    frags_.put(f);
     return Status::success;
 }
 
@@ -129,19 +89,19 @@ Status Module::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const v
         return Status::out_of_resource;
     };
     if (!ep->usable() || ep->has_pending() || ep->credits.send_credits() == 0) return fallback();
-    SendFrag* f = take_send_frag();
+    SendFrag* f = frags_.take_send();
     if (!f) return fallback();
     std::byte* p = f->buffer + wire::FragHeader::size;
     if (header_size) std::memcpy(p, header, header_size);
     if (payload_size) {
         if (!convertor) {
-            return_send_frag(f);
+            frags_.put(f);
             return Status::bad_param;
         }
         std::size_t got = convertor->pack(p + header_size, payload_size);
         if (got != payload_size) {
             convertor->seek(convertor->position() - got);
-            return_send_frag(f);
+            frags_.put(f);
             return Status::bad_param;
         }
     }
@@ -156,7 +116,7 @@ Status Module::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, const v
     if (send_queue_.post(*ep, f)) return Status::completed;
     // Short of a send slot or CQ room: undo, the caller keeps its data.
     if (convertor && payload_size) convertor->seek(convertor->position() - payload_size);
-    return_send_frag(f);
+    frags_.put(f);
     return fallback();
 }
 
@@ -168,7 +128,7 @@ Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
     Status s = submit(*ep, f);
     if (!ok(s)) {
         --ep->rdma_in_flight;
-        return_rdma_frag(f);
+        frags_.put(f);
     }
     return s;
 }

@@ -62,10 +62,10 @@ bool SendQueue::post_send(Endpoint& ep, SendFrag* f) noexcept {
 bool SendQueue::post_rdma(Endpoint& ep, RdmaFrag* f) noexcept {
     if (f->op == RdmaOp::emulated_atomic) {
         // A request fragment to the target, which answers with the old value.
-        SendFrag* s = module_.take_send_frag();
+        SendFrag* s = module_.fragments().take_send();
         if (!s) return false;
         wire::AtomicRequest r;
-        r.request_id = (static_cast<std::uint64_t>(f->generation) << 32) | f->index;
+        r.request_id = FragPools::request_id(*f);
         r.remote_address = f->remote_address;
         r.operand = f->operand;
         r.compare = f->compare;
@@ -82,7 +82,7 @@ bool SendQueue::post_rdma(Endpoint& ep, RdmaFrag* f) noexcept {
         s->flags = btl::des_flags::btl_ownership;
         s->inline_done = true;
         if (!post_send(ep, s)) {
-            module_.return_send_frag(s);
+            module_.fragments().put(s);
             return false;
         }
         return true;  // completes when the reply arrives

@@ -56,6 +56,7 @@ void TcpReceiver::on_readable(Link& l) noexcept {
         return module_.fail_link(l, std::string("receive failed: ") + std::strerror(errno));
     }
     l.rtail += static_cast<std::size_t>(n);
+    tcp_.count_event();  // part of a frame is work too (read_direct)
     parse(l);
 }
 
@@ -77,6 +78,9 @@ void TcpReceiver::read_direct(Link& l) noexcept {
         if (would_block(errno)) return;
         return module_.fail_link(l, std::string("receive failed: ") + std::strerror(errno));
     }
+    // Bytes moved are work, though no frame ended: a waiter that counted this
+    // poll idle would sleep in the middle of the payload.
+    tcp_.count_event();
     const std::size_t payload = std::min(static_cast<std::size_t>(n), want);
     if (l.direct_dst) l.direct_dst += payload;
     l.direct_left -= payload;

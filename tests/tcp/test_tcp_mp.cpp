@@ -419,6 +419,52 @@ TEST(TcpMp, ManyLargePutsAndGetsAtOnce) {
     EXPECT_TRUE(j.errors.empty());
 }
 
+// A poll that moved part of a payload did work: a waiter that counted it idle
+// would go to sleep in the middle of a large transfer (pml_base_wait_policy
+// block) and wake once per socket buffer's worth.
+TEST(TcpMp, APollThatReadsPartOfAPayloadReportsWork) {
+    TcpJob& j = job();
+    const Rank me = mp::rank();
+    const Rank to = (me + 1) % mp::size();
+    const std::size_t size = std::min<std::size_t>(16u << 20, j.module(to).attributes().get_limit);
+    Region r;
+    share(j, r, size, btl::reg_flags::access_any, "tcp.test.streaming");
+    std::fill(r.bytes.begin(), r.bytes.end(), std::byte{0x5a});
+    ASSERT_TRUE(j.step());
+    if (me == 0) {
+        std::vector<std::byte> back(size, std::byte{0});
+        Completion c;
+        btl::RdmaRequest get{.endpoint = j.endpoint(to),
+                             .local = back.data(),
+                             .remote = r.bases[to],
+                             .remote_handle = as_handle(r.handles[to]),
+                             .size = size,
+                             .cb = &on_rdma,
+                             .cbdata = &c};
+        ASSERT_EQ(j.module(to).rdma()->get(get), Status::success);
+        // The payload lands in order: the first byte still zero is how far it came.
+        std::size_t landed = 0;
+        int moving_polls = 0;
+        int silent = 0;
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (c.done == 0 && std::chrono::steady_clock::now() < end) {
+            const int n = j.progress().progress();
+            const std::size_t before = landed;
+            while (landed < size && back[landed] != std::byte{0}) ++landed;
+            if (landed == before || c.done != 0) continue;
+            ++moving_polls;
+            if (n == 0) ++silent;
+        }
+        ASSERT_EQ(c.done, 1);
+        ASSERT_TRUE(ok(c.status)) << to_string(c.status);
+        EXPECT_GT(moving_polls, 0);
+        EXPECT_EQ(silent, 0) << "of " << moving_polls << " polls that moved bytes";
+    }
+    EXPECT_TRUE(j.step());
+    EXPECT_EQ(j.module(to).rdma()->deregister_mem(r.handle), Status::success);
+    EXPECT_TRUE(j.errors.empty());
+}
+
 TEST(TcpMp, OutOfBoundsAndForbiddenRequestsAreRefused) {
     TcpJob& j = job();
     const Rank me = mp::rank();

@@ -1,5 +1,5 @@
 // The ofi module: setup of the libfabric objects, the active-message path,
-// one-sided operations, registrations and completion handling.
+// its peers and completion handling.
 #include "ofi_module.hpp"
 #include "ofi_status.hpp"
 
@@ -13,7 +13,6 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "transit/btl/util/atomic_width.hpp"
 #include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/btl/util/progress_membership.hpp"
 #include "transit/name_hash.hpp"
@@ -24,38 +23,6 @@ namespace {
 constexpr std::size_t header_size = sizeof(WireHeader);
 // Room left in rxm's eager buffer for rxm's own packet header.
 constexpr std::size_t rxm_headroom = 256;
-
-struct FiAtomic {
-    btl::AtomicOp op;
-    fi_op fi;
-    bool is_signed;
-    std::uint32_t support;
-};
-
-// Slot order is the order of Transit's atomic_support bits.
-constexpr FiAtomic fi_atomics[] = {
-    {btl::AtomicOp::add, FI_SUM, false, btl::atomic_support::add},
-    {btl::AtomicOp::and_, FI_BAND, false, btl::atomic_support::and_},
-    {btl::AtomicOp::or_, FI_BOR, false, btl::atomic_support::or_},
-    {btl::AtomicOp::xor_, FI_BXOR, false, btl::atomic_support::xor_},
-    {btl::AtomicOp::land, FI_LAND, false, btl::atomic_support::land},
-    {btl::AtomicOp::lor, FI_LOR, false, btl::atomic_support::lor},
-    {btl::AtomicOp::lxor, FI_LXOR, false, btl::atomic_support::lxor},
-    {btl::AtomicOp::swap, FI_ATOMIC_WRITE, false, btl::atomic_support::swap},
-    {btl::AtomicOp::min, FI_MIN, true, btl::atomic_support::min},
-    {btl::AtomicOp::max, FI_MAX, true, btl::atomic_support::max},
-};
-
-int op_slot(btl::AtomicOp op) noexcept {
-    for (std::size_t i = 0; i < std::size(fi_atomics); ++i)
-        if (fi_atomics[i].op == op) return static_cast<int>(i);
-    return -1;
-}
-
-fi_datatype datatype(bool bits32, bool is_signed) noexcept {
-    if (bits32) return is_signed ? FI_INT32 : FI_UINT32;
-    return is_signed ? FI_INT64 : FI_UINT64;
-}
 
 AddressForm address_form(std::uint32_t format) noexcept {
     switch (format) {
@@ -102,7 +69,7 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
       out_(out) {
     node_local_ = node_local(core_provider(provider_));
     open_objects(info);
-    query_atomics();
+    atomics_.query();
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
@@ -113,6 +80,13 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
 
 OfiModule::~OfiModule() {
     if (progress_handle_) progress_.remove(progress_handle_);
+}
+
+void* OfiModule::extension(std::uint32_t id) noexcept {
+    if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(&outside_);
+    if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
+    if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
+    return nullptr;
 }
 
 void OfiModule::open_objects(const fi_info& info) {
@@ -208,23 +182,6 @@ void OfiModule::list_region() {
         out_.verbose(1, "{}: region /dev/shm{} not listed for removal after a kill: {}", provider_,
                      name, e.what());
     }
-}
-
-void OfiModule::query_atomics() {
-    if ((info_->caps & FI_ATOMIC) == 0) return;
-    for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
-        for (bool bits32 : {false, true}) {
-            const fi_datatype dt = datatype(bits32, fi_atomics[i].is_signed);
-            fi_atomic_attr attr{};
-            AtomicCaps& caps = bits32 ? atomics32_[i] : atomics64_[i];
-            caps.plain = fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, 0) == 0;
-            caps.fetch =
-                fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, FI_FETCH_ATOMIC) == 0;
-        }
-    }
-    fi_atomic_attr attr{};
-    cswap64_ = fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
-    cswap32_ = fi_query_atomic(domain_.get(), FI_UINT32, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
 }
 
 void OfiModule::choose_attributes(const fi_info& info) {
@@ -337,7 +294,7 @@ bool OfiModule::valid(const btl::Endpoint* e) const noexcept {
     const Rank peer = e->peer();
     if (peer < by_rank_.size()) [[likely]]
         return by_rank_[peer].get() == e;
-    return dynamic_endpoint(peer) == e;
+    return outside_.dynamic_endpoint(peer) == e;
 }
 
 // --- peers -------------------------------------------------------------------
@@ -350,10 +307,10 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     const Rank self = runtime_.rank();
     // Peers outside the job: a client that joined us, or a server we join now.
     for (std::size_t i = 0; i < peers.size(); ++i) {
-        if (!is_dynamic(peers[i])) continue;
-        OfiEndpoint* ep = dynamic_endpoint(peers[i]);
+        if (!outside_.is_dynamic(peers[i])) continue;
+        OfiEndpoint* ep = outside_.dynamic_endpoint(peers[i]);
         try {
-            if (ep == nullptr) ep = join_server(peers[i]);
+            if (ep == nullptr) ep = outside_.join_server(peers[i]);
         } catch (const std::exception& e) {
             log::error("{}: joining peer {} failed: {}", name(), peers[i], e.what());
         }
@@ -472,7 +429,7 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         btl::Endpoint* e = endpoints[i];
         if (e == nullptr || !valid(e)) continue;
         if (auto* ep = static_cast<OfiEndpoint*>(e); ep->dynamic) {
-            delete_dynamic(*ep);
+            outside_.delete_dynamic(*ep);
             endpoints[i] = nullptr;
             continue;
         }
@@ -529,7 +486,7 @@ int OfiModule::check_peers_cb(void* self) noexcept {
 }
 
 int OfiModule::check_peers() noexcept {
-    if ((!dynamic_.empty() || !retiring_.empty()) && dynamic_pace_.due()) check_dynamic();
+    if ((!dynamic_.empty() || !retiring_.empty()) && dynamic_pace_.due()) outside_.check_dynamic();
     return btl::util::lose_exited(
         check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
         [this](OfiEndpoint& ep) { lose_peer(ep); });
@@ -783,9 +740,9 @@ void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
     const Received what = read_message({r->buffer, r->size}, len, h, body);
     if (what != Received::message) [[unlikely]] {
         if (what == Received::join)
-            on_join(h, body);
+            outside_.on_join(h, body);
         else if ((h.flags & from_dynamic) && what != Received::too_short)
-            on_dynamic_control(what, h);
+            outside_.on_dynamic_control(what, h);
         else
             on_control(what, h);
         repost(r);
@@ -1012,265 +969,6 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     return Status::out_of_resource;
 }
 
-// --- one-sided -----------------------------------------------------------------
-
-Status OfiModule::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                               std::size_t size, std::uint32_t access,
-                               PackedHandle& packed) const noexcept {
-    // Another provider's registration of the same region is not ours to use.
-    return remote_refusal(handle, provider_id_, address, size, access, packed);
-}
-
-void* OfiModule::local_desc(btl::RegistrationHandle* handle, const void* address,
-                            std::size_t size) noexcept {
-    (void)address;
-    (void)size;
-    if (!local_mr_) return nullptr;
-    if (handle != nullptr) {
-        auto* r = reinterpret_cast<OfiRegistration*>(handle);
-        if (r->entry != nullptr) return r->entry->desc;
-    }
-    return nullptr;
-}
-
-OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
-                               btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    OfiRdma* op = rdma_.get();
-    if (op == nullptr) return nullptr;
-    op->cbfunc = cbfunc;
-    op->cbcontext = cbcontext;
-    op->cbdata = cbdata;
-    op->endpoint = static_cast<OfiEndpoint*>(endpoint);
-    op->peer = endpoint->peer();
-    op->local_address = local_address;
-    op->local_handle = local_handle;
-    op->temp_registration = nullptr;
-    op->abandoned = false;
-    return op;
-}
-
-Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
-    if (rc == 0) {
-        ++rdma_pending_;
-        ++rdma_live_;
-        ++live_to(*op);
-        return Status::success;
-    }
-    rdma_.put(op);
-    return rc == -FI_EAGAIN ? Status::out_of_resource : status_of_fi_error(static_cast<int>(-rc));
-}
-
-// Providers that need local registrations (FI_MR_LOCAL) get them from the
-// caller's handle or from the cache; a miss registers and holds the region
-// until the operation completes.
-Status OfiModule::transfer(const btl::RdmaRequest& req, bool write) noexcept {
-    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    PackedHandle p;
-    const std::uint32_t access = write ? btl::reg_flags::remote_write : btl::reg_flags::remote_read;
-    if (Status s = check_remote(req.remote_handle, req.remote, req.size, access, p);
-        s != Status::success) [[unlikely]]
-        return s;
-    if (req.size > (write ? attr_.put_limit : attr_.get_limit)) [[unlikely]]
-        return Status::bad_param;
-    OfiRdma* op =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (op == nullptr) return Status::out_of_resource;
-    void* desc = local_desc(req.local_handle, req.local, req.size);
-    if (local_mr_ && desc == nullptr) {
-        CacheEntry* e = rcache_.find(req.local, req.size);
-        if (e == nullptr)
-            e = rcache_.acquire(req.local, req.size, nullptr);
-        else
-            rcache_.retain(e);
-        if (e == nullptr) {
-            rdma_.put(op);
-            return Status::out_of_resource;
-        }
-        op->temp_registration = e;
-        desc = e->desc;
-    }
-    ssize_t rc;
-    if (write) {
-        // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
-        // a flush promises that, and a provider's default (transmit complete) lets
-        // a later operation through another provider (shm beside tcp) overtake it.
-        iovec iov{req.local, req.size};
-        fi_rma_iov rma{target_address(p, req.remote), req.size, p.key};
-        const fi_msg_rma msg{
-            &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
-        rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
-    } else {
-        rc = fi_read(ep_.get(), req.local, req.size, desc, op->endpoint->address,
-                     target_address(p, req.remote), p.key, static_cast<OpContext*>(op));
-    }
-    if (rc != 0 && op->temp_registration != nullptr) {
-        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-        op->temp_registration = nullptr;
-    }
-    return issued(op, rc);
-}
-
-Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, true);
-}
-
-Status OfiModule::get(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, false);
-}
-
-// A non-fetching atomic, completed once applied at the target: posted as a
-// fetching one where the provider has it (its answer comes after the
-// operation; the result goes to the record's spare word), else with
-// FI_DELIVERY_COMPLETE.  shm completes plain atomics when it queues them, so a
-// later operation through another provider could overtake them.
-ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key,
-                               fi_datatype dt, fi_op op, bool can_fetch) noexcept {
-    if (can_fetch)
-        return fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_,
-                               rec->endpoint->address, target, key, dt, op,
-                               static_cast<OpContext*>(rec));
-    fi_ioc operand{&rec->operand, 1};
-    fi_rma_ioc remote{target, 1, key};
-    void* desc = rdma_desc_;
-    const fi_msg_atomic msg{&operand, &desc, 1,  rec->endpoint->address,       &remote,
-                            1,        dt,    op, static_cast<OpContext*>(rec), 0};
-    return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-}
-
-// An atomic's target: aligned to its width (a misaligned one is not atomic)
-// and inside a registration of the peer's that allows atomics.
-Status OfiModule::check_atomic_target(const btl::AtomicRequest& req,
-                                      PackedHandle& packed) const noexcept {
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
-    return check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic,
-                        packed);
-}
-
-Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept {
-    const int slot = op_slot(req.op);
-    if (!valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
-    if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
-        return Status::not_supported;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    PackedHandle p;
-    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
-        return s;
-    void* result_desc = fetch ? local_desc(req.local_handle, req.local, width) : nullptr;
-    if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
-        return Status::bad_param;  // this provider needs the result buffer registered
-    OfiRdma* rec =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = req.operand;  // little-endian: a 32-bit operation reads the low half
-    const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
-    const std::uint64_t target = target_address(p, req.remote);
-    const ssize_t rc = fetch
-                           ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, req.local,
-                                             result_desc, rec->endpoint->address, target, p.key, dt,
-                                             fi_atomics[slot].fi, static_cast<OpContext*>(rec))
-                           : post_atomic(rec, target, p.key, dt, fi_atomics[slot].fi, caps.fetch);
-    return issued(rec, rc);
-}
-
-Status OfiModule::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_op(req), false);
-}
-
-Status OfiModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_fop(req), true);
-}
-
-Status OfiModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    if (!valid(req.endpoint) || req.local == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
-        return Status::not_supported;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    PackedHandle p;
-    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
-        return s;
-    void* result_desc = local_desc(req.local_handle, req.local, width);
-    if (local_mr_ && result_desc == nullptr) [[unlikely]]
-        return Status::bad_param;
-    OfiRdma* rec =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = req.operand;
-    rec->compare = req.compare;
-    const ssize_t rc = fi_compare_atomic(
-        ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_, req.local, result_desc,
-        rec->endpoint->address, target_address(p, req.remote), p.key, datatype(bits32, false),
-        FI_CSWAP, static_cast<OpContext*>(rec));
-    return issued(rec, rc);
-}
-
-// --- registration ----------------------------------------------------------------
-
-btl::RegistrationHandle* OfiModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
-                                                 std::uint32_t flags) {
-    if (base == nullptr && size > 0) return nullptr;
-    CacheEntry* e = nullptr;
-    if (size > 0) {
-        std::string error;
-        e = rcache_.acquire(base, size, &error);
-        if (e == nullptr) {
-            out_.verbose(1, "{}: registering {} bytes at {} failed: {}", name(), size, base, error);
-            return nullptr;
-        }
-    }
-    // Peers name the memory by libfabric's key: the table's own key is unused.
-    OfiRegistration* r = registrations_.add().record;
-    if (r == nullptr) {
-        if (e != nullptr) rcache_.release(e);
-        out_.verbose(1, "{}: register_mem: no room for another registration", name());
-        return nullptr;
-    }
-    const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    r->packed = PackedHandle{.key = e ? e->key : 0,
-                             .mr_base = e ? e->base : addr,
-                             .base = addr,
-                             .len = size,
-                             .access = flags,
-                             .magic = handle_magic,
-                             .provider = provider_id_};
-    r->entry = e;
-    return reinterpret_cast<btl::RegistrationHandle*>(&r->packed);
-}
-
-Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
-    OfiRegistration* r = registrations_.live(handle);
-    if (r == nullptr) return Status::not_found;
-    if (r->entry != nullptr) rcache_.release(r->entry);
-    r->entry = nullptr;
-    registrations_.remove(*r);
-    return Status::success;
-}
-
-// Completions arrive in any order: waiting until none of the operations in
-// question is in flight covers every one started before the call.  A lost
-// peer's operations are left out: they already ended with peer_failed, and shm
-// may never give them back.
-Status OfiModule::flush(btl::Endpoint* endpoint) {
-    auto* only = static_cast<OfiEndpoint*>(endpoint);
-    const std::size_t& live = only == nullptr ? rdma_live_ : live_to(*only);
-    while (live > 0) poll();
-    return only != nullptr && only->failed ? Status::peer_failed : Status::success;
-}
-
 void OfiModule::dump(btl::Endpoint*, int verbosity) {
     log::write("btl:ofi",
                fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
@@ -1289,13 +987,13 @@ Status OfiModule::finalize() {
         for (auto& e : by_rank_)
             if (e) say_goodbye(*e);
     // Peers outside the job hear that we left (a departure, not a failure).
-    while (!dynamic_.empty()) delete_dynamic(*dynamic_.begin()->second);
+    while (!dynamic_.empty()) outside_.delete_dynamic(*dynamic_.begin()->second);
     listening_ = false;
     // Their goodbyes leave before the endpoint closes (at most half a second).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     while (sends_pending_ > 0 && !retiring_.empty() && std::chrono::steady_clock::now() < deadline)
         poll();
-    retire_addresses(true);
+    outside_.retire_addresses(true);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (check_handle_) progress_.remove(check_handle_);

@@ -23,10 +23,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ofi_atomics.hpp"
 #include "ofi_endpoint.hpp"
 #include "ofi_frag.hpp"
 #include "ofi_library.hpp"
 #include "ofi_listed_region.hpp"
+#include "ofi_one_sided.hpp"
+#include "ofi_outside.hpp"
 #include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
@@ -71,11 +74,9 @@ inline bool node_local(const std::string& core) {
     return core == "shm" || core == "sm2";
 }
 
-class OfiModule final : public btl::Module,
-                        public btl::Rdma,
-                        public btl::Atomics,
-                        public btl::DynamicPeerRecords,
-                        public btl::Listener {
+// The module's capabilities are objects it owns (OfiOneSided, OfiAtomics,
+// OfiOutside); they work on the module's state, hence the friendship.
+class OfiModule final : public btl::Module {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
     // with the reason when the provider cannot be used.
@@ -94,13 +95,9 @@ class OfiModule final : public btl::Module,
     // This process's id, for peers on the node to watch (one key per process).
     static constexpr const char* pid_key = "btl.ofi.pid";
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override;
-
-    // Peers outside the job (ofi_dynamic.cpp).
-    std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
-    Status listen() override;
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -118,26 +115,14 @@ class OfiModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
   private:
-    // Which libfabric atomics the provider offers, per Transit op.
-    struct AtomicCaps {
-        bool plain = false;
-        bool fetch = false;
-    };
-    static constexpr std::size_t op_slots = 10;
+    friend class OfiOneSided;
+    friend class OfiAtomics;
+    friend class OfiOutside;
+
     // An address add_procs put in the address vector, not yet checked.
     struct Inserted {
         Rank peer;
@@ -149,7 +134,6 @@ class OfiModule final : public btl::Module,
     void open_endpoint();
     void list_region();
     void setup_buffers();
-    void query_atomics();
     void choose_attributes(const fi_info& info);
 
     static int progress_cb(void* self) noexcept;
@@ -176,25 +160,6 @@ class OfiModule final : public btl::Module,
     bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
                  std::span<const Inserted> inserted) const;
 
-    // Peers outside the job (ofi_dynamic.cpp).
-    bool is_dynamic(Rank peer) const noexcept;
-    OfiEndpoint* dynamic_endpoint(Rank peer) const noexcept;
-    OfiEndpoint* join_server(Rank peer);
-    // Why join_server did not reach `peer`: verbose here, the bml's error if
-    // no other module reaches it (btl::UnreachedReason).
-    void unreached(Rank peer, std::string why);
-    void on_join(const WireHeader& h, std::span<const std::byte> body) noexcept;
-    void on_dynamic_control(Received what, const WireHeader& h) noexcept;
-    void delete_dynamic(OfiEndpoint& ep) noexcept;
-    void check_dynamic() noexcept;
-    void retire_addresses(bool all) noexcept;
-    void keep_address(fi_addr_t address) noexcept;
-    void retire(fi_addr_t address) noexcept;
-    std::uint32_t new_channel() noexcept;
-    bool address_taken(fi_addr_t address) const noexcept;
-    bool refused(const std::string& who, const char* why) noexcept;
-    void answer_refusal(fi_addr_t address, std::uint32_t channel, bool token) noexcept;
-    void drop_address(fi_addr_t address) noexcept;
     std::size_t& live_to(OfiEndpoint& ep) noexcept {
         return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];
     }
@@ -209,18 +174,9 @@ class OfiModule final : public btl::Module,
             return WireHeader{tag, wire_version, kind, from_dynamic, to.channel_out};
         return WireHeader{tag, wire_version, kind, 0, runtime_.rank()};
     }
-    void* local_desc(btl::RegistrationHandle* handle, const void* address,
-                     std::size_t size) noexcept;
-    Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                        std::size_t size, std::uint32_t access,
-                        PackedHandle& packed) const noexcept;
     std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
         return virt_addr_ ? address : address - p.mr_base;
     }
-    OfiRdma* start_rdma(btl::Endpoint* endpoint, void* local_address,
-                        btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept;
-    Status issued(OfiRdma* op, ssize_t rc) noexcept;
     bool retire_rdma(OfiRdma* op) noexcept;
     void send_done(OfiFrag* f, Status status) noexcept;
     void call_back(const OfiRdma& op, Status status) noexcept;
@@ -233,13 +189,6 @@ class OfiModule final : public btl::Module,
         --rdma_live_;
         --live_to(op);
     }
-    ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
-                        fi_op op, bool can_fetch) noexcept;
-    // put (write) and get (!write): one path, the direction picks the access
-    // checked, the size limit and the libfabric call.
-    Status transfer(const btl::RdmaRequest& req, bool write) noexcept;
-    Status check_atomic_target(const btl::AtomicRequest& req, PackedHandle& packed) const noexcept;
-    Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
     bool valid(const btl::Endpoint* e) const noexcept;
     // For a valid endpoint: its peer was lost, so nothing more is issued to it.
     static bool lost(const btl::Endpoint* e) noexcept {
@@ -317,13 +266,13 @@ class OfiModule final : public btl::Module,
     bool virt_addr_ = false;
     bool local_mr_ = false;
     std::uint64_t delivery_complete_ = 0;  // flag for puts
-    std::array<AtomicCaps, op_slots> atomics64_{};
-    std::array<AtomicCaps, op_slots> atomics32_{};
-    bool cswap64_ = false;
-    bool cswap32_ = false;
     std::vector<std::byte> inject_scratch_;
     void* recv_desc_ = nullptr;  // local registrations (FI_MR_LOCAL providers)
     void* rdma_desc_ = nullptr;
+
+    OfiOneSided one_sided_{*this};
+    OfiAtomics atomics_{*this, one_sided_};
+    OfiOutside outside_{*this};
 };
 
 }  // namespace transit::ofi

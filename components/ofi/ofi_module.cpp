@@ -1,5 +1,5 @@
 // The ofi module: setup of the libfabric objects, the active-message path,
-// its peers and completion handling.
+// adding and deleting peers, and joining the progress engine.
 #include "ofi_module.hpp"
 #include "ofi_status.hpp"
 
@@ -363,10 +363,10 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         if (!by_rank_[peer]) {
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
             ++peer_count_;
-            watch(*by_rank_[peer]);
+            peers_.watch(*by_rank_[peer]);
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (owe_hello_[peer]) say_hello(*by_rank_[peer]);
+        if (owe_hello_[peer]) peers_.say_hello(*by_rank_[peer]);
         endpoints[i] = by_rank_[peer].get();
         reachable.set(i);
     }
@@ -433,7 +433,7 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             endpoints[i] = nullptr;
             continue;
         }
-        say_goodbye(*by_rank_[e->peer()]);
+        peers_.say_goodbye(*by_rank_[e->peer()]);
         by_rank_[e->peer()].reset();
         --peer_count_;
         endpoints[i] = nullptr;
@@ -457,122 +457,14 @@ void OfiModule::update_progress() noexcept {
 
 int OfiModule::progress_cb(void* self) noexcept {
     auto* m = static_cast<OfiModule*>(self);
-    const int n = m->poll();
+    const int n = m->completions_.poll();
     if (m->peer_count_ == 0 && !m->listening_) m->update_progress();
     return n;
 }
 
-// --- peers leaving ------------------------------------------------------------
-
-// libfabric tells of a lost peer only through an operation that fails (tcp) or
-// not at all (shm), so a peer on this node is watched like vader's: its
-// process id comes through the modex.
-void OfiModule::watch(OfiEndpoint& ep) noexcept {
-    if (ep.peer() == runtime_.rank() || !runtime_.on_this_node(ep.peer())) return;
-    std::vector<std::byte> blob;
-    std::uint32_t pid = 0;
-    try {
-        if (runtime_.modex_recv(ep.peer(), pid_key, blob) != Status::success ||
-            !read_pid(blob, pid))
-            return;
-    } catch (...) {
-        return;
-    }
-    ep.process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
-}
-
+// Local peers' exits and peers outside the job (OfiPeerWatch), at low priority.
 int OfiModule::check_peers_cb(void* self) noexcept {
-    return static_cast<OfiModule*>(self)->check_peers();
-}
-
-int OfiModule::check_peers() noexcept {
-    if ((!dynamic_.empty() || !retiring_.empty()) && dynamic_pace_.due()) outside_.check_dynamic();
-    return btl::util::lose_exited(
-        check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
-        [this](OfiEndpoint& ep) { lose_peer(ep); });
-}
-
-// What the peer sent before it went is real, its goodbye among it: that is
-// taken first.  A peer that said goodbye, with nothing of ours in flight, has
-// left; otherwise it is lost and the upper layer hears of it once.
-void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
-    for (int i = 0; i < 64 && poll() > 0; ++i) {
-    }
-    ep.failed = true;
-    links_.lost(ep.outside);
-    if (ep.goodbye && !in_flight_to(ep)) {
-        out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
-        return;
-    }
-    out_.verbose(1, "{}: {} {} (pid {}) exited", name(), ep.dynamic ? "peer" : "rank", ep.peer(),
-                 ep.process.pid());
-    report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
-    abandon_operations(ep, Status::peer_failed);
-}
-
-bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
-    for (FragPool* pool : {&eager_, &large_})
-        for (const OfiFrag& f : pool->items())
-            if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    return live_to(ep) > 0;
-}
-
-// The lost (or departed, or deleted) peer's sends and one-sided operations end
-// now, with `status`: shm never completes them.  Each stays out of its pool
-// until the provider gives it back (if ever), so a late completion cannot hit
-// a reused one.
-void OfiModule::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
-    for (FragPool* pool : {&eager_, &large_}) {
-        for (OfiFrag& f : pool->items()) {
-            if (!f.posted || f.abandoned || f.endpoint != &ep) continue;
-            f.abandoned = true;
-            if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, status);
-        }
-    }
-    // By rank: an operation started before the peer was deleted and added
-    // again is lost with it too.
-    for (OfiRdma& op : rdma_.items()) {
-        if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
-        op.abandoned = true;
-        end_live(op);
-        call_back(op, status);
-    }
-}
-
-// True when an abandoned send's completion came: it is only freed (if its
-// owner gave it up or never owned it).
-bool OfiModule::send_finished(OfiFrag* f) noexcept {
-    f->posted = false;
-    if (!f->abandoned) [[likely]]
-        return false;
-    f->abandoned = false;
-    const bool owned_here =
-        f->internal || f->freed_early || (f->flags & btl::des_flags::btl_ownership);
-    f->freed_early = false;
-    if (owned_here) release_frag(f);
-    return true;
-}
-
-// One header-only message, sent and waited for (at most half a second: a
-// peer that no longer listens must not hold up finalize).  Sent to the peers
-// this module watches: watching is mutual (every rank publishes its id).
-void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
-    // Only peers that watch us (on this node) take an exit for a failure; a
-    // peer that said goodbye itself may be gone already.  (A goodbye to every
-    // rank would make rxm connect to ranks never talked to, at finalize.)
-    if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_ || ep.dynamic) return;
-    if (post_control(ep, WireKind::goodbye, true) == Status::success) owe_hello_[ep.peer()] = true;
-}
-
-// Tells a peer we said goodbye to that we added it again: it takes the
-// goodbye back, so our exit from now on is a loss again.  Posted before
-// anything else to it, so it arrives after the goodbye and before the rest.
-void OfiModule::say_hello(OfiEndpoint& ep) noexcept {
-    if (ep.failed || !ep_) return;
-    if (post_control(ep, WireKind::hello, false) == Status::success)
-        owe_hello_[ep.peer()] = false;
-    else
-        out_.verbose(1, "{}: could not tell rank {} it was added again", name(), ep.peer());
+    return static_cast<OfiModule*>(self)->peers_.check_peers();
 }
 
 // A header-only message of `kind`, posted with a bounded wait for room and,
@@ -600,7 +492,7 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     Status s;
     while ((s = post_send(f, &ep, tag, kind)) == Status::out_of_resource &&
            std::chrono::steady_clock::now() < deadline)
-        poll();
+        completions_.poll();
     if (s != Status::success) {
         release_frag(f);
         return s;
@@ -608,216 +500,9 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     // No endpoint: the endpoint may be deleted before the completion comes,
     // and a goodbye that fails (the peer has gone) is no error to report.
     f->endpoint = nullptr;
-    while (wait && sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
+    while (wait && sends_pending_ > before && std::chrono::steady_clock::now() < deadline)
+        completions_.poll();
     return Status::success;
-}
-
-int OfiModule::poll() noexcept {
-    if (repost_head_ != nullptr) [[unlikely]]
-        retry_reposts();
-    // Entries are taken from a member batch one at a time: a callback that
-    // drives progress (nested poll) continues with the next entry instead of
-    // reading newer ones, so deliveries keep the order of the queue.
-    int events = 0;
-    if (batch_pos_ == batch_len_) {
-        const ssize_t n = fi_cq_read(cq_.get(), batch_.data(), batch_.size());
-        if (n == -FI_EAVAIL) {
-            complete_error();
-            return 1;
-        }
-        if (n <= 0) return 0;
-        batch_pos_ = 0;
-        batch_len_ = static_cast<std::size_t>(n);
-    }
-    while (batch_pos_ < batch_len_) {
-        const fi_cq_msg_entry& e = batch_[batch_pos_++];
-        complete(static_cast<OpContext*>(e.op_context), e.len);
-        ++events;
-    }
-    return events;
-}
-
-void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
-    switch (ctx->kind) {
-        case OpKind::recv:
-            on_receive(static_cast<OfiRecv*>(ctx), len);
-            return;
-        case OpKind::send: {
-            auto* f = static_cast<OfiFrag*>(ctx);
-            --sends_pending_;
-            if (send_finished(f)) return;
-            send_done(f, Status::success);
-            return;
-        }
-        case OpKind::rdma: {
-            auto* op = static_cast<OfiRdma*>(ctx);
-            // Copied out first: the callback may start another operation.
-            const OfiRdma done = *op;
-            if (!retire_rdma(op)) return;
-            call_back(done, Status::success);
-            return;
-        }
-    }
-}
-
-// A one-sided operation the provider completed (or failed): its temporary
-// registration and record go back.  False when its peer was lost before: the
-// caller was called back then, and is not again.
-bool OfiModule::retire_rdma(OfiRdma* op) noexcept {
-    const bool abandoned = op->abandoned;
-    if (op->temp_registration != nullptr)
-        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-    op->temp_registration = nullptr;
-    if (!abandoned) end_live(*op);
-    rdma_.put(op);
-    --rdma_pending_;
-    return !abandoned;
-}
-
-// A user's send the provider completed (or failed) is called back, and freed
-// when the module owns it; an internal one (sendi's copy, a hello) is freed.
-void OfiModule::send_done(OfiFrag* f, Status status) noexcept {
-    if (f->internal) {
-        release_frag(f);
-        return;
-    }
-    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
-    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
-    if (flags & btl::des_flags::btl_ownership) release_frag(f);
-}
-
-void OfiModule::call_back(const OfiRdma& op, Status status) noexcept {
-    if (op.cbfunc != nullptr)
-        op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
-                  status);
-}
-
-void OfiModule::complete_error() noexcept {
-    fi_cq_err_entry err{};
-    if (fi_cq_readerr(cq_.get(), &err, 0) <= 0) return;
-    char text[256];
-    const char* why = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, text, sizeof text);
-    const Status status = status_of_fi_error(err.err);
-    auto* ctx = static_cast<OpContext*>(err.op_context);
-    if (ctx == nullptr) {
-        report_error(btl::error_flags::nonfatal, any_rank, why);
-        return;
-    }
-    switch (ctx->kind) {
-        case OpKind::recv:
-            if (status == Status::cancelled) return;  // the endpoint is closing
-            report_error(btl::error_flags::nonfatal, any_rank, why);
-            repost(static_cast<OfiRecv*>(ctx));
-            return;
-        case OpKind::send: {
-            auto* f = static_cast<OfiFrag*>(ctx);
-            --sends_pending_;
-            if (send_finished(f)) return;
-            if (f->internal && f->endpoint == nullptr) {  // a goodbye or hello
-                release_frag(f);
-                return;
-            }
-            const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
-            report_error(btl::error_flags::nonfatal, peer, why);
-            send_done(f, status);
-            return;
-        }
-        case OpKind::rdma: {
-            auto* op = static_cast<OfiRdma*>(ctx);
-            const OfiRdma done = *op;
-            if (!retire_rdma(op)) return;
-            out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
-                         done.peer, err.err, why);
-            call_back(done, status_of_rdma_failure(err.err));
-            return;
-        }
-    }
-}
-
-void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
-    WireHeader h;
-    std::span<const std::byte> body;
-    const Received what = read_message({r->buffer, r->size}, len, h, body);
-    if (what != Received::message) [[unlikely]] {
-        if (what == Received::join)
-            outside_.on_join(h, body);
-        else if ((h.flags & from_dynamic) && what != Received::too_short)
-            outside_.on_dynamic_control(what, h);
-        else
-            on_control(what, h);
-        repost(r);
-        return;
-    }
-    OfiEndpoint* from;
-    if (h.flags & from_dynamic) [[unlikely]] {
-        // Named by its channel: a message on none we know (a refused client's,
-        // or one sent before its goodbye was taken) is nobody's.
-        const auto it = channels_.find(h.source);
-        if (it == channels_.end() || it->second->failed) {
-            out_.verbose(10, "{}: a message on an unknown channel dropped", name());
-            repost(r);
-            return;
-        }
-        from = it->second;
-    } else {
-        from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-    }
-    const btl::Segment seg{const_cast<std::byte*>(body.data()), body.size()};
-    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (!am_table_.dispatch(this, d)) [[unlikely]]
-        report_error(btl::error_flags::nonfatal, h.source,
-                     "ofi: a message for an unregistered tag was dropped");
-    repost(r);
-}
-
-// Anything but a message of this version: goodbye, hello, or dropped.
-// (`h` is unread when the message was too short.)
-void OfiModule::on_control(Received what, const WireHeader& h) noexcept {
-    switch (what) {
-        case Received::goodbye:
-        case Received::hello:
-            if (h.source < by_rank_.size() && by_rank_[h.source])
-                by_rank_[h.source]->goodbye = what == Received::goodbye;
-            return;
-        case Received::too_short:
-            report_error(btl::error_flags::nonfatal, any_rank,
-                         "ofi: a message shorter than its header");
-            return;
-        case Received::other_version:
-            report_error(btl::error_flags::nonfatal, h.source,
-                         "ofi: a message of another wire version was dropped");
-            return;
-        case Received::join:
-        case Received::welcome:
-        case Received::refuse:
-        case Received::unknown_kind:
-        case Received::message:
-            break;
-    }
-    report_error(btl::error_flags::nonfatal, h.source,
-                 "ofi: a message of an unknown kind was dropped");
-}
-
-void OfiModule::repost(OfiRecv* r) noexcept {
-    const ssize_t rc = fi_recv(ep_.get(), r->buffer, r->size, recv_desc_, FI_ADDR_UNSPEC,
-                               static_cast<OpContext*>(r));
-    if (rc == 0) return;
-    if (rc != -FI_EAGAIN)
-        report_error(btl::error_flags::nonfatal, any_rank, "ofi: reposting a receive failed");
-    // Retried from the next poll, so no receive buffer is lost.
-    r->next_repost = repost_head_;
-    repost_head_ = r;
-}
-
-void OfiModule::retry_reposts() noexcept {
-    OfiRecv* list = repost_head_;
-    repost_head_ = nullptr;
-    while (list != nullptr) {
-        OfiRecv* r = list;
-        list = r->next_repost;
-        r->next_repost = nullptr;
-        repost(r);
-    }
 }
 
 // --- sends -------------------------------------------------------------------
@@ -985,14 +670,14 @@ void OfiModule::dump(btl::Endpoint*, int verbosity) {
 Status OfiModule::finalize() {
     if (ep_)
         for (auto& e : by_rank_)
-            if (e) say_goodbye(*e);
+            if (e) peers_.say_goodbye(*e);
     // Peers outside the job hear that we left (a departure, not a failure).
     while (!dynamic_.empty()) outside_.delete_dynamic(*dynamic_.begin()->second);
     listening_ = false;
     // Their goodbyes leave before the endpoint closes (at most half a second).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     while (sends_pending_ > 0 && !retiring_.empty() && std::chrono::steady_clock::now() < deadline)
-        poll();
+        completions_.poll();
     outside_.retire_addresses(true);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};

@@ -24,12 +24,14 @@
 #include <vector>
 
 #include "ofi_atomics.hpp"
+#include "ofi_completions.hpp"
 #include "ofi_endpoint.hpp"
 #include "ofi_frag.hpp"
 #include "ofi_library.hpp"
 #include "ofi_listed_region.hpp"
 #include "ofi_one_sided.hpp"
 #include "ofi_outside.hpp"
+#include "ofi_peer_watch.hpp"
 #include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
@@ -75,7 +77,8 @@ inline bool node_local(const std::string& core) {
 }
 
 // The module's capabilities are objects it owns (OfiOneSided, OfiAtomics,
-// OfiOutside); they work on the module's state, hence the friendship.
+// OfiOutside, OfiPeerWatch, OfiCompletions); they work on the module's
+// state, hence the friendship.
 class OfiModule final : public btl::Module {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
@@ -122,6 +125,8 @@ class OfiModule final : public btl::Module {
     friend class OfiOneSided;
     friend class OfiAtomics;
     friend class OfiOutside;
+    friend class OfiPeerWatch;
+    friend class OfiCompletions;
 
     // An address add_procs put in the address vector, not yet checked.
     struct Inserted {
@@ -138,24 +143,9 @@ class OfiModule final : public btl::Module {
 
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
-    int poll() noexcept;
-    int check_peers() noexcept;
-    void lose_peer(OfiEndpoint& ep) noexcept;
-    void abandon_operations(OfiEndpoint& ep, Status status) noexcept;
-    bool in_flight_to(OfiEndpoint& ep) noexcept;
-    bool send_finished(OfiFrag* f) noexcept;
-    void say_goodbye(OfiEndpoint& ep) noexcept;
-    void say_hello(OfiEndpoint& ep) noexcept;
     // tag: what the kind says more (a refuse's reason), 0 for most.
     Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
                         std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
-    void on_control(Received what, const WireHeader& h) noexcept;
-    void watch(OfiEndpoint& ep) noexcept;
-    void complete(OpContext* ctx, std::size_t len) noexcept;
-    void complete_error() noexcept;
-    void on_receive(OfiRecv* r, std::size_t len) noexcept;
-    void repost(OfiRecv* r) noexcept;
-    void retry_reposts() noexcept;
     void update_progress() noexcept;
     bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
                  std::span<const Inserted> inserted) const;
@@ -177,9 +167,6 @@ class OfiModule final : public btl::Module {
     std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
         return virt_addr_ ? address : address - p.mr_base;
     }
-    bool retire_rdma(OfiRdma* op) noexcept;
-    void send_done(OfiFrag* f, Status status) noexcept;
-    void call_back(const OfiRdma& op, Status status) noexcept;
     // A job rank's count outlives its endpoint; a peer outside the job's
     // operations are abandoned before its endpoint goes.
     std::size_t& live_to(const OfiRdma& op) noexcept {
@@ -270,6 +257,8 @@ class OfiModule final : public btl::Module {
     void* recv_desc_ = nullptr;  // local registrations (FI_MR_LOCAL providers)
     void* rdma_desc_ = nullptr;
 
+    OfiCompletions completions_{*this};
+    OfiPeerWatch peers_{*this};
     OfiOneSided one_sided_{*this};
     OfiAtomics atomics_{*this, one_sided_};
     OfiOutside outside_{*this};

@@ -168,7 +168,7 @@ Status OfiOneSided::deregister_mem(btl::RegistrationHandle* handle) {
 Status OfiOneSided::flush(btl::Endpoint* endpoint) {
     auto* only = static_cast<OfiEndpoint*>(endpoint);
     const std::size_t& live = only == nullptr ? m_.rdma_live_ : m_.live_to(*only);
-    while (live > 0) m_.poll();
+    while (live > 0) m_.completions_.poll();
     return only != nullptr && only->failed ? Status::peer_failed : Status::success;
 }
 

@@ -129,7 +129,7 @@ OfiEndpoint* OfiOutside::join_server(Rank peer) {
     m_.channels_[ep.channel_in] = &ep;
     m_.dynamic_[peer] = std::move(owned);
     ++m_.peer_count_;
-    m_.watch(ep);  // a server on this node: its pid is in its address
+    m_.peers_.watch(ep);  // a server on this node: its pid is in its address
     if (ep.process.watching() && ep.process.exited()) {
         unreached(peer, fmt::format("the server (pid {}) is not there: its process has exited",
                                     ep.process.pid()));
@@ -283,7 +283,7 @@ void OfiOutside::on_dynamic_control(Received what, const WireHeader& h) noexcept
             else
                 m_.report_error(btl::error_flags::nonfatal, ep.peer(),
                                 "ofi: the server refused the connection");
-            m_.abandon_operations(ep, Status::peer_failed);
+            m_.peers_.abandon_operations(ep, Status::peer_failed);
             return;
         case Received::goodbye:
             // Its messages before the goodbye came first (FI_ORDER_SAS).
@@ -293,7 +293,7 @@ void OfiOutside::on_dynamic_control(Received what, const WireHeader& h) noexcept
             ep.failed = true;
             m_.report_error(btl::error_flags::departed, ep.peer(),
                             "ofi: the peer outside the job disconnected");
-            m_.abandon_operations(ep, Status::peer_departed);
+            m_.peers_.abandon_operations(ep, Status::peer_departed);
             return;
         default:
             m_.out_.verbose(1, "{}: a control message of peer {} outside the job dropped",
@@ -353,7 +353,7 @@ void OfiOutside::check_dynamic() noexcept {
         if (!ep->failed && ep->process.watching() && ep->process.exited() && n_exited < check_batch)
             exited[n_exited++] = ep.get();
     // Each is reported once; the pml deletes it later, not from inside this.
-    for (std::size_t i = 0; i < n_exited; ++i) m_.lose_peer(*exited[i]);
+    for (std::size_t i = 0; i < n_exited; ++i) m_.peers_.lose_peer(*exited[i]);
     OfiEndpoint* late[check_batch];
     const std::size_t n_late = m_.links_.expire_joins(
         m_.dynamic_, [](const auto& kv) { return kv.second->failed ? nullptr : kv.second.get(); },
@@ -366,7 +366,7 @@ void OfiOutside::check_dynamic() noexcept {
         m_.report_error(btl::error_flags::nonfatal, ep.peer(),
                         "ofi: the server did not answer the join within btl_ofi_join_timeout "
                         "(refused, stopped, or not progressing)");
-        m_.abandon_operations(ep, Status::peer_failed);
+        m_.peers_.abandon_operations(ep, Status::peer_failed);
     }
 }
 
@@ -380,7 +380,7 @@ void OfiOutside::delete_dynamic(OfiEndpoint& ep) noexcept {
     if (!ep.failed && m_.ep_) (void)m_.post_control(ep, WireKind::goodbye, false);
     m_.links_.release(ep.outside);
     ep.failed = true;
-    m_.abandon_operations(ep, Status::cancelled);
+    m_.peers_.abandon_operations(ep, Status::cancelled);
     if (const auto c = m_.channels_.find(ep.channel_in);
         c != m_.channels_.end() && c->second == &ep)
         m_.channels_.erase(c);

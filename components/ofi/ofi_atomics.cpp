@@ -3,6 +3,7 @@
 
 #include <rdma/fi_errno.h>
 
+#include "ofi_fabric.hpp"
 #include "ofi_module.hpp"
 #include "ofi_one_sided.hpp"
 #include "transit/btl/util/atomic_width.hpp"
@@ -45,22 +46,20 @@ fi_datatype datatype(bool bits32, bool is_signed) noexcept {
 }  // namespace
 
 void OfiAtomics::query() {
-    if ((m_.info_->caps & FI_ATOMIC) == 0) return;
+    if ((f_.info->caps & FI_ATOMIC) == 0) return;
     for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
         for (bool bits32 : {false, true}) {
             const fi_datatype dt = datatype(bits32, fi_atomics[i].is_signed);
             fi_atomic_attr attr{};
             AtomicCaps& caps = bits32 ? atomics32_[i] : atomics64_[i];
-            caps.plain = fi_query_atomic(m_.domain_.get(), dt, fi_atomics[i].fi, &attr, 0) == 0;
-            caps.fetch = fi_query_atomic(m_.domain_.get(), dt, fi_atomics[i].fi, &attr,
-                                         FI_FETCH_ATOMIC) == 0;
+            caps.plain = fi_query_atomic(f_.domain.get(), dt, fi_atomics[i].fi, &attr, 0) == 0;
+            caps.fetch =
+                fi_query_atomic(f_.domain.get(), dt, fi_atomics[i].fi, &attr, FI_FETCH_ATOMIC) == 0;
         }
     }
     fi_atomic_attr attr{};
-    cswap64_ =
-        fi_query_atomic(m_.domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
-    cswap32_ =
-        fi_query_atomic(m_.domain_.get(), FI_UINT32, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+    cswap64_ = fi_query_atomic(f_.domain.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
+    cswap32_ = fi_query_atomic(f_.domain.get(), FI_UINT32, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
 }
 
 // A non-fetching atomic, completed once applied at the target: posted as a
@@ -71,15 +70,15 @@ void OfiAtomics::query() {
 ssize_t OfiAtomics::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key,
                                 fi_datatype dt, fi_op op, bool can_fetch) noexcept {
     if (can_fetch)
-        return fi_fetch_atomic(m_.ep_.get(), &rec->operand, 1, m_.rdma_desc_, &rec->compare,
-                               m_.rdma_desc_, rec->endpoint->address, target, key, dt, op,
-                               static_cast<OpContext*>(rec));
+        return fi_fetch_atomic(f_.ep.get(), &rec->operand, 1, one_sided_.record_desc(),
+                               &rec->compare, one_sided_.record_desc(), rec->endpoint->address,
+                               target, key, dt, op, static_cast<OpContext*>(rec));
     fi_ioc operand{&rec->operand, 1};
     fi_rma_ioc remote{target, 1, key};
-    void* desc = m_.rdma_desc_;
+    void* desc = one_sided_.record_desc();
     const fi_msg_atomic msg{&operand, &desc, 1,  rec->endpoint->address,       &remote,
                             1,        dt,    op, static_cast<OpContext*>(rec), 0};
-    return fi_atomicmsg(m_.ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    return fi_atomicmsg(f_.ep.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
 }
 
 // An atomic's target: aligned to its width (a misaligned one is not atomic)
@@ -97,7 +96,7 @@ Status OfiAtomics::atomic_common(const btl::AtomicRequest& req, bool fetch) noex
     const int slot = op_slot(req.op);
     if (!m_.valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
         return Status::bad_param;
-    if (m_.lost(req.endpoint)) [[unlikely]]
+    if (OfiModule::lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
@@ -108,16 +107,16 @@ Status OfiAtomics::atomic_common(const btl::AtomicRequest& req, bool fetch) noex
     if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = fetch ? one_sided_.local_desc(req.local_handle, req.local, width) : nullptr;
-    if (fetch && m_.local_mr_ && result_desc == nullptr) [[unlikely]]
+    if (fetch && f_.local_mr && result_desc == nullptr) [[unlikely]]
         return Status::bad_param;  // this provider needs the result buffer registered
     OfiRdma* rec = one_sided_.start_rdma(req.endpoint, req.local, req.local_handle, req.cb,
                                          req.cbcontext, req.cbdata);
     if (rec == nullptr) return Status::out_of_resource;
     rec->operand = req.operand;  // little-endian: a 32-bit operation reads the low half
     const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
-    const std::uint64_t target = m_.target_address(p, req.remote);
+    const std::uint64_t target = f_.target_address(p, req.remote);
     const ssize_t rc =
-        fetch ? fi_fetch_atomic(m_.ep_.get(), &rec->operand, 1, m_.rdma_desc_, req.local,
+        fetch ? fi_fetch_atomic(f_.ep.get(), &rec->operand, 1, one_sided_.record_desc(), req.local,
                                 result_desc, rec->endpoint->address, target, p.key, dt,
                                 fi_atomics[slot].fi, static_cast<OpContext*>(rec))
               : post_atomic(rec, target, p.key, dt, fi_atomics[slot].fi, caps.fetch);
@@ -135,7 +134,7 @@ Status OfiAtomics::atomic_fop(const btl::AtomicRequest& req) noexcept {
 Status OfiAtomics::atomic_cswap(const btl::AtomicRequest& req) noexcept {
     if (!m_.valid(req.endpoint) || req.local == nullptr) [[unlikely]]
         return Status::bad_param;
-    if (m_.lost(req.endpoint)) [[unlikely]]
+    if (OfiModule::lost(req.endpoint)) [[unlikely]]
         return Status::peer_failed;
     const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
     if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
@@ -145,17 +144,18 @@ Status OfiAtomics::atomic_cswap(const btl::AtomicRequest& req) noexcept {
     if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
         return s;
     void* result_desc = one_sided_.local_desc(req.local_handle, req.local, width);
-    if (m_.local_mr_ && result_desc == nullptr) [[unlikely]]
+    if (f_.local_mr && result_desc == nullptr) [[unlikely]]
         return Status::bad_param;
     OfiRdma* rec = one_sided_.start_rdma(req.endpoint, req.local, req.local_handle, req.cb,
                                          req.cbcontext, req.cbdata);
     if (rec == nullptr) return Status::out_of_resource;
     rec->operand = req.operand;
     rec->compare = req.compare;
-    const ssize_t rc = fi_compare_atomic(
-        m_.ep_.get(), &rec->operand, 1, m_.rdma_desc_, &rec->compare, m_.rdma_desc_, req.local,
-        result_desc, rec->endpoint->address, m_.target_address(p, req.remote), p.key,
-        datatype(bits32, false), FI_CSWAP, static_cast<OpContext*>(rec));
+    const ssize_t rc =
+        fi_compare_atomic(f_.ep.get(), &rec->operand, 1, one_sided_.record_desc(), &rec->compare,
+                          one_sided_.record_desc(), req.local, result_desc, rec->endpoint->address,
+                          f_.target_address(p, req.remote), p.key, datatype(bits32, false),
+                          FI_CSWAP, static_cast<OpContext*>(rec));
     return one_sided_.issued(rec, rc);
 }
 

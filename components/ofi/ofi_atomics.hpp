@@ -1,7 +1,11 @@
 // btl::Atomics of an ofi module: libfabric atomics for the operations the
-// provider reports through fi_query_atomic.  They are issued through the
-// module's OfiOneSided (its records, its access check, its count of
-// operations in flight), so its flush covers them.
+// provider reports through fi_query_atomic.
+//
+// Owns: what the provider offers, per operation and width.  Borrows: the
+// module's OfiFabric (domain, endpoint, attributes), the module for its
+// endpoint check, and its OfiOneSided, through which the atomics are issued
+// (its records, its access check, its count of operations in flight), so its
+// flush covers them.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -20,17 +24,18 @@ namespace transit::ofi {
 
 class OfiModule;
 class OfiOneSided;
+struct OfiFabric;
 
 class OfiAtomics final : public btl::Atomics {
   public:
-    OfiAtomics(OfiModule& module, OfiOneSided& one_sided) noexcept
-        : m_(module), one_sided_(one_sided) {}
+    OfiAtomics(OfiModule& module, OfiFabric& fabric, OfiOneSided& one_sided) noexcept
+        : m_(module), f_(fabric), one_sided_(one_sided) {}
 
     Status atomic_op(const btl::AtomicRequest& request) noexcept override;
     Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
     Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
 
-    // Asks the provider which atomics it offers (the module's domain is open).
+    // Asks the provider which atomics it offers (the fabric's domain is open).
     void query();
 
   private:
@@ -47,6 +52,7 @@ class OfiAtomics final : public btl::Atomics {
     Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
 
     OfiModule& m_;
+    OfiFabric& f_;
     OfiOneSided& one_sided_;
     std::array<AtomicCaps, op_slots> atomics64_{};
     std::array<AtomicCaps, op_slots> atomics32_{};

@@ -61,71 +61,68 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
                      const log::Stream& out)
     : btl::Module(component),
       provider_(info.fabric_attr->prov_name),
-      provider_id_(name_hash(provider_)),
       config_(config),
       runtime_(runtime),
       progress_(progress),
       am_table_(am_table),
       out_(out) {
-    node_local_ = node_local(core_provider(provider_));
+    fabric_.provider_id = name_hash(provider_);
+    fabric_.node_local = node_local(core_provider(provider_));
     open_objects(info);
     atomics_.query();
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
-    rdma_live_to_.assign(runtime_.size(), 0);
-    owe_hello_.assign(runtime_.size(), false);
+    peers_.setup(runtime_.size());
     av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
 }
 
+// The endpoint closes before the members go: OfiOneSided's records are
+// operation contexts the provider may hold.
 OfiModule::~OfiModule() {
     if (progress_handle_) progress_.remove(progress_handle_);
-}
-
-void* OfiModule::extension(std::uint32_t id) noexcept {
-    if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(&outside_);
-    if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
-    if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
-    return nullptr;
+    fabric_.close();
 }
 
 void OfiModule::open_objects(const fi_info& info) {
-    info_.reset(libfabric().dupinfo(&info));
-    if (!info_) throw std::runtime_error("fi_dupinfo failed");
-    mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
-    virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
-    local_mr_ = (mr_mode_ & FI_MR_LOCAL) != 0;
-    address_form_ = address_form(info_->addr_format);
+    OfiFabric& f = fabric_;
+    f.info.reset(libfabric().dupinfo(&info));
+    if (!f.info) throw std::runtime_error("fi_dupinfo failed");
+    f.mr_mode = static_cast<std::uint64_t>(f.info->domain_attr->mr_mode);
+    f.virt_addr = (f.mr_mode & FI_MR_VIRT_ADDR) != 0;
+    f.local_mr = (f.mr_mode & FI_MR_LOCAL) != 0;
+    f.address_form = address_form(f.info->addr_format);
     // shm writes a put before it completes it; other providers say by
     // default that the data left, not that it arrived.
-    delivery_complete_ = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
-    if (int rc = libfabric().fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
+    f.delivery_complete = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
+    if (int rc = libfabric().fabric(f.info->fabric_attr, f.fabric.out(), nullptr); rc != 0)
         fail("fi_fabric", rc);
-    if (int rc = fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr); rc != 0)
+    if (int rc = fi_domain(f.fabric.get(), f.info.get(), f.domain.out(), nullptr); rc != 0)
         fail("fi_domain", rc);
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_MSG;
     cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_attr.size = info_->tx_attr->size + info_->rx_attr->size;
-    if (int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr); rc != 0)
+    cq_attr.size = f.info->tx_attr->size + f.info->rx_attr->size;
+    if (int rc = fi_cq_open(f.domain.get(), &cq_attr, f.cq.out(), nullptr); rc != 0)
         fail("fi_cq_open", rc);
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
     av_attr.count = runtime_.size() + 64;  // and peers outside the job
-    if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr); rc != 0)
+    if (int rc = fi_av_open(f.domain.get(), &av_attr, f.av.out(), nullptr); rc != 0)
         fail("fi_av_open", rc);
     open_endpoint();
     std::size_t len = 256;
-    address_.resize(len);
-    int rc = fi_getname(&ep_->fid, address_.data(), &len);
+    f.address.resize(len);
+    int rc = fi_getname(&f.ep->fid, f.address.data(), &len);
     if (rc == -FI_ETOOSMALL) {
-        address_.resize(len);
-        rc = fi_getname(&ep_->fid, address_.data(), &len);
+        f.address.resize(len);
+        rc = fi_getname(&f.ep->fid, f.address.data(), &len);
     }
     if (rc != 0) fail("fi_getname", rc);
-    address_.resize(len);
-    rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size, config_.rcache_monitor);
-    if (const char* why = rcache_.unused_off_reason())
+    f.address.resize(len);
+    f.rcache.setup(f.domain.get(), f.ep.get(), f.mr_mode, config_.rcache_size,
+                   config_.rcache_monitor);
+    if (const char* why = f.rcache.unused_off_reason())
         out_.verbose(1, "{}: no memory registration is kept for reuse: {}", name(), why);
 }
 
@@ -136,21 +133,22 @@ void OfiModule::open_objects(const fi_info& info) {
 void OfiModule::open_endpoint() {
     constexpr int attempts = 4;
     for (int attempt = 1;; ++attempt) {
-        if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
+        OfiFabric& f = fabric_;
+        if (int rc = fi_endpoint(f.domain.get(), f.info.get(), f.ep.out(), nullptr); rc != 0)
             fail("fi_endpoint", rc);
-        if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0)
+        if (int rc = fi_ep_bind(f.ep.get(), &f.av->fid, 0); rc != 0)
             fail("binding the address vector", rc);
-        if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
+        if (int rc = fi_ep_bind(f.ep.get(), &f.cq->fid, FI_TRANSMIT | FI_RECV); rc != 0)
             fail("binding the completion queue", rc);
-        if (node_local_) list_region();
-        const int rc = fi_enable(ep_.get());
+        if (f.node_local) list_region();
+        const int rc = fi_enable(f.ep.get());
         if (rc == 0) return;
         if (rc != -FI_EBUSY || attempt == attempts) fail("fi_enable", rc);
         out_.verbose(1,
                      "{}: fi_enable found its name in use (a dead process's region?); "
                      "opening another endpoint",
                      provider_);
-        ep_.reset();
+        f.ep.reset();
     }
 }
 
@@ -162,7 +160,8 @@ void OfiModule::open_endpoint() {
 void OfiModule::list_region() {
     std::array<char, 256> address{};
     std::size_t len = address.size();
-    if (int rc = fi_getname(&ep_->fid, address.data(), &len); rc != 0 || len > address.size()) {
+    if (int rc = fi_getname(&fabric_.ep->fid, address.data(), &len);
+        rc != 0 || len > address.size()) {
         out_.verbose(10,
                      "{}: the endpoint's name is not readable before fi_enable ({}); its "
                      "region is not listed for removal after a kill",
@@ -176,7 +175,7 @@ void OfiModule::list_region() {
         return;
     }
     try {
-        region_.list("ofi_" + core_provider(provider_), name);
+        fabric_.region.list("ofi_" + core_provider(provider_), name);
         out_.verbose(20, "{}: region /dev/shm{} listed for removal after a kill", provider_, name);
     } catch (const std::exception& e) {
         out_.verbose(1, "{}: region /dev/shm{} not listed for removal after a kill: {}", provider_,
@@ -246,44 +245,43 @@ void OfiModule::choose_attributes(const fi_info& info) {
     // operation but then breaks its connection to the peer, and every later
     // message to it fails.
     attr_.reach = local ? btl::reach::node : btl::reach::node | btl::reach::remote;
-    inject_limit_ = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
-    inject_scratch_.resize(inject_limit_);
+    fabric_.inject_limit = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
+    inject_scratch_.resize(fabric_.inject_limit);
 }
 
 void OfiModule::setup_buffers() {
+    OfiFabric& fb = fabric_;
     const std::size_t n = config_.free_list_max;
-    eager_.setup(
+    fb.eager.setup(
         {.initial = n, .max = n, .buffer_size = config_.eager_limit, .headroom = header_size});
-    large_.setup(
+    fb.large.setup(
         {.initial = n, .max = n, .buffer_size = config_.max_send_size, .headroom = header_size});
-    rdma_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
-    for (OfiRdma& op : rdma_.items()) op.kind = OpKind::rdma;
     const std::size_t recv_size = header_size + config_.max_send_size;
     const std::size_t stride = (recv_size + 63) & ~std::size_t{63};
-    recv_storage_ = std::make_unique<std::byte[]>(stride * config_.recv_buffers);
-    recvs_ = std::vector<OfiRecv>(config_.recv_buffers);
-    if (local_mr_) {
+    fb.recv_storage = std::make_unique<std::byte[]>(stride * config_.recv_buffers);
+    fb.recvs = std::vector<OfiRecv>(config_.recv_buffers);
+    if (fb.local_mr) {
         // One registration per block, kept for the module's life.
         auto reg = [&](const void* base, std::size_t len) -> void* {
             std::string error;
-            CacheEntry* e = rcache_.acquire(base, len, &error);
+            CacheEntry* e = fb.rcache.acquire(base, len, &error);
             if (e == nullptr) throw std::runtime_error("registering buffers failed: " + error);
-            pool_registrations_.push_back(e);
+            fb.pool_registrations.push_back(e);
             return e->desc;
         };
-        for (FragPool* pool : {&eager_, &large_}) {
+        for (FragPool* pool : {&fb.eager, &fb.large}) {
             void* desc = reg(pool->chunk_buffers(0).data(), pool->chunk_buffers(0).size());
             for (OfiFrag& f : pool->items()) f.desc = desc;
         }
-        recv_desc_ = reg(recv_storage_.get(), stride * config_.recv_buffers);
-        rdma_desc_ = reg(rdma_.chunk_items(0).data(), rdma_.chunk_items(0).size_bytes());
+        fb.recv_desc = reg(fb.recv_storage.get(), stride * config_.recv_buffers);
     }
-    for (std::size_t i = 0; i < recvs_.size(); ++i) {
-        OfiRecv& r = recvs_[i];
+    one_sided_.setup(config_.max_rdma_ops, runtime_.size());
+    for (std::size_t i = 0; i < fb.recvs.size(); ++i) {
+        OfiRecv& r = fb.recvs[i];
         r.kind = OpKind::recv;
-        r.buffer = recv_storage_.get() + i * stride;
+        r.buffer = fb.recv_storage.get() + i * stride;
         r.size = recv_size;
-        const ssize_t rc = fi_recv(ep_.get(), r.buffer, r.size, recv_desc_, FI_ADDR_UNSPEC,
+        const ssize_t rc = fi_recv(fb.ep.get(), r.buffer, r.size, fb.recv_desc, FI_ADDR_UNSPEC,
                                    static_cast<OpContext*>(&r));
         if (rc != 0) fail("posting the receive buffers", static_cast<int>(rc));
     }
@@ -297,28 +295,19 @@ bool OfiModule::valid(const btl::Endpoint* e) const noexcept {
     return outside_.dynamic_endpoint(peer) == e;
 }
 
+bool OfiModule::job_address(fi_addr_t address) const noexcept {
+    return std::find(av_addr_.begin(), av_addr_.end(), address) != av_addr_.end();
+}
+
 // --- peers -------------------------------------------------------------------
 
 Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                             btl::Reachability& reachable) {
     if (endpoints.size() < peers.size() || reachable.size() < peers.size())
         return Status::bad_param;
-    const bool local_only = node_local_;
+    const bool local_only = fabric_.node_local;
     const Rank self = runtime_.rank();
-    // Peers outside the job: a client that joined us, or a server we join now.
-    for (std::size_t i = 0; i < peers.size(); ++i) {
-        if (!outside_.is_dynamic(peers[i])) continue;
-        OfiEndpoint* ep = outside_.dynamic_endpoint(peers[i]);
-        try {
-            if (ep == nullptr) ep = outside_.join_server(peers[i]);
-        } catch (const std::exception& e) {
-            log::error("{}: joining peer {} failed: {}", name(), peers[i], e.what());
-        }
-        if (ep == nullptr || ep->failed) continue;
-        unreached_.clear(peers[i]);
-        endpoints[i] = ep;
-        reachable.set(i);
-    }
+    outside_.add_procs(peers, endpoints, reachable);
     // First every new address goes into the address vector, then each is
     // checked against the others: an insert can change where an earlier one
     // leads (see aliased()).
@@ -332,22 +321,22 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             continue;
         std::vector<std::byte> blob;
         if (peer == self) {
-            blob = address_;
+            blob = fabric_.address;
         } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
             out_.verbose(10, "{}: rank {} published no address ({})", name(), peer, to_string(s));
             continue;
         }
         std::vector<std::byte> padded;
-        if (!av_address(blob, address_.size(), address_form_, padded)) {
+        if (!av_address(blob, fabric_.address.size(), fabric_.address_form, padded)) {
             log::error(
                 "{}: rank {}'s address ({} bytes) cannot be one of {}'s ({} bytes{}): "
                 "rank {} is left to other transports",
-                name(), peer, blob.size(), provider_, address_.size(),
-                address_form_ == AddressForm::fixed ? "" : " or a string", peer);
+                name(), peer, blob.size(), provider_, fabric_.address.size(),
+                fabric_.address_form == AddressForm::fixed ? "" : " or a string", peer);
             continue;
         }
         fi_addr_t a = FI_ADDR_NOTAVAIL;
-        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
+        if (fi_av_insert(fabric_.av.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
             out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
             continue;
         }
@@ -362,11 +351,11 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         if (peer >= by_rank_.size() || av_addr_[peer] == FI_ADDR_NOTAVAIL) continue;
         if (!by_rank_[peer]) {
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
-            ++peer_count_;
+            ++job_peers_;
             peers_.watch(*by_rank_[peer]);
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (owe_hello_[peer]) peers_.say_hello(*by_rank_[peer]);
+        peers_.say_hello(*by_rank_[peer]);
         endpoints[i] = by_rank_[peer].get();
         reachable.set(i);
     }
@@ -398,7 +387,7 @@ bool OfiModule::aliased(Rank peer, fi_addr_t address, const std::vector<std::byt
     if (core_provider(provider_) == "shm") {
         std::array<char, 256> found{};
         std::size_t len = found.size();
-        leads_here = fi_av_lookup(av_.get(), address, found.data(), &len) == 0 &&
+        leads_here = fi_av_lookup(fabric_.av.get(), address, found.data(), &len) == 0 &&
                      len <= found.size() && len == blob.size() &&
                      std::memcmp(found.data(), blob.data(), len) == 0;
     }
@@ -435,7 +424,7 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         }
         peers_.say_goodbye(*by_rank_[e->peer()]);
         by_rank_[e->peer()].reset();
-        --peer_count_;
+        --job_peers_;
         endpoints[i] = nullptr;
     }
     update_progress();
@@ -445,11 +434,13 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 // --- progress ------------------------------------------------------------------
 
 void OfiModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || listening_ || sends_pending_ > 0 || rdma_pending_ > 0;
+    const bool peers = job_peers_ > 0 || outside_.dynamic_endpoints() > 0;
+    const bool want =
+        peers || outside_.listening() || sends_pending_ > 0 || one_sided_.pending() > 0;
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &OfiModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
-    const bool watching = peer_count_ > 0 || listening_ || !retiring_.empty();
+    const bool watching = peers || outside_.listening() || outside_.retiring();
     if (!btl::util::keep_registered(progress_, check_handle_, watching, &OfiModule::check_peers_cb,
                                     this, ProgressPriority::low))
         out_.verbose(1, "{}: local peers' exits are not watched (no memory)", name());
@@ -458,23 +449,25 @@ void OfiModule::update_progress() noexcept {
 int OfiModule::progress_cb(void* self) noexcept {
     auto* m = static_cast<OfiModule*>(self);
     const int n = m->completions_.poll();
-    if (m->peer_count_ == 0 && !m->listening_) m->update_progress();
+    if (m->job_peers_ == 0 && m->outside_.dynamic_endpoints() == 0 && !m->outside_.listening())
+        m->update_progress();
     return n;
 }
 
-// Local peers' exits and peers outside the job (OfiPeerWatch), at low priority.
+// At low priority: peers outside the job (OfiOutside), then local job peers'
+// exits (OfiPeerWatch).
 int OfiModule::check_peers_cb(void* self) noexcept {
-    return static_cast<OfiModule*>(self)->peers_.check_peers();
+    auto* m = static_cast<OfiModule*>(self);
+    m->outside_.check_dynamic();
+    return m->peers_.check_peers(m->by_rank_);
 }
 
-// A header-only message of `kind`, posted with a bounded wait for room and,
-// when `wait`, for its completion.
 Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
                                std::span<const std::byte> payload, btl::Tag tag) noexcept {
-    OfiFrag* f = take(payload.size());
+    OfiFrag* f = fabric_.take(payload.size());
     if (f == nullptr) return Status::out_of_resource;
     if (payload.size() > f->capacity) {
-        release_frag(f);
+        fabric_.release(f);
         return Status::bad_param;
     }
     std::copy(payload.begin(), payload.end(), f->buffer + header_size);
@@ -494,7 +487,7 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
            std::chrono::steady_clock::now() < deadline)
         completions_.poll();
     if (s != Status::success) {
-        release_frag(f);
+        fabric_.release(f);
         return s;
     }
     // No endpoint: the endpoint may be deleted before the completion comes,
@@ -507,22 +500,43 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
 
 // --- sends -------------------------------------------------------------------
 
-OfiFrag* OfiModule::take(std::size_t bytes) noexcept {
-    return bytes <= eager_.capacity() ? eager_.get() : large_.get();
-}
-
-void OfiModule::release_frag(OfiFrag* f) noexcept {
-    if (eager_.owns(f))
-        eager_.put(f);
-    else
-        large_.put(f);
+void OfiModule::end_send(OfiFrag* f, Status status, const char* why) noexcept {
+    --sends_pending_;
+    f->posted = false;
+    // An abandoned send's completion only frees it (if its owner gave it up
+    // or never owned it).
+    if (f->abandoned) [[unlikely]] {
+        f->abandoned = false;
+        const bool owned_here =
+            f->internal || f->freed_early || (f->flags & btl::des_flags::btl_ownership);
+        f->freed_early = false;
+        if (owned_here) fabric_.release(f);
+        return;
+    }
+    if (why != nullptr) [[unlikely]] {
+        if (f->internal && f->endpoint == nullptr) {  // a goodbye or hello
+            fabric_.release(f);
+            return;
+        }
+        const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
+        report_error(btl::error_flags::nonfatal, peer, why);
+    }
+    // A user's send is called back, and freed when the module owns it; an
+    // internal one (sendi's copy, a hello) is freed.
+    if (f->internal) {
+        fabric_.release(f);
+        return;
+    }
+    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
+    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
+    if (flags & btl::des_flags::btl_ownership) fabric_.release(f);
 }
 
 btl::Descriptor* OfiModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
                                   std::uint32_t flags) noexcept {
     if (!valid(endpoint)) [[unlikely]]
         return nullptr;
-    OfiFrag* f = take(size);
+    OfiFrag* f = fabric_.take(size);
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + header_size, std::min(size, f->capacity)};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
@@ -539,17 +553,17 @@ Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
         f->freed_early = true;  // the provider still has it
         return Status::success;
     }
-    const bool done = eager_.owns(f) ? eager_.put(f) : large_.put_checked(f);
+    const bool done = fabric_.eager.owns(f) ? fabric_.eager.put(f) : fabric_.large.put_checked(f);
     return done ? Status::success : Status::bad_param;
 }
 
 btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
                                         std::uint8_t order, std::size_t reserve, std::size_t& size,
                                         std::uint32_t flags) noexcept {
-    if (!valid(endpoint) || reserve > large_.capacity()) [[unlikely]]
+    if (!valid(endpoint) || reserve > fabric_.large.capacity()) [[unlikely]]
         return nullptr;
     size = std::min(size, convertor.remaining());
-    OfiFrag* f = take(reserve + size);
+    OfiFrag* f = fabric_.take(reserve + size);
     if (f == nullptr) return nullptr;
     std::byte* payload = f->buffer + header_size;
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
@@ -564,8 +578,8 @@ Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag, WireKind 
     const WireHeader h = wire(*ep, tag, kind);
     std::memcpy(f->buffer, &h, sizeof h);
     f->endpoint = ep;
-    const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc, ep->address,
-                               static_cast<OpContext*>(f));
+    const ssize_t rc = fi_send(fabric_.ep.get(), f->buffer, header_size + f->seg.len, f->desc,
+                               ep->address, static_cast<OpContext*>(f));
     if (rc == 0) {
         ++sends_pending_;
         f->posted = true;
@@ -586,19 +600,19 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     if (f->seg.len > f->capacity) [[unlikely]]
         return Status::bad_param;
     const std::size_t len = header_size + f->seg.len;
-    if (len > inject_limit_) {
+    if (len > fabric_.inject_limit) {
         f->internal = false;
         return post_send(f, ep, tag);
     }
     // Small enough to inject: the provider copies it, so it completes here.
     const WireHeader h = wire(*ep, tag);
     std::memcpy(f->buffer, &h, sizeof h);
-    const ssize_t rc = fi_inject(ep_.get(), f->buffer, len, ep->address);
+    const ssize_t rc = fi_inject(fabric_.ep.get(), f->buffer, len, ep->address);
     if (rc != 0) return rc == -FI_EAGAIN ? Status::out_of_resource : Status::error;
     const std::uint32_t flags = f->flags;
     if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
         f->cbfunc(this, endpoint, f, Status::success);
-    if (flags & btl::des_flags::btl_ownership) release_frag(f);
+    if (flags & btl::des_flags::btl_ownership) fabric_.release(f);
     return Status::completed;
 }
 
@@ -614,18 +628,18 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
         return Status::peer_failed;
     const std::size_t total = header_size_in + payload_size;
     const std::size_t start = convertor ? convertor->position() : 0;
-    if (header_size + total <= inject_limit_) {
+    if (header_size + total <= fabric_.inject_limit) {
         std::byte* buf = inject_scratch_.data();
         const WireHeader h = wire(*ep, tag);
         std::memcpy(buf, &h, sizeof h);
         if (header_size_in > 0) std::memcpy(buf + header_size, header, header_size_in);
         if (payload_size > 0) convertor->pack(buf + header_size + header_size_in, payload_size);
-        const ssize_t rc = fi_inject(ep_.get(), buf, header_size + total, ep->address);
+        const ssize_t rc = fi_inject(fabric_.ep.get(), buf, header_size + total, ep->address);
         if (rc == 0) return Status::completed;
         if (convertor) convertor->seek(start);
         if (rc != -FI_EAGAIN) return Status::error;
     } else if (total <= config_.eager_limit) {
-        OfiFrag* f = take(total);
+        OfiFrag* f = fabric_.take(total);
         if (f != nullptr) {
             std::byte* payload = f->buffer + header_size;
             if (header_size_in > 0) std::memcpy(payload, header, header_size_in);
@@ -637,7 +651,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             if (s == Status::success) return Status::completed;
             if (convertor) convertor->seek(start);
             if (s != Status::out_of_resource) {
-                release_frag(f);
+                fabric_.release(f);
                 return s;
             }
             // Hand the fragment to the caller to fill and send later.
@@ -645,7 +659,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             if (descriptor != nullptr)
                 *descriptor = f;
             else
-                release_frag(f);
+                fabric_.release(f);
             return Status::out_of_resource;
         }
     }
@@ -655,47 +669,43 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
 }
 
 void OfiModule::dump(btl::Endpoint*, int verbosity) {
-    log::write("btl:ofi",
-               fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
-                           "one-sided operations in flight, {} registrations ({} cached)",
-                           name(), peer_count_, eager_.available(), eager_.size(),
-                           large_.available(), large_.size(), sends_pending_, rdma_pending_,
-                           registrations_.live_count(), rcache_.size()));
+    log::write(
+        "btl:ofi",
+        fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
+                    "one-sided operations in flight, {} registrations ({} cached)",
+                    name(), job_peers_ + outside_.dynamic_endpoints(), fabric_.eager.available(),
+                    fabric_.eager.size(), fabric_.large.available(), fabric_.large.size(),
+                    sends_pending_, one_sided_.pending(), one_sided_.registrations(),
+                    fabric_.rcache.size()));
     if (verbosity > 50)
-        log::write("btl:ofi", fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
-                                          info_->fabric_attr->name, info_->domain_attr->name,
-                                          mr_mode_, inject_limit_));
+        log::write("btl:ofi",
+                   fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
+                               fabric_.info->fabric_attr->name, fabric_.info->domain_attr->name,
+                               fabric_.mr_mode, fabric_.inject_limit));
 }
 
 Status OfiModule::finalize() {
-    if (ep_)
+    if (fabric_.ep)
         for (auto& e : by_rank_)
             if (e) peers_.say_goodbye(*e);
     // Peers outside the job hear that we left (a departure, not a failure).
-    while (!dynamic_.empty()) outside_.delete_dynamic(*dynamic_.begin()->second);
-    listening_ = false;
+    outside_.leave();
     // Their goodbyes leave before the endpoint closes (at most half a second).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    while (sends_pending_ > 0 && !retiring_.empty() && std::chrono::steady_clock::now() < deadline)
+    while (sends_pending_ > 0 && outside_.retiring() && std::chrono::steady_clock::now() < deadline)
         completions_.poll();
     outside_.retire_addresses(true);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (check_handle_) progress_.remove(check_handle_);
     check_handle_ = {};
-    if (sends_pending_ > 0 || rdma_pending_ > 0)
+    if (sends_pending_ > 0 || one_sided_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight", name(),
-                     sends_pending_, rdma_pending_);
-    registrations_.clear();
-    pool_registrations_.clear();
-    rcache_.clear();
-    ep_.reset();
-    av_.reset();
-    cq_.reset();
-    domain_.reset();
-    fabric_.reset();
+                     sends_pending_, one_sided_.pending());
+    one_sided_.clear_registrations();
+    fabric_.close();
     by_rank_.clear();
-    peer_count_ = 0;
+    job_peers_ = 0;
     return Status::success;
 }
 

@@ -7,6 +7,12 @@
 // operations the provider reports through fi_query_atomic.  Completions are
 // read from the progress engine, which the module joins while it has peers
 // or operations in flight.
+//
+// Owns: the libfabric objects and buffers (OfiFabric), the job ranks'
+// endpoints and address-vector entries, the count of sends in flight, and
+// its capabilities (OfiOneSided, OfiAtomics, OfiOutside, OfiPeerWatch,
+// OfiCompletions), to which it lends the fabric.  Borrows: the runtime, the
+// progress engine and the active message table of its component.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -14,41 +20,27 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
-#include <array>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "ofi_atomics.hpp"
 #include "ofi_completions.hpp"
 #include "ofi_endpoint.hpp"
+#include "ofi_fabric.hpp"
 #include "ofi_frag.hpp"
-#include "ofi_library.hpp"
-#include "ofi_listed_region.hpp"
 #include "ofi_one_sided.hpp"
 #include "ofi_outside.hpp"
 #include "ofi_peer_watch.hpp"
-#include "ofi_rcache.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
-#include "transit/btl/util/outside_links.hpp"
-#include "transit/btl/util/refusal_log.hpp"
-#include "transit/btl/util/registration_table.hpp"
-#include "transit/btl/util/unreached_reasons.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {
-
-struct InfoDeleter {
-    void operator()(fi_info* i) const noexcept { libfabric().freeinfo(i); }
-};
-using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 // The default exclusivity of a node-local provider (below vader), the highest
 // a module gets unless btl_ofi_exclusivity says otherwise.
@@ -76,9 +68,9 @@ inline bool node_local(const std::string& core) {
     return core == "shm" || core == "sm2";
 }
 
-// The module's capabilities are objects it owns (OfiOneSided, OfiAtomics,
-// OfiOutside, OfiPeerWatch, OfiCompletions); they work on the module's
-// state, hence the friendship.
+// Each capability is the object the upper layer calls (one virtual call per
+// operation); the objects reach the module only through the calls under "for
+// the objects it owns".
 class OfiModule final : public btl::Module {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
@@ -91,7 +83,7 @@ class OfiModule final : public btl::Module {
     std::string name() const override { return "ofi:" + provider_; }
     const std::string& provider() const noexcept { return provider_; }
     // The endpoint's address, published through the modex.
-    const std::vector<std::byte>& address() const noexcept { return address_; }
+    const std::vector<std::byte>& address() const noexcept { return fabric_.address; }
     // The provider's name with '+' for ';': the key goes into listening
     // addresses, whose fields ';' separates.
     std::string modex_key() const;
@@ -100,7 +92,7 @@ class OfiModule final : public btl::Module {
 
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
     btl::Atomics* atomics() noexcept override { return &atomics_; }
-    void* extension(std::uint32_t id) noexcept override;
+    void* extension(std::uint32_t id) noexcept override { return outside_.extension(id); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -121,13 +113,34 @@ class OfiModule final : public btl::Module {
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-  private:
-    friend class OfiOneSided;
-    friend class OfiAtomics;
-    friend class OfiOutside;
-    friend class OfiPeerWatch;
-    friend class OfiCompletions;
+    // --- for the objects it owns ------------------------------------------------------
+    // A live endpoint of this module (a job rank's or a peer's outside the job).
+    bool valid(const btl::Endpoint* e) const noexcept;
+    // For a valid endpoint: its peer was lost, so nothing more is issued to it.
+    static bool lost(const btl::Endpoint* e) noexcept {
+        return static_cast<const OfiEndpoint*>(e)->failed;
+    }
+    // The endpoint of job rank `rank`, or nullptr.
+    OfiEndpoint* job_endpoint(Rank rank) const noexcept {
+        return rank < by_rank_.size() ? by_rank_[rank].get() : nullptr;
+    }
+    // Whether a job rank's address-vector entry is `address`.
+    bool job_address(fi_addr_t address) const noexcept;
+    // A header-only message of `kind` (and `payload`), posted with a bounded
+    // wait for room and, when `wait`, for its completion; tag: what the kind
+    // says more (a refuse's reason), 0 for most.
+    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
+                        std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
+    // The provider completed a send (why: nullptr) or failed it (why: its error).
+    void end_send(OfiFrag* f, Status status, const char* why) noexcept;
+    // Joins or leaves the progress engine as peers, listening and operations
+    // in flight say.
+    void update_progress() noexcept;
+    void report(std::uint32_t error_flags, Rank peer, const char* info) noexcept {
+        report_error(error_flags, peer, info);
+    }
 
+  private:
     // An address add_procs put in the address vector, not yet checked.
     struct Inserted {
         Rank peer;
@@ -143,19 +156,9 @@ class OfiModule final : public btl::Module {
 
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
-    // tag: what the kind says more (a refuse's reason), 0 for most.
-    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
-                        std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
-    void update_progress() noexcept;
     bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
                  std::span<const Inserted> inserted) const;
 
-    std::size_t& live_to(OfiEndpoint& ep) noexcept {
-        return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];
-    }
-
-    OfiFrag* take(std::size_t bytes) noexcept;
-    void release_frag(OfiFrag* f) noexcept;
     Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag,
                      WireKind kind = WireKind::message) noexcept;
     WireHeader wire(const OfiEndpoint& to, btl::Tag tag,
@@ -164,104 +167,29 @@ class OfiModule final : public btl::Module {
             return WireHeader{tag, wire_version, kind, from_dynamic, to.channel_out};
         return WireHeader{tag, wire_version, kind, 0, runtime_.rank()};
     }
-    std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
-        return virt_addr_ ? address : address - p.mr_base;
-    }
-    // A job rank's count outlives its endpoint; a peer outside the job's
-    // operations are abandoned before its endpoint goes.
-    std::size_t& live_to(const OfiRdma& op) noexcept {
-        return op.peer < rdma_live_to_.size() ? rdma_live_to_[op.peer] : op.endpoint->rdma_live;
-    }
-    void end_live(const OfiRdma& op) noexcept {
-        --rdma_live_;
-        --live_to(op);
-    }
-    bool valid(const btl::Endpoint* e) const noexcept;
-    // For a valid endpoint: its peer was lost, so nothing more is issued to it.
-    static bool lost(const btl::Endpoint* e) noexcept {
-        return static_cast<const OfiEndpoint*>(e)->failed;
-    }
 
     std::string provider_;
-    std::uint64_t provider_id_;  // in the handles this module packs
     OfiConfig config_;
     rt::Runtime& runtime_;
     ProgressEngine& progress_;
     btl::AmTable& am_table_;
     log::Stream out_;
 
-    // Declaration order is teardown order in reverse: the endpoint closes
-    // before the buffers it receives into, registrations before the endpoint.
-    InfoPtr info_;
-    FidPtr<fid_fabric> fabric_;
-    FidPtr<fid_domain> domain_;
-    FidPtr<fid_cq> cq_;
-    FidPtr<fid_av> av_;
-    FragPool eager_;
-    FragPool large_;
-    std::unique_ptr<std::byte[]> recv_storage_;
-    std::vector<OfiRecv> recvs_;
-    Pool<OfiRdma> rdma_;
-    ListedRegion region_;  // a node-local provider's region, forgotten once ep_ closed
-    FidPtr<fid_ep> ep_;
-    Rcache rcache_;
-    std::vector<CacheEntry*> pool_registrations_;
-    btl::util::RegistrationTable<OfiRegistration> registrations_;
-
-    std::vector<std::byte> address_;
+    OfiFabric fabric_;
     std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank
-    // Per rank, outliving its endpoint: we said goodbye to it and, should it
-    // be added again, owe it a hello.
-    std::vector<bool> owe_hello_;
-    std::vector<fi_addr_t> av_addr_;  // FI_ADDR_NOTAVAIL until inserted
-    std::size_t peer_count_ = 0;
+    std::vector<fi_addr_t> av_addr_;                     // FI_ADDR_NOTAVAIL until inserted
+    std::size_t job_peers_ = 0;                          // endpoints in by_rank_
     std::size_t sends_pending_ = 0;
-    std::size_t rdma_pending_ = 0;  // one-sided operations the provider holds
-    // Of those, the ones not abandoned: all, and per rank (outliving the
-    // endpoint).  flush waits for these alone.
-    std::size_t rdma_live_ = 0;
-    std::vector<std::size_t> rdma_live_to_;
-    // Peers outside the job, live ones only: by id, and by the channel their
-    // messages name (ours for a server, the client's choice for a client).
-    std::unordered_map<Rank, std::unique_ptr<OfiEndpoint>> dynamic_;
-    btl::util::UnreachedReasons unreached_;  // servers join_server could not reach
-    std::unordered_map<std::uint32_t, OfiEndpoint*> channels_;
-    bool listening_ = false;
-    // Deleted peers' address-vector entries, removed once their goodbye left.
-    struct Retiring {
-        fi_addr_t address;
-        std::chrono::steady_clock::time_point after;
-    };
-    std::vector<Retiring> retiring_;
-    std::mt19937 channel_rng_{std::random_device{}()};
-    btl::util::RefusalLog refusals_{"clients"};
-    btl::util::OutsideLinks links_;  // counts our joins no server has answered yet
-    OfiRecv* repost_head_ = nullptr;
-    std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
-    std::size_t batch_pos_ = 0;
-    std::size_t batch_len_ = 0;
+    std::vector<std::byte> inject_scratch_;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
-    btl::util::WatchPace check_pace_;      // every 16th low-priority pass, at most every 100 ms
 
-    btl::util::WatchPace dynamic_pace_;  // the same for peers outside the job
-    bool node_local_ = false;            // the provider reaches this node only
-
-    std::size_t inject_limit_ = 0;
-    std::uint64_t mr_mode_ = 0;
-    AddressForm address_form_ = AddressForm::variable;  // from fi_info's addr_format
-    bool virt_addr_ = false;
-    bool local_mr_ = false;
-    std::uint64_t delivery_complete_ = 0;  // flag for puts
-    std::vector<std::byte> inject_scratch_;
-    void* recv_desc_ = nullptr;  // local registrations (FI_MR_LOCAL providers)
-    void* rdma_desc_ = nullptr;
-
-    OfiCompletions completions_{*this};
-    OfiPeerWatch peers_{*this};
-    OfiOneSided one_sided_{*this};
-    OfiAtomics atomics_{*this, one_sided_};
-    OfiOutside outside_{*this};
+    // The capabilities, after what they borrow (fabric_, out_).
+    OfiCompletions completions_{*this, fabric_, one_sided_, outside_, am_table_, out_};
+    OfiOneSided one_sided_{*this, fabric_, completions_, out_};
+    OfiAtomics atomics_{*this, fabric_, one_sided_};
+    OfiOutside outside_{*this, fabric_, runtime_, peers_, config_.join_timeout, out_};
+    OfiPeerWatch peers_{*this, fabric_, runtime_, completions_, one_sided_, outside_, out_};
 };
 
 }  // namespace transit::ofi

@@ -17,8 +17,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ofi_fabric.hpp"
 #include "ofi_module.hpp"
 #include "ofi_outside.hpp"
+#include "ofi_peer_watch.hpp"
 #include "transit/name_hash.hpp"
 
 namespace transit::ofi {
@@ -32,34 +34,37 @@ constexpr auto retire_after = std::chrono::milliseconds(500);
 
 }  // namespace
 
-std::size_t OfiOutside::dynamic_endpoints() const noexcept {
-    return m_.dynamic_.size();
+void* OfiOutside::extension(std::uint32_t id) noexcept {
+    if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
+    if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+    if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
+    return nullptr;
 }
 
 // The address blob went to the modex at init; listening only starts the
 // progress that reads joins (a singleton may have no other peer).
 Status OfiOutside::listen() {
-    m_.listening_ = true;
+    listening_ = true;
     m_.update_progress();
     return Status::success;
 }
 
 bool OfiOutside::is_dynamic(Rank peer) const noexcept {
-    if (peer < m_.by_rank_.size()) return false;
-    const rt::DynamicPeers* d = m_.runtime_.dynamic_peers();
+    if (peer < runtime_.size()) return false;
+    const rt::DynamicPeers* d = runtime_.dynamic_peers();
     return d != nullptr && d->is_dynamic(peer);
 }
 
 OfiEndpoint* OfiOutside::dynamic_endpoint(Rank peer) const noexcept {
-    const auto it = m_.dynamic_.find(peer);
-    return it == m_.dynamic_.end() ? nullptr : it->second.get();
+    const auto it = dynamic_.find(peer);
+    return it == dynamic_.end() ? nullptr : it->second.get();
 }
 
 // A random channel no live peer outside the job uses (0 is none).
 std::uint32_t OfiOutside::new_channel() noexcept {
     for (;;) {
-        const std::uint32_t c = m_.channel_rng_();
-        if (c != 0 && !m_.channels_.contains(c)) return c;
+        const std::uint32_t c = channel_rng_();
+        if (c != 0 && !channels_.contains(c)) return c;
     }
 }
 
@@ -67,43 +72,59 @@ std::uint32_t OfiOutside::new_channel() noexcept {
 // `address` (a client naming one of them would get their messages).  One that
 // departed or failed is on its way out: the same client may join again.
 bool OfiOutside::address_taken(fi_addr_t address) const noexcept {
-    if (std::find(m_.av_addr_.begin(), m_.av_addr_.end(), address) != m_.av_addr_.end())
-        return true;
-    return std::any_of(m_.dynamic_.begin(), m_.dynamic_.end(), [address](const auto& kv) {
+    if (m_.job_address(address)) return true;
+    return std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
         return kv.second->address == address && !kv.second->failed;
     });
 }
 
 // --- the client's side -----------------------------------------------------------
 
+void OfiOutside::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
+                           btl::Reachability& reachable) {
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+        if (!is_dynamic(peers[i])) continue;
+        OfiEndpoint* ep = dynamic_endpoint(peers[i]);
+        try {
+            if (ep == nullptr) ep = join_server(peers[i]);
+        } catch (const std::exception& e) {
+            log::error("{}: joining peer {} failed: {}", m_.name(), peers[i], e.what());
+        }
+        if (ep == nullptr || ep->failed) continue;
+        unreached_.clear(peers[i]);
+        endpoints[i] = ep;
+        reachable.set(i);
+    }
+}
+
 void OfiOutside::unreached(Rank peer, std::string why) {
-    m_.out_.verbose(1, "{}: peer {} not reached: {}", m_.name(), peer, why);
-    m_.unreached_.set(peer, std::move(why));
+    out_.verbose(1, "{}: peer {} not reached: {}", m_.name(), peer, why);
+    unreached_.set(peer, std::move(why));
 }
 
 // A server reached by its address: its blob goes into the address vector and
 // the join is posted now; our messages to it follow the join.
 OfiEndpoint* OfiOutside::join_server(Rank peer) {
-    rt::DynamicPeers* d = m_.runtime_.dynamic_peers();
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
     const rt::Secret* token = d ? d->token_for(peer) : nullptr;
     if (token == nullptr) return nullptr;  // a client that joined through another transport
-    if (m_.node_local_ && !m_.runtime_.on_this_node(peer)) return nullptr;
+    if (f_.node_local && !runtime_.on_this_node(peer)) return nullptr;
     std::vector<std::byte> blob;
-    if (!ok(m_.runtime_.modex_recv(peer, m_.modex_key(), blob))) {
-        m_.out_.verbose(10, "{}: the address of peer {} has no {} part", m_.name(), peer,
-                        m_.provider_);
+    if (!ok(runtime_.modex_recv(peer, m_.modex_key(), blob))) {
+        out_.verbose(10, "{}: the address of peer {} has no {} part", m_.name(), peer,
+                     m_.provider());
         return nullptr;
     }
     std::vector<std::byte> padded;
-    if (!av_address(blob, m_.address_.size(), m_.address_form_, padded)) {
+    if (!av_address(blob, f_.address.size(), f_.address_form, padded)) {
         // Another module may reach it: the bml says so if none does.
         unreached(peer, fmt::format("the {} part of its address ({} bytes) cannot be one of {}'s",
-                                    m_.provider_, blob.size(), m_.provider_));
+                                    m_.provider(), blob.size(), m_.provider()));
         return nullptr;
     }
     fi_addr_t a = FI_ADDR_NOTAVAIL;
-    if (fi_av_insert(m_.av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
-        m_.out_.verbose(1, "{}: the address of peer {} was refused", m_.name(), peer);
+    if (fi_av_insert(f_.av.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
+        out_.verbose(1, "{}: the address of peer {} was refused", m_.name(), peer);
         return nullptr;
     }
     keep_address(a);
@@ -117,19 +138,18 @@ OfiEndpoint* OfiOutside::join_server(Rank peer) {
     p.to_server = ep.channel_out;
     p.to_client = ep.channel_in;
     p.pid = static_cast<std::uint32_t>(::getpid());
-    p.rank = m_.runtime_.rank();
-    p.node = name_hash(m_.runtime_.node_id());
+    p.rank = runtime_.rank();
+    p.node = name_hash(runtime_.node_id());
     p.pid_ns = btl::util::pid_namespace();
-    p.address_size = static_cast<std::uint32_t>(m_.address_.size());
-    std::vector<std::byte> payload(sizeof p + m_.address_.size());
+    p.address_size = static_cast<std::uint32_t>(f_.address.size());
+    std::vector<std::byte> payload(sizeof p + f_.address.size());
     std::memcpy(payload.data(), &p, sizeof p);
-    std::copy(m_.address_.begin(), m_.address_.end(), payload.begin() + sizeof p);
-    m_.channels_.reserve(m_.channels_.size() + 1);
-    m_.dynamic_.reserve(m_.dynamic_.size() + 1);
-    m_.channels_[ep.channel_in] = &ep;
-    m_.dynamic_[peer] = std::move(owned);
-    ++m_.peer_count_;
-    m_.peers_.watch(ep);  // a server on this node: its pid is in its address
+    std::copy(f_.address.begin(), f_.address.end(), payload.begin() + sizeof p);
+    channels_.reserve(channels_.size() + 1);
+    dynamic_.reserve(dynamic_.size() + 1);
+    channels_[ep.channel_in] = &ep;
+    dynamic_[peer] = std::move(owned);
+    watch_.watch(ep);  // a server on this node: its pid is in its address
     if (ep.process.watching() && ep.process.exited()) {
         unreached(peer, fmt::format("the server (pid {}) is not there: its process has exited",
                                     ep.process.pid()));
@@ -137,7 +157,7 @@ OfiEndpoint* OfiOutside::join_server(Rank peer) {
         delete_dynamic(ep);
         return nullptr;
     }
-    m_.links_.join_sent(ep.outside, m_.config_.join_timeout);
+    links_.join_sent(ep.outside, join_timeout_);
     if (const Status s = m_.post_control(ep, WireKind::join, false, payload); !ok(s)) {
         unreached(peer, fmt::format("cannot send the join: {}", to_string(s)));
         ep.failed = true;
@@ -145,8 +165,8 @@ OfiEndpoint* OfiOutside::join_server(Rank peer) {
         return nullptr;
     }
     m_.update_progress();
-    m_.out_.verbose(10, "{}: joining peer {} outside the job (channels {:#x}/{:#x})", m_.name(),
-                    peer, p.to_server, p.to_client);
+    out_.verbose(10, "{}: joining peer {} outside the job (channels {:#x}/{:#x})", m_.name(), peer,
+                 p.to_server, p.to_client);
     return &ep;
 }
 
@@ -166,14 +186,14 @@ void OfiOutside::on_join(const WireHeader& h, std::span<const std::byte> body) n
     } catch (...) {
         return;
     }
-    const bool same_node = p.node == name_hash(m_.runtime_.node_id());
-    if (m_.node_local_ && !same_node) return (void)refused(who, "on another node");
+    const bool same_node = p.node == name_hash(runtime_.node_id());
+    if (f_.node_local && !same_node) return (void)refused(who, "on another node");
     fi_addr_t a = FI_ADDR_NOTAVAIL;
     try {
         std::vector<std::byte> padded;
-        if (!av_address(address, m_.address_.size(), m_.address_form_, padded))
+        if (!av_address(address, f_.address.size(), f_.address_form, padded))
             return (void)refused(who, "its address cannot be one of this provider's");
-        if (fi_av_insert(m_.av_.get(), padded.data(), 1, &a, 0, nullptr) != 1)
+        if (fi_av_insert(f_.av.get(), padded.data(), 1, &a, 0, nullptr) != 1)
             return (void)refused(who, "libfabric refused its address");
     } catch (...) {
         return (void)refused(who, "out of memory");
@@ -186,18 +206,18 @@ void OfiOutside::on_join(const WireHeader& h, std::span<const std::byte> body) n
         if (refused(who, why)) answer_refusal(a, p.to_client, token);
         drop_address(a);
     };
-    if (!m_.listening_) return refuse("this process does not listen");
-    rt::DynamicPeers* d = m_.runtime_.dynamic_peers();
+    if (!listening_) return refuse("this process does not listen");
+    rt::DynamicPeers* d = runtime_.dynamic_peers();
     rt::Secret token{};
     std::memcpy(token.data(), p.token.data(), token.size());
     if (d == nullptr || !d->token_matches(token))
         return refuse("without this context's access token", true);
-    if (p.to_server == 0 || p.to_server != h.source || m_.channels_.contains(p.to_server))
+    if (p.to_server == 0 || p.to_server != h.source || channels_.contains(p.to_server))
         return refuse("its channel is none or in use");
     try {
         // So that nothing below fails once the peer id is given.
-        m_.channels_.reserve(m_.channels_.size() + 1);
-        m_.dynamic_.reserve(m_.dynamic_.size() + 1);
+        channels_.reserve(channels_.size() + 1);
+        dynamic_.reserve(dynamic_.size() + 1);
     } catch (...) {
         return refuse("out of memory");
     }
@@ -211,7 +231,7 @@ void OfiOutside::on_join(const WireHeader& h, std::span<const std::byte> body) n
     }
     OfiEndpoint& ep = *owned;
     ep.dynamic = true;
-    m_.links_.admitted(ep.outside);
+    links_.admitted(ep.outside);
     ep.channel_in = p.to_server;
     ep.channel_out = p.to_client;
     // libfabric says nothing of a client that dies with nothing in flight: one
@@ -219,14 +239,13 @@ void OfiOutside::on_join(const WireHeader& h, std::span<const std::byte> body) n
     if (same_node && p.pid_ns != 0 && p.pid_ns == btl::util::pid_namespace() && p.pid != 0 &&
         p.pid <= 0x7fffffffu)
         ep.process = btl::util::ProcessWatch(static_cast<pid_t>(p.pid));
-    m_.channels_[ep.channel_in] = &ep;
-    m_.dynamic_[id] = std::move(owned);
-    ++m_.peer_count_;
+    channels_[ep.channel_in] = &ep;
+    dynamic_[id] = std::move(owned);
     if (!ok(m_.post_control(ep, WireKind::welcome, false)))
-        m_.out_.verbose(1, "{}: could not welcome peer {} (its join will time out)", m_.name(), id);
+        out_.verbose(1, "{}: could not welcome peer {} (its join will time out)", m_.name(), id);
     m_.update_progress();
-    m_.out_.verbose(10, "{}: {} joined as peer {}{}", m_.name(), who, id,
-                    ep.process.watching() ? " (its process is watched)" : "");
+    out_.verbose(10, "{}: {} joined as peer {}{}", m_.name(), who, id,
+                 ep.process.watching() ? " (its process is watched)" : "");
 }
 
 // Tells a refused client so, on the channel it asked our messages to carry.
@@ -236,68 +255,65 @@ void OfiOutside::answer_refusal(fi_addr_t address, std::uint32_t channel, bool t
     stranger.channel_out = channel;
     // post_control forgets the endpoint once the frame is posted.
     if (!ok(m_.post_control(stranger, WireKind::refuse, false, {}, token ? refused_token : 0)))
-        m_.out_.verbose(1, "{}: could not tell a refused client (its join will time out)",
-                        m_.name());
+        out_.verbose(1, "{}: could not tell a refused client (its join will time out)", m_.name());
 }
 
 // The address of a peer deleted or refused: it goes unless another peer has
 // it (a server that is a job rank of ours, a context connected to its own
 // address; a departed client that joined again before we deleted it).
 void OfiOutside::drop_address(fi_addr_t address) noexcept {
-    const bool shared =
-        std::any_of(m_.dynamic_.begin(), m_.dynamic_.end(),
-                    [address](const auto& kv) { return kv.second->address == address; });
-    if (!shared && std::find(m_.av_addr_.begin(), m_.av_addr_.end(), address) == m_.av_addr_.end())
-        retire(address);
+    const bool shared = std::any_of(dynamic_.begin(), dynamic_.end(), [address](const auto& kv) {
+        return kv.second->address == address;
+    });
+    if (!shared && !m_.job_address(address)) retire(address);
 }
 
 // A stranger may try thousands of times: the first few refusals of each
 // window are logged with the reason (true), the rest are counted.
 bool OfiOutside::refused(const std::string& who, const char* why) noexcept {
-    return m_.refusals_.refused(m_.out_, m_.name(), why, "{}", who);
+    return refusals_.refused(out_, m_.name(), why, "{}", who);
 }
 
 // --- both sides --------------------------------------------------------------------
 
 // A control message from a peer outside the job, named by its channel.
 void OfiOutside::on_dynamic_control(Received what, const WireHeader& h) noexcept {
-    const auto it = m_.channels_.find(h.source);
-    if (it == m_.channels_.end() || it->second->failed) {
-        m_.out_.verbose(10, "{}: a control message on an unknown channel dropped", m_.name());
+    const auto it = channels_.find(h.source);
+    if (it == channels_.end() || it->second->failed) {
+        out_.verbose(10, "{}: a control message on an unknown channel dropped", m_.name());
         return;
     }
     OfiEndpoint& ep = *it->second;
     switch (what) {
         case Received::welcome:
-            m_.links_.welcome(ep.outside);
+            links_.welcome(ep.outside);
             return;
         case Received::refuse:
             // A server refuses only a join it has not admitted.
-            if (!m_.links_.refuse(ep.outside)) return;
+            if (!links_.refuse(ep.outside)) return;
             ep.failed = true;
-            m_.out_.verbose(1, "{}: peer {} outside the job refused our join", m_.name(),
-                            ep.peer());
+            out_.verbose(1, "{}: peer {} outside the job refused our join", m_.name(), ep.peer());
             if (h.tag == refused_token)
-                m_.report_error(btl::error_flags::nonfatal | btl::error_flags::refused, ep.peer(),
-                                "ofi: the server refused the token");
+                m_.report(btl::error_flags::nonfatal | btl::error_flags::refused, ep.peer(),
+                          "ofi: the server refused the token");
             else
-                m_.report_error(btl::error_flags::nonfatal, ep.peer(),
-                                "ofi: the server refused the connection");
-            m_.peers_.abandon_operations(ep, Status::peer_failed);
+                m_.report(btl::error_flags::nonfatal, ep.peer(),
+                          "ofi: the server refused the connection");
+            watch_.abandon_operations(ep, Status::peer_failed);
             return;
         case Received::goodbye:
             // Its messages before the goodbye came first (FI_ORDER_SAS).
-            if (!m_.links_.goodbye_received(ep.outside)) return;
-            m_.out_.verbose(10, "{}: peer {} outside the job disconnected", m_.name(), ep.peer());
+            if (!links_.goodbye_received(ep.outside)) return;
+            out_.verbose(10, "{}: peer {} outside the job disconnected", m_.name(), ep.peer());
             ep.goodbye = true;
             ep.failed = true;
-            m_.report_error(btl::error_flags::departed, ep.peer(),
-                            "ofi: the peer outside the job disconnected");
-            m_.peers_.abandon_operations(ep, Status::peer_departed);
+            m_.report(btl::error_flags::departed, ep.peer(),
+                      "ofi: the peer outside the job disconnected");
+            watch_.abandon_operations(ep, Status::peer_departed);
             return;
         default:
-            m_.out_.verbose(1, "{}: a control message of peer {} outside the job dropped",
-                            m_.name(), ep.peer());
+            out_.verbose(1, "{}: a control message of peer {} outside the job dropped", m_.name(),
+                         ep.peer());
             return;
     }
 }
@@ -307,34 +323,33 @@ void OfiOutside::on_dynamic_control(Received what, const WireHeader& h) noexcept
 // peers: the entry goes now.  Elsewhere the goodbye may still wait for a
 // connection: the entry goes after retire_after.
 void OfiOutside::retire(fi_addr_t address) noexcept {
-    if (!m_.node_local_) {
+    if (!f_.node_local) {
         try {
-            m_.retiring_.push_back({address, std::chrono::steady_clock::now() + retire_after});
+            retiring_.push_back({address, std::chrono::steady_clock::now() + retire_after});
             return;
         } catch (...) {
             // No memory to wait: removed now.
         }
     }
-    if (const int rc = fi_av_remove(m_.av_.get(), &address, 1, 0); rc != 0)
-        m_.out_.verbose(1, "{}: removing a departed peer's address failed: {}", m_.name(),
-                        libfabric().strerror(-rc));
+    if (const int rc = fi_av_remove(f_.av.get(), &address, 1, 0); rc != 0)
+        out_.verbose(1, "{}: removing a departed peer's address failed: {}", m_.name(),
+                     libfabric().strerror(-rc));
 }
 
 // An address inserted again (the same peer back) may be the entry of a
 // deleted peer still waiting to go: it stays.
 void OfiOutside::keep_address(fi_addr_t address) noexcept {
-    std::erase_if(m_.retiring_,
-                  [address](const OfiModule::Retiring& r) { return r.address == address; });
+    std::erase_if(retiring_, [address](const Retiring& r) { return r.address == address; });
 }
 
 // Address-vector entries of deleted peers whose time has come (all, with
 // `all`).
 void OfiOutside::retire_addresses(bool all) noexcept {
     const auto now = std::chrono::steady_clock::now();
-    std::erase_if(m_.retiring_, [&](const OfiModule::Retiring& r) {
+    std::erase_if(retiring_, [&](const Retiring& r) {
         if (!all && now < r.after) return false;
         fi_addr_t a = r.address;
-        fi_av_remove(m_.av_.get(), &a, 1, 0);
+        fi_av_remove(f_.av.get(), &a, 1, 0);
         return true;
     });
 }
@@ -342,31 +357,33 @@ void OfiOutside::retire_addresses(bool all) noexcept {
 // From the low-priority check: clients and servers on this node that exited,
 // servers that never answered our join.
 void OfiOutside::check_dynamic() noexcept {
+    if ((dynamic_.empty() && retiring_.empty()) || !dynamic_pace_.due()) return;
     const auto now = std::chrono::steady_clock::now();
-    if (!m_.retiring_.empty()) {
+    if (!retiring_.empty()) {
         retire_addresses(false);
-        if (m_.retiring_.empty() && m_.peer_count_ == 0) m_.update_progress();
+        // The module leaves the low-priority pass once nothing else needs it.
+        if (retiring_.empty()) m_.update_progress();
     }
     OfiEndpoint* exited[check_batch];
     std::size_t n_exited = 0;
-    for (auto& [peer, ep] : m_.dynamic_)
+    for (auto& [peer, ep] : dynamic_)
         if (!ep->failed && ep->process.watching() && ep->process.exited() && n_exited < check_batch)
             exited[n_exited++] = ep.get();
     // Each is reported once; the pml deletes it later, not from inside this.
-    for (std::size_t i = 0; i < n_exited; ++i) m_.peers_.lose_peer(*exited[i]);
+    for (std::size_t i = 0; i < n_exited; ++i) watch_.lose_peer(*exited[i]);
     OfiEndpoint* late[check_batch];
-    const std::size_t n_late = m_.links_.expire_joins(
-        m_.dynamic_, [](const auto& kv) { return kv.second->failed ? nullptr : kv.second.get(); },
-        now, late);
+    const std::size_t n_late = links_.expire_joins(
+        dynamic_, [](const auto& kv) { return kv.second->failed ? nullptr : kv.second.get(); }, now,
+        late);
     for (std::size_t i = 0; i < n_late; ++i) {
         OfiEndpoint& ep = *late[i];
         ep.failed = true;
-        m_.out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s", m_.name(),
-                        ep.peer(), m_.config_.join_timeout);
-        m_.report_error(btl::error_flags::nonfatal, ep.peer(),
-                        "ofi: the server did not answer the join within btl_ofi_join_timeout "
-                        "(refused, stopped, or not progressing)");
-        m_.peers_.abandon_operations(ep, Status::peer_failed);
+        out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s", m_.name(),
+                     ep.peer(), join_timeout_);
+        m_.report(btl::error_flags::nonfatal, ep.peer(),
+                  "ofi: the server did not answer the join within btl_ofi_join_timeout "
+                  "(refused, stopped, or not progressing)");
+        watch_.abandon_operations(ep, Status::peer_failed);
     }
 }
 
@@ -377,19 +394,24 @@ void OfiOutside::check_dynamic() noexcept {
 // address-vector entry goes a little later, once the goodbye has left.
 void OfiOutside::delete_dynamic(OfiEndpoint& ep) noexcept {
     const Rank peer = ep.peer();
-    if (!ep.failed && m_.ep_) (void)m_.post_control(ep, WireKind::goodbye, false);
-    m_.links_.release(ep.outside);
+    if (!ep.failed && f_.ep) (void)m_.post_control(ep, WireKind::goodbye, false);
+    links_.release(ep.outside);
     ep.failed = true;
-    m_.peers_.abandon_operations(ep, Status::cancelled);
-    if (const auto c = m_.channels_.find(ep.channel_in);
-        c != m_.channels_.end() && c->second == &ep)
-        m_.channels_.erase(c);
+    watch_.abandon_operations(ep, Status::cancelled);
+    if (const auto c = channels_.find(ep.channel_in); c != channels_.end() && c->second == &ep)
+        channels_.erase(c);
     const fi_addr_t address = ep.address;
-    --m_.peer_count_;
-    m_.dynamic_.erase(peer);
+    dynamic_.erase(peer);
     drop_address(address);
     m_.update_progress();
-    m_.out_.verbose(10, "{}: peer {} outside the job deleted", m_.name(), peer);
+    out_.verbose(10, "{}: peer {} outside the job deleted", m_.name(), peer);
+}
+
+// Every peer outside the job hears that we left (a departure, not a
+// failure); no client joins from now on.
+void OfiOutside::leave() noexcept {
+    while (!dynamic_.empty()) delete_dynamic(*dynamic_.begin()->second);
+    listening_ = false;
 }
 
 }  // namespace transit::ofi

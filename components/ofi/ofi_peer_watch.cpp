@@ -3,7 +3,11 @@
 
 #include <vector>
 
+#include "ofi_completions.hpp"
+#include "ofi_fabric.hpp"
 #include "ofi_module.hpp"
+#include "ofi_one_sided.hpp"
+#include "ofi_outside.hpp"
 #include "ofi_wire.hpp"
 
 namespace transit::ofi {
@@ -12,11 +16,11 @@ namespace transit::ofi {
 // not at all (shm), so a peer on this node is watched like vader's: its
 // process id comes through the modex.
 void OfiPeerWatch::watch(OfiEndpoint& ep) noexcept {
-    if (ep.peer() == m_.runtime_.rank() || !m_.runtime_.on_this_node(ep.peer())) return;
+    if (ep.peer() == runtime_.rank() || !runtime_.on_this_node(ep.peer())) return;
     std::vector<std::byte> blob;
     std::uint32_t pid = 0;
     try {
-        if (m_.runtime_.modex_recv(ep.peer(), OfiModule::pid_key, blob) != Status::success ||
+        if (runtime_.modex_recv(ep.peer(), OfiModule::pid_key, blob) != Status::success ||
             !read_pid(blob, pid))
             return;
     } catch (...) {
@@ -25,11 +29,9 @@ void OfiPeerWatch::watch(OfiEndpoint& ep) noexcept {
     ep.process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
 }
 
-int OfiPeerWatch::check_peers() noexcept {
-    if ((!m_.dynamic_.empty() || !m_.retiring_.empty()) && m_.dynamic_pace_.due())
-        m_.outside_.check_dynamic();
+int OfiPeerWatch::check_peers(std::vector<std::unique_ptr<OfiEndpoint>>& by_rank) noexcept {
     return btl::util::lose_exited(
-        m_.check_pace_, m_.by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
+        check_pace_, by_rank, [](const OfiEndpoint& ep) { return ep.failed; },
         [this](OfiEndpoint& ep) { lose_peer(ep); });
 }
 
@@ -37,25 +39,25 @@ int OfiPeerWatch::check_peers() noexcept {
 // taken first.  A peer that said goodbye, with nothing of ours in flight, has
 // left; otherwise it is lost and the upper layer hears of it once.
 void OfiPeerWatch::lose_peer(OfiEndpoint& ep) noexcept {
-    for (int i = 0; i < 64 && m_.completions_.poll() > 0; ++i) {
+    for (int i = 0; i < 64 && completions_.poll() > 0; ++i) {
     }
     ep.failed = true;
-    m_.links_.lost(ep.outside);
+    outside_.lost(ep);
     if (ep.goodbye && !in_flight_to(ep)) {
-        m_.out_.verbose(10, "{}: rank {} said goodbye and left", m_.name(), ep.peer());
+        out_.verbose(10, "{}: rank {} said goodbye and left", m_.name(), ep.peer());
         return;
     }
-    m_.out_.verbose(1, "{}: {} {} (pid {}) exited", m_.name(), ep.dynamic ? "peer" : "rank",
-                    ep.peer(), ep.process.pid());
-    m_.report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
+    out_.verbose(1, "{}: {} {} (pid {}) exited", m_.name(), ep.dynamic ? "peer" : "rank", ep.peer(),
+                 ep.process.pid());
+    m_.report(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
     abandon_operations(ep, Status::peer_failed);
 }
 
 bool OfiPeerWatch::in_flight_to(OfiEndpoint& ep) noexcept {
-    for (FragPool* pool : {&m_.eager_, &m_.large_})
+    for (FragPool* pool : {&f_.eager, &f_.large})
         for (const OfiFrag& f : pool->items())
             if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    return m_.live_to(ep) > 0;
+    return one_sided_.in_flight_to(ep) > 0;
 }
 
 // The lost (or departed, or deleted) peer's sends and one-sided operations end
@@ -63,21 +65,14 @@ bool OfiPeerWatch::in_flight_to(OfiEndpoint& ep) noexcept {
 // until the provider gives it back (if ever), so a late completion cannot hit
 // a reused one.
 void OfiPeerWatch::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
-    for (FragPool* pool : {&m_.eager_, &m_.large_}) {
+    for (FragPool* pool : {&f_.eager, &f_.large}) {
         for (OfiFrag& f : pool->items()) {
             if (!f.posted || f.abandoned || f.endpoint != &ep) continue;
             f.abandoned = true;
             if (!f.internal && f.cbfunc != nullptr) f.cbfunc(&m_, &ep, &f, status);
         }
     }
-    // By rank: an operation started before the peer was deleted and added
-    // again is lost with it too.
-    for (OfiRdma& op : m_.rdma_.items()) {
-        if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
-        op.abandoned = true;
-        m_.end_live(op);
-        m_.completions_.call_back(op, status);
-    }
+    one_sided_.abandon(ep.peer(), status);
 }
 
 // One header-only message, sent and waited for (at most half a second: a
@@ -87,20 +82,20 @@ void OfiPeerWatch::say_goodbye(OfiEndpoint& ep) noexcept {
     // Only peers that watch us (on this node) take an exit for a failure; a
     // peer that said goodbye itself may be gone already.  (A goodbye to every
     // rank would make rxm connect to ranks never talked to, at finalize.)
-    if (!ep.process.watching() || ep.failed || ep.goodbye || !m_.ep_ || ep.dynamic) return;
+    if (!ep.process.watching() || ep.failed || ep.goodbye || !f_.ep || ep.dynamic) return;
     if (m_.post_control(ep, WireKind::goodbye, true) == Status::success)
-        m_.owe_hello_[ep.peer()] = true;
+        owe_hello_[ep.peer()] = true;
 }
 
 // Tells a peer we said goodbye to that we added it again: it takes the
 // goodbye back, so our exit from now on is a loss again.  Posted before
 // anything else to it, so it arrives after the goodbye and before the rest.
 void OfiPeerWatch::say_hello(OfiEndpoint& ep) noexcept {
-    if (ep.failed || !m_.ep_) return;
+    if (!owe_hello_[ep.peer()] || ep.failed || !f_.ep) return;
     if (m_.post_control(ep, WireKind::hello, false) == Status::success)
-        m_.owe_hello_[ep.peer()] = false;
+        owe_hello_[ep.peer()] = false;
     else
-        m_.out_.verbose(1, "{}: could not tell rank {} it was added again", m_.name(), ep.peer());
+        out_.verbose(1, "{}: could not tell rank {} it was added again", m_.name(), ep.peer());
 }
 
 }  // namespace transit::ofi

@@ -136,6 +136,7 @@ class OfiModule final : public btl::Module {
     // Joins or leaves the progress engine as peers, listening and operations
     // in flight say.
     void update_progress() noexcept;
+    // btl::Module::report_error, which is the module's own (protected).
     void report(std::uint32_t error_flags, Rank peer, const char* info) noexcept {
         report_error(error_flags, peer, info);
     }

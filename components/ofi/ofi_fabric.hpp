@@ -30,8 +30,6 @@ struct InfoDeleter {
 using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 struct OfiFabric {
-    std::uint64_t provider_id = 0;  // in the handles the module packs
-
     // Declaration order is teardown order in reverse: the endpoint closes
     // before the buffers it receives into, registrations before the endpoint.
     InfoPtr info;

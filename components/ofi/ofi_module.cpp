@@ -15,7 +15,6 @@
 
 #include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/btl/util/progress_membership.hpp"
-#include "transit/name_hash.hpp"
 
 namespace transit::ofi {
 namespace {
@@ -66,7 +65,6 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
       progress_(progress),
       am_table_(am_table),
       out_(out) {
-    fabric_.provider_id = name_hash(provider_);
     fabric_.node_local = node_local(core_provider(provider_));
     open_objects(info);
     atomics_.query();

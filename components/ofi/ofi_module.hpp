@@ -38,6 +38,7 @@
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
+#include "transit/name_hash.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {
@@ -187,7 +188,7 @@ class OfiModule final : public btl::Module {
 
     // The capabilities, after what they borrow (fabric_, out_).
     OfiCompletions completions_{*this, fabric_, one_sided_, outside_, am_table_, out_};
-    OfiOneSided one_sided_{*this, fabric_, completions_, out_};
+    OfiOneSided one_sided_{*this, fabric_, completions_, name_hash(provider_), out_};
     OfiAtomics atomics_{*this, fabric_, one_sided_};
     OfiOutside outside_{*this, fabric_, runtime_, peers_, config_.join_timeout, out_};
     OfiPeerWatch peers_{*this, fabric_, runtime_, completions_, one_sided_, outside_, out_};

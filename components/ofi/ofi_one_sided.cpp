@@ -47,7 +47,7 @@ Status OfiOneSided::check_remote(const btl::RegistrationHandle* handle, std::uin
                                  std::size_t size, std::uint32_t access,
                                  PackedHandle& packed) const noexcept {
     // Another provider's registration of the same region is not ours to use.
-    return remote_refusal(handle, f_.provider_id, address, size, access, packed);
+    return remote_refusal(handle, provider_id_, address, size, access, packed);
 }
 
 void* OfiOneSided::local_desc(btl::RegistrationHandle* handle, const void* address,
@@ -179,7 +179,7 @@ btl::RegistrationHandle* OfiOneSided::register_mem(btl::Endpoint*, void* base, s
                              .len = size,
                              .access = flags,
                              .magic = handle_magic,
-                             .provider = f_.provider_id};
+                             .provider = provider_id_};
     r->entry = e;
     return reinterpret_cast<btl::RegistrationHandle*>(&r->packed);
 }

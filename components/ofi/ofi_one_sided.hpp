@@ -4,11 +4,12 @@
 //
 // Owns: the records of one-sided operations (a bounded pool, registered once
 // for FI_MR_LOCAL providers), the counts of those in flight (all, live ones,
-// live ones per rank) and the table of registrations handed out.  Borrows:
-// the module's OfiFabric (endpoint, cache, attributes), its completion queue
-// (flush polls it, which ends operations through complete and fail), and the
-// module for its endpoint check and name.  OfiAtomics issues through
-// start_rdma and issued, so a flush covers the atomics too.
+// live ones per rank) and the table of registrations handed out, which carry
+// the provider's id.  Borrows: the module's OfiFabric (endpoint, cache,
+// attributes), its completion queue (flush polls it, which ends operations
+// through complete and fail), and the module for its endpoint check and
+// name.  OfiAtomics issues through start_rdma and issued, so a flush covers
+// the atomics too.
 #pragma once
 
 #include <sys/types.h>
@@ -33,9 +34,10 @@ struct OfiFabric;
 
 class OfiOneSided final : public btl::Rdma {
   public:
+    // provider_id: the provider's, in the handles this object packs.
     OfiOneSided(OfiModule& module, OfiFabric& fabric, OfiCompletions& completions,
-                const log::Stream& out)
-        : m_(module), f_(fabric), completions_(completions), out_(out) {}
+                std::uint64_t provider_id, const log::Stream& out)
+        : m_(module), f_(fabric), completions_(completions), provider_id_(provider_id), out_(out) {}
 
     Status put(const btl::RdmaRequest& request) noexcept override;
     Status get(const btl::RdmaRequest& request) noexcept override;
@@ -101,6 +103,7 @@ class OfiOneSided final : public btl::Rdma {
     OfiModule& m_;
     OfiFabric& f_;
     OfiCompletions& completions_;
+    std::uint64_t provider_id_;
     const log::Stream& out_;
 
     Pool<OfiRdma> records_;

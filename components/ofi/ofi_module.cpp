@@ -1,5 +1,5 @@
 // The ofi module: setup of the libfabric objects, the active-message path,
-// one-sided operations, registrations and completion handling.
+// adding and deleting peers, and joining the progress engine.
 #include "ofi_module.hpp"
 #include "ofi_status.hpp"
 
@@ -13,10 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "transit/btl/util/atomic_width.hpp"
 #include "transit/btl/util/descriptor_setup.hpp"
 #include "transit/btl/util/progress_membership.hpp"
-#include "transit/name_hash.hpp"
 
 namespace transit::ofi {
 namespace {
@@ -24,38 +22,6 @@ namespace {
 constexpr std::size_t header_size = sizeof(WireHeader);
 // Room left in rxm's eager buffer for rxm's own packet header.
 constexpr std::size_t rxm_headroom = 256;
-
-struct FiAtomic {
-    btl::AtomicOp op;
-    fi_op fi;
-    bool is_signed;
-    std::uint32_t support;
-};
-
-// Slot order is the order of Transit's atomic_support bits.
-constexpr FiAtomic fi_atomics[] = {
-    {btl::AtomicOp::add, FI_SUM, false, btl::atomic_support::add},
-    {btl::AtomicOp::and_, FI_BAND, false, btl::atomic_support::and_},
-    {btl::AtomicOp::or_, FI_BOR, false, btl::atomic_support::or_},
-    {btl::AtomicOp::xor_, FI_BXOR, false, btl::atomic_support::xor_},
-    {btl::AtomicOp::land, FI_LAND, false, btl::atomic_support::land},
-    {btl::AtomicOp::lor, FI_LOR, false, btl::atomic_support::lor},
-    {btl::AtomicOp::lxor, FI_LXOR, false, btl::atomic_support::lxor},
-    {btl::AtomicOp::swap, FI_ATOMIC_WRITE, false, btl::atomic_support::swap},
-    {btl::AtomicOp::min, FI_MIN, true, btl::atomic_support::min},
-    {btl::AtomicOp::max, FI_MAX, true, btl::atomic_support::max},
-};
-
-int op_slot(btl::AtomicOp op) noexcept {
-    for (std::size_t i = 0; i < std::size(fi_atomics); ++i)
-        if (fi_atomics[i].op == op) return static_cast<int>(i);
-    return -1;
-}
-
-fi_datatype datatype(bool bits32, bool is_signed) noexcept {
-    if (bits32) return is_signed ? FI_INT32 : FI_UINT32;
-    return is_signed ? FI_INT64 : FI_UINT64;
-}
 
 AddressForm address_form(std::uint32_t format) noexcept {
     switch (format) {
@@ -94,64 +60,67 @@ OfiModule::OfiModule(btl::Component& component, const fi_info& info, const OfiCo
                      const log::Stream& out)
     : btl::Module(component),
       provider_(info.fabric_attr->prov_name),
-      provider_id_(name_hash(provider_)),
       config_(config),
       runtime_(runtime),
       progress_(progress),
       am_table_(am_table),
       out_(out) {
-    node_local_ = node_local(core_provider(provider_));
+    fabric_.node_local = node_local(core_provider(provider_));
     open_objects(info);
-    query_atomics();
+    atomics_.query();
     choose_attributes(info);
     setup_buffers();
     by_rank_.resize(runtime_.size());
-    rdma_live_to_.assign(runtime_.size(), 0);
-    owe_hello_.assign(runtime_.size(), false);
+    peers_.setup(runtime_.size());
     av_addr_.assign(runtime_.size(), FI_ADDR_NOTAVAIL);
 }
 
+// The endpoint closes before the members go: OfiOneSided's records are
+// operation contexts the provider may hold.
 OfiModule::~OfiModule() {
     if (progress_handle_) progress_.remove(progress_handle_);
+    fabric_.close();
 }
 
 void OfiModule::open_objects(const fi_info& info) {
-    info_.reset(libfabric().dupinfo(&info));
-    if (!info_) throw std::runtime_error("fi_dupinfo failed");
-    mr_mode_ = static_cast<std::uint64_t>(info_->domain_attr->mr_mode);
-    virt_addr_ = (mr_mode_ & FI_MR_VIRT_ADDR) != 0;
-    local_mr_ = (mr_mode_ & FI_MR_LOCAL) != 0;
-    address_form_ = address_form(info_->addr_format);
+    OfiFabric& f = fabric_;
+    f.info.reset(libfabric().dupinfo(&info));
+    if (!f.info) throw std::runtime_error("fi_dupinfo failed");
+    f.mr_mode = static_cast<std::uint64_t>(f.info->domain_attr->mr_mode);
+    f.virt_addr = (f.mr_mode & FI_MR_VIRT_ADDR) != 0;
+    f.local_mr = (f.mr_mode & FI_MR_LOCAL) != 0;
+    f.address_form = address_form(f.info->addr_format);
     // shm writes a put before it completes it; other providers say by
     // default that the data left, not that it arrived.
-    delivery_complete_ = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
-    if (int rc = libfabric().fabric(info_->fabric_attr, fabric_.out(), nullptr); rc != 0)
+    f.delivery_complete = node_local(core_provider(provider_)) ? 0 : FI_DELIVERY_COMPLETE;
+    if (int rc = libfabric().fabric(f.info->fabric_attr, f.fabric.out(), nullptr); rc != 0)
         fail("fi_fabric", rc);
-    if (int rc = fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr); rc != 0)
+    if (int rc = fi_domain(f.fabric.get(), f.info.get(), f.domain.out(), nullptr); rc != 0)
         fail("fi_domain", rc);
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_MSG;
     cq_attr.wait_obj = FI_WAIT_NONE;
-    cq_attr.size = info_->tx_attr->size + info_->rx_attr->size;
-    if (int rc = fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr); rc != 0)
+    cq_attr.size = f.info->tx_attr->size + f.info->rx_attr->size;
+    if (int rc = fi_cq_open(f.domain.get(), &cq_attr, f.cq.out(), nullptr); rc != 0)
         fail("fi_cq_open", rc);
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
     av_attr.count = runtime_.size() + 64;  // and peers outside the job
-    if (int rc = fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr); rc != 0)
+    if (int rc = fi_av_open(f.domain.get(), &av_attr, f.av.out(), nullptr); rc != 0)
         fail("fi_av_open", rc);
     open_endpoint();
     std::size_t len = 256;
-    address_.resize(len);
-    int rc = fi_getname(&ep_->fid, address_.data(), &len);
+    f.address.resize(len);
+    int rc = fi_getname(&f.ep->fid, f.address.data(), &len);
     if (rc == -FI_ETOOSMALL) {
-        address_.resize(len);
-        rc = fi_getname(&ep_->fid, address_.data(), &len);
+        f.address.resize(len);
+        rc = fi_getname(&f.ep->fid, f.address.data(), &len);
     }
     if (rc != 0) fail("fi_getname", rc);
-    address_.resize(len);
-    rcache_.setup(domain_.get(), ep_.get(), mr_mode_, config_.rcache_size, config_.rcache_monitor);
-    if (const char* why = rcache_.unused_off_reason())
+    f.address.resize(len);
+    f.rcache.setup(f.domain.get(), f.ep.get(), f.mr_mode, config_.rcache_size,
+                   config_.rcache_monitor);
+    if (const char* why = f.rcache.unused_off_reason())
         out_.verbose(1, "{}: no memory registration is kept for reuse: {}", name(), why);
 }
 
@@ -162,21 +131,22 @@ void OfiModule::open_objects(const fi_info& info) {
 void OfiModule::open_endpoint() {
     constexpr int attempts = 4;
     for (int attempt = 1;; ++attempt) {
-        if (int rc = fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr); rc != 0)
+        OfiFabric& f = fabric_;
+        if (int rc = fi_endpoint(f.domain.get(), f.info.get(), f.ep.out(), nullptr); rc != 0)
             fail("fi_endpoint", rc);
-        if (int rc = fi_ep_bind(ep_.get(), &av_->fid, 0); rc != 0)
+        if (int rc = fi_ep_bind(f.ep.get(), &f.av->fid, 0); rc != 0)
             fail("binding the address vector", rc);
-        if (int rc = fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV); rc != 0)
+        if (int rc = fi_ep_bind(f.ep.get(), &f.cq->fid, FI_TRANSMIT | FI_RECV); rc != 0)
             fail("binding the completion queue", rc);
-        if (node_local_) list_region();
-        const int rc = fi_enable(ep_.get());
+        if (f.node_local) list_region();
+        const int rc = fi_enable(f.ep.get());
         if (rc == 0) return;
         if (rc != -FI_EBUSY || attempt == attempts) fail("fi_enable", rc);
         out_.verbose(1,
                      "{}: fi_enable found its name in use (a dead process's region?); "
                      "opening another endpoint",
                      provider_);
-        ep_.reset();
+        f.ep.reset();
     }
 }
 
@@ -188,7 +158,8 @@ void OfiModule::open_endpoint() {
 void OfiModule::list_region() {
     std::array<char, 256> address{};
     std::size_t len = address.size();
-    if (int rc = fi_getname(&ep_->fid, address.data(), &len); rc != 0 || len > address.size()) {
+    if (int rc = fi_getname(&fabric_.ep->fid, address.data(), &len);
+        rc != 0 || len > address.size()) {
         out_.verbose(10,
                      "{}: the endpoint's name is not readable before fi_enable ({}); its "
                      "region is not listed for removal after a kill",
@@ -202,29 +173,12 @@ void OfiModule::list_region() {
         return;
     }
     try {
-        region_.list("ofi_" + core_provider(provider_), name);
+        fabric_.region.list("ofi_" + core_provider(provider_), name);
         out_.verbose(20, "{}: region /dev/shm{} listed for removal after a kill", provider_, name);
     } catch (const std::exception& e) {
         out_.verbose(1, "{}: region /dev/shm{} not listed for removal after a kill: {}", provider_,
                      name, e.what());
     }
-}
-
-void OfiModule::query_atomics() {
-    if ((info_->caps & FI_ATOMIC) == 0) return;
-    for (std::size_t i = 0; i < std::size(fi_atomics); ++i) {
-        for (bool bits32 : {false, true}) {
-            const fi_datatype dt = datatype(bits32, fi_atomics[i].is_signed);
-            fi_atomic_attr attr{};
-            AtomicCaps& caps = bits32 ? atomics32_[i] : atomics64_[i];
-            caps.plain = fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, 0) == 0;
-            caps.fetch =
-                fi_query_atomic(domain_.get(), dt, fi_atomics[i].fi, &attr, FI_FETCH_ATOMIC) == 0;
-        }
-    }
-    fi_atomic_attr attr{};
-    cswap64_ = fi_query_atomic(domain_.get(), FI_UINT64, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
-    cswap32_ = fi_query_atomic(domain_.get(), FI_UINT32, FI_CSWAP, &attr, FI_COMPARE_ATOMIC) == 0;
 }
 
 void OfiModule::choose_attributes(const fi_info& info) {
@@ -289,44 +243,43 @@ void OfiModule::choose_attributes(const fi_info& info) {
     // operation but then breaks its connection to the peer, and every later
     // message to it fails.
     attr_.reach = local ? btl::reach::node : btl::reach::node | btl::reach::remote;
-    inject_limit_ = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
-    inject_scratch_.resize(inject_limit_);
+    fabric_.inject_limit = std::min(info.tx_attr->inject_size, header_size + config_.eager_limit);
+    inject_scratch_.resize(fabric_.inject_limit);
 }
 
 void OfiModule::setup_buffers() {
+    OfiFabric& fb = fabric_;
     const std::size_t n = config_.free_list_max;
-    eager_.setup(
+    fb.eager.setup(
         {.initial = n, .max = n, .buffer_size = config_.eager_limit, .headroom = header_size});
-    large_.setup(
+    fb.large.setup(
         {.initial = n, .max = n, .buffer_size = config_.max_send_size, .headroom = header_size});
-    rdma_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
-    for (OfiRdma& op : rdma_.items()) op.kind = OpKind::rdma;
     const std::size_t recv_size = header_size + config_.max_send_size;
     const std::size_t stride = (recv_size + 63) & ~std::size_t{63};
-    recv_storage_ = std::make_unique<std::byte[]>(stride * config_.recv_buffers);
-    recvs_ = std::vector<OfiRecv>(config_.recv_buffers);
-    if (local_mr_) {
+    fb.recv_storage = std::make_unique<std::byte[]>(stride * config_.recv_buffers);
+    fb.recvs = std::vector<OfiRecv>(config_.recv_buffers);
+    if (fb.local_mr) {
         // One registration per block, kept for the module's life.
         auto reg = [&](const void* base, std::size_t len) -> void* {
             std::string error;
-            CacheEntry* e = rcache_.acquire(base, len, &error);
+            CacheEntry* e = fb.rcache.acquire(base, len, &error);
             if (e == nullptr) throw std::runtime_error("registering buffers failed: " + error);
-            pool_registrations_.push_back(e);
+            fb.pool_registrations.push_back(e);
             return e->desc;
         };
-        for (FragPool* pool : {&eager_, &large_}) {
+        for (FragPool* pool : {&fb.eager, &fb.large}) {
             void* desc = reg(pool->chunk_buffers(0).data(), pool->chunk_buffers(0).size());
             for (OfiFrag& f : pool->items()) f.desc = desc;
         }
-        recv_desc_ = reg(recv_storage_.get(), stride * config_.recv_buffers);
-        rdma_desc_ = reg(rdma_.chunk_items(0).data(), rdma_.chunk_items(0).size_bytes());
+        fb.recv_desc = reg(fb.recv_storage.get(), stride * config_.recv_buffers);
     }
-    for (std::size_t i = 0; i < recvs_.size(); ++i) {
-        OfiRecv& r = recvs_[i];
+    one_sided_.setup(config_.max_rdma_ops, runtime_.size());
+    for (std::size_t i = 0; i < fb.recvs.size(); ++i) {
+        OfiRecv& r = fb.recvs[i];
         r.kind = OpKind::recv;
-        r.buffer = recv_storage_.get() + i * stride;
+        r.buffer = fb.recv_storage.get() + i * stride;
         r.size = recv_size;
-        const ssize_t rc = fi_recv(ep_.get(), r.buffer, r.size, recv_desc_, FI_ADDR_UNSPEC,
+        const ssize_t rc = fi_recv(fb.ep.get(), r.buffer, r.size, fb.recv_desc, FI_ADDR_UNSPEC,
                                    static_cast<OpContext*>(&r));
         if (rc != 0) fail("posting the receive buffers", static_cast<int>(rc));
     }
@@ -337,7 +290,11 @@ bool OfiModule::valid(const btl::Endpoint* e) const noexcept {
     const Rank peer = e->peer();
     if (peer < by_rank_.size()) [[likely]]
         return by_rank_[peer].get() == e;
-    return dynamic_endpoint(peer) == e;
+    return outside_.dynamic_endpoint(peer) == e;
+}
+
+bool OfiModule::job_address(fi_addr_t address) const noexcept {
+    return std::find(av_addr_.begin(), av_addr_.end(), address) != av_addr_.end();
 }
 
 // --- peers -------------------------------------------------------------------
@@ -346,22 +303,9 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
                             btl::Reachability& reachable) {
     if (endpoints.size() < peers.size() || reachable.size() < peers.size())
         return Status::bad_param;
-    const bool local_only = node_local_;
+    const bool local_only = fabric_.node_local;
     const Rank self = runtime_.rank();
-    // Peers outside the job: a client that joined us, or a server we join now.
-    for (std::size_t i = 0; i < peers.size(); ++i) {
-        if (!is_dynamic(peers[i])) continue;
-        OfiEndpoint* ep = dynamic_endpoint(peers[i]);
-        try {
-            if (ep == nullptr) ep = join_server(peers[i]);
-        } catch (const std::exception& e) {
-            log::error("{}: joining peer {} failed: {}", name(), peers[i], e.what());
-        }
-        if (ep == nullptr || ep->failed) continue;
-        unreached_.clear(peers[i]);
-        endpoints[i] = ep;
-        reachable.set(i);
-    }
+    outside_.add_procs(peers, endpoints, reachable);
     // First every new address goes into the address vector, then each is
     // checked against the others: an insert can change where an earlier one
     // leads (see aliased()).
@@ -375,22 +319,22 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             continue;
         std::vector<std::byte> blob;
         if (peer == self) {
-            blob = address_;
+            blob = fabric_.address;
         } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
             out_.verbose(10, "{}: rank {} published no address ({})", name(), peer, to_string(s));
             continue;
         }
         std::vector<std::byte> padded;
-        if (!av_address(blob, address_.size(), address_form_, padded)) {
+        if (!av_address(blob, fabric_.address.size(), fabric_.address_form, padded)) {
             log::error(
                 "{}: rank {}'s address ({} bytes) cannot be one of {}'s ({} bytes{}): "
                 "rank {} is left to other transports",
-                name(), peer, blob.size(), provider_, address_.size(),
-                address_form_ == AddressForm::fixed ? "" : " or a string", peer);
+                name(), peer, blob.size(), provider_, fabric_.address.size(),
+                fabric_.address_form == AddressForm::fixed ? "" : " or a string", peer);
             continue;
         }
         fi_addr_t a = FI_ADDR_NOTAVAIL;
-        if (fi_av_insert(av_.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
+        if (fi_av_insert(fabric_.av.get(), padded.data(), 1, &a, 0, nullptr) != 1) {
             out_.verbose(1, "{}: the address of rank {} was refused", name(), peer);
             continue;
         }
@@ -405,11 +349,11 @@ Status OfiModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         if (peer >= by_rank_.size() || av_addr_[peer] == FI_ADDR_NOTAVAIL) continue;
         if (!by_rank_[peer]) {
             by_rank_[peer] = std::make_unique<OfiEndpoint>(peer, av_addr_[peer]);
-            ++peer_count_;
-            watch(*by_rank_[peer]);
+            ++job_peers_;
+            peers_.watch(*by_rank_[peer]);
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (owe_hello_[peer]) say_hello(*by_rank_[peer]);
+        peers_.say_hello(*by_rank_[peer]);
         endpoints[i] = by_rank_[peer].get();
         reachable.set(i);
     }
@@ -441,7 +385,7 @@ bool OfiModule::aliased(Rank peer, fi_addr_t address, const std::vector<std::byt
     if (core_provider(provider_) == "shm") {
         std::array<char, 256> found{};
         std::size_t len = found.size();
-        leads_here = fi_av_lookup(av_.get(), address, found.data(), &len) == 0 &&
+        leads_here = fi_av_lookup(fabric_.av.get(), address, found.data(), &len) == 0 &&
                      len <= found.size() && len == blob.size() &&
                      std::memcmp(found.data(), blob.data(), len) == 0;
     }
@@ -472,13 +416,13 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         btl::Endpoint* e = endpoints[i];
         if (e == nullptr || !valid(e)) continue;
         if (auto* ep = static_cast<OfiEndpoint*>(e); ep->dynamic) {
-            delete_dynamic(*ep);
+            outside_.delete_dynamic(*ep);
             endpoints[i] = nullptr;
             continue;
         }
-        say_goodbye(*by_rank_[e->peer()]);
+        peers_.say_goodbye(*by_rank_[e->peer()]);
         by_rank_[e->peer()].reset();
-        --peer_count_;
+        --job_peers_;
         endpoints[i] = nullptr;
     }
     update_progress();
@@ -488,11 +432,13 @@ Status OfiModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 // --- progress ------------------------------------------------------------------
 
 void OfiModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || listening_ || sends_pending_ > 0 || rdma_pending_ > 0;
+    const bool peers = job_peers_ > 0 || outside_.dynamic_endpoints() > 0;
+    const bool want =
+        peers || outside_.listening() || sends_pending_ > 0 || one_sided_.pending() > 0;
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &OfiModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
-    const bool watching = peer_count_ > 0 || listening_ || !retiring_.empty();
+    const bool watching = peers || outside_.listening() || outside_.retiring();
     if (!btl::util::keep_registered(progress_, check_handle_, watching, &OfiModule::check_peers_cb,
                                     this, ProgressPriority::low))
         out_.verbose(1, "{}: local peers' exits are not watched (no memory)", name());
@@ -500,132 +446,26 @@ void OfiModule::update_progress() noexcept {
 
 int OfiModule::progress_cb(void* self) noexcept {
     auto* m = static_cast<OfiModule*>(self);
-    const int n = m->poll();
-    if (m->peer_count_ == 0 && !m->listening_) m->update_progress();
+    const int n = m->completions_.poll();
+    if (m->job_peers_ == 0 && m->outside_.dynamic_endpoints() == 0 && !m->outside_.listening())
+        m->update_progress();
     return n;
 }
 
-// --- peers leaving ------------------------------------------------------------
-
-// libfabric tells of a lost peer only through an operation that fails (tcp) or
-// not at all (shm), so a peer on this node is watched like vader's: its
-// process id comes through the modex.
-void OfiModule::watch(OfiEndpoint& ep) noexcept {
-    if (ep.peer() == runtime_.rank() || !runtime_.on_this_node(ep.peer())) return;
-    std::vector<std::byte> blob;
-    std::uint32_t pid = 0;
-    try {
-        if (runtime_.modex_recv(ep.peer(), pid_key, blob) != Status::success ||
-            !read_pid(blob, pid))
-            return;
-    } catch (...) {
-        return;
-    }
-    ep.process = btl::util::ProcessWatch(static_cast<pid_t>(pid));
-}
-
+// At low priority: peers outside the job (OfiOutside), then local job peers'
+// exits (OfiPeerWatch).
 int OfiModule::check_peers_cb(void* self) noexcept {
-    return static_cast<OfiModule*>(self)->check_peers();
+    auto* m = static_cast<OfiModule*>(self);
+    m->outside_.check_dynamic();
+    return m->peers_.check_peers(m->by_rank_);
 }
 
-int OfiModule::check_peers() noexcept {
-    if ((!dynamic_.empty() || !retiring_.empty()) && dynamic_pace_.due()) check_dynamic();
-    return btl::util::lose_exited(
-        check_pace_, by_rank_, [](const OfiEndpoint& ep) { return ep.failed; },
-        [this](OfiEndpoint& ep) { lose_peer(ep); });
-}
-
-// What the peer sent before it went is real, its goodbye among it: that is
-// taken first.  A peer that said goodbye, with nothing of ours in flight, has
-// left; otherwise it is lost and the upper layer hears of it once.
-void OfiModule::lose_peer(OfiEndpoint& ep) noexcept {
-    for (int i = 0; i < 64 && poll() > 0; ++i) {
-    }
-    ep.failed = true;
-    links_.lost(ep.outside);
-    if (ep.goodbye && !in_flight_to(ep)) {
-        out_.verbose(10, "{}: rank {} said goodbye and left", name(), ep.peer());
-        return;
-    }
-    out_.verbose(1, "{}: {} {} (pid {}) exited", name(), ep.dynamic ? "peer" : "rank", ep.peer(),
-                 ep.process.pid());
-    report_error(btl::error_flags::nonfatal, ep.peer(), "ofi: local peer process exited");
-    abandon_operations(ep, Status::peer_failed);
-}
-
-bool OfiModule::in_flight_to(OfiEndpoint& ep) noexcept {
-    for (FragPool* pool : {&eager_, &large_})
-        for (const OfiFrag& f : pool->items())
-            if (f.posted && !f.abandoned && f.endpoint == &ep) return true;
-    return live_to(ep) > 0;
-}
-
-// The lost (or departed, or deleted) peer's sends and one-sided operations end
-// now, with `status`: shm never completes them.  Each stays out of its pool
-// until the provider gives it back (if ever), so a late completion cannot hit
-// a reused one.
-void OfiModule::abandon_operations(OfiEndpoint& ep, Status status) noexcept {
-    for (FragPool* pool : {&eager_, &large_}) {
-        for (OfiFrag& f : pool->items()) {
-            if (!f.posted || f.abandoned || f.endpoint != &ep) continue;
-            f.abandoned = true;
-            if (!f.internal && f.cbfunc != nullptr) f.cbfunc(this, &ep, &f, status);
-        }
-    }
-    // By rank: an operation started before the peer was deleted and added
-    // again is lost with it too.
-    for (OfiRdma& op : rdma_.items()) {
-        if (!op.in_use || op.abandoned || op.peer != ep.peer()) continue;
-        op.abandoned = true;
-        end_live(op);
-        call_back(op, status);
-    }
-}
-
-// True when an abandoned send's completion came: it is only freed (if its
-// owner gave it up or never owned it).
-bool OfiModule::send_finished(OfiFrag* f) noexcept {
-    f->posted = false;
-    if (!f->abandoned) [[likely]]
-        return false;
-    f->abandoned = false;
-    const bool owned_here =
-        f->internal || f->freed_early || (f->flags & btl::des_flags::btl_ownership);
-    f->freed_early = false;
-    if (owned_here) release_frag(f);
-    return true;
-}
-
-// One header-only message, sent and waited for (at most half a second: a
-// peer that no longer listens must not hold up finalize).  Sent to the peers
-// this module watches: watching is mutual (every rank publishes its id).
-void OfiModule::say_goodbye(OfiEndpoint& ep) noexcept {
-    // Only peers that watch us (on this node) take an exit for a failure; a
-    // peer that said goodbye itself may be gone already.  (A goodbye to every
-    // rank would make rxm connect to ranks never talked to, at finalize.)
-    if (!ep.process.watching() || ep.failed || ep.goodbye || !ep_ || ep.dynamic) return;
-    if (post_control(ep, WireKind::goodbye, true) == Status::success) owe_hello_[ep.peer()] = true;
-}
-
-// Tells a peer we said goodbye to that we added it again: it takes the
-// goodbye back, so our exit from now on is a loss again.  Posted before
-// anything else to it, so it arrives after the goodbye and before the rest.
-void OfiModule::say_hello(OfiEndpoint& ep) noexcept {
-    if (ep.failed || !ep_) return;
-    if (post_control(ep, WireKind::hello, false) == Status::success)
-        owe_hello_[ep.peer()] = false;
-    else
-        out_.verbose(1, "{}: could not tell rank {} it was added again", name(), ep.peer());
-}
-
-// A header-only message of `kind`, posted with a bounded wait for room and,
-// when `wait`, for its completion.
 Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
                                std::span<const std::byte> payload, btl::Tag tag) noexcept {
-    OfiFrag* f = take(payload.size());
+    OfiFrag* f = fabric_.take(payload.size());
     if (f == nullptr) return Status::out_of_resource;
     if (payload.size() > f->capacity) {
-        release_frag(f);
+        fabric_.release(f);
         return Status::bad_param;
     }
     std::copy(payload.begin(), payload.end(), f->buffer + header_size);
@@ -643,244 +483,58 @@ Status OfiModule::post_control(OfiEndpoint& ep, WireKind kind, bool wait,
     Status s;
     while ((s = post_send(f, &ep, tag, kind)) == Status::out_of_resource &&
            std::chrono::steady_clock::now() < deadline)
-        poll();
+        completions_.poll();
     if (s != Status::success) {
-        release_frag(f);
+        fabric_.release(f);
         return s;
     }
     // No endpoint: the endpoint may be deleted before the completion comes,
     // and a goodbye that fails (the peer has gone) is no error to report.
     f->endpoint = nullptr;
-    while (wait && sends_pending_ > before && std::chrono::steady_clock::now() < deadline) poll();
+    while (wait && sends_pending_ > before && std::chrono::steady_clock::now() < deadline)
+        completions_.poll();
     return Status::success;
-}
-
-int OfiModule::poll() noexcept {
-    if (repost_head_ != nullptr) [[unlikely]]
-        retry_reposts();
-    // Entries are taken from a member batch one at a time: a callback that
-    // drives progress (nested poll) continues with the next entry instead of
-    // reading newer ones, so deliveries keep the order of the queue.
-    int events = 0;
-    if (batch_pos_ == batch_len_) {
-        const ssize_t n = fi_cq_read(cq_.get(), batch_.data(), batch_.size());
-        if (n == -FI_EAVAIL) {
-            complete_error();
-            return 1;
-        }
-        if (n <= 0) return 0;
-        batch_pos_ = 0;
-        batch_len_ = static_cast<std::size_t>(n);
-    }
-    while (batch_pos_ < batch_len_) {
-        const fi_cq_msg_entry& e = batch_[batch_pos_++];
-        complete(static_cast<OpContext*>(e.op_context), e.len);
-        ++events;
-    }
-    return events;
-}
-
-void OfiModule::complete(OpContext* ctx, std::size_t len) noexcept {
-    switch (ctx->kind) {
-        case OpKind::recv:
-            on_receive(static_cast<OfiRecv*>(ctx), len);
-            return;
-        case OpKind::send: {
-            auto* f = static_cast<OfiFrag*>(ctx);
-            --sends_pending_;
-            if (send_finished(f)) return;
-            send_done(f, Status::success);
-            return;
-        }
-        case OpKind::rdma: {
-            auto* op = static_cast<OfiRdma*>(ctx);
-            // Copied out first: the callback may start another operation.
-            const OfiRdma done = *op;
-            if (!retire_rdma(op)) return;
-            call_back(done, Status::success);
-            return;
-        }
-    }
-}
-
-// A one-sided operation the provider completed (or failed): its temporary
-// registration and record go back.  False when its peer was lost before: the
-// caller was called back then, and is not again.
-bool OfiModule::retire_rdma(OfiRdma* op) noexcept {
-    const bool abandoned = op->abandoned;
-    if (op->temp_registration != nullptr)
-        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-    op->temp_registration = nullptr;
-    if (!abandoned) end_live(*op);
-    rdma_.put(op);
-    --rdma_pending_;
-    return !abandoned;
-}
-
-// A user's send the provider completed (or failed) is called back, and freed
-// when the module owns it; an internal one (sendi's copy, a hello) is freed.
-void OfiModule::send_done(OfiFrag* f, Status status) noexcept {
-    if (f->internal) {
-        release_frag(f);
-        return;
-    }
-    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
-    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
-    if (flags & btl::des_flags::btl_ownership) release_frag(f);
-}
-
-void OfiModule::call_back(const OfiRdma& op, Status status) noexcept {
-    if (op.cbfunc != nullptr)
-        op.cbfunc(this, op.endpoint, op.local_address, op.local_handle, op.cbcontext, op.cbdata,
-                  status);
-}
-
-void OfiModule::complete_error() noexcept {
-    fi_cq_err_entry err{};
-    if (fi_cq_readerr(cq_.get(), &err, 0) <= 0) return;
-    char text[256];
-    const char* why = fi_cq_strerror(cq_.get(), err.prov_errno, err.err_data, text, sizeof text);
-    const Status status = status_of_fi_error(err.err);
-    auto* ctx = static_cast<OpContext*>(err.op_context);
-    if (ctx == nullptr) {
-        report_error(btl::error_flags::nonfatal, any_rank, why);
-        return;
-    }
-    switch (ctx->kind) {
-        case OpKind::recv:
-            if (status == Status::cancelled) return;  // the endpoint is closing
-            report_error(btl::error_flags::nonfatal, any_rank, why);
-            repost(static_cast<OfiRecv*>(ctx));
-            return;
-        case OpKind::send: {
-            auto* f = static_cast<OfiFrag*>(ctx);
-            --sends_pending_;
-            if (send_finished(f)) return;
-            if (f->internal && f->endpoint == nullptr) {  // a goodbye or hello
-                release_frag(f);
-                return;
-            }
-            const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
-            report_error(btl::error_flags::nonfatal, peer, why);
-            send_done(f, status);
-            return;
-        }
-        case OpKind::rdma: {
-            auto* op = static_cast<OfiRdma*>(ctx);
-            const OfiRdma done = *op;
-            if (!retire_rdma(op)) return;
-            out_.verbose(10, "{}: one-sided operation with rank {} failed (error {}): {}", name(),
-                         done.peer, err.err, why);
-            call_back(done, status_of_rdma_failure(err.err));
-            return;
-        }
-    }
-}
-
-void OfiModule::on_receive(OfiRecv* r, std::size_t len) noexcept {
-    WireHeader h;
-    std::span<const std::byte> body;
-    const Received what = read_message({r->buffer, r->size}, len, h, body);
-    if (what != Received::message) [[unlikely]] {
-        if (what == Received::join)
-            on_join(h, body);
-        else if ((h.flags & from_dynamic) && what != Received::too_short)
-            on_dynamic_control(what, h);
-        else
-            on_control(what, h);
-        repost(r);
-        return;
-    }
-    OfiEndpoint* from;
-    if (h.flags & from_dynamic) [[unlikely]] {
-        // Named by its channel: a message on none we know (a refused client's,
-        // or one sent before its goodbye was taken) is nobody's.
-        const auto it = channels_.find(h.source);
-        if (it == channels_.end() || it->second->failed) {
-            out_.verbose(10, "{}: a message on an unknown channel dropped", name());
-            repost(r);
-            return;
-        }
-        from = it->second;
-    } else {
-        from = h.source < by_rank_.size() ? by_rank_[h.source].get() : nullptr;
-    }
-    const btl::Segment seg{const_cast<std::byte*>(body.data()), body.size()};
-    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (!am_table_.dispatch(this, d)) [[unlikely]]
-        report_error(btl::error_flags::nonfatal, h.source,
-                     "ofi: a message for an unregistered tag was dropped");
-    repost(r);
-}
-
-// Anything but a message of this version: goodbye, hello, or dropped.
-// (`h` is unread when the message was too short.)
-void OfiModule::on_control(Received what, const WireHeader& h) noexcept {
-    switch (what) {
-        case Received::goodbye:
-        case Received::hello:
-            if (h.source < by_rank_.size() && by_rank_[h.source])
-                by_rank_[h.source]->goodbye = what == Received::goodbye;
-            return;
-        case Received::too_short:
-            report_error(btl::error_flags::nonfatal, any_rank,
-                         "ofi: a message shorter than its header");
-            return;
-        case Received::other_version:
-            report_error(btl::error_flags::nonfatal, h.source,
-                         "ofi: a message of another wire version was dropped");
-            return;
-        case Received::join:
-        case Received::welcome:
-        case Received::refuse:
-        case Received::unknown_kind:
-        case Received::message:
-            break;
-    }
-    report_error(btl::error_flags::nonfatal, h.source,
-                 "ofi: a message of an unknown kind was dropped");
-}
-
-void OfiModule::repost(OfiRecv* r) noexcept {
-    const ssize_t rc = fi_recv(ep_.get(), r->buffer, r->size, recv_desc_, FI_ADDR_UNSPEC,
-                               static_cast<OpContext*>(r));
-    if (rc == 0) return;
-    if (rc != -FI_EAGAIN)
-        report_error(btl::error_flags::nonfatal, any_rank, "ofi: reposting a receive failed");
-    // Retried from the next poll, so no receive buffer is lost.
-    r->next_repost = repost_head_;
-    repost_head_ = r;
-}
-
-void OfiModule::retry_reposts() noexcept {
-    OfiRecv* list = repost_head_;
-    repost_head_ = nullptr;
-    while (list != nullptr) {
-        OfiRecv* r = list;
-        list = r->next_repost;
-        r->next_repost = nullptr;
-        repost(r);
-    }
 }
 
 // --- sends -------------------------------------------------------------------
 
-OfiFrag* OfiModule::take(std::size_t bytes) noexcept {
-    return bytes <= eager_.capacity() ? eager_.get() : large_.get();
-}
-
-void OfiModule::release_frag(OfiFrag* f) noexcept {
-    if (eager_.owns(f))
-        eager_.put(f);
-    else
-        large_.put(f);
+void OfiModule::end_send(OfiFrag* f, Status status, const char* why) noexcept {
+    --sends_pending_;
+    f->posted = false;
+    // An abandoned send's completion only frees it (if its owner gave it up
+    // or never owned it).
+    if (f->abandoned) [[unlikely]] {
+        f->abandoned = false;
+        const bool owned_here =
+            f->internal || f->freed_early || (f->flags & btl::des_flags::btl_ownership);
+        f->freed_early = false;
+        if (owned_here) fabric_.release(f);
+        return;
+    }
+    if (why != nullptr) [[unlikely]] {
+        if (f->internal && f->endpoint == nullptr) {  // a goodbye or hello
+            fabric_.release(f);
+            return;
+        }
+        const Rank peer = f->endpoint ? f->endpoint->peer() : any_rank;
+        report_error(btl::error_flags::nonfatal, peer, why);
+    }
+    // A user's send is called back, and freed when the module owns it; an
+    // internal one (sendi's copy, a hello) is freed.
+    if (f->internal) {
+        fabric_.release(f);
+        return;
+    }
+    const std::uint32_t flags = f->flags;  // the callback may reuse the descriptor
+    if (f->cbfunc != nullptr) f->cbfunc(this, f->endpoint, f, status);
+    if (flags & btl::des_flags::btl_ownership) fabric_.release(f);
 }
 
 btl::Descriptor* OfiModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
                                   std::uint32_t flags) noexcept {
     if (!valid(endpoint)) [[unlikely]]
         return nullptr;
-    OfiFrag* f = take(size);
+    OfiFrag* f = fabric_.take(size);
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + header_size, std::min(size, f->capacity)};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
@@ -897,17 +551,17 @@ Status OfiModule::free(btl::Descriptor* descriptor) noexcept {
         f->freed_early = true;  // the provider still has it
         return Status::success;
     }
-    const bool done = eager_.owns(f) ? eager_.put(f) : large_.put_checked(f);
+    const bool done = fabric_.eager.owns(f) ? fabric_.eager.put(f) : fabric_.large.put_checked(f);
     return done ? Status::success : Status::bad_param;
 }
 
 btl::Descriptor* OfiModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor& convertor,
                                         std::uint8_t order, std::size_t reserve, std::size_t& size,
                                         std::uint32_t flags) noexcept {
-    if (!valid(endpoint) || reserve > large_.capacity()) [[unlikely]]
+    if (!valid(endpoint) || reserve > fabric_.large.capacity()) [[unlikely]]
         return nullptr;
     size = std::min(size, convertor.remaining());
-    OfiFrag* f = take(reserve + size);
+    OfiFrag* f = fabric_.take(reserve + size);
     if (f == nullptr) return nullptr;
     std::byte* payload = f->buffer + header_size;
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
@@ -922,8 +576,8 @@ Status OfiModule::post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag, WireKind 
     const WireHeader h = wire(*ep, tag, kind);
     std::memcpy(f->buffer, &h, sizeof h);
     f->endpoint = ep;
-    const ssize_t rc = fi_send(ep_.get(), f->buffer, header_size + f->seg.len, f->desc, ep->address,
-                               static_cast<OpContext*>(f));
+    const ssize_t rc = fi_send(fabric_.ep.get(), f->buffer, header_size + f->seg.len, f->desc,
+                               ep->address, static_cast<OpContext*>(f));
     if (rc == 0) {
         ++sends_pending_;
         f->posted = true;
@@ -944,19 +598,19 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     if (f->seg.len > f->capacity) [[unlikely]]
         return Status::bad_param;
     const std::size_t len = header_size + f->seg.len;
-    if (len > inject_limit_) {
+    if (len > fabric_.inject_limit) {
         f->internal = false;
         return post_send(f, ep, tag);
     }
     // Small enough to inject: the provider copies it, so it completes here.
     const WireHeader h = wire(*ep, tag);
     std::memcpy(f->buffer, &h, sizeof h);
-    const ssize_t rc = fi_inject(ep_.get(), f->buffer, len, ep->address);
+    const ssize_t rc = fi_inject(fabric_.ep.get(), f->buffer, len, ep->address);
     if (rc != 0) return rc == -FI_EAGAIN ? Status::out_of_resource : Status::error;
     const std::uint32_t flags = f->flags;
     if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
         f->cbfunc(this, endpoint, f, Status::success);
-    if (flags & btl::des_flags::btl_ownership) release_frag(f);
+    if (flags & btl::des_flags::btl_ownership) fabric_.release(f);
     return Status::completed;
 }
 
@@ -972,18 +626,18 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
         return Status::peer_failed;
     const std::size_t total = header_size_in + payload_size;
     const std::size_t start = convertor ? convertor->position() : 0;
-    if (header_size + total <= inject_limit_) {
+    if (header_size + total <= fabric_.inject_limit) {
         std::byte* buf = inject_scratch_.data();
         const WireHeader h = wire(*ep, tag);
         std::memcpy(buf, &h, sizeof h);
         if (header_size_in > 0) std::memcpy(buf + header_size, header, header_size_in);
         if (payload_size > 0) convertor->pack(buf + header_size + header_size_in, payload_size);
-        const ssize_t rc = fi_inject(ep_.get(), buf, header_size + total, ep->address);
+        const ssize_t rc = fi_inject(fabric_.ep.get(), buf, header_size + total, ep->address);
         if (rc == 0) return Status::completed;
         if (convertor) convertor->seek(start);
         if (rc != -FI_EAGAIN) return Status::error;
     } else if (total <= config_.eager_limit) {
-        OfiFrag* f = take(total);
+        OfiFrag* f = fabric_.take(total);
         if (f != nullptr) {
             std::byte* payload = f->buffer + header_size;
             if (header_size_in > 0) std::memcpy(payload, header, header_size_in);
@@ -995,7 +649,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             if (s == Status::success) return Status::completed;
             if (convertor) convertor->seek(start);
             if (s != Status::out_of_resource) {
-                release_frag(f);
+                fabric_.release(f);
                 return s;
             }
             // Hand the fragment to the caller to fill and send later.
@@ -1003,7 +657,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
             if (descriptor != nullptr)
                 *descriptor = f;
             else
-                release_frag(f);
+                fabric_.release(f);
             return Status::out_of_resource;
         }
     }
@@ -1012,307 +666,44 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     return Status::out_of_resource;
 }
 
-// --- one-sided -----------------------------------------------------------------
-
-Status OfiModule::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                               std::size_t size, std::uint32_t access,
-                               PackedHandle& packed) const noexcept {
-    // Another provider's registration of the same region is not ours to use.
-    return remote_refusal(handle, provider_id_, address, size, access, packed);
-}
-
-void* OfiModule::local_desc(btl::RegistrationHandle* handle, const void* address,
-                            std::size_t size) noexcept {
-    (void)address;
-    (void)size;
-    if (!local_mr_) return nullptr;
-    if (handle != nullptr) {
-        auto* r = reinterpret_cast<OfiRegistration*>(handle);
-        if (r->entry != nullptr) return r->entry->desc;
-    }
-    return nullptr;
-}
-
-OfiRdma* OfiModule::start_rdma(btl::Endpoint* endpoint, void* local_address,
-                               btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                               void* cbcontext, void* cbdata) noexcept {
-    OfiRdma* op = rdma_.get();
-    if (op == nullptr) return nullptr;
-    op->cbfunc = cbfunc;
-    op->cbcontext = cbcontext;
-    op->cbdata = cbdata;
-    op->endpoint = static_cast<OfiEndpoint*>(endpoint);
-    op->peer = endpoint->peer();
-    op->local_address = local_address;
-    op->local_handle = local_handle;
-    op->temp_registration = nullptr;
-    op->abandoned = false;
-    return op;
-}
-
-Status OfiModule::issued(OfiRdma* op, ssize_t rc) noexcept {
-    if (rc == 0) {
-        ++rdma_pending_;
-        ++rdma_live_;
-        ++live_to(*op);
-        return Status::success;
-    }
-    rdma_.put(op);
-    return rc == -FI_EAGAIN ? Status::out_of_resource : status_of_fi_error(static_cast<int>(-rc));
-}
-
-// Providers that need local registrations (FI_MR_LOCAL) get them from the
-// caller's handle or from the cache; a miss registers and holds the region
-// until the operation completes.
-Status OfiModule::transfer(const btl::RdmaRequest& req, bool write) noexcept {
-    if (!valid(req.endpoint) || (req.size > 0 && req.local == nullptr)) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    PackedHandle p;
-    const std::uint32_t access = write ? btl::reg_flags::remote_write : btl::reg_flags::remote_read;
-    if (Status s = check_remote(req.remote_handle, req.remote, req.size, access, p);
-        s != Status::success) [[unlikely]]
-        return s;
-    if (req.size > (write ? attr_.put_limit : attr_.get_limit)) [[unlikely]]
-        return Status::bad_param;
-    OfiRdma* op =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (op == nullptr) return Status::out_of_resource;
-    void* desc = local_desc(req.local_handle, req.local, req.size);
-    if (local_mr_ && desc == nullptr) {
-        CacheEntry* e = rcache_.find(req.local, req.size);
-        if (e == nullptr)
-            e = rcache_.acquire(req.local, req.size, nullptr);
-        else
-            rcache_.retain(e);
-        if (e == nullptr) {
-            rdma_.put(op);
-            return Status::out_of_resource;
-        }
-        op->temp_registration = e;
-        desc = e->desc;
-    }
-    ssize_t rc;
-    if (write) {
-        // Completed only once the data is in the target's memory (FI_DELIVERY_COMPLETE):
-        // a flush promises that, and a provider's default (transmit complete) lets
-        // a later operation through another provider (shm beside tcp) overtake it.
-        iovec iov{req.local, req.size};
-        fi_rma_iov rma{target_address(p, req.remote), req.size, p.key};
-        const fi_msg_rma msg{
-            &iov, &desc, 1, op->endpoint->address, &rma, 1, static_cast<OpContext*>(op), 0};
-        rc = fi_writemsg(ep_.get(), &msg, FI_COMPLETION | delivery_complete_);
-    } else {
-        rc = fi_read(ep_.get(), req.local, req.size, desc, op->endpoint->address,
-                     target_address(p, req.remote), p.key, static_cast<OpContext*>(op));
-    }
-    if (rc != 0 && op->temp_registration != nullptr) {
-        rcache_.release(static_cast<CacheEntry*>(op->temp_registration));
-        op->temp_registration = nullptr;
-    }
-    return issued(op, rc);
-}
-
-Status OfiModule::put(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, true);
-}
-
-Status OfiModule::get(const btl::RdmaRequest& req) noexcept {
-    return transfer(req, false);
-}
-
-// A non-fetching atomic, completed once applied at the target: posted as a
-// fetching one where the provider has it (its answer comes after the
-// operation; the result goes to the record's spare word), else with
-// FI_DELIVERY_COMPLETE.  shm completes plain atomics when it queues them, so a
-// later operation through another provider could overtake them.
-ssize_t OfiModule::post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key,
-                               fi_datatype dt, fi_op op, bool can_fetch) noexcept {
-    if (can_fetch)
-        return fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_,
-                               rec->endpoint->address, target, key, dt, op,
-                               static_cast<OpContext*>(rec));
-    fi_ioc operand{&rec->operand, 1};
-    fi_rma_ioc remote{target, 1, key};
-    void* desc = rdma_desc_;
-    const fi_msg_atomic msg{&operand, &desc, 1,  rec->endpoint->address,       &remote,
-                            1,        dt,    op, static_cast<OpContext*>(rec), 0};
-    return fi_atomicmsg(ep_.get(), &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
-}
-
-// An atomic's target: aligned to its width (a misaligned one is not atomic)
-// and inside a registration of the peer's that allows atomics.
-Status OfiModule::check_atomic_target(const btl::AtomicRequest& req,
-                                      PackedHandle& packed) const noexcept {
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    if (req.remote % width != 0) [[unlikely]]
-        return Status::bad_param;
-    return check_remote(req.remote_handle, req.remote, width, btl::reg_flags::remote_atomic,
-                        packed);
-}
-
-Status OfiModule::atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept {
-    const int slot = op_slot(req.op);
-    if (!valid(req.endpoint) || slot < 0 || (fetch && req.local == nullptr)) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    const AtomicCaps& caps = bits32 ? atomics32_[slot] : atomics64_[slot];
-    if (!(fetch ? caps.fetch : caps.plain)) [[unlikely]]
-        return Status::not_supported;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    PackedHandle p;
-    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
-        return s;
-    void* result_desc = fetch ? local_desc(req.local_handle, req.local, width) : nullptr;
-    if (fetch && local_mr_ && result_desc == nullptr) [[unlikely]]
-        return Status::bad_param;  // this provider needs the result buffer registered
-    OfiRdma* rec =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = req.operand;  // little-endian: a 32-bit operation reads the low half
-    const fi_datatype dt = datatype(bits32, fi_atomics[slot].is_signed);
-    const std::uint64_t target = target_address(p, req.remote);
-    const ssize_t rc = fetch
-                           ? fi_fetch_atomic(ep_.get(), &rec->operand, 1, rdma_desc_, req.local,
-                                             result_desc, rec->endpoint->address, target, p.key, dt,
-                                             fi_atomics[slot].fi, static_cast<OpContext*>(rec))
-                           : post_atomic(rec, target, p.key, dt, fi_atomics[slot].fi, caps.fetch);
-    return issued(rec, rc);
-}
-
-Status OfiModule::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_op(req), false);
-}
-
-Status OfiModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return atomic_common(btl::as_atomic_fop(req), true);
-}
-
-Status OfiModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    if (!valid(req.endpoint) || req.local == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (lost(req.endpoint)) [[unlikely]]
-        return Status::peer_failed;
-    const bool bits32 = (req.flags & btl::atomic_flags::bits32) != 0;
-    if (!(bits32 ? cswap32_ : cswap64_)) [[unlikely]]
-        return Status::not_supported;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    PackedHandle p;
-    if (Status s = check_atomic_target(req, p); s != Status::success) [[unlikely]]
-        return s;
-    void* result_desc = local_desc(req.local_handle, req.local, width);
-    if (local_mr_ && result_desc == nullptr) [[unlikely]]
-        return Status::bad_param;
-    OfiRdma* rec =
-        start_rdma(req.endpoint, req.local, req.local_handle, req.cb, req.cbcontext, req.cbdata);
-    if (rec == nullptr) return Status::out_of_resource;
-    rec->operand = req.operand;
-    rec->compare = req.compare;
-    const ssize_t rc = fi_compare_atomic(
-        ep_.get(), &rec->operand, 1, rdma_desc_, &rec->compare, rdma_desc_, req.local, result_desc,
-        rec->endpoint->address, target_address(p, req.remote), p.key, datatype(bits32, false),
-        FI_CSWAP, static_cast<OpContext*>(rec));
-    return issued(rec, rc);
-}
-
-// --- registration ----------------------------------------------------------------
-
-btl::RegistrationHandle* OfiModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
-                                                 std::uint32_t flags) {
-    if (base == nullptr && size > 0) return nullptr;
-    CacheEntry* e = nullptr;
-    if (size > 0) {
-        std::string error;
-        e = rcache_.acquire(base, size, &error);
-        if (e == nullptr) {
-            out_.verbose(1, "{}: registering {} bytes at {} failed: {}", name(), size, base, error);
-            return nullptr;
-        }
-    }
-    // Peers name the memory by libfabric's key: the table's own key is unused.
-    OfiRegistration* r = registrations_.add().record;
-    if (r == nullptr) {
-        if (e != nullptr) rcache_.release(e);
-        out_.verbose(1, "{}: register_mem: no room for another registration", name());
-        return nullptr;
-    }
-    const auto addr = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(base));
-    r->packed = PackedHandle{.key = e ? e->key : 0,
-                             .mr_base = e ? e->base : addr,
-                             .base = addr,
-                             .len = size,
-                             .access = flags,
-                             .magic = handle_magic,
-                             .provider = provider_id_};
-    r->entry = e;
-    return reinterpret_cast<btl::RegistrationHandle*>(&r->packed);
-}
-
-Status OfiModule::deregister_mem(btl::RegistrationHandle* handle) {
-    OfiRegistration* r = registrations_.live(handle);
-    if (r == nullptr) return Status::not_found;
-    if (r->entry != nullptr) rcache_.release(r->entry);
-    r->entry = nullptr;
-    registrations_.remove(*r);
-    return Status::success;
-}
-
-// Completions arrive in any order: waiting until none of the operations in
-// question is in flight covers every one started before the call.  A lost
-// peer's operations are left out: they already ended with peer_failed, and shm
-// may never give them back.
-Status OfiModule::flush(btl::Endpoint* endpoint) {
-    auto* only = static_cast<OfiEndpoint*>(endpoint);
-    const std::size_t& live = only == nullptr ? rdma_live_ : live_to(*only);
-    while (live > 0) poll();
-    return only != nullptr && only->failed ? Status::peer_failed : Status::success;
-}
-
 void OfiModule::dump(btl::Endpoint*, int verbosity) {
-    log::write("btl:ofi",
-               fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
-                           "one-sided operations in flight, {} registrations ({} cached)",
-                           name(), peer_count_, eager_.available(), eager_.size(),
-                           large_.available(), large_.size(), sends_pending_, rdma_pending_,
-                           registrations_.live_count(), rcache_.size()));
+    log::write(
+        "btl:ofi",
+        fmt::format("{}: {} peers, eager {}/{} free, large {}/{} free, {} sends and {} "
+                    "one-sided operations in flight, {} registrations ({} cached)",
+                    name(), job_peers_ + outside_.dynamic_endpoints(), fabric_.eager.available(),
+                    fabric_.eager.size(), fabric_.large.available(), fabric_.large.size(),
+                    sends_pending_, one_sided_.pending(), one_sided_.registrations(),
+                    fabric_.rcache.size()));
     if (verbosity > 50)
-        log::write("btl:ofi", fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
-                                          info_->fabric_attr->name, info_->domain_attr->name,
-                                          mr_mode_, inject_limit_));
+        log::write("btl:ofi",
+                   fmt::format("  fabric {} domain {} mr_mode {:#x} inject {} B",
+                               fabric_.info->fabric_attr->name, fabric_.info->domain_attr->name,
+                               fabric_.mr_mode, fabric_.inject_limit));
 }
 
 Status OfiModule::finalize() {
-    if (ep_)
+    if (fabric_.ep)
         for (auto& e : by_rank_)
-            if (e) say_goodbye(*e);
+            if (e) peers_.say_goodbye(*e);
     // Peers outside the job hear that we left (a departure, not a failure).
-    while (!dynamic_.empty()) delete_dynamic(*dynamic_.begin()->second);
-    listening_ = false;
+    outside_.leave();
     // Their goodbyes leave before the endpoint closes (at most half a second).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    while (sends_pending_ > 0 && !retiring_.empty() && std::chrono::steady_clock::now() < deadline)
-        poll();
-    retire_addresses(true);
+    while (sends_pending_ > 0 && outside_.retiring() && std::chrono::steady_clock::now() < deadline)
+        completions_.poll();
+    outside_.retire_addresses(true);
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
     if (check_handle_) progress_.remove(check_handle_);
     check_handle_ = {};
-    if (sends_pending_ > 0 || rdma_pending_ > 0)
+    if (sends_pending_ > 0 || one_sided_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} sends and {} one-sided operations in flight", name(),
-                     sends_pending_, rdma_pending_);
-    registrations_.clear();
-    pool_registrations_.clear();
-    rcache_.clear();
-    ep_.reset();
-    av_.reset();
-    cq_.reset();
-    domain_.reset();
-    fabric_.reset();
+                     sends_pending_, one_sided_.pending());
+    one_sided_.clear_registrations();
+    fabric_.close();
     by_rank_.clear();
-    peer_count_ = 0;
+    job_peers_ = 0;
     return Status::success;
 }
 

@@ -7,6 +7,12 @@
 // operations the provider reports through fi_query_atomic.  Completions are
 // read from the progress engine, which the module joins while it has peers
 // or operations in flight.
+//
+// Owns: the libfabric objects and buffers (OfiFabric), the job ranks'
+// endpoints and address-vector entries, the count of sends in flight, and
+// its capabilities (OfiOneSided, OfiAtomics, OfiOutside, OfiPeerWatch,
+// OfiCompletions), to which it lends the fabric.  Borrows: the runtime, the
+// progress engine and the active message table of its component.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -14,36 +20,28 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
-#include <array>
 #include <cstdint>
 #include <memory>
-#include <random>
 #include <span>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "ofi_atomics.hpp"
+#include "ofi_completions.hpp"
 #include "ofi_endpoint.hpp"
+#include "ofi_fabric.hpp"
 #include "ofi_frag.hpp"
-#include "ofi_library.hpp"
-#include "ofi_listed_region.hpp"
-#include "ofi_rcache.hpp"
+#include "ofi_one_sided.hpp"
+#include "ofi_outside.hpp"
+#include "ofi_peer_watch.hpp"
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
-#include "transit/btl/util/outside_links.hpp"
-#include "transit/btl/util/refusal_log.hpp"
-#include "transit/btl/util/registration_table.hpp"
-#include "transit/btl/util/unreached_reasons.hpp"
 #include "transit/log.hpp"
+#include "transit/name_hash.hpp"
 #include "transit/progress.hpp"
 
 namespace transit::ofi {
-
-struct InfoDeleter {
-    void operator()(fi_info* i) const noexcept { libfabric().freeinfo(i); }
-};
-using InfoPtr = std::unique_ptr<fi_info, InfoDeleter>;
 
 // The default exclusivity of a node-local provider (below vader), the highest
 // a module gets unless btl_ofi_exclusivity says otherwise.
@@ -71,11 +69,10 @@ inline bool node_local(const std::string& core) {
     return core == "shm" || core == "sm2";
 }
 
-class OfiModule final : public btl::Module,
-                        public btl::Rdma,
-                        public btl::Atomics,
-                        public btl::DynamicPeerRecords,
-                        public btl::Listener {
+// Each capability is the object the upper layer calls (one virtual call per
+// operation); the objects reach the module only through the calls under "for
+// the objects it owns".
+class OfiModule final : public btl::Module {
   public:
     // Opens the fabric, domain, endpoint and queues; throws std::runtime_error
     // with the reason when the provider cannot be used.
@@ -87,20 +84,16 @@ class OfiModule final : public btl::Module,
     std::string name() const override { return "ofi:" + provider_; }
     const std::string& provider() const noexcept { return provider_; }
     // The endpoint's address, published through the modex.
-    const std::vector<std::byte>& address() const noexcept { return address_; }
+    const std::vector<std::byte>& address() const noexcept { return fabric_.address; }
     // The provider's name with '+' for ';': the key goes into listening
     // addresses, whose fields ';' separates.
     std::string modex_key() const;
     // This process's id, for peers on the node to watch (one key per process).
     static constexpr const char* pid_key = "btl.ofi.pid";
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
-    void* extension(std::uint32_t id) noexcept override;
-
-    // Peers outside the job (ofi_dynamic.cpp).
-    std::size_t dynamic_endpoints() const noexcept override { return dynamic_.size(); }
-    Status listen() override;
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
+    void* extension(std::uint32_t id) noexcept override { return outside_.extension(id); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -118,26 +111,38 @@ class OfiModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
+    // --- for the objects it owns ------------------------------------------------------
+    // A live endpoint of this module (a job rank's or a peer's outside the job).
+    bool valid(const btl::Endpoint* e) const noexcept;
+    // For a valid endpoint: its peer was lost, so nothing more is issued to it.
+    static bool lost(const btl::Endpoint* e) noexcept {
+        return static_cast<const OfiEndpoint*>(e)->failed;
+    }
+    // The endpoint of job rank `rank`, or nullptr.
+    OfiEndpoint* job_endpoint(Rank rank) const noexcept {
+        return rank < by_rank_.size() ? by_rank_[rank].get() : nullptr;
+    }
+    // Whether a job rank's address-vector entry is `address`.
+    bool job_address(fi_addr_t address) const noexcept;
+    // A header-only message of `kind` (and `payload`), posted with a bounded
+    // wait for room and, when `wait`, for its completion; tag: what the kind
+    // says more (a refuse's reason), 0 for most.
+    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
+                        std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
+    // The provider completed a send (why: nullptr) or failed it (why: its error).
+    void end_send(OfiFrag* f, Status status, const char* why) noexcept;
+    // Joins or leaves the progress engine as peers, listening and operations
+    // in flight say.
+    void update_progress() noexcept;
+    // btl::Module::report_error, which is the module's own (protected).
+    void report(std::uint32_t error_flags, Rank peer, const char* info) noexcept {
+        report_error(error_flags, peer, info);
+    }
+
   private:
-    // Which libfabric atomics the provider offers, per Transit op.
-    struct AtomicCaps {
-        bool plain = false;
-        bool fetch = false;
-    };
-    static constexpr std::size_t op_slots = 10;
     // An address add_procs put in the address vector, not yet checked.
     struct Inserted {
         Rank peer;
@@ -149,58 +154,13 @@ class OfiModule final : public btl::Module,
     void open_endpoint();
     void list_region();
     void setup_buffers();
-    void query_atomics();
     void choose_attributes(const fi_info& info);
 
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
-    int poll() noexcept;
-    int check_peers() noexcept;
-    void lose_peer(OfiEndpoint& ep) noexcept;
-    void abandon_operations(OfiEndpoint& ep, Status status) noexcept;
-    bool in_flight_to(OfiEndpoint& ep) noexcept;
-    bool send_finished(OfiFrag* f) noexcept;
-    void say_goodbye(OfiEndpoint& ep) noexcept;
-    void say_hello(OfiEndpoint& ep) noexcept;
-    // tag: what the kind says more (a refuse's reason), 0 for most.
-    Status post_control(OfiEndpoint& ep, WireKind kind, bool wait,
-                        std::span<const std::byte> payload = {}, btl::Tag tag = 0) noexcept;
-    void on_control(Received what, const WireHeader& h) noexcept;
-    void watch(OfiEndpoint& ep) noexcept;
-    void complete(OpContext* ctx, std::size_t len) noexcept;
-    void complete_error() noexcept;
-    void on_receive(OfiRecv* r, std::size_t len) noexcept;
-    void repost(OfiRecv* r) noexcept;
-    void retry_reposts() noexcept;
-    void update_progress() noexcept;
     bool aliased(Rank peer, fi_addr_t address, const std::vector<std::byte>& blob,
                  std::span<const Inserted> inserted) const;
 
-    // Peers outside the job (ofi_dynamic.cpp).
-    bool is_dynamic(Rank peer) const noexcept;
-    OfiEndpoint* dynamic_endpoint(Rank peer) const noexcept;
-    OfiEndpoint* join_server(Rank peer);
-    // Why join_server did not reach `peer`: verbose here, the bml's error if
-    // no other module reaches it (btl::UnreachedReason).
-    void unreached(Rank peer, std::string why);
-    void on_join(const WireHeader& h, std::span<const std::byte> body) noexcept;
-    void on_dynamic_control(Received what, const WireHeader& h) noexcept;
-    void delete_dynamic(OfiEndpoint& ep) noexcept;
-    void check_dynamic() noexcept;
-    void retire_addresses(bool all) noexcept;
-    void keep_address(fi_addr_t address) noexcept;
-    void retire(fi_addr_t address) noexcept;
-    std::uint32_t new_channel() noexcept;
-    bool address_taken(fi_addr_t address) const noexcept;
-    bool refused(const std::string& who, const char* why) noexcept;
-    void answer_refusal(fi_addr_t address, std::uint32_t channel, bool token) noexcept;
-    void drop_address(fi_addr_t address) noexcept;
-    std::size_t& live_to(OfiEndpoint& ep) noexcept {
-        return ep.dynamic ? ep.rdma_live : rdma_live_to_[ep.peer()];
-    }
-
-    OfiFrag* take(std::size_t bytes) noexcept;
-    void release_frag(OfiFrag* f) noexcept;
     Status post_send(OfiFrag* f, OfiEndpoint* ep, btl::Tag tag,
                      WireKind kind = WireKind::message) noexcept;
     WireHeader wire(const OfiEndpoint& to, btl::Tag tag,
@@ -209,121 +169,29 @@ class OfiModule final : public btl::Module,
             return WireHeader{tag, wire_version, kind, from_dynamic, to.channel_out};
         return WireHeader{tag, wire_version, kind, 0, runtime_.rank()};
     }
-    void* local_desc(btl::RegistrationHandle* handle, const void* address,
-                     std::size_t size) noexcept;
-    Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                        std::size_t size, std::uint32_t access,
-                        PackedHandle& packed) const noexcept;
-    std::uint64_t target_address(const PackedHandle& p, std::uint64_t address) const noexcept {
-        return virt_addr_ ? address : address - p.mr_base;
-    }
-    OfiRdma* start_rdma(btl::Endpoint* endpoint, void* local_address,
-                        btl::RegistrationHandle* local_handle, btl::RdmaCompletionFn cbfunc,
-                        void* cbcontext, void* cbdata) noexcept;
-    Status issued(OfiRdma* op, ssize_t rc) noexcept;
-    bool retire_rdma(OfiRdma* op) noexcept;
-    void send_done(OfiFrag* f, Status status) noexcept;
-    void call_back(const OfiRdma& op, Status status) noexcept;
-    // A job rank's count outlives its endpoint; a peer outside the job's
-    // operations are abandoned before its endpoint goes.
-    std::size_t& live_to(const OfiRdma& op) noexcept {
-        return op.peer < rdma_live_to_.size() ? rdma_live_to_[op.peer] : op.endpoint->rdma_live;
-    }
-    void end_live(const OfiRdma& op) noexcept {
-        --rdma_live_;
-        --live_to(op);
-    }
-    ssize_t post_atomic(OfiRdma* rec, std::uint64_t target, std::uint64_t key, fi_datatype dt,
-                        fi_op op, bool can_fetch) noexcept;
-    // put (write) and get (!write): one path, the direction picks the access
-    // checked, the size limit and the libfabric call.
-    Status transfer(const btl::RdmaRequest& req, bool write) noexcept;
-    Status check_atomic_target(const btl::AtomicRequest& req, PackedHandle& packed) const noexcept;
-    Status atomic_common(const btl::AtomicRequest& req, bool fetch) noexcept;
-    bool valid(const btl::Endpoint* e) const noexcept;
-    // For a valid endpoint: its peer was lost, so nothing more is issued to it.
-    static bool lost(const btl::Endpoint* e) noexcept {
-        return static_cast<const OfiEndpoint*>(e)->failed;
-    }
 
     std::string provider_;
-    std::uint64_t provider_id_;  // in the handles this module packs
     OfiConfig config_;
     rt::Runtime& runtime_;
     ProgressEngine& progress_;
     btl::AmTable& am_table_;
     log::Stream out_;
 
-    // Declaration order is teardown order in reverse: the endpoint closes
-    // before the buffers it receives into, registrations before the endpoint.
-    InfoPtr info_;
-    FidPtr<fid_fabric> fabric_;
-    FidPtr<fid_domain> domain_;
-    FidPtr<fid_cq> cq_;
-    FidPtr<fid_av> av_;
-    FragPool eager_;
-    FragPool large_;
-    std::unique_ptr<std::byte[]> recv_storage_;
-    std::vector<OfiRecv> recvs_;
-    Pool<OfiRdma> rdma_;
-    ListedRegion region_;  // a node-local provider's region, forgotten once ep_ closed
-    FidPtr<fid_ep> ep_;
-    Rcache rcache_;
-    std::vector<CacheEntry*> pool_registrations_;
-    btl::util::RegistrationTable<OfiRegistration> registrations_;
-
-    std::vector<std::byte> address_;
+    OfiFabric fabric_;
     std::vector<std::unique_ptr<OfiEndpoint>> by_rank_;  // indexed by rank
-    // Per rank, outliving its endpoint: we said goodbye to it and, should it
-    // be added again, owe it a hello.
-    std::vector<bool> owe_hello_;
-    std::vector<fi_addr_t> av_addr_;  // FI_ADDR_NOTAVAIL until inserted
-    std::size_t peer_count_ = 0;
+    std::vector<fi_addr_t> av_addr_;                     // FI_ADDR_NOTAVAIL until inserted
+    std::size_t job_peers_ = 0;                          // endpoints in by_rank_
     std::size_t sends_pending_ = 0;
-    std::size_t rdma_pending_ = 0;  // one-sided operations the provider holds
-    // Of those, the ones not abandoned: all, and per rank (outliving the
-    // endpoint).  flush waits for these alone.
-    std::size_t rdma_live_ = 0;
-    std::vector<std::size_t> rdma_live_to_;
-    // Peers outside the job, live ones only: by id, and by the channel their
-    // messages name (ours for a server, the client's choice for a client).
-    std::unordered_map<Rank, std::unique_ptr<OfiEndpoint>> dynamic_;
-    btl::util::UnreachedReasons unreached_;  // servers join_server could not reach
-    std::unordered_map<std::uint32_t, OfiEndpoint*> channels_;
-    bool listening_ = false;
-    // Deleted peers' address-vector entries, removed once their goodbye left.
-    struct Retiring {
-        fi_addr_t address;
-        std::chrono::steady_clock::time_point after;
-    };
-    std::vector<Retiring> retiring_;
-    std::mt19937 channel_rng_{std::random_device{}()};
-    btl::util::RefusalLog refusals_{"clients"};
-    btl::util::OutsideLinks links_;  // counts our joins no server has answered yet
-    OfiRecv* repost_head_ = nullptr;
-    std::array<fi_cq_msg_entry, 16> batch_{};  // completions read, not yet handled
-    std::size_t batch_pos_ = 0;
-    std::size_t batch_len_ = 0;
+    std::vector<std::byte> inject_scratch_;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)
-    btl::util::WatchPace check_pace_;      // every 16th low-priority pass, at most every 100 ms
 
-    btl::util::WatchPace dynamic_pace_;  // the same for peers outside the job
-    bool node_local_ = false;            // the provider reaches this node only
-
-    std::size_t inject_limit_ = 0;
-    std::uint64_t mr_mode_ = 0;
-    AddressForm address_form_ = AddressForm::variable;  // from fi_info's addr_format
-    bool virt_addr_ = false;
-    bool local_mr_ = false;
-    std::uint64_t delivery_complete_ = 0;  // flag for puts
-    std::array<AtomicCaps, op_slots> atomics64_{};
-    std::array<AtomicCaps, op_slots> atomics32_{};
-    bool cswap64_ = false;
-    bool cswap32_ = false;
-    std::vector<std::byte> inject_scratch_;
-    void* recv_desc_ = nullptr;  // local registrations (FI_MR_LOCAL providers)
-    void* rdma_desc_ = nullptr;
+    // The capabilities, after what they borrow (fabric_, out_).
+    OfiCompletions completions_{*this, fabric_, one_sided_, outside_, am_table_, out_};
+    OfiOneSided one_sided_{*this, fabric_, completions_, name_hash(provider_), out_};
+    OfiAtomics atomics_{*this, fabric_, one_sided_};
+    OfiOutside outside_{*this, fabric_, runtime_, peers_, config_.join_timeout, out_};
+    OfiPeerWatch peers_{*this, fabric_, runtime_, completions_, one_sided_, outside_, out_};
 };
 
 }  // namespace transit::ofi

@@ -10,6 +10,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 
 #include <cstdint>
 #include <cstring>

@@ -118,4 +118,15 @@ int ConnectionManager::poll(std::uint64_t job_key, Rank me) noexcept {
     return n > 0 ? n : 0;
 }
 
+bool ConnectionManager::tick(const EndpointTable& endpoints) noexcept {
+    const std::uint64_t now = now_ms();
+    bool changed = false;
+    for (const auto& ep : endpoints.all()) {
+        if (!ep->connection().waiting()) continue;
+        ep->connection().tick(now);
+        changed = changed || !ep->connection().waiting();
+    }
+    return changed;
+}
+
 }  // namespace transit::openib

@@ -22,6 +22,7 @@
 
 namespace transit::openib {
 
+class EndpointTable;
 class Module;
 struct Port;
 
@@ -51,6 +52,10 @@ class ConnectionManager {
     // Handles what arrived for rank `me` of the job with `job_key` (anything
     // else is dropped) and reposts the slots; returns how many completions.
     int poll(std::uint64_t job_key, Rank me) noexcept;
+
+    // Runs the handshake timers (resend, give up) of every endpoint waiting
+    // on one: true when one of them stopped waiting.
+    bool tick(const EndpointTable& endpoints) noexcept;
 
   private:
     static constexpr int batch = 16;  // completions read per poll

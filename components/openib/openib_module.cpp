@@ -314,7 +314,7 @@ Status Module::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> 
 }
 
 Endpoint* Module::endpoint_for(Rank peer) {
-    if (auto it = by_rank_.find(peer); it != by_rank_.end()) return it->second;
+    if (Endpoint* known = endpoints_.find(peer)) return known;
     // The own process is the self btl's; a QP to oneself would need two endpoints.
     if (peer == runtime_.rank() || port_down_ || peer >= runtime_.size()) return nullptr;
     std::vector<std::byte> blob;
@@ -351,10 +351,7 @@ Endpoint* Module::endpoint_for(Rank peer) {
     }
     Connection::Config cc{runtime_.rank(), peer, job_key_, config_.connect_retry_ms,
                           config_.connect_retries};
-    auto ep = std::make_unique<Endpoint>(*this, peer, remote, cc);
-    Endpoint* raw = ep.get();
-    endpoints_.push_back(std::move(ep));
-    by_rank_[peer] = raw;
+    Endpoint* raw = &endpoints_.add(std::make_unique<Endpoint>(*this, peer, remote, cc));
     out_.verbose(20, "{}: peer {} reachable through its port {} (LID {})", name(), peer,
                  remote.port, remote.lid);
     return raw;
@@ -363,11 +360,10 @@ Endpoint* Module::endpoint_for(Rank peer) {
 Status Module::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) {
     (void)peers;
     for (btl::Endpoint* e : endpoints) {
-        auto it = std::find_if(endpoints_.begin(), endpoints_.end(),
-                               [e](const auto& p) { return p.get() == e; });
-        if (it == endpoints_.end()) continue;
-        destroy_endpoint(it->get());
-        endpoints_.erase(it);
+        Endpoint* ep = endpoints_.owned(e);
+        if (ep == nullptr) continue;
+        destroy_endpoint(ep);
+        endpoints_.erase(ep);
     }
     update_progress();
     return Status::success;
@@ -380,22 +376,10 @@ void Module::destroy_endpoint(Endpoint* ep) noexcept {
     // Let the flushed work requests come back before the QP and fragments go.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (ep->posted > 0 && std::chrono::steady_clock::now() < until) {
-        poll_send_cq();
-        poll_recv_cq();
+        completions_.poll_sends();
+        completions_.poll_receives();
     }
-    for (Endpoint** p = &attention_head_; *p; p = &(*p)->attention_next) {
-        if (*p == ep) {
-            *p = ep->attention_next;
-            break;
-        }
-    }
-    if (ep->qp()) by_qpn_.erase(ep->qp()->qp_num);
-    by_rank_.erase(ep->peer());
-}
-
-bool Module::rdma_in_flight() const noexcept {
-    return std::any_of(endpoints_.begin(), endpoints_.end(),
-                       [](const auto& ep) { return ep->rdma_in_flight > 0 && !ep->failed(); });
+    endpoints_.forget(ep);
 }
 
 void Module::dump(btl::Endpoint* endpoint, int verbosity) {
@@ -406,8 +390,8 @@ void Module::dump(btl::Endpoint* endpoint, int verbosity) {
                 "SRQ {} posted of {}, {} reserved; {} endpoints, {} active; rcache {} entries "
                 "({} unused), {} hits {} misses",
                 receive_queue_.posted(), config_.srq_size, receive_queue_.reserved(),
-                endpoints_.size(), active_endpoints_, rc ? rc->size() : 0, rc ? rc->unused() : 0,
-                rc ? rc->stats().hits : 0, rc ? rc->stats().misses : 0);
+                endpoints_.all().size(), active_endpoints_, rc ? rc->size() : 0,
+                rc ? rc->unused() : 0, rc ? rc->stats().hits : 0, rc ? rc->stats().misses : 0);
     if (auto* ep = static_cast<Endpoint*>(endpoint)) {
         out.verbose(1, "peer {}: {}, credits {} (owed back {}), send slots {}, rdma in flight {}",
                     ep->peer(), to_string(ep->connection().state()), ep->credits.send_credits(),
@@ -416,7 +400,7 @@ void Module::dump(btl::Endpoint* endpoint, int verbosity) {
 }
 
 Status Module::finalize() {
-    for (auto& ep : endpoints_) destroy_endpoint(ep.get());
+    for (const auto& ep : endpoints_.all()) destroy_endpoint(ep.get());
     endpoints_.clear();
     if (rc_handle_) progress_.remove(rc_handle_);
     if (cm_handle_) progress_.remove(cm_handle_);
@@ -431,7 +415,7 @@ void Module::update_progress() noexcept {
     // the connection manager while anybody could ask us to connect.
     active_endpoints_ = 0;
     waiting_endpoints_ = 0;
-    for (const auto& ep : endpoints_) {
+    for (const auto& ep : endpoints_.all()) {
         const ConnState st = ep->connection().state();
         if (ep->connection().waiting()) ++waiting_endpoints_;
         if ((st != ConnState::idle && st != ConnState::failed) || ep->posted > 0 ||

@@ -25,9 +25,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "openib_completions.hpp"
 #include "openib_connection_manager.hpp"
 #include "openib_credits.hpp"
 #include "openib_endpoint.hpp"
+#include "openib_endpoint_table.hpp"
 #include "openib_frag.hpp"
 #include "openib_frag_pools.hpp"
 #include "openib_one_sided.hpp"
@@ -207,13 +209,12 @@ class Module final : public btl::Module {
 
     ReceiveQueue& receive_queue() noexcept { return receive_queue_; }
     ConnectionManager& connections() noexcept { return cm_; }
-    void qp_created(Endpoint& ep) { by_qpn_[ep.qp()->qp_num] = &ep; }
+    EndpointTable& endpoints() noexcept { return endpoints_; }
     // The endpoint of a peer, created from its modex address when needed (by
     // add_procs, or when the peer asks to connect first); nullptr if unreachable.
     Endpoint* endpoint_for(Rank peer);
     void endpoint_connected(Endpoint& ep) noexcept;
     void endpoint_failed(Endpoint& ep, const char* reason) noexcept;
-    void attention(Endpoint& ep) noexcept;
 
     // Async events routed by the Device.
     void on_async_event(const ibv_async_event& e) noexcept;
@@ -225,9 +226,17 @@ class Module final : public btl::Module {
     Status start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept;
     // Returns f to the pool, then calls its callback with s.
     void complete_rdma(RdmaFrag* f, Status s) noexcept;
-    // Some live endpoint has RDMA work in flight.
-    bool rdma_in_flight() const noexcept;
     ProgressEngine& progress_engine() const noexcept { return progress_; }
+
+    // --- used by Completions ---------------------------------------------------------
+    // Hands a fragment's payload to the active-message table; false (an error
+    // reported) when nobody registered its tag.
+    bool dispatch(Endpoint& ep, btl::Tag tag, std::span<const std::byte> payload) noexcept;
+    // Posts f to ep, or queues it behind ep's pending work (connecting first
+    // when ep is idle); unreachable when ep failed.
+    Status submit(Endpoint& ep, Frag* f) noexcept;
+    SendQueue& send_queue() noexcept { return send_queue_; }
+    RemoteAtomics& remote_atomics() noexcept { return atomics_; }
 
     // --- used by ConnectionManager ----------------------------------------------------
     // The endpoint of `peer` a connection message is for: an existing one, or
@@ -243,21 +252,11 @@ class Module final : public btl::Module {
 
     // Posting: false when a resource (credit, send slot, CQ room) is short and
     // the fragment must wait; an error from verbs fails the endpoint.
-    Status submit(Endpoint& ep, Frag* f) noexcept;
 
     // Completions.
     static int progress_rc(void* self) noexcept;
     static int progress_cm(void* self) noexcept;
-    int poll_send_cq() noexcept;
-    int poll_recv_cq() noexcept;
     void service_attention() noexcept;
-    void tick_connections() noexcept;
-    void complete_send(SendFrag* f, Status s) noexcept;
-    void handle_receive(const ibv_wc& wc) noexcept;
-    bool answer_atomic(Endpoint& ep, RecvFrag* r) noexcept;
-    void release_receive(Endpoint& ep, RecvFrag* r) noexcept;
-    bool deliver(Endpoint& ep, const wire::FragHeader& h,
-                 std::span<const std::byte> payload) noexcept;
     void fail_pending(Endpoint& ep) noexcept;
     void destroy_endpoint(Endpoint* ep) noexcept;
 
@@ -289,12 +288,10 @@ class Module final : public btl::Module {
     // Connection manager: UD QP, its CQ and buffers.
     ConnectionManager cm_{*this};
     SendQueue send_queue_{*this};
+    Completions completions_{*this};
 
     // Peers.
-    std::vector<std::unique_ptr<Endpoint>> endpoints_;
-    std::unordered_map<Rank, Endpoint*> by_rank_;
-    std::unordered_map<std::uint32_t, Endpoint*> by_qpn_;
-    Endpoint* attention_head_ = nullptr;
+    EndpointTable endpoints_;
     std::uint32_t active_endpoints_ = 0;   // connecting, connected or with work
     std::uint32_t waiting_endpoints_ = 0;  // in the handshake: the timer runs
     ProgressEngine::Handle rc_handle_;

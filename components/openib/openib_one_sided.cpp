@@ -121,7 +121,7 @@ Status OneSided::deregister_mem(btl::RegistrationHandle* handle) {
 
 Status OneSided::flush(btl::Endpoint* endpoint) {
     auto* ep = static_cast<Endpoint*>(endpoint);
-    while (ep ? ep->rdma_in_flight > 0 && !ep->failed() : module_.rdma_in_flight())
+    while (ep ? ep->rdma_in_flight > 0 && !ep->failed() : module_.endpoints().rdma_in_flight())
         module_.progress_engine().progress();
     if (ep && ep->failed()) return Status::peer_failed;
     return Status::success;

@@ -85,7 +85,7 @@ bool Endpoint::create_qp(wire::QpAddress& local) {
     local.rd_atomic =
         static_cast<std::uint8_t>(std::clamp(module_.port().device.attr().max_qp_rd_atom, 1, 255));
     local.gid = me.gid;
-    module_.qp_created(*this);
+    module_.endpoints().qp_created(*this);
     return true;
 }
 

@@ -60,7 +60,7 @@ Status Module::submit(Endpoint& ep, Frag* f) noexcept {
     if (ep.usable() && !ep.has_pending() && send_queue_.post(ep, f)) return Status::success;
     if (ep.failed()) return Status::unreachable;  // posting failed the endpoint
     ep.enqueue(f);
-    attention(ep);
+    endpoints_.attention(ep);
     return Status::success;
 }
 
@@ -131,13 +131,6 @@ Status Module::start_rdma(btl::Endpoint* endpoint, RdmaFrag* f) noexcept {
         frags_.put(f);
     }
     return s;
-}
-
-void Module::attention(Endpoint& ep) noexcept {
-    if (ep.on_attention) return;
-    ep.on_attention = true;
-    ep.attention_next = attention_head_;
-    attention_head_ = &ep;
 }
 
 }  // namespace transit::openib

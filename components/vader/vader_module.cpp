@@ -7,13 +7,11 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_dynamic.hpp"
-#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::vader {
 
@@ -115,10 +113,7 @@ void VaderModule::format_segment() {
     h.nonce = random64();
     h.sleeping.store(awake, std::memory_order_relaxed);
     std::memcpy(h.bell, bell_.name(), bell_name_size);
-    heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
-    auto* slots = reinterpret_cast<btl::RegionSlot*>(segment_.data() + layout_.region_offset);
-    for (std::uint32_t i = 0; i < region_slot_count; ++i) new (&slots[i]) btl::RegionSlot{};
-    regions_ = btl::RegionTable(slots, region_slot_count);
+    one_sided_.format(layout_);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
     // Never resized from here on: endpoints point at their reader.  The
@@ -583,168 +578,13 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
     return Status::out_of_resource;
 }
 
-// --- one-sided ----------------------------------------------------------------
-
-Status VaderModule::put(const btl::RdmaRequest& req) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
-                                             btl::reg_flags::remote_write);
-        !ok(s)) [[unlikely]]
-        return s;
-    if (char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
-        if (req.size) std::memcpy(direct, req.local, req.size);
-        return Status::completed;
-    }
-    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_write(ep->pid, req.local, req.remote, req.size);
-}
-
-Status VaderModule::get(const btl::RdmaRequest& req) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
-                                             btl::reg_flags::remote_read);
-        !ok(s)) [[unlikely]]
-        return s;
-    if (const char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
-        if (req.size) std::memcpy(req.local, direct, req.size);
-        return Status::completed;
-    }
-    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_read(ep->pid, req.local, req.remote, req.size);
-}
-
-Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
-    if (ep->dead) [[unlikely]]
-        return Status::peer_failed;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    if (req.remote % width != 0) return Status::bad_param;
-    if (kind != AtomicKind::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(req.op)))
-        [[unlikely]]
-        return Status::bad_param;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, width,
-                                             btl::reg_flags::remote_atomic);
-        !ok(s)) [[unlikely]]
-        return s;
-    // Memory inside the peer's segment is ours too: a CPU atomic is coherent.
-    if (char* direct = ep->translate(req.remote, width); direct != nullptr) {
-        const std::uint64_t old =
-            kind == AtomicKind::cswap
-                ? btl::apply_cswap(direct, req.compare, req.operand, req.flags)
-                : btl::apply_atomic(direct, req.op, req.operand, req.flags);
-        if (kind != AtomicKind::op) std::memcpy(req.local, &old, width);
-        return Status::completed;
-    }
-    Frag* f = take_frag(ep);
-    if (f == nullptr) return Status::out_of_resource;
-    FragHeader& h = *f->header;
-    h.kind = FragKind::atomic;
-    h.size = 0;
-    h.atomic_kind = kind;
-    h.atomic_flags = static_cast<std::uint8_t>(req.flags & btl::atomic_flags::bits32);
-    h.atomic_op = static_cast<std::uint16_t>(req.op);
-    h.atomic_status = 0;
-    h.address = req.remote;
-    h.operand = req.operand;
-    h.compare = req.compare;
-    f->internal = true;
-    f->rdma_cb = req.cb;
-    f->local_address = req.local;
-    f->local_handle = req.local_handle;
-    f->rdma_context = req.cbcontext;
-    f->rdma_cbdata = req.cbdata;
-    if (!push(ep, f)) {
-        frags_.put(f);
-        return Status::out_of_resource;
-    }
-    return Status::success;
-}
-
-Status VaderModule::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_op(req), AtomicKind::op);
-}
-
-Status VaderModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_fop(req), AtomicKind::fop);
-}
-
-Status VaderModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_cswap(req), AtomicKind::cswap);
-}
-
-// --- mem_alloc -----------------------------------------------------------------
-
-void* VaderModule::mem_alloc(std::size_t size) noexcept {
-    try {
-        const std::optional<std::size_t> offset = heap_.take(size);
-        if (!offset) return nullptr;
-        if (!segment_.provide(*offset, SegmentHeap::rounded(size))) {
-            out_.verbose(5, "mem_alloc({}): {} cannot supply the pages", size,
-                         config_.backing_directory);
-            heap_.give(*offset);
-            return nullptr;
-        }
-        return segment_.data() + *offset;
-    } catch (const std::bad_alloc&) {
-        return nullptr;
-    }
-}
-
-bool VaderModule::mem_free(void* p) noexcept {
-    const auto* c = static_cast<const char*>(p);
-    if (c < segment_.data() || c >= segment_.data() + segment_.size()) return false;
-    const auto offset = static_cast<std::size_t>(c - segment_.data());
-    try {
-        const std::size_t size = heap_.give(offset);
-        if (size == 0) return false;
-        segment_.reclaim(offset, size);  // fresh (zero) pages on the next mem_alloc
-        return true;
-    } catch (const std::bad_alloc&) {
-        return true;  // ours, but merging the free list needed memory: the block stays taken
-    }
-}
-
-// Peers check the region table before every put, get and atomic: what is not
-// registered here is out of their reach.
-btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
-                                                   std::uint32_t flags) {
-    if (base == nullptr && size != 0) return nullptr;
-    btl::RegistrationHandle* h = regions_.add(base, size, flags);
-    if (h == nullptr)
-        out_.verbose(5, "register_mem: all {} region slots are taken", region_slot_count);
-    return h;
-}
-
-Status VaderModule::deregister_mem(btl::RegistrationHandle* handle) {
-    return regions_.remove(handle);
-}
-
-Status VaderModule::flush(btl::Endpoint* endpoint) {
-    auto pending = [&] {
-        for (const Frag& f : frags_.items())
-            if (f.in_flight && !f.orphan && f.header->kind == FragKind::atomic &&
-                (endpoint == nullptr || f.endpoint == endpoint))
-                return true;
-        return false;
-    };
-    while (pending()) {
-        progress_engine_.progress();
-        if (!progress_handle_) progress();
-        // A peer that died must not make flush hang.
-        exit_pace_.hurry();
-        check_pace_.hurry();
-        check_peers();
-    }
-    const VaderEndpoint* ep = as_vader(endpoint);
-    return ep != nullptr && ep->dead ? Status::peer_failed : Status::success;
+void VaderModule::flush_round() {
+    progress_engine_.progress();
+    if (!progress_handle_) progress();
+    // A peer that died must not make flush hang.
+    exit_pace_.hurry();
+    check_pace_.hurry();
+    check_peers();
 }
 
 void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
@@ -955,27 +795,12 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
         const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
         deliver(ep, payload, frag_data_length(h, ep->frag_payload), h.tag);
     } else if (h.kind == FragKind::atomic) {
-        perform_atomic(ep, h);
+        atomics_.perform(ep, h);
     }
     if (ep->fifo.push(ref | return_bit)) [[likely]]
         ring(ep);
     else
         pending_returns_.emplace_back(ep, ref | return_bit);
-}
-
-void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
-    h.result = 0;
-    if (const char* why = atomic_refusal(h); why != nullptr) [[unlikely]] {
-        report_error(btl::error_flags::nonfatal, ep->peer(), why);
-        h.atomic_status = static_cast<std::int16_t>(Status::bad_param);
-        return;
-    }
-    h.atomic_status = 0;
-    void* target = reinterpret_cast<void*>(h.address);
-    h.result = h.atomic_kind == AtomicKind::cswap
-                   ? btl::apply_cswap(target, h.compare, h.operand, h.atomic_flags)
-                   : btl::apply_atomic(target, static_cast<btl::AtomicOp>(h.atomic_op), h.operand,
-                                       h.atomic_flags);
 }
 
 void VaderModule::complete(Frag* f, Status status) noexcept {
@@ -990,19 +815,7 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
     --ep->outstanding;
     if (f->header->kind == FragKind::join) [[unlikely]]
         return join_answered(f);
-    if (f->header->kind == FragKind::atomic) {
-        const FragHeader& h = *f->header;
-        if (ok(status) && h.atomic_status != 0) [[unlikely]]
-            status = static_cast<Status>(h.atomic_status);
-        if (ok(status) && h.atomic_kind != AtomicKind::op && f->local_address != nullptr)
-            std::memcpy(f->local_address, &h.result,
-                        (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8);
-        if (f->rdma_cb)
-            f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
-                       status);
-        frags_.put(f);
-        return;
-    }
+    if (f->header->kind == FragKind::atomic) return atomics_.complete(f, status);
     if (f->internal) {
         frags_.put(f);
         return;

@@ -10,11 +10,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "components/vader/vader_atomics.hpp"
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
-#include "components/vader/vader_heap.hpp"
+#include "components/vader/vader_frag.hpp"
 #include "components/vader/vader_layout.hpp"
+#include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
 #include "components/vader/vader_wait_set.hpp"
@@ -47,36 +49,10 @@ struct Config : btl::BaseConfig {
     std::string backing_directory = "/dev/shm";
 };
 
-// A send fragment: the process-private half of a fragment in our segment.
-struct Frag : btl::Descriptor {
-    btl::Segment segment{};
-    FragHeader* header = nullptr;
-    char* payload = nullptr;
-    VaderEndpoint* endpoint = nullptr;
-    std::uint32_t index = 0;
-    bool in_flight = false;
-    bool in_use = false;  // taken from frags_
-    Frag* next_free = nullptr;
-    bool internal = false;  // sent by sendi or an atomic: no user callback
-    // In flight to a peer outside the job deleted while it lives: its user saw
-    // it cancelled, and it goes back to the list when the peer returns it (a
-    // fragment reused earlier could be read as the next connection's).
-    bool orphan = false;
-    pid_t orphan_of = 0;  // the peer that holds it: back on the list when it exits
-    // atomics
-    btl::RdmaCompletionFn rdma_cb = nullptr;
-    void* local_address = nullptr;
-    btl::RegistrationHandle* local_handle = nullptr;
-    void* rdma_context = nullptr;
-    void* rdma_cbdata = nullptr;
-};
-
 // Decides on single copy (a probe of the own process); says why it is off.
 void decide_single_copy(Config& c);
 
 class VaderModule final : public btl::Module,
-                          public btl::Rdma,
-                          public btl::Atomics,
                           public btl::Listener,
                           public btl::DynamicPeerRecords,
                           public btl::WaitObject {
@@ -93,8 +69,8 @@ class VaderModule final : public btl::Module,
     const std::string& segment_path() const noexcept { return segment_.path(); }
     SingleCopy single_copy() const noexcept { return single_copy_; }
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override {
         if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
         if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
@@ -126,18 +102,6 @@ class VaderModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    void* mem_alloc(std::size_t size) noexcept override;
-    bool mem_free(void* p) noexcept override;
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
@@ -152,6 +116,19 @@ class VaderModule final : public btl::Module,
     // Looks for local peers that died (paced: the wait set every 10 ms, and
     // at once after a sleep a peer's exit ended).
     int check_peers() noexcept;
+
+    // --- used by VaderOneSided and VaderAtomics -----------------------------------
+    // A send fragment to ep from the free list (its pages supplied), or nullptr.
+    Frag* take_frag(VaderEndpoint* ep) noexcept;
+    // Publishes f in ep's FIFO (after the join, for a server outside the job);
+    // false when the FIFO is full.
+    bool push(VaderEndpoint* ep, Frag* frag) noexcept;
+    // One round of flush's wait: progress, and a look for dead peers now.
+    void flush_round();
+    // A peer's request refused: the upper layer hears why, the peer stays.
+    void report_peer_error(const VaderEndpoint* ep, const char* why) noexcept {
+        report_error(btl::error_flags::nonfatal, ep->peer(), why);
+    }
 
   private:
     // After every message, fragment or return published to ep's segment: wakes
@@ -213,15 +190,12 @@ class VaderModule final : public btl::Module,
     void stop_if_idle() noexcept;
     void rebuild_pollfds();
 
-    Frag* take_frag(VaderEndpoint* ep) noexcept;
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
     [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
                                             const void* header, std::size_t header_size,
                                             std::size_t payload_size, std::uint8_t order,
                                             std::uint32_t flags, btl::Tag tag,
                                             btl::Descriptor** descriptor) noexcept;
-    bool push(VaderEndpoint* ep, Frag* frag) noexcept;
-    Status send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept;
 
     int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
     void do_pass_chores() noexcept;
@@ -229,7 +203,6 @@ class VaderModule final : public btl::Module,
     void unpoll(VaderEndpoint* ep) noexcept;
     int poll_fifo(int max) noexcept;
     void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
-    void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
     void complete(Frag* frag, Status status) noexcept;
     void orphan(Frag* frag, VaderEndpoint* ep, Status status) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
@@ -243,8 +216,6 @@ class VaderModule final : public btl::Module,
     Config config_;
     Layout layout_;
     SharedFile segment_;
-    SegmentHeap heap_;          // mem_alloc's pages, after the fixed part of segment_
-    btl::RegionTable regions_;  // registrations, in segment_ for peers to check
     SegmentHeader* header_;
     log::Stream out_;
     SingleCopy single_copy_;
@@ -321,6 +292,10 @@ class VaderModule final : public btl::Module,
     WaitSet waits_;           // the doorbell and the peers' pidfds; fd -1: the bell alone
     bool exit_seen_ = false;  // a sleep ended by a peer's exit: the next pass looks
     bool light_next_ = true;  // the next sleep skips the membarrier (sleep_barrier)
+    // The capabilities, after the state they borrow; at the end, past the
+    // fields the send and poll paths read.
+    VaderAtomics atomics_{*this, frags_};
+    VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
 };
 
 }  // namespace transit::vader

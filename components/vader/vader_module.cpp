@@ -127,7 +127,7 @@ void VaderModule::format_segment() {
     retired_.resize(layout_.local_size);
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
-    spares_ = SpareBoxes(layout_.fbox_count - layout_.local_size);
+    outside_.format();
     // Room for every box twice: entries of peers deleted during a pass stay
     // (null) until its end, beside those of peers given the boxes again.
     boxes_.reserve(2 * std::size_t{layout_.fbox_count});
@@ -203,14 +203,8 @@ VaderModule::~VaderModule() {
 Status VaderModule::finalize() {
     if (header_ == nullptr) return Status::success;
     header_->departed.store(1, std::memory_order_release);
-    // Peers outside the job hear a goodbye: a departure, not a failure.
-    for (auto& [peer, ep] : dynamic_)
-        if (!ep->dead && ep->joined)
-            if (ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye))) ring(ep.get());
+    outside_.finalize();
     boxes_.clear();
-    dynamic_.clear();
-    channels_.clear();
-    joining_.clear();
     stop_progress();
     for (auto& ep : endpoints_) ep.reset();
     for (auto& ep : retired_) ep.reset();
@@ -318,7 +312,7 @@ Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank r = peers[i];
         if (r >= runtime_.size()) {
-            VaderEndpoint* ep = is_dynamic(r) ? connect_server(r) : nullptr;
+            VaderEndpoint* ep = outside_.is_dynamic(r) ? outside_.connect_server(r) : nullptr;
             if (ep == nullptr) continue;
             endpoints[i] = ep;
             reachable.set(i);
@@ -346,7 +340,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     for (btl::Endpoint* e : endpoints) {
         auto* ep = as_vader(e);
         if (ep != nullptr && ep->dynamic) {
-            delete_dynamic(ep);
+            outside_.delete_dynamic(ep);
             continue;
         }
         if (ep == nullptr || ep->local_index >= endpoints_.size() ||
@@ -367,8 +361,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
 // No peer to poll for: progress stops (a process alone on its node costs
 // nothing between its clients).  Parked fast boxes wait for their release.
 void VaderModule::stop_if_idle() noexcept {
-    if (active_.empty() && dynamic_.empty() && !listening_ && !spares_.any_parked())
-        stop_progress();
+    if (active_.empty() && outside_.idle()) stop_progress();
 }
 
 // A deleted peer added again (or sending to us again): its old mapping and
@@ -413,8 +406,34 @@ void VaderModule::rebuild_pollfds() {
     polled_.clear();
     for (std::uint32_t i : active_)
         if (!endpoints_[i]->dead) polled_.push_back(endpoints_[i].get());
-    for (auto& [peer, ep] : dynamic_)
-        if (!ep->dead) polled_.push_back(ep.get());
+    outside_.add_watched(polled_);
+}
+
+// The progress pass reads the spare box `index` of our segment from now on,
+// written by ep.
+bool VaderModule::read_box(VaderEndpoint& ep, std::uint32_t index) noexcept {
+    const std::size_t offset = layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride;
+    readers_[index] = FastboxReader(segment_.data() + offset, layout_.fbox_size);
+    ep.reader = &readers_[index];
+    try {
+        poll_from(ep);  // reserved at format_segment: does not allocate
+    } catch (...) {
+        ep.reader = nullptr;
+        return false;
+    }
+    return true;
+}
+
+void VaderModule::return_frag(VaderEndpoint* ep, std::uint64_t back) noexcept {
+    if (ep->fifo.push(back))
+        ring(ep);
+    else
+        pending_returns_.emplace_back(ep, back);
+}
+
+void VaderModule::forget(VaderEndpoint* ep) noexcept {
+    std::erase_if(pending_returns_, [ep](const auto& p) { return p.first == ep; });
+    std::replace(polled_.begin(), polled_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
 }
 
 // --- sends --------------------------------------------------------------------
@@ -459,7 +478,7 @@ bool VaderModule::supply_frags(std::uint32_t index) noexcept {
 bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {
     f->endpoint = ep;
     // A server outside the job hears who we are before our first fragment.
-    if (!ep->joined && !send_join(ep)) [[unlikely]]
+    if (!ep->joined && !outside_.send_join(ep)) [[unlikely]]
         return false;
     if (!ep->fifo.push(ep->ref_base | f->index)) [[unlikely]]
         return false;
@@ -741,8 +760,7 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
 // their departures to report, the entries of deleted peers' boxes to erase.
 void VaderModule::do_pass_chores() noexcept {
     pass_chores_ = false;
-    if (!graveyard_.empty()) graveyard_.clear();
-    if (!departing_.empty()) report_departures();
+    outside_.pass_chores();
     std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
 
@@ -775,7 +793,7 @@ int VaderModule::poll_fifo(int max) noexcept {
             continue;
         }
         if (ref & dynamic_bit) [[unlikely]] {
-            dynamic_ref(ref);
+            outside_.dynamic_ref(ref);
             continue;
         }
         VaderEndpoint* ep = endpoint_for(ref_owner(ref));
@@ -814,7 +832,7 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
     VaderEndpoint* ep = f->endpoint;
     --ep->outstanding;
     if (f->header->kind == FragKind::join) [[unlikely]]
-        return join_answered(f);
+        return outside_.join_answered(f);
     if (f->header->kind == FragKind::atomic) return atomics_.complete(f, status);
     if (f->internal) {
         frags_.put(f);
@@ -828,14 +846,9 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
-    if (!joining_.empty()) [[unlikely]]
-        forget_joining_exited();
-    if ((spares_.any_parked() || links_.joining() != 0 || !orphan_owners_.empty()) &&
-        dynamic_pace_.due()) [[unlikely]] {
-        in_check_ = true;
-        watch_dynamic();
-        in_check_ = false;
-    }
+    in_check_ = true;
+    outside_.watch();
+    in_check_ = false;
     // The wait set says in one system call whether a watched peer exited, so
     // it is asked often; the peers are asked one by one only when it said so,
     // or at the slower pace when some peer is not in it (no pidfd).
@@ -892,7 +905,7 @@ bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
 // upper layer hears of it once.
 void VaderModule::peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags) noexcept {
     ep->dead = true;
-    links_.lost(ep->outside);
+    outside_.lost(*ep);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
     report_error(btl::error_flags::nonfatal | flags, ep->peer(), why);

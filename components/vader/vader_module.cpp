@@ -73,13 +73,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     attr_.flags = btl::flags::send | btl::flags::dynamic_peers | btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node;
     sender_fences_ = Doorbell::sender_fences();
-    if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))
-        out_.verbose(1, "no doorbell ({}): waits poll instead of sleeping", std::strerror(errno));
-    else if (!waits_.open(bell_.fd()))
-        out_.verbose(1,
-                     "no epoll set ({}): a sleep ends at a local peer's death only by its "
-                     "time limit",
-                     std::strerror(errno));
+    sleep_.open();
     if (segment_.data() != nullptr) format_segment();
 }
 
@@ -112,7 +106,7 @@ void VaderModule::format_segment() {
     h.region_count = region_slot_count;
     h.nonce = random64();
     h.sleeping.store(awake, std::memory_order_relaxed);
-    std::memcpy(h.bell, bell_.name(), bell_name_size);
+    std::memcpy(h.bell, sleep_.bell_name(), bell_name_size);
     one_sided_.format(layout_);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
@@ -222,7 +216,7 @@ void VaderModule::attach_peer(VaderEndpoint& ep) {
     ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
     ep.pid = static_cast<pid_t>(ph.pid);
     ep.process = btl::util::ProcessWatch(ep.pid);
-    if (!waits_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
+    if (!sleep_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
     ep.owner_base = ph.owner_base;
     ep.heap_offset = ph.heap_offset;
     ep.heap_size = ph.heap_size;
@@ -622,75 +616,11 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
 
 // --- sleeping -------------------------------------------------------------------
 
-void VaderModule::ring_slow(SegmentHeader& peer) noexcept {
-    std::uint32_t expected = asleep;
-    // One ring per sleep: the first sender to see it asleep rings.
-    if (peer.sleeping.compare_exchange_strong(expected, rung, std::memory_order_acq_rel)) {
-        char name[bell_name_size];
-        std::memcpy(name, peer.bell, bell_name_size);
-        name[bell_name_size - 1] = '\0';  // the peer's bytes: bounded whatever they hold
-        // and never a socket of another program's
-        if (std::strncmp(name, Doorbell::prefix, std::strlen(Doorbell::prefix)) == 0)
-            bell_.ring(name);
-    }
-}
-
 bool VaderModule::has_work() const noexcept {
     if (pass_chores_ || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
     for (const PolledBox& b : boxes_)
         if (b.ep != nullptr && b.reader->ready()) return true;
     return false;
-}
-
-btl::WaitObject::Armed VaderModule::arm() noexcept {
-    if (header_ == nullptr) return Armed::armed;  // no segment: nobody can send to us
-    header_->sleeping.store(asleep, std::memory_order_seq_cst);
-    if (!sleep_barrier()) [[unlikely]] {
-        header_->sleeping.store(awake, std::memory_order_relaxed);
-        return Armed::cannot;
-    }
-    // A sender that published before the barrier is seen here; one after it
-    // sees `asleep` and rings.
-    if (has_work()) {
-        header_->sleeping.store(awake, std::memory_order_relaxed);
-        return Armed::busy;
-    }
-    return Armed::armed;
-}
-
-// The membarrier that makes a sleep safe costs the sleeper an interrupt on
-// every CPU that runs a vader process: about 2 µs on an idle machine, 48 µs
-// on a VM whose other vCPU busy-polls, paid before every sleep of a server
-// that sleeps between requests.  The first sleep after a ring skips it: our
-// own fence is taken and the timer ends the sleep after light_sleep µs, so a
-// message whose publication raced our store of `asleep` (the sender read
-// `awake`, we read its box before its store drained) waits that long at
-// worst.  A light sleep that ran out makes the next one a full one: an idle
-// process sleeps without timers.
-bool VaderModule::sleep_barrier() noexcept {
-    if (light_next_ && waits_.arm_timer(config_.light_sleep)) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return true;
-    }
-    return Doorbell::receiver_barrier();
-}
-
-void VaderModule::disarm() noexcept {
-    if (header_ == nullptr) return;
-    // Rung: a peer woke us, the common case of a server between requests; two
-    // system calls fewer than asking the wait set.  A timer or a peer's exit
-    // that came with the ring keeps the wait set readable and ends the next
-    // sleep at once, which asks it.
-    if (header_->sleeping.exchange(awake, std::memory_order_relaxed) == rung) {
-        bell_.take_ring();
-        light_next_ = true;
-        return;
-    }
-    if (bell_.drain()) light_next_ = true;
-    const WaitSet::Fired fired = waits_.fired();
-    if (fired.timer) light_next_ = false;
-    if (fired.exit) [[unlikely]]
-        exit_seen_ = true;
 }
 
 // --- receive path -------------------------------------------------------------
@@ -853,7 +783,7 @@ int VaderModule::check_peers() noexcept {
     // it is asked often; the peers are asked one by one only when it said so,
     // or at the slower pace when some peer is not in it (no pidfd).
     bool look = std::exchange(exit_seen_, false);
-    if (!look && exit_pace_.due()) look = waits_.exit_seen();
+    if (!look && exit_pace_.due()) look = sleep_.peer_exited();
     if (!look && !all_in_wait_set_) look = check_pace_.due();
     if (!look) return 0;
     check_pace_.hurry();  // lose_exited's own pace: due now

@@ -18,8 +18,8 @@
 #include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_outside.hpp"
 #include "components/vader/vader_segment.hpp"
+#include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
-#include "components/vader/vader_wait_set.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
@@ -50,7 +50,7 @@ struct Config : btl::BaseConfig {
 // Decides on single copy (a probe of the own process); says why it is off.
 void decide_single_copy(Config& c);
 
-class VaderModule final : public btl::Module, public btl::WaitObject {
+class VaderModule final : public btl::Module {
   public:
     // Formats `segment` (already created and zeroed) and publishes nothing: the
     // component does the modex.  Without a segment (a process alone on its
@@ -70,8 +70,8 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
         if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
         if (id == btl::DynamicPeerRecords::id)
             return static_cast<btl::DynamicPeerRecords*>(&outside_);
-        if (id == btl::WaitObject::id && bell_.fd() >= 0)
-            return static_cast<btl::WaitObject*>(this);
+        if (id == btl::WaitObject::id && sleep_.can_sleep())
+            return static_cast<btl::WaitObject*>(&sleep_);
         return nullptr;
     }
 
@@ -94,12 +94,6 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-    // --- sleeping (btl::WaitObject, vader_doorbell.hpp) ------------------------------
-    // The doorbell and the watched peers' pidfds (vader_wait_set.hpp).
-    int wait_fd() const noexcept override { return waits_.fd() >= 0 ? waits_.fd() : bell_.fd(); }
-    Armed arm() noexcept override;
-    void disarm() noexcept override;
-
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
     // Looks for local peers that died (paced: the wait set every 10 ms, and
@@ -118,6 +112,12 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
     void report_peer_error(const VaderEndpoint* ep, const char* why) noexcept {
         report_error(btl::error_flags::nonfatal, ep->peer(), why);
     }
+
+    // --- used by VaderSleep -------------------------------------------------------
+    // Something is waiting to be read or retried (arm's second look).
+    bool has_work() const noexcept;
+    // A sleep ended by a peer's exit: the next pass looks at the peers.
+    void exit_noticed() noexcept { exit_seen_ = true; }
 
     // --- used by VaderOutside -----------------------------------------------------
     // The own segment, made now if the process is alone on its node.
@@ -158,17 +158,11 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
         else
             std::atomic_signal_fence(std::memory_order_seq_cst);
         if (peer.sleeping.load(std::memory_order_relaxed) == asleep) [[unlikely]]
-            ring_slow(peer);
+            sleep_.ring_slow(peer);
     }
     void ring(VaderEndpoint* ep) noexcept { ring(ep->header()); }
 
   private:
-    void ring_slow(SegmentHeader& peer) noexcept;
-    // Something is waiting to be read or retried (arm's second look).
-    bool has_work() const noexcept;
-    // arm()'s half of the Dekker pair; false when it cannot be had.
-    bool sleep_barrier() noexcept;
-
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
 
@@ -204,7 +198,7 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
     std::uint32_t my_index_;
     std::uint32_t fbox_max_;
     // Read by ring() on every send: beside the other fields the send path
-    // reads, not among the sleep-only ones at the end.
+    // reads, not with the sleep's state (VaderSleep) at the end.
     bool sender_fences_ = true;  // Doorbell::sender_fences()
 
     Fifo fifo_;
@@ -228,8 +222,8 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
     };
     std::vector<PolledBox> boxes_;
     // The next pass starts with do_pass_chores: the peers outside the job left
-    // endpoints to free or departures to report, or boxes_ has null entries.  One test per pass for
-    // all of them.
+    // endpoints to free or departures to report, or boxes_ has null entries.
+    // One test per pass for all of them.
     bool pass_chores_ = false;
     std::vector<bool> counted_;  // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
@@ -248,22 +242,20 @@ class VaderModule final : public btl::Module, public btl::WaitObject {
     // Each peer asked (a system call each): every 100 ms, where some peer is
     // not in the wait set; else only when the set said one exited.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
-    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in waits_
+    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in the sleep's wait set
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;
     bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
-    Doorbell bell_;           // opened at construction; fd -1: cannot sleep
-    WaitSet waits_;           // the doorbell and the peers' pidfds; fd -1: the bell alone
     bool exit_seen_ = false;  // a sleep ended by a peer's exit: the next pass looks
-    bool light_next_ = true;  // the next sleep skips the membarrier (sleep_barrier)
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
     VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
     VaderOutside outside_{*this, runtime_, segment_, frags_, config_, layout_, out_};
+    VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
 };
 
 }  // namespace transit::vader

@@ -14,7 +14,7 @@
 // CPU running a process registered for it, so a registered sender needs only
 // a compiler barrier on its hot path.  A process that could not register
 // fences on each send instead (sender_fences()).  A light sleep skips the
-// membarrier and is bounded by a timer instead (VaderModule::arm).
+// membarrier and is bounded by a timer instead (VaderSleep::arm).
 #pragma once
 
 #include <linux/membarrier.h>

@@ -7,13 +7,11 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <optional>
 #include <system_error>
 #include <utility>
 
 #include "components/vader/vader_cma.hpp"
 #include "components/vader/vader_dynamic.hpp"
-#include "transit/btl/util/atomic_width.hpp"
 
 namespace transit::vader {
 
@@ -75,13 +73,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     attr_.flags = btl::flags::send | btl::flags::dynamic_peers | btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node;
     sender_fences_ = Doorbell::sender_fences();
-    if (!bell_.open(static_cast<std::uint32_t>(::getpid()), random64()))
-        out_.verbose(1, "no doorbell ({}): waits poll instead of sleeping", std::strerror(errno));
-    else if (!waits_.open(bell_.fd()))
-        out_.verbose(1,
-                     "no epoll set ({}): a sleep ends at a local peer's death only by its "
-                     "time limit",
-                     std::strerror(errno));
+    sleep_.open();
     if (segment_.data() != nullptr) format_segment();
 }
 
@@ -114,11 +106,8 @@ void VaderModule::format_segment() {
     h.region_count = region_slot_count;
     h.nonce = random64();
     h.sleeping.store(awake, std::memory_order_relaxed);
-    std::memcpy(h.bell, bell_.name(), bell_name_size);
-    heap_ = SegmentHeap(layout_.heap_offset, layout_.heap_size);
-    auto* slots = reinterpret_cast<btl::RegionSlot*>(segment_.data() + layout_.region_offset);
-    for (std::uint32_t i = 0; i < region_slot_count; ++i) new (&slots[i]) btl::RegionSlot{};
-    regions_ = btl::RegionTable(slots, region_slot_count);
+    std::memcpy(h.bell, sleep_.bell_name(), bell_name_size);
+    one_sided_.format(layout_);
 
     fifo_ = Fifo::create(segment_.data() + layout_.fifo_offset, layout_.fifo_capacity);
     // Never resized from here on: endpoints point at their reader.  The
@@ -132,7 +121,7 @@ void VaderModule::format_segment() {
     retired_.resize(layout_.local_size);
     counted_.assign(layout_.local_size, false);
     active_.reserve(layout_.local_size);
-    spares_ = SpareBoxes(layout_.fbox_count - layout_.local_size);
+    outside_.format();
     // Room for every box twice: entries of peers deleted during a pass stay
     // (null) until its end, beside those of peers given the boxes again.
     boxes_.reserve(2 * std::size_t{layout_.fbox_count});
@@ -208,14 +197,8 @@ VaderModule::~VaderModule() {
 Status VaderModule::finalize() {
     if (header_ == nullptr) return Status::success;
     header_->departed.store(1, std::memory_order_release);
-    // Peers outside the job hear a goodbye: a departure, not a failure.
-    for (auto& [peer, ep] : dynamic_)
-        if (!ep->dead && ep->joined)
-            if (ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye))) ring(ep.get());
+    outside_.finalize();
     boxes_.clear();
-    dynamic_.clear();
-    channels_.clear();
-    joining_.clear();
     stop_progress();
     for (auto& ep : endpoints_) ep.reset();
     for (auto& ep : retired_) ep.reset();
@@ -233,7 +216,7 @@ void VaderModule::attach_peer(VaderEndpoint& ep) {
     ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
     ep.pid = static_cast<pid_t>(ph.pid);
     ep.process = btl::util::ProcessWatch(ep.pid);
-    if (!waits_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
+    if (!sleep_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
     ep.owner_base = ph.owner_base;
     ep.heap_offset = ph.heap_offset;
     ep.heap_size = ph.heap_size;
@@ -323,7 +306,7 @@ Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank r = peers[i];
         if (r >= runtime_.size()) {
-            VaderEndpoint* ep = is_dynamic(r) ? connect_server(r) : nullptr;
+            VaderEndpoint* ep = outside_.is_dynamic(r) ? outside_.connect_server(r) : nullptr;
             if (ep == nullptr) continue;
             endpoints[i] = ep;
             reachable.set(i);
@@ -351,7 +334,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
     for (btl::Endpoint* e : endpoints) {
         auto* ep = as_vader(e);
         if (ep != nullptr && ep->dynamic) {
-            delete_dynamic(ep);
+            outside_.delete_dynamic(ep);
             continue;
         }
         if (ep == nullptr || ep->local_index >= endpoints_.size() ||
@@ -372,8 +355,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
 // No peer to poll for: progress stops (a process alone on its node costs
 // nothing between its clients).  Parked fast boxes wait for their release.
 void VaderModule::stop_if_idle() noexcept {
-    if (active_.empty() && dynamic_.empty() && !listening_ && !spares_.any_parked())
-        stop_progress();
+    if (active_.empty() && outside_.idle()) stop_progress();
 }
 
 // A deleted peer added again (or sending to us again): its old mapping and
@@ -418,8 +400,34 @@ void VaderModule::rebuild_pollfds() {
     polled_.clear();
     for (std::uint32_t i : active_)
         if (!endpoints_[i]->dead) polled_.push_back(endpoints_[i].get());
-    for (auto& [peer, ep] : dynamic_)
-        if (!ep->dead) polled_.push_back(ep.get());
+    outside_.add_watched(polled_);
+}
+
+// The progress pass reads the spare box `index` of our segment from now on,
+// written by ep.
+bool VaderModule::read_box(VaderEndpoint& ep, std::uint32_t index) noexcept {
+    const std::size_t offset = layout_.fbox_offset + std::size_t{index} * layout_.fbox_stride;
+    readers_[index] = FastboxReader(segment_.data() + offset, layout_.fbox_size);
+    ep.reader = &readers_[index];
+    try {
+        poll_from(ep);  // reserved at format_segment: does not allocate
+    } catch (...) {
+        ep.reader = nullptr;
+        return false;
+    }
+    return true;
+}
+
+void VaderModule::return_frag(VaderEndpoint* ep, std::uint64_t back) noexcept {
+    if (ep->fifo.push(back))
+        ring(ep);
+    else
+        pending_returns_.emplace_back(ep, back);
+}
+
+void VaderModule::forget(VaderEndpoint* ep) noexcept {
+    std::erase_if(pending_returns_, [ep](const auto& p) { return p.first == ep; });
+    std::replace(polled_.begin(), polled_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
 }
 
 // --- sends --------------------------------------------------------------------
@@ -464,7 +472,7 @@ bool VaderModule::supply_frags(std::uint32_t index) noexcept {
 bool VaderModule::push(VaderEndpoint* ep, Frag* f) noexcept {
     f->endpoint = ep;
     // A server outside the job hears who we are before our first fragment.
-    if (!ep->joined && !send_join(ep)) [[unlikely]]
+    if (!ep->joined && !outside_.send_join(ep)) [[unlikely]]
         return false;
     if (!ep->fifo.push(ep->ref_base | f->index)) [[unlikely]]
         return false;
@@ -583,168 +591,13 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
     return Status::out_of_resource;
 }
 
-// --- one-sided ----------------------------------------------------------------
-
-Status VaderModule::put(const btl::RdmaRequest& req) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
-                                             btl::reg_flags::remote_write);
-        !ok(s)) [[unlikely]]
-        return s;
-    if (char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
-        if (req.size) std::memcpy(direct, req.local, req.size);
-        return Status::completed;
-    }
-    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_write(ep->pid, req.local, req.remote, req.size);
-}
-
-Status VaderModule::get(const btl::RdmaRequest& req) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;
-    if (ep->dead) return Status::peer_failed;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, req.size,
-                                             btl::reg_flags::remote_read);
-        !ok(s)) [[unlikely]]
-        return s;
-    if (const char* direct = ep->translate(req.remote, req.size); direct != nullptr) {
-        if (req.size) std::memcpy(req.local, direct, req.size);
-        return Status::completed;
-    }
-    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
-    return cma_read(ep->pid, req.local, req.remote, req.size);
-}
-
-Status VaderModule::send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept {
-    VaderEndpoint* ep = as_vader(req.endpoint);
-    if (ep == nullptr) [[unlikely]]
-        return Status::bad_param;  // a peer vader does not reach (e.g. the caller itself)
-    if (ep->dead) [[unlikely]]
-        return Status::peer_failed;
-    const std::size_t width = btl::util::atomic_width(req.flags);
-    if (req.remote % width != 0) return Status::bad_param;
-    if (kind != AtomicKind::cswap && !btl::is_atomic_op(static_cast<std::uint16_t>(req.op)))
-        [[unlikely]]
-        return Status::bad_param;
-    if (const Status s = btl::region_permits(ep->regions, req.remote_handle, req.remote, width,
-                                             btl::reg_flags::remote_atomic);
-        !ok(s)) [[unlikely]]
-        return s;
-    // Memory inside the peer's segment is ours too: a CPU atomic is coherent.
-    if (char* direct = ep->translate(req.remote, width); direct != nullptr) {
-        const std::uint64_t old =
-            kind == AtomicKind::cswap
-                ? btl::apply_cswap(direct, req.compare, req.operand, req.flags)
-                : btl::apply_atomic(direct, req.op, req.operand, req.flags);
-        if (kind != AtomicKind::op) std::memcpy(req.local, &old, width);
-        return Status::completed;
-    }
-    Frag* f = take_frag(ep);
-    if (f == nullptr) return Status::out_of_resource;
-    FragHeader& h = *f->header;
-    h.kind = FragKind::atomic;
-    h.size = 0;
-    h.atomic_kind = kind;
-    h.atomic_flags = static_cast<std::uint8_t>(req.flags & btl::atomic_flags::bits32);
-    h.atomic_op = static_cast<std::uint16_t>(req.op);
-    h.atomic_status = 0;
-    h.address = req.remote;
-    h.operand = req.operand;
-    h.compare = req.compare;
-    f->internal = true;
-    f->rdma_cb = req.cb;
-    f->local_address = req.local;
-    f->local_handle = req.local_handle;
-    f->rdma_context = req.cbcontext;
-    f->rdma_cbdata = req.cbdata;
-    if (!push(ep, f)) {
-        frags_.put(f);
-        return Status::out_of_resource;
-    }
-    return Status::success;
-}
-
-Status VaderModule::atomic_op(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_op(req), AtomicKind::op);
-}
-
-Status VaderModule::atomic_fop(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_fop(req), AtomicKind::fop);
-}
-
-Status VaderModule::atomic_cswap(const btl::AtomicRequest& req) noexcept {
-    return send_atomic(btl::as_atomic_cswap(req), AtomicKind::cswap);
-}
-
-// --- mem_alloc -----------------------------------------------------------------
-
-void* VaderModule::mem_alloc(std::size_t size) noexcept {
-    try {
-        const std::optional<std::size_t> offset = heap_.take(size);
-        if (!offset) return nullptr;
-        if (!segment_.provide(*offset, SegmentHeap::rounded(size))) {
-            out_.verbose(5, "mem_alloc({}): {} cannot supply the pages", size,
-                         config_.backing_directory);
-            heap_.give(*offset);
-            return nullptr;
-        }
-        return segment_.data() + *offset;
-    } catch (const std::bad_alloc&) {
-        return nullptr;
-    }
-}
-
-bool VaderModule::mem_free(void* p) noexcept {
-    const auto* c = static_cast<const char*>(p);
-    if (c < segment_.data() || c >= segment_.data() + segment_.size()) return false;
-    const auto offset = static_cast<std::size_t>(c - segment_.data());
-    try {
-        const std::size_t size = heap_.give(offset);
-        if (size == 0) return false;
-        segment_.reclaim(offset, size);  // fresh (zero) pages on the next mem_alloc
-        return true;
-    } catch (const std::bad_alloc&) {
-        return true;  // ours, but merging the free list needed memory: the block stays taken
-    }
-}
-
-// Peers check the region table before every put, get and atomic: what is not
-// registered here is out of their reach.
-btl::RegistrationHandle* VaderModule::register_mem(btl::Endpoint*, void* base, std::size_t size,
-                                                   std::uint32_t flags) {
-    if (base == nullptr && size != 0) return nullptr;
-    btl::RegistrationHandle* h = regions_.add(base, size, flags);
-    if (h == nullptr)
-        out_.verbose(5, "register_mem: all {} region slots are taken", region_slot_count);
-    return h;
-}
-
-Status VaderModule::deregister_mem(btl::RegistrationHandle* handle) {
-    return regions_.remove(handle);
-}
-
-Status VaderModule::flush(btl::Endpoint* endpoint) {
-    auto pending = [&] {
-        for (const Frag& f : frags_.items())
-            if (f.in_flight && !f.orphan && f.header->kind == FragKind::atomic &&
-                (endpoint == nullptr || f.endpoint == endpoint))
-                return true;
-        return false;
-    };
-    while (pending()) {
-        progress_engine_.progress();
-        if (!progress_handle_) progress();
-        // A peer that died must not make flush hang.
-        exit_pace_.hurry();
-        check_pace_.hurry();
-        check_peers();
-    }
-    const VaderEndpoint* ep = as_vader(endpoint);
-    return ep != nullptr && ep->dead ? Status::peer_failed : Status::success;
+void VaderModule::flush_round() {
+    progress_engine_.progress();
+    if (!progress_handle_) progress();
+    // A peer that died must not make flush hang.
+    exit_pace_.hurry();
+    check_pace_.hurry();
+    check_peers();
 }
 
 void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
@@ -763,75 +616,11 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
 
 // --- sleeping -------------------------------------------------------------------
 
-void VaderModule::ring_slow(SegmentHeader& peer) noexcept {
-    std::uint32_t expected = asleep;
-    // One ring per sleep: the first sender to see it asleep rings.
-    if (peer.sleeping.compare_exchange_strong(expected, rung, std::memory_order_acq_rel)) {
-        char name[bell_name_size];
-        std::memcpy(name, peer.bell, bell_name_size);
-        name[bell_name_size - 1] = '\0';  // the peer's bytes: bounded whatever they hold
-        // and never a socket of another program's
-        if (std::strncmp(name, Doorbell::prefix, std::strlen(Doorbell::prefix)) == 0)
-            bell_.ring(name);
-    }
-}
-
 bool VaderModule::has_work() const noexcept {
     if (pass_chores_ || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
     for (const PolledBox& b : boxes_)
         if (b.ep != nullptr && b.reader->ready()) return true;
     return false;
-}
-
-btl::WaitObject::Armed VaderModule::arm() noexcept {
-    if (header_ == nullptr) return Armed::armed;  // no segment: nobody can send to us
-    header_->sleeping.store(asleep, std::memory_order_seq_cst);
-    if (!sleep_barrier()) [[unlikely]] {
-        header_->sleeping.store(awake, std::memory_order_relaxed);
-        return Armed::cannot;
-    }
-    // A sender that published before the barrier is seen here; one after it
-    // sees `asleep` and rings.
-    if (has_work()) {
-        header_->sleeping.store(awake, std::memory_order_relaxed);
-        return Armed::busy;
-    }
-    return Armed::armed;
-}
-
-// The membarrier that makes a sleep safe costs the sleeper an interrupt on
-// every CPU that runs a vader process: about 2 µs on an idle machine, 48 µs
-// on a VM whose other vCPU busy-polls, paid before every sleep of a server
-// that sleeps between requests.  The first sleep after a ring skips it: our
-// own fence is taken and the timer ends the sleep after light_sleep µs, so a
-// message whose publication raced our store of `asleep` (the sender read
-// `awake`, we read its box before its store drained) waits that long at
-// worst.  A light sleep that ran out makes the next one a full one: an idle
-// process sleeps without timers.
-bool VaderModule::sleep_barrier() noexcept {
-    if (light_next_ && waits_.arm_timer(config_.light_sleep)) {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        return true;
-    }
-    return Doorbell::receiver_barrier();
-}
-
-void VaderModule::disarm() noexcept {
-    if (header_ == nullptr) return;
-    // Rung: a peer woke us, the common case of a server between requests; two
-    // system calls fewer than asking the wait set.  A timer or a peer's exit
-    // that came with the ring keeps the wait set readable and ends the next
-    // sleep at once, which asks it.
-    if (header_->sleeping.exchange(awake, std::memory_order_relaxed) == rung) {
-        bell_.take_ring();
-        light_next_ = true;
-        return;
-    }
-    if (bell_.drain()) light_next_ = true;
-    const WaitSet::Fired fired = waits_.fired();
-    if (fired.timer) light_next_ = false;
-    if (fired.exit) [[unlikely]]
-        exit_seen_ = true;
 }
 
 // --- receive path -------------------------------------------------------------
@@ -901,8 +690,7 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
 // their departures to report, the entries of deleted peers' boxes to erase.
 void VaderModule::do_pass_chores() noexcept {
     pass_chores_ = false;
-    if (!graveyard_.empty()) graveyard_.clear();
-    if (!departing_.empty()) report_departures();
+    outside_.pass_chores();
     std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
 
@@ -935,7 +723,7 @@ int VaderModule::poll_fifo(int max) noexcept {
             continue;
         }
         if (ref & dynamic_bit) [[unlikely]] {
-            dynamic_ref(ref);
+            outside_.dynamic_ref(ref);
             continue;
         }
         VaderEndpoint* ep = endpoint_for(ref_owner(ref));
@@ -955,27 +743,12 @@ void VaderModule::receive(VaderEndpoint* ep, std::uint64_t ref) noexcept {
         const char* payload = reinterpret_cast<const char*>(&h) + frag_header_size;
         deliver(ep, payload, frag_data_length(h, ep->frag_payload), h.tag);
     } else if (h.kind == FragKind::atomic) {
-        perform_atomic(ep, h);
+        atomics_.perform(ep, h);
     }
     if (ep->fifo.push(ref | return_bit)) [[likely]]
         ring(ep);
     else
         pending_returns_.emplace_back(ep, ref | return_bit);
-}
-
-void VaderModule::perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept {
-    h.result = 0;
-    if (const char* why = atomic_refusal(h); why != nullptr) [[unlikely]] {
-        report_error(btl::error_flags::nonfatal, ep->peer(), why);
-        h.atomic_status = static_cast<std::int16_t>(Status::bad_param);
-        return;
-    }
-    h.atomic_status = 0;
-    void* target = reinterpret_cast<void*>(h.address);
-    h.result = h.atomic_kind == AtomicKind::cswap
-                   ? btl::apply_cswap(target, h.compare, h.operand, h.atomic_flags)
-                   : btl::apply_atomic(target, static_cast<btl::AtomicOp>(h.atomic_op), h.operand,
-                                       h.atomic_flags);
 }
 
 void VaderModule::complete(Frag* f, Status status) noexcept {
@@ -989,20 +762,8 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
     VaderEndpoint* ep = f->endpoint;
     --ep->outstanding;
     if (f->header->kind == FragKind::join) [[unlikely]]
-        return join_answered(f);
-    if (f->header->kind == FragKind::atomic) {
-        const FragHeader& h = *f->header;
-        if (ok(status) && h.atomic_status != 0) [[unlikely]]
-            status = static_cast<Status>(h.atomic_status);
-        if (ok(status) && h.atomic_kind != AtomicKind::op && f->local_address != nullptr)
-            std::memcpy(f->local_address, &h.result,
-                        (h.atomic_flags & btl::atomic_flags::bits32) ? 4 : 8);
-        if (f->rdma_cb)
-            f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
-                       status);
-        frags_.put(f);
-        return;
-    }
+        return outside_.join_answered(f);
+    if (f->header->kind == FragKind::atomic) return atomics_.complete(f, status);
     if (f->internal) {
         frags_.put(f);
         return;
@@ -1015,19 +776,14 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
-    if (!joining_.empty()) [[unlikely]]
-        forget_joining_exited();
-    if ((spares_.any_parked() || links_.joining() != 0 || !orphan_owners_.empty()) &&
-        dynamic_pace_.due()) [[unlikely]] {
-        in_check_ = true;
-        watch_dynamic();
-        in_check_ = false;
-    }
+    in_check_ = true;
+    outside_.watch();
+    in_check_ = false;
     // The wait set says in one system call whether a watched peer exited, so
     // it is asked often; the peers are asked one by one only when it said so,
     // or at the slower pace when some peer is not in it (no pidfd).
     bool look = std::exchange(exit_seen_, false);
-    if (!look && exit_pace_.due()) look = waits_.exit_seen();
+    if (!look && exit_pace_.due()) look = sleep_.peer_exited();
     if (!look && !all_in_wait_set_) look = check_pace_.due();
     if (!look) return 0;
     check_pace_.hurry();  // lose_exited's own pace: due now
@@ -1079,7 +835,7 @@ bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
 // upper layer hears of it once.
 void VaderModule::peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags) noexcept {
     ep->dead = true;
-    links_.lost(ep->outside);
+    outside_.lost(*ep);
     for (Frag& f : frags_.items())
         if (f.in_flight && f.endpoint == ep) complete(&f, Status::peer_failed);
     report_error(btl::error_flags::nonfatal | flags, ep->peer(), why);

@@ -7,22 +7,22 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "components/vader/vader_atomics.hpp"
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
-#include "components/vader/vader_heap.hpp"
+#include "components/vader/vader_frag.hpp"
 #include "components/vader/vader_layout.hpp"
+#include "components/vader/vader_one_sided.hpp"
+#include "components/vader/vader_outside.hpp"
 #include "components/vader/vader_segment.hpp"
+#include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
-#include "components/vader/vader_wait_set.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
-#include "transit/btl/util/outside_links.hpp"
-#include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
 
 namespace transit::vader {
@@ -47,44 +47,15 @@ struct Config : btl::BaseConfig {
     std::string backing_directory = "/dev/shm";
 };
 
-// A send fragment: the process-private half of a fragment in our segment.
-struct Frag : btl::Descriptor {
-    btl::Segment segment{};
-    FragHeader* header = nullptr;
-    char* payload = nullptr;
-    VaderEndpoint* endpoint = nullptr;
-    std::uint32_t index = 0;
-    bool in_flight = false;
-    bool in_use = false;  // taken from frags_
-    Frag* next_free = nullptr;
-    bool internal = false;  // sent by sendi or an atomic: no user callback
-    // In flight to a peer outside the job deleted while it lives: its user saw
-    // it cancelled, and it goes back to the list when the peer returns it (a
-    // fragment reused earlier could be read as the next connection's).
-    bool orphan = false;
-    pid_t orphan_of = 0;  // the peer that holds it: back on the list when it exits
-    // atomics
-    btl::RdmaCompletionFn rdma_cb = nullptr;
-    void* local_address = nullptr;
-    btl::RegistrationHandle* local_handle = nullptr;
-    void* rdma_context = nullptr;
-    void* rdma_cbdata = nullptr;
-};
-
 // Decides on single copy (a probe of the own process); says why it is off.
 void decide_single_copy(Config& c);
 
-class VaderModule final : public btl::Module,
-                          public btl::Rdma,
-                          public btl::Atomics,
-                          public btl::Listener,
-                          public btl::DynamicPeerRecords,
-                          public btl::WaitObject {
+class VaderModule final : public btl::Module {
   public:
     // Formats `segment` (already created and zeroed) and publishes nothing: the
     // component does the modex.  Without a segment (a process alone on its
     // node) the module waits: it makes one when the context listens or
-    // connects to a server on this node (vader_dynamic.cpp).
+    // connects to a server on this node (VaderOutside).
     VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
                 const Layout& layout, SharedFile segment, log::Stream out);
     ~VaderModule() override;
@@ -93,22 +64,16 @@ class VaderModule final : public btl::Module,
     const std::string& segment_path() const noexcept { return segment_.path(); }
     SingleCopy single_copy() const noexcept { return single_copy_; }
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override {
-        if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
-        if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
-        if (id == btl::WaitObject::id && bell_.fd() >= 0)
-            return static_cast<btl::WaitObject*>(this);
+        if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
+        if (id == btl::DynamicPeerRecords::id)
+            return static_cast<btl::DynamicPeerRecords*>(&outside_);
+        if (id == btl::WaitObject::id && sleep_.can_sleep())
+            return static_cast<btl::WaitObject*>(&sleep_);
         return nullptr;
     }
-
-    // --- peers outside the job (vader_dynamic.cpp) ---------------------------------
-    Status listen() override;
-    std::size_t dynamic_endpoints() const noexcept override {
-        return dynamic_.size() + joining_.size();
-    }
-    std::size_t dynamic_fast_paths() const noexcept override { return spares_.in_use(); }
 
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
@@ -126,26 +91,8 @@ class VaderModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    void* mem_alloc(std::size_t size) noexcept override;
-    bool mem_free(void* p) noexcept override;
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
-
-    // --- sleeping (btl::WaitObject, vader_doorbell.hpp) ------------------------------
-    // The doorbell and the watched peers' pidfds (vader_wait_set.hpp).
-    int wait_fd() const noexcept override { return waits_.fd() >= 0 ? waits_.fd() : bell_.fd(); }
-    Armed arm() noexcept override;
-    void disarm() noexcept override;
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
@@ -153,7 +100,55 @@ class VaderModule final : public btl::Module,
     // at once after a sleep a peer's exit ended).
     int check_peers() noexcept;
 
-  private:
+    // --- used by VaderOneSided and VaderAtomics -----------------------------------
+    // A send fragment to ep from the free list (its pages supplied), or nullptr.
+    Frag* take_frag(VaderEndpoint* ep) noexcept;
+    // Publishes f in ep's FIFO (after the join, for a server outside the job);
+    // false when the FIFO is full.
+    bool push(VaderEndpoint* ep, Frag* frag) noexcept;
+    // One round of flush's wait: progress, and a look for dead peers now.
+    void flush_round();
+    // A peer's request refused: the upper layer hears why, the peer stays.
+    void report_peer_error(const VaderEndpoint* ep, const char* why) noexcept {
+        report_error(btl::error_flags::nonfatal, ep->peer(), why);
+    }
+
+    // --- used by VaderSleep -------------------------------------------------------
+    // Something is waiting to be read or retried (arm's second look).
+    bool has_work() const noexcept;
+    // A sleep ended by a peer's exit: the next pass looks at the peers.
+    void exit_noticed() noexcept { exit_seen_ = true; }
+
+    // --- used by VaderOutside -----------------------------------------------------
+    // The own segment, made now if the process is alone on its node.
+    bool ensure_segment() noexcept;
+    SegmentHeader& own_header() noexcept { return *header_; }
+    void attach_peer(VaderEndpoint& ep);
+    void probe_single_copy(const VaderEndpoint& ep);
+    void start_progress();
+    void stop_if_idle() noexcept;
+    void rebuild_pollfds();
+    // Room for one more watched peer: rebuild_pollfds does not allocate then.
+    void reserve_watched() { polled_.reserve(polled_.size() + 1); }
+    // The progress pass reads box `index` of our segment (a spare), written
+    // by ep; false when it cannot.
+    bool read_box(VaderEndpoint& ep, std::uint32_t index) noexcept;
+    void unpoll(VaderEndpoint* ep) noexcept;
+    int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
+    void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
+    // Gives ep's fragment `back` (a reference with the return bit) back now,
+    // or at the next pass when its FIFO is full.
+    void return_frag(VaderEndpoint* ep, std::uint64_t back) noexcept;
+    void complete(Frag* frag, Status status) noexcept;
+    void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
+    // A deleted peer: no return waits for it, the exit watch skips it.
+    void forget(VaderEndpoint* ep) noexcept;
+    // Inside our own progress or peer check: a caller up the stack may still
+    // hold an endpoint deleted now.
+    bool in_pass() const noexcept { return in_progress_ || in_check_; }
+    // The next progress pass starts with its chores (do_pass_chores).
+    void chores_next_pass() noexcept { pass_chores_ = true; }
+
     // After every message, fragment or return published to ep's segment: wakes
     // the peer when it declared it sleeps.  While it polls this costs a
     // compiler barrier and a read of a line that stays in our cache.
@@ -163,79 +158,33 @@ class VaderModule final : public btl::Module,
         else
             std::atomic_signal_fence(std::memory_order_seq_cst);
         if (peer.sleeping.load(std::memory_order_relaxed) == asleep) [[unlikely]]
-            ring_slow(peer);
+            sleep_.ring_slow(peer);
     }
     void ring(VaderEndpoint* ep) noexcept { ring(ep->header()); }
-    void ring_slow(SegmentHeader& peer) noexcept;
-    // Something is waiting to be read or retried (arm's second look).
-    bool has_work() const noexcept;
-    // arm()'s half of the Dekker pair; false when it cannot be had.
-    bool sleep_barrier() noexcept;
 
-    // A client whose join reference arrived (its segment is mapped) and whose
-    // join fragment, with the token, has not yet.
-    struct Joining {
-        SharedFile segment;
-        Fifo fifo;
-        btl::util::ProcessWatch process;
-    };
-
+  private:
     static int progress_cb(void* self) noexcept;
     static int check_peers_cb(void* self) noexcept;
 
     void format_segment();
-    bool ensure_segment() noexcept;
-    void attach_peer(VaderEndpoint& ep);
-    void probe_single_copy(const VaderEndpoint& ep);
     VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
-    // vader_dynamic.cpp
-    bool is_dynamic(Rank peer) noexcept;
-    VaderEndpoint* connect_server(Rank peer);
-    bool send_join(VaderEndpoint* ep) noexcept;
-    void dynamic_ref(std::uint64_t ref) noexcept;
-    void handle_join(std::uint32_t pid, std::uint32_t fd) noexcept;
-    void admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept;
-    void join_answered(Frag* f) noexcept;
-    void delete_dynamic(VaderEndpoint* ep) noexcept;
-    void forget_joining_exited() noexcept;
-    void report_departures() noexcept;
-    void refused(std::uint32_t pid, const std::string& reason) noexcept;
-    void give_spare(VaderEndpoint& ep) noexcept;
-    void write_into(VaderEndpoint& ep, std::uint32_t box) noexcept;
-    void release_boxes(VaderEndpoint* ep) noexcept;
-    void watch_dynamic() noexcept;
-    void expire_joins() noexcept;
-    void reap_orphans() noexcept;
     VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
-    void start_progress();
     void stop_progress();
-    void stop_if_idle() noexcept;
-    void rebuild_pollfds();
 
-    Frag* take_frag(VaderEndpoint* ep) noexcept;
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
     [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
                                             const void* header, std::size_t header_size,
                                             std::size_t payload_size, std::uint8_t order,
                                             std::uint32_t flags, btl::Tag tag,
                                             btl::Descriptor** descriptor) noexcept;
-    bool push(VaderEndpoint* ep, Frag* frag) noexcept;
-    Status send_atomic(const btl::AtomicRequest& req, AtomicKind kind) noexcept;
 
-    int poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexcept;
     void do_pass_chores() noexcept;
     void poll_from(VaderEndpoint& ep);
-    void unpoll(VaderEndpoint* ep) noexcept;
     int poll_fifo(int max) noexcept;
-    void receive(VaderEndpoint* ep, std::uint64_t ref) noexcept;
-    void perform_atomic(VaderEndpoint* ep, FragHeader& h) noexcept;
-    void complete(Frag* frag, Status status) noexcept;
-    void orphan(Frag* frag, VaderEndpoint* ep, Status status) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
     void peer_died(VaderEndpoint* ep) noexcept;
     bool departed_quietly(VaderEndpoint* ep) noexcept;
-    void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
 
     rt::Runtime& runtime_;
     ProgressEngine& progress_engine_;
@@ -243,15 +192,13 @@ class VaderModule final : public btl::Module,
     Config config_;
     Layout layout_;
     SharedFile segment_;
-    SegmentHeap heap_;          // mem_alloc's pages, after the fixed part of segment_
-    btl::RegionTable regions_;  // registrations, in segment_ for peers to check
     SegmentHeader* header_;
     log::Stream out_;
     SingleCopy single_copy_;
     std::uint32_t my_index_;
     std::uint32_t fbox_max_;
     // Read by ring() on every send: beside the other fields the send path
-    // reads, not among the sleep-only ones at the end.
+    // reads, not with the sleep's state (VaderSleep) at the end.
     bool sender_fences_ = true;  // Doorbell::sender_fences()
 
     Fifo fifo_;
@@ -274,8 +221,9 @@ class VaderModule final : public btl::Module,
         VaderEndpoint* ep;
     };
     std::vector<PolledBox> boxes_;
-    // The next pass starts with do_pass_chores: graveyard_ or departing_ has
-    // entries, or boxes_ has null ones.  One test per pass for all of them.
+    // The next pass starts with do_pass_chores: the peers outside the job left
+    // endpoints to free or departures to report, or boxes_ has null entries.
+    // One test per pass for all of them.
     bool pass_chores_ = false;
     std::vector<bool> counted_;  // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
@@ -285,17 +233,6 @@ class VaderModule final : public btl::Module,
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
-    // Peers outside the job: by peer id, and by the channel their references
-    // carry (a client's pid, or the number this process gave a server).
-    std::unordered_map<Rank, std::unique_ptr<VaderEndpoint>> dynamic_;
-    std::unordered_map<std::uint32_t, VaderEndpoint*> channels_;
-    std::unordered_map<std::uint32_t, Joining> joining_;     // by client pid
-    std::vector<std::unique_ptr<VaderEndpoint>> graveyard_;  // deleted, freed at the next pass
-    std::vector<VaderEndpoint*> departing_;  // said goodbye, reported at the next pass
-    SpareBoxes spares_;                      // readers_[local_size + i] for peers outside the job
-    std::uint32_t next_channel_ = 1;
-    bool listening_ = false;
-    btl::util::RefusalLog refusals_{"clients"};
     bool warned_dynamic_ = false;
     // The clock is read every 4th low-priority call: after a nap every pass
     // runs them (ProgressEngine::low_next), and a napping rank on a loaded
@@ -305,22 +242,20 @@ class VaderModule final : public btl::Module,
     // Each peer asked (a system call each): every 100 ms, where some peer is
     // not in the wait set; else only when the set said one exited.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
-    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in waits_
-    btl::util::WatchPace joining_pace_;
-    btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins
-    btl::util::OutsideLinks links_;      // counts our joins no server has answered yet
-    // Peers outside the job that hold orphaned fragments of ours.
-    std::vector<btl::util::ProcessWatch> orphan_owners_;
+    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in the sleep's wait set
     ProgressEngine::Handle progress_handle_{};
     ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;
     bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
-    Doorbell bell_;           // opened at construction; fd -1: cannot sleep
-    WaitSet waits_;           // the doorbell and the peers' pidfds; fd -1: the bell alone
     bool exit_seen_ = false;  // a sleep ended by a peer's exit: the next pass looks
-    bool light_next_ = true;  // the next sleep skips the membarrier (sleep_barrier)
+    // The capabilities, after the state they borrow; at the end, past the
+    // fields the send and poll paths read.
+    VaderAtomics atomics_{*this, frags_};
+    VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
+    VaderOutside outside_{*this, runtime_, segment_, frags_, config_, layout_, out_};
+    VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
 };
 
 }  // namespace transit::vader

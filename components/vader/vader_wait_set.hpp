@@ -1,6 +1,6 @@
 // What a sleeping vader module waits on (btl::WaitObject::wait_fd): its
 // doorbell, the pidfds of the peers whose processes it watches and a timer
-// that ends a light sleep (VaderModule::arm), in one epoll set of its own.  The pml's sleep set
+// that ends a light sleep (VaderSleep::arm), in one epoll set of its own.  The pml's sleep set
 // holds this set's descriptor, so a local peer's death wakes a sleeper the moment the kernel marks
 // the process exited, instead of at the sleep's end (pml_base_wait_block_interval): with nothing
 // else to wake it, that is the only way a waiter learns of a local death at once.

@@ -1,8 +1,8 @@
 // libFuzzer target for what vader reads of a peer outside the job: the listen
 // blob a client finds in a server's address (decode_listen_blob, what
-// VaderModule::connect_server runs) and, on the server's side, the client's
+// VaderOutside::connect_server runs) and, on the server's side, the client's
 // join fragment in the client's segment (segment_usable, then read_join, what
-// VaderModule::handle_join and admit run).  Header-only; see vader_dynamic.cmake.
+// VaderOutside::handle_join and admit run).  Header-only; see vader_dynamic.cmake.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

@@ -1,7 +1,7 @@
 // libFuzzer target for the fragment headers vader reads from a peer's
 // segment: the length of a data fragment it delivers (frag_data_length, as
 // VaderModule::receive runs it) and the check of an atomic's target
-// (atomic_refusal, as perform_atomic runs it).  The header is the
+// (atomic_refusal, as VaderAtomics::perform runs it).  The header is the
 // input's first 64 bytes, the fragment's payload size the next two.  See
 // vader_frag.cmake.
 #include <cstddef>

@@ -1,8 +1,4 @@
-// vader for peers outside the job: a listening process publishes how to open
-// its segment; a client on the same node maps it, and its first references
-// (a join, then a join fragment with the token) make the server map the
-// client's segment and admit it.  See the README's "Peers outside the job".
-#include "components/vader/vader_dynamic.hpp"
+#include "components/vader/vader_outside.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +7,7 @@
 #include <climits>
 #include <cstring>
 
+#include "components/vader/vader_dynamic.hpp"
 #include "components/vader/vader_module.hpp"
 
 namespace transit::vader {
@@ -33,28 +30,44 @@ bool usable_from_outside(const SharedFile& seg) noexcept {
 
 }  // namespace
 
-bool VaderModule::is_dynamic(Rank peer) noexcept {
+bool VaderOutside::is_dynamic(Rank peer) noexcept {
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     return d != nullptr && d->is_dynamic(peer);
 }
 
-Status VaderModule::listen() {
-    if (!ensure_segment()) return Status::not_available;
+Status VaderOutside::listen() {
+    if (!module_.ensure_segment()) return Status::not_available;
     ListenBlob b;
-    b.pid = header_->pid;
+    b.pid = module_.own_header().pid;
     b.fd = segment_.fd();
     b.uid = static_cast<std::uint32_t>(::geteuid());
-    b.nonce = header_->nonce;
+    b.nonce = module_.own_header().nonce;
     b.pid_ns = btl::util::pid_namespace();
     if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
     listening_ = true;
-    start_progress();  // joins arrive in the FIFO
+    module_.start_progress();  // joins arrive in the FIFO
     return Status::success;
+}
+
+void VaderOutside::finalize() noexcept {
+    // Peers outside the job hear a goodbye: a departure, not a failure.
+    for (auto& [peer, ep] : dynamic_)
+        if (!ep->dead && ep->joined)
+            if (ep->fifo.push(with_kind(ep->ref_base, DynamicKind::goodbye)))
+                module_.ring(ep.get());
+    dynamic_.clear();
+    channels_.clear();
+    joining_.clear();
+}
+
+void VaderOutside::add_watched(std::vector<VaderEndpoint*>& polled) const {
+    for (const auto& [peer, ep] : dynamic_)
+        if (!ep->dead) polled.push_back(ep.get());
 }
 
 // --- the client's side -----------------------------------------------------------
 
-VaderEndpoint* VaderModule::connect_server(Rank peer) {
+VaderEndpoint* VaderOutside::connect_server(Rank peer) {
     if (auto it = dynamic_.find(peer); it != dynamic_.end())
         return it->second->dead ? nullptr : it->second.get();
     // A client that joined through another transport has no address: not found.
@@ -85,7 +98,7 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
             out_.verbose(10, "peer {}: one vader connection per server, peer {} has it", peer, r);
             return nullptr;
         }
-    if (!ensure_segment()) return nullptr;
+    if (!module_.ensure_segment()) return nullptr;
     SharedFile seg;
     try {
         seg = SharedFile::attach_process(b->pid, b->fd);
@@ -100,22 +113,22 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
         return nullptr;
     }
     auto ep = std::make_unique<VaderEndpoint>(peer, no_local_index, std::move(seg));
-    attach_peer(*ep);
+    module_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = next_channel_;
     next_channel_ = (next_channel_ + 1) & 0x0fffffffu;
     if (next_channel_ == 0) next_channel_ = 1;
     // The server knows us by our pid: one connection per client process.
-    ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
+    ep->ref_base = make_dynamic_ref(DynamicKind::data, module_.own_header().pid, 0);
     ep->joined = false;
-    probe_single_copy(*ep);
+    module_.probe_single_copy(*ep);
     give_spare(*ep);
     VaderEndpoint* raw = ep.get();
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
-    rebuild_pollfds();
-    start_progress();
+    module_.rebuild_pollfds();
+    module_.start_progress();
     out_.verbose(10, "peer {} outside the job (pid {}): mapped {}", peer, raw->pid,
                  raw->segment.path());
     return raw;
@@ -125,17 +138,18 @@ VaderEndpoint* VaderModule::connect_server(Rank peer) {
 // segment), then a join fragment (the token, and the channel the server's
 // references are to carry).  False when its FIFO or our fragments are full:
 // the caller retries, and the reference is not sent twice.
-bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
+bool VaderOutside::send_join(VaderEndpoint* ep) noexcept {
     if (!ep->join_ref_sent) {
         const auto fd = static_cast<std::uint32_t>(segment_.fd());
-        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, header_->pid, fd))) return false;
-        ring(ep);
+        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, module_.own_header().pid, fd)))
+            return false;
+        module_.ring(ep);
         ep->join_ref_sent = true;
     }
     rt::DynamicPeers* d = runtime_.dynamic_peers();
     const rt::Secret* token = d ? d->token_for(ep->peer()) : nullptr;
     if (token == nullptr) return false;
-    Frag* j = take_frag(ep);
+    Frag* j = module_.take_frag(ep);
     if (j == nullptr) return false;
     JoinPayload p;
     p.token = *token;
@@ -151,7 +165,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
         frags_.put(j);
         return false;
     }
-    ring(ep);
+    module_.ring(ep);
     j->in_flight = true;
     ++ep->outstanding;
     ep->joined = true;
@@ -161,7 +175,7 @@ bool VaderModule::send_join(VaderEndpoint* ep) noexcept {
 
 // The server gave the join fragment back: a status in it is a refusal, else
 // it names the fast box of the server's segment we write into from now on.
-void VaderModule::join_answered(Frag* f) noexcept {
+void VaderOutside::join_answered(Frag* f) noexcept {
     VaderEndpoint* ep = f->endpoint;
     const std::int16_t refusal = f->header->atomic_status;
     const std::uint64_t box = f->header->operand;
@@ -174,21 +188,21 @@ void VaderModule::join_answered(Frag* f) noexcept {
     links_.refuse(ep->outside);
     // Refused before it was admitted: the server never wrote into our box.
     if (ep->spare != SpareBoxes::none) {
-        unpoll(ep);
+        module_.unpoll(ep);
         spares_.free(ep->spare);
         ep->spare = SpareBoxes::none;
         ep->reader = nullptr;
     }
     if (ep->dead) return;
     if (refusal == static_cast<std::int16_t>(Status::access_denied))
-        peer_lost(ep, "vader: the server refused the token", btl::error_flags::refused);
+        module_.peer_lost(ep, "vader: the server refused the token", btl::error_flags::refused);
     else
-        peer_lost(ep, "vader: the server refused the connection");
+        module_.peer_lost(ep, "vader: the server refused the connection");
 }
 
 // A spare box of our segment for the peer to write into, formatted afresh
 // (its last writer let go of it); none left: the peer uses the FIFO.
-void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
+void VaderOutside::give_spare(VaderEndpoint& ep) noexcept {
     const std::uint32_t spare = spares_.take();
     if (spare == SpareBoxes::none) {
         out_.verbose(10, "peer {}: no spare fast box left, its messages use the FIFO", ep.peer());
@@ -202,22 +216,17 @@ void VaderModule::give_spare(VaderEndpoint& ep) noexcept {
                      ep.peer(), config_.backing_directory);
         return;
     }
-    readers_[index] = FastboxReader(segment_.data() + offset, layout_.fbox_size);
     ep.spare = spare;
-    ep.reader = &readers_[index];
-    try {
-        poll_from(ep);  // reserved at format_segment: does not allocate
-    } catch (...) {
+    if (!module_.read_box(ep, index)) {
         spares_.free(spare);
         ep.spare = SpareBoxes::none;
-        ep.reader = nullptr;
     }
 }
 
 // The peer gave us box `box` of its segment: our small messages go there
 // (after the threshold, as to a local peer).  One the segment does not
 // hold as a spare is ignored.
-void VaderModule::write_into(VaderEndpoint& ep, std::uint32_t box) noexcept {
+void VaderOutside::write_into(VaderEndpoint& ep, std::uint32_t box) noexcept {
     const SegmentHeader& ph = ep.header();
     if (box == no_fast_box) return;
     if (box < ph.local_size || box >= ph.fbox_count) {
@@ -232,7 +241,7 @@ void VaderModule::write_into(VaderEndpoint& ep, std::uint32_t box) noexcept {
 
 // --- both sides --------------------------------------------------------------------
 
-void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
+void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
     const std::uint32_t channel = dynamic_channel(ref);
     switch (dynamic_kind(ref)) {
         case DynamicKind::join:
@@ -245,27 +254,27 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
             out_.verbose(10, "peer {} outside the job disconnected", it->second->peer());
             // What it wrote into its box before the goodbye comes first.
             if (VaderEndpoint* ep = it->second; ep->reader != nullptr)
-                poll_box(*ep->reader, ep, INT_MAX);
+                module_.poll_box(*ep->reader, ep, INT_MAX);
             // Reported at the next pass: the messages it sent before are
             // delivered in this one, and the pml takes them in between.
             try {
                 departing_.push_back(it->second);
-                pass_chores_ = true;
+                module_.chores_next_pass();
             } catch (...) {
-                peer_lost(it->second, "vader: the peer outside the job disconnected",
-                          btl::error_flags::departed);
+                module_.peer_lost(it->second, "vader: the peer outside the job disconnected",
+                                  btl::error_flags::departed);
             }
             return;
         }
         case DynamicKind::release:
             if (const std::uint32_t box = ref_index(ref); box >= layout_.local_size)
                 spares_.released(box - layout_.local_size, channel);
-            stop_if_idle();
+            module_.stop_if_idle();
             return;
         case DynamicKind::data: {
             if (const auto it = channels_.find(channel); it != channels_.end()) {
                 VaderEndpoint* ep = it->second;
-                if (!ep->dead && ref_index(ref) < ep->frag_count) receive(ep, ref);
+                if (!ep->dead && ref_index(ref) < ep->frag_count) module_.receive(ep, ref);
                 return;
             }
             if (const auto it = joining_.find(channel); it != joining_.end())
@@ -281,7 +290,7 @@ void VaderModule::dynamic_ref(std::uint64_t ref) noexcept {
 // A peer outside the job deleted (disconnected or released after a failure):
 // a goodbye if it still listens, and its endpoint goes once no caller up the
 // stack can name it (the next progress pass).
-void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
+void VaderOutside::delete_dynamic(VaderEndpoint* ep) noexcept {
     const Rank peer = ep->peer();
     const auto it = dynamic_.find(peer);
     if (it == dynamic_.end() || it->second.get() != ep) return;
@@ -289,7 +298,7 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
         // Its FIFO full means it is not reading; it will see our exit instead.
         const std::uint64_t bye = with_kind(ep->ref_base, DynamicKind::goodbye);
         for (int tries = 0; tries < 1000 && !ep->fifo.push(bye); ++tries) ::sched_yield();
-        ring(ep);
+        module_.ring(ep);
     }
     const bool alive = !ep->dead;
     ep->dead = true;
@@ -300,18 +309,17 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
             if (alive)
                 orphan(&f, ep, Status::cancelled);
             else
-                complete(&f, Status::cancelled);
+                module_.complete(&f, Status::cancelled);
         }
-    std::erase_if(pending_returns_, [ep](const auto& p) { return p.first == ep; });
+    module_.forget(ep);
     std::erase(departing_, ep);
     if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
         channels_.erase(c);
-    std::replace(polled_.begin(), polled_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
     // From inside our own progress or peer check a caller may still hold it.
-    if (in_progress_ || in_check_) {
+    if (module_.in_pass()) {
         try {
             graveyard_.push_back(std::move(it->second));
-            pass_chores_ = true;
+            module_.chores_next_pass();
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }
@@ -324,10 +332,10 @@ void VaderModule::delete_dynamic(VaderEndpoint* ep) noexcept {
 // is free again once the peer cannot write into it any more; if the peer
 // dropped us first (its goodbye) and still runs, it parked the one we wrote
 // into, and hears that we let go of it.
-void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
+void VaderOutside::release_boxes(VaderEndpoint* ep) noexcept {
     const bool exited = ep->process.exited();
     if (ep->spare != SpareBoxes::none) {
-        unpoll(ep);
+        module_.unpoll(ep);
         if (ep->outside.departed() || exited) {
             spares_.free(ep->spare);
         } else {
@@ -343,25 +351,25 @@ void VaderModule::release_boxes(VaderEndpoint* ep) noexcept {
             with_kind(ep->ref_base, DynamicKind::release) | std::uint64_t{ep->spare_at_peer};
         // Its FIFO full means it is not reading: the box stays parked until it exits.
         for (int tries = 0; tries < 1000 && !ep->fifo.push(release); ++tries) ::sched_yield();
-        ring(ep);
+        module_.ring(ep);
         out_.verbose(10, "peer {}: let go of its fast box {}", ep->peer(), ep->spare_at_peer);
     }
 }
 
 // From check_peers, when due: parked boxes whose writer exited, joins no
 // server answered in time.
-void VaderModule::watch_dynamic() noexcept {
+void VaderOutside::watch_dynamic() noexcept {
     spares_.reap_exited();
     if (links_.joining() != 0) expire_joins();
     if (!orphan_owners_.empty()) reap_orphans();
-    stop_if_idle();
+    module_.stop_if_idle();
 }
 
 // A server that maps in but never answers our join (stopped, or not
 // progressing) would hold our operations forever: after btl_vader_join_timeout
 // it is given up.  Its fragments stay off the free list (it may still read
 // them) and our operations with it end with peer_failed.
-void VaderModule::expire_joins() noexcept {
+void VaderOutside::expire_joins() noexcept {
     VaderEndpoint* late[16];
     const std::size_t n = links_.expire_joins(
         dynamic_, [](const auto& kv) { return kv.second->dead ? nullptr : kv.second.get(); },
@@ -373,15 +381,16 @@ void VaderModule::expire_joins() noexcept {
             if (f.in_flight && f.endpoint == ep) orphan(&f, ep, Status::peer_failed);
         out_.verbose(1, "peer {} outside the job (pid {}): no answer to the join in {} s",
                      ep->peer(), ep->pid, config_.join_timeout);
-        report_error(btl::error_flags::nonfatal, ep->peer(),
-                     "vader: the server did not answer the join within btl_vader_join_timeout "
-                     "(stopped, or not progressing)");
+        module_.report_peer_error(
+            ep,
+            "vader: the server did not answer the join within btl_vader_join_timeout "
+            "(stopped, or not progressing)");
     }
 }
 
 // A fragment in flight to a peer that still reads: cancelled for its user,
 // kept from the free list until the peer hands it back.
-void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
+void VaderOutside::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
     --ep->outstanding;
     f->orphan = true;
     f->orphan_of = ep->pid;
@@ -398,10 +407,10 @@ void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
     }
     if (f->header->kind == FragKind::atomic) {
         if (f->rdma_cb)
-            f->rdma_cb(this, ep, f->local_address, f->local_handle, f->rdma_context, f->rdma_cbdata,
-                       status);
+            f->rdma_cb(&module_, ep, f->local_address, f->local_handle, f->rdma_context,
+                       f->rdma_cbdata, status);
     } else if (!f->internal && f->cbfunc) {
-        f->cbfunc(this, ep, f, status);
+        f->cbfunc(&module_, ep, f, status);
     }
     f->internal = true;
 }
@@ -409,15 +418,15 @@ void VaderModule::orphan(Frag* f, VaderEndpoint* ep, Status status) noexcept {
 // Orphaned fragments of a peer that exited without handing them back are
 // ours again (the returns it pushed before it died are taken first); a peer
 // that handed back all of its own is no longer watched.
-void VaderModule::reap_orphans() noexcept {
-    progress();
+void VaderOutside::reap_orphans() noexcept {
+    module_.progress();
     std::erase_if(orphan_owners_, [this](const btl::util::ProcessWatch& w) {
         const bool gone = w.exited();
         bool held = false;
         for (Frag& f : frags_.items()) {
             if (!f.orphan || f.orphan_of != w.pid()) continue;
             if (gone)
-                complete(&f, Status::cancelled);
+                module_.complete(&f, Status::cancelled);
             else
                 held = true;
         }
@@ -425,21 +434,26 @@ void VaderModule::reap_orphans() noexcept {
     });
 }
 
+void VaderOutside::pass_chores() noexcept {
+    if (!graveyard_.empty()) graveyard_.clear();
+    if (!departing_.empty()) report_departures();
+}
+
 // The peers whose goodbye came in an earlier pass.
-void VaderModule::report_departures() noexcept {
+void VaderOutside::report_departures() noexcept {
     std::vector<VaderEndpoint*> now;
     now.swap(departing_);
     for (VaderEndpoint* ep : now)
         if (!ep->dead)
-            peer_lost(ep, "vader: the peer outside the job disconnected",
-                      btl::error_flags::departed);
+            module_.peer_lost(ep, "vader: the peer outside the job disconnected",
+                              btl::error_flags::departed);
 }
 
 // --- the server's side ---------------------------------------------------------------
 
 // A client's join reference: its segment is mapped now (the kernel opens
 // /proc/<pid>/fd/<fd> for the same user only), the token comes next.
-void VaderModule::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
+void VaderOutside::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
     if (!listening_) return refused(pid, "this process does not listen");
     if (const auto it = channels_.find(pid); it != channels_.end()) {
         // The same client again after its goodbye, or the same pid after a
@@ -464,7 +478,7 @@ void VaderModule::handle_join(std::uint32_t pid, std::uint32_t fd) noexcept {
 
 // The client's join fragment: admitted with the listening context's token,
 // it gets a peer id; refused, its fragment goes back with the reason.
-void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept {
+void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexcept {
     const std::uint32_t index = ref_index(ref);
     const std::uint64_t back = ref | return_bit;
     auto drop = [&](const char* why) {
@@ -477,7 +491,7 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     auto& h = *join.header;
     auto refuse = [&](const char* why, Status s) {
         h.atomic_status = static_cast<std::int16_t>(s);
-        if (j.fifo.push(back)) ring(*reinterpret_cast<SegmentHeader*>(j.segment.data()));
+        if (j.fifo.push(back)) module_.ring(*reinterpret_cast<SegmentHeader*>(j.segment.data()));
         drop(why);
     };
     if (!join.payload) return refuse("its first fragment is no join", Status::protocol_error);
@@ -489,7 +503,7 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
         // So that nothing below fails once the peer id is given.
         dynamic_.reserve(dynamic_.size() + 1);
         channels_.reserve(channels_.size() + 1);
-        polled_.reserve(polled_.size() + 1);
+        module_.reserve_watched();
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
@@ -501,14 +515,14 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
-    attach_peer(*ep);
+    module_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = pid;
     ep->ref_base = make_dynamic_ref(DynamicKind::data, p.channel, 0);
     links_.admitted(ep->outside);
     joining_.erase(pid);
-    probe_single_copy(*ep);
+    module_.probe_single_copy(*ep);
     write_into(*ep, p.fast_box);
     give_spare(*ep);
     h.atomic_status = 0;
@@ -516,16 +530,13 @@ void VaderModule::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexce
     VaderEndpoint* raw = ep.get();
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);
-    if (raw->fifo.push(back))
-        ring(raw);
-    else
-        pending_returns_.emplace_back(raw, back);
-    rebuild_pollfds();
+    module_.return_frag(raw, back);
+    module_.rebuild_pollfds();
     out_.verbose(10, "a client (pid {}, rank {} of its job) joined as peer {}", pid, p.rank, id);
 }
 
 // Clients that mapped in and died before sending their token.
-void VaderModule::forget_joining_exited() noexcept {
+void VaderOutside::forget_joining_exited() noexcept {
     if (!joining_pace_.due()) return;
     std::erase_if(joining_, [this](const auto& kv) {
         if (!kv.second.process.exited()) return false;
@@ -536,7 +547,7 @@ void VaderModule::forget_joining_exited() noexcept {
 
 // A stranger may try thousands of times: the first few refusals of each
 // window are logged with the reason, the rest are counted.
-void VaderModule::refused(std::uint32_t pid, const std::string& reason) noexcept {
+void VaderOutside::refused(std::uint32_t pid, const std::string& reason) noexcept {
     refusals_.refused(out_, "vader", reason, "a client (pid {})", pid);
 }
 

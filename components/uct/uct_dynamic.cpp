@@ -398,7 +398,7 @@ void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
     links_.release(e.outside);
     e.deleted = true;
     e.failed = true;
-    drop_queued(e, Status::cancelled);  // off the waiting list before reap_dynamic frees it
+    send_queue_.drop(e, Status::cancelled);  // off the waiting list before reap_dynamic frees it
     // Its replies would name a channel no longer known: what is in flight
     // ends now (a job peer's operations complete on replies that still come).
     end_ops(e.peer(), Status::cancelled);

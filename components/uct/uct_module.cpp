@@ -502,7 +502,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
         say_goodbye(*ue);
-        drop_queued(*ue, Status::cancelled);
+        send_queue_.drop(*ue, Status::cancelled);
         if (ue->dynamic)
             delete_dynamic(*ue);
         else
@@ -641,12 +641,12 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
     // Behind messages already waiting for the peer's FIFO: the queue first, in order.
-    if (!ep->queued.empty() && (ep->failed || !send_queued(*ep))) [[unlikely]]
-        return ep->failed ? Status::peer_failed : enqueue(ep, f, tag);
+    if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep))) [[unlikely]]
+        return ep->failed ? Status::peer_failed : send_queue_.enqueue(ep, f, tag);
     Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
              static_cast<std::size_t>(descriptor->segments[0].len)};
     const Status s = transmit(ep, g);
-    if (s == Status::out_of_resource) return enqueue(ep, f, tag);
+    if (s == Status::out_of_resource) return send_queue_.enqueue(ep, f, tag);
     if (s != Status::completed) return s;
     finish_send(f, ep);
     return Status::completed;
@@ -773,7 +773,7 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
         // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
-        if (!ep->queued.empty() && (ep->failed || !send_queued(*ep)))
+        if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep)))
             return ep->failed ? Status::peer_failed
                               : take_in(endpoint, convertor, header, header_size, payload_size,
                                         order, tag, descriptor);
@@ -814,7 +814,7 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
     if (payload_size > 0) convertor->pack(p + header_size, payload_size);
     f->seg = {p, total};
     btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
-    return enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
+    return send_queue_.enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
                ? Status::completed
                : Status::out_of_resource;
 }
@@ -919,7 +919,7 @@ void UctModule::handle_failures() noexcept {
         UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic_[i - job].get();
         if (!e || e->deleted || !e->failed || e->reported) continue;
         e->reported = true;
-        drop_queued(*e, Status::peer_failed);
+        send_queue_.drop(*e, Status::peer_failed);
         const Rank peer = e->peer();
         if (!e->dynamic && left_quietly(*e)) {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
@@ -977,7 +977,7 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     // What waits for the peer's FIFO goes first.
-    while (!e.queued.empty() && !e.failed && !send_queued(e) &&
+    while (!e.queued.empty() && !e.failed && !send_queue_.send_queued(e) &&
            std::chrono::steady_clock::now() < deadline)
         uct_worker_progress(worker_.get());
     // A peer outside the job is never added again (ids are not reused).
@@ -1083,8 +1083,8 @@ int UctModule::attend() noexcept {
     if (!waiting_replies_.empty()) events += retry_replies();
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
-    if (frags_queued_ > 0) events += retry_queues();
-    if (!done_frags_.empty()) events += finish_queued();
+    if (send_queue_.queued() > 0) events += send_queue_.retry();
+    if (send_queue_.done_due()) events += send_queue_.finish();
     if (!flushes_.empty()) events += retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
         ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
@@ -1106,9 +1106,9 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           !done_frags_.empty() || frags_queued_ > 0 || !flushes_.empty() || failures_ ||
-           dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || links_.joining() > 0;
+           send_queue_.pending() || !flushes_.empty() || failures_ || dropped_ > 0 ||
+           !ring_.empty() || peer_count_ == 0 || dynamic_.size() != dynamic_ids_.size() ||
+           watches_dynamic() || links_.joining() > 0;
 }
 
 int UctModule::deliver() noexcept {
@@ -1260,8 +1260,8 @@ Status UctModule::finalize() {
             10,
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
             "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
-            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_, sends_queued_,
-            queue_retries_);
+            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_,
+            send_queue_.sends_queued(), send_queue_.queue_retries());
     if (ops_pending_ > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_pending_);
@@ -1271,15 +1271,12 @@ Status UctModule::finalize() {
         if (!e->deleted) say_goodbye(*e);
     // Whatever still waits for a FIFO cannot go now: its descriptors go back
     // to the pool without callbacks (the upper layer is closing).
-    std::size_t unsent = frags_queued_;
+    std::size_t unsent = send_queue_.queued();
     for (auto& e : by_rank_)
-        if (e) drop_queued(*e, Status::cancelled);
-    for (auto& e : dynamic_) drop_queued(*e, Status::cancelled);
+        if (e) send_queue_.drop(*e, Status::cancelled);
+    for (auto& e : dynamic_) send_queue_.drop(*e, Status::cancelled);
     if (unsent > 0) out_.verbose(1, "{}: finalize with {} messages unsent", name(), unsent);
-    while (!done_frags_.empty()) {
-        UctFrag* f = done_frags_.pop();
-        if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
-    }
+    send_queue_.discard_done();
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();

@@ -34,8 +34,10 @@
 #include "transit/progress.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
+#include "uct_gather.hpp"
 #include "uct_rdma_policy.hpp"
 #include "uct_regions.hpp"
+#include "uct_send_queue.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
@@ -157,22 +159,17 @@ class UctModule final : public btl::Module,
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-  private:
-    // What one message is made of: the wire header, up to two fixed parts and
-    // bytes from a convertor, gathered into UCT's buffer by the pack callback.
-    struct Gather {
-        WireHeader wire;
-        const void* part1 = nullptr;
-        std::size_t len1 = 0;
-        const void* part2 = nullptr;
-        std::size_t len2 = 0;
-        btl::Convertor* convertor = nullptr;
-        std::size_t convertor_len = 0;
-        std::size_t total() const noexcept {
-            return sizeof(WireHeader) + len1 + len2 + convertor_len;
-        }
-    };
+    // --- for the objects it owns (UctSendQueue) -----------------------------------
+    // One message, completed when this returns (UCT copies it): completed, or
+    // nothing happened (out_of_resource, errors).
+    Status transmit(UctEndpoint* ep, Gather& g) noexcept;
+    WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
+        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
+    }
+    // Work for attend() appeared: the next poll looks.
+    void attend_soon() noexcept { attention_ = true; }
 
+  private:
     void open_objects();
     void build_address();
     void widen_tcp_segments(uct_iface_config_t* config);
@@ -188,12 +185,8 @@ class UctModule final : public btl::Module,
 
     // Sending.
     static std::size_t pack_cb(void* dest, void* arg) noexcept;
-    Status transmit(UctEndpoint* ep, Gather& g) noexcept;
     Status from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept;
     Status native_error(ucs_status_t s, UctEndpoint* ep) noexcept;
-    WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
-        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
-    }
     static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
     }
@@ -222,18 +215,6 @@ class UctModule final : public btl::Module,
                                      btl::Descriptor** descriptor) noexcept;
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
-
-    // The full FIFO (uct_send_queue.cpp): a message UCT had no room for
-    // waits in its endpoint's queue, tried again at the next send to that
-    // peer and at every progress pass; what went (or failed) waits in
-    // done_frags_ for its callback, run from attend().
-    [[gnu::noinline]] Status enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept;
-    // Sends ep's queue in order until UCT has no room; true when it is empty.
-    bool send_queued(UctEndpoint& ep) noexcept;
-    int retry_queues() noexcept;
-    int finish_queued() noexcept;
-    // The endpoint goes (or its peer failed): what waits ends with `status`.
-    void drop_queued(UctEndpoint& ep, Status status) noexcept;
 
     // Receiving and progress.
     static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
@@ -460,12 +441,9 @@ class UctModule final : public btl::Module,
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     FifoQueue<PendingReply> waiting_replies_;
-    FifoQueue<UctFrag> done_frags_;       // queued sends that went or failed: callbacks due
-    std::size_t frags_queued_ = 0;        // in the endpoints' queues, all together
-    std::uint64_t sends_queued_ = 0;      // descriptors that waited for the FIFO (closing line)
-    std::uint64_t queue_retries_ = 0;     // tries of a queue's head that found no room
-    std::uint64_t sendi_refused_ = 0;     // no fragment free for the queue (or too large)
-    UctEndpoint* waiting_eps_ = nullptr;  // endpoints whose queue is not empty
+    // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
+    UctSendQueue send_queue_{*this, frags_};
+    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
     std::size_t ops_pending_ = 0;
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces

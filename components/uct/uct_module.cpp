@@ -331,10 +331,7 @@ void UctModule::setup_pools() {
          .buffer_size = attr_.max_send_size,
          .headroom = sizeof(WireHeader)});
     ops_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
-    // Replies outnumber operations only when a peer floods: twice is plenty,
-    // and a full pool only delays reading requests.
-    const std::size_t replies = std::max<std::size_t>(2 * config_.max_rdma_ops, 16);
-    replies_.setup({.initial = replies, .max = replies});
+    target_.setup(config_.max_rdma_ops, chunk_);
     // Slots for the common size; larger messages (over tcp) wait beside them.
     ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
 }
@@ -497,8 +494,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             if (op->endpoint == e) op->status = Status::cancelled;
         for (std::size_t k = 0; k < ops_.size(); ++k)
             if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
-        for (PendingReply* r = waiting_replies_.front(); r != nullptr; r = r->next_queued)
-            if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
+        target_.forget(peer);
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
         say_goodbye(*ue);
@@ -1045,8 +1041,8 @@ void UctModule::check_local_peers() noexcept {
 }
 
 void UctModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() ||
-                      !ring_.empty() || listening_ || !dynamic_.empty();
+    const bool want = peer_count_ > 0 || ops_pending_ > 0 || target_.waiting() || !ring_.empty() ||
+                      listening_ || !dynamic_.empty();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
@@ -1080,7 +1076,7 @@ int UctModule::attend() noexcept {
         ~Depth() { --d; }
     } depth(attend_depth_);
     if (attend_depth_ == 1 && !in_uct_callback_ && !dynamic_.empty()) reap_dynamic();
-    if (!waiting_replies_.empty()) events += retry_replies();
+    if (target_.waiting()) events += target_.retry();
     if (!waiting_ops_.empty()) events += retry_ops();
     if (done_head_ != nullptr) events += finish_native();
     if (send_queue_.queued() > 0) events += send_queue_.retry();
@@ -1105,7 +1101,7 @@ int UctModule::attend() noexcept {
 }
 
 bool UctModule::needs_attention() const noexcept {
-    return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
+    return target_.waiting() || !waiting_ops_.empty() || done_head_ != nullptr ||
            send_queue_.pending() || !flushes_.empty() || failures_ || dropped_ > 0 ||
            !ring_.empty() || peer_count_ == 0 || dynamic_.size() != dynamic_ids_.size() ||
            watches_dynamic() || links_.joining() > 0;
@@ -1166,19 +1162,9 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::put:
         case Kind::get_req:
         case Kind::amo_req: {
-            if (replies_.available() == 0) return false;
+            if (!target_.can_answer()) return false;
             ring_.pop();
-            if (!answerable(body)) [[unlikely]] {
-                report_error(btl::error_flags::nonfatal, h.source,
-                             "uct: a one-sided request too short to name its operation");
-                return true;
-            }
-            if (kind == Kind::put)
-                on_put(h.source, body);
-            else if (kind == Kind::get_req)
-                on_get(h.source, body);
-            else
-                on_atomic(h.source, body);
+            target_.serve(kind, h.source, body);
             return true;
         }
         case Kind::put_ack:
@@ -1239,7 +1225,7 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
             "{} registrations; native put/get {} ({} operations, {} fell back "
             "to active messages), native atomics {} ({} operations)",
             name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-            replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(), ring_.grown(),
+            target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
             regions_->live_count(),
             native_put_ ? rdma_name_ + (native_get_ ? "" : " (put only)") : std::string("off"),
             native_ops_, native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));

@@ -32,12 +32,16 @@
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
+#include "uct_config.hpp"
+#include "uct_deleters.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
 #include "uct_gather.hpp"
 #include "uct_rdma_policy.hpp"
 #include "uct_regions.hpp"
+#include "uct_resource.hpp"
 #include "uct_send_queue.hpp"
+#include "uct_target.hpp"
 #include "uct_wire.hpp"
 
 namespace transit::uct {
@@ -60,42 +64,6 @@ inline constexpr std::size_t tcp_eager_limit = 65600;
 // default segment; larger ones (over tcp's widened segments) are kept beside
 // the slot.  The ring's memory is slots x this, touched at setup.
 inline constexpr std::size_t ring_slot_max = (8 << 10) + 128;
-
-// The base parameters' max_send_size 0: what the transport allows;
-// exclusivity left at its default: from the device type; latency and
-// bandwidth 0: from UCT's figures.
-struct UctConfig : btl::BaseConfig {
-    std::string transports;  // a selection, parsed at open
-    std::size_t recv_ring = 256;
-    std::size_t max_rdma_ops = 256;
-    RdmaMode rdma = RdmaMode::automatic;
-    std::size_t rdma_min_size = 0;  // 0: every size (where native is used)
-    double join_timeout = 10;       // seconds a server has to answer a client's join
-};
-
-// One transport on one device, as listed by its memory domain.
-struct Resource {
-    uct_component_h component = nullptr;
-    std::string md_name;
-    std::string tl_name;
-    std::string dev_name;
-    uct_device_type_t dev_type = UCT_DEVICE_TYPE_NET;
-    std::string name() const { return tl_name + "/" + dev_name; }
-};
-
-// Owned UCT/UCS objects, closed in reverse order of declaration.
-struct AsyncDeleter {
-    void operator()(ucs_async_context_t* a) const noexcept;
-};
-struct WorkerDeleter {
-    void operator()(uct_worker* w) const noexcept { uct_worker_destroy(w); }
-};
-struct MdDeleter {
-    void operator()(uct_md* m) const noexcept { uct_md_close(m); }
-};
-struct IfaceDeleter {
-    void operator()(uct_iface* i) const noexcept { uct_iface_close(i); }
-};
 
 class UctModule final : public btl::Module,
                         public btl::Rdma,
@@ -159,7 +127,7 @@ class UctModule final : public btl::Module,
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-    // --- for the objects it owns (UctSendQueue) -----------------------------------
+    // --- for the objects it owns (UctSendQueue, UctTarget) -----------------------------------
     // One message, completed when this returns (UCT copies it): completed, or
     // nothing happened (out_of_resource, errors).
     Status transmit(UctEndpoint* ep, Gather& g) noexcept;
@@ -168,6 +136,15 @@ class UctModule final : public btl::Module,
     }
     // Work for attend() appeared: the next poll looks.
     void attend_soon() noexcept { attention_ = true; }
+    // Joins or leaves the progress engine as the module's work says.
+    void update_progress() noexcept;
+    // The endpoint of a job peer or a peer outside the job: for a job peer
+    // not added yet (it added us first), connected now; nullptr when it cannot be.
+    UctEndpoint* peer_endpoint(Rank peer) noexcept;
+    // A peer's error, to whoever registered for them.
+    void report(std::uint32_t flags, Rank peer, const char* info) noexcept {
+        report_error(flags, peer, info);
+    }
 
   private:
     void open_objects();
@@ -248,7 +225,6 @@ class UctModule final : public btl::Module,
     void drop_unregistered(Rank source) noexcept;
     int deliver() noexcept;
     bool handle(const std::byte* data, std::size_t length) noexcept;
-    void update_progress() noexcept;
     void handle_failures() noexcept;
     void end_ops(Rank peer, Status status) noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
@@ -260,7 +236,6 @@ class UctModule final : public btl::Module,
     UctEndpoint* connect(Rank peer, std::string* why);
     uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
                        std::string* why);
-    UctEndpoint* peer_endpoint(Rank peer) noexcept;
 
     // Peers outside the job (uct_dynamic.cpp).
     bool is_dynamic(Rank peer) const noexcept;
@@ -306,6 +281,8 @@ class UctModule final : public btl::Module,
     // put and get: kind is OpKind::put or OpKind::get.
     Status transfer(OpKind kind, const btl::RdmaRequest& req) noexcept;
     Status atomic_common(const btl::AtomicRequest& req, AtomicMode mode) noexcept;
+    void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
+    void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
 
     // Native RDMA (uct_native.cpp): UCT's put/get on a memory domain that
     // registers memory.  Declined (with the reason at verbose level) when
@@ -331,25 +308,6 @@ class UctModule final : public btl::Module,
     void mark_done(RdmaOp* op) noexcept;
     int finish_native() noexcept;
     int retry_flushes() noexcept;
-
-    // One-sided, target side.
-    // Whether a peer's key names a live registration covering the range with
-    // that access: success, or the refusal's status.
-    Status permits(const btl::util::RegistrationKey& key, std::uint64_t address,
-                   std::uint64_t length, std::uint32_t access) const noexcept;
-    // Each answers the request in `body`, which is answerable(): served, or
-    // refused with the reason in the reply.
-    void on_put(Rank source, std::span<const std::byte> body) noexcept;
-    void on_get(Rank source, std::span<const std::byte> body) noexcept;
-    void on_atomic(Rank source, std::span<const std::byte> body) noexcept;
-    // A peer's put, get or atomic refused (wrong key, outside the region, not
-    // that access): 5 logged per 10 s, the rest counted.
-    void refused(const char* what, Rank source, std::uint64_t address, Status why) noexcept;
-    void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
-    void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
-    Status send_reply(PendingReply& r) noexcept;
-    void reply(PendingReply& r) noexcept;
-    int retry_replies() noexcept;
 
     Resource resource_;
     UctConfig config_;
@@ -415,7 +373,6 @@ class UctModule final : public btl::Module,
     btl::util::OutsideLinks links_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     btl::util::RefusalLog refusals_{"clients"};
-    btl::util::RefusalLog rdma_refusals_{"one-sided requests"};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
     // added again is told hello) and the last hello heard from it.
     struct Farewells {
@@ -437,10 +394,8 @@ class UctModule final : public btl::Module,
 
     FragPool frags_;
     Pool<RdmaOp> ops_;
-    Pool<PendingReply> replies_;
     RecvRing ring_;
     FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
-    FifoQueue<PendingReply> waiting_replies_;
     // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
     UctSendQueue send_queue_{*this, frags_};
     std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
@@ -456,6 +411,8 @@ class UctModule final : public btl::Module,
     ProgressEngine::Handle progress_handle_;
 
     std::shared_ptr<Regions> regions_;
+    // The one-sided capabilities, after what they refer to (regions_).
+    UctTarget target_{*this, *regions_, out_};
 };
 
 }  // namespace transit::uct

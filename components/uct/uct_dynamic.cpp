@@ -401,7 +401,7 @@ void UctModule::delete_dynamic(UctEndpoint& e) noexcept {
     send_queue_.drop(e, Status::cancelled);  // off the waiting list before reap_dynamic frees it
     // Its replies would name a channel no longer known: what is in flight
     // ends now (a job peer's operations complete on replies that still come).
-    end_ops(e.peer(), Status::cancelled);
+    ops_.end_ops(e.peer(), Status::cancelled);
     if (const auto c = channels_.find(e.channel); c != channels_.end() && c->second == &e)
         channels_.erase(c);
     if (const auto d = dynamic_ids_.find(e.peer()); d != dynamic_ids_.end() && d->second == &e)

@@ -59,8 +59,8 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       self_(runtime.rank()),
       regions_(std::move(regions)) {
     open_objects();
-    open_native();
-    open_native_atomics();
+    one_sided_.open(md_.get(), iface_.get(), iface_attr_);
+    atomics_.open(md_.get(), iface_attr_, one_sided_.rkey_len());
     build_address();
     choose_attributes();
     setup_pools();
@@ -213,9 +213,9 @@ std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t
 void UctModule::build_address() {
     const std::size_t dev_len = iface_attr_.device_addr_len;
     const std::size_t if_len = iface_attr_.iface_addr_len;
-    const bool second = cma_iface_ != nullptr;
-    const std::size_t rdev_len = second ? rdma_attr_.device_addr_len : 0;
-    const std::size_t rif_len = second ? rdma_attr_.iface_addr_len : 0;
+    uct_iface_h second = one_sided_.second_iface();
+    const std::size_t rdev_len = second ? one_sided_.rdma_attr().device_addr_len : 0;
+    const std::size_t rif_len = second ? one_sided_.rdma_attr().iface_addr_len : 0;
     if (dev_len > 0xffff || if_len > 0xffff || rdev_len > 0xffff || rif_len > 0xffff)
         throw std::runtime_error("address too long");
     address_.assign(sizeof(AddressHeader) + dev_len + if_len + rdev_len + rif_len, std::byte{0});
@@ -242,12 +242,12 @@ void UctModule::build_address() {
         fail("uct_iface_get_address", s);
     at += if_len;
     if (rdev_len > 0 && (s = uct_iface_get_device_address(
-                             rdma_iface_, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_device_address (" + rdma_name_ + ")", s);
+                             second, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_device_address (" + one_sided_.rdma_name() + ")", s);
     at += rdev_len;
     if (rif_len > 0 &&
-        (s = uct_iface_get_address(rdma_iface_, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_address (" + rdma_name_ + ")", s);
+        (s = uct_iface_get_address(second, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_address (" + one_sided_.rdma_name() + ")", s);
 }
 
 void UctModule::choose_attributes() {
@@ -271,7 +271,6 @@ void UctModule::choose_attributes() {
             : config_.eager_limit;
     attr_.eager_limit = std::min(eager, max_send);
     attr_.rndv_eager_limit = attr_.eager_limit;
-    chunk_ = max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
     scratch_.resize(std::max<std::size_t>(max_short_, 64));
 
     const bool shm =
@@ -296,7 +295,7 @@ void UctModule::choose_attributes() {
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::dynamic_peers;
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
-    if (native_put_ && native_get_ && native_min_ == 0)
+    if (one_sided_.native_put() && one_sided_.native_get() && one_sided_.native_min() == 0)
         attr_.flags |= btl::flags::rdma_without_target;
     // UCT's tcp reports a closed connection; on shared memory the module
     // watches its peers' processes (see Errors in the README).  Other
@@ -304,7 +303,7 @@ void UctModule::choose_attributes() {
     if (resource_.tl_name == "tcp" || resource_.tl_name == "posix" || resource_.tl_name == "sysv")
         attr_.flags |= btl::flags::reports_peer_loss;
     // tcp: put is one zero-copy stream, get stays pieces served by the target.
-    if (native_put_ && !native_get_) attr_.flags |= btl::flags::prefer_put;
+    if (one_sided_.native_put() && !one_sided_.native_get()) attr_.flags |= btl::flags::prefer_put;
     attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process
                   : shm                                      ? btl::reach::node
                         : btl::reach::node | btl::reach::remote;
@@ -314,8 +313,7 @@ void UctModule::choose_attributes() {
     // The plain handle, then the RDMA memory domain's key and the interface's
     // own (native atomics) where each is used.
     attr_.registration_handle_size =
-        sizeof(PackedHandle) + (rdma_md_ != nullptr ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
-        (native_amo_ ? sizeof(RemoteKeyHeader) + amo_rkey_len_ : 0);
+        sizeof(PackedHandle) + one_sided_.handle_key_size() + atomics_.handle_key_size();
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;
 }
@@ -330,8 +328,11 @@ void UctModule::setup_pools() {
          .grow_by = large ? 8u : 0u,
          .buffer_size = attr_.max_send_size,
          .headroom = sizeof(WireHeader)});
-    ops_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
-    target_.setup(config_.max_rdma_ops, chunk_);
+    // Data bytes per put/get piece: a message less the headers of a request or a reply.
+    const std::size_t chunk =
+        max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
+    ops_.setup(config_.max_rdma_ops, chunk);
+    target_.setup(config_.max_rdma_ops, chunk);
     // Slots for the common size; larger messages (over tcp) wait beside them.
     ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
 }
@@ -408,7 +409,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     e->wire_source = self_;
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
         e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
-    if (native_put_) connect_native(e, h, base + sizeof h);
+    if (one_sided_.native_put()) one_sided_.connect(e, h, base + sizeof h);
     return e;
 }
 
@@ -490,10 +491,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         const Rank peer = e->peer();
         // Operations still waiting to be sent to this peer end here; those
         // already sent keep only the peer's rank and complete on the reply.
-        for (RdmaOp* op = waiting_ops_.front(); op != nullptr; op = op->next_queued)
-            if (op->endpoint == e) op->status = Status::cancelled;
-        for (std::size_t k = 0; k < ops_.size(); ++k)
-            if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
+        ops_.forget(static_cast<const UctEndpoint*>(e));
         target_.forget(peer);
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
@@ -550,6 +548,29 @@ Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (s == UCS_ERR_INVALID_PARAM) return Status::bad_param;
     if (s == UCS_ERR_UNSUPPORTED) return Status::not_supported;
     return Status::error;
+}
+
+// cma reports a copy from or to a process that is dying as an I/O error, not
+// as a lost peer, and does so once the process has dropped its memory, a
+// moment before its exit can be seen (the process watch looks every 100 ms).
+// So on such an error the exit is waited for, briefly (an error path: a copy
+// the kernel denies costs it once, then that peer goes by active messages),
+// and the loss, when it comes, is the operation's status.
+Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
+    const Status e = from_ucs(s, ep);
+    if (e == Status::peer_failed || ep == nullptr || !ep->process.watching()) return e;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (!ep->process.exited()) {
+        if (std::chrono::steady_clock::now() >= until) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!ep->failed) {
+        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep->peer(), ep->process.pid());
+        ep->failed = true;
+        failures_ = true;
+        attention_ = true;
+    }
+    return Status::peer_failed;
 }
 
 // One message, completed when this returns (UCT copies it): completed, or
@@ -921,7 +942,7 @@ void UctModule::handle_failures() noexcept {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
             continue;
         }
-        end_ops(peer, Status::peer_failed);
+        ops_.end_ops(peer, Status::peer_failed);
         if (e->outside.departed())
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
@@ -941,29 +962,11 @@ void UctModule::handle_failures() noexcept {
     }
 }
 
-// The one-sided operations with `peer` end with `status` (a native one is
-// UCT's until it calls back, with an error).
-void UctModule::end_ops(Rank peer, Status status) noexcept {
-    for (std::size_t k = 0; k < ops_.size(); ++k) {
-        RdmaOp& op = ops_.at(k);
-        if (op.in_use && op.peer == peer && !op.native) {
-            op.status = status;
-            op.answered = op.pieces;
-            op.sent = op.size;
-            op.issued = op.pieces;
-            if (!op.queued) complete_op(&op);
-        }
-    }
-}
-
 // A peer that said goodbye and has no operation of ours pending has left,
 // not failed: no error report (Open MPI's ob1 aborts the job on any, and the
 // first rank of a job to exit is seen by the others while they finalize).
 bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
-    if (!e.goodbye) return false;
-    for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (ops_.at(k).in_use && ops_.at(k).peer == e.peer()) return false;
-    return true;
+    return e.goodbye && !ops_.involves(e.peer());
 }
 
 // Tells the peer we are leaving: one header-only message, pushed out with a
@@ -1041,11 +1044,16 @@ void UctModule::check_local_peers() noexcept {
 }
 
 void UctModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || ops_pending_ > 0 || target_.waiting() || !ring_.empty() ||
-                      listening_ || !dynamic_.empty();
+    const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
+                      !ring_.empty() || listening_ || !dynamic_.empty();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
+}
+
+void UctModule::progress_once() noexcept {
+    poll();
+    if (failures_) handle_failures();
 }
 
 int UctModule::progress_cb(void* self) noexcept {
@@ -1077,11 +1085,11 @@ int UctModule::attend() noexcept {
     } depth(attend_depth_);
     if (attend_depth_ == 1 && !in_uct_callback_ && !dynamic_.empty()) reap_dynamic();
     if (target_.waiting()) events += target_.retry();
-    if (!waiting_ops_.empty()) events += retry_ops();
-    if (done_head_ != nullptr) events += finish_native();
+    if (ops_.waiting()) events += ops_.retry();
+    if (ops_.done_due()) events += ops_.finish_native();
     if (send_queue_.queued() > 0) events += send_queue_.retry();
     if (send_queue_.done_due()) events += send_queue_.finish();
-    if (!flushes_.empty()) events += retry_flushes();
+    if (ops_.flushes_due()) events += ops_.retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
         ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
         check_local_peers();
@@ -1101,10 +1109,9 @@ int UctModule::attend() noexcept {
 }
 
 bool UctModule::needs_attention() const noexcept {
-    return target_.waiting() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           send_queue_.pending() || !flushes_.empty() || failures_ || dropped_ > 0 ||
-           !ring_.empty() || peer_count_ == 0 || dynamic_.size() != dynamic_ids_.size() ||
-           watches_dynamic() || links_.joining() > 0;
+    return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
+           ops_.flushes_due() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
+           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || links_.joining() > 0;
 }
 
 int UctModule::deliver() noexcept {
@@ -1170,11 +1177,11 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::put_ack:
         case Kind::get_rep:
             ring_.pop();
-            on_rdma_reply(kind, h.source, body);
+            ops_.on_rdma_reply(kind, h.source, body);
             return true;
         case Kind::amo_rep:
             ring_.pop();
-            on_atomic_reply(h.source, body);
+            ops_.on_atomic_reply(h.source, body);
             return true;
         case Kind::goodbye:
             ring_.pop();
@@ -1205,30 +1212,21 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
 
 // --- the rest ----------------------------------------------------------------
 
-Status UctModule::flush(btl::Endpoint* endpoint) {
-    // Replies come in any order: waiting for none pending covers every
-    // operation started before the call.
-    while (ops_pending_ > 0) {
-        poll();
-        if (failures_) handle_failures();
-    }
-    const auto* ep = static_cast<const UctEndpoint*>(endpoint);
-    return ep != nullptr && ep->failed ? Status::peer_failed : Status::success;
-}
-
 void UctModule::dump(btl::Endpoint*, int verbosity) {
     log::write(
         "btl:uct",
-        fmt::format(
-            "{}: {} peers, fragments {}/{} free, {} one-sided operations in "
-            "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
-            "{} registrations; native put/get {} ({} operations, {} fell back "
-            "to active messages), native atomics {} ({} operations)",
-            name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-            target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
-            regions_->live_count(),
-            native_put_ ? rdma_name_ + (native_get_ ? "" : " (put only)") : std::string("off"),
-            native_ops_, native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
+        fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+                    "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+                    "{} registrations; native put/get {} ({} operations, {} fell back "
+                    "to active messages), native atomics {} ({} operations)",
+                    name(), peer_count_, frags_.available(), frags_.size(), ops_.pending(),
+                    target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
+                    regions_->live_count(),
+                    one_sided_.native_put()
+                        ? one_sided_.rdma_name() + (one_sided_.native_get() ? "" : " (put only)")
+                        : std::string("off"),
+                    one_sided_.native_ops(), one_sided_.fallbacks() + atomics_.fallbacks(),
+                    atomics_.native() ? "on" : "off", atomics_.native_amos()));
     if (verbosity > 50)
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
@@ -1246,11 +1244,12 @@ Status UctModule::finalize() {
             10,
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
             "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
-            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_,
+            name(), one_sided_.native_ops(), atomics_.native_amos(),
+            one_sided_.fallbacks() + atomics_.fallbacks(), sendi_refused_,
             send_queue_.sends_queued(), send_queue_.queue_retries());
-    if (ops_pending_ > 0)
+    if (ops_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
-                     ops_pending_);
+                     ops_.pending());
     for (auto& e : by_rank_)
         if (e) say_goodbye(*e);
     for (auto& e : dynamic_)
@@ -1273,12 +1272,9 @@ Status UctModule::finalize() {
     dynamic_.clear();
     listening_ = false;
     peer_count_ = 0;
-    release_native_registrations();
-    free_allocations();
-    rdma_iface_ = nullptr;
-    rdma_md_ = nullptr;
-    cma_iface_.reset();
-    cma_md_.reset();
+    one_sided_.release_registrations();
+    atomics_.free_allocations();
+    one_sided_.close();
     iface_.reset();
     worker_.reset();
     async_.reset();

@@ -8,8 +8,10 @@
 // Put, get and atomics are performed by the target through active messages,
 // which check the handle, or, only where the target's device checks the
 // remote key (rc, dc on a cluster), by UCT's own put_zcopy/get_zcopy and
-// atomics with a remote key carried in the registration handle
-// (uct_native.cpp).
+// atomics with a remote key carried in the registration handle.  The module
+// owns them as members: UctOneSided (btl::Rdma) and UctAtomics (btl::Atomics),
+// the objects the upper layer calls, the operations in flight they share
+// (UctOps), the target's side (UctTarget) and the full FIFO (UctSendQueue).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -32,11 +34,14 @@
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
+#include "uct_atomics.hpp"
 #include "uct_config.hpp"
 #include "uct_deleters.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
 #include "uct_gather.hpp"
+#include "uct_one_sided.hpp"
+#include "uct_ops.hpp"
 #include "uct_rdma_policy.hpp"
 #include "uct_regions.hpp"
 #include "uct_resource.hpp"
@@ -65,11 +70,7 @@ inline constexpr std::size_t tcp_eager_limit = 65600;
 // the slot.  The ring's memory is slots x this, touched at setup.
 inline constexpr std::size_t ring_slot_max = (8 << 10) + 128;
 
-class UctModule final : public btl::Module,
-                        public btl::Rdma,
-                        public btl::Atomics,
-                        public btl::Listener,
-                        public btl::DynamicPeerRecords {
+class UctModule final : public btl::Module, public btl::Listener, public btl::DynamicPeerRecords {
   public:
     // Opens the memory domain, worker and interface; throws std::runtime_error
     // with the reason when the transport cannot be used.
@@ -82,8 +83,8 @@ class UctModule final : public btl::Module,
     const std::vector<std::byte>& address() const noexcept { return address_; }
     std::string modex_key() const { return "btl.uct." + resource_.tl_name; }
 
-    btl::Rdma* rdma() noexcept override { return this; }
-    btl::Atomics* atomics() noexcept override { return this; }
+    btl::Rdma* rdma() noexcept override { return &one_sided_; }
+    btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override {
         if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
         if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
@@ -112,22 +113,12 @@ class UctModule final : public btl::Module,
                  std::size_t header_size, std::size_t payload_size, std::uint8_t order,
                  std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept override;
 
-    Status put(const btl::RdmaRequest& request) noexcept override;
-    Status get(const btl::RdmaRequest& request) noexcept override;
-    Status atomic_op(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_fop(const btl::AtomicRequest& request) noexcept override;
-    Status atomic_cswap(const btl::AtomicRequest& request) noexcept override;
-
-    void* mem_alloc(std::size_t size) noexcept override;
-    bool mem_free(void* p) noexcept override;
-    btl::RegistrationHandle* register_mem(btl::Endpoint* endpoint, void* base, std::size_t size,
-                                          std::uint32_t flags) override;
-    Status deregister_mem(btl::RegistrationHandle* handle) override;
-    Status flush(btl::Endpoint* endpoint) override;
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-    // --- for the objects it owns (UctSendQueue, UctTarget) -----------------------------------
+    // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics)
+    // Whether e is one of this module's live endpoints.
+    bool valid(const btl::Endpoint* e) const noexcept;
     // One message, completed when this returns (UCT copies it): completed, or
     // nothing happened (out_of_resource, errors).
     Status transmit(UctEndpoint* ep, Gather& g) noexcept;
@@ -141,6 +132,13 @@ class UctModule final : public btl::Module,
     // The endpoint of a job peer or a peer outside the job: for a job peer
     // not added yet (it added us first), connected now; nullptr when it cannot be.
     UctEndpoint* peer_endpoint(Rank peer) noexcept;
+    // A UCT status as a Transit one; a lost peer marks ep failed (reported
+    // from attend()).
+    Status from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept;
+    // from_ucs, where cma reports a dying peer as an I/O error.
+    Status native_error(ucs_status_t s, UctEndpoint* ep) noexcept;
+    // One pass of progress, and the failures it found reported (flush's wait).
+    void progress_once() noexcept;
     // A peer's error, to whoever registered for them.
     void report(std::uint32_t flags, Rank peer, const char* info) noexcept {
         report_error(flags, peer, info);
@@ -162,12 +160,9 @@ class UctModule final : public btl::Module,
 
     // Sending.
     static std::size_t pack_cb(void* dest, void* arg) noexcept;
-    Status from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept;
-    Status native_error(ucs_status_t s, UctEndpoint* ep) noexcept;
     static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
     }
-    bool valid(const btl::Endpoint* e) const noexcept;
     [[gnu::noinline]] bool valid_dynamic(const btl::Endpoint* e) const noexcept;
     const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
                              std::size_t payload) noexcept;
@@ -210,23 +205,12 @@ class UctModule final : public btl::Module,
                (!dynamic_ids_.empty() || !joining_.empty());
     }
 
-    // Native atomics (uct_native.cpp): on memory this module's memory domain
-    // allocated (mem_alloc), through the interface's own UCT atomics.
-    void open_native_atomics();
-    // `key`: the remote registration's, from its handle.
-    Status native_atomic(const btl::AtomicRequest& req, std::uint64_t key,
-                         AtomicMode mode) noexcept;
-    bool amo_rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
-                      uct_rkey_t& rkey) noexcept;
-    const uct_allocated_memory_t* allocation_of(const void* base, std::size_t size) const noexcept;
-    void free_allocations() noexcept;
     bool deliver_now(const std::byte* data, std::size_t length) noexcept;
     void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
     void drop_unregistered(Rank source) noexcept;
     int deliver() noexcept;
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void handle_failures() noexcept;
-    void end_ops(Rank peer, Status status) noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void say_goodbye(UctEndpoint& e) noexcept;
     void say_hello(UctEndpoint& e) noexcept;
@@ -264,51 +248,6 @@ class UctModule final : public btl::Module,
     void reap_dynamic() noexcept;
     void refused(const std::string& who, const std::string& why) noexcept;
 
-    // One-sided, initiator side.
-    Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                        std::size_t size, std::uint32_t access, PackedHandle& p) const noexcept;
-    // An operation of `kind` for the request (btl::RdmaRequest or
-    // btl::AtomicRequest): its endpoint, local side and completion; nullptr
-    // when none is free.
-    template <typename Request>
-    RdmaOp* start_op(OpKind kind, const Request& req) noexcept;
-    Status launch(RdmaOp* op) noexcept;
-    Status advance(RdmaOp* op) noexcept;
-    int retry_ops() noexcept;
-    void answered(RdmaOp* op, Status s) noexcept;
-    void complete_op(RdmaOp* op) noexcept;
-    RdmaOp* find_op(std::uint32_t index, std::uint32_t generation, Rank peer) noexcept;
-    // put and get: kind is OpKind::put or OpKind::get.
-    Status transfer(OpKind kind, const btl::RdmaRequest& req) noexcept;
-    Status atomic_common(const btl::AtomicRequest& req, AtomicMode mode) noexcept;
-    void on_rdma_reply(Kind kind, Rank source, std::span<const std::byte> body) noexcept;
-    void on_atomic_reply(Rank source, std::span<const std::byte> body) noexcept;
-
-    // Native RDMA (uct_native.cpp): UCT's put/get on a memory domain that
-    // registers memory.  Declined (with the reason at verbose level) when
-    // there is none; the active-message path then serves everything.
-    void open_native();
-    void connect_native(UctEndpoint* e, const AddressHeader& h, const std::byte* addresses);
-    void register_native(Registration& r, void* base, std::size_t size) noexcept;
-    void release_native_registrations() noexcept;
-    bool rkey_for(UctEndpoint* ep, const btl::RegistrationHandle* handle, std::uint64_t key,
-                  uct_rkey_t& rkey) noexcept;
-    bool local_memh(const btl::RegistrationHandle* handle, uct_mem_h& memh) const noexcept;
-    // not_available: this one goes by active messages.
-    Status native_transfer(OpKind kind, const btl::RdmaRequest& req, std::uint64_t key) noexcept;
-    Status native_flush(RdmaOp* op) noexcept;
-    template <typename Request>
-    RdmaOp* start_native(OpKind kind, const Request& req) noexcept;
-    void release_op(RdmaOp* op) noexcept;
-    void set_cma_progress(bool on) noexcept;
-    Status in_flight() noexcept;
-    Status complete_after_flush(RdmaOp* op) noexcept;
-    static uct_ep_h native_ep(const RdmaOp* op) noexcept;
-    static void native_done_cb(uct_completion_t* comp) noexcept;
-    void mark_done(RdmaOp* op) noexcept;
-    int finish_native() noexcept;
-    int retry_flushes() noexcept;
-
     Resource resource_;
     UctConfig config_;
     rt::Runtime& runtime_;
@@ -322,32 +261,6 @@ class UctModule final : public btl::Module,
     std::unique_ptr<uct_md, MdDeleter> md_;
     std::unique_ptr<uct_iface, IfaceDeleter> iface_;
     uct_iface_attr_t iface_attr_{};
-    // The RDMA interface: a second one (cma) opened on the same worker, owned
-    // here, or the module's own; rdma_md_/rdma_iface_ point at whichever.
-    std::unique_ptr<uct_md, MdDeleter> cma_md_;
-    std::unique_ptr<uct_iface, IfaceDeleter> cma_iface_;
-    bool cma_progress_ = false;  // cma's progress is on the worker (operations in flight)
-    uct_md_h rdma_md_ = nullptr;
-    uct_iface_h rdma_iface_ = nullptr;
-    uct_component_h rdma_component_ = nullptr;
-    uct_iface_attr_t rdma_attr_{};
-    std::string rdma_name_;          // "cma/memory"
-    bool native_put_ = false;        // put by UCT's put_zcopy
-    bool native_get_ = false;        // get by UCT's get_zcopy
-    bool rdma_need_memh_ = false;    // the local buffer needs its own registration
-    std::size_t rkey_len_ = 0;       // the memory domain's packed remote key
-    std::uint32_t rdma_md_tag_ = 0;  // md_tag() of the RDMA memory domain's name
-    std::size_t native_min_ = 0;     // smaller transfers go by active messages
-    RdmaOp* done_head_ = nullptr;    // completed by UCT, reported after its progress
-    FifoQueue<RdmaOp> flushes_;      // puts whose flush found no resources
-    bool native_amo_ = false;        // UCT atomics on mem_alloc memory
-    std::uint32_t amo_md_tag_ = 0;   // md_tag() of the interface's memory domain
-    std::size_t amo_rkey_len_ = 0;   // its packed remote key
-    std::vector<uct_allocated_memory_t> allocations_;  // mem_alloc's, from md_
-    std::uint64_t native_amos_ = 0;
-    std::uint64_t native_ops_ = 0;
-    std::uint64_t native_fallbacks_ = 0;
-
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     // Peers outside the job: every endpoint (deleted ones until reap_dynamic),
@@ -393,13 +306,10 @@ class UctModule final : public btl::Module,
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
     FragPool frags_;
-    Pool<RdmaOp> ops_;
     RecvRing ring_;
-    FifoQueue<RdmaOp> waiting_ops_;  // operations with pieces left to send
     // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
     UctSendQueue send_queue_{*this, frags_};
-    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
-    std::size_t ops_pending_ = 0;
+    std::uint64_t sendi_refused_ = 0;   // no fragment free for the queue (or too large)
     std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;    // am_short payload gathered from pieces
     std::size_t max_short_ = 0;         // am_short payload (after the 64-bit header)
@@ -407,12 +317,15 @@ class UctModule final : public btl::Module,
     std::size_t max_message_ = 0;       // am_bcopy total, header included
     bool warned_mismatch_ = false;      // a peer's message sizes did not fit ours
     std::size_t largest_accepted_ = 0;  // the longest active message received (AddressHeader)
-    std::size_t chunk_ = 0;             // data bytes per put/get piece
     ProgressEngine::Handle progress_handle_;
 
     std::shared_ptr<Regions> regions_;
-    // The one-sided capabilities, after what they refer to (regions_).
+    // The one-sided capabilities, after what they refer to (regions_); each
+    // refers to the others it works with, declared beside it.
+    UctOps ops_{*this, one_sided_, out_};
     UctTarget target_{*this, *regions_, out_};
+    UctOneSided one_sided_{*this, ops_, atomics_, *regions_, resource_, config_, out_};
+    UctAtomics atomics_{*this, ops_, resource_, config_, out_};
 };
 
 }  // namespace transit::uct

@@ -342,7 +342,7 @@ bool UctModule::valid(const btl::Endpoint* e) const noexcept {
     const Rank peer = e->peer();
     if (peer < by_rank_.size()) [[likely]]
         return by_rank_[peer].get() == e;
-    return valid_dynamic(e);
+    return outside_.valid(e);
 }
 
 // --- peers -------------------------------------------------------------------
@@ -392,15 +392,15 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         // A server outside the job: no native RDMA (see the README).
         std::uint32_t ours = 0, theirs = 0;
         try {
-            ours = new_channel();
-            theirs = new_channel();
+            ours = outside_.new_channel();
+            theirs = outside_.new_channel();
         } catch (...) {
             uct_ep_destroy(ep);
             if (why) *why = "no random numbers for its channels";
             return nullptr;
         }
-        UctEndpoint* e = add_dynamic(peer, ep, ours, theirs,
-                                     resource_.dev_type != UCT_DEVICE_TYPE_NET ? h.pid : 0);
+        UctEndpoint* e = outside_.add(peer, ep, ours, theirs,
+                                      resource_.dev_type != UCT_DEVICE_TYPE_NET ? h.pid : 0);
         if (e == nullptr && why) *why = "out of memory";
         return e;
     }
@@ -453,13 +453,13 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank peer = peers[i];
         const bool dynamic = peer >= by_rank_.size();
-        if (dynamic && !is_dynamic(peer)) continue;
-        UctEndpoint* e = dynamic ? dynamic_endpoint(peer) : by_rank_[peer].get();
+        if (dynamic && !outside_.is_dynamic(peer)) continue;
+        UctEndpoint* e = dynamic ? outside_.endpoint(peer) : by_rank_[peer].get();
         if (e == nullptr) {
             if (local_only && peer != self_ && !runtime_.on_this_node(peer)) continue;
             std::string why;
             try {
-                e = dynamic ? connect_server(peer, &why) : connect(peer, &why);
+                e = dynamic ? outside_.connect_server(peer, &why) : connect(peer, &why);
             } catch (const std::exception& x) {
                 why = x.what();
             }
@@ -498,7 +498,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         say_goodbye(*ue);
         send_queue_.drop(*ue, Status::cancelled);
         if (ue->dynamic)
-            delete_dynamic(*ue);
+            outside_.remove(*ue);
         else
             by_rank_[peer].reset();
         endpoints[i] = nullptr;
@@ -509,7 +509,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 }
 
 UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
-    if (peer >= by_rank_.size()) return dynamic_endpoint(peer);
+    if (peer >= by_rank_.size()) return outside_.endpoint(peer);
     if (by_rank_[peer]) return by_rank_[peer].get();
     // A request from a peer not added yet (it added us first): connect to
     // answer it.  Once per peer, off the usual path.
@@ -842,7 +842,7 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
 [[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
                                                        std::size_t len) noexcept {
     UctEndpoint* from =
-        h.source < by_rank_.size() ? by_rank_[h.source].get() : dynamic_endpoint(h.source);
+        h.source < by_rank_.size() ? by_rank_[h.source].get() : outside_.endpoint(h.source);
     const btl::Segment seg{const_cast<std::byte*>(body), len};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (!am_table_.dispatch(this, d)) [[unlikely]]
@@ -912,12 +912,8 @@ ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) no
         }
     };
     for (auto& e : m->by_rank_) lose(e.get());
-    for (auto& e : m->dynamic_) lose(e.get());
-    for (auto& [channel, j] : m->joining_)
-        if (j.ep == ep) {
-            j.failed = true;
-            m->attention_ = true;
-        }
+    for (auto& e : m->outside_.endpoints()) lose(e.get());
+    m->outside_.lost_joining(ep);
     // Handled: the endpoint stays until del_procs or finalize destroys it.
     return UCS_OK;
 }
@@ -932,8 +928,9 @@ void UctModule::handle_failures() noexcept {
     if (!ring_.empty()) deliver();
     // Indexed: a report may delete an endpoint (marked only, freed later).
     const std::size_t job = by_rank_.size();
-    for (std::size_t i = 0; i < job + dynamic_.size(); ++i) {
-        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic_[i - job].get();
+    const auto& dynamic = outside_.endpoints();
+    for (std::size_t i = 0; i < job + dynamic.size(); ++i) {
+        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic[i - job].get();
         if (!e || e->deleted || !e->failed || e->reported) continue;
         e->reported = true;
         send_queue_.drop(*e, Status::peer_failed);
@@ -958,7 +955,7 @@ void UctModule::handle_failures() noexcept {
                          "(stopped, or not progressing)");
         else
             report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
-        links_.lost(e->outside);
+        outside_.lost(*e);
     }
 }
 
@@ -1035,20 +1032,27 @@ void UctModule::check_local_peers() noexcept {
         attention_ = true;
     };
     btl::util::lose_exited(now, by_rank_, given_up, lose);
-    btl::util::lose_exited(now, dynamic_, given_up, lose);
-    for (auto& [channel, j] : joining_)
-        if (!j.failed && j.process.exited()) {
-            j.failed = true;
-            attention_ = true;
-        }
+    btl::util::lose_exited(now, outside_.endpoints(), given_up, lose);
+    outside_.check_joining_exits();
 }
 
 void UctModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
-                      !ring_.empty() || listening_ || !dynamic_.empty();
+                      !ring_.empty() || outside_.keeps_progress();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
+}
+
+AddressHeader UctModule::address_header() const noexcept {
+    AddressHeader h{};
+    std::memcpy(&h, address_.data(), sizeof h);
+    return h;
+}
+
+void UctModule::cancel_pending(UctEndpoint& e) noexcept {
+    send_queue_.drop(e, Status::cancelled);
+    ops_.end_ops(e.peer(), Status::cancelled);
 }
 
 void UctModule::progress_once() noexcept {
@@ -1083,7 +1087,7 @@ int UctModule::attend() noexcept {
         explicit Depth(int& x) : d(++x) {}
         ~Depth() { --d; }
     } depth(attend_depth_);
-    if (attend_depth_ == 1 && !in_uct_callback_ && !dynamic_.empty()) reap_dynamic();
+    if (attend_depth_ == 1 && !in_uct_callback_ && !outside_.endpoints().empty()) outside_.reap();
     if (target_.waiting()) events += target_.retry();
     if (ops_.waiting()) events += ops_.retry();
     if (ops_.done_due()) events += ops_.finish_native();
@@ -1091,10 +1095,10 @@ int UctModule::attend() noexcept {
     if (send_queue_.done_due()) events += send_queue_.finish();
     if (ops_.flushes_due()) events += ops_.retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
-        ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
+        ((polls_ & 1023) == 0 || (outside_.watching() && (polls_ & 15) == 0)))
         check_local_peers();
-    if (!joining_.empty()) check_joining();
-    if (links_.joining() > 0 && (polls_ & 15) == 0) check_welcomes();
+    if (outside_.has_joining()) outside_.check_joining();
+    if (outside_.awaiting_welcomes() && (polls_ & 15) == 0) outside_.check_welcomes();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -1111,7 +1115,7 @@ int UctModule::attend() noexcept {
 bool UctModule::needs_attention() const noexcept {
     return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
            ops_.flushes_due() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || links_.joining() > 0;
+           outside_.needs_attention();
 }
 
 int UctModule::deliver() noexcept {
@@ -1147,16 +1151,16 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
     if (h.source >= by_rank_.size()) [[unlikely]] {
         if (kind == Kind::join && h.source == join_source) {
             ring_.pop();
-            handle_join(body);
+            outside_.handle_join(body);
             return true;
         }
-        if (!rename_source(h)) {
+        if (!outside_.rename_source(h)) {
             ring_.pop();
             return true;
         }
         if (kind == Kind::welcome) {
             ring_.pop();
-            handle_welcome(h, body);
+            outside_.handle_welcome(h, body);
             return true;
         }
     }
@@ -1186,7 +1190,7 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::goodbye:
             ring_.pop();
             if (h.source >= by_rank_.size()) {
-                dynamic_goodbye(h.source);
+                outside_.goodbye(h.source);
                 return true;
             }
             // Unless its hello came first (over another connection).
@@ -1252,25 +1256,20 @@ Status UctModule::finalize() {
                      ops_.pending());
     for (auto& e : by_rank_)
         if (e) say_goodbye(*e);
-    for (auto& e : dynamic_)
+    for (auto& e : outside_.endpoints())
         if (!e->deleted) say_goodbye(*e);
     // Whatever still waits for a FIFO cannot go now: its descriptors go back
     // to the pool without callbacks (the upper layer is closing).
     std::size_t unsent = send_queue_.queued();
     for (auto& e : by_rank_)
         if (e) send_queue_.drop(*e, Status::cancelled);
-    for (auto& e : dynamic_) send_queue_.drop(*e, Status::cancelled);
+    for (auto& e : outside_.endpoints()) send_queue_.drop(*e, Status::cancelled);
     if (unsent > 0) out_.verbose(1, "{}: finalize with {} messages unsent", name(), unsent);
     send_queue_.discard_done();
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();
-    for (auto& [channel, j] : joining_) uct_ep_destroy(j.ep);
-    joining_.clear();
-    channels_.clear();
-    dynamic_ids_.clear();
-    dynamic_.clear();
-    listening_ = false;
+    outside_.close();
     peer_count_ = 0;
     one_sided_.release_registrations();
     atomics_.free_allocations();

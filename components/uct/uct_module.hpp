@@ -11,7 +11,8 @@
 // atomics with a remote key carried in the registration handle.  The module
 // owns them as members: UctOneSided (btl::Rdma) and UctAtomics (btl::Atomics),
 // the objects the upper layer calls, the operations in flight they share
-// (UctOps), the target's side (UctTarget) and the full FIFO (UctSendQueue).
+// (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), and
+// the peers outside the job (UctOutside, its Listener and DynamicPeerRecords).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -42,6 +43,7 @@
 #include "uct_gather.hpp"
 #include "uct_one_sided.hpp"
 #include "uct_ops.hpp"
+#include "uct_outside.hpp"
 #include "uct_rdma_policy.hpp"
 #include "uct_regions.hpp"
 #include "uct_resource.hpp"
@@ -70,7 +72,7 @@ inline constexpr std::size_t tcp_eager_limit = 65600;
 // the slot.  The ring's memory is slots x this, touched at setup.
 inline constexpr std::size_t ring_slot_max = (8 << 10) + 128;
 
-class UctModule final : public btl::Module, public btl::Listener, public btl::DynamicPeerRecords {
+class UctModule final : public btl::Module {
   public:
     // Opens the memory domain, worker and interface; throws std::runtime_error
     // with the reason when the transport cannot be used.
@@ -86,17 +88,11 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
     btl::Atomics* atomics() noexcept override { return &atomics_; }
     void* extension(std::uint32_t id) noexcept override {
-        if (id == btl::DynamicPeerRecords::id) return static_cast<btl::DynamicPeerRecords*>(this);
-        if (id == btl::Listener::id) return static_cast<btl::Listener*>(this);
+        if (id == btl::DynamicPeerRecords::id)
+            return static_cast<btl::DynamicPeerRecords*>(&outside_);
+        if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
         return nullptr;
     }
-    // Peers outside the job (uct_dynamic.cpp).  The address is published at
-    // init; listening admits clients and keeps the module in progress.
-    Status listen() override;
-    std::size_t dynamic_endpoints() const noexcept override {
-        return dynamic_ids_.size() + joining_.size();
-    }
-
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
                      btl::Reachability& reachable) override;
     Status del_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints) override;
@@ -139,6 +135,30 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     Status native_error(ucs_status_t s, UctEndpoint* ep) noexcept;
     // One pass of progress, and the failures it found reported (flush's wait).
     void progress_once() noexcept;
+    // --- for UctOutside ---------------------------------------------------------------
+    // The endpoint to a job peer, or to a server outside the job (joined by
+    // UctOutside); nullptr, with the reason, when it cannot be made.
+    UctEndpoint* connect(Rank peer, std::string* why);
+    // An endpoint to the interface at (device, iface), as a peer sent them;
+    // nullptr, with the reason, when UCT cannot reach it or make one.
+    uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
+                       std::string* why);
+    // Why a peer with these message sizes cannot be connected to, or "".
+    std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
+    // UCT's pack callback for uct_ep_am_bcopy: arg is a Gather.
+    static std::size_t pack_cb(void* dest, void* arg) noexcept;
+    // The header of this module's address (interface lengths, message sizes).
+    AddressHeader address_header() const noexcept;
+    void progress_uct() noexcept { uct_worker_progress(worker_.get()); }
+    // A handler runs inside uct_worker_progress: no re-entry.
+    bool in_uct_callback() const noexcept { return in_uct_callback_; }
+    // An endpoint failed: reported from attend().
+    void note_failure() noexcept {
+        failures_ = true;
+        attention_ = true;
+    }
+    // An endpoint goes: its queued sends and its operations end (cancelled).
+    void cancel_pending(UctEndpoint& e) noexcept;
     // A peer's error, to whoever registered for them.
     void report(std::uint32_t flags, Rank peer, const char* info) noexcept {
         report_error(flags, peer, info);
@@ -150,7 +170,6 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     void widen_tcp_segments(uct_iface_config_t* config);
     static std::size_t largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
                                         std::size_t rx_segment) noexcept;
-    std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
     static std::uint32_t on_wire(std::size_t size) noexcept {
         return static_cast<std::uint32_t>(
             std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
@@ -159,11 +178,9 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     void setup_pools();
 
     // Sending.
-    static std::size_t pack_cb(void* dest, void* arg) noexcept;
     static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
     }
-    [[gnu::noinline]] bool valid_dynamic(const btl::Endpoint* e) const noexcept;
     const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
                              std::size_t payload) noexcept;
     Status short_sent(btl::Convertor* convertor, std::size_t payload,
@@ -196,14 +213,6 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
-    // Peers outside the job on shared memory, watched by pid: looked at every
-    // 16 polls (a waiting process yields between polls, so under load 1024
-    // polls can take seconds), which keeps attend() in every poll while any
-    // is there.  Job peers keep the 1024-poll tick.
-    bool watches_dynamic() const noexcept {
-        return resource_.dev_type != UCT_DEVICE_TYPE_NET &&
-               (!dynamic_ids_.empty() || !joining_.empty());
-    }
 
     bool deliver_now(const std::byte* data, std::size_t length) noexcept;
     void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
@@ -217,36 +226,6 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     ucs_status_t send_header(UctEndpoint& e, const WireHeader& h,
                              std::chrono::steady_clock::time_point deadline) noexcept;
     void check_local_peers() noexcept;
-    UctEndpoint* connect(Rank peer, std::string* why);
-    uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
-                       std::string* why);
-
-    // Peers outside the job (uct_dynamic.cpp).
-    bool is_dynamic(Rank peer) const noexcept;
-    UctEndpoint* dynamic_endpoint(Rank peer) const noexcept;
-    UctEndpoint* connect_server(Rank peer, std::string* why);
-    bool send_join(UctEndpoint& e, const rt::Secret& token) noexcept;
-    std::uint32_t new_channel() const;
-    // Takes `ep` (destroyed when it fails: nullptr).
-    UctEndpoint* add_dynamic(Rank id, uct_ep_h ep, std::uint32_t channel, std::uint32_t wire_source,
-                             std::uint32_t pid) noexcept;
-    // From handle(): the source of a message a peer outside the job sent,
-    // renamed to its id; false when it names no peer (dropped).
-    bool rename_source(WireHeader& h) noexcept;
-    UctEndpoint* admit(std::uint32_t channel) noexcept;
-    void forget_joining(std::uint32_t channel, const char* why) noexcept;
-    void check_joining() noexcept;
-    void handle_join(std::span<const std::byte> body) noexcept;
-    ssize_t send_welcome(uct_ep_h ep, std::uint32_t channel, Status status,
-                         std::chrono::steady_clock::time_point deadline) noexcept;
-    void answer_join(const JoinRequest& j, std::span<const std::byte> addresses,
-                     Status status) noexcept;
-    void handle_welcome(const WireHeader& h, std::span<const std::byte> body) noexcept;
-    void check_welcomes() noexcept;
-    void dynamic_goodbye(Rank peer) noexcept;
-    void delete_dynamic(UctEndpoint& e) noexcept;
-    void reap_dynamic() noexcept;
-    void refused(const std::string& who, const std::string& why) noexcept;
 
     Resource resource_;
     UctConfig config_;
@@ -263,29 +242,7 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     uct_iface_attr_t iface_attr_{};
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
-    // Peers outside the job: every endpoint (deleted ones until reap_dynamic),
-    // and the live ones by id and by the channel their messages carry.
-    std::vector<std::unique_ptr<UctEndpoint>> dynamic_;
-    std::unordered_map<Rank, UctEndpoint*> dynamic_ids_;
-    std::unordered_map<std::uint32_t, UctEndpoint*> channels_;
-    // Clients whose join was accepted, by channel, admitted (given an id) by
-    // their first other message: a client whose bml drops this module for
-    // another right after connecting leaves without ever being a peer here.
-    struct Joining {
-        uct_ep_h ep = nullptr;
-        std::uint32_t client_channel = 0;
-        std::uint32_t pid = 0;
-        std::uint32_t rank = 0;
-        btl::util::ProcessWatch process;
-        bool failed = false;  // UCT reported its endpoint lost
-    };
-    std::unordered_map<std::uint32_t, Joining> joining_;
-    bool listening_ = false;
-    // Counts the servers whose answer to our join is due, each given up at
-    // its deadline (check_welcomes).
-    btl::util::OutsideLinks links_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
-    btl::util::RefusalLog refusals_{"clients"};
     // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
     // added again is told hello) and the last hello heard from it.
     struct Farewells {
@@ -326,6 +283,7 @@ class UctModule final : public btl::Module, public btl::Listener, public btl::Dy
     UctTarget target_{*this, *regions_, out_};
     UctOneSided one_sided_{*this, ops_, atomics_, *regions_, resource_, config_, out_};
     UctAtomics atomics_{*this, ops_, resource_, config_, out_};
+    UctOutside outside_{*this, runtime_, resource_, config_, out_};
 };
 
 }  // namespace transit::uct

@@ -3,13 +3,10 @@
 #include "uct_module.hpp"
 
 #include <fmt/format.h>
-#include <ucs/async/async_fwd.h>
-#include <ucs/sys/string.h>
 
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cstring>
 #include <stdexcept>
@@ -30,21 +27,7 @@ bool peer_lost(ucs_status_t s) noexcept {
            s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED;
 }
 
-// A size in an interface configuration ("66K"), or 0 when it has none.
-std::size_t config_size(uct_iface_config_t* config, const char* field) noexcept {
-    std::array<char, 64> text{};
-    std::size_t value = 0;
-    if (uct_config_get(config, field, text.data(), text.size()) != UCS_OK ||
-        ucs_str_to_memunits(text.data(), &value) != UCS_OK)
-        return 0;
-    return value;
-}
-
 }  // namespace
-
-void AsyncDeleter::operator()(ucs_async_context_t* a) const noexcept {
-    ucs_async_context_destroy(a);
-}
 
 UctModule::UctModule(btl::Component& component, const Resource& resource, const UctConfig& config,
                      rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
@@ -58,9 +41,9 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       out_(out),
       self_(runtime.rank()),
       regions_(std::move(regions)) {
-    open_objects();
-    one_sided_.open(md_.get(), iface_.get(), iface_attr_);
-    atomics_.open(md_.get(), iface_attr_, one_sided_.rkey_len());
+    uct_.open(&UctModule::error_cb, &UctModule::am_cb, this);
+    one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
+    atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
     build_address();
     choose_attributes();
     setup_pools();
@@ -70,116 +53,6 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
 
 UctModule::~UctModule() {
     finalize();
-}
-
-void UctModule::open_objects() {
-    ucs_async_context_t* async = nullptr;
-    if (ucs_status_t s = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
-        s != UCS_OK)
-        fail("ucs_async_context_create", s);
-    async_.reset(async);
-    uct_worker_h worker = nullptr;
-    if (ucs_status_t s = uct_worker_create(async_.get(), UCS_THREAD_MODE_SINGLE, &worker);
-        s != UCS_OK)
-        fail("uct_worker_create", s);
-    worker_.reset(worker);
-
-    uct_md_config_t* md_config = nullptr;
-    if (ucs_status_t s = uct_md_config_read(resource_.component, nullptr, nullptr, &md_config);
-        s != UCS_OK)
-        fail("reading the memory domain configuration", s);
-    uct_md_h md = nullptr;
-    ucs_status_t s = uct_md_open(resource_.component, resource_.md_name.c_str(), md_config, &md);
-    uct_config_release(md_config);
-    if (s != UCS_OK) fail("uct_md_open " + resource_.md_name, s);
-    md_.reset(md);
-
-    uct_iface_config_t* iface_config = nullptr;
-    s = uct_md_iface_config_read(md_.get(), resource_.tl_name.c_str(), nullptr, nullptr,
-                                 &iface_config);
-    if (s != UCS_OK) fail("reading the interface configuration", s);
-    std::size_t tx_segment = 0, rx_segment = 0;
-    if (resource_.tl_name == "tcp") {
-        widen_tcp_segments(iface_config);
-        tx_segment = config_size(iface_config, "TX_SEG_SIZE");
-        rx_segment = config_size(iface_config, "RX_SEG_SIZE");
-    }
-    uct_iface_params_t params{};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS | UCT_IFACE_PARAM_FIELD_FEATURES |
-                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name = resource_.tl_name.c_str();
-    params.mode.device.dev_name = resource_.dev_name.c_str();
-    params.err_handler = &UctModule::error_cb;
-    params.err_handler_arg = this;
-    params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
-    // Put, get and atomics too when the transport may carry them natively
-    // (its own memory domain registering memory: rc, dc on a cluster; or
-    // allocating it: atomics over posix and sysv).
-    params.features = UCT_IFACE_FEATURE_AM;
-    if (config_.rdma != RdmaMode::am)
-        params.features |= UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET | UCT_IFACE_FEATURE_AMO32 |
-                           UCT_IFACE_FEATURE_AMO64;
-    params.rx_headroom = 0;
-    uct_iface_h iface = nullptr;
-    s = uct_iface_open(md_.get(), worker_.get(), &params, iface_config, &iface);
-    uct_config_release(iface_config);
-    if (s != UCS_OK) fail("uct_iface_open " + resource_.name(), s);
-    iface_.reset(iface);
-
-    if (s = uct_iface_query(iface_.get(), &iface_attr_); s != UCS_OK) fail("uct_iface_query", s);
-    // UCT's shared-memory FIFO records a message's length in 16 bits: with
-    // segments widened past 64 KiB (UCX_POSIX_SEG_SIZE) a longer message
-    // arrives with its length wrapped, as a short or empty one.
-    if (resource_.dev_type == UCT_DEVICE_TYPE_SHM)
-        iface_attr_.cap.am.max_bcopy =
-            std::min<std::size_t>(iface_attr_.cap.am.max_bcopy, shm_message_limit);
-    const std::uint64_t caps = iface_attr_.cap.flags;
-    if (!(caps & UCT_IFACE_FLAG_AM_BCOPY))
-        throw std::runtime_error("the transport has no buffered active messages (am_bcopy)");
-    if (!(caps & UCT_IFACE_FLAG_CONNECT_TO_IFACE))
-        throw std::runtime_error(
-            "the transport connects only endpoint to endpoint, which this component does not "
-            "do");
-    if (caps & UCT_IFACE_FLAG_AM_DUP)
-        throw std::runtime_error("the transport may deliver active messages twice");
-    if (iface_attr_.cap.am.max_bcopy <= sizeof(WireHeader) + sizeof(RdmaRequest))
-        throw std::runtime_error(
-            fmt::format("active messages of {} bytes are too small", iface_attr_.cap.am.max_bcopy));
-    largest_accepted_ = largest_accepted(iface_attr_.cap.am.max_bcopy, tx_segment, rx_segment);
-    if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
-        fail("uct_iface_set_am_handler", s);
-    uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
-// UCT's tcp buffers 8 KiB per active message by default, so a 64 KiB message
-// could only go by rendezvous, whose control messages cost a loopback or
-// network round trip each; with segments that hold 64 KiB and the headers it
-// goes eagerly in one message (4x the latency, 2.6x the bandwidth of the
-// rendezvous at 64 KiB over loopback).  What the user set in UCX's own
-// variables is kept: every process must agree on the segment size, and they
-// do when they share one environment.
-void UctModule::widen_tcp_segments(uct_iface_config_t* config) {
-    for (const char* field : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
-        const std::string variable = std::string("UCX_TCP_") + field;
-        if (std::getenv(variable.c_str()) != nullptr) continue;
-        if (ucs_status_t s = uct_config_modify(config, field, std::to_string(tcp_segment).c_str());
-            s != UCS_OK)
-            out_.verbose(1, "{}: cannot set {} (UCX {}), keeping UCT's default", name(), variable,
-                         ucs_status_string(s));
-    }
-}
-
-// The longest active message this interface takes: what it sends (max_bcopy),
-// or over tcp, whose receive segment is set apart from the send segment, that
-// less what the receive segment lacks (UCT's header is in both).
-std::size_t UctModule::largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
-                                        std::size_t rx_segment) noexcept {
-    if (tx_segment == 0 || rx_segment == 0) return max_bcopy;
-    if (rx_segment >= tx_segment) return max_bcopy + (rx_segment - tx_segment);
-    return max_bcopy - std::min(max_bcopy, tx_segment - rx_segment);
 }
 
 // Why a peer whose interface takes active messages of at most `accepted`
@@ -193,11 +66,11 @@ std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t
             "its {} interface takes active messages of up to {} bytes, this process "
             "sends up to {}",
             resource_.tl_name, accepted, max_message_);
-    else if (sent != 0 && sent > largest_accepted_)
+    else if (sent != 0 && sent > uct_.largest_accepted())
         what = fmt::format(
             "its {} interface sends active messages of up to {} bytes, this "
             "process takes up to {}",
-            resource_.tl_name, sent, largest_accepted_);
+            resource_.tl_name, sent, uct_.largest_accepted());
     else
         return {};
     std::string tl = resource_.tl_name;
@@ -211,8 +84,8 @@ std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t
 // The address: header, device and interface address, then those of the RDMA
 // interface when it is a second one (cma).
 void UctModule::build_address() {
-    const std::size_t dev_len = iface_attr_.device_addr_len;
-    const std::size_t if_len = iface_attr_.iface_addr_len;
+    const std::size_t dev_len = uct_.attr().device_addr_len;
+    const std::size_t if_len = uct_.attr().iface_addr_len;
     uct_iface_h second = one_sided_.second_iface();
     const std::size_t rdev_len = second ? one_sided_.rdma_attr().device_addr_len : 0;
     const std::size_t rif_len = second ? one_sided_.rdma_attr().iface_addr_len : 0;
@@ -227,18 +100,18 @@ void UctModule::build_address() {
                           static_cast<std::uint32_t>(::getpid()),
                           static_cast<std::uint16_t>(rdev_len),
                           static_cast<std::uint16_t>(rif_len),
-                          on_wire(largest_accepted_),
-                          on_wire(iface_attr_.cap.am.max_bcopy),  // max_message_ (set later)
+                          on_wire(uct_.largest_accepted()),
+                          on_wire(uct_.attr().cap.am.max_bcopy),  // max_message_ (set later)
                           0};
     std::memcpy(address_.data(), &h, sizeof h);
     std::byte* at = address_.data() + sizeof h;
     ucs_status_t s = UCS_OK;
     if (dev_len > 0 && (s = uct_iface_get_device_address(
-                            iface_.get(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+                            uct_.iface(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
         fail("uct_iface_get_device_address", s);
     at += dev_len;
     if (if_len > 0 && (s = uct_iface_get_address(
-                           iface_.get(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+                           uct_.iface(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
         fail("uct_iface_get_address", s);
     at += if_len;
     if (rdev_len > 0 && (s = uct_iface_get_device_address(
@@ -251,9 +124,9 @@ void UctModule::build_address() {
 }
 
 void UctModule::choose_attributes() {
-    const auto& am = iface_attr_.cap.am;
+    const auto& am = uct_.attr().cap.am;
     max_message_ = am.max_bcopy;
-    max_short_ = (iface_attr_.cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
+    max_short_ = (uct_.attr().cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
                      ? am.max_short - 8
                      : 0;
     // sendi's header + payload as three pieces of one am_short_iov.
@@ -283,10 +156,10 @@ void UctModule::choose_attributes() {
         config_.left_default(btl::BaseParam::exclusivity) ? excl : config_.exclusivity;
     // UCT reports seconds; Transit's latency is relative: one unit per 0.5 us
     // puts posix at vader's 1 and UCT's tcp near the tcp btl's 100.
-    const double seconds = iface_attr_.latency.c + iface_attr_.overhead;
+    const double seconds = uct_.attr().latency.c + uct_.attr().overhead;
     const auto lat = static_cast<std::uint32_t>(std::clamp(seconds / 0.5e-6, 1.0, 1e6));
     attr_.latency = config_.latency != 0 ? config_.latency : lat;
-    const double bytes_per_s = iface_attr_.bandwidth.dedicated + iface_attr_.bandwidth.shared;
+    const double bytes_per_s = uct_.attr().bandwidth.dedicated + uct_.attr().bandwidth.shared;
     const auto bw = static_cast<std::uint32_t>(std::clamp(bytes_per_s / 1e6, 1.0, 1e7));
     attr_.bandwidth = config_.bandwidth != 0 ? config_.bandwidth : bw;
 
@@ -361,14 +234,14 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         if (why) *why = fmt::format("its address ({} bytes) {}", blob.size(), refusal);
         return nullptr;
     }
-    if (h.iface_len != iface_attr_.iface_addr_len ||
+    if (h.iface_len != uct_.attr().iface_addr_len ||
         (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
-         h.device_len != iface_attr_.device_addr_len)) {
+         h.device_len != uct_.attr().device_addr_len)) {
         if (why)
             *why = fmt::format(
                 "its address is malformed ({} bytes: device {}, interface {}; expected interface "
                 "{})",
-                blob.size(), h.device_len, h.iface_len, iface_attr_.iface_addr_len);
+                blob.size(), h.device_len, h.iface_len, uct_.attr().iface_addr_len);
         return nullptr;
     }
     if (std::string refusal = mismatched_messages(h.largest_accepted, h.largest_sent);
@@ -385,8 +258,8 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     std::vector<std::uint64_t> aligned((blob.size() + 7) / 8 + 64, 0);
     std::memcpy(aligned.data(), blob.data(), blob.size());
     const auto* base = reinterpret_cast<const std::byte*>(aligned.data());
-    uct_ep_h ep = create_ep({base + sizeof h, h.device_len},
-                            {base + sizeof h + h.device_len, h.iface_len}, why);
+    uct_ep_h ep = uct_.create_ep({base + sizeof h, h.device_len},
+                                 {base + sizeof h + h.device_len, h.iface_len}, why);
     if (ep == nullptr) return nullptr;
     if (peer >= by_rank_.size()) {
         // A server outside the job: no native RDMA (see the README).
@@ -411,38 +284,6 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
     if (one_sided_.native_put()) one_sided_.connect(e, h, base + sizeof h);
     return e;
-}
-
-// An endpoint to the interface at (device, iface), as a peer sent them;
-// nullptr, with the reason, when UCT cannot reach it or make one.
-uct_ep_h UctModule::create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
-                              std::string* why) {
-    // UCT reads the addresses with their natural alignment; the padding keeps
-    // a transport that reads a fixed-size device address (tcp: by its address
-    // family) inside this buffer when a peer sent less.
-    const std::size_t words = (device.size() + 7) / 8;
-    std::vector<std::uint64_t> aligned(words + (iface.size() + 7) / 8 + 64, 0);
-    if (!device.empty()) std::memcpy(aligned.data(), device.data(), device.size());
-    if (!iface.empty()) std::memcpy(aligned.data() + words, iface.data(), iface.size());
-    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(aligned.data());
-    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(aligned.data() + words);
-    if (!uct_iface_is_reachable(iface_.get(), dev, ifa)) {
-        if (why) *why = "UCT reports its interface unreachable from here";
-        return nullptr;
-    }
-    uct_ep_params_t params{};
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_USER_DATA;
-    params.iface = iface_.get();
-    params.dev_addr = dev;
-    params.iface_addr = ifa;
-    params.user_data = this;
-    uct_ep_h ep = nullptr;
-    if (ucs_status_t s = uct_ep_create(&params, &ep); s != UCS_OK) {
-        if (why) *why = fmt::format("uct_ep_create failed: {}", ucs_status_string(s));
-        return nullptr;
-    }
-    return ep;
 }
 
 Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -923,7 +764,7 @@ void UctModule::handle_failures() noexcept {
     // What a lost peer sent before it went is real, its goodbye among it:
     // take that first (a bounded drain: other peers may keep sending).
     if (!in_uct_callback_)
-        for (int i = 0; i < 64 && uct_worker_progress(worker_.get()) != 0; ++i) {
+        for (int i = 0; i < 64 && uct_.progress() != 0; ++i) {
         }
     if (!ring_.empty()) deliver();
     // Indexed: a report may delete an endpoint (marked only, freed later).
@@ -970,12 +811,12 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
 // bounded wait (a peer that no longer listens must not hold up finalize).
 void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     // A peer that said goodbye itself may be gone already: nothing to tell.
-    if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
+    if (e.failed || e.goodbye || e.ep == nullptr || !uct_.is_open()) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     // What waits for the peer's FIFO goes first.
     while (!e.queued.empty() && !e.failed && !send_queue_.send_queued(e) &&
            std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+        uct_.progress();
     // A peer outside the job is never added again (ids are not reused).
     Farewells none;
     Farewells& f = e.dynamic ? none : farewells_[e.peer()];
@@ -987,7 +828,7 @@ void UctModule::say_goodbye(UctEndpoint& e) noexcept {
     while ((s = uct_ep_flush(e.ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) != UCS_OK &&
            (s == UCS_INPROGRESS || s == UCS_ERR_NO_RESOURCE) &&
            std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+        uct_.progress();
 }
 
 // A header-only message (goodbye, hello), retried while UCT has no room until
@@ -998,7 +839,7 @@ ucs_status_t UctModule::send_header(UctEndpoint& e, const WireHeader& h,
     ucs_status_t s;
     while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
            std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
+        uct_.progress();
     return s;
 }
 
@@ -1007,7 +848,7 @@ ucs_status_t UctModule::send_header(UctEndpoint& e, const WireHeader& h,
 // before anything else on the new endpoint; a bounded wait, as a goodbye's.
 void UctModule::say_hello(UctEndpoint& e) noexcept {
     Farewells& f = farewells_[e.peer()];
-    if (e.failed || e.ep == nullptr || !worker_) return;
+    if (e.failed || e.ep == nullptr || !uct_.is_open()) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
     const ucs_status_t s =
         send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said), &e), deadline);
@@ -1071,7 +912,7 @@ int UctModule::progress_cb(void* self) noexcept {
 int UctModule::poll() noexcept {
     int events = 0;
     if (!in_uct_callback_) [[likely]]
-        events += static_cast<int>(uct_worker_progress(worker_.get()));
+        events += static_cast<int>(uct_.progress());
     ++polls_;
     if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
         events += attend();
@@ -1236,14 +1077,14 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
                                "ns, exclusivity {} latency {} bandwidth {} MB/s",
                                resource_.md_name, max_short_, max_message_,
-                               iface_attr_.latency.c * 1e9, iface_attr_.overhead * 1e9,
+                               uct_.attr().latency.c * 1e9, uct_.attr().overhead * 1e9,
                                attr_.exclusivity, attr_.latency, attr_.bandwidth));
 }
 
 Status UctModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
-    if (worker_)
+    if (uct_.is_open())
         out_.verbose(
             10,
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
@@ -1274,10 +1115,7 @@ Status UctModule::finalize() {
     one_sided_.release_registrations();
     atomics_.free_allocations();
     one_sided_.close();
-    iface_.reset();
-    worker_.reset();
-    async_.reset();
-    md_.reset();
+    uct_.close();
     return Status::success;
 }
 

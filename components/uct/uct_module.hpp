@@ -11,8 +11,9 @@
 // atomics with a remote key carried in the registration handle.  The module
 // owns them as members: UctOneSided (btl::Rdma) and UctAtomics (btl::Atomics),
 // the objects the upper layer calls, the operations in flight they share
-// (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), and
-// the peers outside the job (UctOutside, its Listener and DynamicPeerRecords).
+// (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), the
+// peers outside the job (UctOutside, its Listener and DynamicPeerRecords) and
+// the UCT objects it opened (UctInterface).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -41,6 +42,7 @@
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
 #include "uct_gather.hpp"
+#include "uct_interface.hpp"
 #include "uct_one_sided.hpp"
 #include "uct_ops.hpp"
 #include "uct_outside.hpp"
@@ -57,12 +59,6 @@ namespace transit::uct {
 // highest a module gets unless btl_uct_exclusivity says otherwise.
 inline constexpr std::uint32_t shm_exclusivity = 32768;
 
-// UCT tcp's send and receive segments (UCX_TCP_TX_SEG_SIZE, RX_SEG_SIZE):
-// room for 64 KiB of payload, the pml's header and ours in one message.
-inline constexpr std::size_t tcp_segment = 66 << 10;
-// The longest active message UCT's shared-memory transports deliver intact
-// (their FIFO element holds the length in 16 bits).
-inline constexpr std::size_t shm_message_limit = 0xffff;
 // Over tcp, btl_uct_eager_limit left at its default: 64 KiB of payload and
 // the pml's 12-byte header, as with the tcp btl.
 inline constexpr std::size_t tcp_eager_limit = 65600;
@@ -139,17 +135,14 @@ class UctModule final : public btl::Module {
     // The endpoint to a job peer, or to a server outside the job (joined by
     // UctOutside); nullptr, with the reason, when it cannot be made.
     UctEndpoint* connect(Rank peer, std::string* why);
-    // An endpoint to the interface at (device, iface), as a peer sent them;
-    // nullptr, with the reason, when UCT cannot reach it or make one.
-    uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
-                       std::string* why);
     // Why a peer with these message sizes cannot be connected to, or "".
     std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
     // UCT's pack callback for uct_ep_am_bcopy: arg is a Gather.
     static std::size_t pack_cb(void* dest, void* arg) noexcept;
     // The header of this module's address (interface lengths, message sizes).
     AddressHeader address_header() const noexcept;
-    void progress_uct() noexcept { uct_worker_progress(worker_.get()); }
+    // The UCT objects it opened.
+    UctInterface& uct() noexcept { return uct_; }
     // A handler runs inside uct_worker_progress: no re-entry.
     bool in_uct_callback() const noexcept { return in_uct_callback_; }
     // An endpoint failed: reported from attend().
@@ -165,11 +158,7 @@ class UctModule final : public btl::Module {
     }
 
   private:
-    void open_objects();
     void build_address();
-    void widen_tcp_segments(uct_iface_config_t* config);
-    static std::size_t largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
-                                        std::size_t rx_segment) noexcept;
     static std::uint32_t on_wire(std::size_t size) noexcept {
         return static_cast<std::uint32_t>(
             std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
@@ -235,11 +224,7 @@ class UctModule final : public btl::Module {
     log::Stream out_;
     Rank self_;
 
-    std::unique_ptr<ucs_async_context_t, AsyncDeleter> async_;
-    std::unique_ptr<uct_worker, WorkerDeleter> worker_;
-    std::unique_ptr<uct_md, MdDeleter> md_;
-    std::unique_ptr<uct_iface, IfaceDeleter> iface_;
-    uct_iface_attr_t iface_attr_{};
+    UctInterface uct_{resource_, config_, out_, name()};
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
@@ -266,14 +251,13 @@ class UctModule final : public btl::Module {
     RecvRing ring_;
     // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
     UctSendQueue send_queue_{*this, frags_};
-    std::uint64_t sendi_refused_ = 0;   // no fragment free for the queue (or too large)
-    std::size_t dropped_ = 0;           // receptions larger than a slot (protocol errors)
-    std::vector<std::byte> scratch_;    // am_short payload gathered from pieces
-    std::size_t max_short_ = 0;         // am_short payload (after the 64-bit header)
-    bool short_iov_ = true;             // am_short_iov works here (else sendi gathers)
-    std::size_t max_message_ = 0;       // am_bcopy total, header included
-    bool warned_mismatch_ = false;      // a peer's message sizes did not fit ours
-    std::size_t largest_accepted_ = 0;  // the longest active message received (AddressHeader)
+    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
+    std::size_t dropped_ = 0;          // receptions larger than a slot (protocol errors)
+    std::vector<std::byte> scratch_;   // am_short payload gathered from pieces
+    std::size_t max_short_ = 0;        // am_short payload (after the 64-bit header)
+    bool short_iov_ = true;            // am_short_iov works here (else sendi gathers)
+    std::size_t max_message_ = 0;      // am_bcopy total, header included
+    bool warned_mismatch_ = false;     // a peer's message sizes did not fit ours
     ProgressEngine::Handle progress_handle_;
 
     std::shared_ptr<Regions> regions_;

@@ -145,7 +145,7 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
         if (n != UCS_ERR_NO_RESOURCE || e.failed || module_.in_uct_callback() ||
             std::chrono::steady_clock::now() >= deadline)
             return false;
-        module_.progress_uct();
+        module_.uct().progress();
     }
 }
 
@@ -219,8 +219,8 @@ void UctOutside::handle_join(std::span<const std::byte> body) noexcept {
     uct_ep_h ep = nullptr;
     try {
         if (!fits(j)) return refused(who, "its addresses do not fit this transport");
-        ep =
-            module_.create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len), &why);
+        ep = module_.uct().create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len),
+                                     &why);
     } catch (const std::exception& x) {
         why = x.what();
     }
@@ -309,7 +309,7 @@ ssize_t UctOutside::send_welcome(uct_ep_h ep, std::uint32_t channel, Status stat
     ssize_t n;
     while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
            !module_.in_uct_callback() && std::chrono::steady_clock::now() < deadline)
-        module_.progress_uct();
+        module_.uct().progress();
     return n;
 }
 
@@ -320,8 +320,8 @@ void UctOutside::answer_join(const JoinRequest& j, std::span<const std::byte> ad
     if (!fits(j)) return;
     uct_ep_h ep = nullptr;
     try {
-        ep = module_.create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len),
-                               nullptr);
+        ep = module_.uct().create_ep(addresses.first(j.device_len), addresses.subspan(j.device_len),
+                                     nullptr);
     } catch (...) {
         return;
     }
@@ -333,7 +333,7 @@ void UctOutside::answer_join(const JoinRequest& j, std::span<const std::byte> ad
            ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||
             s == UCS_ERR_NO_RESOURCE) &&
            std::chrono::steady_clock::now() < deadline)
-        module_.progress_uct();
+        module_.uct().progress();
     uct_ep_destroy(ep);
 }
 

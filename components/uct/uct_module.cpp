@@ -48,7 +48,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
     choose_attributes();
     setup_pools();
     by_rank_.resize(runtime_.size());
-    farewells_.resize(runtime_.size());
+    farewells_.setup(runtime_.size());
 }
 
 UctModule::~UctModule() {
@@ -315,8 +315,7 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             ++peer_count_;
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (!dynamic && farewells_[peer].owe_hello) [[unlikely]]
-            say_hello(*e);
+        if (!dynamic) farewells_.added(*e);
         endpoints[i] = e;
         reachable.set(i);
     }
@@ -336,7 +335,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         target_.forget(peer);
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
-        say_goodbye(*ue);
+        farewells_.say_goodbye(*ue);
         send_queue_.drop(*ue, Status::cancelled);
         if (ue->dynamic)
             outside_.remove(*ue);
@@ -807,58 +806,6 @@ bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
     return e.goodbye && !ops_.involves(e.peer());
 }
 
-// Tells the peer we are leaving: one header-only message, pushed out with a
-// bounded wait (a peer that no longer listens must not hold up finalize).
-void UctModule::say_goodbye(UctEndpoint& e) noexcept {
-    // A peer that said goodbye itself may be gone already: nothing to tell.
-    if (e.failed || e.goodbye || e.ep == nullptr || !uct_.is_open()) return;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    // What waits for the peer's FIFO goes first.
-    while (!e.queued.empty() && !e.failed && !send_queue_.send_queued(e) &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_.progress();
-    // A peer outside the job is never added again (ids are not reused).
-    Farewells none;
-    Farewells& f = e.dynamic ? none : farewells_[e.peer()];
-    ucs_status_t s =
-        send_header(e, wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1), &e), deadline);
-    if (s != UCS_OK) return;
-    ++f.said;
-    f.owe_hello = true;
-    while ((s = uct_ep_flush(e.ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) != UCS_OK &&
-           (s == UCS_INPROGRESS || s == UCS_ERR_NO_RESOURCE) &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_.progress();
-}
-
-// A header-only message (goodbye, hello), retried while UCT has no room until
-// `deadline`: these are sent from add_procs/del_procs, never on a hot path.
-ucs_status_t UctModule::send_header(UctEndpoint& e, const WireHeader& h,
-                                    std::chrono::steady_clock::time_point deadline) noexcept {
-    const std::uint64_t word = wire_word(h);
-    ucs_status_t s;
-    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_.progress();
-    return s;
-}
-
-// Tells a peer we said goodbye to that we added it again: its endpoint for
-// us takes the goodbye back, so our exit from now on is a loss again.  Sent
-// before anything else on the new endpoint; a bounded wait, as a goodbye's.
-void UctModule::say_hello(UctEndpoint& e) noexcept {
-    Farewells& f = farewells_[e.peer()];
-    if (e.failed || e.ep == nullptr || !uct_.is_open()) return;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    const ucs_status_t s =
-        send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said), &e), deadline);
-    if (s == UCS_OK)
-        f.owe_hello = false;
-    else
-        out_.verbose(1, "{}: could not tell rank {} it was added again: {}", name(), e.peer(),
-                     ucs_status_string(s));
-}
-
 // A local peer whose process has exited is lost like one UCT reports (at
 // most every 100 ms: one poll() or kill() per peer).
 void UctModule::check_local_peers() noexcept {
@@ -1036,13 +983,13 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
             }
             // Unless its hello came first (over another connection).
             if (h.source < by_rank_.size() && by_rank_[h.source] &&
-                farewells_[h.source].heard != h.tag)
+                farewells_.goodbye_counts(h.source, h.tag))
                 by_rank_[h.source]->goodbye = true;
             return true;
         case Kind::hello:
             ring_.pop();
             if (h.source < by_rank_.size()) {
-                farewells_[h.source].heard = h.tag;
+                farewells_.heard_hello(h.source, h.tag);
                 if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
             }
             return true;
@@ -1096,9 +1043,9 @@ Status UctModule::finalize() {
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
                      ops_.pending());
     for (auto& e : by_rank_)
-        if (e) say_goodbye(*e);
+        if (e) farewells_.say_goodbye(*e);
     for (auto& e : outside_.endpoints())
-        if (!e->deleted) say_goodbye(*e);
+        if (!e->deleted) farewells_.say_goodbye(*e);
     // Whatever still waits for a FIFO cannot go now: its descriptors go back
     // to the pool without callbacks (the upper layer is closing).
     std::size_t unsent = send_queue_.queued();

@@ -12,8 +12,8 @@
 // owns them as members: UctOneSided (btl::Rdma) and UctAtomics (btl::Atomics),
 // the objects the upper layer calls, the operations in flight they share
 // (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), the
-// peers outside the job (UctOutside, its Listener and DynamicPeerRecords) and
-// the UCT objects it opened (UctInterface).
+// peers outside the job (UctOutside, its Listener and DynamicPeerRecords),
+// the goodbyes (UctFarewells) and the UCT objects it opened (UctInterface).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -40,6 +40,7 @@
 #include "uct_config.hpp"
 #include "uct_deleters.hpp"
 #include "uct_endpoint.hpp"
+#include "uct_farewells.hpp"
 #include "uct_frag.hpp"
 #include "uct_gather.hpp"
 #include "uct_interface.hpp"
@@ -117,6 +118,10 @@ class UctModule final : public btl::Module {
     WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
+    // The header of a message to ep (its wire source).
+    static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
+        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
+    }
     // Work for attend() appeared: the next poll looks.
     void attend_soon() noexcept { attention_ = true; }
     // Joins or leaves the progress engine as the module's work says.
@@ -167,9 +172,6 @@ class UctModule final : public btl::Module {
     void setup_pools();
 
     // Sending.
-    static WireHeader wire(Kind kind, btl::Tag tag, const UctEndpoint* ep) noexcept {
-        return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, ep->wire_source};
-    }
     const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
                              std::size_t payload) noexcept;
     Status short_sent(btl::Convertor* convertor, std::size_t payload,
@@ -210,10 +212,6 @@ class UctModule final : public btl::Module {
     bool handle(const std::byte* data, std::size_t length) noexcept;
     void handle_failures() noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
-    void say_goodbye(UctEndpoint& e) noexcept;
-    void say_hello(UctEndpoint& e) noexcept;
-    ucs_status_t send_header(UctEndpoint& e, const WireHeader& h,
-                             std::chrono::steady_clock::time_point deadline) noexcept;
     void check_local_peers() noexcept;
 
     Resource resource_;
@@ -228,14 +226,7 @@ class UctModule final : public btl::Module {
     std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
-    // Per rank, what outlives its endpoint: the goodbyes said to it (a peer
-    // added again is told hello) and the last hello heard from it.
-    struct Farewells {
-        std::uint8_t said = 0;    // goodbyes said to it (the count they carry)
-        bool owe_hello = false;   // said goodbye, not yet taken back
-        std::int16_t heard = -1;  // count of its last hello, -1: none
-    };
-    std::vector<Farewells> farewells_;
+    UctFarewells farewells_{*this, send_queue_, out_};
     std::size_t peer_count_ = 0;
     bool failures_ = false;  // an endpoint failed inside UCT's progress
     // The poll's hot state, together: whether anything besides UCT's own

@@ -18,16 +18,6 @@ void UctOps::setup(std::size_t max_ops, std::size_t chunk) {
     ops_.setup({.initial = max_ops, .max = max_ops});
 }
 
-Status UctOps::check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                            std::size_t size, std::uint32_t access, PackedHandle& p) noexcept {
-    if (handle == nullptr) [[unlikely]]
-        return Status::bad_param;
-    std::memcpy(&p, handle, sizeof p);
-    if (p.magic != handle_magic && p.magic != native_handle_magic) [[unlikely]]
-        return Status::bad_param;
-    return btl::range_permits(p.base, p.len, p.access, address, size, access);
-}
-
 template <typename Request>
 RdmaOp* UctOps::start_op(OpKind kind, const Request& req) noexcept {
     RdmaOp* op = ops_.get();

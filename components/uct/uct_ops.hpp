@@ -15,9 +15,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include "transit/btl/module.hpp"
+#include "transit/btl/region_table.hpp"
 #include "transit/log.hpp"
 #include "uct_endpoint.hpp"
 #include "uct_frag.hpp"
@@ -38,9 +40,17 @@ class UctOps {
     std::size_t chunk() const noexcept { return chunk_; }
 
     // The remote handle, read into p: success when it grants `access` on the
-    // range, else why not.
+    // range, else why not.  Inline: put, get and the atomics check every
+    // request before starting it.
     static Status check_remote(const btl::RegistrationHandle* handle, std::uint64_t address,
-                               std::size_t size, std::uint32_t access, PackedHandle& p) noexcept;
+                               std::size_t size, std::uint32_t access, PackedHandle& p) noexcept {
+        if (handle == nullptr) [[unlikely]]
+            return Status::bad_param;
+        std::memcpy(&p, handle, sizeof p);
+        if (p.magic != handle_magic && p.magic != native_handle_magic) [[unlikely]]
+            return Status::bad_param;
+        return btl::range_permits(p.base, p.len, p.access, address, size, access);
+    }
     // An operation of `kind` for the request (btl::RdmaRequest or
     // btl::AtomicRequest): its endpoint, local side and completion; nullptr
     // when none is free.

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <ucs/sys/string.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <stdexcept>
 
 namespace transit::uct {
@@ -173,6 +177,81 @@ uct_ep_h UctInterface::create_ep(std::span<const std::byte> device,
         return nullptr;
     }
     return ep;
+}
+
+// Why a peer whose interface takes active messages of at most `accepted`
+// bytes and sends at most `sent` cannot be connected to, or "" when it can (0:
+// the peer did not say).  Both sides decide alike, so neither is left sending
+// to a peer that refused it.
+std::string UctInterface::mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const {
+    const std::size_t max_message_ = iface_attr_.cap.am.max_bcopy;  // what the module sends
+    std::string what;
+    if (accepted != 0 && accepted < max_message_)
+        what = fmt::format(
+            "its {} interface takes active messages of up to {} bytes, this process "
+            "sends up to {}",
+            resource_.tl_name, accepted, max_message_);
+    else if (sent != 0 && sent > largest_accepted_)
+        what = fmt::format(
+            "its {} interface sends active messages of up to {} bytes, this "
+            "process takes up to {}",
+            resource_.tl_name, sent, largest_accepted_);
+    else
+        return {};
+    std::string tl = resource_.tl_name;
+    std::transform(tl.begin(), tl.end(), tl.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+    const std::string variables =
+        tl == "TCP" ? "UCX_TCP_RX_SEG_SIZE and UCX_TCP_TX_SEG_SIZE" : "UCX_" + tl + "_SEG_SIZE";
+    return fmt::format("{}: set {} alike in every process", what, variables);
+}
+
+// The address: header, device and interface address, then those of the RDMA
+// interface when it is a second one (cma).
+void UctInterface::build_address(uct_iface_h second, const uct_iface_attr_t& second_attr,
+                                 const std::string& second_name) {
+    const std::size_t dev_len = iface_attr_.device_addr_len;
+    const std::size_t if_len = iface_attr_.iface_addr_len;
+    const std::size_t rdev_len = second ? second_attr.device_addr_len : 0;
+    const std::size_t rif_len = second ? second_attr.iface_addr_len : 0;
+    if (dev_len > 0xffff || if_len > 0xffff || rdev_len > 0xffff || rif_len > 0xffff)
+        throw std::runtime_error("address too long");
+    address_.assign(sizeof(AddressHeader) + dev_len + if_len + rdev_len + rif_len, std::byte{0});
+    const AddressHeader h{address_magic,
+                          wire_version,
+                          0,
+                          static_cast<std::uint16_t>(dev_len),
+                          static_cast<std::uint16_t>(if_len),
+                          static_cast<std::uint32_t>(::getpid()),
+                          static_cast<std::uint16_t>(rdev_len),
+                          static_cast<std::uint16_t>(rif_len),
+                          on_wire(largest_accepted_),
+                          on_wire(iface_attr_.cap.am.max_bcopy),  // the module's max_message_
+                          0};
+    std::memcpy(address_.data(), &h, sizeof h);
+    std::byte* at = address_.data() + sizeof h;
+    ucs_status_t s = UCS_OK;
+    if (dev_len > 0 && (s = uct_iface_get_device_address(
+                            iface_.get(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_device_address", s);
+    at += dev_len;
+    if (if_len > 0 && (s = uct_iface_get_address(
+                           iface_.get(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_address", s);
+    at += if_len;
+    if (rdev_len > 0 && (s = uct_iface_get_device_address(
+                             second, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_device_address (" + second_name + ")", s);
+    at += rdev_len;
+    if (rif_len > 0 &&
+        (s = uct_iface_get_address(second, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
+        fail("uct_iface_get_address (" + second_name + ")", s);
+}
+
+AddressHeader UctInterface::address_header() const noexcept {
+    AddressHeader h{};
+    std::memcpy(&h, address_.data(), sizeof h);
+    return h;
 }
 
 void UctInterface::close() noexcept {

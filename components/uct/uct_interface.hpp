@@ -1,6 +1,7 @@
 // The UCT objects one uct module opens for its transport: the async context,
 // the worker, the memory domain and the interface, with the interface's
-// attributes and the longest active message it accepts.  The module and the
+// attributes, the longest active message it accepts and the address the
+// module publishes.  The module and the
 // objects it owns reach UCT through these handles.
 //
 // Owns: the four objects, closed by close() (or the destructor) in the order
@@ -11,10 +12,14 @@
 
 #include <uct/api/uct.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "transit/log.hpp"
 #include "uct_config.hpp"
@@ -47,6 +52,16 @@ class UctInterface {
     uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
                        std::string* why);
     void close() noexcept;
+    // The address the module publishes: header, device and interface address,
+    // then those of the RDMA interface when it is a second one (cma).
+    void build_address(uct_iface_h second, const uct_iface_attr_t& second_attr,
+                       const std::string& second_name);
+    const std::vector<std::byte>& address() const noexcept { return address_; }
+    // Its header (interface lengths, message sizes).
+    AddressHeader address_header() const noexcept;
+    // Why a peer whose interface takes active messages of at most `accepted`
+    // bytes and sends at most `sent` cannot be connected to, or "".
+    std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
 
     bool is_open() const noexcept { return worker_ != nullptr; }
     uct_worker_h worker() const noexcept { return worker_.get(); }
@@ -59,6 +74,10 @@ class UctInterface {
 
   private:
     void widen_tcp_segments(uct_iface_config_t* config);
+    static std::uint32_t on_wire(std::size_t size) noexcept {
+        return static_cast<std::uint32_t>(
+            std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
+    }
     static std::size_t accepted_size(std::size_t max_bcopy, std::size_t tx_segment,
                                      std::size_t rx_segment) noexcept;
 
@@ -73,6 +92,7 @@ class UctInterface {
     std::unique_ptr<uct_iface, IfaceDeleter> iface_;
     uct_iface_attr_t iface_attr_{};
     std::size_t largest_accepted_ = 0;
+    std::vector<std::byte> address_;  // AddressHeader + device + interface address
 };
 
 }  // namespace transit::uct

@@ -1,13 +1,10 @@
-// The uct module: UCT objects, peers, the active-message path and progress.
-// One-sided operations are in uct_rdma.cpp.
+// The uct module: peers, the active-message path, receiving, progress and
+// failures.  The objects it owns have their own files (see uct_module.hpp).
 #include "uct_module.hpp"
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <stdexcept>
 
@@ -16,10 +13,6 @@
 
 namespace transit::uct {
 namespace {
-
-[[noreturn]] void fail(const std::string& what, ucs_status_t s) {
-    throw std::runtime_error(fmt::format("{} failed: {}", what, ucs_status_string(s)));
-}
 
 // Statuses that mean the peer is gone, not that this one operation failed.
 bool peer_lost(ucs_status_t s) noexcept {
@@ -44,7 +37,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
     uct_.open(&UctModule::error_cb, &UctModule::am_cb, this);
     one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
     atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
-    build_address();
+    uct_.build_address(one_sided_.second_iface(), one_sided_.rdma_attr(), one_sided_.rdma_name());
     choose_attributes();
     setup_pools();
     by_rank_.resize(runtime_.size());
@@ -53,74 +46,6 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
 
 UctModule::~UctModule() {
     finalize();
-}
-
-// Why a peer whose interface takes active messages of at most `accepted`
-// bytes and sends at most `sent` cannot be connected to, or "" when it can (0:
-// the peer did not say).  Both sides decide alike, so neither is left sending
-// to a peer that refused it.
-std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const {
-    std::string what;
-    if (accepted != 0 && accepted < max_message_)
-        what = fmt::format(
-            "its {} interface takes active messages of up to {} bytes, this process "
-            "sends up to {}",
-            resource_.tl_name, accepted, max_message_);
-    else if (sent != 0 && sent > uct_.largest_accepted())
-        what = fmt::format(
-            "its {} interface sends active messages of up to {} bytes, this "
-            "process takes up to {}",
-            resource_.tl_name, sent, uct_.largest_accepted());
-    else
-        return {};
-    std::string tl = resource_.tl_name;
-    std::transform(tl.begin(), tl.end(), tl.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    const std::string variables =
-        tl == "TCP" ? "UCX_TCP_RX_SEG_SIZE and UCX_TCP_TX_SEG_SIZE" : "UCX_" + tl + "_SEG_SIZE";
-    return fmt::format("{}: set {} alike in every process", what, variables);
-}
-
-// The address: header, device and interface address, then those of the RDMA
-// interface when it is a second one (cma).
-void UctModule::build_address() {
-    const std::size_t dev_len = uct_.attr().device_addr_len;
-    const std::size_t if_len = uct_.attr().iface_addr_len;
-    uct_iface_h second = one_sided_.second_iface();
-    const std::size_t rdev_len = second ? one_sided_.rdma_attr().device_addr_len : 0;
-    const std::size_t rif_len = second ? one_sided_.rdma_attr().iface_addr_len : 0;
-    if (dev_len > 0xffff || if_len > 0xffff || rdev_len > 0xffff || rif_len > 0xffff)
-        throw std::runtime_error("address too long");
-    address_.assign(sizeof(AddressHeader) + dev_len + if_len + rdev_len + rif_len, std::byte{0});
-    const AddressHeader h{address_magic,
-                          wire_version,
-                          0,
-                          static_cast<std::uint16_t>(dev_len),
-                          static_cast<std::uint16_t>(if_len),
-                          static_cast<std::uint32_t>(::getpid()),
-                          static_cast<std::uint16_t>(rdev_len),
-                          static_cast<std::uint16_t>(rif_len),
-                          on_wire(uct_.largest_accepted()),
-                          on_wire(uct_.attr().cap.am.max_bcopy),  // max_message_ (set later)
-                          0};
-    std::memcpy(address_.data(), &h, sizeof h);
-    std::byte* at = address_.data() + sizeof h;
-    ucs_status_t s = UCS_OK;
-    if (dev_len > 0 && (s = uct_iface_get_device_address(
-                            uct_.iface(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_device_address", s);
-    at += dev_len;
-    if (if_len > 0 && (s = uct_iface_get_address(
-                           uct_.iface(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_address", s);
-    at += if_len;
-    if (rdev_len > 0 && (s = uct_iface_get_device_address(
-                             second, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_device_address (" + one_sided_.rdma_name() + ")", s);
-    at += rdev_len;
-    if (rif_len > 0 &&
-        (s = uct_iface_get_address(second, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_address (" + one_sided_.rdma_name() + ")", s);
 }
 
 void UctModule::choose_attributes() {
@@ -223,7 +148,7 @@ bool UctModule::valid(const btl::Endpoint* e) const noexcept {
 UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     std::vector<std::byte> blob;
     if (peer == self_) {
-        blob = address_;
+        blob = uct_.address();
     } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
         if (why)
             *why = fmt::format("published no {} address ({})", resource_.tl_name, to_string(s));
@@ -244,7 +169,7 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
                 blob.size(), h.device_len, h.iface_len, uct_.attr().iface_addr_len);
         return nullptr;
     }
-    if (std::string refusal = mismatched_messages(h.largest_accepted, h.largest_sent);
+    if (std::string refusal = uct_.mismatched_messages(h.largest_accepted, h.largest_sent);
         !refusal.empty()) {
         // A configuration mistake, the same for every peer: said once.
         if (!warned_mismatch_) {
@@ -830,12 +755,6 @@ void UctModule::update_progress() noexcept {
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
-}
-
-AddressHeader UctModule::address_header() const noexcept {
-    AddressHeader h{};
-    std::memcpy(&h, address_.data(), sizeof h);
-    return h;
 }
 
 void UctModule::cancel_pending(UctEndpoint& e) noexcept {

@@ -79,7 +79,7 @@ class UctModule final : public btl::Module {
     ~UctModule() override;
 
     std::string name() const override { return "uct:" + resource_.name(); }
-    const std::vector<std::byte>& address() const noexcept { return address_; }
+    const std::vector<std::byte>& address() const noexcept { return uct_.address(); }
     std::string modex_key() const { return "btl.uct." + resource_.tl_name; }
 
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
@@ -140,12 +140,8 @@ class UctModule final : public btl::Module {
     // The endpoint to a job peer, or to a server outside the job (joined by
     // UctOutside); nullptr, with the reason, when it cannot be made.
     UctEndpoint* connect(Rank peer, std::string* why);
-    // Why a peer with these message sizes cannot be connected to, or "".
-    std::string mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const;
     // UCT's pack callback for uct_ep_am_bcopy: arg is a Gather.
     static std::size_t pack_cb(void* dest, void* arg) noexcept;
-    // The header of this module's address (interface lengths, message sizes).
-    AddressHeader address_header() const noexcept;
     // The UCT objects it opened.
     UctInterface& uct() noexcept { return uct_; }
     // A handler runs inside uct_worker_progress: no re-entry.
@@ -163,11 +159,6 @@ class UctModule final : public btl::Module {
     }
 
   private:
-    void build_address();
-    static std::uint32_t on_wire(std::size_t size) noexcept {
-        return static_cast<std::uint32_t>(
-            std::min<std::size_t>(size, std::numeric_limits<std::uint32_t>::max()));
-    }
     void choose_attributes();
     void setup_pools();
 
@@ -223,7 +214,6 @@ class UctModule final : public btl::Module {
     Rank self_;
 
     UctInterface uct_{resource_, config_, out_, name()};
-    std::vector<std::byte> address_;  // AddressHeader + device + interface address
     std::vector<std::unique_ptr<UctEndpoint>> by_rank_;
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     UctFarewells farewells_{*this, send_queue_, out_};

@@ -127,7 +127,7 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
     j.pid = static_cast<std::uint32_t>(::getpid());
     j.rank = runtime_.rank();
     // Our interface's lengths and message sizes, as our address says them.
-    const AddressHeader a = module_.address_header();
+    const AddressHeader a = module_.uct().address_header();
     j.device_len = a.device_len;
     j.iface_len = a.iface_len;
     j.largest_accepted = a.largest_accepted;
@@ -206,7 +206,7 @@ void UctOutside::handle_join(std::span<const std::byte> body) noexcept {
         answer_join(j, addresses, Status::bad_param);
         return refused(who, "its channel is in use");
     }
-    if (std::string refusal = module_.mismatched_messages(j.largest_accepted, j.largest_sent);
+    if (std::string refusal = module_.uct().mismatched_messages(j.largest_accepted, j.largest_sent);
         !refusal.empty()) {
         answer_join(j, addresses, Status::bad_param);
         return refused(who, refusal);
@@ -414,7 +414,7 @@ void UctOutside::reap() noexcept {
 }
 
 bool UctOutside::fits(const JoinRequest& j) const noexcept {
-    const AddressHeader a = module_.address_header();
+    const AddressHeader a = module_.uct().address_header();
     return j.iface_len == a.iface_len &&
            (resource_.dev_type == UCT_DEVICE_TYPE_NET || j.device_len == a.device_len);
 }

@@ -66,4 +66,25 @@ class UctEndpoint final : public btl::Endpoint {
     bool refused_token = false;  // the server's welcome said: wrong access token
 };
 
+// The peer's remote key for registration `key`: from the endpoint's cache, or
+// unpacked from the handle's key for one memory domain (`md_tag`) and kept.
+// For native put/get (UctOneSided) and native atomics (UctAtomics).
+inline bool cached_rkey(RkeyCache<uct_rkey_bundle_t, UctEndpoint::rkey_cache_size>& cache,
+                        uct_component_h component, const btl::RegistrationHandle* handle,
+                        std::uint32_t md_tag, std::size_t len, std::uint64_t key,
+                        uct_rkey_t& rkey) noexcept {
+    if (const uct_rkey_bundle_t* b = cache.find(key)) {
+        rkey = b->rkey;
+        return true;
+    }
+    const std::byte* packed = handle_rkey(reinterpret_cast<const std::byte*>(handle), md_tag, len);
+    if (packed == nullptr) return false;
+    uct_rkey_bundle_t b{};
+    if (uct_rkey_unpack(component, packed, &b) != UCS_OK) return false;
+    cache.insert(key, b,
+                 [component](uct_rkey_bundle_t& old) { uct_rkey_release(component, &old); });
+    rkey = b.rkey;
+    return true;
+}
+
 }  // namespace transit::uct

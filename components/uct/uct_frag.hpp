@@ -46,7 +46,7 @@ enum class OpKind : std::uint8_t { put, get, atomic };
 // get_zcopy, complete when UCT calls `comp` back.
 struct RdmaOp {
     uct_completion_t comp{};  // first: the completion callback finds the op from it
-    void* owner = nullptr;    // the UctModule (native)
+    void* owner = nullptr;    // the UctOps (native)
     bool native = false;
     RdmaOp* next_done = nullptr;
     OpKind kind = OpKind::put;

@@ -1,16 +1,10 @@
-// The uct module: UCT objects, peers, the active-message path and progress.
-// One-sided operations are in uct_rdma.cpp.
+// The uct module: peers, the active-message path, receiving, progress and
+// failures.  The objects it owns have their own files (see uct_module.hpp).
 #include "uct_module.hpp"
 
 #include <fmt/format.h>
-#include <ucs/async/async_fwd.h>
-#include <ucs/sys/string.h>
-
-#include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <cctype>
 #include <cstring>
 #include <stdexcept>
 
@@ -20,31 +14,13 @@
 namespace transit::uct {
 namespace {
 
-[[noreturn]] void fail(const std::string& what, ucs_status_t s) {
-    throw std::runtime_error(fmt::format("{} failed: {}", what, ucs_status_string(s)));
-}
-
 // Statuses that mean the peer is gone, not that this one operation failed.
 bool peer_lost(ucs_status_t s) noexcept {
     return s == UCS_ERR_ENDPOINT_TIMEOUT || s == UCS_ERR_CONNECTION_RESET ||
            s == UCS_ERR_UNREACHABLE || s == UCS_ERR_REJECTED || s == UCS_ERR_CANCELED;
 }
 
-// A size in an interface configuration ("66K"), or 0 when it has none.
-std::size_t config_size(uct_iface_config_t* config, const char* field) noexcept {
-    std::array<char, 64> text{};
-    std::size_t value = 0;
-    if (uct_config_get(config, field, text.data(), text.size()) != UCS_OK ||
-        ucs_str_to_memunits(text.data(), &value) != UCS_OK)
-        return 0;
-    return value;
-}
-
 }  // namespace
-
-void AsyncDeleter::operator()(ucs_async_context_t* a) const noexcept {
-    ucs_async_context_destroy(a);
-}
 
 UctModule::UctModule(btl::Component& component, const Resource& resource, const UctConfig& config,
                      rt::Runtime& runtime, ProgressEngine& progress, btl::AmTable& am_table,
@@ -58,202 +34,24 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       out_(out),
       self_(runtime.rank()),
       regions_(std::move(regions)) {
-    open_objects();
-    open_native();
-    open_native_atomics();
-    build_address();
+    uct_.open(&UctModule::error_cb, &UctModule::am_cb, this);
+    one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
+    atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
+    uct_.build_address(one_sided_.second_iface(), one_sided_.rdma_attr(), one_sided_.rdma_name());
     choose_attributes();
     setup_pools();
     by_rank_.resize(runtime_.size());
-    farewells_.resize(runtime_.size());
+    farewells_.setup(runtime_.size());
 }
 
 UctModule::~UctModule() {
     finalize();
 }
 
-void UctModule::open_objects() {
-    ucs_async_context_t* async = nullptr;
-    if (ucs_status_t s = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
-        s != UCS_OK)
-        fail("ucs_async_context_create", s);
-    async_.reset(async);
-    uct_worker_h worker = nullptr;
-    if (ucs_status_t s = uct_worker_create(async_.get(), UCS_THREAD_MODE_SINGLE, &worker);
-        s != UCS_OK)
-        fail("uct_worker_create", s);
-    worker_.reset(worker);
-
-    uct_md_config_t* md_config = nullptr;
-    if (ucs_status_t s = uct_md_config_read(resource_.component, nullptr, nullptr, &md_config);
-        s != UCS_OK)
-        fail("reading the memory domain configuration", s);
-    uct_md_h md = nullptr;
-    ucs_status_t s = uct_md_open(resource_.component, resource_.md_name.c_str(), md_config, &md);
-    uct_config_release(md_config);
-    if (s != UCS_OK) fail("uct_md_open " + resource_.md_name, s);
-    md_.reset(md);
-
-    uct_iface_config_t* iface_config = nullptr;
-    s = uct_md_iface_config_read(md_.get(), resource_.tl_name.c_str(), nullptr, nullptr,
-                                 &iface_config);
-    if (s != UCS_OK) fail("reading the interface configuration", s);
-    std::size_t tx_segment = 0, rx_segment = 0;
-    if (resource_.tl_name == "tcp") {
-        widen_tcp_segments(iface_config);
-        tx_segment = config_size(iface_config, "TX_SEG_SIZE");
-        rx_segment = config_size(iface_config, "RX_SEG_SIZE");
-    }
-    uct_iface_params_t params{};
-    params.field_mask = UCT_IFACE_PARAM_FIELD_OPEN_MODE | UCT_IFACE_PARAM_FIELD_DEVICE |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER | UCT_IFACE_PARAM_FIELD_ERR_HANDLER_ARG |
-                        UCT_IFACE_PARAM_FIELD_ERR_HANDLER_FLAGS | UCT_IFACE_PARAM_FIELD_FEATURES |
-                        UCT_IFACE_PARAM_FIELD_RX_HEADROOM;
-    params.open_mode = UCT_IFACE_OPEN_MODE_DEVICE;
-    params.mode.device.tl_name = resource_.tl_name.c_str();
-    params.mode.device.dev_name = resource_.dev_name.c_str();
-    params.err_handler = &UctModule::error_cb;
-    params.err_handler_arg = this;
-    params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
-    // Put, get and atomics too when the transport may carry them natively
-    // (its own memory domain registering memory: rc, dc on a cluster; or
-    // allocating it: atomics over posix and sysv).
-    params.features = UCT_IFACE_FEATURE_AM;
-    if (config_.rdma != RdmaMode::am)
-        params.features |= UCT_IFACE_FEATURE_PUT | UCT_IFACE_FEATURE_GET | UCT_IFACE_FEATURE_AMO32 |
-                           UCT_IFACE_FEATURE_AMO64;
-    params.rx_headroom = 0;
-    uct_iface_h iface = nullptr;
-    s = uct_iface_open(md_.get(), worker_.get(), &params, iface_config, &iface);
-    uct_config_release(iface_config);
-    if (s != UCS_OK) fail("uct_iface_open " + resource_.name(), s);
-    iface_.reset(iface);
-
-    if (s = uct_iface_query(iface_.get(), &iface_attr_); s != UCS_OK) fail("uct_iface_query", s);
-    // UCT's shared-memory FIFO records a message's length in 16 bits: with
-    // segments widened past 64 KiB (UCX_POSIX_SEG_SIZE) a longer message
-    // arrives with its length wrapped, as a short or empty one.
-    if (resource_.dev_type == UCT_DEVICE_TYPE_SHM)
-        iface_attr_.cap.am.max_bcopy =
-            std::min<std::size_t>(iface_attr_.cap.am.max_bcopy, shm_message_limit);
-    const std::uint64_t caps = iface_attr_.cap.flags;
-    if (!(caps & UCT_IFACE_FLAG_AM_BCOPY))
-        throw std::runtime_error("the transport has no buffered active messages (am_bcopy)");
-    if (!(caps & UCT_IFACE_FLAG_CONNECT_TO_IFACE))
-        throw std::runtime_error(
-            "the transport connects only endpoint to endpoint, which this component does not "
-            "do");
-    if (caps & UCT_IFACE_FLAG_AM_DUP)
-        throw std::runtime_error("the transport may deliver active messages twice");
-    if (iface_attr_.cap.am.max_bcopy <= sizeof(WireHeader) + sizeof(RdmaRequest))
-        throw std::runtime_error(
-            fmt::format("active messages of {} bytes are too small", iface_attr_.cap.am.max_bcopy));
-    largest_accepted_ = largest_accepted(iface_attr_.cap.am.max_bcopy, tx_segment, rx_segment);
-    if (s = uct_iface_set_am_handler(iface_.get(), am_id, &UctModule::am_cb, this, 0); s != UCS_OK)
-        fail("uct_iface_set_am_handler", s);
-    uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
-}
-
-// UCT's tcp buffers 8 KiB per active message by default, so a 64 KiB message
-// could only go by rendezvous, whose control messages cost a loopback or
-// network round trip each; with segments that hold 64 KiB and the headers it
-// goes eagerly in one message (4x the latency, 2.6x the bandwidth of the
-// rendezvous at 64 KiB over loopback).  What the user set in UCX's own
-// variables is kept: every process must agree on the segment size, and they
-// do when they share one environment.
-void UctModule::widen_tcp_segments(uct_iface_config_t* config) {
-    for (const char* field : {"TX_SEG_SIZE", "RX_SEG_SIZE"}) {
-        const std::string variable = std::string("UCX_TCP_") + field;
-        if (std::getenv(variable.c_str()) != nullptr) continue;
-        if (ucs_status_t s = uct_config_modify(config, field, std::to_string(tcp_segment).c_str());
-            s != UCS_OK)
-            out_.verbose(1, "{}: cannot set {} (UCX {}), keeping UCT's default", name(), variable,
-                         ucs_status_string(s));
-    }
-}
-
-// The longest active message this interface takes: what it sends (max_bcopy),
-// or over tcp, whose receive segment is set apart from the send segment, that
-// less what the receive segment lacks (UCT's header is in both).
-std::size_t UctModule::largest_accepted(std::size_t max_bcopy, std::size_t tx_segment,
-                                        std::size_t rx_segment) noexcept {
-    if (tx_segment == 0 || rx_segment == 0) return max_bcopy;
-    if (rx_segment >= tx_segment) return max_bcopy + (rx_segment - tx_segment);
-    return max_bcopy - std::min(max_bcopy, tx_segment - rx_segment);
-}
-
-// Why a peer whose interface takes active messages of at most `accepted`
-// bytes and sends at most `sent` cannot be connected to, or "" when it can (0:
-// the peer did not say).  Both sides decide alike, so neither is left sending
-// to a peer that refused it.
-std::string UctModule::mismatched_messages(std::uint32_t accepted, std::uint32_t sent) const {
-    std::string what;
-    if (accepted != 0 && accepted < max_message_)
-        what = fmt::format(
-            "its {} interface takes active messages of up to {} bytes, this process "
-            "sends up to {}",
-            resource_.tl_name, accepted, max_message_);
-    else if (sent != 0 && sent > largest_accepted_)
-        what = fmt::format(
-            "its {} interface sends active messages of up to {} bytes, this "
-            "process takes up to {}",
-            resource_.tl_name, sent, largest_accepted_);
-    else
-        return {};
-    std::string tl = resource_.tl_name;
-    std::transform(tl.begin(), tl.end(), tl.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-    const std::string variables =
-        tl == "TCP" ? "UCX_TCP_RX_SEG_SIZE and UCX_TCP_TX_SEG_SIZE" : "UCX_" + tl + "_SEG_SIZE";
-    return fmt::format("{}: set {} alike in every process", what, variables);
-}
-
-// The address: header, device and interface address, then those of the RDMA
-// interface when it is a second one (cma).
-void UctModule::build_address() {
-    const std::size_t dev_len = iface_attr_.device_addr_len;
-    const std::size_t if_len = iface_attr_.iface_addr_len;
-    const bool second = cma_iface_ != nullptr;
-    const std::size_t rdev_len = second ? rdma_attr_.device_addr_len : 0;
-    const std::size_t rif_len = second ? rdma_attr_.iface_addr_len : 0;
-    if (dev_len > 0xffff || if_len > 0xffff || rdev_len > 0xffff || rif_len > 0xffff)
-        throw std::runtime_error("address too long");
-    address_.assign(sizeof(AddressHeader) + dev_len + if_len + rdev_len + rif_len, std::byte{0});
-    const AddressHeader h{address_magic,
-                          wire_version,
-                          0,
-                          static_cast<std::uint16_t>(dev_len),
-                          static_cast<std::uint16_t>(if_len),
-                          static_cast<std::uint32_t>(::getpid()),
-                          static_cast<std::uint16_t>(rdev_len),
-                          static_cast<std::uint16_t>(rif_len),
-                          on_wire(largest_accepted_),
-                          on_wire(iface_attr_.cap.am.max_bcopy),  // max_message_ (set later)
-                          0};
-    std::memcpy(address_.data(), &h, sizeof h);
-    std::byte* at = address_.data() + sizeof h;
-    ucs_status_t s = UCS_OK;
-    if (dev_len > 0 && (s = uct_iface_get_device_address(
-                            iface_.get(), reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_device_address", s);
-    at += dev_len;
-    if (if_len > 0 && (s = uct_iface_get_address(
-                           iface_.get(), reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_address", s);
-    at += if_len;
-    if (rdev_len > 0 && (s = uct_iface_get_device_address(
-                             rdma_iface_, reinterpret_cast<uct_device_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_device_address (" + rdma_name_ + ")", s);
-    at += rdev_len;
-    if (rif_len > 0 &&
-        (s = uct_iface_get_address(rdma_iface_, reinterpret_cast<uct_iface_addr_t*>(at))) != UCS_OK)
-        fail("uct_iface_get_address (" + rdma_name_ + ")", s);
-}
-
 void UctModule::choose_attributes() {
-    const auto& am = iface_attr_.cap.am;
+    const auto& am = uct_.attr().cap.am;
     max_message_ = am.max_bcopy;
-    max_short_ = (iface_attr_.cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
+    max_short_ = (uct_.attr().cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
                      ? am.max_short - 8
                      : 0;
     // sendi's header + payload as three pieces of one am_short_iov.
@@ -271,7 +69,6 @@ void UctModule::choose_attributes() {
             : config_.eager_limit;
     attr_.eager_limit = std::min(eager, max_send);
     attr_.rndv_eager_limit = attr_.eager_limit;
-    chunk_ = max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
     scratch_.resize(std::max<std::size_t>(max_short_, 64));
 
     const bool shm =
@@ -284,10 +81,10 @@ void UctModule::choose_attributes() {
         config_.left_default(btl::BaseParam::exclusivity) ? excl : config_.exclusivity;
     // UCT reports seconds; Transit's latency is relative: one unit per 0.5 us
     // puts posix at vader's 1 and UCT's tcp near the tcp btl's 100.
-    const double seconds = iface_attr_.latency.c + iface_attr_.overhead;
+    const double seconds = uct_.attr().latency.c + uct_.attr().overhead;
     const auto lat = static_cast<std::uint32_t>(std::clamp(seconds / 0.5e-6, 1.0, 1e6));
     attr_.latency = config_.latency != 0 ? config_.latency : lat;
-    const double bytes_per_s = iface_attr_.bandwidth.dedicated + iface_attr_.bandwidth.shared;
+    const double bytes_per_s = uct_.attr().bandwidth.dedicated + uct_.attr().bandwidth.shared;
     const auto bw = static_cast<std::uint32_t>(std::clamp(bytes_per_s / 1e6, 1.0, 1e7));
     attr_.bandwidth = config_.bandwidth != 0 ? config_.bandwidth : bw;
 
@@ -296,7 +93,7 @@ void UctModule::choose_attributes() {
     attr_.flags = btl::flags::send | btl::flags::put | btl::flags::get | btl::flags::rdma_flush |
                   btl::flags::atomic_ops | btl::flags::atomic_fops | btl::flags::dynamic_peers;
     // Below btl_uct_rdma_min_size put/get go by active messages the target serves.
-    if (native_put_ && native_get_ && native_min_ == 0)
+    if (one_sided_.native_put() && one_sided_.native_get() && one_sided_.native_min() == 0)
         attr_.flags |= btl::flags::rdma_without_target;
     // UCT's tcp reports a closed connection; on shared memory the module
     // watches its peers' processes (see Errors in the README).  Other
@@ -304,7 +101,7 @@ void UctModule::choose_attributes() {
     if (resource_.tl_name == "tcp" || resource_.tl_name == "posix" || resource_.tl_name == "sysv")
         attr_.flags |= btl::flags::reports_peer_loss;
     // tcp: put is one zero-copy stream, get stays pieces served by the target.
-    if (native_put_ && !native_get_) attr_.flags |= btl::flags::prefer_put;
+    if (one_sided_.native_put() && !one_sided_.native_get()) attr_.flags |= btl::flags::prefer_put;
     attr_.reach = resource_.dev_type == UCT_DEVICE_TYPE_SELF ? btl::reach::own_process
                   : shm                                      ? btl::reach::node
                         : btl::reach::node | btl::reach::remote;
@@ -314,8 +111,7 @@ void UctModule::choose_attributes() {
     // The plain handle, then the RDMA memory domain's key and the interface's
     // own (native atomics) where each is used.
     attr_.registration_handle_size =
-        sizeof(PackedHandle) + (rdma_md_ != nullptr ? sizeof(RemoteKeyHeader) + rkey_len_ : 0) +
-        (native_amo_ ? sizeof(RemoteKeyHeader) + amo_rkey_len_ : 0);
+        sizeof(PackedHandle) + one_sided_.handle_key_size() + atomics_.handle_key_size();
     attr_.put_limit = std::size_t{1} << 30;
     attr_.get_limit = std::size_t{1} << 30;
 }
@@ -330,11 +126,11 @@ void UctModule::setup_pools() {
          .grow_by = large ? 8u : 0u,
          .buffer_size = attr_.max_send_size,
          .headroom = sizeof(WireHeader)});
-    ops_.setup({.initial = config_.max_rdma_ops, .max = config_.max_rdma_ops});
-    // Replies outnumber operations only when a peer floods: twice is plenty,
-    // and a full pool only delays reading requests.
-    const std::size_t replies = std::max<std::size_t>(2 * config_.max_rdma_ops, 16);
-    replies_.setup({.initial = replies, .max = replies});
+    // Data bytes per put/get piece: a message less the headers of a request or a reply.
+    const std::size_t chunk =
+        max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
+    ops_.setup(config_.max_rdma_ops, chunk);
+    target_.setup(config_.max_rdma_ops, chunk);
     // Slots for the common size; larger messages (over tcp) wait beside them.
     ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
 }
@@ -344,7 +140,7 @@ bool UctModule::valid(const btl::Endpoint* e) const noexcept {
     const Rank peer = e->peer();
     if (peer < by_rank_.size()) [[likely]]
         return by_rank_[peer].get() == e;
-    return valid_dynamic(e);
+    return outside_.valid(e);
 }
 
 // --- peers -------------------------------------------------------------------
@@ -352,7 +148,7 @@ bool UctModule::valid(const btl::Endpoint* e) const noexcept {
 UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     std::vector<std::byte> blob;
     if (peer == self_) {
-        blob = address_;
+        blob = uct_.address();
     } else if (Status s = runtime_.modex_recv(peer, modex_key(), blob); s != Status::success) {
         if (why)
             *why = fmt::format("published no {} address ({})", resource_.tl_name, to_string(s));
@@ -363,17 +159,17 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
         if (why) *why = fmt::format("its address ({} bytes) {}", blob.size(), refusal);
         return nullptr;
     }
-    if (h.iface_len != iface_attr_.iface_addr_len ||
+    if (h.iface_len != uct_.attr().iface_addr_len ||
         (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
-         h.device_len != iface_attr_.device_addr_len)) {
+         h.device_len != uct_.attr().device_addr_len)) {
         if (why)
             *why = fmt::format(
                 "its address is malformed ({} bytes: device {}, interface {}; expected interface "
                 "{})",
-                blob.size(), h.device_len, h.iface_len, iface_attr_.iface_addr_len);
+                blob.size(), h.device_len, h.iface_len, uct_.attr().iface_addr_len);
         return nullptr;
     }
-    if (std::string refusal = mismatched_messages(h.largest_accepted, h.largest_sent);
+    if (std::string refusal = uct_.mismatched_messages(h.largest_accepted, h.largest_sent);
         !refusal.empty()) {
         // A configuration mistake, the same for every peer: said once.
         if (!warned_mismatch_) {
@@ -387,22 +183,22 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     std::vector<std::uint64_t> aligned((blob.size() + 7) / 8 + 64, 0);
     std::memcpy(aligned.data(), blob.data(), blob.size());
     const auto* base = reinterpret_cast<const std::byte*>(aligned.data());
-    uct_ep_h ep = create_ep({base + sizeof h, h.device_len},
-                            {base + sizeof h + h.device_len, h.iface_len}, why);
+    uct_ep_h ep = uct_.create_ep({base + sizeof h, h.device_len},
+                                 {base + sizeof h + h.device_len, h.iface_len}, why);
     if (ep == nullptr) return nullptr;
     if (peer >= by_rank_.size()) {
         // A server outside the job: no native RDMA (see the README).
         std::uint32_t ours = 0, theirs = 0;
         try {
-            ours = new_channel();
-            theirs = new_channel();
+            ours = outside_.new_channel();
+            theirs = outside_.new_channel();
         } catch (...) {
             uct_ep_destroy(ep);
             if (why) *why = "no random numbers for its channels";
             return nullptr;
         }
-        UctEndpoint* e = add_dynamic(peer, ep, ours, theirs,
-                                     resource_.dev_type != UCT_DEVICE_TYPE_NET ? h.pid : 0);
+        UctEndpoint* e = outside_.add(peer, ep, ours, theirs,
+                                      resource_.dev_type != UCT_DEVICE_TYPE_NET ? h.pid : 0);
         if (e == nullptr && why) *why = "out of memory";
         return e;
     }
@@ -411,40 +207,8 @@ UctEndpoint* UctModule::connect(Rank peer, std::string* why) {
     e->wire_source = self_;
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET && peer != self_ && h.pid != 0)
         e->process = btl::util::ProcessWatch(static_cast<pid_t>(h.pid));
-    if (native_put_) connect_native(e, h, base + sizeof h);
+    if (one_sided_.native_put()) one_sided_.connect(e, h, base + sizeof h);
     return e;
-}
-
-// An endpoint to the interface at (device, iface), as a peer sent them;
-// nullptr, with the reason, when UCT cannot reach it or make one.
-uct_ep_h UctModule::create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,
-                              std::string* why) {
-    // UCT reads the addresses with their natural alignment; the padding keeps
-    // a transport that reads a fixed-size device address (tcp: by its address
-    // family) inside this buffer when a peer sent less.
-    const std::size_t words = (device.size() + 7) / 8;
-    std::vector<std::uint64_t> aligned(words + (iface.size() + 7) / 8 + 64, 0);
-    if (!device.empty()) std::memcpy(aligned.data(), device.data(), device.size());
-    if (!iface.empty()) std::memcpy(aligned.data() + words, iface.data(), iface.size());
-    const auto* dev = reinterpret_cast<const uct_device_addr_t*>(aligned.data());
-    const auto* ifa = reinterpret_cast<const uct_iface_addr_t*>(aligned.data() + words);
-    if (!uct_iface_is_reachable(iface_.get(), dev, ifa)) {
-        if (why) *why = "UCT reports its interface unreachable from here";
-        return nullptr;
-    }
-    uct_ep_params_t params{};
-    params.field_mask = UCT_EP_PARAM_FIELD_IFACE | UCT_EP_PARAM_FIELD_DEV_ADDR |
-                        UCT_EP_PARAM_FIELD_IFACE_ADDR | UCT_EP_PARAM_FIELD_USER_DATA;
-    params.iface = iface_.get();
-    params.dev_addr = dev;
-    params.iface_addr = ifa;
-    params.user_data = this;
-    uct_ep_h ep = nullptr;
-    if (ucs_status_t s = uct_ep_create(&params, &ep); s != UCS_OK) {
-        if (why) *why = fmt::format("uct_ep_create failed: {}", ucs_status_string(s));
-        return nullptr;
-    }
-    return ep;
 }
 
 Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -455,13 +219,13 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
     for (std::size_t i = 0; i < peers.size(); ++i) {
         const Rank peer = peers[i];
         const bool dynamic = peer >= by_rank_.size();
-        if (dynamic && !is_dynamic(peer)) continue;
-        UctEndpoint* e = dynamic ? dynamic_endpoint(peer) : by_rank_[peer].get();
+        if (dynamic && !outside_.is_dynamic(peer)) continue;
+        UctEndpoint* e = dynamic ? outside_.endpoint(peer) : by_rank_[peer].get();
         if (e == nullptr) {
             if (local_only && peer != self_ && !runtime_.on_this_node(peer)) continue;
             std::string why;
             try {
-                e = dynamic ? connect_server(peer, &why) : connect(peer, &why);
+                e = dynamic ? outside_.connect_server(peer, &why) : connect(peer, &why);
             } catch (const std::exception& x) {
                 why = x.what();
             }
@@ -476,8 +240,7 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             ++peer_count_;
         }
         // Added again after a goodbye: take it back, so losing us is an error again.
-        if (!dynamic && farewells_[peer].owe_hello) [[unlikely]]
-            say_hello(*e);
+        if (!dynamic) farewells_.added(*e);
         endpoints[i] = e;
         reachable.set(i);
     }
@@ -493,18 +256,14 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
         const Rank peer = e->peer();
         // Operations still waiting to be sent to this peer end here; those
         // already sent keep only the peer's rank and complete on the reply.
-        for (RdmaOp* op = waiting_ops_.front(); op != nullptr; op = op->next_queued)
-            if (op->endpoint == e) op->status = Status::cancelled;
-        for (std::size_t k = 0; k < ops_.size(); ++k)
-            if (ops_.at(k).in_use && ops_.at(k).endpoint == e) ops_.at(k).endpoint = nullptr;
-        for (PendingReply* r = waiting_replies_.front(); r != nullptr; r = r->next_queued)
-            if (r->peer == peer) r->peer = any_rank;  // dropped by the next retry
+        ops_.forget(static_cast<const UctEndpoint*>(e));
+        target_.forget(peer);
         auto* ue = static_cast<UctEndpoint*>(e);
         if (ue->added) --peer_count_;
-        say_goodbye(*ue);
-        drop_queued(*ue, Status::cancelled);
+        farewells_.say_goodbye(*ue);
+        send_queue_.drop(*ue, Status::cancelled);
         if (ue->dynamic)
-            delete_dynamic(*ue);
+            outside_.remove(*ue);
         else
             by_rank_[peer].reset();
         endpoints[i] = nullptr;
@@ -515,7 +274,7 @@ Status UctModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoint
 }
 
 UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
-    if (peer >= by_rank_.size()) return dynamic_endpoint(peer);
+    if (peer >= by_rank_.size()) return outside_.endpoint(peer);
     if (by_rank_[peer]) return by_rank_[peer].get();
     // A request from a peer not added yet (it added us first): connect to
     // answer it.  Once per peer, off the usual path.
@@ -554,6 +313,29 @@ Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (s == UCS_ERR_INVALID_PARAM) return Status::bad_param;
     if (s == UCS_ERR_UNSUPPORTED) return Status::not_supported;
     return Status::error;
+}
+
+// cma reports a copy from or to a process that is dying as an I/O error, not
+// as a lost peer, and does so once the process has dropped its memory, a
+// moment before its exit can be seen (the process watch looks every 100 ms).
+// So on such an error the exit is waited for, briefly (an error path: a copy
+// the kernel denies costs it once, then that peer goes by active messages),
+// and the loss, when it comes, is the operation's status.
+Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
+    const Status e = from_ucs(s, ep);
+    if (e == Status::peer_failed || ep == nullptr || !ep->process.watching()) return e;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (!ep->process.exited()) {
+        if (std::chrono::steady_clock::now() >= until) return e;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!ep->failed) {
+        out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep->peer(), ep->process.pid());
+        ep->failed = true;
+        failures_ = true;
+        attention_ = true;
+    }
+    return Status::peer_failed;
 }
 
 // One message, completed when this returns (UCT copies it): completed, or
@@ -641,12 +423,12 @@ Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
         return Status::bad_param;
     auto* ep = static_cast<UctEndpoint*>(endpoint);
     // Behind messages already waiting for the peer's FIFO: the queue first, in order.
-    if (!ep->queued.empty() && (ep->failed || !send_queued(*ep))) [[unlikely]]
-        return ep->failed ? Status::peer_failed : enqueue(ep, f, tag);
+    if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep))) [[unlikely]]
+        return ep->failed ? Status::peer_failed : send_queue_.enqueue(ep, f, tag);
     Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
              static_cast<std::size_t>(descriptor->segments[0].len)};
     const Status s = transmit(ep, g);
-    if (s == Status::out_of_resource) return enqueue(ep, f, tag);
+    if (s == Status::out_of_resource) return send_queue_.enqueue(ep, f, tag);
     if (s != Status::completed) return s;
     finish_send(f, ep);
     return Status::completed;
@@ -773,7 +555,7 @@ Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* converto
     const std::size_t total = header_size + payload_size;
     if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
         // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
-        if (!ep->queued.empty() && (ep->failed || !send_queued(*ep)))
+        if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep)))
             return ep->failed ? Status::peer_failed
                               : take_in(endpoint, convertor, header, header_size, payload_size,
                                         order, tag, descriptor);
@@ -814,7 +596,7 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
     if (payload_size > 0) convertor->pack(p + header_size, payload_size);
     f->seg = {p, total};
     btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
-    return enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
+    return send_queue_.enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
                ? Status::completed
                : Status::out_of_resource;
 }
@@ -825,7 +607,7 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
 [[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
                                                        std::size_t len) noexcept {
     UctEndpoint* from =
-        h.source < by_rank_.size() ? by_rank_[h.source].get() : dynamic_endpoint(h.source);
+        h.source < by_rank_.size() ? by_rank_[h.source].get() : outside_.endpoint(h.source);
     const btl::Segment seg{const_cast<std::byte*>(body), len};
     const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
     if (!am_table_.dispatch(this, d)) [[unlikely]]
@@ -895,12 +677,8 @@ ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) no
         }
     };
     for (auto& e : m->by_rank_) lose(e.get());
-    for (auto& e : m->dynamic_) lose(e.get());
-    for (auto& [channel, j] : m->joining_)
-        if (j.ep == ep) {
-            j.failed = true;
-            m->attention_ = true;
-        }
+    for (auto& e : m->outside_.endpoints()) lose(e.get());
+    m->outside_.lost_joining(ep);
     // Handled: the endpoint stays until del_procs or finalize destroys it.
     return UCS_OK;
 }
@@ -910,22 +688,23 @@ void UctModule::handle_failures() noexcept {
     // What a lost peer sent before it went is real, its goodbye among it:
     // take that first (a bounded drain: other peers may keep sending).
     if (!in_uct_callback_)
-        for (int i = 0; i < 64 && uct_worker_progress(worker_.get()) != 0; ++i) {
+        for (int i = 0; i < 64 && uct_.progress() != 0; ++i) {
         }
     if (!ring_.empty()) deliver();
     // Indexed: a report may delete an endpoint (marked only, freed later).
     const std::size_t job = by_rank_.size();
-    for (std::size_t i = 0; i < job + dynamic_.size(); ++i) {
-        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic_[i - job].get();
+    const auto& dynamic = outside_.endpoints();
+    for (std::size_t i = 0; i < job + dynamic.size(); ++i) {
+        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic[i - job].get();
         if (!e || e->deleted || !e->failed || e->reported) continue;
         e->reported = true;
-        drop_queued(*e, Status::peer_failed);
+        send_queue_.drop(*e, Status::peer_failed);
         const Rank peer = e->peer();
         if (!e->dynamic && left_quietly(*e)) {
             out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
             continue;
         }
-        end_ops(peer, Status::peer_failed);
+        ops_.end_ops(peer, Status::peer_failed);
         if (e->outside.departed())
             report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
                          "uct: the peer outside the job disconnected");
@@ -941,22 +720,7 @@ void UctModule::handle_failures() noexcept {
                          "(stopped, or not progressing)");
         else
             report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
-        links_.lost(e->outside);
-    }
-}
-
-// The one-sided operations with `peer` end with `status` (a native one is
-// UCT's until it calls back, with an error).
-void UctModule::end_ops(Rank peer, Status status) noexcept {
-    for (std::size_t k = 0; k < ops_.size(); ++k) {
-        RdmaOp& op = ops_.at(k);
-        if (op.in_use && op.peer == peer && !op.native) {
-            op.status = status;
-            op.answered = op.pieces;
-            op.sent = op.size;
-            op.issued = op.pieces;
-            if (!op.queued) complete_op(&op);
-        }
+        outside_.lost(*e);
     }
 }
 
@@ -964,62 +728,7 @@ void UctModule::end_ops(Rank peer, Status status) noexcept {
 // not failed: no error report (Open MPI's ob1 aborts the job on any, and the
 // first rank of a job to exit is seen by the others while they finalize).
 bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
-    if (!e.goodbye) return false;
-    for (std::size_t k = 0; k < ops_.size(); ++k)
-        if (ops_.at(k).in_use && ops_.at(k).peer == e.peer()) return false;
-    return true;
-}
-
-// Tells the peer we are leaving: one header-only message, pushed out with a
-// bounded wait (a peer that no longer listens must not hold up finalize).
-void UctModule::say_goodbye(UctEndpoint& e) noexcept {
-    // A peer that said goodbye itself may be gone already: nothing to tell.
-    if (e.failed || e.goodbye || e.ep == nullptr || !worker_) return;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    // What waits for the peer's FIFO goes first.
-    while (!e.queued.empty() && !e.failed && !send_queued(e) &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
-    // A peer outside the job is never added again (ids are not reused).
-    Farewells none;
-    Farewells& f = e.dynamic ? none : farewells_[e.peer()];
-    ucs_status_t s =
-        send_header(e, wire(Kind::goodbye, static_cast<btl::Tag>(f.said + 1), &e), deadline);
-    if (s != UCS_OK) return;
-    ++f.said;
-    f.owe_hello = true;
-    while ((s = uct_ep_flush(e.ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) != UCS_OK &&
-           (s == UCS_INPROGRESS || s == UCS_ERR_NO_RESOURCE) &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
-}
-
-// A header-only message (goodbye, hello), retried while UCT has no room until
-// `deadline`: these are sent from add_procs/del_procs, never on a hot path.
-ucs_status_t UctModule::send_header(UctEndpoint& e, const WireHeader& h,
-                                    std::chrono::steady_clock::time_point deadline) noexcept {
-    const std::uint64_t word = wire_word(h);
-    ucs_status_t s;
-    while ((s = uct_ep_am_short(e.ep, am_id, word, nullptr, 0)) == UCS_ERR_NO_RESOURCE &&
-           std::chrono::steady_clock::now() < deadline)
-        uct_worker_progress(worker_.get());
-    return s;
-}
-
-// Tells a peer we said goodbye to that we added it again: its endpoint for
-// us takes the goodbye back, so our exit from now on is a loss again.  Sent
-// before anything else on the new endpoint; a bounded wait, as a goodbye's.
-void UctModule::say_hello(UctEndpoint& e) noexcept {
-    Farewells& f = farewells_[e.peer()];
-    if (e.failed || e.ep == nullptr || !worker_) return;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
-    const ucs_status_t s =
-        send_header(e, wire(Kind::hello, static_cast<btl::Tag>(f.said), &e), deadline);
-    if (s == UCS_OK)
-        f.owe_hello = false;
-    else
-        out_.verbose(1, "{}: could not tell rank {} it was added again: {}", name(), e.peer(),
-                     ucs_status_string(s));
+    return e.goodbye && !ops_.involves(e.peer());
 }
 
 // A local peer whose process has exited is lost like one UCT reports (at
@@ -1036,20 +745,26 @@ void UctModule::check_local_peers() noexcept {
         attention_ = true;
     };
     btl::util::lose_exited(now, by_rank_, given_up, lose);
-    btl::util::lose_exited(now, dynamic_, given_up, lose);
-    for (auto& [channel, j] : joining_)
-        if (!j.failed && j.process.exited()) {
-            j.failed = true;
-            attention_ = true;
-        }
+    btl::util::lose_exited(now, outside_.endpoints(), given_up, lose);
+    outside_.check_joining_exits();
 }
 
 void UctModule::update_progress() noexcept {
-    const bool want = peer_count_ > 0 || ops_pending_ > 0 || !waiting_replies_.empty() ||
-                      !ring_.empty() || listening_ || !dynamic_.empty();
+    const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
+                      !ring_.empty() || outside_.keeps_progress();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
+}
+
+void UctModule::cancel_pending(UctEndpoint& e) noexcept {
+    send_queue_.drop(e, Status::cancelled);
+    ops_.end_ops(e.peer(), Status::cancelled);
+}
+
+void UctModule::progress_once() noexcept {
+    poll();
+    if (failures_) handle_failures();
 }
 
 int UctModule::progress_cb(void* self) noexcept {
@@ -1063,7 +778,7 @@ int UctModule::progress_cb(void* self) noexcept {
 int UctModule::poll() noexcept {
     int events = 0;
     if (!in_uct_callback_) [[likely]]
-        events += static_cast<int>(uct_worker_progress(worker_.get()));
+        events += static_cast<int>(uct_.progress());
     ++polls_;
     if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
         events += attend();
@@ -1079,18 +794,18 @@ int UctModule::attend() noexcept {
         explicit Depth(int& x) : d(++x) {}
         ~Depth() { --d; }
     } depth(attend_depth_);
-    if (attend_depth_ == 1 && !in_uct_callback_ && !dynamic_.empty()) reap_dynamic();
-    if (!waiting_replies_.empty()) events += retry_replies();
-    if (!waiting_ops_.empty()) events += retry_ops();
-    if (done_head_ != nullptr) events += finish_native();
-    if (frags_queued_ > 0) events += retry_queues();
-    if (!done_frags_.empty()) events += finish_queued();
-    if (!flushes_.empty()) events += retry_flushes();
+    if (attend_depth_ == 1 && !in_uct_callback_ && !outside_.endpoints().empty()) outside_.reap();
+    if (target_.waiting()) events += target_.retry();
+    if (ops_.waiting()) events += ops_.retry();
+    if (ops_.done_due()) events += ops_.finish_native();
+    if (send_queue_.queued() > 0) events += send_queue_.retry();
+    if (send_queue_.done_due()) events += send_queue_.finish();
+    if (ops_.flushes_due()) events += ops_.retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
-        ((polls_ & 1023) == 0 || (watches_dynamic() && (polls_ & 15) == 0)))
+        ((polls_ & 1023) == 0 || (outside_.watching() && (polls_ & 15) == 0)))
         check_local_peers();
-    if (!joining_.empty()) check_joining();
-    if (links_.joining() > 0 && (polls_ & 15) == 0) check_welcomes();
+    if (outside_.has_joining()) outside_.check_joining();
+    if (outside_.awaiting_welcomes() && (polls_ & 15) == 0) outside_.check_welcomes();
     if (failures_) handle_failures();
     if (dropped_ > 0) {
         dropped_ = 0;
@@ -1105,10 +820,9 @@ int UctModule::attend() noexcept {
 }
 
 bool UctModule::needs_attention() const noexcept {
-    return !waiting_replies_.empty() || !waiting_ops_.empty() || done_head_ != nullptr ||
-           !done_frags_.empty() || frags_queued_ > 0 || !flushes_.empty() || failures_ ||
-           dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           dynamic_.size() != dynamic_ids_.size() || watches_dynamic() || links_.joining() > 0;
+    return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
+           ops_.flushes_due() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
+           outside_.needs_attention();
 }
 
 int UctModule::deliver() noexcept {
@@ -1144,16 +858,16 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
     if (h.source >= by_rank_.size()) [[unlikely]] {
         if (kind == Kind::join && h.source == join_source) {
             ring_.pop();
-            handle_join(body);
+            outside_.handle_join(body);
             return true;
         }
-        if (!rename_source(h)) {
+        if (!outside_.rename_source(h)) {
             ring_.pop();
             return true;
         }
         if (kind == Kind::welcome) {
             ring_.pop();
-            handle_welcome(h, body);
+            outside_.handle_welcome(h, body);
             return true;
         }
     }
@@ -1166,45 +880,35 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
         case Kind::put:
         case Kind::get_req:
         case Kind::amo_req: {
-            if (replies_.available() == 0) return false;
+            if (!target_.can_answer()) return false;
             ring_.pop();
-            if (!answerable(body)) [[unlikely]] {
-                report_error(btl::error_flags::nonfatal, h.source,
-                             "uct: a one-sided request too short to name its operation");
-                return true;
-            }
-            if (kind == Kind::put)
-                on_put(h.source, body);
-            else if (kind == Kind::get_req)
-                on_get(h.source, body);
-            else
-                on_atomic(h.source, body);
+            target_.serve(kind, h.source, body);
             return true;
         }
         case Kind::put_ack:
         case Kind::get_rep:
             ring_.pop();
-            on_rdma_reply(kind, h.source, body);
+            ops_.on_rdma_reply(kind, h.source, body);
             return true;
         case Kind::amo_rep:
             ring_.pop();
-            on_atomic_reply(h.source, body);
+            ops_.on_atomic_reply(h.source, body);
             return true;
         case Kind::goodbye:
             ring_.pop();
             if (h.source >= by_rank_.size()) {
-                dynamic_goodbye(h.source);
+                outside_.goodbye(h.source);
                 return true;
             }
             // Unless its hello came first (over another connection).
             if (h.source < by_rank_.size() && by_rank_[h.source] &&
-                farewells_[h.source].heard != h.tag)
+                farewells_.goodbye_counts(h.source, h.tag))
                 by_rank_[h.source]->goodbye = true;
             return true;
         case Kind::hello:
             ring_.pop();
             if (h.source < by_rank_.size()) {
-                farewells_[h.source].heard = h.tag;
+                farewells_.heard_hello(h.source, h.tag);
                 if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
             }
             return true;
@@ -1219,87 +923,65 @@ bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
 
 // --- the rest ----------------------------------------------------------------
 
-Status UctModule::flush(btl::Endpoint* endpoint) {
-    // Replies come in any order: waiting for none pending covers every
-    // operation started before the call.
-    while (ops_pending_ > 0) {
-        poll();
-        if (failures_) handle_failures();
-    }
-    const auto* ep = static_cast<const UctEndpoint*>(endpoint);
-    return ep != nullptr && ep->failed ? Status::peer_failed : Status::success;
-}
-
 void UctModule::dump(btl::Endpoint*, int verbosity) {
     log::write(
         "btl:uct",
-        fmt::format(
-            "{}: {} peers, fragments {}/{} free, {} one-sided operations in "
-            "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
-            "{} registrations; native put/get {} ({} operations, {} fell back "
-            "to active messages), native atomics {} ({} operations)",
-            name(), peer_count_, frags_.available(), frags_.size(), ops_pending_,
-            replies_.size() - replies_.available(), ring_.capacity(), ring_.queued(), ring_.grown(),
-            regions_->live_count(),
-            native_put_ ? rdma_name_ + (native_get_ ? "" : " (put only)") : std::string("off"),
-            native_ops_, native_fallbacks_, native_amo_ ? "on" : "off", native_amos_));
+        fmt::format("{}: {} peers, fragments {}/{} free, {} one-sided operations in "
+                    "flight, {} replies waiting, ring {} slots ({} queued, grown {} times), "
+                    "{} registrations; native put/get {} ({} operations, {} fell back "
+                    "to active messages), native atomics {} ({} operations)",
+                    name(), peer_count_, frags_.available(), frags_.size(), ops_.pending(),
+                    target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
+                    regions_->live_count(),
+                    one_sided_.native_put()
+                        ? one_sided_.rdma_name() + (one_sided_.native_get() ? "" : " (put only)")
+                        : std::string("off"),
+                    one_sided_.native_ops(), one_sided_.fallbacks() + atomics_.fallbacks(),
+                    atomics_.native() ? "on" : "off", atomics_.native_amos()));
     if (verbosity > 50)
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
                                "ns, exclusivity {} latency {} bandwidth {} MB/s",
                                resource_.md_name, max_short_, max_message_,
-                               iface_attr_.latency.c * 1e9, iface_attr_.overhead * 1e9,
+                               uct_.attr().latency.c * 1e9, uct_.attr().overhead * 1e9,
                                attr_.exclusivity, attr_.latency, attr_.bandwidth));
 }
 
 Status UctModule::finalize() {
     if (progress_handle_) progress_.remove(progress_handle_);
     progress_handle_ = {};
-    if (worker_)
+    if (uct_.is_open())
         out_.verbose(
             10,
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
             "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
-            name(), native_ops_, native_amos_, native_fallbacks_, sendi_refused_, sends_queued_,
-            queue_retries_);
-    if (ops_pending_ > 0)
+            name(), one_sided_.native_ops(), atomics_.native_amos(),
+            one_sided_.fallbacks() + atomics_.fallbacks(), sendi_refused_,
+            send_queue_.sends_queued(), send_queue_.queue_retries());
+    if (ops_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),
-                     ops_pending_);
+                     ops_.pending());
     for (auto& e : by_rank_)
-        if (e) say_goodbye(*e);
-    for (auto& e : dynamic_)
-        if (!e->deleted) say_goodbye(*e);
+        if (e) farewells_.say_goodbye(*e);
+    for (auto& e : outside_.endpoints())
+        if (!e->deleted) farewells_.say_goodbye(*e);
     // Whatever still waits for a FIFO cannot go now: its descriptors go back
     // to the pool without callbacks (the upper layer is closing).
-    std::size_t unsent = frags_queued_;
+    std::size_t unsent = send_queue_.queued();
     for (auto& e : by_rank_)
-        if (e) drop_queued(*e, Status::cancelled);
-    for (auto& e : dynamic_) drop_queued(*e, Status::cancelled);
+        if (e) send_queue_.drop(*e, Status::cancelled);
+    for (auto& e : outside_.endpoints()) send_queue_.drop(*e, Status::cancelled);
     if (unsent > 0) out_.verbose(1, "{}: finalize with {} messages unsent", name(), unsent);
-    while (!done_frags_.empty()) {
-        UctFrag* f = done_frags_.pop();
-        if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
-    }
+    send_queue_.discard_done();
     // Endpoints before the interfaces, registrations before their memory
     // domain, the interfaces before the worker.
     by_rank_.clear();
-    for (auto& [channel, j] : joining_) uct_ep_destroy(j.ep);
-    joining_.clear();
-    channels_.clear();
-    dynamic_ids_.clear();
-    dynamic_.clear();
-    listening_ = false;
+    outside_.close();
     peer_count_ = 0;
-    release_native_registrations();
-    free_allocations();
-    rdma_iface_ = nullptr;
-    rdma_md_ = nullptr;
-    cma_iface_.reset();
-    cma_md_.reset();
-    iface_.reset();
-    worker_.reset();
-    async_.reset();
-    md_.reset();
+    one_sided_.release_registrations();
+    atomics_.free_allocations();
+    one_sided_.close();
+    uct_.close();
     return Status::success;
 }
 

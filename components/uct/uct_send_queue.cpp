@@ -8,11 +8,13 @@
 // pass, so a message goes as soon as there is room, never ahead of one that
 // waits; and the upper layer never sees the full FIFO while a fragment is
 // free (sendi copies the message into the queue).
+#include "uct_send_queue.hpp"
+
 #include "uct_module.hpp"
 
 namespace transit::uct {
 
-Status UctModule::enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept {
+Status UctSendQueue::enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept {
     f->queued_tag = tag;
     f->queued_status = Status::success;
     f->queued_ep = ep;
@@ -24,15 +26,15 @@ Status UctModule::enqueue(UctEndpoint* ep, UctFrag* f, btl::Tag tag) noexcept {
     ep->queued.push(f);
     ++frags_queued_;
     ++sends_queued_;
-    attention_ = true;  // progress retries the queue
+    module_.attend_soon();  // progress retries the queue
     return Status::success;
 }
 
-bool UctModule::send_queued(UctEndpoint& ep) noexcept {
+bool UctSendQueue::send_queued(UctEndpoint& ep) noexcept {
     while (UctFrag* f = ep.queued.front()) {
-        Gather g{wire(Kind::message, f->queued_tag), f->seg.addr,
+        Gather g{module_.wire(Kind::message, f->queued_tag), f->seg.addr,
                  static_cast<std::size_t>(f->seg.len)};
-        const Status s = transmit(&ep, g);
+        const Status s = module_.transmit(&ep, g);
         if (s == Status::out_of_resource) {
             ++queue_retries_;
             return false;
@@ -41,14 +43,14 @@ bool UctModule::send_queued(UctEndpoint& ep) noexcept {
         --frags_queued_;
         f->queued_status = s == Status::completed ? Status::success : s;
         done_frags_.push(f);
-        attention_ = true;  // the callbacks run from attend(), never inside a send
+        module_.attend_soon();  // the callbacks run from attend(), never inside a send
     }
     return true;
 }
 
 // From attend(): every endpoint with messages waiting, once; an endpoint
 // whose queue emptied leaves the list.
-int UctModule::retry_queues() noexcept {
+int UctSendQueue::retry() noexcept {
     const std::size_t before = frags_queued_;
     UctEndpoint** link = &waiting_eps_;
     while (UctEndpoint* e = *link) {
@@ -64,19 +66,19 @@ int UctModule::retry_queues() noexcept {
     return static_cast<int>(before - frags_queued_);
 }
 
-int UctModule::finish_queued() noexcept {
+int UctSendQueue::finish() noexcept {
     int events = 0;
     while (!done_frags_.empty()) {
         UctFrag* f = done_frags_.pop();
         // Accepted with success: the callback comes, whatever the flags.
-        if (f->cbfunc != nullptr) f->cbfunc(this, f->queued_ep, f, f->queued_status);
+        if (f->cbfunc != nullptr) f->cbfunc(&module_, f->queued_ep, f, f->queued_status);
         if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
         ++events;
     }
     return events;
 }
 
-void UctModule::drop_queued(UctEndpoint& ep, Status status) noexcept {
+void UctSendQueue::drop(UctEndpoint& ep, Status status) noexcept {
     while (!ep.queued.empty()) {
         UctFrag* f = ep.queued.pop();
         --frags_queued_;
@@ -92,7 +94,14 @@ void UctModule::drop_queued(UctEndpoint& ep, Status status) noexcept {
             ep.waiting = false;
             break;
         }
-    attention_ = true;
+    module_.attend_soon();
+}
+
+void UctSendQueue::discard_done() noexcept {
+    while (!done_frags_.empty()) {
+        UctFrag* f = done_frags_.pop();
+        if (f->flags & btl::des_flags::btl_ownership) frags_.put(f);
+    }
 }
 
 }  // namespace transit::uct

@@ -265,7 +265,7 @@ inline const std::byte* handle_rkey(const std::byte* handle, std::uint32_t md,
 
 // Adds a key packed by memory domain `md` to the handle in `handle` (a plain
 // handle becomes a native one).  False, and the handle unchanged, when it
-// does not fit.
+// does not fit or already holds a key of `md`.
 inline bool append_rkey(std::span<std::byte, btl::max_registration_handle_size> handle,
                         std::uint32_t md, std::span<const std::byte> rkey) noexcept {
     PackedHandle h;
@@ -276,6 +276,8 @@ inline bool append_rkey(std::span<std::byte, btl::max_registration_handle_size> 
         for (;;) {
             RemoteKeyHeader k;
             std::memcpy(&k, handle.data() + at, sizeof k);
+            // One key per memory domain: handle_rkey would find the first.
+            if (k.md == md) return false;
             last = at;
             at += sizeof k + k.rkey_len;
             if (k.more == 0) break;

@@ -24,9 +24,10 @@ constexpr params::Field<Config> bml_params[] = {
     params::to<&Config::measure>(params::Decl{
         "measure", params::Type::boolean, "true",
         "Across nodes, choose the transport by what is measured: every transport that sends "
-        "and reaches a rank on another node is probed at start-up (8 B and 16 KiB messages, a "
-        "few round trips each) and the fastest at each size carries the rank's small and large "
-        "messages; false: the highest exclusivity, striped by nominal bandwidth",
+        "and reaches a rank on another node is probed at start-up (a few 8 B round trips and "
+        "bursts of large frames, about 1 MiB each): the fastest at 8 B carries the rank's small "
+        "messages, the widest its large messages and put/get; false: the highest exclusivity, "
+        "striped by nominal bandwidth",
         4}),
 };
 
@@ -316,7 +317,8 @@ void R2::choose(Endpoint& ep, std::size_t small, std::size_t bulk, std::string_v
         ep.rdma.insert(ep.rdma.begin(), wide);
         ep.rdma[0].weight = 1.0;
     }
-    out_.verbose(10, "rank {} measured (least round trip, 8 B / 16 KiB): {}", ep.peer, figures);
+    out_.verbose(10, "rank {} measured (least 8 B round trip, best 1 MiB transfer): {}", ep.peer,
+                 figures);
     out_.verbose(10, "rank {}: small messages over {}, large over {}{}{}", ep.peer,
                  fast.module->name(), wide.module->name(),
                  ep.rdma.empty() ? "" : ", put/get first over ",

@@ -182,9 +182,12 @@ struct Dispatch {
             e->receiver_.on_bye(b);
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
-        else if constexpr (K == wire::ping)
-            e->keepalive_.on_ping(b, from(d), module);
-        else if constexpr (K == wire::pong)
+        else if constexpr (K == wire::ping) {
+            if (PathMeasure::asks_fetch(b)) [[unlikely]]
+                e->measure_.serve(b, n, from(d), module);  // a path measurement's bulk probe
+            else
+                e->keepalive_.on_ping(b, from(d), module);
+        } else if constexpr (K == wire::pong)
             e->measure_.on_pong(b, from(d));  // a keep-alive's: being heard (above)
     }
     template <int... K>

@@ -56,4 +56,24 @@ inline std::optional<Parts> split_parts(std::span<const std::byte> msg) noexcept
     return parts_after<SplitHdr>(msg, header_of<SplitHdr>(msg).handle_len, 0);
 }
 
+// A ping asking for gets (probe_fetch): its FetchProbeHdr after the
+// KeepAliveHdr and the handle; nullopt unless the handle has the module's
+// size (`handle_size`) and fits, and 0 < length <= max_length.
+struct FetchParts {
+    FetchProbeHdr probe;
+    std::span<const std::byte> handle;
+};
+inline std::optional<FetchParts> fetch_parts(std::span<const std::byte> msg,
+                                             std::size_t handle_size,
+                                             std::size_t max_length) noexcept {
+    if (msg.size() < sizeof(KeepAliveHdr) + sizeof(FetchProbeHdr)) return std::nullopt;
+    const auto body = msg.subspan(sizeof(KeepAliveHdr));
+    const auto probe = header_of<FetchProbeHdr>(body);
+    if (probe.handle_size != handle_size || probe.length == 0 || probe.length > max_length)
+        return std::nullopt;
+    const auto p = parts_after<FetchProbeHdr>(body, handle_size, 0);
+    if (!p) return std::nullopt;
+    return FetchParts{probe, p->handle};
+}
+
 }  // namespace transit::pml::wire

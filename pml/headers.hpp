@@ -189,8 +189,25 @@ struct ByeAckHdr {
 };
 
 // A keep-alive probe and its answer (keepalive.hpp): the sender, nothing else.
+// A path measurement's probe (path_measure.hpp) carries a token in `pad`,
+// which its answer returns; the keep-alive's own carry 0.
 struct KeepAliveHdr {
     std::uint32_t src;
+    std::uint32_t pad;
+};
+// The token's bits beside its number: a burst's frame that is not answered,
+// a probe that asks for gets (fetch_probes.hpp), an answer saying the gets
+// could not be done.
+inline constexpr std::uint32_t probe_silent = 1u << 31;
+inline constexpr std::uint32_t probe_fetch = 1u << 30;
+inline constexpr std::uint32_t probe_refused = 1u << 29;
+inline constexpr std::uint32_t probe_number = probe_refused - 1;
+// After the KeepAliveHdr of a probe with probe_fetch: the prober's region to
+// read and how much, then `handle_size` bytes of its registration handle.
+struct FetchProbeHdr {
+    std::uint64_t address;
+    std::uint64_t length;
+    std::uint32_t handle_size;
     std::uint32_t pad;
 };
 

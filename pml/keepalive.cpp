@@ -126,7 +126,9 @@ void KeepAlive::on_ping(const std::byte* b, Rank from, btl::Module* arrived) noe
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
     Peer* p = c_.peers.peer(sender);
     if (p->failed) return;
-    // The token of a path measurement's probe comes back (path_measure.hpp).
+    // The token of a path measurement's probe comes back (path_measure.hpp),
+    // but for a burst's frames before its last.
+    if (h.pad & wire::probe_silent) return;
     const wire::KeepAliveHdr answer{c_.rank, h.pad};
     if (h.pad != 0 && PathMeasure::answer(*p, arrived, answer, outbox_)) return;
     (void)outbox_.send_ctrl(p, wire::pong, &answer, sizeof answer);

@@ -15,15 +15,24 @@ namespace transit::pml {
 namespace {
 
 constexpr std::uint32_t small_samples = 8;
-constexpr std::uint32_t bulk_samples = 4;
+constexpr std::uint32_t bulk_samples = 3;
 constexpr std::size_t small_payload = 8;
-constexpr std::size_t bulk_payload = 16 * 1024;
+// A burst's frames, and what a bulk probe moves: 512 KiB to one peer (large
+// enough that a round trip is a small part of its time), shared out when
+// many are measured (a 64-rank node pair must not move a gigabyte at
+// start-up), never less than one largest frame.
+constexpr std::size_t bulk_payload = 64 * 1024;
+constexpr std::size_t bulk_total = 512 * 1024;
+constexpr std::size_t max_burst_frames = 64;
 // A probe not answered by then counts as no sample; a measurement not done by
 // the deadline decides on what it has.
 constexpr auto probe_patience = std::chrono::seconds(1);
 constexpr auto deadline = std::chrono::seconds(15);
 
-constinit const std::array<std::byte, bulk_payload> zeros{};
+// What probes carry, and the region a peer reads by get.  Not const, so it
+// lies in .bss and not in the library's file; never written, so reading it
+// maps the zero page and it costs no memory.
+constinit std::array<std::byte, FetchProbes::max_length> zeros{};
 
 }  // namespace
 
@@ -31,6 +40,13 @@ std::size_t PathMeasure::fastest(const std::vector<double>& least_us) noexcept {
     std::size_t best = none;
     for (std::size_t i = 0; i < least_us.size(); ++i)
         if (least_us[i] >= 0 && (best == none || least_us[i] < least_us[best])) best = i;
+    return best;
+}
+
+std::size_t PathMeasure::widest(const std::vector<double>& best_mbps) noexcept {
+    std::size_t best = none;
+    for (std::size_t i = 0; i < best_mbps.size(); ++i)
+        if (best_mbps[i] >= 0 && (best == none || best_mbps[i] > best_mbps[best])) best = i;
     return best;
 }
 
@@ -44,10 +60,11 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
         run.peer = r;
         run.began = now;
         run.small_us.assign(p->ep->candidates.size(), -1.0);
-        run.bulk_us.assign(p->ep->candidates.size(), -1.0);
+        run.bulk_mbps.assign(p->ep->candidates.size(), -1.0);
         runs_.push_back(std::move(run));
     }
     if (runs_.empty()) return;
+    burst_target_ = std::max(bulk_payload, bulk_total / runs_.size());
     progress_ = &progress;
     handle_ = progress.add(&PathMeasure::tick_cb, this, ProgressPriority::low);
     for (Run& run : runs_) send_probe(run);
@@ -57,6 +74,10 @@ void PathMeasure::stop() noexcept {
     if (handle_) progress_->remove(handle_);
     handle_ = {};
     runs_.clear();
+    for (const Exposed& e : exposed_)
+        if (e.handle) e.module->rdma()->deregister_mem(e.handle);
+    exposed_.clear();
+    fetches_.stop();
 }
 
 std::size_t PathMeasure::running() const noexcept {
@@ -71,20 +92,82 @@ void PathMeasure::send_probe(Run& run) noexcept {
         return;
     }
     const bml::BtlRef& b = p->ep->candidates[run.candidate];
-    std::size_t payload = small_payload;
-    if (run.phase == Phase::bulk) {
-        const std::size_t limit = b.module->attributes().eager_limit;
-        const std::size_t room = limit > 64 ? limit - 64 : small_payload;
-        payload = std::min(bulk_payload, room);
-    }
-    if (++next_token_ == 0) next_token_ = 1;
+    if (++next_token_ > wire::probe_number) next_token_ = 1;
     run.token = next_token_;
     run.sent = Clock::now();
-    const wire::KeepAliveHdr hdr{c_.rank, run.token};
-    const iovec v{const_cast<std::byte*>(zeros.data()), payload};
-    if (!ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
+    bool went;
+    if (run.phase == Phase::small) {
+        const wire::KeepAliveHdr hdr{c_.rank, run.token};
+        const iovec v{zeros.data(), small_payload};
+        went = ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
+                                    Outbox::Refusal::lost));
+    } else if (b.rdma && (b.module->attributes().flags & btl::flags::get)) {
+        went = send_fetch(run, p, b);
+    } else {
+        const std::size_t limit = b.module->attributes().eager_limit;
+        const std::size_t room = limit > 64 ? limit - 64 : small_payload;
+        went = send_burst(run, p, b, std::min(bulk_payload, room));
+    }
+    if (!went) run.token = 0;  // retried by tick
+}
+
+bool PathMeasure::send_burst(Run& run, Peer* p, const bml::BtlRef& b,
+                             std::size_t payload) noexcept {
+    const std::size_t frames =
+        std::clamp<std::size_t>(burst_target_ / payload, 1, max_burst_frames);
+    const iovec v{zeros.data(), payload};
+    // The frames but the last go unanswered; a module that runs out of room
+    // ends the burst early, and the bytes that went are what is timed.
+    const wire::KeepAliveHdr quiet{c_.rank, run.token | wire::probe_silent};
+    std::size_t went = 0;
+    while (went + 1 < frames && ok(outbox_.send_over(p, b, wire::tag(wire::ping), &quiet,
+                                                     sizeof quiet, &v, 1, Outbox::Refusal::lost)))
+        ++went;
+    const wire::KeepAliveHdr last{c_.rank, run.token};
+    if (!ok(outbox_.send_over(p, b, wire::tag(wire::ping), &last, sizeof last, &v, 1,
                               Outbox::Refusal::lost)))
-        run.token = 0;  // retried by tick
+        return false;
+    run.burst_bytes = (went + 1) * payload;
+    return true;
+}
+
+bool PathMeasure::send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept {
+    bool registered = false;
+    btl::RegistrationHandle* h = exposed(b, registered);
+    const std::size_t handle_size = b.module->attributes().registration_handle_size;
+    if (!registered || handle_size > btl::max_registration_handle_size) return false;
+    const std::size_t length = std::min(burst_target_, FetchProbes::max_length);
+    const wire::FetchProbeHdr probe{reinterpret_cast<std::uintptr_t>(zeros.data()), length,
+                                    static_cast<std::uint32_t>(handle_size), 0};
+    const wire::KeepAliveHdr hdr{c_.rank, run.token | wire::probe_fetch};
+    const iovec v[2] = {{const_cast<wire::FetchProbeHdr*>(&probe), sizeof probe},
+                        {h, h ? handle_size : 0}};
+    if (!ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, v, 2,
+                              Outbox::Refusal::lost)))
+        return false;
+    run.burst_bytes = length;
+    return true;
+}
+
+btl::RegistrationHandle* PathMeasure::exposed(const bml::BtlRef& b, bool& registered) noexcept {
+    for (const Exposed& e : exposed_)
+        if (e.module == b.module) {
+            registered = e.ok;
+            return e.handle;
+        }
+    btl::RegistrationHandle* h = nullptr;
+    try {
+        // Read by peers only, never written: zero pages, whatever the size.
+        h = b.rdma->register_mem(nullptr, zeros.data(), zeros.size(), btl::reg_flags::remote_read);
+        const bool usable = h != nullptr || b.module->attributes().registration_handle_size == 0;
+        exposed_.push_back({b.module, h, usable});
+        registered = usable;
+    } catch (...) {
+        if (h) b.rdma->deregister_mem(h);
+        registered = false;
+        h = nullptr;
+    }
+    return h;
 }
 
 // The candidates take turns, one sample each: a peer that stops answering
@@ -113,17 +196,36 @@ bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr
     return false;
 }
 
+void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
+                        btl::Module* arrived) noexcept {
+    wire::KeepAliveHdr h;
+    std::memcpy(&h, b, sizeof h);
+    const Rank sender = Core::job_sender(from, h.src);
+    if (!c_.other_job_rank(sender)) [[unlikely]]
+        return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
+    fetches_.serve(sender, arrived, {b, n});
+}
+
 void PathMeasure::on_pong(const std::byte* b, Rank from) noexcept {
     wire::KeepAliveHdr h;
     std::memcpy(&h, b, sizeof h);
     if (h.pad == 0) return;  // the keep-alive's
     const Rank sender = Core::job_sender(from, h.src);
     for (Run& run : runs_) {
-        if (run.peer != sender || run.token != h.pad) continue;
+        if (run.peer != sender || run.token != (h.pad & wire::probe_number)) continue;
         const double us =
             std::chrono::duration<double, std::micro>(Clock::now() - run.sent).count();
-        double& least = (run.phase == Phase::bulk ? run.bulk_us : run.small_us)[run.candidate];
-        if (least < 0 || us < least) least = us;
+        if (h.pad & wire::probe_refused) {
+            // The peer could not read our region over this module: no sample.
+        } else if (run.phase == Phase::bulk) {
+            // Bytes per microsecond are MB/s.
+            const double mbps = static_cast<double>(run.burst_bytes) / std::max(us, 1e-3);
+            double& best = run.bulk_mbps[run.candidate];
+            if (best < 0 || mbps > best) best = mbps;
+        } else {
+            double& least = run.small_us[run.candidate];
+            if (least < 0 || us < least) least = us;
+        }
         advance(run);
         return;
     }
@@ -152,6 +254,7 @@ int PathMeasure::tick() noexcept {
     if (left == 0 && handle_) {
         progress_->remove(handle_);
         handle_ = {};
+        fetches_.release();  // the peers measured theirs meanwhile
     }
     return 0;
 }
@@ -160,10 +263,16 @@ std::string PathMeasure::figures(const Run& run) const {
     const bml::Endpoint& ep = *c_.peers.peer(run.peer)->ep;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - run.began).count();
     std::string out = fmt::format("in {:.0f} ms, ", ms);
-    auto us = [](double v) { return v < 0 ? std::string("no answer") : fmt::format("{:.1f}", v); };
-    for (std::size_t i = 0; i < ep.candidates.size(); ++i)
-        out += fmt::format("{}{}: {} / {} us", i == 0 ? "" : "; ", ep.candidates[i].module->name(),
-                           us(run.small_us[i]), us(run.bulk_us[i]));
+    auto figure = [](double v, const char* unit) {
+        return v < 0 ? std::string("no answer") : fmt::format("{:.1f} {}", v, unit);
+    };
+    for (std::size_t i = 0; i < ep.candidates.size(); ++i) {
+        const auto& b = ep.candidates[i];
+        const bool by_get = b.rdma && (b.module->attributes().flags & btl::flags::get);
+        out += fmt::format("{}{}: {}, {} by {}", i == 0 ? "" : "; ", b.module->name(),
+                           figure(run.small_us[i], "us"), figure(run.bulk_mbps[i], "MB/s"),
+                           by_get ? "get" : "frames");
+    }
     return out;
 }
 
@@ -173,7 +282,7 @@ void PathMeasure::apply(Run& run) noexcept {
     if (p->failed || !p->ep) return;
     try {
         const std::size_t small = fastest(run.small_us);
-        std::size_t bulk = fastest(run.bulk_us);
+        std::size_t bulk = widest(run.bulk_mbps);
         if (small == none) {
             bml_->explain(
                 fmt::format("rank {}: no probe answered ({}); the exclusivity order stays",

@@ -1,21 +1,27 @@
 // Path measurement: which transport carries a rank on another node is decided
-// by round trips measured at start-up, not by fixed exclusivity (on one
-// network ofi's tcp;ofi_rxm, UCT's tcp and Transit's tcp differ several-fold
-// in latency, and which is fastest depends on the host and its libraries).
+// by what is measured at start-up, not by fixed exclusivity (on one network
+// ofi's tcp;ofi_rxm, UCT's tcp and Transit's tcp differ several-fold in
+// latency and in bandwidth, and which is fastest depends on the host, its
+// libraries and the size: the fastest at 8 B is not the widest at 1 MiB).
 //
 // For every such rank whose endpoint kept several candidates (the bml, with
 // bml_base_measure), probes go over each candidate in turn: keep-alive pings
 // whose spare field carries a token, answered by the peer's pong over the
-// same module, so a round trip is the
-// candidate's both ways.  A peer that does not measure answers over its usual
-// path, which is the same for every candidate: the ranking holds.  One probe per peer is in
-// flight at a time (no probe waits behind another), the candidates take
-// turns, and the least of a candidate's round trips counts (a peer busy
-// elsewhere only adds time).
-// Small probes (8 B of payload) choose the module for small messages, larger
-// ones (16 KiB, or the module's largest eager frame) the module for large
-// messages; the bml's choose() applies both from a progress callback, never
-// from inside a transport's callback.
+// same module.  A peer that does not measure answers over its usual path,
+// which is the same for every candidate: the ranking holds.  One probe per
+// peer is in flight at a time (no probe waits behind another), the
+// candidates take turns, and each candidate's best sample counts (a peer
+// busy elsewhere only makes a sample worse).
+// - Small probes: 8 B round trips; the fastest carries the small messages.
+// - Bulk probes time what a large message costs over the module, about 1 MiB
+//   (less when many ranks are measured): over a module that offers get, the
+//   peer reads a region of ours with the module's gets, as a rendezvous does
+//   (fetch_probes.hpp), and answers when all arrived; over one that does not,
+//   a burst of its largest eager frames (up to 64 KiB each, as a large
+//   message's fragments go) of which only the last is answered.  The widest
+//   in MB/s carries large messages and goes first for put and get.
+// The bml's choose() applies both from a progress callback, never from
+// inside a transport's callback.
 //
 // Init waits for it up to `init_wait` (the ranks are all there then, and
 // idle: the quietest moment a job has); a measurement not done by then goes
@@ -26,10 +32,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "pml/core.hpp"
+#include "pml/fetch_probes.hpp"
 #include "pml/headers.hpp"
 #include "transit/progress.hpp"
 
@@ -43,14 +51,24 @@ class Outbox;
 
 class PathMeasure {
   public:
-    PathMeasure(Core& core, Outbox& outbox) noexcept : c_(core), outbox_(outbox) {}
+    PathMeasure(Core& core, Outbox& outbox) noexcept
+        : c_(core), outbox_(outbox), fetches_(core, outbox) {}
     PathMeasure(const PathMeasure&) = delete;
     PathMeasure& operator=(const PathMeasure&) = delete;
 
     // Starts measuring every job rank whose endpoint has candidates; joins the
     // progress engine while any measurement runs.
     void start(ProgressEngine& progress, bml::R2& bml);
+    // Ends it, and releases what probing registered (before the transports go).
     void stop() noexcept;
+    // A ping that asks for gets (wire::probe_fetch): served when it comes
+    // from a job rank, refused (counted) otherwise.
+    static bool asks_fetch(const std::byte* b) noexcept {
+        wire::KeepAliveHdr h;
+        std::memcpy(&h, b, sizeof h);
+        return (h.pad & wire::probe_fetch) != 0;
+    }
+    void serve(const std::byte* b, std::size_t n, Rank from, btl::Module* arrived) noexcept;
     // A pong: true when it answered one of our probes (the keep-alive's
     // pongs carry no token).
     void on_pong(const std::byte* b, Rank from) noexcept;
@@ -67,6 +85,8 @@ class PathMeasure {
     static constexpr std::size_t none = static_cast<std::size_t>(-1);
     static constexpr auto init_wait = std::chrono::seconds(1);
     static std::size_t fastest(const std::vector<double>& least_us) noexcept;
+    // The same for the best bandwidth of each (MB/s; < 0: none): the largest.
+    static std::size_t widest(const std::vector<double>& best_mbps) noexcept;
 
   private:
     using Clock = std::chrono::steady_clock;
@@ -76,16 +96,24 @@ class PathMeasure {
         std::size_t candidate = 0;
         Phase phase = Phase::small;
         std::uint32_t sample = 0;
-        std::uint32_t token = 0;  // the probe in flight; 0: none
+        std::uint32_t token = 0;      // the probe in flight; 0: none
+        std::size_t burst_bytes = 0;  // what the bulk probe in flight carried
         Clock::time_point sent{};
         Clock::time_point began{};
-        std::vector<double> small_us;  // least round trip per candidate
-        std::vector<double> bulk_us;
+        std::vector<double> small_us;   // least round trip per candidate
+        std::vector<double> bulk_mbps;  // best burst bandwidth per candidate
     };
 
     static int tick_cb(void* self) noexcept;
     int tick() noexcept;
     void send_probe(Run& run) noexcept;
+    // A bulk probe's frames; false when not even the first one went.
+    bool send_burst(Run& run, Peer* p, const bml::BtlRef& b, std::size_t payload) noexcept;
+    // A bulk probe asking the peer to read our region; false when it did not go.
+    bool send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept;
+    // Our region, registered for reading with b's module; nullptr with
+    // `ok` false when it cannot be.
+    btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;
     void advance(Run& run) noexcept;
     void apply(Run& run) noexcept;
     std::string figures(const Run& run) const;
@@ -97,6 +125,14 @@ class PathMeasure {
     ProgressEngine::Handle handle_{};
     std::vector<Run> runs_;
     std::uint32_t next_token_ = 0;
+    std::size_t burst_target_ = 0;  // bytes per bulk probe (start())
+    struct Exposed {
+        btl::Module* module;
+        btl::RegistrationHandle* handle;
+        bool ok;
+    };
+    std::vector<Exposed> exposed_;  // our region, per module that probes by get
+    FetchProbes fetches_;           // the other side: the peers' probes we serve
 };
 
 }  // namespace transit::pml

@@ -40,6 +40,28 @@ void decode(wire::Kind k, std::span<const std::byte> msg) {
         const auto p = wire::am_parts(msg);
         if (p.has_value() != (msg.size() - fixed >= h.header_len)) __builtin_trap();
         if (p) check(msg, fixed, *p, 0, h.header_len);
+    } else if (k == wire::ping) {
+        // A path measurement's bulk probe (fetch_probes.hpp): the handle
+        // size the module expects is the message's own second byte, so both
+        // sizes that match and sizes that do not are tried.
+        const std::size_t want = msg.size() > 1 ? std::to_integer<std::size_t>(msg[1]) : 0;
+        const std::size_t max_length = 1 << 20;
+        const auto f = wire::fetch_parts(msg, want, max_length);
+        const std::size_t at = sizeof(wire::KeepAliveHdr) + sizeof(wire::FetchProbeHdr);
+        if (f) {
+            if (f->probe.handle_size != want || f->probe.length == 0 ||
+                f->probe.length > max_length)
+                __builtin_trap();
+            if (f->handle.data() != msg.data() + at || f->handle.size() != want ||
+                at + want > msg.size())
+                __builtin_trap();
+        } else if (msg.size() >= at) {
+            const auto p =
+                wire::header_of<wire::FetchProbeHdr>(msg.subspan(sizeof(wire::KeepAliveHdr)));
+            if (p.handle_size == want && p.length > 0 && p.length <= max_length &&
+                msg.size() - at >= want)
+                __builtin_trap();  // well formed, yet refused
+        }
     } else if (k == wire::split) {
         const auto h = wire::header_of<wire::SplitHdr>(msg);
         const auto p = wire::split_parts(msg);

@@ -3,15 +3,17 @@
 # The transport to a rank on another node is chosen by what is measured
 # (bml_base_measure, on by default): four ranks on two nodes over the default
 # selection, each rank must print its decision for both ranks of the other
-# node (bml_base_verbose 10: the round trips per candidate and the module
-# chosen for small and large messages), deliver every message of the stress
-# program over the chosen paths, and print no error line.
+# node (bml_base_verbose 10: per candidate the least 8 B round trip and the
+# best bulk transfer, by get where the transport offers it), choose the
+# fastest at 8 B for small messages and the widest for large ones, measure
+# tcp's and uct's bulk by get, deliver every message of the stress program
+# over the chosen paths, and print no error line.
 # Needs what twonode.sh needs: exits 77 (skipped) without it.
 here=$(cd "$(dirname "$0")" && pwd)
 stress=$1
 out=$(mktemp "${TMPDIR:-/tmp}/path_measure.XXXXXX") || exit 1
 trap 'rm -f "$out"' EXIT
-TRANSIT_MCA_bml_base_verbose=10 sh "$here/twonode.sh" -n 4 -t 90 "$stress" --messages 400 \
+TRANSIT_MCA_bml_base_verbose=10 sh "$here/twonode.sh" -n 4 -t 90 "$stress" --messages 2000 \
   > "$out" 2>&1
 status=$?
 [ "$status" = 77 ] && exit 77
@@ -27,6 +29,44 @@ for pair in "0 1" "0 3" "2 1" "2 3" "1 0" "1 2" "3 0" "3 2"; do
     echo "path_measure: FAIL: rank $1 printed no measured choice for rank $2"; fail=1
   fi
 done
+# Each decision follows its own figures.
+if ! python3 - "$out" <<'PY'
+import re, sys
+lines = open(sys.argv[1]).read().splitlines()
+measured = {}
+bad = 0
+for l in lines:
+    m = re.search(r"r(\d+)\] bml: rank (\d+) measured [^:]*: in \d+ ms, (.*)$", l)
+    if m:
+        figs = {}
+        for part in m.group(3).split("; "):
+            name, rest = part.split(": ", 1)
+            us = re.search(r"([0-9.]+) us", rest)
+            mbps = re.search(r"([0-9.]+) MB/s by (get|frames)", rest)
+            figs[name] = (float(us.group(1)) if us else None,
+                          float(mbps.group(1)) if mbps else None,
+                          mbps.group(2) if mbps else None)
+        measured[(m.group(1), m.group(2))] = figs
+        for name, (_, _, how) in figs.items():
+            if (name.startswith("tcp:") or name.startswith("uct:tcp")) and how not in ("get", None):
+                print(f"path_measure: FAIL: rank {m.group(1)} measured {name}'s bulk by {how}, not by get")
+                bad = 1
+    m = re.search(r"r(\d+)\] bml: rank (\d+): small messages over (\S+), large over (\S+?),? ", l + " ")
+    if m and (m.group(1), m.group(2)) in measured:
+        figs = measured[(m.group(1), m.group(2))]
+        lat = {n: f[0] for n, f in figs.items() if f[0] is not None}
+        bw = {n: f[1] for n, f in figs.items() if f[1] is not None}
+        if lat and m.group(3) != min(lat, key=lat.get):
+            print(f"path_measure: FAIL: rank {m.group(1)} chose {m.group(3)} for small messages, {lat}")
+            bad = 1
+        if bw and m.group(4) != max(bw, key=bw.get):
+            print(f"path_measure: FAIL: rank {m.group(1)} chose {m.group(4)} for large messages, {bw}")
+            bad = 1
+sys.exit(bad)
+PY
+then
+  fail=1
+fi
 if grep -q "error:" "$out"; then
   echo "path_measure: FAIL: an error line in the job's output"; fail=1
 fi

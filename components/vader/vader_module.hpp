@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "components/vader/vader_atomics.hpp"
+#include "components/vader/vader_config.hpp"
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
@@ -20,35 +21,11 @@
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
-#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
 
 namespace transit::vader {
-
-enum class SingleCopy { none, cma };
-// btl_vader_single_copy_mechanism, in the order of its choices.
-enum class SingleCopyMechanism { automatic, cma, none };
-
-struct Config : btl::BaseConfig {
-    std::uint32_t fbox_size = 16384;
-    std::uint32_t fbox_threshold = 16;
-    std::uint32_t dynamic_fast_boxes = 8;
-    double join_timeout = 10;          // seconds a server outside the job may take to answer a join
-    std::uint32_t light_sleep = 1000;  // µs a sleep without the membarrier may last (0: none)
-    std::uint32_t fifo_size = 4096;
-    std::size_t segment_size = 8u << 20;
-    std::size_t heap_size = std::size_t{1} << 30;
-    SingleCopyMechanism mechanism = SingleCopyMechanism::automatic;
-    SingleCopy single_copy = SingleCopy::cma;
-    bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
-    bool cma_probe_fail = false;  // testing only
-    std::string backing_directory = "/dev/shm";
-};
-
-// Decides on single copy (a probe of the own process); says why it is off.
-void decide_single_copy(Config& c);
 
 class VaderModule final : public btl::Module {
   public:

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "components/vader/vader_cma.hpp"
+#include "components/vader/vader_config.hpp"
 #include "components/vader/vader_module.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"

@@ -25,22 +25,6 @@ VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
 
 }  // namespace
 
-// The peer probe at a peer's first contact is the real proof; this one, at
-// init, catches a seccomp filter or a kernel without CMA before anything is
-// published.
-void decide_single_copy(Config& c) {
-    if (c.single_copy == SingleCopy::none) return;
-    allow_peer_access();
-    std::string why =
-        c.cma_probe_fail ? "forced to fail by btl_vader_cma_probe_fail" : cma_self_probe();
-    if (why.empty()) return;
-    c.single_copy = SingleCopy::none;
-    log::warn(
-        "vader: single copy (CMA) {}: {}; large messages go through shared-memory "
-        "fragments instead",
-        c.explicit_cma ? "was requested but does not work" : "disabled", why);
-}
-
 VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const Config& config,
                          const Layout& layout, SharedFile segment, log::Stream out)
     : btl::Module(component),
@@ -216,7 +200,7 @@ void VaderModule::attach_peer(VaderEndpoint& ep) {
     ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
     ep.pid = static_cast<pid_t>(ph.pid);
     ep.process = btl::util::ProcessWatch(ep.pid);
-    if (!sleep_.watch(ep.process.pidfd())) all_in_wait_set_ = false;
+    peer_watch_.watch_exit(ep);
     ep.owner_base = ph.owner_base;
     ep.heap_offset = ph.heap_offset;
     ep.heap_size = ph.heap_size;
@@ -293,7 +277,7 @@ VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
     endpoints_[local_index] = std::move(ep);
     active_.push_back(local_index);
     poll_from(*raw);
-    rebuild_pollfds();
+    peer_watch_.rebuild();
     return raw;
 }
 
@@ -347,7 +331,7 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         unpoll(ep);
         retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
     }
-    rebuild_pollfds();
+    peer_watch_.rebuild();
     stop_if_idle();
     return Status::success;
 }
@@ -366,7 +350,7 @@ VaderEndpoint* VaderModule::revive(std::uint32_t local_index) {
     endpoints_[local_index] = std::move(retired_[local_index]);
     active_.push_back(local_index);
     poll_from(*ep);
-    rebuild_pollfds();
+    peer_watch_.rebuild();
     return ep;
 }
 
@@ -385,22 +369,13 @@ VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
 
 void VaderModule::start_progress() {
     if (!progress_handle_) progress_handle_ = progress_engine_.add(&progress_cb, this);
-    if (!check_handle_)
-        check_handle_ = progress_engine_.add(&check_peers_cb, this, ProgressPriority::low);
+    peer_watch_.start();
 }
 
 void VaderModule::stop_progress() {
     if (progress_handle_) progress_engine_.remove(progress_handle_);
-    if (check_handle_) progress_engine_.remove(check_handle_);
     progress_handle_ = {};
-    check_handle_ = {};
-}
-
-void VaderModule::rebuild_pollfds() {
-    polled_.clear();
-    for (std::uint32_t i : active_)
-        if (!endpoints_[i]->dead) polled_.push_back(endpoints_[i].get());
-    outside_.add_watched(polled_);
+    peer_watch_.stop();
 }
 
 // The progress pass reads the spare box `index` of our segment from now on,
@@ -427,7 +402,7 @@ void VaderModule::return_frag(VaderEndpoint* ep, std::uint64_t back) noexcept {
 
 void VaderModule::forget(VaderEndpoint* ep) noexcept {
     std::erase_if(pending_returns_, [ep](const auto& p) { return p.first == ep; });
-    std::replace(polled_.begin(), polled_.end(), ep, static_cast<VaderEndpoint*>(nullptr));
+    peer_watch_.forget(ep);
 }
 
 // --- sends --------------------------------------------------------------------
@@ -595,8 +570,7 @@ void VaderModule::flush_round() {
     progress_engine_.progress();
     if (!progress_handle_) progress();
     // A peer that died must not make flush hang.
-    exit_pace_.hurry();
-    check_pace_.hurry();
+    peer_watch_.hurry();
     check_peers();
 }
 
@@ -627,10 +601,6 @@ bool VaderModule::has_work() const noexcept {
 
 int VaderModule::progress_cb(void* self) noexcept {
     return static_cast<VaderModule*>(self)->progress();
-}
-
-int VaderModule::check_peers_cb(void* self) noexcept {
-    return static_cast<VaderModule*>(self)->check_peers();
 }
 
 int VaderModule::progress() noexcept {
@@ -776,59 +746,7 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 // --- peer failure -------------------------------------------------------------
 
 int VaderModule::check_peers() noexcept {
-    in_check_ = true;
-    outside_.watch();
-    in_check_ = false;
-    // The wait set says in one system call whether a watched peer exited, so
-    // it is asked often; the peers are asked one by one only when it said so,
-    // or at the slower pace when some peer is not in it (no pidfd).
-    bool look = std::exchange(exit_seen_, false);
-    if (!look && exit_pace_.due()) look = sleep_.peer_exited();
-    if (!look && !all_in_wait_set_) look = check_pace_.due();
-    if (!look) return 0;
-    check_pace_.hurry();  // lose_exited's own pace: due now
-    in_check_ = true;
-    const int events = btl::util::lose_exited(
-        check_pace_, polled_, [](const VaderEndpoint& ep) { return ep.dead; },
-        [this](VaderEndpoint& ep) { peer_died(&ep); });
-    in_check_ = false;
-    if (events != 0) {
-        try {
-            rebuild_pollfds();
-        } catch (...) {
-        }
-    }
-    return events;
-}
-
-void VaderModule::peer_died(VaderEndpoint* ep) noexcept {
-    // Returns the peer pushed before it died are real: take them first.
-    progress();
-    if (ep->dead || ep->outside.departed()) return;  // its goodbye was among them
-    // A peer outside the job is reported either way: its records go then.
-    if (ep->dynamic) {
-        const bool finalized = ep->header().departed.load(std::memory_order_acquire) != 0;
-        out_.verbose(1, "peer {} outside the job (pid {}) exited{}", ep->peer(), ep->pid,
-                     finalized ? " after closing Transit" : "");
-        return peer_lost(ep,
-                         finalized ? "vader: the peer outside the job closed Transit and exited"
-                                   : "vader: the peer outside the job exited",
-                         finalized ? btl::error_flags::departed : 0);
-    }
-    if (departed_quietly(ep)) return;
-    out_.verbose(1, "local peer {} (pid {}) exited", ep->peer(), ep->pid);
-    peer_lost(ep, "vader: local peer process exited");
-}
-
-// A peer that finalized its module before exiting and holds none of our
-// fragments has left, not failed: no error report (as tcp after a goodbye).
-bool VaderModule::departed_quietly(VaderEndpoint* ep) noexcept {
-    if (ep->header().departed.load(std::memory_order_acquire) == 0) return false;
-    for (const Frag& f : frags_.items())
-        if (f.in_flight && f.endpoint == ep) return false;
-    ep->dead = true;
-    out_.verbose(10, "local peer {} (pid {}) finalized and exited", ep->peer(), ep->pid);
-    return true;
+    return peer_watch_.check();
 }
 
 // The peer is given up: its pending operations end with an error and the

@@ -3,13 +3,13 @@
 // inside a live registration of the target (transit/btl/region_table.hpp).
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "components/vader/vader_atomics.hpp"
+#include "components/vader/vader_config.hpp"
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_fastbox.hpp"
 #include "components/vader/vader_fifo.hpp"
@@ -17,38 +17,15 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_outside.hpp"
+#include "components/vader/vader_peer_watch.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
-#include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
 #include "transit/btl/util/free_list.hpp"
 #include "transit/log.hpp"
 
 namespace transit::vader {
-
-enum class SingleCopy { none, cma };
-// btl_vader_single_copy_mechanism, in the order of its choices.
-enum class SingleCopyMechanism { automatic, cma, none };
-
-struct Config : btl::BaseConfig {
-    std::uint32_t fbox_size = 16384;
-    std::uint32_t fbox_threshold = 16;
-    std::uint32_t dynamic_fast_boxes = 8;
-    double join_timeout = 10;          // seconds a server outside the job may take to answer a join
-    std::uint32_t light_sleep = 1000;  // µs a sleep without the membarrier may last (0: none)
-    std::uint32_t fifo_size = 4096;
-    std::size_t segment_size = 8u << 20;
-    std::size_t heap_size = std::size_t{1} << 30;
-    SingleCopyMechanism mechanism = SingleCopyMechanism::automatic;
-    SingleCopy single_copy = SingleCopy::cma;
-    bool explicit_cma = false;    // asked for by name: a failure is worth a louder line
-    bool cma_probe_fail = false;  // testing only
-    std::string backing_directory = "/dev/shm";
-};
-
-// Decides on single copy (a probe of the own process); says why it is off.
-void decide_single_copy(Config& c);
 
 class VaderModule final : public btl::Module {
   public:
@@ -96,8 +73,7 @@ class VaderModule final : public btl::Module {
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (paced: the wait set every 10 ms, and
-    // at once after a sleep a peer's exit ended).
+    // Looks for local peers that died (VaderPeerWatch::check).
     int check_peers() noexcept;
 
     // --- used by VaderOneSided and VaderAtomics -----------------------------------
@@ -119,6 +95,11 @@ class VaderModule final : public btl::Module {
     // A sleep ended by a peer's exit: the next pass looks at the peers.
     void exit_noticed() noexcept { exit_seen_ = true; }
 
+    // --- used by VaderPeerWatch and VaderOutside ------------------------------------
+    // The peer is given up: its pending operations end with an error and the
+    // upper layer hears of it once.  (The watch calls progress too.)
+    void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
+
     // --- used by VaderOutside -----------------------------------------------------
     // The own segment, made now if the process is alone on its node.
     bool ensure_segment() noexcept;
@@ -127,9 +108,8 @@ class VaderModule final : public btl::Module {
     void probe_single_copy(const VaderEndpoint& ep);
     void start_progress();
     void stop_if_idle() noexcept;
-    void rebuild_pollfds();
-    // Room for one more watched peer: rebuild_pollfds does not allocate then.
-    void reserve_watched() { polled_.reserve(polled_.size() + 1); }
+    // Its peers join the exit watch (rebuild, reserve).
+    VaderPeerWatch& peer_watch() noexcept { return peer_watch_; }
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
     bool read_box(VaderEndpoint& ep, std::uint32_t index) noexcept;
@@ -140,12 +120,11 @@ class VaderModule final : public btl::Module {
     // or at the next pass when its FIFO is full.
     void return_frag(VaderEndpoint* ep, std::uint64_t back) noexcept;
     void complete(Frag* frag, Status status) noexcept;
-    void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
     // A deleted peer: no return waits for it, the exit watch skips it.
     void forget(VaderEndpoint* ep) noexcept;
     // Inside our own progress or peer check: a caller up the stack may still
     // hold an endpoint deleted now.
-    bool in_pass() const noexcept { return in_progress_ || in_check_; }
+    bool in_pass() const noexcept { return in_progress_ || peer_watch_.in_check(); }
     // The next progress pass starts with its chores (do_pass_chores).
     void chores_next_pass() noexcept { pass_chores_ = true; }
 
@@ -164,7 +143,6 @@ class VaderModule final : public btl::Module {
 
   private:
     static int progress_cb(void* self) noexcept;
-    static int check_peers_cb(void* self) noexcept;
 
     void format_segment();
     VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
@@ -183,8 +161,6 @@ class VaderModule final : public btl::Module {
     void poll_from(VaderEndpoint& ep);
     int poll_fifo(int max) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
-    void peer_died(VaderEndpoint* ep) noexcept;
-    bool departed_quietly(VaderEndpoint* ep) noexcept;
 
     rt::Runtime& runtime_;
     ProgressEngine& progress_engine_;
@@ -232,30 +208,22 @@ class VaderModule final : public btl::Module {
     // is a prefix: a light job never pays for the whole segment.
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
-    std::vector<VaderEndpoint*> polled_;  // live peers watched for exit
     bool warned_dynamic_ = false;
-    // The clock is read every 4th low-priority call: after a nap every pass
-    // runs them (ProgressEngine::low_next), and a napping rank on a loaded
-    // node makes a pass every few milliseconds only.
-    // The wait set asked whether a peer exited (one system call): every 10 ms.
-    btl::util::WatchPace exit_pace_{std::chrono::milliseconds(10), 4};
-    // Each peer asked (a system call each): every 100 ms, where some peer is
-    // not in the wait set; else only when the set said one exited.
-    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
-    bool all_in_wait_set_ = true;  // every watched peer's pidfd is in the sleep's wait set
     ProgressEngine::Handle progress_handle_{};
-    ProgressEngine::Handle check_handle_{};
     bool in_progress_ = false;
-    bool in_check_ = false;  // inside check_peers: a peer deleted now is freed later
     bool warned_cma_ = false;
     bool warned_supply_ = false;
-    bool exit_seen_ = false;  // a sleep ended by a peer's exit: the next pass looks
+    // A sleep ended by a peer's exit: the next pass looks (VaderPeerWatch::check).
+    // Here, not in the watch: progress reads it on every pass.
+    bool exit_seen_ = false;
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
     VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
     VaderOutside outside_{*this, runtime_, segment_, frags_, config_, layout_, out_};
     VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
+    VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
+                               endpoints_, active_,          exit_seen_, out_};
 };
 
 }  // namespace transit::vader

@@ -12,8 +12,9 @@
 // the module its segment, fragments and FIFO (VaderModule::take_frag, ring,
 // receive, return_frag, complete), the polling of fast boxes
 // (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
-// (attach_peer, probe_single_copy) and the peer bookkeeping of the "used by
-// VaderOutside" section of vader_module.hpp.
+// (attach_peer, probe_single_copy), the exit watch (VaderPeerWatch::rebuild,
+// reserve) and the peer bookkeeping of the "used by VaderOutside" section of
+// vader_module.hpp.
 #pragma once
 
 #include <cstddef>

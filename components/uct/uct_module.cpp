@@ -34,7 +34,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       out_(out),
       self_(runtime.rank()),
       regions_(std::move(regions)) {
-    uct_.open(&UctModule::error_cb, &UctModule::am_cb, this);
+    uct_.open(&UctModule::error_cb, this, &UctReceiver::am_cb, &receiver_);
     one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
     atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
     uct_.build_address(one_sided_.second_iface(), one_sided_.rdma_attr(), one_sided_.rdma_name());
@@ -132,7 +132,8 @@ void UctModule::setup_pools() {
     ops_.setup(config_.max_rdma_ops, chunk);
     target_.setup(config_.max_rdma_ops, chunk);
     // Slots for the common size; larger messages (over tcp) wait beside them.
-    ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
+    receiver_.setup(config_.recv_ring,
+                    std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
 }
 
 bool UctModule::valid(const btl::Endpoint* e) const noexcept {
@@ -603,68 +604,6 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
 
 // --- receiving and progress --------------------------------------------------
 
-// Inlined into am_cb: the header stays in registers on the way to the callback.
-[[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
-                                                       std::size_t len) noexcept {
-    UctEndpoint* from =
-        h.source < by_rank_.size() ? by_rank_[h.source].get() : outside_.endpoint(h.source);
-    const btl::Segment seg{const_cast<std::byte*>(body), len};
-    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (!am_table_.dispatch(this, d)) [[unlikely]]
-        drop_unregistered(h.source);
-}
-
-void UctModule::drop_unregistered(Rank source) noexcept {
-    report_error(btl::error_flags::nonfatal, source,
-                 "uct: a message for an unregistered tag was dropped");
-}
-
-// A plain message (not a one-sided request, which may need a reply slot)
-// straight to its callback; false for anything else.
-[[gnu::always_inline]] inline bool UctModule::deliver_now(const std::byte* data,
-                                                          std::size_t length) noexcept {
-    WireHeader h;
-    std::span<const std::byte> body;
-    // A peer outside the job names itself by a channel: handle() renames it.
-    if (!read_message({data, length}, h, body) || static_cast<Kind>(h.kind) != Kind::message ||
-        h.version != wire_version || h.source >= by_rank_.size()) [[unlikely]]
-        return false;
-    dispatch(h, body.data(), body.size());
-    return true;
-}
-
-ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigned) noexcept {
-    auto* m = static_cast<UctModule*>(arg);
-    // A message with nothing queued before it is delivered from UCT's own
-    // buffer, saving a copy and a second pass.  Its handler cannot re-enter
-    // UCT's progress (poll() refuses while the flag is up), as with vader's
-    // boxes.  This is the one place UCT's progress runs code of ours that may
-    // call back in (completions and errors are only noted, for attend()), so
-    // the flag is raised here rather than around every poll of UCT.
-    if (m->ring_.empty()) [[likely]] {
-        m->in_uct_callback_ = true;
-        const bool delivered = m->deliver_now(static_cast<const std::byte*>(data), length);
-        m->in_uct_callback_ = false;
-        if (delivered) [[likely]]
-            return UCS_OK;
-    }
-    m->queue_reception(data, length);
-    return UCS_OK;
-}
-
-// Kept out of am_cb, so the direct delivery above stays a short call.
-void UctModule::queue_reception(const void* data, std::size_t length) noexcept {
-    bool stored = false;
-    try {
-        stored = ring_.push(data, length);
-    } catch (...) {
-        stored = false;  // growing the ring failed: out of memory
-    }
-    if (!stored) [[unlikely]]
-        ++dropped_;
-    attention_ = true;
-}
-
 ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
     auto* m = static_cast<UctModule*>(arg);
     const auto lose = [&](UctEndpoint* e) {
@@ -687,10 +626,10 @@ void UctModule::handle_failures() noexcept {
     failures_ = false;
     // What a lost peer sent before it went is real, its goodbye among it:
     // take that first (a bounded drain: other peers may keep sending).
-    if (!in_uct_callback_)
+    if (!receiver_.in_callback())
         for (int i = 0; i < 64 && uct_.progress() != 0; ++i) {
         }
-    if (!ring_.empty()) deliver();
+    if (receiver_.waiting()) receiver_.deliver();
     // Indexed: a report may delete an endpoint (marked only, freed later).
     const std::size_t job = by_rank_.size();
     const auto& dynamic = outside_.endpoints();
@@ -751,7 +690,7 @@ void UctModule::check_local_peers() noexcept {
 
 void UctModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
-                      !ring_.empty() || outside_.keeps_progress();
+                      receiver_.waiting() || outside_.keeps_progress();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
@@ -774,10 +713,11 @@ int UctModule::progress_cb(void* self) noexcept {
 // The hot path is UCT's own progress; everything else waits behind one flag
 // (and a tick every 1024 polls), so an idle poll costs little more than
 // uct_worker_progress and a message is noticed sooner.  No store before UCT's
-// progress: the re-entry guard is raised by am_cb only around a delivery.
+// progress: the re-entry guard is raised by the receiver's am_cb only
+// around a delivery.
 int UctModule::poll() noexcept {
     int events = 0;
-    if (!in_uct_callback_) [[likely]]
+    if (!receiver_.in_callback()) [[likely]]
         events += static_cast<int>(uct_.progress());
     ++polls_;
     if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
@@ -794,7 +734,8 @@ int UctModule::attend() noexcept {
         explicit Depth(int& x) : d(++x) {}
         ~Depth() { --d; }
     } depth(attend_depth_);
-    if (attend_depth_ == 1 && !in_uct_callback_ && !outside_.endpoints().empty()) outside_.reap();
+    if (attend_depth_ == 1 && !receiver_.in_callback() && !outside_.endpoints().empty())
+        outside_.reap();
     if (target_.waiting()) events += target_.retry();
     if (ops_.waiting()) events += ops_.retry();
     if (ops_.done_due()) events += ops_.finish_native();
@@ -807,12 +748,8 @@ int UctModule::attend() noexcept {
     if (outside_.has_joining()) outside_.check_joining();
     if (outside_.awaiting_welcomes() && (polls_ & 15) == 0) outside_.check_welcomes();
     if (failures_) handle_failures();
-    if (dropped_ > 0) {
-        dropped_ = 0;
-        report_error(btl::error_flags::nonfatal, any_rank,
-                     "uct: a message larger than the transport's limit was dropped");
-    }
-    if (!ring_.empty()) events += deliver();
+    if (receiver_.dropped()) receiver_.report_dropped();
+    if (receiver_.waiting()) events += receiver_.deliver();
     if (peer_count_ == 0) update_progress();
     // Callbacks above may have queued more; the flag follows the real state.
     attention_ = attention_ || needs_attention();
@@ -821,104 +758,8 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
-           ops_.flushes_due() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           outside_.needs_attention();
-}
-
-int UctModule::deliver() noexcept {
-    int events = 0;
-    while (!ring_.empty()) {
-        std::size_t length = 0;
-        const std::byte* data = ring_.front(length);
-        ring_.enter();
-        const bool consumed = handle(data, length);
-        ring_.leave();
-        if (!consumed) break;  // a request waits for a free reply slot
-        ++events;
-    }
-    return events;
-}
-
-// One received message.  Returns false, and leaves the message in the ring,
-// when it is a request that could need a reply slot and none is free.
-bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
-    WireHeader h;
-    std::span<const std::byte> message{data, length}, body;
-    if (!read_message(message, h, body)) [[unlikely]] {
-        ring_.pop();
-        report_error(btl::error_flags::nonfatal, any_rank, "uct: a message shorter than a header");
-        return true;
-    }
-    const auto kind = static_cast<Kind>(h.kind);
-    if (h.version != wire_version) [[unlikely]] {
-        ring_.pop();
-        report_error(btl::error_flags::nonfatal, h.source, "uct: a message of another version");
-        return true;
-    }
-    if (h.source >= by_rank_.size()) [[unlikely]] {
-        if (kind == Kind::join && h.source == join_source) {
-            ring_.pop();
-            outside_.handle_join(body);
-            return true;
-        }
-        if (!outside_.rename_source(h)) {
-            ring_.pop();
-            return true;
-        }
-        if (kind == Kind::welcome) {
-            ring_.pop();
-            outside_.handle_welcome(h, body);
-            return true;
-        }
-    }
-    switch (kind) {
-        case Kind::message: {
-            ring_.pop();  // before the callback: a nested delivery takes the next one
-            dispatch(h, body.data(), body.size());
-            return true;
-        }
-        case Kind::put:
-        case Kind::get_req:
-        case Kind::amo_req: {
-            if (!target_.can_answer()) return false;
-            ring_.pop();
-            target_.serve(kind, h.source, body);
-            return true;
-        }
-        case Kind::put_ack:
-        case Kind::get_rep:
-            ring_.pop();
-            ops_.on_rdma_reply(kind, h.source, body);
-            return true;
-        case Kind::amo_rep:
-            ring_.pop();
-            ops_.on_atomic_reply(h.source, body);
-            return true;
-        case Kind::goodbye:
-            ring_.pop();
-            if (h.source >= by_rank_.size()) {
-                outside_.goodbye(h.source);
-                return true;
-            }
-            // Unless its hello came first (over another connection).
-            if (h.source < by_rank_.size() && by_rank_[h.source] &&
-                farewells_.goodbye_counts(h.source, h.tag))
-                by_rank_[h.source]->goodbye = true;
-            return true;
-        case Kind::hello:
-            ring_.pop();
-            if (h.source < by_rank_.size()) {
-                farewells_.heard_hello(h.source, h.tag);
-                if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
-            }
-            return true;
-        case Kind::join:
-        case Kind::welcome:
-            break;  // from a job peer, or a join naming a source: not ours to take
-    }
-    ring_.pop();
-    report_error(btl::error_flags::nonfatal, h.source, "uct: a message of an unknown kind");
-    return true;
+           ops_.flushes_due() || failures_ || receiver_.dropped() || receiver_.waiting() ||
+           peer_count_ == 0 || outside_.needs_attention();
 }
 
 // --- the rest ----------------------------------------------------------------
@@ -931,8 +772,8 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
                     "{} registrations; native put/get {} ({} operations, {} fell back "
                     "to active messages), native atomics {} ({} operations)",
                     name(), peer_count_, frags_.available(), frags_.size(), ops_.pending(),
-                    target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
-                    regions_->live_count(),
+                    target_.replies_in_use(), receiver_.ring().capacity(),
+                    receiver_.ring().queued(), receiver_.ring().grown(), regions_->live_count(),
                     one_sided_.native_put()
                         ? one_sided_.rdma_name() + (one_sided_.native_get() ? "" : " (put only)")
                         : std::string("off"),

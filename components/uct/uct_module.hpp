@@ -3,8 +3,9 @@
 // interface.
 //
 // Active messages go out with uct_ep_am_short (when header + payload fit) or
-// uct_ep_am_bcopy, both complete when they return.  Receptions are copied
-// into a ring by the AM handler and delivered after UCT's progress returns.
+// uct_ep_am_bcopy, both complete when they return.  The AM handler delivers a
+// message with nothing queued before it at once and copies anything else into
+// a ring, delivered after UCT's progress returns (UctReceiver).
 // Put, get and atomics are performed by the target through active messages,
 // which check the handle, or, only where the target's device checks the
 // remote key (rc, dc on a cluster), by UCT's own put_zcopy/get_zcopy and
@@ -13,7 +14,8 @@
 // the objects the upper layer calls, the operations in flight they share
 // (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), the
 // peers outside the job (UctOutside, its Listener and DynamicPeerRecords),
-// the goodbyes (UctFarewells) and the UCT objects it opened (UctInterface).
+// the goodbyes (UctFarewells), the receive side (UctReceiver) and the UCT
+// objects it opened (UctInterface).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -48,6 +50,7 @@
 #include "uct_ops.hpp"
 #include "uct_outside.hpp"
 #include "uct_rdma_policy.hpp"
+#include "uct_receiver.hpp"
 #include "uct_regions.hpp"
 #include "uct_resource.hpp"
 #include "uct_send_queue.hpp"
@@ -109,7 +112,8 @@ class UctModule final : public btl::Module {
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-    // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics)
+    // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics,
+    // UctReceiver)
     // Whether e is one of this module's live endpoints.
     bool valid(const btl::Endpoint* e) const noexcept;
     // One message, completed when this returns (UCT copies it): completed, or
@@ -145,7 +149,7 @@ class UctModule final : public btl::Module {
     // The UCT objects it opened.
     UctInterface& uct() noexcept { return uct_; }
     // A handler runs inside uct_worker_progress: no re-entry.
-    bool in_uct_callback() const noexcept { return in_uct_callback_; }
+    bool in_uct_callback() const noexcept { return receiver_.in_callback(); }
     // An endpoint failed: reported from attend().
     void note_failure() noexcept {
         failures_ = true;
@@ -187,20 +191,13 @@ class UctModule final : public btl::Module {
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
 
-    // Receiving and progress.
-    static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
-    [[gnu::noinline]] void queue_reception(const void* data, std::size_t length) noexcept;
+    // Progress and failures.
     static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
 
-    bool deliver_now(const std::byte* data, std::size_t length) noexcept;
-    void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
-    void drop_unregistered(Rank source) noexcept;
-    int deliver() noexcept;
-    bool handle(const std::byte* data, std::size_t length) noexcept;
     void handle_failures() noexcept;
     bool left_quietly(const UctEndpoint& e) const noexcept;
     void check_local_peers() noexcept;
@@ -221,19 +218,19 @@ class UctModule final : public btl::Module {
     bool failures_ = false;  // an endpoint failed inside UCT's progress
     // The poll's hot state, together: whether anything besides UCT's own
     // progress needs a look (set wherever such work appears, cleared only by
-    // attend() from the real state), the re-entry guard and the poll count.
+    // attend() from the real state) and the poll count (the re-entry guard
+    // is the receiver's).
     bool attention_ = false;
-    bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
-    std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
+    std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
     // Called every 1024th poll.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
     FragPool frags_;
-    RecvRing ring_;
+    // The receive side (uct_receiver.cpp): UCT's AM handler and the ring.
+    UctReceiver receiver_{*this, am_table_, by_rank_, outside_, target_, ops_, farewells_};
     // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
     UctSendQueue send_queue_{*this, frags_};
     std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
-    std::size_t dropped_ = 0;          // receptions larger than a slot (protocol errors)
     std::vector<std::byte> scratch_;   // am_short payload gathered from pieces
     std::size_t max_short_ = 0;        // am_short payload (after the 64-bit header)
     bool short_iov_ = true;            // am_short_iov works here (else sendi gathers)

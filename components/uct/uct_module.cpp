@@ -1,5 +1,5 @@
-// The uct module: peers, the active-message path, receiving, progress and
-// failures.  The objects it owns have their own files (see uct_module.hpp).
+// The uct module: peers, the active-message path and progress.  The objects
+// it owns have their own files (see uct_module.hpp).
 #include "uct_module.hpp"
 
 #include <fmt/format.h>
@@ -34,7 +34,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       out_(out),
       self_(runtime.rank()),
       regions_(std::move(regions)) {
-    uct_.open(&UctModule::error_cb, this, &UctReceiver::am_cb, &receiver_);
+    uct_.open(&UctPeerWatch::error_cb, &peer_watch_, &UctReceiver::am_cb, &receiver_);
     one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
     atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
     uct_.build_address(one_sided_.second_iface(), one_sided_.rdma_attr(), one_sided_.rdma_name());
@@ -306,8 +306,7 @@ Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (peer_lost(s)) {
         if (ep != nullptr && !ep->failed) {
             ep->failed = true;
-            failures_ = true;
-            attention_ = true;
+            peer_watch_.note_failure();
         }
         return Status::peer_failed;
     }
@@ -333,8 +332,7 @@ Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (!ep->failed) {
         out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep->peer(), ep->process.pid());
         ep->failed = true;
-        failures_ = true;
-        attention_ = true;
+        peer_watch_.note_failure();
     }
     return Status::peer_failed;
 }
@@ -602,91 +600,7 @@ Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, co
                : Status::out_of_resource;
 }
 
-// --- receiving and progress --------------------------------------------------
-
-ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
-    auto* m = static_cast<UctModule*>(arg);
-    const auto lose = [&](UctEndpoint* e) {
-        if (e && !e->deleted && (e->ep == ep || e->rdma_ep == ep) && !e->failed) {
-            m->out_.verbose(1, "{}: {} {} lost: {}", m->name(), e->dynamic ? "peer" : "rank",
-                            e->peer(), ucs_status_string(status));
-            e->failed = true;
-            m->failures_ = true;
-            m->attention_ = true;
-        }
-    };
-    for (auto& e : m->by_rank_) lose(e.get());
-    for (auto& e : m->outside_.endpoints()) lose(e.get());
-    m->outside_.lost_joining(ep);
-    // Handled: the endpoint stays until del_procs or finalize destroys it.
-    return UCS_OK;
-}
-
-void UctModule::handle_failures() noexcept {
-    failures_ = false;
-    // What a lost peer sent before it went is real, its goodbye among it:
-    // take that first (a bounded drain: other peers may keep sending).
-    if (!receiver_.in_callback())
-        for (int i = 0; i < 64 && uct_.progress() != 0; ++i) {
-        }
-    if (receiver_.waiting()) receiver_.deliver();
-    // Indexed: a report may delete an endpoint (marked only, freed later).
-    const std::size_t job = by_rank_.size();
-    const auto& dynamic = outside_.endpoints();
-    for (std::size_t i = 0; i < job + dynamic.size(); ++i) {
-        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic[i - job].get();
-        if (!e || e->deleted || !e->failed || e->reported) continue;
-        e->reported = true;
-        send_queue_.drop(*e, Status::peer_failed);
-        const Rank peer = e->peer();
-        if (!e->dynamic && left_quietly(*e)) {
-            out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
-            continue;
-        }
-        ops_.end_ops(peer, Status::peer_failed);
-        if (e->outside.departed())
-            report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
-                         "uct: the peer outside the job disconnected");
-        else if (e->refused_token)
-            report_error(btl::error_flags::nonfatal | btl::error_flags::refused, peer,
-                         "uct: the server refused the token");
-        else if (e->outside.refused())
-            report_error(btl::error_flags::nonfatal, peer,
-                         "uct: the server refused the connection");
-        else if (e->outside.joining() || e->outside.timed_out())
-            report_error(btl::error_flags::nonfatal, peer,
-                         "uct: the server did not answer the join within btl_uct_join_timeout "
-                         "(stopped, or not progressing)");
-        else
-            report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
-        outside_.lost(*e);
-    }
-}
-
-// A peer that said goodbye and has no operation of ours pending has left,
-// not failed: no error report (Open MPI's ob1 aborts the job on any, and the
-// first rank of a job to exit is seen by the others while they finalize).
-bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
-    return e.goodbye && !ops_.involves(e.peer());
-}
-
-// A local peer whose process has exited is lost like one UCT reports (at
-// most every 100 ms: one poll() or kill() per peer).
-void UctModule::check_local_peers() noexcept {
-    if (!check_pace_.due()) return;
-    btl::util::WatchPace now{std::chrono::milliseconds(0), 1};
-    const auto given_up = [](const UctEndpoint& e) { return e.failed || e.deleted; };
-    const auto lose = [this](UctEndpoint& e) {
-        out_.verbose(1, "{}: {} {} (pid {}) exited", name(), e.dynamic ? "peer" : "rank", e.peer(),
-                     e.process.pid());
-        e.failed = true;
-        failures_ = true;
-        attention_ = true;
-    };
-    btl::util::lose_exited(now, by_rank_, given_up, lose);
-    btl::util::lose_exited(now, outside_.endpoints(), given_up, lose);
-    outside_.check_joining_exits();
-}
+// --- progress ----------------------------------------------------------------
 
 void UctModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
@@ -703,7 +617,7 @@ void UctModule::cancel_pending(UctEndpoint& e) noexcept {
 
 void UctModule::progress_once() noexcept {
     poll();
-    if (failures_) handle_failures();
+    if (peer_watch_.failures()) peer_watch_.handle_failures();
 }
 
 int UctModule::progress_cb(void* self) noexcept {
@@ -744,10 +658,10 @@ int UctModule::attend() noexcept {
     if (ops_.flushes_due()) events += ops_.retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
         ((polls_ & 1023) == 0 || (outside_.watching() && (polls_ & 15) == 0)))
-        check_local_peers();
+        peer_watch_.check_local_peers();
     if (outside_.has_joining()) outside_.check_joining();
     if (outside_.awaiting_welcomes() && (polls_ & 15) == 0) outside_.check_welcomes();
-    if (failures_) handle_failures();
+    if (peer_watch_.failures()) peer_watch_.handle_failures();
     if (receiver_.dropped()) receiver_.report_dropped();
     if (receiver_.waiting()) events += receiver_.deliver();
     if (peer_count_ == 0) update_progress();
@@ -758,8 +672,8 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
-           ops_.flushes_due() || failures_ || receiver_.dropped() || receiver_.waiting() ||
-           peer_count_ == 0 || outside_.needs_attention();
+           ops_.flushes_due() || peer_watch_.failures() || receiver_.dropped() ||
+           receiver_.waiting() || peer_count_ == 0 || outside_.needs_attention();
 }
 
 // --- the rest ----------------------------------------------------------------

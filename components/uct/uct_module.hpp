@@ -14,8 +14,8 @@
 // the objects the upper layer calls, the operations in flight they share
 // (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), the
 // peers outside the job (UctOutside, its Listener and DynamicPeerRecords),
-// the goodbyes (UctFarewells), the receive side (UctReceiver) and the UCT
-// objects it opened (UctInterface).
+// the goodbyes (UctFarewells), the receive side (UctReceiver), peer loss
+// (UctPeerWatch) and the UCT objects it opened (UctInterface).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -49,6 +49,7 @@
 #include "uct_one_sided.hpp"
 #include "uct_ops.hpp"
 #include "uct_outside.hpp"
+#include "uct_peer_watch.hpp"
 #include "uct_rdma_policy.hpp"
 #include "uct_receiver.hpp"
 #include "uct_regions.hpp"
@@ -113,7 +114,7 @@ class UctModule final : public btl::Module {
     Status finalize() override;
 
     // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics,
-    // UctReceiver)
+    // UctReceiver, UctPeerWatch)
     // Whether e is one of this module's live endpoints.
     bool valid(const btl::Endpoint* e) const noexcept;
     // One message, completed when this returns (UCT copies it): completed, or
@@ -150,11 +151,6 @@ class UctModule final : public btl::Module {
     UctInterface& uct() noexcept { return uct_; }
     // A handler runs inside uct_worker_progress: no re-entry.
     bool in_uct_callback() const noexcept { return receiver_.in_callback(); }
-    // An endpoint failed: reported from attend().
-    void note_failure() noexcept {
-        failures_ = true;
-        attention_ = true;
-    }
     // An endpoint goes: its queued sends and its operations end (cancelled).
     void cancel_pending(UctEndpoint& e) noexcept;
     // A peer's error, to whoever registered for them.
@@ -191,16 +187,11 @@ class UctModule final : public btl::Module {
     UctFrag* take() noexcept { return frags_.get(); }
     void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
 
-    // Progress and failures.
-    static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
+    // Progress.
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
-
-    void handle_failures() noexcept;
-    bool left_quietly(const UctEndpoint& e) const noexcept;
-    void check_local_peers() noexcept;
 
     Resource resource_;
     UctConfig config_;
@@ -215,15 +206,12 @@ class UctModule final : public btl::Module {
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     UctFarewells farewells_{*this, send_queue_, out_};
     std::size_t peer_count_ = 0;
-    bool failures_ = false;  // an endpoint failed inside UCT's progress
     // The poll's hot state, together: whether anything besides UCT's own
     // progress needs a look (set wherever such work appears, cleared only by
     // attend() from the real state) and the poll count (the re-entry guard
     // is the receiver's).
     bool attention_ = false;
     std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
-    // Called every 1024th poll.
-    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
 
     FragPool frags_;
     // The receive side (uct_receiver.cpp): UCT's AM handler and the ring.
@@ -245,7 +233,9 @@ class UctModule final : public btl::Module {
     UctTarget target_{*this, *regions_, out_};
     UctOneSided one_sided_{*this, ops_, atomics_, *regions_, resource_, config_, out_};
     UctAtomics atomics_{*this, ops_, resource_, config_, out_};
-    UctOutside outside_{*this, runtime_, resource_, config_, out_};
+    UctOutside outside_{*this, peer_watch_, runtime_, resource_, config_, out_};
+    // Peer loss (uct_peer_watch.cpp).
+    UctPeerWatch peer_watch_{*this, by_rank_, outside_, send_queue_, ops_, receiver_, out_};
 };
 
 }  // namespace transit::uct

@@ -166,7 +166,7 @@ void UctOutside::handle_welcome(const WireHeader& h, std::span<const std::byte> 
     if (!e->refused_token)
         log::warn("uct: the server at peer {} refused us: {}", e->peer(), to_string(why));
     e->failed = true;
-    module_.note_failure();
+    peer_watch_.note_failure();
 }
 
 // From attend(), every 16 polls while a join is unanswered: a server whose
@@ -181,7 +181,7 @@ void UctOutside::check_welcomes() noexcept {
         out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s",
                      module_.name(), late[i]->peer(), config_.join_timeout);
         late[i]->failed = true;
-        module_.note_failure();
+        peer_watch_.note_failure();
     }
 }
 
@@ -388,7 +388,7 @@ void UctOutside::goodbye(Rank peer) noexcept {
     out_.verbose(10, "{}: peer {} outside the job disconnected", module_.name(), peer);
     e->goodbye = true;
     e->failed = true;
-    module_.note_failure();
+    peer_watch_.note_failure();
 }
 
 // Unnamed at once (records, channel); freed at the next safe point, as a

@@ -49,16 +49,10 @@ UctModule::~UctModule() {
 }
 
 void UctModule::choose_attributes() {
-    const auto& am = uct_.attr().cap.am;
-    max_message_ = am.max_bcopy;
-    max_short_ = (uct_.attr().cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
-                     ? am.max_short - 8
-                     : 0;
-    // sendi's header + payload as three pieces of one am_short_iov.
-    short_iov_ = am.max_iov >= 3;
+    sender_.setup(uct_.attr());
     // Upper-layer payload per message; every process must agree, which holds
     // when they run the same transport with the same UCX configuration.
-    std::size_t max_send = max_message_ - sizeof(WireHeader);
+    std::size_t max_send = sender_.max_message() - sizeof(WireHeader);
     if (config_.max_send_size > 0) max_send = std::min(max_send, config_.max_send_size);
     attr_.max_send_size = max_send;
     // Over tcp with its widened segments, 64 KiB of payload and the pml's
@@ -69,7 +63,6 @@ void UctModule::choose_attributes() {
             : config_.eager_limit;
     attr_.eager_limit = std::min(eager, max_send);
     attr_.rndv_eager_limit = attr_.eager_limit;
-    scratch_.resize(std::max<std::size_t>(max_short_, 64));
 
     const bool shm =
         resource_.dev_type == UCT_DEVICE_TYPE_SHM || resource_.dev_type == UCT_DEVICE_TYPE_SELF;
@@ -127,21 +120,14 @@ void UctModule::setup_pools() {
          .buffer_size = attr_.max_send_size,
          .headroom = sizeof(WireHeader)});
     // Data bytes per put/get piece: a message less the headers of a request or a reply.
-    const std::size_t chunk =
-        max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
+    const std::size_t chunk = sender_.max_message() - sizeof(WireHeader) -
+                              std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
     ops_.setup(config_.max_rdma_ops, chunk);
     target_.setup(config_.max_rdma_ops, chunk);
     // Slots for the common size; larger messages (over tcp) wait beside them.
-    receiver_.setup(config_.recv_ring,
-                    std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
-}
-
-bool UctModule::valid(const btl::Endpoint* e) const noexcept {
-    if (e == nullptr) return false;
-    const Rank peer = e->peer();
-    if (peer < by_rank_.size()) [[likely]]
-        return by_rank_[peer].get() == e;
-    return outside_.valid(e);
+    receiver_.setup(
+        config_.recv_ring,
+        std::min(std::max(sender_.max_message(), sender_.max_short() + 8), ring_slot_max));
 }
 
 // --- peers -------------------------------------------------------------------
@@ -288,19 +274,6 @@ UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
 
 // --- sends -------------------------------------------------------------------
 
-std::size_t UctModule::pack_cb(void* dest, void* arg) noexcept {
-    auto* g = static_cast<Gather*>(arg);
-    auto* p = static_cast<std::byte*>(dest);
-    std::memcpy(p, &g->wire, sizeof g->wire);
-    p += sizeof g->wire;
-    if (g->len1 > 0) std::memcpy(p, g->part1, g->len1);
-    p += g->len1;
-    if (g->len2 > 0) std::memcpy(p, g->part2, g->len2);
-    p += g->len2;
-    if (g->convertor_len > 0) g->convertor->pack(p, g->convertor_len);
-    return g->total();
-}
-
 Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
     if (peer_lost(s)) {
@@ -337,48 +310,11 @@ Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
     return Status::peer_failed;
 }
 
-// One message, completed when this returns (UCT copies it): completed, or
-// nothing happened (out_of_resource, errors).
-Status UctModule::transmit(UctEndpoint* ep, Gather& g) noexcept {
-    if (ep->failed) [[unlikely]]
-        return Status::peer_failed;
-    g.wire.source = ep->wire_source;
-    const std::size_t payload = g.total() - sizeof(WireHeader);
-    ucs_status_t s;
-    if (payload <= max_short_) {
-        std::uint64_t header;
-        std::memcpy(&header, &g.wire, sizeof header);
-        const void* data = g.part1;
-        if (g.len2 > 0 || g.convertor_len > 0 || g.len1 == 0) {
-            std::byte* p = scratch_.data();
-            if (g.len1 > 0) std::memcpy(p, g.part1, g.len1);
-            if (g.len2 > 0) std::memcpy(p + g.len1, g.part2, g.len2);
-            if (g.convertor_len > 0) {
-                const std::size_t start = g.convertor->position();
-                g.convertor->pack(p + g.len1 + g.len2, g.convertor_len);
-                s = uct_ep_am_short(ep->ep, am_id, header, p, static_cast<unsigned>(payload));
-                if (s != UCS_OK) g.convertor->seek(start);
-                return s == UCS_OK ? Status::completed : from_ucs(s, ep);
-            }
-            data = p;
-        }
-        s = uct_ep_am_short(ep->ep, am_id, header, data, static_cast<unsigned>(payload));
-        return s == UCS_OK ? Status::completed : from_ucs(s, ep);
-    }
-    if (g.total() > max_message_) [[unlikely]]
-        return Status::bad_param;
-    const std::size_t start = g.convertor ? g.convertor->position() : 0;
-    const ssize_t n = uct_ep_am_bcopy(ep->ep, am_id, &UctModule::pack_cb, &g, 0);
-    if (n >= 0) return Status::completed;
-    if (g.convertor) g.convertor->seek(start);
-    return from_ucs(static_cast<ucs_status_t>(n), ep);
-}
-
 btl::Descriptor* UctModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
                                   std::uint32_t flags) noexcept {
     if (!valid(endpoint)) [[unlikely]]
         return nullptr;
-    UctFrag* f = take();
+    UctFrag* f = frags_.get();
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + sizeof(WireHeader), std::min(size, f->capacity)};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
@@ -397,61 +333,13 @@ btl::Descriptor* UctModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
                                         std::uint32_t flags) noexcept {
     if (!valid(endpoint) || reserve > attr_.max_send_size) [[unlikely]]
         return nullptr;
-    UctFrag* f = take();
+    UctFrag* f = frags_.get();
     if (f == nullptr) return nullptr;
     std::byte* payload = f->buffer + sizeof(WireHeader);
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
     f->seg = {payload, reserve + size};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
     return f;
-}
-
-void UctModule::finish_send(UctFrag* f, UctEndpoint* ep) noexcept {
-    const std::uint32_t flags = f->flags;
-    if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
-        f->cbfunc(this, ep, f, Status::success);
-    if (flags & btl::des_flags::btl_ownership) frags_.put(f);
-}
-
-Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
-                       btl::Tag tag) noexcept {
-    if (!valid(endpoint) || descriptor == nullptr) [[unlikely]]
-        return Status::bad_param;
-    auto* f = static_cast<UctFrag*>(descriptor);
-    if (!frags_.owns(f) || !f->in_use || descriptor->segments[0].len > f->capacity) [[unlikely]]
-        return Status::bad_param;
-    auto* ep = static_cast<UctEndpoint*>(endpoint);
-    // Behind messages already waiting for the peer's FIFO: the queue first, in order.
-    if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep))) [[unlikely]]
-        return ep->failed ? Status::peer_failed : send_queue_.enqueue(ep, f, tag);
-    Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
-             static_cast<std::size_t>(descriptor->segments[0].len)};
-    const Status s = transmit(ep, g);
-    if (s == Status::out_of_resource) return send_queue_.enqueue(ep, f, tag);
-    if (s != Status::completed) return s;
-    finish_send(f, ep);
-    return Status::completed;
-}
-
-// What the short paths share: the source of a payload that fits one am_short
-// (with `total` bytes after the wire header), or nullptr.
-[[gnu::always_inline]] inline const void* UctModule::short_source(btl::Endpoint* endpoint,
-                                                                  btl::Convertor* convertor,
-                                                                  std::size_t total,
-                                                                  std::size_t payload) noexcept {
-    if (total > max_short_ || payload == 0 || convertor == nullptr || !valid(endpoint) ||
-        static_cast<UctEndpoint*>(endpoint)->failed ||
-        !static_cast<UctEndpoint*>(endpoint)->queued.empty()) [[unlikely]]
-        return nullptr;
-    return convertor->contiguous_at(payload);
-}
-
-[[gnu::always_inline]] inline Status UctModule::short_sent(btl::Convertor* convertor,
-                                                           std::size_t payload,
-                                                           btl::Descriptor** descriptor) noexcept {
-    convertor->skip(payload);
-    if (descriptor != nullptr) *descriptor = nullptr;
-    return Status::completed;
 }
 
 // The fast path, kept small: a short message from the caller's memory when the
@@ -466,138 +354,14 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     // (with the raw path here, its saved registers cost the pml's messages 31
     // instructions each before the header was even looked at).
     if (header_size != 0)
-        return sendi_iov(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
-                         descriptor);
-    return sendi_raw(endpoint, convertor, payload_size, tag, descriptor, order, flags);
+        return sender_.sendi_iov(endpoint, convertor, header, header_size, payload_size, order,
+                                 flags, tag, descriptor);
+    return sender_.sendi_raw(endpoint, convertor, payload_size, tag, descriptor, order, flags);
 }
 
-// No header: what is kept across UCT's call is fewer values (the fallback
-// passes no header), so fewer registers are saved.
-Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                            std::size_t payload_size, btl::Tag tag, btl::Descriptor** descriptor,
-                            std::uint8_t order, std::uint32_t flags) noexcept {
-    if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
-        [[likely]] {
-        auto* ep = static_cast<UctEndpoint*>(endpoint);
-        const ucs_status_t s =
-            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), src,
-                            static_cast<unsigned>(payload_size));
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        // The FIFO is full: into the endpoint's queue (asking UCT again in
-        // sendi_gather would only re-read the peer's tail).
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, nullptr, 0, payload_size, order, tag, descriptor);
-    }
-    return sendi_gather(endpoint, convertor, nullptr, 0, payload_size, order, flags, tag,
-                        descriptor);
-}
-
-constexpr std::size_t stack_gather_limit = 64;
-
-// With a header: a small message is gathered on the stack and sent with
-// am_short (UCT's iov variant costs more than the copy); a larger one goes as
-// one am_short_iov of the wire header, the header and the payload, so nothing
-// is gathered into a staging buffer first.
-Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                            std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                            std::uint32_t flags, btl::Tag tag,
-                            btl::Descriptor** descriptor) noexcept {
-    const std::size_t total = header_size + payload_size;
-    const void* src = short_source(endpoint, convertor, total, payload_size);
-    if (src != nullptr && header != nullptr && total <= stack_gather_limit) [[likely]] {
-        alignas(8) std::byte buf[stack_gather_limit];
-        copy_small(buf, header, header_size);  // uct_wire.hpp
-        copy_small(buf + header_size, src, payload_size);
-        const auto* ep = static_cast<UctEndpoint*>(endpoint);
-        const ucs_status_t s =
-            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
-                            static_cast<unsigned>(total));
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-    } else if (src != nullptr && header != nullptr && short_iov_) {
-        // One 8-byte store, read back whole by UCT's copy (forwarded).
-        const std::uint64_t word =
-            wire_word(wire(Kind::message, tag, static_cast<UctEndpoint*>(endpoint)));
-        uct_iov_t iov[3] = {
-            {const_cast<std::uint64_t*>(&word), sizeof word, UCT_MEM_HANDLE_NULL, 0, 1},
-            {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
-            {const_cast<void*>(src), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
-        const ucs_status_t s =
-            uct_ep_am_short_iov(static_cast<UctEndpoint*>(endpoint)->ep, am_id, iov, 3);
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-        if (s == UCS_ERR_UNSUPPORTED)
-            short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
-    }
-    return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
-                        descriptor);
-}
-
-// sendi's general case: header and payload gathered into one message, or a
-// descriptor handed back when the transport has no room.
-Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                               const void* header, std::size_t header_size,
-                               std::size_t payload_size, std::uint8_t order, std::uint32_t flags,
-                               btl::Tag tag, btl::Descriptor** descriptor) noexcept {
-    if (descriptor != nullptr) *descriptor = nullptr;
-    if (!valid(endpoint) ||
-        !btl::sendi_arguments_valid(convertor, header, header_size, payload_size)) [[unlikely]]
-        return Status::bad_param;
-    auto* ep = static_cast<UctEndpoint*>(endpoint);
-    const std::size_t total = header_size + payload_size;
-    if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
-        // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
-        if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep)))
-            return ep->failed ? Status::peer_failed
-                              : take_in(endpoint, convertor, header, header_size, payload_size,
-                                        order, tag, descriptor);
-        Gather g{wire(Kind::message, tag), header, header_size};
-        g.convertor = payload_size > 0 ? convertor : nullptr;
-        g.convertor_len = payload_size;
-        const Status s = transmit(ep, g);
-        if (s == Status::out_of_resource)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-        return s;
-    }
-    ++sendi_refused_;
-    if (descriptor != nullptr)
-        *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
-    return Status::out_of_resource;
-}
-
-// sendi when UCT has no room, or messages wait already: the message is copied
-// into a send fragment at the back of the endpoint's queue and is taken
-// (completed: the caller's buffer is free again and the queue goes in order,
-// at the next send to that peer or progress pass; the tcp btl's sendi
-// appends to a burst the same way).  With no fragment free, nothing happens
-// (out_of_resource, no descriptor either: alloc would fail too).
-Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                          btl::Tag tag, btl::Descriptor** descriptor) noexcept {
-    if (descriptor != nullptr) *descriptor = nullptr;
-    const std::size_t total = header_size + payload_size;
-    UctFrag* f = take();
-    if (f == nullptr || total > f->capacity) [[unlikely]] {
-        if (f != nullptr) frags_.put(f);
-        ++sendi_refused_;
-        return Status::out_of_resource;
-    }
-    std::byte* p = f->buffer + sizeof(WireHeader);
-    if (header_size > 0) std::memcpy(p, header, header_size);
-    if (payload_size > 0) convertor->pack(p + header_size, payload_size);
-    f->seg = {p, total};
-    btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
-    return send_queue_.enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
-               ? Status::completed
-               : Status::out_of_resource;
+Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                       btl::Tag tag) noexcept {
+    return sender_.send(endpoint, descriptor, tag);
 }
 
 // --- progress ----------------------------------------------------------------
@@ -697,7 +461,7 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
                                "ns, exclusivity {} latency {} bandwidth {} MB/s",
-                               resource_.md_name, max_short_, max_message_,
+                               resource_.md_name, sender_.max_short(), sender_.max_message(),
                                uct_.attr().latency.c * 1e9, uct_.attr().overhead * 1e9,
                                attr_.exclusivity, attr_.latency, attr_.bandwidth));
 }
@@ -711,7 +475,7 @@ Status UctModule::finalize() {
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
             "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
             name(), one_sided_.native_ops(), atomics_.native_amos(),
-            one_sided_.fallbacks() + atomics_.fallbacks(), sendi_refused_,
+            one_sided_.fallbacks() + atomics_.fallbacks(), sender_.refused(),
             send_queue_.sends_queued(), send_queue_.queue_retries());
     if (ops_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),

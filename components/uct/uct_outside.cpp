@@ -140,7 +140,7 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
         std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
                                                join_wait, btl::join_timeout(config_.join_timeout));
     for (;;) {
-        const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctModule::pack_cb, &g, 0);
+        const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctSender::pack_cb, &g, 0);
         if (n >= 0) return true;
         if (n != UCS_ERR_NO_RESOURCE || e.failed || module_.in_uct_callback() ||
             std::chrono::steady_clock::now() >= deadline)
@@ -307,7 +307,7 @@ ssize_t UctOutside::send_welcome(uct_ep_h ep, std::uint32_t channel, Status stat
     Gather g{WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, channel}, &w,
              sizeof w};
     ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctSender::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
            !module_.in_uct_callback() && std::chrono::steady_clock::now() < deadline)
         module_.uct().progress();
     return n;

@@ -153,8 +153,6 @@ class UctModule final : public btl::Module {
     UctEndpoint* connect(Rank peer, std::string* why);
     // The UCT objects it opened.
     UctInterface& uct() noexcept { return uct_; }
-    // A handler runs inside uct_worker_progress: no re-entry.
-    bool in_uct_callback() const noexcept { return receiver_.in_callback(); }
     // An endpoint goes: its queued sends and its operations end (cancelled).
     void cancel_pending(UctEndpoint& e) noexcept;
     // A peer's error, to whoever registered for them.
@@ -209,7 +207,7 @@ class UctModule final : public btl::Module {
     UctTarget target_{*this, sender_, *regions_, out_};
     UctOneSided one_sided_{*this, ops_, atomics_, *regions_, resource_, config_, out_};
     UctAtomics atomics_{*this, ops_, resource_, config_, out_};
-    UctOutside outside_{*this, peer_watch_, runtime_, resource_, config_, out_};
+    UctOutside outside_{*this, peer_watch_, receiver_, runtime_, resource_, config_, out_};
     // Peer loss (uct_peer_watch.cpp).
     UctPeerWatch peer_watch_{*this, by_rank_, outside_, send_queue_, ops_, receiver_, out_};
 };

@@ -142,7 +142,7 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
     for (;;) {
         const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctSender::pack_cb, &g, 0);
         if (n >= 0) return true;
-        if (n != UCS_ERR_NO_RESOURCE || e.failed || module_.in_uct_callback() ||
+        if (n != UCS_ERR_NO_RESOURCE || e.failed || receiver_.in_callback() ||
             std::chrono::steady_clock::now() >= deadline)
             return false;
         module_.uct().progress();
@@ -286,7 +286,7 @@ void UctOutside::forget_joining(std::uint32_t channel, const char* why) noexcept
 // From attend(): joined clients that left, whose endpoint UCT reported
 // lost, or that exited (check_local_peers).
 void UctOutside::check_joining() noexcept {
-    if (module_.in_uct_callback()) return;
+    if (receiver_.in_callback()) return;
     for (auto it = joining_.begin(); it != joining_.end();) {
         if (it->second.failed) {
             uct_ep_destroy(it->second.ep);
@@ -308,7 +308,7 @@ ssize_t UctOutside::send_welcome(uct_ep_h ep, std::uint32_t channel, Status stat
              sizeof w};
     ssize_t n;
     while ((n = uct_ep_am_bcopy(ep, am_id, &UctSender::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !module_.in_uct_callback() && std::chrono::steady_clock::now() < deadline)
+           !receiver_.in_callback() && std::chrono::steady_clock::now() < deadline)
         module_.uct().progress();
     return n;
 }
@@ -329,7 +329,7 @@ void UctOutside::answer_join(const JoinRequest& j, std::span<const std::byte> ad
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
     const ssize_t n = send_welcome(ep, j.client_channel, status, deadline);
     ucs_status_t s = UCS_INPROGRESS;
-    while (n >= 0 && !module_.in_uct_callback() &&
+    while (n >= 0 && !receiver_.in_callback() &&
            ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||
             s == UCS_ERR_NO_RESOURCE) &&
            std::chrono::steady_clock::now() < deadline)

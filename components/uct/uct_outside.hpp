@@ -10,8 +10,9 @@
 // the links' join state (btl::util::OutsideLinks) and the log of refused
 // clients.  Borrows: the module (its connect and endpoint creation, its
 // address, UCT's progress, the work pending for an endpoint), its peer watch
-// (a failure noted), the runtime (tokens and ids), the module's resource,
-// configuration and log stream.
+// (a failure noted), its receiver (whether a handler runs inside UCT's
+// progress: no re-entry), the runtime (tokens and ids), the module's
+// resource, configuration and log stream.
 #pragma once
 
 #include <uct/api/uct.h>
@@ -39,13 +40,16 @@ namespace transit::uct {
 
 class UctModule;
 class UctPeerWatch;
+class UctReceiver;
 
 class UctOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
-    UctOutside(UctModule& module, UctPeerWatch& peer_watch, rt::Runtime& runtime,
-               const Resource& resource, const UctConfig& config, const log::Stream& out) noexcept
+    UctOutside(UctModule& module, UctPeerWatch& peer_watch, const UctReceiver& receiver,
+               rt::Runtime& runtime, const Resource& resource, const UctConfig& config,
+               const log::Stream& out) noexcept
         : module_(module),
           peer_watch_(peer_watch),
+          receiver_(receiver),
           runtime_(runtime),
           resource_(resource),
           config_(config),
@@ -132,6 +136,7 @@ class UctOutside final : public btl::Listener, public btl::DynamicPeerRecords {
 
     UctModule& module_;
     UctPeerWatch& peer_watch_;
+    const UctReceiver& receiver_;
     rt::Runtime& runtime_;
     const Resource& resource_;
     const UctConfig& config_;

@@ -36,8 +36,9 @@ void AsyncDeleter::operator()(ucs_async_context_t* a) const noexcept {
     ucs_async_context_destroy(a);
 }
 
-void UctInterface::open(uct_error_handler_t on_error, uct_am_callback_t on_message, void* arg) {
-    user_data_ = arg;
+void UctInterface::open(uct_error_handler_t on_error, void* error_arg, uct_am_callback_t on_message,
+                        void* message_arg) {
+    user_data_ = error_arg;
     ucs_async_context_t* async = nullptr;
     if (ucs_status_t s = ucs_async_context_create(UCS_ASYNC_MODE_THREAD_SPINLOCK, &async);
         s != UCS_OK)
@@ -78,7 +79,7 @@ void UctInterface::open(uct_error_handler_t on_error, uct_am_callback_t on_messa
     params.mode.device.tl_name = resource_.tl_name.c_str();
     params.mode.device.dev_name = resource_.dev_name.c_str();
     params.err_handler = on_error;
-    params.err_handler_arg = arg;
+    params.err_handler_arg = error_arg;
     params.err_handler_flags = 0;  // called from uct_worker_progress, never from a thread
     // Put, get and atomics too when the transport may carry them natively
     // (its own memory domain registering memory: rc, dc on a cluster; or
@@ -114,7 +115,7 @@ void UctInterface::open(uct_error_handler_t on_error, uct_am_callback_t on_messa
         throw std::runtime_error(
             fmt::format("active messages of {} bytes are too small", iface_attr_.cap.am.max_bcopy));
     largest_accepted_ = accepted_size(iface_attr_.cap.am.max_bcopy, tx_segment, rx_segment);
-    if (s = uct_iface_set_am_handler(iface_.get(), am_id, on_message, arg, 0); s != UCS_OK)
+    if (s = uct_iface_set_am_handler(iface_.get(), am_id, on_message, message_arg, 0); s != UCS_OK)
         fail("uct_iface_set_am_handler", s);
     uct_iface_progress_enable(iface_.get(), UCT_PROGRESS_SEND | UCT_PROGRESS_RECV);
 }

@@ -43,10 +43,11 @@ class UctInterface {
                  std::string name)
         : resource_(resource), config_(config), out_(out), name_(std::move(name)) {}
 
-    // Opens them, the interface calling on_error and on_message with `arg`
-    // (also the user data of every endpoint); throws std::runtime_error with
-    // the reason when the transport cannot be used.
-    void open(uct_error_handler_t on_error, uct_am_callback_t on_message, void* arg);
+    // Opens them, the interface calling on_error with `error_arg` (also the
+    // user data of every endpoint) and on_message with `message_arg`; throws
+    // std::runtime_error with the reason when the transport cannot be used.
+    void open(uct_error_handler_t on_error, void* error_arg, uct_am_callback_t on_message,
+              void* message_arg);
     // An endpoint to the interface at (device, iface), as a peer sent them;
     // nullptr, with the reason, when UCT cannot reach it or make one.
     uct_ep_h create_ep(std::span<const std::byte> device, std::span<const std::byte> iface,

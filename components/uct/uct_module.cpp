@@ -1,5 +1,5 @@
-// The uct module: peers, the active-message path, receiving, progress and
-// failures.  The objects it owns have their own files (see uct_module.hpp).
+// The uct module: peers, the active-message path and progress.  The objects
+// it owns have their own files (see uct_module.hpp).
 #include "uct_module.hpp"
 
 #include <fmt/format.h>
@@ -34,7 +34,7 @@ UctModule::UctModule(btl::Component& component, const Resource& resource, const 
       out_(out),
       self_(runtime.rank()),
       regions_(std::move(regions)) {
-    uct_.open(&UctModule::error_cb, &UctModule::am_cb, this);
+    uct_.open(&UctPeerWatch::error_cb, &peer_watch_, &UctReceiver::am_cb, &receiver_);
     one_sided_.open(uct_.md(), uct_.iface(), uct_.attr());
     atomics_.open(uct_.md(), uct_.attr(), one_sided_.rkey_len());
     uct_.build_address(one_sided_.second_iface(), one_sided_.rdma_attr(), one_sided_.rdma_name());
@@ -49,16 +49,10 @@ UctModule::~UctModule() {
 }
 
 void UctModule::choose_attributes() {
-    const auto& am = uct_.attr().cap.am;
-    max_message_ = am.max_bcopy;
-    max_short_ = (uct_.attr().cap.flags & UCT_IFACE_FLAG_AM_SHORT) && am.max_short > 8
-                     ? am.max_short - 8
-                     : 0;
-    // sendi's header + payload as three pieces of one am_short_iov.
-    short_iov_ = am.max_iov >= 3;
+    sender_.setup(uct_.attr());
     // Upper-layer payload per message; every process must agree, which holds
     // when they run the same transport with the same UCX configuration.
-    std::size_t max_send = max_message_ - sizeof(WireHeader);
+    std::size_t max_send = sender_.max_message() - sizeof(WireHeader);
     if (config_.max_send_size > 0) max_send = std::min(max_send, config_.max_send_size);
     attr_.max_send_size = max_send;
     // Over tcp with its widened segments, 64 KiB of payload and the pml's
@@ -69,7 +63,6 @@ void UctModule::choose_attributes() {
             : config_.eager_limit;
     attr_.eager_limit = std::min(eager, max_send);
     attr_.rndv_eager_limit = attr_.eager_limit;
-    scratch_.resize(std::max<std::size_t>(max_short_, 64));
 
     const bool shm =
         resource_.dev_type == UCT_DEVICE_TYPE_SHM || resource_.dev_type == UCT_DEVICE_TYPE_SELF;
@@ -127,20 +120,14 @@ void UctModule::setup_pools() {
          .buffer_size = attr_.max_send_size,
          .headroom = sizeof(WireHeader)});
     // Data bytes per put/get piece: a message less the headers of a request or a reply.
-    const std::size_t chunk =
-        max_message_ - sizeof(WireHeader) - std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
+    const std::size_t chunk = sender_.max_message() - sizeof(WireHeader) -
+                              std::max(sizeof(RdmaRequest), sizeof(RdmaReply));
     ops_.setup(config_.max_rdma_ops, chunk);
     target_.setup(config_.max_rdma_ops, chunk);
     // Slots for the common size; larger messages (over tcp) wait beside them.
-    ring_.setup(config_.recv_ring, std::min(std::max(max_message_, max_short_ + 8), ring_slot_max));
-}
-
-bool UctModule::valid(const btl::Endpoint* e) const noexcept {
-    if (e == nullptr) return false;
-    const Rank peer = e->peer();
-    if (peer < by_rank_.size()) [[likely]]
-        return by_rank_[peer].get() == e;
-    return outside_.valid(e);
+    receiver_.setup(
+        config_.recv_ring,
+        std::min(std::max(sender_.max_message(), sender_.max_short() + 8), ring_slot_max));
 }
 
 // --- peers -------------------------------------------------------------------
@@ -287,26 +274,12 @@ UctEndpoint* UctModule::peer_endpoint(Rank peer) noexcept {
 
 // --- sends -------------------------------------------------------------------
 
-std::size_t UctModule::pack_cb(void* dest, void* arg) noexcept {
-    auto* g = static_cast<Gather*>(arg);
-    auto* p = static_cast<std::byte*>(dest);
-    std::memcpy(p, &g->wire, sizeof g->wire);
-    p += sizeof g->wire;
-    if (g->len1 > 0) std::memcpy(p, g->part1, g->len1);
-    p += g->len1;
-    if (g->len2 > 0) std::memcpy(p, g->part2, g->len2);
-    p += g->len2;
-    if (g->convertor_len > 0) g->convertor->pack(p, g->convertor_len);
-    return g->total();
-}
-
 Status UctModule::from_ucs(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (s == UCS_ERR_NO_RESOURCE) return Status::out_of_resource;
     if (peer_lost(s)) {
         if (ep != nullptr && !ep->failed) {
             ep->failed = true;
-            failures_ = true;
-            attention_ = true;
+            peer_watch_.note_failure();
         }
         return Status::peer_failed;
     }
@@ -332,54 +305,16 @@ Status UctModule::native_error(ucs_status_t s, UctEndpoint* ep) noexcept {
     if (!ep->failed) {
         out_.verbose(1, "{}: rank {} (pid {}) exited", name(), ep->peer(), ep->process.pid());
         ep->failed = true;
-        failures_ = true;
-        attention_ = true;
+        peer_watch_.note_failure();
     }
     return Status::peer_failed;
-}
-
-// One message, completed when this returns (UCT copies it): completed, or
-// nothing happened (out_of_resource, errors).
-Status UctModule::transmit(UctEndpoint* ep, Gather& g) noexcept {
-    if (ep->failed) [[unlikely]]
-        return Status::peer_failed;
-    g.wire.source = ep->wire_source;
-    const std::size_t payload = g.total() - sizeof(WireHeader);
-    ucs_status_t s;
-    if (payload <= max_short_) {
-        std::uint64_t header;
-        std::memcpy(&header, &g.wire, sizeof header);
-        const void* data = g.part1;
-        if (g.len2 > 0 || g.convertor_len > 0 || g.len1 == 0) {
-            std::byte* p = scratch_.data();
-            if (g.len1 > 0) std::memcpy(p, g.part1, g.len1);
-            if (g.len2 > 0) std::memcpy(p + g.len1, g.part2, g.len2);
-            if (g.convertor_len > 0) {
-                const std::size_t start = g.convertor->position();
-                g.convertor->pack(p + g.len1 + g.len2, g.convertor_len);
-                s = uct_ep_am_short(ep->ep, am_id, header, p, static_cast<unsigned>(payload));
-                if (s != UCS_OK) g.convertor->seek(start);
-                return s == UCS_OK ? Status::completed : from_ucs(s, ep);
-            }
-            data = p;
-        }
-        s = uct_ep_am_short(ep->ep, am_id, header, data, static_cast<unsigned>(payload));
-        return s == UCS_OK ? Status::completed : from_ucs(s, ep);
-    }
-    if (g.total() > max_message_) [[unlikely]]
-        return Status::bad_param;
-    const std::size_t start = g.convertor ? g.convertor->position() : 0;
-    const ssize_t n = uct_ep_am_bcopy(ep->ep, am_id, &UctModule::pack_cb, &g, 0);
-    if (n >= 0) return Status::completed;
-    if (g.convertor) g.convertor->seek(start);
-    return from_ucs(static_cast<ucs_status_t>(n), ep);
 }
 
 btl::Descriptor* UctModule::alloc(btl::Endpoint* endpoint, std::uint8_t order, std::size_t size,
                                   std::uint32_t flags) noexcept {
     if (!valid(endpoint)) [[unlikely]]
         return nullptr;
-    UctFrag* f = take();
+    UctFrag* f = frags_.get();
     if (f == nullptr) return nullptr;
     f->seg = {f->buffer + sizeof(WireHeader), std::min(size, f->capacity)};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
@@ -398,61 +333,13 @@ btl::Descriptor* UctModule::prepare_src(btl::Endpoint* endpoint, btl::Convertor&
                                         std::uint32_t flags) noexcept {
     if (!valid(endpoint) || reserve > attr_.max_send_size) [[unlikely]]
         return nullptr;
-    UctFrag* f = take();
+    UctFrag* f = frags_.get();
     if (f == nullptr) return nullptr;
     std::byte* payload = f->buffer + sizeof(WireHeader);
     size = convertor.pack(payload + reserve, std::min(size, f->capacity - reserve));
     f->seg = {payload, reserve + size};
     btl::util::hand_out(*f, &f->seg, 1, flags, order);
     return f;
-}
-
-void UctModule::finish_send(UctFrag* f, UctEndpoint* ep) noexcept {
-    const std::uint32_t flags = f->flags;
-    if ((flags & btl::des_flags::send_always_callback) && f->cbfunc != nullptr)
-        f->cbfunc(this, ep, f, Status::success);
-    if (flags & btl::des_flags::btl_ownership) frags_.put(f);
-}
-
-Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
-                       btl::Tag tag) noexcept {
-    if (!valid(endpoint) || descriptor == nullptr) [[unlikely]]
-        return Status::bad_param;
-    auto* f = static_cast<UctFrag*>(descriptor);
-    if (!frags_.owns(f) || !f->in_use || descriptor->segments[0].len > f->capacity) [[unlikely]]
-        return Status::bad_param;
-    auto* ep = static_cast<UctEndpoint*>(endpoint);
-    // Behind messages already waiting for the peer's FIFO: the queue first, in order.
-    if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep))) [[unlikely]]
-        return ep->failed ? Status::peer_failed : send_queue_.enqueue(ep, f, tag);
-    Gather g{wire(Kind::message, tag), descriptor->segments[0].addr,
-             static_cast<std::size_t>(descriptor->segments[0].len)};
-    const Status s = transmit(ep, g);
-    if (s == Status::out_of_resource) return send_queue_.enqueue(ep, f, tag);
-    if (s != Status::completed) return s;
-    finish_send(f, ep);
-    return Status::completed;
-}
-
-// What the short paths share: the source of a payload that fits one am_short
-// (with `total` bytes after the wire header), or nullptr.
-[[gnu::always_inline]] inline const void* UctModule::short_source(btl::Endpoint* endpoint,
-                                                                  btl::Convertor* convertor,
-                                                                  std::size_t total,
-                                                                  std::size_t payload) noexcept {
-    if (total > max_short_ || payload == 0 || convertor == nullptr || !valid(endpoint) ||
-        static_cast<UctEndpoint*>(endpoint)->failed ||
-        !static_cast<UctEndpoint*>(endpoint)->queued.empty()) [[unlikely]]
-        return nullptr;
-    return convertor->contiguous_at(payload);
-}
-
-[[gnu::always_inline]] inline Status UctModule::short_sent(btl::Convertor* convertor,
-                                                           std::size_t payload,
-                                                           btl::Descriptor** descriptor) noexcept {
-    convertor->skip(payload);
-    if (descriptor != nullptr) *descriptor = nullptr;
-    return Status::completed;
 }
 
 // The fast path, kept small: a short message from the caller's memory when the
@@ -467,291 +354,21 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     // (with the raw path here, its saved registers cost the pml's messages 31
     // instructions each before the header was even looked at).
     if (header_size != 0)
-        return sendi_iov(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
-                         descriptor);
-    return sendi_raw(endpoint, convertor, payload_size, tag, descriptor, order, flags);
+        return sender_.sendi_iov(endpoint, convertor, header, header_size, payload_size, order,
+                                 flags, tag, descriptor);
+    return sender_.sendi_raw(endpoint, convertor, payload_size, tag, descriptor, order, flags);
 }
 
-// No header: what is kept across UCT's call is fewer values (the fallback
-// passes no header), so fewer registers are saved.
-Status UctModule::sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                            std::size_t payload_size, btl::Tag tag, btl::Descriptor** descriptor,
-                            std::uint8_t order, std::uint32_t flags) noexcept {
-    if (const void* src = short_source(endpoint, convertor, payload_size, payload_size))
-        [[likely]] {
-        auto* ep = static_cast<UctEndpoint*>(endpoint);
-        const ucs_status_t s =
-            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), src,
-                            static_cast<unsigned>(payload_size));
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        // The FIFO is full: into the endpoint's queue (asking UCT again in
-        // sendi_gather would only re-read the peer's tail).
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, nullptr, 0, payload_size, order, tag, descriptor);
-    }
-    return sendi_gather(endpoint, convertor, nullptr, 0, payload_size, order, flags, tag,
-                        descriptor);
+Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
+                       btl::Tag tag) noexcept {
+    return sender_.send(endpoint, descriptor, tag);
 }
 
-constexpr std::size_t stack_gather_limit = 64;
-
-// With a header: a small message is gathered on the stack and sent with
-// am_short (UCT's iov variant costs more than the copy); a larger one goes as
-// one am_short_iov of the wire header, the header and the payload, so nothing
-// is gathered into a staging buffer first.
-Status UctModule::sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                            std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                            std::uint32_t flags, btl::Tag tag,
-                            btl::Descriptor** descriptor) noexcept {
-    const std::size_t total = header_size + payload_size;
-    const void* src = short_source(endpoint, convertor, total, payload_size);
-    if (src != nullptr && header != nullptr && total <= stack_gather_limit) [[likely]] {
-        alignas(8) std::byte buf[stack_gather_limit];
-        copy_small(buf, header, header_size);  // uct_wire.hpp
-        copy_small(buf + header_size, src, payload_size);
-        const auto* ep = static_cast<UctEndpoint*>(endpoint);
-        const ucs_status_t s =
-            uct_ep_am_short(ep->ep, am_id, wire_word(wire(Kind::message, tag, ep)), buf,
-                            static_cast<unsigned>(total));
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-    } else if (src != nullptr && header != nullptr && short_iov_) {
-        // One 8-byte store, read back whole by UCT's copy (forwarded).
-        const std::uint64_t word =
-            wire_word(wire(Kind::message, tag, static_cast<UctEndpoint*>(endpoint)));
-        uct_iov_t iov[3] = {
-            {const_cast<std::uint64_t*>(&word), sizeof word, UCT_MEM_HANDLE_NULL, 0, 1},
-            {const_cast<void*>(header), header_size, UCT_MEM_HANDLE_NULL, 0, 1},
-            {const_cast<void*>(src), payload_size, UCT_MEM_HANDLE_NULL, 0, 1}};
-        const ucs_status_t s =
-            uct_ep_am_short_iov(static_cast<UctEndpoint*>(endpoint)->ep, am_id, iov, 3);
-        if (s == UCS_OK) [[likely]]
-            return short_sent(convertor, payload_size, descriptor);
-        if (s == UCS_ERR_NO_RESOURCE)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-        if (s == UCS_ERR_UNSUPPORTED)
-            short_iov_ = false;  // this transport gathers nothing itself: sendi_gather() does
-    }
-    return sendi_gather(endpoint, convertor, header, header_size, payload_size, order, flags, tag,
-                        descriptor);
-}
-
-// sendi's general case: header and payload gathered into one message, or a
-// descriptor handed back when the transport has no room.
-Status UctModule::sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                               const void* header, std::size_t header_size,
-                               std::size_t payload_size, std::uint8_t order, std::uint32_t flags,
-                               btl::Tag tag, btl::Descriptor** descriptor) noexcept {
-    if (descriptor != nullptr) *descriptor = nullptr;
-    if (!valid(endpoint) ||
-        !btl::sendi_arguments_valid(convertor, header, header_size, payload_size)) [[unlikely]]
-        return Status::bad_param;
-    auto* ep = static_cast<UctEndpoint*>(endpoint);
-    const std::size_t total = header_size + payload_size;
-    if (total <= attr_.max_send_size && payload_size <= attr_.eager_limit) {
-        // Nothing overtakes the messages waiting for this peer's FIFO: they go first.
-        if (!ep->queued.empty() && (ep->failed || !send_queue_.send_queued(*ep)))
-            return ep->failed ? Status::peer_failed
-                              : take_in(endpoint, convertor, header, header_size, payload_size,
-                                        order, tag, descriptor);
-        Gather g{wire(Kind::message, tag), header, header_size};
-        g.convertor = payload_size > 0 ? convertor : nullptr;
-        g.convertor_len = payload_size;
-        const Status s = transmit(ep, g);
-        if (s == Status::out_of_resource)
-            return take_in(endpoint, convertor, header, header_size, payload_size, order, tag,
-                           descriptor);
-        return s;
-    }
-    ++sendi_refused_;
-    if (descriptor != nullptr)
-        *descriptor = btl::util::alloc_whole(*this, endpoint, order, total, flags);
-    return Status::out_of_resource;
-}
-
-// sendi when UCT has no room, or messages wait already: the message is copied
-// into a send fragment at the back of the endpoint's queue and is taken
-// (completed: the caller's buffer is free again and the queue goes in order,
-// at the next send to that peer or progress pass; the tcp btl's sendi
-// appends to a burst the same way).  With no fragment free, nothing happens
-// (out_of_resource, no descriptor either: alloc would fail too).
-Status UctModule::take_in(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                          std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                          btl::Tag tag, btl::Descriptor** descriptor) noexcept {
-    if (descriptor != nullptr) *descriptor = nullptr;
-    const std::size_t total = header_size + payload_size;
-    UctFrag* f = take();
-    if (f == nullptr || total > f->capacity) [[unlikely]] {
-        if (f != nullptr) frags_.put(f);
-        ++sendi_refused_;
-        return Status::out_of_resource;
-    }
-    std::byte* p = f->buffer + sizeof(WireHeader);
-    if (header_size > 0) std::memcpy(p, header, header_size);
-    if (payload_size > 0) convertor->pack(p + header_size, payload_size);
-    f->seg = {p, total};
-    btl::util::hand_out(*f, &f->seg, 1, btl::des_flags::btl_ownership, order);
-    return send_queue_.enqueue(static_cast<UctEndpoint*>(endpoint), f, tag) == Status::success
-               ? Status::completed
-               : Status::out_of_resource;
-}
-
-// --- receiving and progress --------------------------------------------------
-
-// Inlined into am_cb: the header stays in registers on the way to the callback.
-[[gnu::always_inline]] inline void UctModule::dispatch(const WireHeader& h, const std::byte* body,
-                                                       std::size_t len) noexcept {
-    UctEndpoint* from =
-        h.source < by_rank_.size() ? by_rank_[h.source].get() : outside_.endpoint(h.source);
-    const btl::Segment seg{const_cast<std::byte*>(body), len};
-    const btl::ReceiveDescriptor d{from, &seg, 1, h.tag};
-    if (!am_table_.dispatch(this, d)) [[unlikely]]
-        drop_unregistered(h.source);
-}
-
-void UctModule::drop_unregistered(Rank source) noexcept {
-    report_error(btl::error_flags::nonfatal, source,
-                 "uct: a message for an unregistered tag was dropped");
-}
-
-// A plain message (not a one-sided request, which may need a reply slot)
-// straight to its callback; false for anything else.
-[[gnu::always_inline]] inline bool UctModule::deliver_now(const std::byte* data,
-                                                          std::size_t length) noexcept {
-    WireHeader h;
-    std::span<const std::byte> body;
-    // A peer outside the job names itself by a channel: handle() renames it.
-    if (!read_message({data, length}, h, body) || static_cast<Kind>(h.kind) != Kind::message ||
-        h.version != wire_version || h.source >= by_rank_.size()) [[unlikely]]
-        return false;
-    dispatch(h, body.data(), body.size());
-    return true;
-}
-
-ucs_status_t UctModule::am_cb(void* arg, void* data, std::size_t length, unsigned) noexcept {
-    auto* m = static_cast<UctModule*>(arg);
-    // A message with nothing queued before it is delivered from UCT's own
-    // buffer, saving a copy and a second pass.  Its handler cannot re-enter
-    // UCT's progress (poll() refuses while the flag is up), as with vader's
-    // boxes.  This is the one place UCT's progress runs code of ours that may
-    // call back in (completions and errors are only noted, for attend()), so
-    // the flag is raised here rather than around every poll of UCT.
-    if (m->ring_.empty()) [[likely]] {
-        m->in_uct_callback_ = true;
-        const bool delivered = m->deliver_now(static_cast<const std::byte*>(data), length);
-        m->in_uct_callback_ = false;
-        if (delivered) [[likely]]
-            return UCS_OK;
-    }
-    m->queue_reception(data, length);
-    return UCS_OK;
-}
-
-// Kept out of am_cb, so the direct delivery above stays a short call.
-void UctModule::queue_reception(const void* data, std::size_t length) noexcept {
-    bool stored = false;
-    try {
-        stored = ring_.push(data, length);
-    } catch (...) {
-        stored = false;  // growing the ring failed: out of memory
-    }
-    if (!stored) [[unlikely]]
-        ++dropped_;
-    attention_ = true;
-}
-
-ucs_status_t UctModule::error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept {
-    auto* m = static_cast<UctModule*>(arg);
-    const auto lose = [&](UctEndpoint* e) {
-        if (e && !e->deleted && (e->ep == ep || e->rdma_ep == ep) && !e->failed) {
-            m->out_.verbose(1, "{}: {} {} lost: {}", m->name(), e->dynamic ? "peer" : "rank",
-                            e->peer(), ucs_status_string(status));
-            e->failed = true;
-            m->failures_ = true;
-            m->attention_ = true;
-        }
-    };
-    for (auto& e : m->by_rank_) lose(e.get());
-    for (auto& e : m->outside_.endpoints()) lose(e.get());
-    m->outside_.lost_joining(ep);
-    // Handled: the endpoint stays until del_procs or finalize destroys it.
-    return UCS_OK;
-}
-
-void UctModule::handle_failures() noexcept {
-    failures_ = false;
-    // What a lost peer sent before it went is real, its goodbye among it:
-    // take that first (a bounded drain: other peers may keep sending).
-    if (!in_uct_callback_)
-        for (int i = 0; i < 64 && uct_.progress() != 0; ++i) {
-        }
-    if (!ring_.empty()) deliver();
-    // Indexed: a report may delete an endpoint (marked only, freed later).
-    const std::size_t job = by_rank_.size();
-    const auto& dynamic = outside_.endpoints();
-    for (std::size_t i = 0; i < job + dynamic.size(); ++i) {
-        UctEndpoint* e = i < job ? by_rank_[i].get() : dynamic[i - job].get();
-        if (!e || e->deleted || !e->failed || e->reported) continue;
-        e->reported = true;
-        send_queue_.drop(*e, Status::peer_failed);
-        const Rank peer = e->peer();
-        if (!e->dynamic && left_quietly(*e)) {
-            out_.verbose(10, "{}: rank {} said goodbye and left", name(), peer);
-            continue;
-        }
-        ops_.end_ops(peer, Status::peer_failed);
-        if (e->outside.departed())
-            report_error(btl::error_flags::nonfatal | btl::error_flags::departed, peer,
-                         "uct: the peer outside the job disconnected");
-        else if (e->refused_token)
-            report_error(btl::error_flags::nonfatal | btl::error_flags::refused, peer,
-                         "uct: the server refused the token");
-        else if (e->outside.refused())
-            report_error(btl::error_flags::nonfatal, peer,
-                         "uct: the server refused the connection");
-        else if (e->outside.joining() || e->outside.timed_out())
-            report_error(btl::error_flags::nonfatal, peer,
-                         "uct: the server did not answer the join within btl_uct_join_timeout "
-                         "(stopped, or not progressing)");
-        else
-            report_error(btl::error_flags::nonfatal, peer, "uct: the peer was lost");
-        outside_.lost(*e);
-    }
-}
-
-// A peer that said goodbye and has no operation of ours pending has left,
-// not failed: no error report (Open MPI's ob1 aborts the job on any, and the
-// first rank of a job to exit is seen by the others while they finalize).
-bool UctModule::left_quietly(const UctEndpoint& e) const noexcept {
-    return e.goodbye && !ops_.involves(e.peer());
-}
-
-// A local peer whose process has exited is lost like one UCT reports (at
-// most every 100 ms: one poll() or kill() per peer).
-void UctModule::check_local_peers() noexcept {
-    if (!check_pace_.due()) return;
-    btl::util::WatchPace now{std::chrono::milliseconds(0), 1};
-    const auto given_up = [](const UctEndpoint& e) { return e.failed || e.deleted; };
-    const auto lose = [this](UctEndpoint& e) {
-        out_.verbose(1, "{}: {} {} (pid {}) exited", name(), e.dynamic ? "peer" : "rank", e.peer(),
-                     e.process.pid());
-        e.failed = true;
-        failures_ = true;
-        attention_ = true;
-    };
-    btl::util::lose_exited(now, by_rank_, given_up, lose);
-    btl::util::lose_exited(now, outside_.endpoints(), given_up, lose);
-    outside_.check_joining_exits();
-}
+// --- progress ----------------------------------------------------------------
 
 void UctModule::update_progress() noexcept {
     const bool want = peer_count_ > 0 || ops_.pending() > 0 || target_.waiting() ||
-                      !ring_.empty() || outside_.keeps_progress();
+                      receiver_.waiting() || outside_.keeps_progress();
     if (!btl::util::keep_registered(progress_, progress_handle_, want, &UctModule::progress_cb,
                                     this))
         report_error(btl::error_flags::fatal, any_rank, "cannot join the progress engine");
@@ -764,7 +381,7 @@ void UctModule::cancel_pending(UctEndpoint& e) noexcept {
 
 void UctModule::progress_once() noexcept {
     poll();
-    if (failures_) handle_failures();
+    if (peer_watch_.failures()) peer_watch_.handle_failures();
 }
 
 int UctModule::progress_cb(void* self) noexcept {
@@ -774,10 +391,11 @@ int UctModule::progress_cb(void* self) noexcept {
 // The hot path is UCT's own progress; everything else waits behind one flag
 // (and a tick every 1024 polls), so an idle poll costs little more than
 // uct_worker_progress and a message is noticed sooner.  No store before UCT's
-// progress: the re-entry guard is raised by am_cb only around a delivery.
+// progress: the re-entry guard is raised by the receiver's am_cb only
+// around a delivery.
 int UctModule::poll() noexcept {
     int events = 0;
-    if (!in_uct_callback_) [[likely]]
+    if (!receiver_.in_callback()) [[likely]]
         events += static_cast<int>(uct_.progress());
     ++polls_;
     if (attention_ || (polls_ & 1023) == 0) [[unlikely]]
@@ -794,7 +412,8 @@ int UctModule::attend() noexcept {
         explicit Depth(int& x) : d(++x) {}
         ~Depth() { --d; }
     } depth(attend_depth_);
-    if (attend_depth_ == 1 && !in_uct_callback_ && !outside_.endpoints().empty()) outside_.reap();
+    if (attend_depth_ == 1 && !receiver_.in_callback() && !outside_.endpoints().empty())
+        outside_.reap();
     if (target_.waiting()) events += target_.retry();
     if (ops_.waiting()) events += ops_.retry();
     if (ops_.done_due()) events += ops_.finish_native();
@@ -803,16 +422,12 @@ int UctModule::attend() noexcept {
     if (ops_.flushes_due()) events += ops_.retry_flushes();
     if (resource_.dev_type != UCT_DEVICE_TYPE_NET &&
         ((polls_ & 1023) == 0 || (outside_.watching() && (polls_ & 15) == 0)))
-        check_local_peers();
+        peer_watch_.check_local_peers();
     if (outside_.has_joining()) outside_.check_joining();
     if (outside_.awaiting_welcomes() && (polls_ & 15) == 0) outside_.check_welcomes();
-    if (failures_) handle_failures();
-    if (dropped_ > 0) {
-        dropped_ = 0;
-        report_error(btl::error_flags::nonfatal, any_rank,
-                     "uct: a message larger than the transport's limit was dropped");
-    }
-    if (!ring_.empty()) events += deliver();
+    if (peer_watch_.failures()) peer_watch_.handle_failures();
+    if (receiver_.dropped()) receiver_.report_dropped();
+    if (receiver_.waiting()) events += receiver_.deliver();
     if (peer_count_ == 0) update_progress();
     // Callbacks above may have queued more; the flag follows the real state.
     attention_ = attention_ || needs_attention();
@@ -821,104 +436,8 @@ int UctModule::attend() noexcept {
 
 bool UctModule::needs_attention() const noexcept {
     return target_.waiting() || ops_.waiting() || ops_.done_due() || send_queue_.pending() ||
-           ops_.flushes_due() || failures_ || dropped_ > 0 || !ring_.empty() || peer_count_ == 0 ||
-           outside_.needs_attention();
-}
-
-int UctModule::deliver() noexcept {
-    int events = 0;
-    while (!ring_.empty()) {
-        std::size_t length = 0;
-        const std::byte* data = ring_.front(length);
-        ring_.enter();
-        const bool consumed = handle(data, length);
-        ring_.leave();
-        if (!consumed) break;  // a request waits for a free reply slot
-        ++events;
-    }
-    return events;
-}
-
-// One received message.  Returns false, and leaves the message in the ring,
-// when it is a request that could need a reply slot and none is free.
-bool UctModule::handle(const std::byte* data, std::size_t length) noexcept {
-    WireHeader h;
-    std::span<const std::byte> message{data, length}, body;
-    if (!read_message(message, h, body)) [[unlikely]] {
-        ring_.pop();
-        report_error(btl::error_flags::nonfatal, any_rank, "uct: a message shorter than a header");
-        return true;
-    }
-    const auto kind = static_cast<Kind>(h.kind);
-    if (h.version != wire_version) [[unlikely]] {
-        ring_.pop();
-        report_error(btl::error_flags::nonfatal, h.source, "uct: a message of another version");
-        return true;
-    }
-    if (h.source >= by_rank_.size()) [[unlikely]] {
-        if (kind == Kind::join && h.source == join_source) {
-            ring_.pop();
-            outside_.handle_join(body);
-            return true;
-        }
-        if (!outside_.rename_source(h)) {
-            ring_.pop();
-            return true;
-        }
-        if (kind == Kind::welcome) {
-            ring_.pop();
-            outside_.handle_welcome(h, body);
-            return true;
-        }
-    }
-    switch (kind) {
-        case Kind::message: {
-            ring_.pop();  // before the callback: a nested delivery takes the next one
-            dispatch(h, body.data(), body.size());
-            return true;
-        }
-        case Kind::put:
-        case Kind::get_req:
-        case Kind::amo_req: {
-            if (!target_.can_answer()) return false;
-            ring_.pop();
-            target_.serve(kind, h.source, body);
-            return true;
-        }
-        case Kind::put_ack:
-        case Kind::get_rep:
-            ring_.pop();
-            ops_.on_rdma_reply(kind, h.source, body);
-            return true;
-        case Kind::amo_rep:
-            ring_.pop();
-            ops_.on_atomic_reply(h.source, body);
-            return true;
-        case Kind::goodbye:
-            ring_.pop();
-            if (h.source >= by_rank_.size()) {
-                outside_.goodbye(h.source);
-                return true;
-            }
-            // Unless its hello came first (over another connection).
-            if (h.source < by_rank_.size() && by_rank_[h.source] &&
-                farewells_.goodbye_counts(h.source, h.tag))
-                by_rank_[h.source]->goodbye = true;
-            return true;
-        case Kind::hello:
-            ring_.pop();
-            if (h.source < by_rank_.size()) {
-                farewells_.heard_hello(h.source, h.tag);
-                if (by_rank_[h.source]) by_rank_[h.source]->goodbye = false;
-            }
-            return true;
-        case Kind::join:
-        case Kind::welcome:
-            break;  // from a job peer, or a join naming a source: not ours to take
-    }
-    ring_.pop();
-    report_error(btl::error_flags::nonfatal, h.source, "uct: a message of an unknown kind");
-    return true;
+           ops_.flushes_due() || peer_watch_.failures() || receiver_.dropped() ||
+           receiver_.waiting() || peer_count_ == 0 || outside_.needs_attention();
 }
 
 // --- the rest ----------------------------------------------------------------
@@ -931,8 +450,8 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
                     "{} registrations; native put/get {} ({} operations, {} fell back "
                     "to active messages), native atomics {} ({} operations)",
                     name(), peer_count_, frags_.available(), frags_.size(), ops_.pending(),
-                    target_.replies_in_use(), ring_.capacity(), ring_.queued(), ring_.grown(),
-                    regions_->live_count(),
+                    target_.replies_in_use(), receiver_.ring().capacity(),
+                    receiver_.ring().queued(), receiver_.ring().grown(), regions_->live_count(),
                     one_sided_.native_put()
                         ? one_sided_.rdma_name() + (one_sided_.native_get() ? "" : " (put only)")
                         : std::string("off"),
@@ -942,7 +461,7 @@ void UctModule::dump(btl::Endpoint*, int verbosity) {
         log::write("btl:uct",
                    fmt::format("  md {} am_short {} am_bcopy {} latency {:.0f} ns overhead {:.0f} "
                                "ns, exclusivity {} latency {} bandwidth {} MB/s",
-                               resource_.md_name, max_short_, max_message_,
+                               resource_.md_name, sender_.max_short(), sender_.max_message(),
                                uct_.attr().latency.c * 1e9, uct_.attr().overhead * 1e9,
                                attr_.exclusivity, attr_.latency, attr_.bandwidth));
 }
@@ -956,7 +475,7 @@ Status UctModule::finalize() {
             "{}: {} native put/get, {} native atomics, {} fell back to active messages; "
             "sendi refused {}, {} sends waited for the peer's FIFO ({} tries found no room)",
             name(), one_sided_.native_ops(), atomics_.native_amos(),
-            one_sided_.fallbacks() + atomics_.fallbacks(), sendi_refused_,
+            one_sided_.fallbacks() + atomics_.fallbacks(), sender_.refused(),
             send_queue_.sends_queued(), send_queue_.queue_retries());
     if (ops_.pending() > 0)
         out_.verbose(1, "{}: finalize with {} one-sided operations in flight", name(),

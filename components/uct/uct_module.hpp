@@ -3,17 +3,20 @@
 // interface.
 //
 // Active messages go out with uct_ep_am_short (when header + payload fit) or
-// uct_ep_am_bcopy, both complete when they return.  Receptions are copied
-// into a ring by the AM handler and delivered after UCT's progress returns.
+// uct_ep_am_bcopy, both complete when they return.  The AM handler delivers a
+// message with nothing queued before it at once and copies anything else into
+// a ring, delivered after UCT's progress returns (UctReceiver).
 // Put, get and atomics are performed by the target through active messages,
 // which check the handle, or, only where the target's device checks the
 // remote key (rc, dc on a cluster), by UCT's own put_zcopy/get_zcopy and
 // atomics with a remote key carried in the registration handle.  The module
 // owns them as members: UctOneSided (btl::Rdma) and UctAtomics (btl::Atomics),
 // the objects the upper layer calls, the operations in flight they share
-// (UctOps), the target's side (UctTarget), the full FIFO (UctSendQueue), the
+// (UctOps), the target's side (UctTarget), the send side (UctSender), the full
+// FIFO (UctSendQueue), the
 // peers outside the job (UctOutside, its Listener and DynamicPeerRecords),
-// the goodbyes (UctFarewells) and the UCT objects it opened (UctInterface).
+// the goodbyes (UctFarewells), the receive side (UctReceiver), peer loss
+// (UctPeerWatch) and the UCT objects it opened (UctInterface).
 #pragma once
 
 #include <uct/api/uct.h>
@@ -47,10 +50,13 @@
 #include "uct_one_sided.hpp"
 #include "uct_ops.hpp"
 #include "uct_outside.hpp"
+#include "uct_peer_watch.hpp"
 #include "uct_rdma_policy.hpp"
+#include "uct_receiver.hpp"
 #include "uct_regions.hpp"
 #include "uct_resource.hpp"
 #include "uct_send_queue.hpp"
+#include "uct_sender.hpp"
 #include "uct_target.hpp"
 #include "uct_wire.hpp"
 
@@ -109,12 +115,17 @@ class UctModule final : public btl::Module {
     void dump(btl::Endpoint* endpoint, int verbosity) override;
     Status finalize() override;
 
-    // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics)
-    // Whether e is one of this module's live endpoints.
-    bool valid(const btl::Endpoint* e) const noexcept;
-    // One message, completed when this returns (UCT copies it): completed, or
-    // nothing happened (out_of_resource, errors).
-    Status transmit(UctEndpoint* ep, Gather& g) noexcept;
+    // --- for the objects it owns (UctSendQueue, UctOps, UctTarget, UctOneSided, UctAtomics,
+    // UctReceiver, UctPeerWatch, UctSender)
+    // Whether e is one of this module's live endpoints (inline: the sender's
+    // short paths check every message).
+    bool valid(const btl::Endpoint* e) const noexcept {
+        if (e == nullptr) return false;
+        const Rank peer = e->peer();
+        if (peer < by_rank_.size()) [[likely]]
+            return by_rank_[peer].get() == e;
+        return outside_.valid(e);
+    }
     WireHeader wire(Kind kind, btl::Tag tag = 0) const noexcept {
         return WireHeader{static_cast<std::uint8_t>(kind), tag, wire_version, 0, self_};
     }
@@ -140,17 +151,8 @@ class UctModule final : public btl::Module {
     // The endpoint to a job peer, or to a server outside the job (joined by
     // UctOutside); nullptr, with the reason, when it cannot be made.
     UctEndpoint* connect(Rank peer, std::string* why);
-    // UCT's pack callback for uct_ep_am_bcopy: arg is a Gather.
-    static std::size_t pack_cb(void* dest, void* arg) noexcept;
     // The UCT objects it opened.
     UctInterface& uct() noexcept { return uct_; }
-    // A handler runs inside uct_worker_progress: no re-entry.
-    bool in_uct_callback() const noexcept { return in_uct_callback_; }
-    // An endpoint failed: reported from attend().
-    void note_failure() noexcept {
-        failures_ = true;
-        attention_ = true;
-    }
     // An endpoint goes: its queued sends and its operations end (cancelled).
     void cancel_pending(UctEndpoint& e) noexcept;
     // A peer's error, to whoever registered for them.
@@ -162,48 +164,11 @@ class UctModule final : public btl::Module {
     void choose_attributes();
     void setup_pools();
 
-    // Sending.
-    const void* short_source(btl::Endpoint* endpoint, btl::Convertor* convertor, std::size_t total,
-                             std::size_t payload) noexcept;
-    Status short_sent(btl::Convertor* convertor, std::size_t payload,
-                      btl::Descriptor** descriptor) noexcept;
-    [[gnu::noinline]] Status sendi_raw(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                                       std::size_t payload_size, btl::Tag tag,
-                                       btl::Descriptor** descriptor, std::uint8_t order,
-                                       std::uint32_t flags) noexcept;
-    [[gnu::noinline]] Status sendi_iov(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                                       const void* header, std::size_t header_size,
-                                       std::size_t payload_size, std::uint8_t order,
-                                       std::uint32_t flags, btl::Tag tag,
-                                       btl::Descriptor** descriptor) noexcept;
-    Status sendi_gather(btl::Endpoint* endpoint, btl::Convertor* convertor, const void* header,
-                        std::size_t header_size, std::size_t payload_size, std::uint8_t order,
-                        std::uint32_t flags, btl::Tag tag, btl::Descriptor** descriptor) noexcept;
-    // sendi when UCT has no room or messages wait: copied into the queue.
-    [[gnu::noinline]] Status take_in(btl::Endpoint* endpoint, btl::Convertor* convertor,
-                                     const void* header, std::size_t header_size,
-                                     std::size_t payload_size, std::uint8_t order, btl::Tag tag,
-                                     btl::Descriptor** descriptor) noexcept;
-    UctFrag* take() noexcept { return frags_.get(); }
-    void finish_send(UctFrag* f, UctEndpoint* ep) noexcept;
-
-    // Receiving and progress.
-    static ucs_status_t am_cb(void* arg, void* data, std::size_t length, unsigned flags) noexcept;
-    [[gnu::noinline]] void queue_reception(const void* data, std::size_t length) noexcept;
-    static ucs_status_t error_cb(void* arg, uct_ep_h ep, ucs_status_t status) noexcept;
+    // Progress.
     static int progress_cb(void* self) noexcept;
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
-
-    bool deliver_now(const std::byte* data, std::size_t length) noexcept;
-    void dispatch(const WireHeader& h, const std::byte* body, std::size_t len) noexcept;
-    void drop_unregistered(Rank source) noexcept;
-    int deliver() noexcept;
-    bool handle(const std::byte* data, std::size_t length) noexcept;
-    void handle_failures() noexcept;
-    bool left_quietly(const UctEndpoint& e) const noexcept;
-    void check_local_peers() noexcept;
 
     Resource resource_;
     UctConfig config_;
@@ -218,37 +183,33 @@ class UctModule final : public btl::Module {
     int attend_depth_ = 0;  // attend() nested in a callback: no endpoint is freed
     UctFarewells farewells_{*this, send_queue_, out_};
     std::size_t peer_count_ = 0;
-    bool failures_ = false;  // an endpoint failed inside UCT's progress
     // The poll's hot state, together: whether anything besides UCT's own
     // progress needs a look (set wherever such work appears, cleared only by
-    // attend() from the real state), the re-entry guard and the poll count.
+    // attend() from the real state) and the poll count (the re-entry guard
+    // is the receiver's).
     bool attention_ = false;
-    bool in_uct_callback_ = false;  // a handler runs inside uct_worker_progress: no re-entry
-    std::uint32_t polls_ = 0;       // local peers' liveness is checked every few polls
-    // Called every 1024th poll.
-    btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 1};
+    std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
 
     FragPool frags_;
-    RecvRing ring_;
+    // The receive side (uct_receiver.cpp): UCT's AM handler and the ring.
+    UctReceiver receiver_{*this, am_table_, by_rank_, outside_, target_, ops_, farewells_};
     // The full FIFO (uct_send_queue.cpp), after the pool it returns fragments to.
-    UctSendQueue send_queue_{*this, frags_};
-    std::uint64_t sendi_refused_ = 0;  // no fragment free for the queue (or too large)
-    std::size_t dropped_ = 0;          // receptions larger than a slot (protocol errors)
-    std::vector<std::byte> scratch_;   // am_short payload gathered from pieces
-    std::size_t max_short_ = 0;        // am_short payload (after the 64-bit header)
-    bool short_iov_ = true;            // am_short_iov works here (else sendi gathers)
-    std::size_t max_message_ = 0;      // am_bcopy total, header included
-    bool warned_mismatch_ = false;     // a peer's message sizes did not fit ours
+    UctSendQueue send_queue_{*this, sender_, frags_};
+    // The send side (uct_sender.cpp): sendi's paths, send and transmit.
+    UctSender sender_{*this, frags_, send_queue_};
+    bool warned_mismatch_ = false;  // a peer's message sizes did not fit ours
     ProgressEngine::Handle progress_handle_;
 
     std::shared_ptr<Regions> regions_;
     // The one-sided capabilities, after what they refer to (regions_); each
     // refers to the others it works with, declared beside it.
-    UctOps ops_{*this, one_sided_, out_};
-    UctTarget target_{*this, *regions_, out_};
+    UctOps ops_{*this, sender_, one_sided_, out_};
+    UctTarget target_{*this, sender_, *regions_, out_};
     UctOneSided one_sided_{*this, ops_, atomics_, *regions_, resource_, config_, out_};
     UctAtomics atomics_{*this, ops_, resource_, config_, out_};
-    UctOutside outside_{*this, runtime_, resource_, config_, out_};
+    UctOutside outside_{*this, peer_watch_, receiver_, runtime_, resource_, config_, out_};
+    // Peer loss (uct_peer_watch.cpp).
+    UctPeerWatch peer_watch_{*this, by_rank_, outside_, send_queue_, ops_, receiver_, out_};
 };
 
 }  // namespace transit::uct

@@ -63,7 +63,7 @@ Status UctOps::advance(RdmaOp* op) noexcept {
                                     static_cast<std::uint8_t>(op->bits32 ? 1 : 0),
                                     0};
             Gather g{module_.wire(Kind::amo_req), &req, sizeof req};
-            s = module_.transmit(op->endpoint, g);
+            s = sender_.transmit(op->endpoint, g);
         } else {
             n = std::min<std::uint64_t>(chunk_, op->size - op->sent);
             const RdmaRequest req{
@@ -72,10 +72,10 @@ Status UctOps::advance(RdmaOp* op) noexcept {
             if (op->kind == OpKind::put) {
                 Gather g{module_.wire(Kind::put), &req, sizeof req,
                          static_cast<const std::byte*>(op->local_address) + op->sent, n};
-                s = module_.transmit(op->endpoint, g);
+                s = sender_.transmit(op->endpoint, g);
             } else {
                 Gather g{module_.wire(Kind::get_req), &req, sizeof req};
-                s = module_.transmit(op->endpoint, g);
+                s = sender_.transmit(op->endpoint, g);
             }
         }
         if (s != Status::completed) return s;

@@ -5,8 +5,8 @@
 // Owns: the operation slots (btl_uct_max_rdma_ops), the operations with
 // pieces left to send, those UCT completed (reported after its progress
 // returns) and the flushes that found no room, and the count in flight.
-// Borrows: the module (its transmit, its progress membership, its error
-// handling; the completion callbacks name it), its log stream, and the
+// Borrows: the module (its progress membership, its error handling; the
+// completion callbacks name it), its sender (transmit), its log stream, and the
 // module's UctOneSided, whose second interface (cma) is polled only while
 // an operation is in flight.
 #pragma once
@@ -28,12 +28,14 @@
 namespace transit::uct {
 
 class UctModule;
+class UctSender;
 class UctOneSided;
 
 class UctOps {
   public:
-    UctOps(UctModule& module, UctOneSided& one_sided, const log::Stream& out) noexcept
-        : module_(module), one_sided_(one_sided), out_(out) {}
+    UctOps(UctModule& module, UctSender& sender, UctOneSided& one_sided,
+           const log::Stream& out) noexcept
+        : module_(module), sender_(sender), one_sided_(one_sided), out_(out) {}
 
     // `chunk`: the data bytes one piece of a put or get carries.
     void setup(std::size_t max_ops, std::size_t chunk);
@@ -103,6 +105,7 @@ class UctOps {
     void mark_done(RdmaOp* op) noexcept;
 
     UctModule& module_;
+    UctSender& sender_;
     UctOneSided& one_sided_;
     const log::Stream& out_;
     std::size_t chunk_ = 0;

@@ -140,9 +140,9 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
         std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
                                                join_wait, btl::join_timeout(config_.join_timeout));
     for (;;) {
-        const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctModule::pack_cb, &g, 0);
+        const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctSender::pack_cb, &g, 0);
         if (n >= 0) return true;
-        if (n != UCS_ERR_NO_RESOURCE || e.failed || module_.in_uct_callback() ||
+        if (n != UCS_ERR_NO_RESOURCE || e.failed || receiver_.in_callback() ||
             std::chrono::steady_clock::now() >= deadline)
             return false;
         module_.uct().progress();
@@ -166,7 +166,7 @@ void UctOutside::handle_welcome(const WireHeader& h, std::span<const std::byte> 
     if (!e->refused_token)
         log::warn("uct: the server at peer {} refused us: {}", e->peer(), to_string(why));
     e->failed = true;
-    module_.note_failure();
+    peer_watch_.note_failure();
 }
 
 // From attend(), every 16 polls while a join is unanswered: a server whose
@@ -181,7 +181,7 @@ void UctOutside::check_welcomes() noexcept {
         out_.verbose(1, "{}: peer {} outside the job: no answer to the join in {} s",
                      module_.name(), late[i]->peer(), config_.join_timeout);
         late[i]->failed = true;
-        module_.note_failure();
+        peer_watch_.note_failure();
     }
 }
 
@@ -286,7 +286,7 @@ void UctOutside::forget_joining(std::uint32_t channel, const char* why) noexcept
 // From attend(): joined clients that left, whose endpoint UCT reported
 // lost, or that exited (check_local_peers).
 void UctOutside::check_joining() noexcept {
-    if (module_.in_uct_callback()) return;
+    if (receiver_.in_callback()) return;
     for (auto it = joining_.begin(); it != joining_.end();) {
         if (it->second.failed) {
             uct_ep_destroy(it->second.ep);
@@ -307,8 +307,8 @@ ssize_t UctOutside::send_welcome(uct_ep_h ep, std::uint32_t channel, Status stat
     Gather g{WireHeader{static_cast<std::uint8_t>(Kind::welcome), 0, wire_version, 0, channel}, &w,
              sizeof w};
     ssize_t n;
-    while ((n = uct_ep_am_bcopy(ep, am_id, &UctModule::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
-           !module_.in_uct_callback() && std::chrono::steady_clock::now() < deadline)
+    while ((n = uct_ep_am_bcopy(ep, am_id, &UctSender::pack_cb, &g, 0)) == UCS_ERR_NO_RESOURCE &&
+           !receiver_.in_callback() && std::chrono::steady_clock::now() < deadline)
         module_.uct().progress();
     return n;
 }
@@ -329,7 +329,7 @@ void UctOutside::answer_join(const JoinRequest& j, std::span<const std::byte> ad
     const auto deadline = std::chrono::steady_clock::now() + refusal_wait;
     const ssize_t n = send_welcome(ep, j.client_channel, status, deadline);
     ucs_status_t s = UCS_INPROGRESS;
-    while (n >= 0 && !module_.in_uct_callback() &&
+    while (n >= 0 && !receiver_.in_callback() &&
            ((s = uct_ep_flush(ep, UCT_FLUSH_FLAG_LOCAL, nullptr)) == UCS_INPROGRESS ||
             s == UCS_ERR_NO_RESOURCE) &&
            std::chrono::steady_clock::now() < deadline)
@@ -388,7 +388,7 @@ void UctOutside::goodbye(Rank peer) noexcept {
     out_.verbose(10, "{}: peer {} outside the job disconnected", module_.name(), peer);
     e->goodbye = true;
     e->failed = true;
-    module_.note_failure();
+    peer_watch_.note_failure();
 }
 
 // Unnamed at once (records, channel); freed at the next safe point, as a

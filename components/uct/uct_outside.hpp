@@ -9,9 +9,10 @@
 // the maps by id and by channel, the clients joined but not admitted yet,
 // the links' join state (btl::util::OutsideLinks) and the log of refused
 // clients.  Borrows: the module (its connect and endpoint creation, its
-// address, UCT's progress, its failure flag, the work pending for an
-// endpoint), the runtime (tokens and ids), the module's resource,
-// configuration and log stream.
+// address, UCT's progress, the work pending for an endpoint), its peer watch
+// (a failure noted), its receiver (whether a handler runs inside UCT's
+// progress: no re-entry), the runtime (tokens and ids), the module's
+// resource, configuration and log stream.
 #pragma once
 
 #include <uct/api/uct.h>
@@ -38,12 +39,21 @@
 namespace transit::uct {
 
 class UctModule;
+class UctPeerWatch;
+class UctReceiver;
 
 class UctOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
-    UctOutside(UctModule& module, rt::Runtime& runtime, const Resource& resource,
-               const UctConfig& config, const log::Stream& out) noexcept
-        : module_(module), runtime_(runtime), resource_(resource), config_(config), out_(out) {}
+    UctOutside(UctModule& module, UctPeerWatch& peer_watch, const UctReceiver& receiver,
+               rt::Runtime& runtime, const Resource& resource, const UctConfig& config,
+               const log::Stream& out) noexcept
+        : module_(module),
+          peer_watch_(peer_watch),
+          receiver_(receiver),
+          runtime_(runtime),
+          resource_(resource),
+          config_(config),
+          out_(out) {}
 
     // The address is published at init; listening admits clients and keeps
     // the module in progress.
@@ -125,6 +135,8 @@ class UctOutside final : public btl::Listener, public btl::DynamicPeerRecords {
     void refused(const std::string& who, const std::string& why) noexcept;
 
     UctModule& module_;
+    UctPeerWatch& peer_watch_;
+    const UctReceiver& receiver_;
     rt::Runtime& runtime_;
     const Resource& resource_;
     const UctConfig& config_;

@@ -34,7 +34,7 @@ bool UctSendQueue::send_queued(UctEndpoint& ep) noexcept {
     while (UctFrag* f = ep.queued.front()) {
         Gather g{module_.wire(Kind::message, f->queued_tag), f->seg.addr,
                  static_cast<std::size_t>(f->seg.len)};
-        const Status s = module_.transmit(&ep, g);
+        const Status s = sender_.transmit(&ep, g);
         if (s == Status::out_of_resource) {
             ++queue_retries_;
             return false;

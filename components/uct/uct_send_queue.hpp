@@ -5,8 +5,9 @@
 //
 // Owns: the list of endpoints whose queue waits, the list of fragments whose
 // callback is due, and the counters of the closing line.  Borrows: the
-// module (its transmit and its attention flag; the callbacks name it), the
-// module's fragment pool, and each endpoint's own queue (UctEndpoint::queued).
+// module (its attention flag; the callbacks name it), its sender (transmit),
+// the module's fragment pool, and each endpoint's own queue
+// (UctEndpoint::queued).
 #pragma once
 
 #include <cstddef>
@@ -19,10 +20,12 @@
 namespace transit::uct {
 
 class UctModule;
+class UctSender;
 
 class UctSendQueue {
   public:
-    UctSendQueue(UctModule& module, FragPool& frags) noexcept : module_(module), frags_(frags) {}
+    UctSendQueue(UctModule& module, UctSender& sender, FragPool& frags) noexcept
+        : module_(module), sender_(sender), frags_(frags) {}
 
     // f waits at the back of ep's queue (kept out of the send path: it is the
     // full FIFO's case).
@@ -45,6 +48,7 @@ class UctSendQueue {
 
   private:
     UctModule& module_;
+    UctSender& sender_;
     FragPool& frags_;
     FifoQueue<UctFrag> done_frags_;       // queued sends that went or failed: callbacks due
     std::size_t frags_queued_ = 0;        // in the endpoints' queues, all together

@@ -119,15 +119,15 @@ Status UctTarget::send_reply(PendingReply& r) noexcept {
         case Kind::get_rep: {
             Gather g{module_.wire(Kind::get_rep), &r.rdma, sizeof r.rdma, r.data,
                      static_cast<std::size_t>(r.rdma.length)};
-            return module_.transmit(ep, g);
+            return sender_.transmit(ep, g);
         }
         case Kind::amo_rep: {
             Gather g{module_.wire(Kind::amo_rep), &r.atomic, sizeof r.atomic};
-            return module_.transmit(ep, g);
+            return sender_.transmit(ep, g);
         }
         default: {
             Gather g{module_.wire(Kind::put_ack), &r.rdma, sizeof r.rdma};
-            return module_.transmit(ep, g);
+            return sender_.transmit(ep, g);
         }
     }
 }

@@ -5,7 +5,7 @@
 //
 // Owns: the pool of replies, the replies waiting for room in UCT's queues
 // (sent in order from the module's progress) and the log of refused requests.
-// Borrows: the module (its endpoints, its transmit and its progress
+// Borrows: the module (its endpoints and its progress
 // membership), the registrations every module of the component shares, and
 // the module's log stream.
 #pragma once
@@ -23,11 +23,13 @@
 namespace transit::uct {
 
 class UctModule;
+class UctSender;
 
 class UctTarget {
   public:
-    UctTarget(UctModule& module, Regions& regions, const log::Stream& out) noexcept
-        : module_(module), regions_(regions), out_(out) {}
+    UctTarget(UctModule& module, UctSender& sender, Regions& regions,
+              const log::Stream& out) noexcept
+        : module_(module), sender_(sender), regions_(regions), out_(out) {}
 
     // `max_rdma_ops`: the module's operation slots; `chunk`: the data bytes
     // one piece of a put or get carries.
@@ -62,6 +64,7 @@ class UctTarget {
     void reply(PendingReply& r) noexcept;
 
     UctModule& module_;
+    UctSender& sender_;
     Regions& regions_;
     const log::Stream& out_;
     std::size_t chunk_ = 0;

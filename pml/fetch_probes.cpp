@@ -52,9 +52,13 @@ void FetchProbes::serve(Rank from, btl::Module* arrived, std::span<const std::by
     // learns at once and counts no sample.
     if (ref->rdma == nullptr || !(a.flags & btl::flags::get))
         return answer(from, arrived, token | wire::probe_refused);
+    std::erase_if(fetches_, [](const auto& f) { return f->pending == 0; });
+    if (fetches_.size() >= max_in_flight) {
+        c_.drops.refused(wire::ping, from, "a bulk probe beyond the probes served at once");
+        return answer(from, arrived, token | wire::probe_refused);
+    }
     try {
         if (!scratch_) scratch_ = std::make_unique_for_overwrite<std::byte[]>(max_length);
-        std::erase_if(fetches_, [](const auto& f) { return f->pending == 0; });
         fetches_.push_back(std::make_unique<Fetch>());
     } catch (...) {
         return answer(from, arrived, token | wire::probe_refused);

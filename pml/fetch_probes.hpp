@@ -33,7 +33,10 @@ class FetchProbes {
   public:
     // The most one probe reads, and the largest piece of it read by one get.
     static constexpr std::size_t max_length = 1 << 20;
-    static constexpr std::size_t max_piece = 256 * 1024;
+    // Probes served at once: a measuring peer has one in flight, so more
+    // means a rank that does not answer our gets and keeps asking; those
+    // beyond are refused (counted) rather than kept without bound.
+    static constexpr std::size_t max_in_flight = 64;
 
     FetchProbes(Core& core, Outbox& outbox) noexcept : c_(core), outbox_(outbox) {}
     FetchProbes(const FetchProbes&) = delete;

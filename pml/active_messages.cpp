@@ -95,18 +95,73 @@ void ActiveMessages::on_am(const std::byte* b, std::size_t n) noexcept {
     const std::byte* data = parts->data.data();
     std::size_t len = parts->data.size();
     AmHandler* hd = h.handler < am_handlers_.size() ? &am_handlers_[h.handler] : nullptr;
+    if (!hd || !hd->header) [[unlikely]] {
+        if (hold_unclaimed(b, n, false)) return;
+        // Not delivered: neither counter counts it as done.
+        report_bad_handler(warned_bad_am_, h.src, h.handler);
+        if (target) target->add_lost(1);
+        if (h.completion_token) answer_completion(h.src, h.completion_token, true);
+        return;
+    }
     AmDestination d{};
-    if (hd && hd->header) {
+    {
         AmInfo info{h.src, h.handler, {uhdr, h.header_len}, len};
         d = hd->header(*c_.ctx, info, hd->arg);
-    } else {
-        report_bad_handler(warned_bad_am_, h.src, h.handler);
     }
     if (d.buffer && len) std::memcpy(d.buffer, data, len);
     AmCompletionFn fn = d.completion ? d.completion : (hd ? hd->completion : nullptr);
     if (fn) fn(*c_.ctx, h.src, d.buffer, len, d.user_data);
     if (target) target->add(1);
     if (h.completion_token) answer_completion(h.src, h.completion_token, false);
+}
+
+// An active message for a handler not registered yet, while the context is
+// being set up: a rank that finished init first (its path measurement was
+// shorter) may send before this one has returned from init, let alone
+// registered its handlers.  Kept, up to a bound, and replayed at the first
+// progress after init; after that, a message for a handler not registered is
+// lost (its counters say so).
+bool ActiveMessages::hold_unclaimed(const std::byte* b, std::size_t n, bool rndv) noexcept {
+    if (!setting_up_ || held_.size() >= max_held) return false;
+    RawMsg* m = c_.keep(b, n, 0);
+    if (!m) return false;
+    try {
+        held_.push_back({m, rndv});
+    } catch (...) {
+        c_.drop(m);
+        return false;
+    }
+    return true;
+}
+
+void ActiveMessages::set_up(ProgressEngine& progress) noexcept {
+    setting_up_ = false;
+    if (held_.empty()) return;
+    progress_ = &progress;
+    replay_handle_ = progress.add(&ActiveMessages::replay_cb, this);
+}
+
+int ActiveMessages::replay_cb(void* self) noexcept {
+    auto* a = static_cast<ActiveMessages*>(self);
+    a->progress_->remove(a->replay_handle_);
+    a->replay_handle_ = {};
+    const std::vector<Held> held = std::move(a->held_);
+    a->held_.clear();
+    for (const Held& h : held) {
+        if (h.rndv)
+            a->on_rndv(h.msg->data, h.msg->len);
+        else
+            a->on_am(h.msg->data, h.msg->len);
+        a->c_.drop(h.msg);
+    }
+    return static_cast<int>(held.size());
+}
+
+void ActiveMessages::drop_held() noexcept {
+    if (replay_handle_) progress_->remove(replay_handle_);
+    replay_handle_ = {};
+    for (const Held& h : held_) c_.drop(h.msg);
+    held_.clear();
 }
 
 // A target counter we never gave out (or a forged one): the message is not
@@ -201,7 +256,10 @@ void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
         AmInfo info{h.m.src, id, {uhdr, h.am_header_len}, h.total};
         d = hd->header(*c_.ctx, info, hd->arg);
     } else {
+        c_.release(r);
+        if (hold_unclaimed(b, n, true)) return;
         report_bad_handler(warned_bad_am_, h.m.src, id);
+        return decline_rndv(p, h);
     }
     r->internal = true;
     r->is_am = true;

@@ -7,11 +7,13 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "pml/core.hpp"
 #include "pml/outbox.hpp"
 #include "pml/receiver.hpp"
 #include "pml/sender.hpp"
+#include "transit/progress.hpp"
 
 namespace transit::pml {
 
@@ -60,6 +62,12 @@ class ActiveMessages {
     void on_rndv(const std::byte* b, std::size_t n) noexcept;
     void on_am_done(const std::byte* b, std::size_t n, Rank from) noexcept;
 
+    // Init is over: messages held for handlers not registered yet are
+    // replayed at the next progress (the user registers right after init).
+    void set_up(ProgressEngine& progress) noexcept;
+    // The context goes: what is still held is dropped.
+    void drop_held() noexcept;
+
   private:
     void decline_rndv(Peer* p, const wire::RndvHdr& h) noexcept;
     void answer_completion(Rank origin, std::uint64_t token, bool lost) noexcept;
@@ -79,6 +87,19 @@ class ActiveMessages {
     std::array<AmHandler, Context::am_max_handlers> am_handlers_{};
     NamedPool<CounterSlot> counters_;
     bool warned_bad_am_ = false;
+
+    // Messages for handlers not registered yet, kept during set-up only.
+    struct Held {
+        RawMsg* msg;
+        bool rndv;
+    };
+    static constexpr std::size_t max_held = 4096;
+    bool hold_unclaimed(const std::byte* b, std::size_t n, bool rndv) noexcept;
+    static int replay_cb(void* self) noexcept;
+    bool setting_up_ = true;
+    std::vector<Held> held_;
+    ProgressEngine* progress_ = nullptr;
+    ProgressEngine::Handle replay_handle_{};
 };
 
 }  // namespace transit::pml

@@ -56,6 +56,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
         // active-message callbacks name it), transports before the runtime.
         keepalive_.stop();
         measure_.stop();
+        am_.drop_held();
         for (RawMsg* m : early_) c_.drop(m);
         early_.clear();
         release_transports();
@@ -135,6 +136,7 @@ void Engine::setup() {
                 c_.out.verbose(10, "{}: not safe for concurrent calls, serialised by the pml lock",
                                m->name());
     sleep_.setup(framework_->modules());
+    am_.set_up(progress_);
     if (c_.settings.wait_policy == WaitPolicy::block && !sleep_.can_block())
         c_.out.verbose(1, "waits nap instead of sleeping: {}", sleep_.why_not());
     if (c_.settings.progress_thread) start_progress_thread();
@@ -142,6 +144,7 @@ void Engine::setup() {
 
 Engine::~Engine() {
     shutdown();
+    am_.drop_held();
     c_.drops.report();
     if (launcher_watch_) progress_.remove(launcher_watch_);
     keepalive_.stop();

@@ -178,6 +178,29 @@ TEST(ActiveMessages, AReleasedCounterRefNamesNothing) {
     EXPECT_EQ(ctx().release_counter_ref(again), Status::success);
 }
 
+// A message for a handler nobody registered is not delivered: the origin's
+// completion counter and the target counter count it lost, never done (a
+// silent success would tell the origin its data arrived).  Eager and
+// rendezvous sizes.
+TEST(ActiveMessages, AMessageForAnUnregisteredHandlerIsCountedLost) {
+    const Rank me = ctx().rank();
+    constexpr std::uint32_t nobody = 11;
+    for (std::size_t size : {std::size_t{8}, std::size_t{1} << 20}) {
+        Counter target, completion;
+        const CounterRef ref = ctx().counter_ref(target);
+        ASSERT_NE(ref, 0u);
+        const std::vector<std::byte> data(size);
+        ASSERT_TRUE(ok(
+            ctx().am_send(me, nobody, {}, data.data(), data.size(), {nullptr, ref, &completion})));
+        EXPECT_EQ(ctx().counter_wait(completion, 1), Status::error) << size << " B: never done";
+        EXPECT_EQ(completion.value(), 0u) << size << " B";
+        EXPECT_EQ(completion.lost(), 1u) << size << " B";
+        EXPECT_EQ(target.value(), 0u) << size << " B";
+        EXPECT_EQ(target.lost(), 1u) << size << " B";
+        EXPECT_EQ(ctx().release_counter_ref(ref), Status::success);
+    }
+}
+
 }  // namespace
 
 namespace {

@@ -447,12 +447,9 @@ void OfiModule::update_progress() noexcept {
 int OfiModule::progress_cb(void* self) noexcept {
     auto* m = static_cast<OfiModule*>(self);
     const bool in_flight = m->sends_pending_ > 0 || m->one_sided_.pending() > 0;
-    if (m->empty_polls_ >= idle_polls && !in_flight && (++m->skipped_ % idle_stride) != 0) return 0;
+    if (!m->pacer_.due(in_flight)) return 0;
     const int n = m->completions_.poll();
-    if (n > 0 || in_flight)
-        m->empty_polls_ = 0;
-    else if (m->empty_polls_ < idle_polls)
-        ++m->empty_polls_;
+    m->pacer_.found(n, in_flight);
     if (m->job_peers_ == 0 && m->outside_.dynamic_endpoints() == 0 && !m->outside_.listening())
         m->update_progress();
     return n;

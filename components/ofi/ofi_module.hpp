@@ -37,6 +37,7 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/idle_pacer.hpp"
 #include "transit/log.hpp"
 #include "transit/name_hash.hpp"
 #include "transit/progress.hpp"
@@ -182,15 +183,10 @@ class OfiModule final : public btl::Module {
     std::vector<fi_addr_t> av_addr_;                     // FI_ADDR_NOTAVAIL until inserted
     std::size_t job_peers_ = 0;                          // endpoints in by_rank_
     std::size_t sends_pending_ = 0;
-    // Polls in a row that found nothing while nothing was in flight.  Past
-    // idle_polls, the completion queue is read on every idle_stride-th call
-    // only: a module no peer sends over (the path measurement chose another)
-    // then costs the chosen transports little, and the first completion or
-    // send puts it back on every call.
-    static constexpr std::uint32_t idle_polls = 4096;
-    static constexpr std::uint32_t idle_stride = 16;
-    std::uint32_t empty_polls_ = 0;
-    std::uint32_t skipped_ = 0;
+    // A module no peer sends over (the path measurement chose another) reads
+    // its completion queue on every 16th pass only: it then costs the chosen
+    // transports little.
+    btl::util::IdlePacer pacer_;
     std::vector<std::byte> inject_scratch_;
     ProgressEngine::Handle progress_handle_;
     ProgressEngine::Handle check_handle_;  // local peers' exits (low priority)

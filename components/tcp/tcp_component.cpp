@@ -386,19 +386,21 @@ int TcpComponent::poll() noexcept {
     // Fast path: every open socket is a connected link with nothing queued;
     // read them directly and ask epoll only now and then (for errors seen only
     // as events).  One system call per poll instead of two on the latency path.
+    // Only there may a pass be skipped while this transport carries nothing
+    // (IdlePacer): anything else is a connection, a handshake or a queued
+    // write in progress.
     const std::size_t n_direct = connected_.size();
-    if (n_direct != 0 && n_direct <= max_direct_links && n_direct == open_sockets_ &&
-        (++polls_ & 63) != 0) {
-        bool direct = true;
-        for (Link* l : connected_) direct = direct && !l->want_write;
-        if (direct) {
-            for (std::size_t i = 0; i < connected_.size(); ++i) {
-                Link* l = connected_[i];
-                l->module->on_event(*l, EPOLLIN);
-            }
-            bury();
-            return events_;
+    bool direct = n_direct != 0 && n_direct <= max_direct_links && n_direct == open_sockets_;
+    for (std::size_t i = 0; direct && i < n_direct; ++i) direct = !connected_[i]->want_write;
+    if (direct && !pacer_.due(false)) return 0;
+    if (direct && (++polls_ & 63) != 0) {
+        for (std::size_t i = 0; i < connected_.size(); ++i) {
+            Link* l = connected_[i];
+            l->module->on_event(*l, EPOLLIN);
         }
+        bury();
+        pacer_.found(events_, false);
+        return events_;
     }
     epoll_event events[32];
     const int n = ::epoll_wait(epoll_.get(), events, 32, 0);
@@ -419,7 +421,9 @@ int TcpComponent::poll() noexcept {
         check_timeouts(now);
     }
     bury();
-    return events_ + (n > 0 ? n - bells : 0);
+    const int found = events_ + (n > 0 ? n - bells : 0);
+    pacer_.found(found, !direct);
+    return found;
 }
 
 void TcpComponent::check_timeouts(std::uint64_t now) noexcept {

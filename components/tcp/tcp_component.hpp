@@ -17,6 +17,7 @@
 #include "tcp_splice_choice.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/component.hpp"
+#include "transit/btl/util/idle_pacer.hpp"
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/btl/util/registration_table.hpp"
 #include "transit/log.hpp"
@@ -125,6 +126,8 @@ class TcpComponent : public btl::Component {
     // epoll_ctl calls and an epoll_wait saved per burst).
     void flush_at_next_poll(Link& link) noexcept;
     void count_event() noexcept { ++events_; }
+    // A module sends: its answer is looked for on every pass again.
+    void sending() noexcept { pacer_.wake(); }
     // Counts progress passes: two sends in one pass belong to one burst.
     std::uint64_t poll_count() const noexcept { return poll_count_; }
 
@@ -188,6 +191,9 @@ class TcpComponent : public btl::Component {
     bool bursts_due_ = false;  // some link set burst_due since the last poll
     void flush_bursts() noexcept;
     std::uint32_t polls_ = 0;
+    // Across nodes the path measurement may leave tcp unused beside another
+    // transport: its sockets are then read on every 16th pass only.
+    btl::util::IdlePacer pacer_;
     int events_ = 0;  // frames handled during the current poll
     std::uint64_t poll_count_ = 0;
     btl::util::RegistrationTable<TcpRecord> registrations_;

@@ -411,6 +411,7 @@ TcpModule::WriteResult TcpModule::write_spliced(Link& l, Frag* f) noexcept {
 }
 
 Status TcpModule::enqueue(Link& l, Frag* f) noexcept {
+    tcp_.sending();
     if (l.state == LinkState::connected && l.queue.empty()) {
         switch (write_frag(l, f)) {
             case WriteResult::done:
@@ -524,6 +525,7 @@ Status TcpModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     }
     if (l.state == LinkState::connected && l.queue.empty() && contiguous) {
         l.last_direct_poll = tcp_.poll_count();
+        tcp_.sending();
         std::byte fh[wire::header_size];
         wire::encode(wire::FrameHeader{wire::frame_magic, wire::FrameType::am, tag, 0,
                                        static_cast<std::uint32_t>(total)},

@@ -385,7 +385,12 @@ void UctModule::progress_once() noexcept {
 }
 
 int UctModule::progress_cb(void* self) noexcept {
-    return static_cast<UctModule*>(self)->poll();
+    auto* m = static_cast<UctModule*>(self);
+    const bool busy = m->in_flight();
+    if (!m->pacer_.due(busy)) return 0;
+    const int events = m->poll();
+    m->pacer_.found(events, busy);
+    return events;
 }
 
 // The hot path is UCT's own progress; everything else waits behind one flag

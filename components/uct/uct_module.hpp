@@ -35,6 +35,7 @@
 #include "transit/btl/am_table.hpp"
 #include "transit/btl/base_params.hpp"
 #include "transit/btl/module.hpp"
+#include "transit/btl/util/idle_pacer.hpp"
 #include "transit/btl/util/outside_links.hpp"
 #include "transit/btl/util/refusal_log.hpp"
 #include "transit/log.hpp"
@@ -169,6 +170,12 @@ class UctModule final : public btl::Module {
     int poll() noexcept;
     int attend() noexcept;
     bool needs_attention() const noexcept;
+    // Work the next poll must not wait for: operations, queued sends,
+    // deliveries or replies, or something for attend().
+    bool in_flight() const noexcept {
+        return attention_ || ops_.pending() > 0 || send_queue_.pending() || receiver_.waiting() ||
+               target_.waiting();
+    }
 
     Resource resource_;
     UctConfig config_;
@@ -189,6 +196,9 @@ class UctModule final : public btl::Module {
     // is the receiver's).
     bool attention_ = false;
     std::uint32_t polls_ = 0;  // local peers' liveness is checked every few polls
+    // Across nodes the path measurement may leave this module unused beside
+    // another transport: polled then on every 16th pass only.
+    btl::util::IdlePacer pacer_;
 
     FragPool frags_;
     // The receive side (uct_receiver.cpp): UCT's AM handler and the ring.

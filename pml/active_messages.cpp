@@ -103,13 +103,10 @@ void ActiveMessages::on_am(const std::byte* b, std::size_t n) noexcept {
         if (h.completion_token) answer_completion(h.src, h.completion_token, true);
         return;
     }
-    AmDestination d{};
-    {
-        AmInfo info{h.src, h.handler, {uhdr, h.header_len}, len};
-        d = hd->header(*c_.ctx, info, hd->arg);
-    }
+    const AmInfo info{h.src, h.handler, {uhdr, h.header_len}, len};
+    const AmDestination d = hd->header(*c_.ctx, info, hd->arg);
     if (d.buffer && len) std::memcpy(d.buffer, data, len);
-    AmCompletionFn fn = d.completion ? d.completion : (hd ? hd->completion : nullptr);
+    const AmCompletionFn fn = d.completion ? d.completion : hd->completion;
     if (fn) fn(*c_.ctx, h.src, d.buffer, len, d.user_data);
     if (target) target->add(1);
     if (h.completion_token) answer_completion(h.src, h.completion_token, false);
@@ -243,31 +240,28 @@ void ActiveMessages::on_rndv(const std::byte* b, std::size_t n) noexcept {
         counter_refused(h.m.src, wire::rndv);
         return decline_rndv(p, h);
     }
+    const std::uint32_t id = h.m.tag;
+    AmHandler* hd = id < am_handlers_.size() ? &am_handlers_[id] : nullptr;
+    if (!hd || !hd->header) [[unlikely]] {
+        if (hold_unclaimed(b, n, true)) return;
+        report_bad_handler(warned_bad_am_, h.m.src, id);
+        return decline_rndv(p, h);
+    }
     Req* r = c_.new_req(Req::Kind::recv, nullptr);
     if (!r) [[unlikely]] {
         log::error("pml: out of requests: an active message of {} bytes from rank {} is declined",
                    h.total, p->rank);
         return decline_rndv(p, h);
     }
-    std::uint32_t id = h.m.tag;
-    AmHandler* hd = id < am_handlers_.size() ? &am_handlers_[id] : nullptr;
-    AmDestination d{};
-    if (hd && hd->header) {
-        AmInfo info{h.m.src, id, {uhdr, h.am_header_len}, h.total};
-        d = hd->header(*c_.ctx, info, hd->arg);
-    } else {
-        c_.release(r);
-        if (hold_unclaimed(b, n, true)) return;
-        report_bad_handler(warned_bad_am_, h.m.src, id);
-        return decline_rndv(p, h);
-    }
+    const AmInfo info{h.m.src, id, {uhdr, h.am_header_len}, h.total};
+    const AmDestination d = hd->header(*c_.ctx, info, hd->arg);
     r->internal = true;
     r->is_am = true;
     r->matched = true;
     r->peer = p;
     r->buf = d.buffer;
     r->capacity = d.buffer ? h.total : 0;
-    r->am_done = d.completion ? d.completion : (hd ? hd->completion : nullptr);
+    r->am_done = d.completion ? d.completion : hd->completion;
     r->am_user = d.user_data;
     r->am_target_counter = h.am_target_counter;
     r->am_completion_token = h.am_completion_token;

@@ -285,6 +285,12 @@ class Context {
     static constexpr std::uint32_t am_max_handlers = 256;
     // Largest user header of one active message.
     static constexpr std::size_t am_max_header = 128;
+    // Register right after init, before the first call that progresses: a
+    // peer may send as soon as its own init returns.  Messages that arrive
+    // during init wait (up to 4,096) and are delivered at the first progress
+    // after it; one for a handler still not registered then is not delivered,
+    // and its origin's completion counter and the target counter it names
+    // count it lost.
     Status register_am_handler(std::uint32_t id, AmHeaderFn header_handler,
                                AmCompletionFn completion_handler, void* handler_arg);
     Status am_send(Rank dst, std::uint32_t id, std::span<const std::byte> header, const void* data,

@@ -18,6 +18,7 @@
 #include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_outside.hpp"
 #include "components/vader/vader_peer_watch.hpp"
+#include "components/vader/vader_peers.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
@@ -104,12 +105,9 @@ class VaderModule final : public btl::Module {
     // The own segment, made now if the process is alone on its node.
     bool ensure_segment() noexcept;
     SegmentHeader& own_header() noexcept { return *header_; }
-    void attach_peer(VaderEndpoint& ep);
     void probe_single_copy(const VaderEndpoint& ep);
     void start_progress();
     void stop_if_idle() noexcept;
-    // Its peers join the exit watch (rebuild, reserve).
-    VaderPeerWatch& peer_watch() noexcept { return peer_watch_; }
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
     bool read_box(VaderEndpoint& ep, std::uint32_t index) noexcept;
@@ -141,12 +139,14 @@ class VaderModule final : public btl::Module {
     }
     void ring(VaderEndpoint* ep) noexcept { ring(ep->header()); }
 
+    // --- used by VaderPeers -------------------------------------------------------
+    // The progress pass reads the peer's box from now on.
+    void poll_from(VaderEndpoint& ep);
+
   private:
     static int progress_cb(void* self) noexcept;
 
     void format_segment();
-    VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
-    VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
     void stop_progress();
 
@@ -158,7 +158,6 @@ class VaderModule final : public btl::Module {
                                             btl::Descriptor** descriptor) noexcept;
 
     void do_pass_chores() noexcept;
-    void poll_from(VaderEndpoint& ep);
     int poll_fifo(int max) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
 
@@ -181,11 +180,7 @@ class VaderModule final : public btl::Module {
     std::uint64_t fifo_head_ = 0;
     std::vector<FastboxReader> readers_;                     // by sender's local index
     std::vector<std::unique_ptr<VaderEndpoint>> endpoints_;  // by local index
-    // Deleted peers' endpoints, by local index, kept mapped and revived if the
-    // peer is added again: its segment loses its name once every local peer
-    // mapped it, and our fast-box position in it must carry on where it was.
-    std::vector<std::unique_ptr<VaderEndpoint>> retired_;
-    std::vector<std::uint32_t> active_;  // local indexes with an endpoint
+    std::vector<std::uint32_t> active_;                      // local indexes with an endpoint
     // The fast boxes a progress pass reads, each with the peer that writes it:
     // the job's local peers and the peers outside the job given a spare box,
     // in one list so that a pass costs the same whoever the peers are.  A
@@ -201,7 +196,6 @@ class VaderModule final : public btl::Module {
     // endpoints to free or departures to report, or boxes_ has null entries.
     // One test per pass for all of them.
     bool pass_chores_ = false;
-    std::vector<bool> counted_;  // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
     // Fragments [0, supplied_frags_) have pages in the segment.  The list hands
     // fragments out in index order until it first runs dry, so what a job uses
@@ -220,10 +214,13 @@ class VaderModule final : public btl::Module {
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
     VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
-    VaderOutside outside_{*this, runtime_, segment_, frags_, config_, layout_, out_};
+    VaderOutside outside_{*this,   runtime_, segment_,    frags_, config_,
+                          layout_, peers_,   peer_watch_, out_};
     VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
     VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
                                endpoints_, active_,          exit_seen_, out_};
+    VaderPeers peers_{*this,    runtime_,   config_, layout_,     my_index_,
+                      readers_, endpoints_, active_, peer_watch_, out_};
 };
 
 }  // namespace transit::vader

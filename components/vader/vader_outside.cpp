@@ -113,7 +113,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
         return nullptr;
     }
     auto ep = std::make_unique<VaderEndpoint>(peer, no_local_index, std::move(seg));
-    module_.attach_peer(*ep);
+    peers_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = next_channel_;
@@ -127,7 +127,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
     VaderEndpoint* raw = ep.get();
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
-    module_.peer_watch().rebuild();
+    peer_watch_.rebuild();
     module_.start_progress();
     out_.verbose(10, "peer {} outside the job (pid {}): mapped {}", peer, raw->pid,
                  raw->segment.path());
@@ -503,7 +503,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
         // So that nothing below fails once the peer id is given.
         dynamic_.reserve(dynamic_.size() + 1);
         channels_.reserve(channels_.size() + 1);
-        module_.peer_watch().reserve();
+        peer_watch_.reserve();
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
@@ -515,7 +515,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
-    module_.attach_peer(*ep);
+    peers_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = pid;
@@ -531,7 +531,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);
     module_.return_frag(raw, back);
-    module_.peer_watch().rebuild();
+    peer_watch_.rebuild();
     out_.verbose(10, "a client (pid {}, rank {} of its job) joined as peer {}", pid, p.rank, id);
 }
 

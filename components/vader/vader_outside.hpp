@@ -12,9 +12,9 @@
 // the module its segment, fragments and FIFO (VaderModule::take_frag, ring,
 // receive, return_frag, complete), the polling of fast boxes
 // (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
-// (attach_peer, probe_single_copy), the exit watch (VaderPeerWatch::rebuild,
-// reserve) and the peer bookkeeping of the "used by VaderOutside" section of
-// vader_module.hpp.
+// (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
+// (VaderPeerWatch::rebuild, reserve) and the peer bookkeeping of the "used by
+// VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -42,18 +42,22 @@ namespace transit::vader {
 
 struct Config;
 class VaderModule;
+class VaderPeerWatch;
+class VaderPeers;
 
 class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
                  btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
-                 const log::Stream& out) noexcept
+                 VaderPeers& peers, VaderPeerWatch& peer_watch, const log::Stream& out) noexcept
         : module_(module),
           runtime_(runtime),
           segment_(segment),
           frags_(frags),
           config_(config),
           layout_(layout),
+          peers_(peers),
+          peer_watch_(peer_watch),
           out_(out) {}
     VaderOutside(const VaderOutside&) = delete;
     VaderOutside& operator=(const VaderOutside&) = delete;
@@ -123,6 +127,8 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     btl::util::FreeList<Frag>& frags_;
     const Config& config_;
     const Layout& layout_;
+    VaderPeers& peers_;           // attach_peer
+    VaderPeerWatch& peer_watch_;  // its peers join the exit watch (rebuild, reserve)
     const log::Stream& out_;
     // By peer id, and by the channel their references carry (a client's pid,
     // or the number this process gave a server).

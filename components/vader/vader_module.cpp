@@ -179,7 +179,7 @@ Status VaderModule::finalize() {
     header_->departed.store(1, std::memory_order_release);
     outside_.finalize();
     boxes_.clear();
-    stop_progress();
+    progress_hook_.stop();
     for (auto& ep : endpoints_) ep.reset();
     peers_.finalize();
     active_.clear();
@@ -238,7 +238,7 @@ Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         reachable.set(i);
         any = true;
     }
-    if (any) start_progress();
+    if (any) progress_hook_.start();
     return Status::success;
 }
 
@@ -261,14 +261,8 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         peers_.retire(ep->local_index);
     }
     peer_watch_.rebuild();
-    stop_if_idle();
+    progress_hook_.stop_if_idle();
     return Status::success;
-}
-
-// No peer to poll for: progress stops (a process alone on its node costs
-// nothing between its clients).  Parked fast boxes wait for their release.
-void VaderModule::stop_if_idle() noexcept {
-    if (active_.empty() && outside_.idle()) stop_progress();
 }
 
 VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
@@ -282,17 +276,6 @@ VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
     } catch (...) {
         return nullptr;
     }
-}
-
-void VaderModule::start_progress() {
-    if (!progress_handle_) progress_handle_ = progress_engine_.add(&progress_cb, this);
-    peer_watch_.start();
-}
-
-void VaderModule::stop_progress() {
-    if (progress_handle_) progress_engine_.remove(progress_handle_);
-    progress_handle_ = {};
-    peer_watch_.stop();
 }
 
 // The progress pass reads the spare box `index` of our segment from now on,
@@ -483,14 +466,6 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
     return Status::out_of_resource;
 }
 
-void VaderModule::flush_round() {
-    progress_engine_.progress();
-    if (!progress_handle_) progress();
-    // A peer that died must not make flush hang.
-    peer_watch_.hurry();
-    check_peers();
-}
-
 void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
     (void)verbosity;
     for (std::uint32_t i : active_) {
@@ -515,10 +490,6 @@ bool VaderModule::has_work() const noexcept {
 }
 
 // --- receive path -------------------------------------------------------------
-
-int VaderModule::progress_cb(void* self) noexcept {
-    return static_cast<VaderModule*>(self)->progress();
-}
 
 int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.

@@ -19,6 +19,7 @@
 #include "components/vader/vader_outside.hpp"
 #include "components/vader/vader_peer_watch.hpp"
 #include "components/vader/vader_peers.hpp"
+#include "components/vader/vader_progress_hook.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
@@ -83,8 +84,6 @@ class VaderModule final : public btl::Module {
     // Publishes f in ep's FIFO (after the join, for a server outside the job);
     // false when the FIFO is full.
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
-    // One round of flush's wait: progress, and a look for dead peers now.
-    void flush_round();
     // A peer's request refused: the upper layer hears why, the peer stays.
     void report_peer_error(const VaderEndpoint* ep, const char* why) noexcept {
         report_error(btl::error_flags::nonfatal, ep->peer(), why);
@@ -106,8 +105,6 @@ class VaderModule final : public btl::Module {
     bool ensure_segment() noexcept;
     SegmentHeader& own_header() noexcept { return *header_; }
     void probe_single_copy(const VaderEndpoint& ep);
-    void start_progress();
-    void stop_if_idle() noexcept;
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
     bool read_box(VaderEndpoint& ep, std::uint32_t index) noexcept;
@@ -144,11 +141,8 @@ class VaderModule final : public btl::Module {
     void poll_from(VaderEndpoint& ep);
 
   private:
-    static int progress_cb(void* self) noexcept;
-
     void format_segment();
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
-    void stop_progress();
 
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
     [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
@@ -203,7 +197,6 @@ class VaderModule final : public btl::Module {
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     bool warned_dynamic_ = false;
-    ProgressEngine::Handle progress_handle_{};
     bool in_progress_ = false;
     bool warned_cma_ = false;
     bool warned_supply_ = false;
@@ -213,14 +206,15 @@ class VaderModule final : public btl::Module {
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
-    VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
-    VaderOutside outside_{*this,   runtime_, segment_,    frags_, config_,
-                          layout_, peers_,   peer_watch_, out_};
+    VaderOneSided one_sided_{*this, atomics_, progress_hook_, segment_, config_, out_};
+    VaderOutside outside_{*this,   runtime_, segment_,    frags_,         config_,
+                          layout_, peers_,   peer_watch_, progress_hook_, out_};
     VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
     VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
                                endpoints_, active_,          exit_seen_, out_};
     VaderPeers peers_{*this,    runtime_,   config_, layout_,     my_index_,
                       readers_, endpoints_, active_, peer_watch_, out_};
+    VaderProgressHook progress_hook_{*this, progress_engine_, peer_watch_, outside_, active_};
 };
 
 }  // namespace transit::vader

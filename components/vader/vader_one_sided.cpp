@@ -101,7 +101,7 @@ Status VaderOneSided::deregister_mem(btl::RegistrationHandle* handle) {
 // put and get complete at once: only atomics that went to the target as a
 // fragment can be outstanding.
 Status VaderOneSided::flush(btl::Endpoint* endpoint) {
-    while (atomics_.in_flight(endpoint)) module_.flush_round();
+    while (atomics_.in_flight(endpoint)) progress_hook_.flush_round();
     const auto* ep = static_cast<const VaderEndpoint*>(endpoint);
     return ep != nullptr && ep->dead ? Status::peer_failed : Status::success;
 }

@@ -8,7 +8,7 @@
 // pages come and go through it), its configuration and log stream, the
 // single-copy choice (VaderModule::single_copy), and for flush the module's
 // atomics in flight (VaderAtomics::in_flight) and its progress
-// (VaderModule::flush_round).
+// (VaderProgressHook::flush_round).
 #pragma once
 
 #include <cstddef>
@@ -26,12 +26,19 @@ namespace transit::vader {
 struct Config;
 class VaderAtomics;
 class VaderModule;
+class VaderProgressHook;
 
 class VaderOneSided final : public btl::Rdma {
   public:
-    VaderOneSided(VaderModule& module, const VaderAtomics& atomics, SharedFile& segment,
-                  const Config& config, const log::Stream& out) noexcept
-        : module_(module), atomics_(atomics), segment_(segment), config_(config), out_(out) {}
+    VaderOneSided(VaderModule& module, const VaderAtomics& atomics,
+                  VaderProgressHook& progress_hook, SharedFile& segment, const Config& config,
+                  const log::Stream& out) noexcept
+        : module_(module),
+          atomics_(atomics),
+          progress_hook_(progress_hook),
+          segment_(segment),
+          config_(config),
+          out_(out) {}
     VaderOneSided(const VaderOneSided&) = delete;
     VaderOneSided& operator=(const VaderOneSided&) = delete;
 
@@ -50,6 +57,7 @@ class VaderOneSided final : public btl::Rdma {
   private:
     VaderModule& module_;
     const VaderAtomics& atomics_;
+    VaderProgressHook& progress_hook_;  // flush_round
     SharedFile& segment_;
     const Config& config_;
     const log::Stream& out_;

@@ -45,7 +45,7 @@ Status VaderOutside::listen() {
     b.pid_ns = btl::util::pid_namespace();
     if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
     listening_ = true;
-    module_.start_progress();  // joins arrive in the FIFO
+    progress_hook_.start();  // joins arrive in the FIFO
     return Status::success;
 }
 
@@ -128,7 +128,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
     peer_watch_.rebuild();
-    module_.start_progress();
+    progress_hook_.start();
     out_.verbose(10, "peer {} outside the job (pid {}): mapped {}", peer, raw->pid,
                  raw->segment.path());
     return raw;
@@ -269,7 +269,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
         case DynamicKind::release:
             if (const std::uint32_t box = ref_index(ref); box >= layout_.local_size)
                 spares_.released(box - layout_.local_size, channel);
-            module_.stop_if_idle();
+            progress_hook_.stop_if_idle();
             return;
         case DynamicKind::data: {
             if (const auto it = channels_.find(channel); it != channels_.end()) {
@@ -362,7 +362,7 @@ void VaderOutside::watch_dynamic() noexcept {
     spares_.reap_exited();
     if (links_.joining() != 0) expire_joins();
     if (!orphan_owners_.empty()) reap_orphans();
-    module_.stop_if_idle();
+    progress_hook_.stop_if_idle();
 }
 
 // A server that maps in but never answers our join (stopped, or not

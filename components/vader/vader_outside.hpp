@@ -13,8 +13,9 @@
 // receive, return_frag, complete), the polling of fast boxes
 // (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
 // (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
-// (VaderPeerWatch::rebuild, reserve) and the peer bookkeeping of the "used by
-// VaderOutside" section of vader_module.hpp.
+// (VaderPeerWatch::rebuild, reserve), the module's progress callback
+// (VaderProgressHook::start, stop_if_idle) and the peer bookkeeping of the
+// "used by VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -44,12 +45,14 @@ struct Config;
 class VaderModule;
 class VaderPeerWatch;
 class VaderPeers;
+class VaderProgressHook;
 
 class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
                  btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
-                 VaderPeers& peers, VaderPeerWatch& peer_watch, const log::Stream& out) noexcept
+                 VaderPeers& peers, VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
+                 const log::Stream& out) noexcept
         : module_(module),
           runtime_(runtime),
           segment_(segment),
@@ -58,6 +61,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
           layout_(layout),
           peers_(peers),
           peer_watch_(peer_watch),
+          progress_hook_(progress_hook),
           out_(out) {}
     VaderOutside(const VaderOutside&) = delete;
     VaderOutside& operator=(const VaderOutside&) = delete;
@@ -127,8 +131,9 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     btl::util::FreeList<Frag>& frags_;
     const Config& config_;
     const Layout& layout_;
-    VaderPeers& peers_;           // attach_peer
-    VaderPeerWatch& peer_watch_;  // its peers join the exit watch (rebuild, reserve)
+    VaderPeers& peers_;                 // attach_peer
+    VaderPeerWatch& peer_watch_;        // its peers join the exit watch (rebuild, reserve)
+    VaderProgressHook& progress_hook_;  // start, stop_if_idle
     const log::Stream& out_;
     // By peer id, and by the channel their references carry (a client's pid,
     // or the number this process gave a server).

@@ -40,7 +40,6 @@ class VaderModule final : public btl::Module {
     ~VaderModule() override;
 
     std::string name() const override { return "vader"; }
-    const std::string& segment_path() const noexcept { return segment_.path(); }
     SingleCopy single_copy() const noexcept { return single_copy_; }
 
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
@@ -92,8 +91,6 @@ class VaderModule final : public btl::Module {
     // --- used by VaderSleep -------------------------------------------------------
     // Something is waiting to be read or retried (arm's second look).
     bool has_work() const noexcept;
-    // A sleep ended by a peer's exit: the next pass looks at the peers.
-    void exit_noticed() noexcept { exit_seen_ = true; }
 
     // --- used by VaderPeerWatch and VaderOutside ------------------------------------
     // The peer is given up: its pending operations end with an error and the
@@ -103,7 +100,6 @@ class VaderModule final : public btl::Module {
     // --- used by VaderOutside -----------------------------------------------------
     // The own segment, made now if the process is alone on its node.
     bool ensure_segment() noexcept;
-    SegmentHeader& own_header() noexcept { return *header_; }
     void probe_single_copy(const VaderEndpoint& ep);
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
@@ -117,11 +113,6 @@ class VaderModule final : public btl::Module {
     void complete(Frag* frag, Status status) noexcept;
     // A deleted peer: no return waits for it, the exit watch skips it.
     void forget(VaderEndpoint* ep) noexcept;
-    // Inside our own progress or peer check: a caller up the stack may still
-    // hold an endpoint deleted now.
-    bool in_pass() const noexcept { return in_progress_ || peer_watch_.in_check(); }
-    // The next progress pass starts with its chores (do_pass_chores).
-    void chores_next_pass() noexcept { pass_chores_ = true; }
 
     // After every message, fragment or return published to ep's segment: wakes
     // the peer when it declared it sleeps.  While it polls this costs a
@@ -207,9 +198,10 @@ class VaderModule final : public btl::Module {
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
     VaderOneSided one_sided_{*this, atomics_, progress_hook_, segment_, config_, out_};
-    VaderOutside outside_{*this,   runtime_, segment_,    frags_,         config_,
-                          layout_, peers_,   peer_watch_, progress_hook_, out_};
-    VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
+    VaderOutside outside_{*this,        runtime_,       segment_, header_, in_progress_,
+                          pass_chores_, frags_,         config_,  layout_, peers_,
+                          peer_watch_,  progress_hook_, out_};
+    VaderSleep sleep_{*this, header_, exit_seen_, config_, out_};  // opened at construction
     VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
                                endpoints_, active_,          exit_seen_, out_};
     VaderPeers peers_{*this,    runtime_,   config_, layout_,     my_index_,

@@ -38,10 +38,10 @@ bool VaderOutside::is_dynamic(Rank peer) noexcept {
 Status VaderOutside::listen() {
     if (!module_.ensure_segment()) return Status::not_available;
     ListenBlob b;
-    b.pid = module_.own_header().pid;
+    b.pid = header_->pid;
     b.fd = segment_.fd();
     b.uid = static_cast<std::uint32_t>(::geteuid());
-    b.nonce = module_.own_header().nonce;
+    b.nonce = header_->nonce;
     b.pid_ns = btl::util::pid_namespace();
     if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
     listening_ = true;
@@ -120,7 +120,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
     next_channel_ = (next_channel_ + 1) & 0x0fffffffu;
     if (next_channel_ == 0) next_channel_ = 1;
     // The server knows us by our pid: one connection per client process.
-    ep->ref_base = make_dynamic_ref(DynamicKind::data, module_.own_header().pid, 0);
+    ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
     ep->joined = false;
     module_.probe_single_copy(*ep);
     give_spare(*ep);
@@ -141,8 +141,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
 bool VaderOutside::send_join(VaderEndpoint* ep) noexcept {
     if (!ep->join_ref_sent) {
         const auto fd = static_cast<std::uint32_t>(segment_.fd());
-        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, module_.own_header().pid, fd)))
-            return false;
+        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, header_->pid, fd))) return false;
         module_.ring(ep);
         ep->join_ref_sent = true;
     }
@@ -259,7 +258,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
             // delivered in this one, and the pml takes them in between.
             try {
                 departing_.push_back(it->second);
-                module_.chores_next_pass();
+                pass_chores_ = true;
             } catch (...) {
                 module_.peer_lost(it->second, "vader: the peer outside the job disconnected",
                                   btl::error_flags::departed);
@@ -316,10 +315,10 @@ void VaderOutside::delete_dynamic(VaderEndpoint* ep) noexcept {
     if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
         channels_.erase(c);
     // From inside our own progress or peer check a caller may still hold it.
-    if (module_.in_pass()) {
+    if (in_progress_ || peer_watch_.in_check()) {
         try {
             graveyard_.push_back(std::move(it->second));
-            module_.chores_next_pass();
+            pass_chores_ = true;
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }

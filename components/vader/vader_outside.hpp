@@ -13,9 +13,12 @@
 // receive, return_frag, complete), the polling of fast boxes
 // (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
 // (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
-// (VaderPeerWatch::rebuild, reserve), the module's progress callback
-// (VaderProgressHook::start, stop_if_idle) and the peer bookkeeping of the
-// "used by VaderOutside" section of vader_module.hpp.
+// (VaderPeerWatch::rebuild, reserve, in_check), the module's progress
+// callback (VaderProgressHook::start, stop_if_idle), the module's segment
+// header (`header`, null until ensure_segment), two flags of the module
+// that every progress pass reads (`in_progress`: a pass runs; `pass_chores`:
+// the next pass starts with its chores, VaderModule::progress) and the peer
+// bookkeeping of the "used by VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -50,12 +53,16 @@ class VaderProgressHook;
 class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
+                 SegmentHeader* const& header, const bool& in_progress, bool& pass_chores,
                  btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
                  VaderPeers& peers, VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
                  const log::Stream& out) noexcept
         : module_(module),
           runtime_(runtime),
           segment_(segment),
+          header_(header),
+          in_progress_(in_progress),
+          pass_chores_(pass_chores),
           frags_(frags),
           config_(config),
           layout_(layout),
@@ -128,6 +135,12 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     VaderModule& module_;
     rt::Runtime& runtime_;
     SharedFile& segment_;
+    SegmentHeader* const& header_;  // the own segment's (after ensure_segment)
+    // Inside the module's progress pass (or, VaderPeerWatch::in_check, the
+    // exit watch's check): a caller up the stack may still hold an endpoint
+    // deleted now.
+    const bool& in_progress_;
+    bool& pass_chores_;  // the next progress pass starts with its chores
     btl::util::FreeList<Frag>& frags_;
     const Config& config_;
     const Layout& layout_;

@@ -40,7 +40,6 @@ class VaderModule final : public btl::Module {
     ~VaderModule() override;
 
     std::string name() const override { return "vader"; }
-    SingleCopy single_copy() const noexcept { return single_copy_; }
 
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
     btl::Atomics* atomics() noexcept override { return &atomics_; }
@@ -197,7 +196,7 @@ class VaderModule final : public btl::Module {
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
-    VaderOneSided one_sided_{*this, atomics_, progress_hook_, segment_, config_, out_};
+    VaderOneSided one_sided_{single_copy_, atomics_, progress_hook_, segment_, config_, out_};
     VaderOutside outside_{*this,        runtime_,       segment_, header_, in_progress_,
                           pass_chores_, frags_,         config_,  layout_, peers_,
                           peer_watch_,  progress_hook_, out_};

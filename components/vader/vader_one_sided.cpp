@@ -30,7 +30,7 @@ Status VaderOneSided::put(const btl::RdmaRequest& req) noexcept {
         if (req.size) std::memcpy(direct, req.local, req.size);
         return Status::completed;
     }
-    if (module_.single_copy() != SingleCopy::cma) return Status::not_supported;
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
     return cma_write(ep->pid, req.local, req.remote, req.size);
 }
 
@@ -47,7 +47,7 @@ Status VaderOneSided::get(const btl::RdmaRequest& req) noexcept {
         if (req.size) std::memcpy(req.local, direct, req.size);
         return Status::completed;
     }
-    if (module_.single_copy() != SingleCopy::cma) return Status::not_supported;
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
     return cma_read(ep->pid, req.local, req.remote, req.size);
 }
 

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <limits>
 #include <new>
-#include <system_error>
 #include <utility>
 
 #include "components/vader/vader_cma.hpp"
@@ -16,8 +15,6 @@
 namespace transit::vader {
 
 namespace {
-
-constexpr char modex_key[] = "btl.vader.1";
 
 VaderEndpoint* as_vader(btl::Endpoint* ep) noexcept {
     return static_cast<VaderEndpoint*>(ep);
@@ -102,8 +99,7 @@ void VaderModule::format_segment() {
                               layout_.fbox_size);
     readers_.resize(layout_.fbox_count);
     endpoints_.resize(layout_.local_size);
-    retired_.resize(layout_.local_size);
-    counted_.assign(layout_.local_size, false);
+    peers_.format();
     active_.reserve(layout_.local_size);
     outside_.format();
     // Room for every box twice: entries of peers deleted during a pass stay
@@ -183,34 +179,15 @@ Status VaderModule::finalize() {
     header_->departed.store(1, std::memory_order_release);
     outside_.finalize();
     boxes_.clear();
-    stop_progress();
+    progress_hook_.stop();
     for (auto& ep : endpoints_) ep.reset();
-    for (auto& ep : retired_) ep.reset();
+    peers_.finalize();
     active_.clear();
     segment_.unlink();
     return Status::success;
 }
 
 // --- peers --------------------------------------------------------------------
-
-// What the peer's segment header says, for the endpoint (the segment is
-// checked: segment_usable).
-void VaderModule::attach_peer(VaderEndpoint& ep) {
-    SegmentHeader& ph = ep.header();
-    ep.fifo = Fifo::attach(ep.segment.data() + ph.fifo_offset);
-    ep.pid = static_cast<pid_t>(ph.pid);
-    ep.process = btl::util::ProcessWatch(ep.pid);
-    peer_watch_.watch_exit(ep);
-    ep.owner_base = ph.owner_base;
-    ep.heap_offset = ph.heap_offset;
-    ep.heap_size = ph.heap_size;
-    ep.regions = {reinterpret_cast<const btl::RegionSlot*>(ep.segment.data() + ph.region_offset),
-                  ph.region_count};
-    ep.frag_offset = ph.frag_offset;
-    ep.frag_stride = ph.frag_stride;
-    ep.frag_count = ph.frag_count;
-    ep.frag_payload = ph.frag_stride - frag_header_size;
-}
 
 // The second CMA probe: a read of the peer's segment through the kernel.
 void VaderModule::probe_single_copy(const VaderEndpoint& ep) {
@@ -231,54 +208,6 @@ void VaderModule::probe_single_copy(const VaderEndpoint& ep) {
             "shared-memory fragments instead",
             why);
     warned_cma_ = true;
-}
-
-VaderEndpoint* VaderModule::connect(Rank peer, std::uint32_t local_index) {
-    if (retired_[local_index]) return revive(local_index);
-    std::vector<std::byte> blob;
-    if (Status s = runtime_.modex_recv(peer, modex_key, blob); s != Status::success) {
-        out_.verbose(10, "peer {}: no vader address ({})", peer, to_string(s));
-        return nullptr;
-    }
-    const std::string path(reinterpret_cast<const char*>(blob.data()), blob.size());
-    SharedFile seg;
-    try {
-        seg = SharedFile::attach(path);
-    } catch (const std::system_error& e) {
-        out_.verbose(1, "peer {}: {}", peer, e.what());
-        return nullptr;
-    }
-    if (!segment_usable({reinterpret_cast<const std::byte*>(seg.data()), seg.size()}, local_index,
-                        layout_.local_size)) {
-        out_.verbose(1, "peer {}: segment {} does not match this process's layout", peer, path);
-        return nullptr;
-    }
-    auto ep = std::make_unique<VaderEndpoint>(peer, local_index, std::move(seg));
-    attach_peer(*ep);
-    ep->fbox_after = config_.fbox_threshold;
-    ep->ref_base = make_ref(my_index_, 0);
-    ep->reader = &readers_[local_index];
-    ep->fastbox = FastboxWriter(
-        ep->segment.data() + ep->header().fbox_offset + my_index_ * ep->header().fbox_stride,
-        ep->header().fbox_size);
-    SegmentHeader& ph = ep->header();
-    // The last peer to map a segment removes its name: from then on a crash
-    // leaves nothing in the backing directory.
-    // Counted once per peer even if it is deleted and added again.
-    if (!counted_[local_index]) {
-        counted_[local_index] = true;
-        if (ph.attached.fetch_add(1, std::memory_order_acq_rel) + 2 == ph.local_size)
-            unlink_path(ep->segment.path());
-    }
-    probe_single_copy(*ep);
-    out_.verbose(10, "peer {} (local {}, pid {}): mapped {}", peer, local_index, ep->pid,
-                 ep->segment.path());
-    VaderEndpoint* raw = ep.get();
-    endpoints_[local_index] = std::move(ep);
-    active_.push_back(local_index);
-    poll_from(*raw);
-    peer_watch_.rebuild();
-    return raw;
 }
 
 Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -303,13 +232,13 @@ Status VaderModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoi
         if (it == local.end()) continue;
         const auto index = static_cast<std::uint32_t>(it - local.begin());
         if (index >= layout_.local_size) continue;
-        VaderEndpoint* ep = endpoints_[index] ? endpoints_[index].get() : connect(r, index);
+        VaderEndpoint* ep = endpoints_[index] ? endpoints_[index].get() : peers_.connect(r, index);
         if (ep == nullptr) continue;
         endpoints[i] = ep;
         reachable.set(i);
         any = true;
     }
-    if (any) start_progress();
+    if (any) progress_hook_.start();
     return Status::success;
 }
 
@@ -329,29 +258,11 @@ Status VaderModule::del_procs(std::span<const Rank> peers, std::span<btl::Endpoi
             if (f.in_flight && f.endpoint == ep) complete(&f, Status::cancelled);
         std::erase(active_, ep->local_index);
         unpoll(ep);
-        retired_[ep->local_index] = std::move(endpoints_[ep->local_index]);
+        peers_.retire(ep->local_index);
     }
     peer_watch_.rebuild();
-    stop_if_idle();
+    progress_hook_.stop_if_idle();
     return Status::success;
-}
-
-// No peer to poll for: progress stops (a process alone on its node costs
-// nothing between its clients).  Parked fast boxes wait for their release.
-void VaderModule::stop_if_idle() noexcept {
-    if (active_.empty() && outside_.idle()) stop_progress();
-}
-
-// A deleted peer added again (or sending to us again): its old mapping and
-// fast-box position, not a new mapping (its segment may have lost its name).
-VaderEndpoint* VaderModule::revive(std::uint32_t local_index) {
-    VaderEndpoint* ep = retired_[local_index].get();
-    out_.verbose(10, "peer {} (local {}): added again", ep->peer(), local_index);
-    endpoints_[local_index] = std::move(retired_[local_index]);
-    active_.push_back(local_index);
-    poll_from(*ep);
-    peer_watch_.rebuild();
-    return ep;
 }
 
 VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
@@ -361,21 +272,10 @@ VaderEndpoint* VaderModule::endpoint_for(std::uint32_t local_index) noexcept {
         return ep;
     // A peer that added us before we added it: map it now (rare, setup cost).
     try {
-        return connect(runtime_.local_peers()[local_index], local_index);
+        return peers_.connect(runtime_.local_peers()[local_index], local_index);
     } catch (...) {
         return nullptr;
     }
-}
-
-void VaderModule::start_progress() {
-    if (!progress_handle_) progress_handle_ = progress_engine_.add(&progress_cb, this);
-    peer_watch_.start();
-}
-
-void VaderModule::stop_progress() {
-    if (progress_handle_) progress_engine_.remove(progress_handle_);
-    progress_handle_ = {};
-    peer_watch_.stop();
 }
 
 // The progress pass reads the spare box `index` of our segment from now on,
@@ -566,14 +466,6 @@ Status VaderModule::sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
     return Status::out_of_resource;
 }
 
-void VaderModule::flush_round() {
-    progress_engine_.progress();
-    if (!progress_handle_) progress();
-    // A peer that died must not make flush hang.
-    peer_watch_.hurry();
-    check_peers();
-}
-
 void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
     (void)verbosity;
     for (std::uint32_t i : active_) {
@@ -598,10 +490,6 @@ bool VaderModule::has_work() const noexcept {
 }
 
 // --- receive path -------------------------------------------------------------
-
-int VaderModule::progress_cb(void* self) noexcept {
-    return static_cast<VaderModule*>(self)->progress();
-}
 
 int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.

@@ -18,6 +18,8 @@
 #include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_outside.hpp"
 #include "components/vader/vader_peer_watch.hpp"
+#include "components/vader/vader_peers.hpp"
+#include "components/vader/vader_progress_hook.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_sleep.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
@@ -38,8 +40,6 @@ class VaderModule final : public btl::Module {
     ~VaderModule() override;
 
     std::string name() const override { return "vader"; }
-    const std::string& segment_path() const noexcept { return segment_.path(); }
-    SingleCopy single_copy() const noexcept { return single_copy_; }
 
     btl::Rdma* rdma() noexcept override { return &one_sided_; }
     btl::Atomics* atomics() noexcept override { return &atomics_; }
@@ -82,8 +82,6 @@ class VaderModule final : public btl::Module {
     // Publishes f in ep's FIFO (after the join, for a server outside the job);
     // false when the FIFO is full.
     bool push(VaderEndpoint* ep, Frag* frag) noexcept;
-    // One round of flush's wait: progress, and a look for dead peers now.
-    void flush_round();
     // A peer's request refused: the upper layer hears why, the peer stays.
     void report_peer_error(const VaderEndpoint* ep, const char* why) noexcept {
         report_error(btl::error_flags::nonfatal, ep->peer(), why);
@@ -92,8 +90,6 @@ class VaderModule final : public btl::Module {
     // --- used by VaderSleep -------------------------------------------------------
     // Something is waiting to be read or retried (arm's second look).
     bool has_work() const noexcept;
-    // A sleep ended by a peer's exit: the next pass looks at the peers.
-    void exit_noticed() noexcept { exit_seen_ = true; }
 
     // --- used by VaderPeerWatch and VaderOutside ------------------------------------
     // The peer is given up: its pending operations end with an error and the
@@ -103,13 +99,7 @@ class VaderModule final : public btl::Module {
     // --- used by VaderOutside -----------------------------------------------------
     // The own segment, made now if the process is alone on its node.
     bool ensure_segment() noexcept;
-    SegmentHeader& own_header() noexcept { return *header_; }
-    void attach_peer(VaderEndpoint& ep);
     void probe_single_copy(const VaderEndpoint& ep);
-    void start_progress();
-    void stop_if_idle() noexcept;
-    // Its peers join the exit watch (rebuild, reserve).
-    VaderPeerWatch& peer_watch() noexcept { return peer_watch_; }
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
     bool read_box(VaderEndpoint& ep, std::uint32_t index) noexcept;
@@ -122,11 +112,6 @@ class VaderModule final : public btl::Module {
     void complete(Frag* frag, Status status) noexcept;
     // A deleted peer: no return waits for it, the exit watch skips it.
     void forget(VaderEndpoint* ep) noexcept;
-    // Inside our own progress or peer check: a caller up the stack may still
-    // hold an endpoint deleted now.
-    bool in_pass() const noexcept { return in_progress_ || peer_watch_.in_check(); }
-    // The next progress pass starts with its chores (do_pass_chores).
-    void chores_next_pass() noexcept { pass_chores_ = true; }
 
     // After every message, fragment or return published to ep's segment: wakes
     // the peer when it declared it sleeps.  While it polls this costs a
@@ -141,14 +126,13 @@ class VaderModule final : public btl::Module {
     }
     void ring(VaderEndpoint* ep) noexcept { ring(ep->header()); }
 
-  private:
-    static int progress_cb(void* self) noexcept;
+    // --- used by VaderPeers -------------------------------------------------------
+    // The progress pass reads the peer's box from now on.
+    void poll_from(VaderEndpoint& ep);
 
+  private:
     void format_segment();
-    VaderEndpoint* connect(Rank peer, std::uint32_t local_index);
-    VaderEndpoint* revive(std::uint32_t local_index);
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
-    void stop_progress();
 
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
     [[gnu::noinline]] Status sendi_fragment(VaderEndpoint* ep, btl::Convertor* convertor,
@@ -158,7 +142,6 @@ class VaderModule final : public btl::Module {
                                             btl::Descriptor** descriptor) noexcept;
 
     void do_pass_chores() noexcept;
-    void poll_from(VaderEndpoint& ep);
     int poll_fifo(int max) noexcept;
     void deliver(VaderEndpoint* ep, const char* data, std::size_t size, btl::Tag tag) noexcept;
 
@@ -181,11 +164,7 @@ class VaderModule final : public btl::Module {
     std::uint64_t fifo_head_ = 0;
     std::vector<FastboxReader> readers_;                     // by sender's local index
     std::vector<std::unique_ptr<VaderEndpoint>> endpoints_;  // by local index
-    // Deleted peers' endpoints, by local index, kept mapped and revived if the
-    // peer is added again: its segment loses its name once every local peer
-    // mapped it, and our fast-box position in it must carry on where it was.
-    std::vector<std::unique_ptr<VaderEndpoint>> retired_;
-    std::vector<std::uint32_t> active_;  // local indexes with an endpoint
+    std::vector<std::uint32_t> active_;                      // local indexes with an endpoint
     // The fast boxes a progress pass reads, each with the peer that writes it:
     // the job's local peers and the peers outside the job given a spare box,
     // in one list so that a pass costs the same whoever the peers are.  A
@@ -201,7 +180,6 @@ class VaderModule final : public btl::Module {
     // endpoints to free or departures to report, or boxes_ has null entries.
     // One test per pass for all of them.
     bool pass_chores_ = false;
-    std::vector<bool> counted_;  // peers whose segment we counted as mapped
     btl::util::FreeList<Frag> frags_;
     // Fragments [0, supplied_frags_) have pages in the segment.  The list hands
     // fragments out in index order until it first runs dry, so what a job uses
@@ -209,7 +187,6 @@ class VaderModule final : public btl::Module {
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
     bool warned_dynamic_ = false;
-    ProgressEngine::Handle progress_handle_{};
     bool in_progress_ = false;
     bool warned_cma_ = false;
     bool warned_supply_ = false;
@@ -219,11 +196,16 @@ class VaderModule final : public btl::Module {
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
-    VaderOneSided one_sided_{*this, atomics_, segment_, config_, out_};
-    VaderOutside outside_{*this, runtime_, segment_, frags_, config_, layout_, out_};
-    VaderSleep sleep_{*this, header_, config_, out_};  // opened at construction
+    VaderOneSided one_sided_{single_copy_, atomics_, progress_hook_, segment_, config_, out_};
+    VaderOutside outside_{*this,        runtime_,       segment_, header_, in_progress_,
+                          pass_chores_, frags_,         config_,  layout_, peers_,
+                          peer_watch_,  progress_hook_, out_};
+    VaderSleep sleep_{*this, header_, exit_seen_, config_, out_};  // opened at construction
     VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
                                endpoints_, active_,          exit_seen_, out_};
+    VaderPeers peers_{*this,    runtime_,   config_, layout_,     my_index_,
+                      readers_, endpoints_, active_, peer_watch_, out_};
+    VaderProgressHook progress_hook_{*this, progress_engine_, peer_watch_, outside_, active_};
 };
 
 }  // namespace transit::vader

@@ -30,7 +30,7 @@ Status VaderOneSided::put(const btl::RdmaRequest& req) noexcept {
         if (req.size) std::memcpy(direct, req.local, req.size);
         return Status::completed;
     }
-    if (module_.single_copy() != SingleCopy::cma) return Status::not_supported;
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
     return cma_write(ep->pid, req.local, req.remote, req.size);
 }
 
@@ -47,7 +47,7 @@ Status VaderOneSided::get(const btl::RdmaRequest& req) noexcept {
         if (req.size) std::memcpy(req.local, direct, req.size);
         return Status::completed;
     }
-    if (module_.single_copy() != SingleCopy::cma) return Status::not_supported;
+    if (single_copy_ != SingleCopy::cma) return Status::not_supported;
     return cma_read(ep->pid, req.local, req.remote, req.size);
 }
 
@@ -101,7 +101,7 @@ Status VaderOneSided::deregister_mem(btl::RegistrationHandle* handle) {
 // put and get complete at once: only atomics that went to the target as a
 // fragment can be outstanding.
 Status VaderOneSided::flush(btl::Endpoint* endpoint) {
-    while (atomics_.in_flight(endpoint)) module_.flush_round();
+    while (atomics_.in_flight(endpoint)) progress_hook_.flush_round();
     const auto* ep = static_cast<const VaderEndpoint*>(endpoint);
     return ep != nullptr && ep->dead ? Status::peer_failed : Status::success;
 }

@@ -6,14 +6,16 @@
 // Owns the heap of mem_alloc's pages and the region table of registrations,
 // both in the module's segment.  Borrows from the module its segment (the
 // pages come and go through it), its configuration and log stream, the
-// single-copy choice (VaderModule::single_copy), and for flush the module's
-// atomics in flight (VaderAtomics::in_flight) and its progress
-// (VaderModule::flush_round).
+// single-copy choice (`single_copy`: a field of the module, none from the
+// first failed probe of a peer on: VaderModule::probe_single_copy), and for
+// flush the module's atomics in flight (VaderAtomics::in_flight) and its
+// progress (VaderProgressHook::flush_round).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "components/vader/vader_config.hpp"
 #include "components/vader/vader_heap.hpp"
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_segment.hpp"
@@ -23,15 +25,20 @@
 
 namespace transit::vader {
 
-struct Config;
 class VaderAtomics;
-class VaderModule;
+class VaderProgressHook;
 
 class VaderOneSided final : public btl::Rdma {
   public:
-    VaderOneSided(VaderModule& module, const VaderAtomics& atomics, SharedFile& segment,
-                  const Config& config, const log::Stream& out) noexcept
-        : module_(module), atomics_(atomics), segment_(segment), config_(config), out_(out) {}
+    VaderOneSided(const SingleCopy& single_copy, const VaderAtomics& atomics,
+                  VaderProgressHook& progress_hook, SharedFile& segment, const Config& config,
+                  const log::Stream& out) noexcept
+        : single_copy_(single_copy),
+          atomics_(atomics),
+          progress_hook_(progress_hook),
+          segment_(segment),
+          config_(config),
+          out_(out) {}
     VaderOneSided(const VaderOneSided&) = delete;
     VaderOneSided& operator=(const VaderOneSided&) = delete;
 
@@ -48,8 +55,9 @@ class VaderOneSided final : public btl::Rdma {
     bool mem_free(void* p) noexcept override;
 
   private:
-    VaderModule& module_;
+    const SingleCopy& single_copy_;
     const VaderAtomics& atomics_;
+    VaderProgressHook& progress_hook_;  // flush_round
     SharedFile& segment_;
     const Config& config_;
     const log::Stream& out_;

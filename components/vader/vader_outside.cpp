@@ -38,14 +38,14 @@ bool VaderOutside::is_dynamic(Rank peer) noexcept {
 Status VaderOutside::listen() {
     if (!module_.ensure_segment()) return Status::not_available;
     ListenBlob b;
-    b.pid = module_.own_header().pid;
+    b.pid = header_->pid;
     b.fd = segment_.fd();
     b.uid = static_cast<std::uint32_t>(::geteuid());
-    b.nonce = module_.own_header().nonce;
+    b.nonce = header_->nonce;
     b.pid_ns = btl::util::pid_namespace();
     if (const Status s = runtime_.modex_send(listen_key, encode(b)); !ok(s)) return s;
     listening_ = true;
-    module_.start_progress();  // joins arrive in the FIFO
+    progress_hook_.start();  // joins arrive in the FIFO
     return Status::success;
 }
 
@@ -113,22 +113,22 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
         return nullptr;
     }
     auto ep = std::make_unique<VaderEndpoint>(peer, no_local_index, std::move(seg));
-    module_.attach_peer(*ep);
+    peers_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = next_channel_;
     next_channel_ = (next_channel_ + 1) & 0x0fffffffu;
     if (next_channel_ == 0) next_channel_ = 1;
     // The server knows us by our pid: one connection per client process.
-    ep->ref_base = make_dynamic_ref(DynamicKind::data, module_.own_header().pid, 0);
+    ep->ref_base = make_dynamic_ref(DynamicKind::data, header_->pid, 0);
     ep->joined = false;
     module_.probe_single_copy(*ep);
     give_spare(*ep);
     VaderEndpoint* raw = ep.get();
     channels_[raw->channel] = raw;
     dynamic_[peer] = std::move(ep);
-    module_.peer_watch().rebuild();
-    module_.start_progress();
+    peer_watch_.rebuild();
+    progress_hook_.start();
     out_.verbose(10, "peer {} outside the job (pid {}): mapped {}", peer, raw->pid,
                  raw->segment.path());
     return raw;
@@ -141,8 +141,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
 bool VaderOutside::send_join(VaderEndpoint* ep) noexcept {
     if (!ep->join_ref_sent) {
         const auto fd = static_cast<std::uint32_t>(segment_.fd());
-        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, module_.own_header().pid, fd)))
-            return false;
+        if (!ep->fifo.push(make_dynamic_ref(DynamicKind::join, header_->pid, fd))) return false;
         module_.ring(ep);
         ep->join_ref_sent = true;
     }
@@ -259,7 +258,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
             // delivered in this one, and the pml takes them in between.
             try {
                 departing_.push_back(it->second);
-                module_.chores_next_pass();
+                pass_chores_ = true;
             } catch (...) {
                 module_.peer_lost(it->second, "vader: the peer outside the job disconnected",
                                   btl::error_flags::departed);
@@ -269,7 +268,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
         case DynamicKind::release:
             if (const std::uint32_t box = ref_index(ref); box >= layout_.local_size)
                 spares_.released(box - layout_.local_size, channel);
-            module_.stop_if_idle();
+            progress_hook_.stop_if_idle();
             return;
         case DynamicKind::data: {
             if (const auto it = channels_.find(channel); it != channels_.end()) {
@@ -316,10 +315,10 @@ void VaderOutside::delete_dynamic(VaderEndpoint* ep) noexcept {
     if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
         channels_.erase(c);
     // From inside our own progress or peer check a caller may still hold it.
-    if (module_.in_pass()) {
+    if (in_progress_ || peer_watch_.in_check()) {
         try {
             graveyard_.push_back(std::move(it->second));
-            module_.chores_next_pass();
+            pass_chores_ = true;
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }
@@ -362,7 +361,7 @@ void VaderOutside::watch_dynamic() noexcept {
     spares_.reap_exited();
     if (links_.joining() != 0) expire_joins();
     if (!orphan_owners_.empty()) reap_orphans();
-    module_.stop_if_idle();
+    progress_hook_.stop_if_idle();
 }
 
 // A server that maps in but never answers our join (stopped, or not
@@ -503,7 +502,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
         // So that nothing below fails once the peer id is given.
         dynamic_.reserve(dynamic_.size() + 1);
         channels_.reserve(channels_.size() + 1);
-        module_.peer_watch().reserve();
+        peer_watch_.reserve();
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
@@ -515,7 +514,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
     } catch (...) {
         return refuse("out of memory", Status::out_of_resource);
     }
-    module_.attach_peer(*ep);
+    peers_.attach_peer(*ep);
     ep->dynamic = true;
     ep->fbox_after = ~0u;
     ep->channel = pid;
@@ -531,7 +530,7 @@ void VaderOutside::admit(std::uint32_t pid, Joining& j, std::uint64_t ref) noexc
     channels_[pid] = raw;
     dynamic_[id] = std::move(ep);
     module_.return_frag(raw, back);
-    module_.peer_watch().rebuild();
+    peer_watch_.rebuild();
     out_.verbose(10, "a client (pid {}, rank {} of its job) joined as peer {}", pid, p.rank, id);
 }
 

@@ -12,9 +12,13 @@
 // the module its segment, fragments and FIFO (VaderModule::take_frag, ring,
 // receive, return_frag, complete), the polling of fast boxes
 // (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
-// (attach_peer, probe_single_copy), the exit watch (VaderPeerWatch::rebuild,
-// reserve) and the peer bookkeeping of the "used by VaderOutside" section of
-// vader_module.hpp.
+// (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
+// (VaderPeerWatch::rebuild, reserve, in_check), the module's progress
+// callback (VaderProgressHook::start, stop_if_idle), the module's segment
+// header (`header`, null until ensure_segment), two flags of the module
+// that every progress pass reads (`in_progress`: a pass runs; `pass_chores`:
+// the next pass starts with its chores, VaderModule::progress) and the peer
+// bookkeeping of the "used by VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -42,18 +46,29 @@ namespace transit::vader {
 
 struct Config;
 class VaderModule;
+class VaderPeerWatch;
+class VaderPeers;
+class VaderProgressHook;
 
 class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
+                 SegmentHeader* const& header, const bool& in_progress, bool& pass_chores,
                  btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
+                 VaderPeers& peers, VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
                  const log::Stream& out) noexcept
         : module_(module),
           runtime_(runtime),
           segment_(segment),
+          header_(header),
+          in_progress_(in_progress),
+          pass_chores_(pass_chores),
           frags_(frags),
           config_(config),
           layout_(layout),
+          peers_(peers),
+          peer_watch_(peer_watch),
+          progress_hook_(progress_hook),
           out_(out) {}
     VaderOutside(const VaderOutside&) = delete;
     VaderOutside& operator=(const VaderOutside&) = delete;
@@ -120,9 +135,18 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     VaderModule& module_;
     rt::Runtime& runtime_;
     SharedFile& segment_;
+    SegmentHeader* const& header_;  // the own segment's (after ensure_segment)
+    // Inside the module's progress pass (or, VaderPeerWatch::in_check, the
+    // exit watch's check): a caller up the stack may still hold an endpoint
+    // deleted now.
+    const bool& in_progress_;
+    bool& pass_chores_;  // the next progress pass starts with its chores
     btl::util::FreeList<Frag>& frags_;
     const Config& config_;
     const Layout& layout_;
+    VaderPeers& peers_;                 // attach_peer
+    VaderPeerWatch& peer_watch_;        // its peers join the exit watch (rebuild, reserve)
+    VaderProgressHook& progress_hook_;  // start, stop_if_idle
     const log::Stream& out_;
     // By peer id, and by the channel their references carry (a client's pid,
     // or the number this process gave a server).

@@ -7,9 +7,9 @@
 //
 // Owns the list of watched peers, the two paces, the low-priority progress
 // callback that runs the check, and the note that a check runs (a peer
-// deleted then is freed later: VaderModule::in_pass).  Borrows from the
-// module the job's endpoints (`endpoints` by local index, `active` those in
-// use), its fragments (whether a peer holds some), the note that a sleep
+// deleted then is freed later: VaderOutside::delete_dynamic).  Borrows from
+// the module the job's endpoints (`endpoints` by local index, `active` those
+// in use), its fragments (whether a peer holds some), the note that a sleep
 // ended by a peer's exit (`exit_seen`: a field of the module, read by every
 // progress pass), the sleep's wait set, VaderOutside's share of the check and
 // its peers to watch, and the module's progress (VaderModule::progress, to

@@ -81,7 +81,7 @@ void VaderSleep::disarm() noexcept {
     const WaitSet::Fired fired = waits_.fired();
     if (fired.timer) light_next_ = false;
     if (fired.exit) [[unlikely]]
-        module_.exit_noticed();
+        exit_seen_ = true;
 }
 
 }  // namespace transit::vader

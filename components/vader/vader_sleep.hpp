@@ -8,7 +8,8 @@
 // Owns the doorbell, the wait set and the choice of a light or a full sleep.
 // Borrows from the module its segment header (null while it has none), the
 // look for work before a sleep (VaderModule::has_work) and the note that a
-// peer exited (VaderModule::exit_noticed).
+// sleep ended by a peer's exit (`exit_seen`: a field of the module, read by
+// every progress pass).
 #pragma once
 
 #include <cstdint>
@@ -26,9 +27,9 @@ class VaderModule;
 
 class VaderSleep final : public btl::WaitObject {
   public:
-    VaderSleep(VaderModule& module, SegmentHeader* const& header, const Config& config,
-               const log::Stream& out) noexcept
-        : module_(module), header_(header), config_(config), out_(out) {}
+    VaderSleep(VaderModule& module, SegmentHeader* const& header, bool& exit_seen,
+               const Config& config, const log::Stream& out) noexcept
+        : module_(module), header_(header), exit_seen_(exit_seen), config_(config), out_(out) {}
     VaderSleep(const VaderSleep&) = delete;
     VaderSleep& operator=(const VaderSleep&) = delete;
 
@@ -55,6 +56,7 @@ class VaderSleep final : public btl::WaitObject {
 
     VaderModule& module_;
     SegmentHeader* const& header_;
+    bool& exit_seen_;  // a sleep ended by a peer's exit: the next pass looks at the peers
     const Config& config_;
     const log::Stream& out_;
     Doorbell bell_;           // fd -1: cannot sleep

@@ -103,8 +103,10 @@ int run() {
                 job.errors.front().second.c_str(), pending.failed);
 
     // The survivors still talk to each other.
+    // No clearing of job.received here: the other survivor may have seen the
+    // error first, and its hello may already be in the list.  The survivors
+    // send nothing else to each other, so any message from it is the hello.
     const Rank other = me == 0 ? 1 : 0;
-    job.received.clear();
     const char hello[] = "survivor";
     if (!ok(job.send_bytes(other, tcptest::TcpJob::data_tag, hello, sizeof hello)))
         return fail(me, "sending to the other survivor");

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pml/engine.hpp"
+#include "tests/pml/byte_period.hpp"
 #include "tests/pml/single_process.hpp"
 #include "transit/transit.hpp"
 
@@ -71,33 +72,12 @@ std::byte pattern(Rank src, std::size_t size, std::size_t i) {
     return static_cast<std::byte>((i * 131 + src * 17 + size * 7) & 0xff);
 }
 
-// The pattern repeats every 256 bytes (only the low byte of i counts): one
-// period, copied and compared a period at a time, spares a call per byte of a
-// 4 MiB message where the tests are built at -O0 (CI's sanitizer stage).
-using Period = std::array<std::byte, 256>;
-
-Period pattern_period(Rank src, std::size_t size) {
-    Period p{};
-    for (std::size_t i = 0; i < p.size(); ++i) p[i] = pattern(src, size, i);
+// One period of the pattern (it depends on the low byte of i only), or the
+// `size` bytes of a shorter message.
+transit::test::BytePeriod pattern_period(Rank src, std::size_t size) {
+    transit::test::BytePeriod p{};
+    for (std::size_t i = 0; i < std::min(size, p.size()); ++i) p[i] = pattern(src, size, i);
     return p;
-}
-
-void fill_with(std::byte* out, std::size_t size, const Period& p) {
-    for (std::size_t at = 0; at < size; at += p.size())
-        std::memcpy(out + at, p.data(), std::min(p.size(), size - at));
-}
-
-// The index of the first of `length` bytes that differs from the pattern, or
-// `length` when none does.
-std::size_t first_wrong_byte(const std::byte* in, std::size_t length, const Period& p) {
-    for (std::size_t at = 0; at < length; at += p.size()) {
-        const std::size_t n = std::min(p.size(), length - at);
-        if (std::memcmp(in + at, p.data(), n) == 0) continue;
-        std::size_t i = 0;
-        while (in[at + i] == p[i]) ++i;
-        return at + i;
-    }
-    return length;
 }
 
 // Sizes on both sides of every protocol boundary, the same on every rank (the
@@ -150,9 +130,9 @@ void exchange(Rank src, Rank dst, std::size_t size, const Variant& v, Order orde
         ctx().barrier();
         return;
     }
-    const Period period = pattern_period(src, size);
+    const transit::test::BytePeriod period = pattern_period(src, size);
     std::vector<std::byte> out(size);
-    fill_with(out.data(), size, period);
+    transit::test::fill_with(out.data(), size, period);
     const std::size_t capacity = v.recv == Recv::truncating ? size / 2 : size;
     std::vector<std::byte> in(capacity + guard, fill);
     auto out_pieces = split_in_three(out.data(), size);
@@ -208,7 +188,8 @@ void exchange(Rank src, Rank dst, std::size_t size, const Variant& v, Order orde
     EXPECT_EQ(rst.tag, tag);
     EXPECT_EQ(rst.length, capacity);
     EXPECT_EQ(rst.sent_length, size);
-    EXPECT_EQ(first_wrong_byte(in.data(), capacity, period), capacity) << "first wrong byte";
+    EXPECT_EQ(transit::test::first_wrong_byte(in.data(), capacity, period), capacity)
+        << "first wrong byte";
     EXPECT_TRUE(std::all_of(in.begin() + static_cast<std::ptrdiff_t>(capacity), in.end(),
                             [](std::byte b) { return b == fill; }))
         << "wrote past the receive's capacity";

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "pml/engine.hpp"
+#include "tests/pml/byte_period.hpp"
 #include "tests/pml/single_process.hpp"
 #include "transit/transit.hpp"
 
@@ -69,6 +70,14 @@ constexpr auto deadline = 10s;     // one exchange; a hang becomes a failure
 
 std::byte pattern(Rank src, std::size_t size, std::size_t i) {
     return static_cast<std::byte>((i * 131 + src * 17 + size * 7) & 0xff);
+}
+
+// One period of the pattern (it depends on the low byte of i only), or the
+// `size` bytes of a shorter message.
+transit::test::BytePeriod pattern_period(Rank src, std::size_t size) {
+    transit::test::BytePeriod p{};
+    for (std::size_t i = 0; i < std::min(size, p.size()); ++i) p[i] = pattern(src, size, i);
+    return p;
 }
 
 // Sizes on both sides of every protocol boundary, the same on every rank (the
@@ -121,8 +130,9 @@ void exchange(Rank src, Rank dst, std::size_t size, const Variant& v, Order orde
         ctx().barrier();
         return;
     }
+    const transit::test::BytePeriod period = pattern_period(src, size);
     std::vector<std::byte> out(size);
-    for (std::size_t i = 0; i < size; ++i) out[i] = pattern(src, size, i);
+    transit::test::fill_with(out.data(), size, period);
     const std::size_t capacity = v.recv == Recv::truncating ? size / 2 : size;
     std::vector<std::byte> in(capacity + guard, fill);
     auto out_pieces = split_in_three(out.data(), size);
@@ -178,9 +188,8 @@ void exchange(Rank src, Rank dst, std::size_t size, const Variant& v, Order orde
     EXPECT_EQ(rst.tag, tag);
     EXPECT_EQ(rst.length, capacity);
     EXPECT_EQ(rst.sent_length, size);
-    std::size_t bad = 0;
-    while (bad < capacity && in[bad] == pattern(src, size, bad)) ++bad;
-    EXPECT_EQ(bad, capacity) << "first wrong byte";
+    EXPECT_EQ(transit::test::first_wrong_byte(in.data(), capacity, period), capacity)
+        << "first wrong byte";
     EXPECT_TRUE(std::all_of(in.begin() + static_cast<std::ptrdiff_t>(capacity), in.end(),
                             [](std::byte b) { return b == fill; }))
         << "wrote past the receive's capacity";

@@ -112,15 +112,16 @@ bool Outbox::requeue_control(const PendingDesc& pd) noexcept {
 }
 
 Status Outbox::send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
-                          const iovec* pieces, std::size_t count) noexcept {
+                          const iovec* pieces, std::size_t count,
+                          const bml::BtlRef* path) noexcept {
     if (p->failed) [[unlikely]]
         return Status::peer_failed;  // nobody would ever answer
     // Refused at once, it is kept and retried like a message with no room.
     // Behind a queued message to the same peer it queues too: control
     // messages (emulated atomics, for one) are applied in the order sent.
     if (pending_ctrl_.empty() && p->descs_waiting == 0) [[likely]] {
-        const Status s =
-            try_send(p, wire::tag(kind), hdr, hdr_len, pieces, count, Refusal::retried);
+        const Status s = send_over(p, path ? *path : p->ep->pick_eager(), wire::tag(kind), hdr,
+                                   hdr_len, pieces, count, Refusal::retried);
         if (ok(s)) [[likely]]
             return Status::success;
         if (s != Status::out_of_resource) failure_->control_refused(p, s);

@@ -46,8 +46,11 @@ class Outbox {
         iovec v{const_cast<void*>(data), data_len};
         return send_ctrlv(p, kind, hdr, hdr_len, &v, 1);
     }
+    // `path`: a module of the peer's to try first (Req::data_path), else the
+    // eager choice.  A message queued for a retry goes by the eager choice.
     Status send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
-                      const iovec* pieces, std::size_t count) noexcept;
+                      const iovec* pieces, std::size_t count,
+                      const bml::BtlRef* path = nullptr) noexcept;
     // One message now: success when the btl took it (or queued its descriptor
     // on out_of_resource), out_of_resource when nothing happened, another
     // status when the btl refused it for good (its descriptor ended, end_desc).

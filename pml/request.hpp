@@ -126,6 +126,14 @@ struct Req : Request {
         status_ = RequestStatus{};
         reset_done();
     }
+    // A rendezvous moving its data by rdma over a module that also sends: its
+    // header, fin and split messages go the same way, so that a transport
+    // carrying nothing else stays idle (its polling paced) while bulk data
+    // streams.  Sequence numbers keep the matching order across modules.
+    const bml::BtlRef* data_path() const noexcept {
+        if (remote_addr == 0 || !rdma.module) return nullptr;
+        return (rdma.module->attributes().flags & btl::flags::send) ? &rdma : nullptr;
+    }
     void set_done() noexcept { done_.store(true, std::memory_order_release); }
     void reset_done() noexcept { done_.store(false, std::memory_order_relaxed); }
     RequestStatus& st() noexcept { return status_; }

@@ -267,8 +267,9 @@ bool Sender::send_rndv_header(Req* r) noexcept {
     iovec v{r->remote_handle.data(), std::size_t{r->remote_handle_len} + r->am_header_len};
     r->stage = Req::Stage::none;  // now waiting for an ack or a fin
     // Refused for good, it is not sent again: end_desc failed the request.
-    if (outbox_.try_send(r->peer, wire::tag(wire::rndv), &h, sizeof h, &v, 1,
-                         Outbox::Refusal::lost) == Status::out_of_resource) {
+    const bml::BtlRef* path = r->data_path();
+    if (outbox_.send_over(r->peer, path ? *path : r->peer->ep->pick_eager(), wire::tag(wire::rndv),
+                          &h, sizeof h, &v, 1, Outbox::Refusal::lost) == Status::out_of_resource) {
         r->stage = Req::Stage::rndv_hdr;
         return false;
     }
@@ -438,7 +439,8 @@ void Sender::finish_puts(Req* r) noexcept {
         return;
     }
     wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};
-    outbox_.send_ctrl(r->peer, wire::split_fin, &f, sizeof f);
+    iovec none{nullptr, 0};
+    outbox_.send_ctrlv(r->peer, wire::split_fin, &f, sizeof f, &none, 1, r->data_path());
     if (!r->put_all) return;
     r->stage = Req::Stage::ended;
     if (!r->issuing) c_.complete(r);  // else the sender completes it when it returns

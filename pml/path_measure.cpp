@@ -101,7 +101,7 @@ void PathMeasure::send_probe(Run& run) noexcept {
         const iovec v{zeros.data(), small_payload};
         went = ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
                                     Outbox::Refusal::lost));
-    } else if (b.rdma && (b.module->attributes().flags & btl::flags::get)) {
+    } else if (probes_by_get(b)) {
         went = send_fetch(run, p, b);
     } else {
         const std::size_t limit = b.module->attributes().eager_limit;
@@ -129,6 +129,21 @@ bool PathMeasure::send_burst(Run& run, Peer* p, const bml::BtlRef& b,
         return false;
     run.burst_bytes = (went + 1) * payload;
     return true;
+}
+
+bool PathMeasure::probes_by_get(const bml::BtlRef& b) noexcept {
+    const auto& a = b.module->attributes();
+    if (!b.rdma || !(a.flags & btl::flags::get)) return false;
+    if (a.registration_handle_size > btl::max_registration_handle_size) return false;
+    bool registered = false;
+    (void)exposed(b, registered);
+    return registered;
+}
+
+bool PathMeasure::probed_by_get(const bml::BtlRef& b) const noexcept {
+    for (const Exposed& e : exposed_)
+        if (e.module == b.module) return e.ok;
+    return false;
 }
 
 bool PathMeasure::send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept {
@@ -268,7 +283,7 @@ std::string PathMeasure::figures(const Run& run) const {
     };
     for (std::size_t i = 0; i < ep.candidates.size(); ++i) {
         const auto& b = ep.candidates[i];
-        const bool by_get = b.rdma && (b.module->attributes().flags & btl::flags::get);
+        const bool by_get = probed_by_get(b);
         out += fmt::format("{}{}: {}, {} by {}", i == 0 ? "" : "; ", b.module->name(),
                            figure(run.small_us[i], "us"), figure(run.bulk_mbps[i], "MB/s"),
                            by_get ? "get" : "frames");

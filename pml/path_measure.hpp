@@ -111,6 +111,11 @@ class PathMeasure {
     bool send_burst(Run& run, Peer* p, const bml::BtlRef& b, std::size_t payload) noexcept;
     // A bulk probe asking the peer to read our region; false when it did not go.
     bool send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept;
+    // A bulk probe over b is a fetch: b offers get and our region registered
+    // with it (registering it on first use).  Otherwise it is a burst.
+    bool probes_by_get(const bml::BtlRef& b) noexcept;
+    // The same, once probing has registered what it could (for the figures).
+    bool probed_by_get(const bml::BtlRef& b) const noexcept;
     // Our region, registered for reading with b's module; nullptr with
     // `ok` false when it cannot be.
     btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;

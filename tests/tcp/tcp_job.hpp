@@ -24,6 +24,9 @@ using namespace transit;
 struct Received {
     Rank from;
     std::vector<std::byte> data;
+    // How many step() messages had come from `from` before this one: what a
+    // rank sends after its k-th step() belongs to the phase after step k.
+    std::uint64_t phase = 0;
 };
 
 class TcpJob {
@@ -49,6 +52,7 @@ class TcpJob {
         std::vector<Rank> all(rt_.size());
         for (Rank r = 0; r < all.size(); ++r) all[r] = r;
         endpoints_.assign(all.size(), nullptr);
+        steps_from_.assign(all.size(), 0);
         module_of_.assign(all.size(), nullptr);
         for (auto& m : modules_) {
             m->register_error(&on_error, this);
@@ -109,6 +113,14 @@ class TcpJob {
         return Status::out_of_resource;
     }
 
+    // Forgets what arrived before the current phase.  A test starts with it,
+    // not with received.clear(): a faster rank may have left its step() and
+    // sent the test's first message, delivered in the same progress call as
+    // its step message, before this rank left step().
+    void clear_earlier_phases() {
+        std::erase_if(received, [&](const Received& r) { return r.phase < step_; });
+    }
+
     // Every rank calls it: returns when every rank has called it, progressing
     // tcp meanwhile.
     bool step() {
@@ -123,13 +135,17 @@ class TcpJob {
   private:
     static void on_data(btl::Module*, const btl::ReceiveDescriptor& d, void* self) {
         auto* job = static_cast<TcpJob*>(self);
-        Received r{d.endpoint ? d.endpoint->peer() : any_rank, {}};
+        const Rank from = d.endpoint ? d.endpoint->peer() : any_rank;
+        Received r{from, {}, from < job->steps_from_.size() ? job->steps_from_[from] : 0};
         const auto* p = static_cast<const std::byte*>(d.segments[0].addr);
         r.data.assign(p, p + d.segments[0].len);
         job->received.push_back(std::move(r));
     }
-    static void on_step(btl::Module*, const btl::ReceiveDescriptor&, void* self) {
-        ++static_cast<TcpJob*>(self)->steps_seen_;
+    static void on_step(btl::Module*, const btl::ReceiveDescriptor& d, void* self) {
+        auto* job = static_cast<TcpJob*>(self);
+        ++job->steps_seen_;
+        const Rank from = d.endpoint ? d.endpoint->peer() : any_rank;
+        if (from < job->steps_from_.size()) ++job->steps_from_[from];
     }
     static void on_error(btl::Module*, std::uint32_t, Rank peer, const char* info, void* self) {
         static_cast<TcpJob*>(self)->errors.emplace_back(peer, info ? info : "");
@@ -144,6 +160,7 @@ class TcpJob {
     std::vector<btl::Module*> module_of_;
     std::uint64_t step_ = 0;
     std::uint64_t steps_seen_ = 0;
+    std::vector<std::uint64_t> steps_from_;  // by rank
 };
 
 }  // namespace tcptest

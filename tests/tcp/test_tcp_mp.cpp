@@ -46,7 +46,7 @@ const std::size_t sizes[] = {0, 1, 8, 100, 4096, 65536, 131072};
 TEST(TcpMp, EveryPairEverySize) {
     TcpJob& j = job();
     const Rank me = mp::rank();
-    j.received.clear();
+    j.clear_earlier_phases();
     // Everyone sends to everyone at once: the connections are made lazily and
     // simultaneously, which is what the lower-rank-wins rule resolves.
     for (Rank to = 0; to < mp::size(); ++to) {
@@ -97,7 +97,7 @@ TEST(TcpMp, PeersOnOtherNodesNeverUseLoopback) {
 
 TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
     TcpJob& j = job();
-    j.received.clear();
+    j.clear_earlier_phases();
     const Rank me = mp::rank();
     const Rank to = (me + 1) % mp::size();
     const Rank from = (me + mp::size() - 1) % mp::size();
@@ -145,7 +145,7 @@ TEST(TcpMp, SendiFastPathAndOrderUnderBackPressure) {
 
 TEST(TcpMp, BurstsOfSmallSendsAreCoalescedInOrder) {
     TcpJob& j = job();
-    j.received.clear();
+    j.clear_earlier_phases();
     const Rank me = mp::rank();
     const Rank to = (me + 1) % mp::size();
     const Rank from = (me + mp::size() - 1) % mp::size();
@@ -194,7 +194,7 @@ TEST(TcpMp, BurstsOfSmallSendsAreCoalescedInOrder) {
 // epoll_wait on every rendezvous (its fin and the next header share a pass).
 TEST(TcpMp, BurstOnAQuietLinkLeavesAtTheNextPollWithoutEpollout) {
     TcpJob& j = job();
-    j.received.clear();
+    j.clear_earlier_phases();
     const Rank me = mp::rank();
     const Rank to = (me + 1) % mp::size();
     auto& m = static_cast<tcp::TcpModule&>(j.module(to));
@@ -612,7 +612,7 @@ TEST(TcpMp, StrangersAreRefusedAndTheJobCarriesOn) {
     TcpJob& j = job();
     const Rank me = mp::rank();
     const Rank victim = 1;
-    j.received.clear();
+    j.clear_earlier_phases();
     if (me == 0) {
         // Garbage.
         int fd = connect_raw(victim);

@@ -119,16 +119,7 @@ void ActiveMessages::on_am(const std::byte* b, std::size_t n) noexcept {
 // progress after init; after that, a message for a handler not registered is
 // lost (its counters say so).
 bool ActiveMessages::hold_unclaimed(const std::byte* b, std::size_t n, bool rndv) noexcept {
-    if (!setting_up_ || held_.size() >= max_held) return false;
-    RawMsg* m = c_.keep(b, n, 0);
-    if (!m) return false;
-    try {
-        held_.push_back({m, rndv});
-    } catch (...) {
-        c_.drop(m);
-        return false;
-    }
-    return true;
+    return setting_up_ && held_.hold(c_, b, n, wire::tag(rndv ? wire::rndv : wire::am));
 }
 
 void ActiveMessages::set_up(ProgressEngine& progress) noexcept {
@@ -142,23 +133,18 @@ int ActiveMessages::replay_cb(void* self) noexcept {
     auto* a = static_cast<ActiveMessages*>(self);
     a->progress_->remove(a->replay_handle_);
     a->replay_handle_ = {};
-    const std::vector<Held> held = std::move(a->held_);
-    a->held_.clear();
-    for (const Held& h : held) {
-        if (h.rndv)
-            a->on_rndv(h.msg->data, h.msg->len);
+    return static_cast<int>(a->held_.replay(a->c_, [a](const RawMsg& m) {
+        if (m.btl_tag == wire::tag(wire::rndv))
+            a->on_rndv(m.data, m.len);
         else
-            a->on_am(h.msg->data, h.msg->len);
-        a->c_.drop(h.msg);
-    }
-    return static_cast<int>(held.size());
+            a->on_am(m.data, m.len);
+    }));
 }
 
 void ActiveMessages::drop_held() noexcept {
     if (replay_handle_) progress_->remove(replay_handle_);
     replay_handle_ = {};
-    for (const Held& h : held_) c_.drop(h.msg);
-    held_.clear();
+    held_.drop_all(c_);
 }
 
 // A target counter we never gave out (or a forged one): the message is not

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "pml/core.hpp"
+#include "pml/held_messages.hpp"
 #include "pml/outbox.hpp"
 #include "pml/receiver.hpp"
 #include "pml/sender.hpp"
@@ -88,16 +89,13 @@ class ActiveMessages {
     NamedPool<CounterSlot> counters_;
     bool warned_bad_am_ = false;
 
-    // Messages for handlers not registered yet, kept during set-up only.
-    struct Held {
-        RawMsg* msg;
-        bool rndv;
-    };
+    // Messages for handlers not registered yet, kept during set-up only
+    // (their btl tag says eager or rendezvous).
     static constexpr std::size_t max_held = 4096;
     bool hold_unclaimed(const std::byte* b, std::size_t n, bool rndv) noexcept;
     static int replay_cb(void* self) noexcept;
     bool setting_up_ = true;
-    std::vector<Held> held_;
+    HeldMessages held_{max_held};
     ProgressEngine* progress_ = nullptr;
     ProgressEngine::Handle replay_handle_{};
 };

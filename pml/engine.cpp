@@ -57,8 +57,7 @@ Engine::Engine(std::unique_ptr<rt::Runtime> runtime, std::optional<ThreadLevel> 
         keepalive_.stop();
         measure_.stop();
         am_.drop_held();
-        for (RawMsg* m : early_) c_.drop(m);
-        early_.clear();
+        early_.drop_all(c_);
         release_transports();
         throw;
     }
@@ -156,28 +155,18 @@ Engine::~Engine() {
 }
 
 void Engine::hold_early(const std::byte* b, std::size_t n, btl::Tag tag) noexcept {
-    if (RawMsg* m = c_.keep(b, n, tag)) {
-        try {
-            early_.push_back(m);
-            return;
-        } catch (...) {
-            c_.drop(m);
-        }
-    }
-    log::error("pml: out of memory keeping a message that came during set-up: it is lost");
+    if (!early_.hold(c_, b, n, tag))
+        log::error("pml: out of memory keeping a message that came during set-up: it is lost");
 }
 
 void Engine::take_early() noexcept {
     // Without its endpoint the message names its sender in its header, as a
     // transport that does not say who sent does.
-    const std::vector<RawMsg*> early = std::move(early_);
-    early_.clear();
-    for (RawMsg* m : early) {
-        const btl::Segment seg{m->data, m->len};
-        const btl::ReceiveDescriptor d{nullptr, &seg, 1, static_cast<btl::Tag>(m->btl_tag)};
+    early_.replay(c_, [](const RawMsg& m) {
+        const btl::Segment seg{m.data, m.len};
+        const btl::ReceiveDescriptor d{nullptr, &seg, 1, m.btl_tag};
         btl::am_table().dispatch(nullptr, d);
-        c_.drop(m);
-    }
+    });
     c_.receive_checks = c_.any_dynamic || c_.any_failed;
 }
 

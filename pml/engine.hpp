@@ -21,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -33,6 +34,7 @@
 #include "pml/active_messages.hpp"
 #include "pml/core.hpp"
 #include "pml/failure.hpp"
+#include "pml/held_messages.hpp"
 #include "pml/idle_wait.hpp"
 #include "pml/keepalive.hpp"
 #include "pml/one_sided.hpp"
@@ -407,7 +409,7 @@ class Engine {
     std::vector<Allocation> allocations_;
     bool shut_down_ = false;
     std::vector<btl::Tag> registered_tags_;
-    std::vector<RawMsg*> early_;
+    HeldMessages early_{std::numeric_limits<std::size_t>::max()};
     PeerEventFn event_fn_ = nullptr;
     void* event_user_ = nullptr;
     std::vector<PeerEvent> events_;      // queued for the next drain_pending

@@ -56,10 +56,11 @@ for l in lines:
         figs = measured[(m.group(1), m.group(2))]
         lat = {n: f[0] for n, f in figs.items() if f[0] is not None}
         bw = {n: f[1] for n, f in figs.items() if f[1] is not None}
-        if lat and m.group(3) != min(lat, key=lat.get):
+        # Figures are printed to 0.1: a tie in print is a tie.
+        if lat and lat.get(m.group(3), float("inf")) > min(lat.values()):
             print(f"path_measure: FAIL: rank {m.group(1)} chose {m.group(3)} for small messages, {lat}")
             bad = 1
-        if bw and m.group(4) != max(bw, key=bw.get):
+        if bw and bw.get(m.group(4), -1.0) < max(bw.values()):
             print(f"path_measure: FAIL: rank {m.group(1)} chose {m.group(4)} for large messages, {bw}")
             bad = 1
 sys.exit(bad)

@@ -60,6 +60,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
 
 // Lays out the own segment and announces what it allows.
 void VaderModule::format_segment() {
+    single_copy_ = config_.single_copy;  // decided again for a segment made late
     SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
     h.version = segment_version;
     h.pid = static_cast<std::uint32_t>(::getpid());
@@ -138,36 +139,6 @@ void VaderModule::format_segment() {
     // The origin moves the data itself: its own memory needs no registration.
     attr_.put_local_registration_threshold = std::numeric_limits<std::size_t>::max();
     attr_.get_local_registration_threshold = std::numeric_limits<std::size_t>::max();
-}
-
-// The segment of a process alone on its node, made when it first meets a
-// peer outside the job.  Nobody opens it by name (clients go through
-// /proc/<pid>/fd), so the name goes at once: a crash leaves nothing.
-bool VaderModule::ensure_segment() noexcept {
-    if (header_ != nullptr) return true;
-    try {
-        decide_single_copy(config_);
-        single_copy_ = config_.single_copy;
-        const SharedFile::Extent now[] = {
-            {0, layout_.spare_offset},
-            {layout_.region_offset, layout_.total - layout_.region_offset}};
-        segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
-                                      layout_.total, layout_.heap_size, runtime_.numa_node(), now);
-        segment_.unlink();
-        format_segment();
-    } catch (const std::exception& e) {
-        if (!warned_dynamic_)
-            log::warn("{}; shared memory is not used for peers outside the job", e.what());
-        warned_dynamic_ = true;
-        segment_ = SharedFile();
-        return false;
-    }
-    out_.verbose(10,
-                 "segment for peers outside the job ({} bytes, {} fragments, FIFO {}), single "
-                 "copy {}",
-                 layout_.total, layout_.frag_count, layout_.fifo_capacity,
-                 single_copy_ == SingleCopy::cma ? "cma" : "none");
-    return true;
 }
 
 VaderModule::~VaderModule() {

@@ -97,8 +97,10 @@ class VaderModule final : public btl::Module {
     void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
 
     // --- used by VaderOutside -----------------------------------------------------
-    // The own segment, made now if the process is alone on its node.
-    bool ensure_segment() noexcept;
+    // Lays out the own segment (made and zeroed: VaderOutside::ensure_segment
+    // makes the one of a process alone on its node) with single copy as
+    // config says, and announces what it allows.
+    void format_segment();
     void probe_single_copy(const VaderEndpoint& ep);
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
@@ -131,7 +133,6 @@ class VaderModule final : public btl::Module {
     void poll_from(VaderEndpoint& ep);
 
   private:
-    void format_segment();
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
 
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
@@ -186,7 +187,6 @@ class VaderModule final : public btl::Module {
     // is a prefix: a light job never pays for the whole segment.
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
-    bool warned_dynamic_ = false;
     bool in_progress_ = false;
     bool warned_cma_ = false;
     bool warned_supply_ = false;

@@ -7,18 +7,21 @@
 //
 // Owns the endpoints of those peers (by peer id and by channel), the clients
 // joining, the spare fast boxes, the state of each link (OutsideLinks), the
-// watch of the peers holding orphaned fragments of ours, and the endpoints
-// deleted or departed that wait for the next progress pass.  Borrows from
-// the module its segment, fragments and FIFO (VaderModule::take_frag, ring,
-// receive, return_frag, complete), the polling of fast boxes
-// (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
-// (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
-// (VaderPeerWatch::rebuild, reserve, in_check), the module's progress
-// callback (VaderProgressHook::start, stop_if_idle), the module's segment
-// header (`header`, null until ensure_segment), two flags of the module
-// that every progress pass reads (`in_progress`: a pass runs; `pass_chores`:
-// the next pass starts with its chores, VaderModule::progress) and the peer
-// bookkeeping of the "used by VaderOutside" section of vader_module.hpp.
+// watch of the peers holding orphaned fragments of ours, the endpoints
+// deleted or departed that wait for the next progress pass, and the making of
+// the segment of a process alone on its node (ensure_segment).  Borrows from
+// the module its segment (made here, formatted by VaderModule::format_segment),
+// its configuration (single copy is decided here for a segment made late),
+// fragments and FIFO (VaderModule::take_frag, ring, receive, return_frag,
+// complete), the polling of fast boxes (VaderModule::read_box, unpoll,
+// poll_box), the setup of an endpoint (VaderPeers::attach_peer,
+// VaderModule::probe_single_copy), the exit watch (VaderPeerWatch::rebuild,
+// reserve, in_check), the module's progress callback (VaderProgressHook::start,
+// stop_if_idle), the module's segment header (`header`, null until
+// ensure_segment), two flags of the module that every progress pass reads
+// (`in_progress`: a pass runs; `pass_chores`: the next pass starts with its
+// chores, VaderModule::progress) and the peer bookkeeping of the "used by
+// VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -54,7 +57,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
                  SegmentHeader* const& header, const bool& in_progress, bool& pass_chores,
-                 btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
+                 btl::util::FreeList<Frag>& frags, Config& config, const Layout& layout,
                  VaderPeers& peers, VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
                  const log::Stream& out) noexcept
         : module_(module),
@@ -111,6 +114,9 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     void lost(VaderEndpoint& ep) noexcept { links_.lost(ep.outside); }
 
   private:
+    // The own segment, made now if the process is alone on its node.
+    bool ensure_segment() noexcept;
+
     // A client whose join reference arrived (its segment is mapped) and whose
     // join fragment, with the token, has not yet.
     struct Joining {
@@ -142,7 +148,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     const bool& in_progress_;
     bool& pass_chores_;  // the next progress pass starts with its chores
     btl::util::FreeList<Frag>& frags_;
-    const Config& config_;
+    Config& config_;  // single copy decided here for a segment made late (ensure_segment)
     const Layout& layout_;
     VaderPeers& peers_;                 // attach_peer
     VaderPeerWatch& peer_watch_;        // its peers join the exit watch (rebuild, reserve)
@@ -158,6 +164,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     SpareBoxes spares_;  // the module's readers [local_size + i] for peers outside the job
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
+    bool warned_dynamic_ = false;  // ensure_segment failed once
     btl::util::RefusalLog refusals_{"clients"};
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins

@@ -50,7 +50,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // Not flags::thread_safe: a fast box and a FIFO each have one writer per
     // process, and the fragment free lists and pending queues are unlocked.
     // One-sided flags come with the segment (format_segment).
-    // Every peer is on this node: its process is watched (check_peers).
+    // Every peer is on this node: its process is watched (VaderPeerWatch::check).
     attr_.flags = btl::flags::send | btl::flags::dynamic_peers | btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node;
     sender_fences_ = Doorbell::sender_fences();
@@ -469,7 +469,7 @@ int VaderModule::progress() noexcept {
     // A peer's exit ended the sleep: look now, not at the paced look.  The
     // look takes what the peer sent before it died first (peer_died).
     if (exit_seen_) [[unlikely]]
-        return check_peers();
+        return peer_watch_.check();
     in_progress_ = true;
     int events = 0;
     if (pass_chores_) [[unlikely]]
@@ -603,10 +603,6 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 }
 
 // --- peer failure -------------------------------------------------------------
-
-int VaderModule::check_peers() noexcept {
-    return peer_watch_.check();
-}
 
 // The peer is given up: its pending operations end with an error and the
 // upper layer hears of it once.

@@ -73,8 +73,6 @@ class VaderModule final : public btl::Module {
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (VaderPeerWatch::check).
-    int check_peers() noexcept;
 
     // --- used by VaderOneSided and VaderAtomics -----------------------------------
     // A send fragment to ep from the free list (its pages supplied), or nullptr.

@@ -384,7 +384,7 @@ void VaderOutside::release_boxes(VaderEndpoint* ep) noexcept {
     }
 }
 
-// From check_peers, when due: parked boxes whose writer exited, joins no
+// From VaderPeerWatch::check, when due: parked boxes whose writer exited, joins no
 // server answered in time.
 void VaderOutside::watch_dynamic() noexcept {
     spares_.reap_exited();

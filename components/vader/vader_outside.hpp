@@ -101,7 +101,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     bool idle() const noexcept { return dynamic_.empty() && !listening_ && !spares_.any_parked(); }
     // The live peers outside the job, for the module's exit watch.
     void add_watched(std::vector<VaderEndpoint*>& polled) const;
-    // check_peers' share: joining clients that exited, and when due parked
+    // VaderPeerWatch::check's share: joining clients that exited, and when due parked
     // boxes, joins no server answered, owners of orphaned fragments.
     void watch() noexcept {
         if (!joining_.empty()) [[unlikely]]

@@ -454,7 +454,7 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
 // --- sleeping -------------------------------------------------------------------
 
 bool VaderModule::has_work() const noexcept {
-    if (pass_chores_ || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
+    if (pass_.chores || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
     for (const PolledBox& b : boxes_)
         if (b.ep != nullptr && b.reader->ready()) return true;
     return false;
@@ -464,15 +464,15 @@ bool VaderModule::has_work() const noexcept {
 
 int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.
-    if (in_progress_) [[unlikely]]
+    if (pass_.in_progress) [[unlikely]]
         return 0;
     // A peer's exit ended the sleep: look now, not at the paced look.  The
     // look takes what the peer sent before it died first (peer_died).
-    if (exit_seen_) [[unlikely]]
+    if (pass_.exit_seen) [[unlikely]]
         return peer_watch_.check();
-    in_progress_ = true;
+    pass_.in_progress = true;
     int events = 0;
-    if (pass_chores_) [[unlikely]]
+    if (pass_.chores) [[unlikely]]
         do_pass_chores();
     // Indexed, up to the entries there are now: a callback may delete a peer
     // (its entry turns null) or add one (read from the next pass on).
@@ -490,7 +490,7 @@ int VaderModule::progress() noexcept {
             return true;
         });
     }
-    in_progress_ = false;
+    pass_.in_progress = false;
     return events;
 }
 
@@ -518,7 +518,7 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
 // outside the job deleted then (no caller up the stack names them any more),
 // their departures to report, the entries of deleted peers' boxes to erase.
 void VaderModule::do_pass_chores() noexcept {
-    pass_chores_ = false;
+    pass_.chores = false;
     outside_.pass_chores();
     std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
@@ -534,8 +534,8 @@ void VaderModule::poll_from(VaderEndpoint& ep) {
 void VaderModule::unpoll(VaderEndpoint* ep) noexcept {
     for (PolledBox& b : boxes_)
         if (b.ep == ep) b = {nullptr, nullptr};
-    if (in_progress_)
-        pass_chores_ = true;
+    if (pass_.in_progress)
+        pass_.chores = true;
     else
         std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }

@@ -287,7 +287,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
             // delivered in this one, and the pml takes them in between.
             try {
                 departing_.push_back(it->second);
-                pass_chores_ = true;
+                pass_.chores = true;
             } catch (...) {
                 module_.peer_lost(it->second, "vader: the peer outside the job disconnected",
                                   btl::error_flags::departed);
@@ -344,10 +344,10 @@ void VaderOutside::delete_dynamic(VaderEndpoint* ep) noexcept {
     if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
         channels_.erase(c);
     // From inside our own progress or peer check a caller may still hold it.
-    if (in_progress_ || peer_watch_.in_check()) {
+    if (pass_.in_pass()) {
         try {
             graveyard_.push_back(std::move(it->second));
-            pass_chores_ = true;
+            pass_.chores = true;
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }

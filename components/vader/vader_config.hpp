@@ -2,7 +2,7 @@
 // of single copy they start from.  The component fills Config from its
 // parameter table (vader_component.cpp) and decides on single copy before
 // it creates the module; a process alone on its node decides when it makes
-// its segment (VaderModule::ensure_segment).
+// its segment (VaderOutside::ensure_segment).
 #pragma once
 
 #include <cstddef>

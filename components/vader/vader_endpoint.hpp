@@ -53,7 +53,7 @@ class VaderEndpoint final : public btl::Endpoint {
     // a peer outside the job that got no spare box.
     FastboxReader* reader = nullptr;
     pid_t pid = 0;
-    btl::util::ProcessWatch process;  // of pid, for check_peers
+    btl::util::ProcessWatch process;  // of pid, for VaderPeerWatch::check
     std::uint64_t owner_base = 0;
     std::uint64_t heap_offset = 0;
     std::uint64_t heap_size = 0;

@@ -50,7 +50,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     // Not flags::thread_safe: a fast box and a FIFO each have one writer per
     // process, and the fragment free lists and pending queues are unlocked.
     // One-sided flags come with the segment (format_segment).
-    // Every peer is on this node: its process is watched (check_peers).
+    // Every peer is on this node: its process is watched (VaderPeerWatch::check).
     attr_.flags = btl::flags::send | btl::flags::dynamic_peers | btl::flags::reports_peer_loss;
     attr_.reach = btl::reach::node;
     sender_fences_ = Doorbell::sender_fences();
@@ -60,6 +60,7 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
 
 // Lays out the own segment and announces what it allows.
 void VaderModule::format_segment() {
+    single_copy_ = config_.single_copy;  // decided again for a segment made late
     SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
     h.version = segment_version;
     h.pid = static_cast<std::uint32_t>(::getpid());
@@ -138,36 +139,6 @@ void VaderModule::format_segment() {
     // The origin moves the data itself: its own memory needs no registration.
     attr_.put_local_registration_threshold = std::numeric_limits<std::size_t>::max();
     attr_.get_local_registration_threshold = std::numeric_limits<std::size_t>::max();
-}
-
-// The segment of a process alone on its node, made when it first meets a
-// peer outside the job.  Nobody opens it by name (clients go through
-// /proc/<pid>/fd), so the name goes at once: a crash leaves nothing.
-bool VaderModule::ensure_segment() noexcept {
-    if (header_ != nullptr) return true;
-    try {
-        decide_single_copy(config_);
-        single_copy_ = config_.single_copy;
-        const SharedFile::Extent now[] = {
-            {0, layout_.spare_offset},
-            {layout_.region_offset, layout_.total - layout_.region_offset}};
-        segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
-                                      layout_.total, layout_.heap_size, runtime_.numa_node(), now);
-        segment_.unlink();
-        format_segment();
-    } catch (const std::exception& e) {
-        if (!warned_dynamic_)
-            log::warn("{}; shared memory is not used for peers outside the job", e.what());
-        warned_dynamic_ = true;
-        segment_ = SharedFile();
-        return false;
-    }
-    out_.verbose(10,
-                 "segment for peers outside the job ({} bytes, {} fragments, FIFO {}), single "
-                 "copy {}",
-                 layout_.total, layout_.frag_count, layout_.fifo_capacity,
-                 single_copy_ == SingleCopy::cma ? "cma" : "none");
-    return true;
 }
 
 VaderModule::~VaderModule() {
@@ -483,7 +454,7 @@ void VaderModule::dump(btl::Endpoint* endpoint, int verbosity) {
 // --- sleeping -------------------------------------------------------------------
 
 bool VaderModule::has_work() const noexcept {
-    if (pass_chores_ || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
+    if (pass_.chores || !pending_returns_.empty() || !fifo_.empty_at(fifo_head_)) return true;
     for (const PolledBox& b : boxes_)
         if (b.ep != nullptr && b.reader->ready()) return true;
     return false;
@@ -493,15 +464,15 @@ bool VaderModule::has_work() const noexcept {
 
 int VaderModule::progress() noexcept {
     // A receive callback that calls progress must not re-enter the boxes.
-    if (in_progress_) [[unlikely]]
+    if (pass_.in_progress) [[unlikely]]
         return 0;
     // A peer's exit ended the sleep: look now, not at the paced look.  The
     // look takes what the peer sent before it died first (peer_died).
-    if (exit_seen_) [[unlikely]]
-        return check_peers();
-    in_progress_ = true;
+    if (pass_.exit_seen) [[unlikely]]
+        return peer_watch_.check();
+    pass_.in_progress = true;
     int events = 0;
-    if (pass_chores_) [[unlikely]]
+    if (pass_.chores) [[unlikely]]
         do_pass_chores();
     // Indexed, up to the entries there are now: a callback may delete a peer
     // (its entry turns null) or add one (read from the next pass on).
@@ -519,7 +490,7 @@ int VaderModule::progress() noexcept {
             return true;
         });
     }
-    in_progress_ = false;
+    pass_.in_progress = false;
     return events;
 }
 
@@ -547,7 +518,7 @@ int VaderModule::poll_box(FastboxReader& box, VaderEndpoint* ep, int max) noexce
 // outside the job deleted then (no caller up the stack names them any more),
 // their departures to report, the entries of deleted peers' boxes to erase.
 void VaderModule::do_pass_chores() noexcept {
-    pass_chores_ = false;
+    pass_.chores = false;
     outside_.pass_chores();
     std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
@@ -563,8 +534,8 @@ void VaderModule::poll_from(VaderEndpoint& ep) {
 void VaderModule::unpoll(VaderEndpoint* ep) noexcept {
     for (PolledBox& b : boxes_)
         if (b.ep == ep) b = {nullptr, nullptr};
-    if (in_progress_)
-        pass_chores_ = true;
+    if (pass_.in_progress)
+        pass_.chores = true;
     else
         std::erase_if(boxes_, [](const PolledBox& b) { return b.ep == nullptr; });
 }
@@ -632,10 +603,6 @@ void VaderModule::complete(Frag* f, Status status) noexcept {
 }
 
 // --- peer failure -------------------------------------------------------------
-
-int VaderModule::check_peers() noexcept {
-    return peer_watch_.check();
-}
 
 // The peer is given up: its pending operations end with an error and the
 // upper layer hears of it once.

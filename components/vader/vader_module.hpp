@@ -17,6 +17,7 @@
 #include "components/vader/vader_layout.hpp"
 #include "components/vader/vader_one_sided.hpp"
 #include "components/vader/vader_outside.hpp"
+#include "components/vader/vader_pass.hpp"
 #include "components/vader/vader_peer_watch.hpp"
 #include "components/vader/vader_peers.hpp"
 #include "components/vader/vader_progress_hook.hpp"
@@ -73,8 +74,6 @@ class VaderModule final : public btl::Module {
 
     // One pass over the fast boxes and the FIFO.
     int progress() noexcept;
-    // Looks for local peers that died (VaderPeerWatch::check).
-    int check_peers() noexcept;
 
     // --- used by VaderOneSided and VaderAtomics -----------------------------------
     // A send fragment to ep from the free list (its pages supplied), or nullptr.
@@ -97,8 +96,10 @@ class VaderModule final : public btl::Module {
     void peer_lost(VaderEndpoint* ep, const char* why, std::uint32_t flags = 0) noexcept;
 
     // --- used by VaderOutside -----------------------------------------------------
-    // The own segment, made now if the process is alone on its node.
-    bool ensure_segment() noexcept;
+    // Lays out the own segment (made and zeroed: VaderOutside::ensure_segment
+    // makes the one of a process alone on its node) with single copy as
+    // config says, and announces what it allows.
+    void format_segment();
     void probe_single_copy(const VaderEndpoint& ep);
     // The progress pass reads box `index` of our segment (a spare), written
     // by ep; false when it cannot.
@@ -131,7 +132,6 @@ class VaderModule final : public btl::Module {
     void poll_from(VaderEndpoint& ep);
 
   private:
-    void format_segment();
     VaderEndpoint* endpoint_for(std::uint32_t local_index) noexcept;
 
     [[gnu::noinline]] bool supply_frags(std::uint32_t index) noexcept;
@@ -176,33 +176,27 @@ class VaderModule final : public btl::Module {
         VaderEndpoint* ep;
     };
     std::vector<PolledBox> boxes_;
-    // The next pass starts with do_pass_chores: the peers outside the job left
-    // endpoints to free or departures to report, or boxes_ has null entries.
-    // One test per pass for all of them.
-    bool pass_chores_ = false;
+    // Whether a pass runs, its chores, a peer's exit seen (vader_pass.hpp):
+    // read on every pass, beside boxes_.  VaderOutside, VaderSleep and
+    // VaderPeerWatch borrow it.
+    VaderPass pass_;
     btl::util::FreeList<Frag> frags_;
     // Fragments [0, supplied_frags_) have pages in the segment.  The list hands
     // fragments out in index order until it first runs dry, so what a job uses
     // is a prefix: a light job never pays for the whole segment.
     std::uint32_t supplied_frags_ = 0;
     std::vector<std::pair<VaderEndpoint*, std::uint64_t>> pending_returns_;
-    bool warned_dynamic_ = false;
-    bool in_progress_ = false;
     bool warned_cma_ = false;
     bool warned_supply_ = false;
-    // A sleep ended by a peer's exit: the next pass looks (VaderPeerWatch::check).
-    // Here, not in the watch: progress reads it on every pass.
-    bool exit_seen_ = false;
     // The capabilities, after the state they borrow; at the end, past the
     // fields the send and poll paths read.
     VaderAtomics atomics_{*this, frags_};
     VaderOneSided one_sided_{single_copy_, atomics_, progress_hook_, segment_, config_, out_};
-    VaderOutside outside_{*this,        runtime_,       segment_, header_, in_progress_,
-                          pass_chores_, frags_,         config_,  layout_, peers_,
-                          peer_watch_,  progress_hook_, out_};
-    VaderSleep sleep_{*this, header_, exit_seen_, config_, out_};  // opened at construction
-    VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_,     outside_, frags_,
-                               endpoints_, active_,          exit_seen_, out_};
+    VaderOutside outside_{*this,   runtime_, segment_, header_,     pass_,          frags_,
+                          config_, layout_,  peers_,   peer_watch_, progress_hook_, out_};
+    VaderSleep sleep_{*this, header_, pass_, config_, out_};  // opened at construction
+    VaderPeerWatch peer_watch_{*this,      progress_engine_, sleep_, outside_, frags_,
+                               endpoints_, active_,          pass_,  out_};
     VaderPeers peers_{*this,    runtime_,   config_, layout_,     my_index_,
                       readers_, endpoints_, active_, peer_watch_, out_};
     VaderProgressHook progress_hook_{*this, progress_engine_, peer_watch_, outside_, active_};

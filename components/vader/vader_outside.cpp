@@ -36,7 +36,7 @@ bool VaderOutside::is_dynamic(Rank peer) noexcept {
 }
 
 Status VaderOutside::listen() {
-    if (!module_.ensure_segment()) return Status::not_available;
+    if (!ensure_segment()) return Status::not_available;
     ListenBlob b;
     b.pid = header_->pid;
     b.fd = segment_.fd();
@@ -63,6 +63,35 @@ void VaderOutside::finalize() noexcept {
 void VaderOutside::add_watched(std::vector<VaderEndpoint*>& polled) const {
     for (const auto& [peer, ep] : dynamic_)
         if (!ep->dead) polled.push_back(ep.get());
+}
+
+// The segment of a process alone on its node, made when it first meets a
+// peer outside the job.  Nobody opens it by name (clients go through
+// /proc/<pid>/fd), so the name goes at once: a crash leaves nothing.
+bool VaderOutside::ensure_segment() noexcept {
+    if (header_ != nullptr) return true;
+    try {
+        decide_single_copy(config_);
+        const SharedFile::Extent now[] = {
+            {0, layout_.spare_offset},
+            {layout_.region_offset, layout_.total - layout_.region_offset}};
+        segment_ = SharedFile::create(config_.backing_directory, runtime_.job_id(), runtime_.rank(),
+                                      layout_.total, layout_.heap_size, runtime_.numa_node(), now);
+        segment_.unlink();
+        module_.format_segment();
+    } catch (const std::exception& e) {
+        if (!warned_dynamic_)
+            log::warn("{}; shared memory is not used for peers outside the job", e.what());
+        warned_dynamic_ = true;
+        segment_ = SharedFile();
+        return false;
+    }
+    out_.verbose(10,
+                 "segment for peers outside the job ({} bytes, {} fragments, FIFO {}), single "
+                 "copy {}",
+                 layout_.total, layout_.frag_count, layout_.fifo_capacity,
+                 config_.single_copy == SingleCopy::cma ? "cma" : "none");
+    return true;
 }
 
 // --- the client's side -----------------------------------------------------------
@@ -98,7 +127,7 @@ VaderEndpoint* VaderOutside::connect_server(Rank peer) {
             out_.verbose(10, "peer {}: one vader connection per server, peer {} has it", peer, r);
             return nullptr;
         }
-    if (!module_.ensure_segment()) return nullptr;
+    if (!ensure_segment()) return nullptr;
     SharedFile seg;
     try {
         seg = SharedFile::attach_process(b->pid, b->fd);
@@ -258,7 +287,7 @@ void VaderOutside::dynamic_ref(std::uint64_t ref) noexcept {
             // delivered in this one, and the pml takes them in between.
             try {
                 departing_.push_back(it->second);
-                pass_chores_ = true;
+                pass_.chores = true;
             } catch (...) {
                 module_.peer_lost(it->second, "vader: the peer outside the job disconnected",
                                   btl::error_flags::departed);
@@ -315,10 +344,10 @@ void VaderOutside::delete_dynamic(VaderEndpoint* ep) noexcept {
     if (const auto c = channels_.find(ep->channel); c != channels_.end() && c->second == ep)
         channels_.erase(c);
     // From inside our own progress or peer check a caller may still hold it.
-    if (in_progress_ || peer_watch_.in_check()) {
+    if (pass_.in_pass()) {
         try {
             graveyard_.push_back(std::move(it->second));
-            pass_chores_ = true;
+            pass_.chores = true;
         } catch (...) {
             // Freed now: nothing up the stack holds it when memory is this short.
         }
@@ -355,7 +384,7 @@ void VaderOutside::release_boxes(VaderEndpoint* ep) noexcept {
     }
 }
 
-// From check_peers, when due: parked boxes whose writer exited, joins no
+// From VaderPeerWatch::check, when due: parked boxes whose writer exited, joins no
 // server answered in time.
 void VaderOutside::watch_dynamic() noexcept {
     spares_.reap_exited();

@@ -7,18 +7,21 @@
 //
 // Owns the endpoints of those peers (by peer id and by channel), the clients
 // joining, the spare fast boxes, the state of each link (OutsideLinks), the
-// watch of the peers holding orphaned fragments of ours, and the endpoints
-// deleted or departed that wait for the next progress pass.  Borrows from
-// the module its segment, fragments and FIFO (VaderModule::take_frag, ring,
-// receive, return_frag, complete), the polling of fast boxes
-// (VaderModule::read_box, unpoll, poll_box), the setup of an endpoint
-// (VaderPeers::attach_peer, VaderModule::probe_single_copy), the exit watch
-// (VaderPeerWatch::rebuild, reserve, in_check), the module's progress
-// callback (VaderProgressHook::start, stop_if_idle), the module's segment
-// header (`header`, null until ensure_segment), two flags of the module
-// that every progress pass reads (`in_progress`: a pass runs; `pass_chores`:
-// the next pass starts with its chores, VaderModule::progress) and the peer
-// bookkeeping of the "used by VaderOutside" section of vader_module.hpp.
+// watch of the peers holding orphaned fragments of ours, the endpoints deleted
+// or departed that wait for the next progress pass, and the making of the
+// segment of a process alone on its node (ensure_segment).  Borrows from the
+// module its segment (made here, formatted by VaderModule::format_segment), its
+// configuration (single copy is decided here for a segment made late),
+// fragments and FIFO (VaderModule::take_frag, ring, receive, return_frag,
+// complete), the polling of fast boxes (VaderModule::read_box, unpoll,
+// poll_box), the setup of an endpoint (VaderPeers::attach_peer,
+// VaderModule::probe_single_copy), the exit watch (VaderPeerWatch::rebuild,
+// reserve), the module's progress callback (VaderProgressHook::start,
+// stop_if_idle), the module's segment header (`header`, null until
+// ensure_segment), the module's pass state that every progress pass reads
+// (vader_pass.hpp: `in_pass`, a pass or the exit watch's check runs; `chores`,
+// the next pass starts with its chores) and the peer bookkeeping of the "used
+// by VaderOutside" section of vader_module.hpp.
 #pragma once
 
 #include <cstddef>
@@ -32,6 +35,7 @@
 #include "components/vader/vader_fifo.hpp"
 #include "components/vader/vader_frag.hpp"
 #include "components/vader/vader_layout.hpp"
+#include "components/vader/vader_pass.hpp"
 #include "components/vader/vader_segment.hpp"
 #include "components/vader/vader_spare_boxes.hpp"
 #include "transit/btl/module.hpp"
@@ -53,16 +57,15 @@ class VaderProgressHook;
 class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords {
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
-                 SegmentHeader* const& header, const bool& in_progress, bool& pass_chores,
-                 btl::util::FreeList<Frag>& frags, const Config& config, const Layout& layout,
-                 VaderPeers& peers, VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
+                 SegmentHeader* const& header, VaderPass& pass, btl::util::FreeList<Frag>& frags,
+                 Config& config, const Layout& layout, VaderPeers& peers,
+                 VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
                  const log::Stream& out) noexcept
         : module_(module),
           runtime_(runtime),
           segment_(segment),
           header_(header),
-          in_progress_(in_progress),
-          pass_chores_(pass_chores),
+          pass_(pass),
           frags_(frags),
           config_(config),
           layout_(layout),
@@ -98,7 +101,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     bool idle() const noexcept { return dynamic_.empty() && !listening_ && !spares_.any_parked(); }
     // The live peers outside the job, for the module's exit watch.
     void add_watched(std::vector<VaderEndpoint*>& polled) const;
-    // check_peers' share: joining clients that exited, and when due parked
+    // VaderPeerWatch::check's share: joining clients that exited, and when due parked
     // boxes, joins no server answered, owners of orphaned fragments.
     void watch() noexcept {
         if (!joining_.empty()) [[unlikely]]
@@ -111,6 +114,9 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     void lost(VaderEndpoint& ep) noexcept { links_.lost(ep.outside); }
 
   private:
+    // The own segment, made now if the process is alone on its node.
+    bool ensure_segment() noexcept;
+
     // A client whose join reference arrived (its segment is mapped) and whose
     // join fragment, with the token, has not yet.
     struct Joining {
@@ -136,13 +142,11 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     rt::Runtime& runtime_;
     SharedFile& segment_;
     SegmentHeader* const& header_;  // the own segment's (after ensure_segment)
-    // Inside the module's progress pass (or, VaderPeerWatch::in_check, the
-    // exit watch's check): a caller up the stack may still hold an endpoint
-    // deleted now.
-    const bool& in_progress_;
-    bool& pass_chores_;  // the next progress pass starts with its chores
+    // The module's pass state: in_pass (a caller up the stack may still hold
+    // an endpoint deleted now), chores (the next pass starts with them).
+    VaderPass& pass_;
     btl::util::FreeList<Frag>& frags_;
-    const Config& config_;
+    Config& config_;  // single copy decided here for a segment made late (ensure_segment)
     const Layout& layout_;
     VaderPeers& peers_;                 // attach_peer
     VaderPeerWatch& peer_watch_;        // its peers join the exit watch (rebuild, reserve)
@@ -158,6 +162,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     SpareBoxes spares_;  // the module's readers [local_size + i] for peers outside the job
     std::uint32_t next_channel_ = 1;
     bool listening_ = false;
+    bool warned_dynamic_ = false;  // ensure_segment failed once
     btl::util::RefusalLog refusals_{"clients"};
     btl::util::WatchPace joining_pace_;
     btl::util::WatchPace dynamic_pace_;  // parked boxes, unanswered joins

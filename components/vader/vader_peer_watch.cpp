@@ -22,22 +22,22 @@ int VaderPeerWatch::check_cb(void* self) noexcept {
 }
 
 int VaderPeerWatch::check() noexcept {
-    in_check_ = true;
+    pass_.in_check = true;
     outside_.watch();
-    in_check_ = false;
+    pass_.in_check = false;
     // The wait set says in one system call whether a watched peer exited, so
     // it is asked often; the peers are asked one by one only when it said so,
     // or at the slower pace when some peer is not in it (no pidfd).
-    bool look = std::exchange(exit_seen_, false);
+    bool look = std::exchange(pass_.exit_seen, false);
     if (!look && exit_pace_.due()) look = sleep_.peer_exited();
     if (!look && !all_in_wait_set_) look = check_pace_.due();
     if (!look) return 0;
     check_pace_.hurry();  // lose_exited's own pace: due now
-    in_check_ = true;
+    pass_.in_check = true;
     const int events = btl::util::lose_exited(
         check_pace_, watched_, [](const VaderEndpoint& ep) { return ep.dead; },
         [this](VaderEndpoint& ep) { peer_died(&ep); });
-    in_check_ = false;
+    pass_.in_check = false;
     if (events != 0) {
         try {
             rebuild();

@@ -5,16 +5,16 @@
 // says whether any exited; the peers are asked one by one only then, or at a
 // slower pace while some peer is not in the set.
 //
-// Owns the list of watched peers, the two paces, the low-priority progress
-// callback that runs the check, and the note that a check runs (a peer
-// deleted then is freed later: VaderOutside::delete_dynamic).  Borrows from
-// the module the job's endpoints (`endpoints` by local index, `active` those
-// in use), its fragments (whether a peer holds some), the note that a sleep
-// ended by a peer's exit (`exit_seen`: a field of the module, read by every
-// progress pass), the sleep's wait set, VaderOutside's share of the check and
-// its peers to watch, and the module's progress (VaderModule::progress, to
-// take what a dead peer sent first) and peer_lost (the "used by
-// VaderPeerWatch" section of vader_module.hpp).
+// Owns the list of watched peers, the two paces and the low-priority progress
+// callback that runs the check.  Borrows from the module the job's endpoints
+// (`endpoints` by local index, `active` those in use), its fragments (whether a
+// peer holds some), its pass state (vader_pass.hpp: `exit_seen`, a sleep ended
+// by a peer's exit, read by every progress pass; `in_check`, noted here while a
+// check runs: a peer deleted then is freed later,
+// VaderOutside::delete_dynamic), the sleep's wait set, VaderOutside's share of
+// the check and its peers to watch, and the module's progress
+// (VaderModule::progress, to take what a dead peer sent first) and peer_lost
+// (the "used by VaderPeerWatch" section of vader_module.hpp).
 #pragma once
 
 #include <chrono>
@@ -24,6 +24,7 @@
 
 #include "components/vader/vader_endpoint.hpp"
 #include "components/vader/vader_frag.hpp"
+#include "components/vader/vader_pass.hpp"
 #include "transit/btl/util/free_list.hpp"
 #include "transit/btl/util/process_watch.hpp"
 #include "transit/log.hpp"
@@ -40,7 +41,7 @@ class VaderPeerWatch {
     VaderPeerWatch(VaderModule& module, ProgressEngine& engine, VaderSleep& sleep,
                    VaderOutside& outside, const btl::util::FreeList<Frag>& frags,
                    const std::vector<std::unique_ptr<VaderEndpoint>>& endpoints,
-                   const std::vector<std::uint32_t>& active, bool& exit_seen,
+                   const std::vector<std::uint32_t>& active, VaderPass& pass,
                    const log::Stream& out) noexcept
         : module_(module),
           engine_(engine),
@@ -49,7 +50,7 @@ class VaderPeerWatch {
           frags_(frags),
           endpoints_(endpoints),
           active_(active),
-          exit_seen_(exit_seen),
+          pass_(pass),
           out_(out) {}
     VaderPeerWatch(const VaderPeerWatch&) = delete;
     VaderPeerWatch& operator=(const VaderPeerWatch&) = delete;
@@ -65,8 +66,6 @@ class VaderPeerWatch {
         exit_pace_.hurry();
         check_pace_.hurry();
     }
-    // Inside check: a caller up the stack may still hold a peer deleted now.
-    bool in_check() const noexcept { return in_check_; }
     // A sleep ends when ep's process exits; a process the wait set cannot hold
     // makes the check ask every peer at the slower pace.
     void watch_exit(const VaderEndpoint& ep) noexcept;
@@ -89,7 +88,7 @@ class VaderPeerWatch {
     const btl::util::FreeList<Frag>& frags_;
     const std::vector<std::unique_ptr<VaderEndpoint>>& endpoints_;  // by local index
     const std::vector<std::uint32_t>& active_;  // local indexes with an endpoint
-    bool& exit_seen_;  // a sleep ended by a peer's exit: the next pass looks
+    VaderPass& pass_;                           // exit_seen: look now; in_check: a check runs
     const log::Stream& out_;
     std::vector<VaderEndpoint*> watched_;  // live peers watched for exit
     // The clock is read every 4th low-priority call: after a nap every pass
@@ -101,7 +100,6 @@ class VaderPeerWatch {
     // not in the wait set; else only when the set said one exited.
     btl::util::WatchPace check_pace_{std::chrono::milliseconds(100), 4};
     bool all_in_wait_set_ = true;  // every watched peer's pidfd is in the sleep's wait set
-    bool in_check_ = false;        // inside check: a peer deleted now is freed later
     ProgressEngine::Handle handle_{};
 };
 

@@ -34,7 +34,7 @@ void VaderProgressHook::flush_round() {
     if (!handle_) module_.progress();
     // A peer that died must not make flush hang.
     peer_watch_.hurry();
-    module_.check_peers();
+    peer_watch_.check();
 }
 
 }  // namespace transit::vader

@@ -5,9 +5,10 @@
 // wait when it is not registered.
 //
 // Owns the progress callback's handle.  Borrows from the module its progress
-// and check_peers (VaderModule::progress, check_peers), the progress engine,
-// the exit watch, the local indexes of the job's peers with an endpoint
-// (`active`) and VaderOutside's word on whether it is idle.
+// (VaderModule::progress), the progress engine, the exit watch (its check
+// runs in flush's wait: VaderPeerWatch::check), the local indexes of the
+// job's peers with an endpoint (`active`) and VaderOutside's word on whether
+// it is idle.
 #pragma once
 
 #include <cstdint>

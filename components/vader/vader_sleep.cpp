@@ -81,7 +81,7 @@ void VaderSleep::disarm() noexcept {
     const WaitSet::Fired fired = waits_.fired();
     if (fired.timer) light_next_ = false;
     if (fired.exit) [[unlikely]]
-        exit_seen_ = true;
+        pass_.exit_seen = true;
 }
 
 }  // namespace transit::vader

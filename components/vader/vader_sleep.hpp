@@ -7,15 +7,16 @@
 //
 // Owns the doorbell, the wait set and the choice of a light or a full sleep.
 // Borrows from the module its segment header (null while it has none), the
-// look for work before a sleep (VaderModule::has_work) and the note that a
-// sleep ended by a peer's exit (`exit_seen`: a field of the module, read by
-// every progress pass).
+// look for work before a sleep (VaderModule::has_work) and the module's pass
+// state (vader_pass.hpp), where it notes that a sleep ended by a peer's exit
+// (`exit_seen`, read by every progress pass).
 #pragma once
 
 #include <cstdint>
 
 #include "components/vader/vader_doorbell.hpp"
 #include "components/vader/vader_layout.hpp"
+#include "components/vader/vader_pass.hpp"
 #include "components/vader/vader_wait_set.hpp"
 #include "transit/btl/module.hpp"
 #include "transit/log.hpp"
@@ -27,9 +28,9 @@ class VaderModule;
 
 class VaderSleep final : public btl::WaitObject {
   public:
-    VaderSleep(VaderModule& module, SegmentHeader* const& header, bool& exit_seen,
+    VaderSleep(VaderModule& module, SegmentHeader* const& header, VaderPass& pass,
                const Config& config, const log::Stream& out) noexcept
-        : module_(module), header_(header), exit_seen_(exit_seen), config_(config), out_(out) {}
+        : module_(module), header_(header), pass_(pass), config_(config), out_(out) {}
     VaderSleep(const VaderSleep&) = delete;
     VaderSleep& operator=(const VaderSleep&) = delete;
 
@@ -56,7 +57,7 @@ class VaderSleep final : public btl::WaitObject {
 
     VaderModule& module_;
     SegmentHeader* const& header_;
-    bool& exit_seen_;  // a sleep ended by a peer's exit: the next pass looks at the peers
+    VaderPass& pass_;  // exit_seen: a sleep ended by a peer's exit
     const Config& config_;
     const log::Stream& out_;
     Doorbell bell_;           // fd -1: cannot sleep

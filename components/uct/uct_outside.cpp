@@ -19,9 +19,9 @@ namespace transit::uct {
 
 namespace {
 
-// How long a join or a welcome may wait for room in UCT's queues (a tcp
-// endpoint connects first): bounded work for connect and for the server.
-constexpr auto join_wait = std::chrono::milliseconds(2000);
+// How long a refusal may wait for room in UCT's queues: bounded work for the
+// server.  (A join waits up to btl_uct_join_timeout: a tcp endpoint connects
+// first, and a server slow to progress is no reason to give it up sooner.)
 constexpr auto refusal_wait = std::chrono::milliseconds(100);
 // Clients joined that have not spoken yet: more are refused.
 constexpr std::size_t max_joining = 64;
@@ -136,9 +136,7 @@ bool UctOutside::send_join(UctEndpoint& e, const rt::Secret& token) noexcept {
              sizeof j, module_.address().data() + sizeof(AddressHeader),
              std::size_t{j.device_len} + j.iface_len};
     if (g.total() > j.largest_sent) return false;
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::min<std::chrono::steady_clock::duration>(
-                                               join_wait, btl::join_timeout(config_.join_timeout));
+    const auto deadline = btl::join_deadline(config_.join_timeout);
     for (;;) {
         const ssize_t n = uct_ep_am_bcopy(e.ep, am_id, &UctSender::pack_cb, &g, 0);
         if (n >= 0) return true;

@@ -505,7 +505,7 @@ int stopped_server(const std::string& me, const std::string& btl) {
     return 0;
 }
 
-// A server that is stopped while its client connects and goes on 1.5 s
+// A server that is stopped while its client connects and goes on 2.5 s
 // later (a loaded node, a debugger): its client waits for it and is served.
 // A transport slow to set its connection up (libfabric's tcp;ofi_rxm answers
 // "try again" until the server's side progresses) is no reason to give the
@@ -520,13 +520,13 @@ int late_server(const std::string& me) {
     ::unsetenv("TRANSIT_MCA_btl_tcp_server_connect_timeout");
     check(read_line(cl, 20, "the late client to connect") == "connecting", "late client");
     // Kept: the server's stop is what is tested, not a wait for an event.
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     ::kill(srv.pid, SIGCONT);
-    check(wait_exit(cl) == 0, "the client of a server stopped for 1.5 s failed");
+    check(wait_exit(cl) == 0, "the client of a server stopped for 2.5 s failed");
     Child quit = start({me, "client", address, "quit"});
     check(wait_exit(quit) == 0, "quit client");
     check(wait_exit(srv) == 0, "the server failed");
-    say("a server stopped for 1.5 s while its client connected served it");
+    say("a server stopped for 2.5 s while its client connected served it");
     return 0;
 }
 

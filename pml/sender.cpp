@@ -267,7 +267,9 @@ bool Sender::send_rndv_header(Req* r) noexcept {
     iovec v{r->remote_handle.data(), std::size_t{r->remote_handle_len} + r->am_header_len};
     r->stage = Req::Stage::none;  // now waiting for an ack or a fin
     // Refused for good, it is not sent again: end_desc failed the request.
+    // Over the data's module only when the header fits its eager frames.
     const bml::BtlRef* path = r->data_path();
+    if (path && path->module->attributes().eager_limit < sizeof h + v.iov_len) path = nullptr;
     if (outbox_.send_over(r->peer, path ? *path : r->peer->ep->pick_eager(), wire::tag(wire::rndv),
                           &h, sizeof h, &v, 1, Outbox::Refusal::lost) == Status::out_of_resource) {
         r->stage = Req::Stage::rndv_hdr;

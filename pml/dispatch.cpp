@@ -183,8 +183,8 @@ struct Dispatch {
         } else if constexpr (K == wire::bye_ack)
             e->on_bye_ack(b, from(d));
         else if constexpr (K == wire::ping) {
-            if (PathMeasure::asks_fetch(b)) [[unlikely]]
-                e->measure_.serve(b, n, from(d), module);  // a path measurement's bulk probe
+            if (PathMeasure::for_measure(b)) [[unlikely]]
+                e->measure_.serve(b, n, from(d), module);  // a path measurement's
             else
                 e->keepalive_.on_ping(b, from(d), module);
         } else if constexpr (K == wire::pong)

@@ -197,11 +197,13 @@ struct KeepAliveHdr {
 };
 // The token's bits beside its number: a burst's frame that is not answered,
 // a probe that asks for gets (fetch_probes.hpp), an answer saying the gets
-// could not be done.
+// could not be done, and the lower rank of a pair telling the higher that
+// its bulk probes are over (the higher's turn; not answered).
 inline constexpr std::uint32_t probe_silent = 1u << 31;
 inline constexpr std::uint32_t probe_fetch = 1u << 30;
 inline constexpr std::uint32_t probe_refused = 1u << 29;
-inline constexpr std::uint32_t probe_number = probe_refused - 1;
+inline constexpr std::uint32_t probe_turn = 1u << 28;
+inline constexpr std::uint32_t probe_number = probe_turn - 1;
 // After the KeepAliveHdr of a probe with probe_fetch: the prober's region to
 // read and how much, then `handle_size` bytes of its registration handle.
 struct FetchProbeHdr {

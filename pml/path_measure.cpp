@@ -29,10 +29,8 @@ constexpr std::size_t max_burst_frames = 64;
 constexpr auto probe_patience = std::chrono::seconds(1);
 constexpr auto deadline = std::chrono::seconds(15);
 
-// What probes carry, and the region a peer reads by get.  Not const, so it
-// lies in .bss and not in the library's file; never written, so reading it
-// maps the zero page and it costs no memory.
-constinit std::array<std::byte, FetchProbes::max_length> zeros{};
+// What small probes carry.
+constexpr std::array<std::byte, small_payload> small_bytes{};
 
 }  // namespace
 
@@ -65,6 +63,10 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
     }
     if (runs_.empty()) return;
     burst_target_ = std::max(bulk_payload, bulk_total / runs_.size());
+    // Written, so each page is its own (a pattern, not zeros, which an
+    // allocator may hand out untouched).
+    region_ = std::make_unique_for_overwrite<std::byte[]>(burst_target_);
+    std::memset(region_.get(), 0xa5, burst_target_);
     progress_ = &progress;
     handle_ = progress.add(&PathMeasure::tick_cb, this, ProgressPriority::low);
     for (Run& run : runs_) send_probe(run);
@@ -74,10 +76,15 @@ void PathMeasure::stop() noexcept {
     if (handle_) progress_->remove(handle_);
     handle_ = {};
     runs_.clear();
+    release_region();
+    fetches_.stop();
+}
+
+void PathMeasure::release_region() noexcept {
     for (const Exposed& e : exposed_)
         if (e.handle) e.module->rdma()->deregister_mem(e.handle);
     exposed_.clear();
-    fetches_.stop();
+    region_.reset();
 }
 
 std::size_t PathMeasure::running() const noexcept {
@@ -98,7 +105,7 @@ void PathMeasure::send_probe(Run& run) noexcept {
     bool went;
     if (run.phase == Phase::small) {
         const wire::KeepAliveHdr hdr{c_.rank, run.token};
-        const iovec v{zeros.data(), small_payload};
+        const iovec v{const_cast<std::byte*>(small_bytes.data()), small_payload};
         went = ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
                                     Outbox::Refusal::lost));
     } else if (probes_by_get(b)) {
@@ -115,7 +122,7 @@ bool PathMeasure::send_burst(Run& run, Peer* p, const bml::BtlRef& b,
                              std::size_t payload) noexcept {
     const std::size_t frames =
         std::clamp<std::size_t>(burst_target_ / payload, 1, max_burst_frames);
-    const iovec v{zeros.data(), payload};
+    const iovec v{region_.get(), payload};
     // The frames but the last go unanswered; a module that runs out of room
     // ends the burst early, and the bytes that went are what is timed.
     const wire::KeepAliveHdr quiet{c_.rank, run.token | wire::probe_silent};
@@ -152,7 +159,7 @@ bool PathMeasure::send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept {
     const std::size_t handle_size = b.module->attributes().registration_handle_size;
     if (!registered || handle_size > btl::max_registration_handle_size) return false;
     const std::size_t length = std::min(burst_target_, FetchProbes::max_length);
-    const wire::FetchProbeHdr probe{reinterpret_cast<std::uintptr_t>(zeros.data()), length,
+    const wire::FetchProbeHdr probe{reinterpret_cast<std::uintptr_t>(region_.get()), length,
                                     static_cast<std::uint32_t>(handle_size), 0};
     const wire::KeepAliveHdr hdr{c_.rank, run.token | wire::probe_fetch};
     const iovec v[2] = {{const_cast<wire::FetchProbeHdr*>(&probe), sizeof probe},
@@ -172,8 +179,8 @@ btl::RegistrationHandle* PathMeasure::exposed(const bml::BtlRef& b, bool& regist
         }
     btl::RegistrationHandle* h = nullptr;
     try {
-        // Read by peers only, never written: zero pages, whatever the size.
-        h = b.rdma->register_mem(nullptr, zeros.data(), zeros.size(), btl::reg_flags::remote_read);
+        h = b.rdma->register_mem(nullptr, region_.get(), burst_target_,
+                                 btl::reg_flags::remote_read);
         const bool usable = h != nullptr || b.module->attributes().registration_handle_size == 0;
         exposed_.push_back({b.module, h, usable});
         registered = usable;
@@ -194,11 +201,39 @@ void PathMeasure::advance(Run& run) noexcept {
     const std::uint32_t samples = run.phase == Phase::small ? small_samples : bulk_samples;
     if (++run.sample < samples) return send_probe(run);
     run.sample = 0;
-    if (run.phase == Phase::small) {
-        run.phase = Phase::bulk;
-        return send_probe(run);
+    if (run.phase == Phase::small) return after_small(run);
+    finish(run);
+}
+
+void PathMeasure::after_small(Run& run) noexcept {
+    if (run.peer > c_.rank) return start_bulk(run, Turn::first);
+    if (run.peer_done) return start_bulk(run, Turn::given);
+    run.phase = Phase::waiting;
+    run.waiting_since = Clock::now();
+}
+
+void PathMeasure::start_bulk(Run& run, Turn turn) noexcept {
+    run.phase = Phase::bulk;
+    run.turn = turn;
+    send_probe(run);
+}
+
+void PathMeasure::on_turn(Rank from) noexcept {
+    for (Run& run : runs_) {
+        if (run.peer != from) continue;
+        run.peer_done = true;
+        if (run.phase == Phase::waiting) start_bulk(run, Turn::given);
+        return;
     }
+}
+
+void PathMeasure::finish(Run& run) noexcept {
     run.phase = Phase::done;
+    run.token = 0;
+    Peer* p = c_.peers.peer(run.peer);
+    if (p->failed || !p->ep) return;
+    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn};
+    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
 }
 
 bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
@@ -218,6 +253,7 @@ void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
     const Rank sender = Core::job_sender(from, h.src);
     if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
+    if (h.pad & wire::probe_turn) return on_turn(sender);
     fetches_.serve(sender, arrived, {b, n});
 }
 
@@ -252,21 +288,16 @@ int PathMeasure::tick_cb(void* self) noexcept {
 
 int PathMeasure::tick() noexcept {
     const auto now = Clock::now();
-    std::size_t left = 0;
+    std::size_t measuring = 0;
+    std::size_t serving = 0;  // peers whose probes of us may still come
     for (Run& run : runs_) {
-        if (run.phase == Phase::applied) continue;
-        if (run.phase != Phase::done && now - run.began > deadline) run.phase = Phase::done;
-        if (run.phase == Phase::done) {
-            apply(run);
-            continue;
-        }
-        ++left;
-        if (run.token == 0)
-            send_probe(run);  // the module had no room for the last one
-        else if (now - run.sent > probe_patience)
-            advance(run);  // lost or held up: no sample
+        if (run.phase != Phase::applied) measure(run, now);
+        if (run.phase != Phase::applied) ++measuring;
+        const Peer* p = c_.peers.peer(run.peer);
+        if (!run.peer_done && !p->failed && now - run.began <= deadline) ++serving;
     }
-    if (left == 0 && handle_) {
+    if (measuring == 0) release_region();
+    if (measuring == 0 && serving == 0 && handle_) {
         progress_->remove(handle_);
         handle_ = {};
         fetches_.release();  // the peers measured theirs meanwhile
@@ -274,10 +305,32 @@ int PathMeasure::tick() noexcept {
     return 0;
 }
 
+void PathMeasure::measure(Run& run, Clock::time_point now) noexcept {
+    if (run.phase != Phase::done && now - run.began > deadline) finish(run);
+    if (run.phase == Phase::done) return apply(run);
+    if (run.phase == Phase::waiting) {
+        if (now - run.waiting_since > turn_patience) start_bulk(run, Turn::waited_out);
+    } else if (run.token == 0)
+        send_probe(run);  // the module had no room for the last one
+    else if (now - run.sent > probe_patience)
+        advance(run);  // lost or held up: no sample
+}
+
 std::string PathMeasure::figures(const Run& run) const {
     const bml::Endpoint& ep = *c_.peers.peer(run.peer)->ep;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - run.began).count();
     std::string out = fmt::format("in {:.0f} ms, ", ms);
+    switch (run.turn) {
+        case Turn::first:
+            out += "bulk probes first; ";
+            break;
+        case Turn::given:
+            out += fmt::format("bulk probes after rank {}'s; ", run.peer);
+            break;
+        case Turn::waited_out:
+            out += fmt::format("bulk probes without rank {}'s word; ", run.peer);
+            break;
+    }
     auto figure = [](double v, const char* unit) {
         return v < 0 ? std::string("no answer") : fmt::format("{:.1f} {}", v, unit);
     };

@@ -20,6 +20,14 @@
 //   a burst of its largest eager frames (up to 64 KiB each, as a large
 //   message's fragments go) of which only the last is answered.  The widest
 //   in MB/s carries large messages and goes first for put and get.
+//   Bulk probes go one way at a time, as a transfer does: of each pair, the
+//   lower rank probes while the higher only serves, then tells the higher
+//   it is its turn (wire::probe_turn; the higher takes it anyway after
+//   `turn_patience`), which says the same when it is done.  Two transfers at once, each way, share
+//   the link and both hosts' cores, and cut every figure to a third or a half, hiding the
+//   differences between transports.  What they move is a region of real,
+//   touched pages: a never-written one maps the kernel's zero page, and a
+//   transport that copies would read one cached page over and over.
 // The bml's choose() applies both from a progress callback, never from
 // inside a transport's callback.
 //
@@ -33,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,12 +70,13 @@ class PathMeasure {
     void start(ProgressEngine& progress, bml::R2& bml);
     // Ends it, and releases what probing registered (before the transports go).
     void stop() noexcept;
-    // A ping that asks for gets (wire::probe_fetch): served when it comes
-    // from a job rank, refused (counted) otherwise.
-    static bool asks_fetch(const std::byte* b) noexcept {
+    // A ping for the measurement, not the keep-alive: one that asks for
+    // gets (wire::probe_fetch) or gives the turn (wire::probe_turn).  Served
+    // when it comes from a job rank, refused (counted) otherwise.
+    static bool for_measure(const std::byte* b) noexcept {
         wire::KeepAliveHdr h;
         std::memcpy(&h, b, sizeof h);
-        return (h.pad & wire::probe_fetch) != 0;
+        return (h.pad & (wire::probe_fetch | wire::probe_turn)) != 0;
     }
     void serve(const std::byte* b, std::size_t n, Rank from, btl::Module* arrived) noexcept;
     // A pong: true when it answered one of our probes (the keep-alive's
@@ -84,13 +94,19 @@ class PathMeasure {
     // answered); the index of the smallest, or none when nothing answered.
     static constexpr std::size_t none = static_cast<std::size_t>(-1);
     static constexpr auto init_wait = std::chrono::seconds(1);
+    // How long the higher rank of a pair waits for the lower's word that its
+    // bulk probes are over (a lower rank that measures nothing sends none).
+    static constexpr auto turn_patience = std::chrono::seconds(3);
     static std::size_t fastest(const std::vector<double>& least_us) noexcept;
     // The same for the best bandwidth of each (MB/s; < 0: none): the largest.
     static std::size_t widest(const std::vector<double>& best_mbps) noexcept;
 
   private:
     using Clock = std::chrono::steady_clock;
-    enum class Phase : std::uint8_t { small, bulk, done, applied };
+    // waiting: small probes done, the lower rank of the pair still probing.
+    enum class Phase : std::uint8_t { small, waiting, bulk, done, applied };
+    // How this rank's bulk probes to a peer were timed against the peer's.
+    enum class Turn : std::uint8_t { first, given, waited_out };
     struct Run {
         Rank peer = any_rank;
         std::size_t candidate = 0;
@@ -100,12 +116,17 @@ class PathMeasure {
         std::size_t burst_bytes = 0;  // what the bulk probe in flight carried
         Clock::time_point sent{};
         Clock::time_point began{};
+        Clock::time_point waiting_since{};
+        bool peer_done = false;  // the peer's word that its bulk probes are over
+        Turn turn = Turn::first;
         std::vector<double> small_us;   // least round trip per candidate
         std::vector<double> bulk_mbps;  // best burst bandwidth per candidate
     };
 
     static int tick_cb(void* self) noexcept;
     int tick() noexcept;
+    // One run's step: a probe lost or due, the turn waited out, the decision.
+    void measure(Run& run, Clock::time_point now) noexcept;
     void send_probe(Run& run) noexcept;
     // A bulk probe's frames; false when not even the first one went.
     bool send_burst(Run& run, Peer* p, const bml::BtlRef& b, std::size_t payload) noexcept;
@@ -120,6 +141,15 @@ class PathMeasure {
     // `ok` false when it cannot be.
     btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;
     void advance(Run& run) noexcept;
+    // Bulk probes begin: at once for the lower rank of the pair, on its
+    // word (or after turn_patience) for the higher.
+    void after_small(Run& run) noexcept;
+    void start_bulk(Run& run, Turn turn) noexcept;
+    void on_turn(Rank from) noexcept;
+    // Probing ends (all samples, or the deadline): the peer hears it (the
+    // higher rank's turn; the lower's scratch can go).
+    void finish(Run& run) noexcept;
+    void release_region() noexcept;
     void apply(Run& run) noexcept;
     std::string figures(const Run& run) const;
 
@@ -136,6 +166,9 @@ class PathMeasure {
         btl::RegistrationHandle* handle;
         bool ok;
     };
+    // What bulk probes carry and peers read: touched pages, released with
+    // their registrations once this process has measured its paths.
+    std::unique_ptr<std::byte[]> region_;
     std::vector<Exposed> exposed_;  // our region, per module that probes by get
     FetchProbes fetches_;           // the other side: the peers' probes we serve
 };

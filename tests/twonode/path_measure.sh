@@ -6,8 +6,9 @@
 # node (bml_base_verbose 10: per candidate the least 8 B round trip and the
 # best bulk transfer, by get where the transport offers it), choose the
 # fastest at 8 B for small messages and the widest for large ones, measure
-# tcp's and uct's bulk by get, deliver every message of the stress program
-# over the chosen paths, and print no error line.
+# tcp's and uct's bulk by get, take turns at bulk probes (of each pair the
+# lower rank first, the higher after its word), deliver every message of the
+# stress program over the chosen paths, and print no error line.
 # Needs what twonode.sh needs: exits 77 (skipped) without it.
 here=$(cd "$(dirname "$0")" && pwd)
 stress=$1
@@ -39,7 +40,14 @@ for l in lines:
     m = re.search(r"r(\d+)\] bml: rank (\d+) measured [^:]*: in \d+ ms, (.*)$", l)
     if m:
         figs = {}
+        me, peer = int(m.group(1)), int(m.group(2))
+        turn = "bulk probes first" if me < peer else f"bulk probes after rank {peer}'s"
+        if turn not in m.group(3).split("; "):
+            print(f"path_measure: FAIL: rank {me} did not take its turn for rank {peer}: {l}")
+            bad = 1
         for part in m.group(3).split("; "):
+            if ": " not in part:
+                continue
             name, rest = part.split(": ", 1)
             us = re.search(r"([0-9.]+) us", rest)
             mbps = re.search(r"([0-9.]+) MB/s by (get|frames)", rest)

@@ -219,9 +219,11 @@ Status UctModule::add_procs(std::span<const Rank> peers, std::span<btl::Endpoint
             if (e == nullptr) {
                 out_.verbose(10, "{}: {} {} not reachable: {}", name(), dynamic ? "peer" : "rank",
                              peer, why);
+                unreached_.set(peer, std::move(why));
                 continue;
             }
         }
+        unreached_.clear(peer);
         if (!e->added) {
             e->added = true;
             ++peer_count_;

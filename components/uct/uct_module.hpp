@@ -38,6 +38,7 @@
 #include "transit/btl/util/idle_pacer.hpp"
 #include "transit/btl/util/outside_links.hpp"
 #include "transit/btl/util/refusal_log.hpp"
+#include "transit/btl/util/unreached_reasons.hpp"
 #include "transit/log.hpp"
 #include "transit/progress.hpp"
 #include "uct_atomics.hpp"
@@ -95,6 +96,7 @@ class UctModule final : public btl::Module {
         if (id == btl::DynamicPeerRecords::id)
             return static_cast<btl::DynamicPeerRecords*>(&outside_);
         if (id == btl::Listener::id) return static_cast<btl::Listener*>(&outside_);
+        if (id == btl::UnreachedReason::id) return static_cast<btl::UnreachedReason*>(&unreached_);
         return nullptr;
     }
     Status add_procs(std::span<const Rank> peers, std::span<btl::Endpoint*> endpoints,
@@ -220,6 +222,8 @@ class UctModule final : public btl::Module {
     UctOutside outside_{*this, peer_watch_, receiver_, runtime_, resource_, config_, out_};
     // Peer loss (uct_peer_watch.cpp).
     UctPeerWatch peer_watch_{*this, by_rank_, outside_, send_queue_, ops_, receiver_, out_};
+    // Why add_procs left a peer unreached, for the bml's explanation.
+    btl::util::UnreachedReasons unreached_;
 };
 
 }  // namespace transit::uct

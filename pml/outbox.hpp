@@ -46,6 +46,12 @@ class Outbox {
         iovec v{const_cast<void*>(data), data_len};
         return send_ctrlv(p, kind, hdr, hdr_len, &v, 1);
     }
+    // A header alone, over `path` first (send_ctrlv).
+    Status send_ctrl(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,
+                     const bml::BtlRef* path) noexcept {
+        iovec v{nullptr, 0};
+        return send_ctrlv(p, kind, hdr, hdr_len, &v, 1, path);
+    }
     // `path`: a module of the peer's to try first (Req::data_path), else the
     // eager choice.  A message queued for a retry goes by the eager choice.
     Status send_ctrlv(Peer* p, wire::Kind kind, const void* hdr, std::size_t hdr_len,

@@ -108,8 +108,8 @@ void PathMeasure::send_probe(Run& run) noexcept {
         const iovec v{const_cast<std::byte*>(small_bytes.data()), small_payload};
         went = ok(outbox_.send_over(p, b, wire::tag(wire::ping), &hdr, sizeof hdr, &v, 1,
                                     Outbox::Refusal::lost));
-    } else if (probes_by_get(b)) {
-        went = send_fetch(run, p, b);
+    } else if (btl::RegistrationHandle* h = nullptr; probes_by_get(b, h)) {
+        went = send_fetch(run, p, b, h);
     } else {
         const std::size_t limit = b.module->attributes().eager_limit;
         const std::size_t room = limit > 64 ? limit - 64 : small_payload;
@@ -138,12 +138,12 @@ bool PathMeasure::send_burst(Run& run, Peer* p, const bml::BtlRef& b,
     return true;
 }
 
-bool PathMeasure::probes_by_get(const bml::BtlRef& b) noexcept {
+bool PathMeasure::probes_by_get(const bml::BtlRef& b, btl::RegistrationHandle*& h) noexcept {
     const auto& a = b.module->attributes();
     if (!b.rdma || !(a.flags & btl::flags::get)) return false;
     if (a.registration_handle_size > btl::max_registration_handle_size) return false;
     bool registered = false;
-    (void)exposed(b, registered);
+    h = exposed(b, registered);
     return registered;
 }
 
@@ -153,11 +153,9 @@ bool PathMeasure::probed_by_get(const bml::BtlRef& b) const noexcept {
     return false;
 }
 
-bool PathMeasure::send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept {
-    bool registered = false;
-    btl::RegistrationHandle* h = exposed(b, registered);
+bool PathMeasure::send_fetch(Run& run, Peer* p, const bml::BtlRef& b,
+                             btl::RegistrationHandle* h) noexcept {
     const std::size_t handle_size = b.module->attributes().registration_handle_size;
-    if (!registered || handle_size > btl::max_registration_handle_size) return false;
     const std::size_t length = std::min(burst_target_, FetchProbes::max_length);
     const wire::FetchProbeHdr probe{reinterpret_cast<std::uintptr_t>(region_.get()), length,
                                     static_cast<std::uint32_t>(handle_size), 0};

@@ -130,11 +130,12 @@ class PathMeasure {
     void send_probe(Run& run) noexcept;
     // A bulk probe's frames; false when not even the first one went.
     bool send_burst(Run& run, Peer* p, const bml::BtlRef& b, std::size_t payload) noexcept;
-    // A bulk probe asking the peer to read our region; false when it did not go.
-    bool send_fetch(Run& run, Peer* p, const bml::BtlRef& b) noexcept;
+    // A bulk probe asking the peer to read our region (registered with b's
+    // module as `h`); false when it did not go.
+    bool send_fetch(Run& run, Peer* p, const bml::BtlRef& b, btl::RegistrationHandle* h) noexcept;
     // A bulk probe over b is a fetch: b offers get and our region registered
-    // with it (registering it on first use).  Otherwise it is a burst.
-    bool probes_by_get(const bml::BtlRef& b) noexcept;
+    // with it as `h` (registering it on first use).  Otherwise it is a burst.
+    bool probes_by_get(const bml::BtlRef& b, btl::RegistrationHandle*& h) noexcept;
     // The same, once probing has registered what it could (for the figures).
     bool probed_by_get(const bml::BtlRef& b) const noexcept;
     // Our region, registered for reading with b's module; nullptr with

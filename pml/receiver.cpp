@@ -461,7 +461,8 @@ bool Receiver::offer_split(Req* r, std::size_t handle_len, bool put_all) noexcep
     const std::size_t whole = r->rdma_end;
     r->rdma_end = half;
     r->split_wait = true;
-    if (!ok(outbox_.send_ctrlv(r->peer, wire::split, &h, sizeof h, &v, 1, r->data_path()))) {
+    if (!ok(outbox_.send_ctrlv(r->peer, wire::split, &h, sizeof h, &v, 1,
+                               r->data_path(sizeof h + v.iov_len)))) {
         r->rdma_end = whole;
         r->split_wait = false;
         return false;
@@ -511,8 +512,7 @@ void Receiver::finish_get(Req* r) noexcept {
     // put_all: we never read the sender's buffer, and it ended with its split_fin.
     if (!r->put_all) {
         wire::FinHdr f{r->remote_req};
-        iovec none{nullptr, 0};
-        outbox_.send_ctrlv(r->peer, wire::fin, &f, sizeof f, &none, 1, r->data_path());
+        outbox_.send_ctrl(r->peer, wire::fin, &f, sizeof f, r->data_path(sizeof f));
     }
     c_.complete(r);
 }

@@ -130,9 +130,12 @@ struct Req : Request {
     // header, fin and split messages go the same way, so that a transport
     // carrying nothing else stays idle (its polling paced) while bulk data
     // streams.  Sequence numbers keep the matching order across modules.
-    const bml::BtlRef* data_path() const noexcept {
+    // Only a message of `bytes` that fits the module's eager frames goes so:
+    // a transport with small frames and rdma must not leave one unsendable.
+    const bml::BtlRef* data_path(std::size_t bytes) const noexcept {
         if (remote_addr == 0 || !rdma.module) return nullptr;
-        return (rdma.module->attributes().flags & btl::flags::send) ? &rdma : nullptr;
+        const auto& a = rdma.module->attributes();
+        return (a.flags & btl::flags::send) && bytes <= a.eager_limit ? &rdma : nullptr;
     }
     void set_done() noexcept { done_.store(true, std::memory_order_release); }
     void reset_done() noexcept { done_.store(false, std::memory_order_relaxed); }

@@ -267,9 +267,7 @@ bool Sender::send_rndv_header(Req* r) noexcept {
     iovec v{r->remote_handle.data(), std::size_t{r->remote_handle_len} + r->am_header_len};
     r->stage = Req::Stage::none;  // now waiting for an ack or a fin
     // Refused for good, it is not sent again: end_desc failed the request.
-    // Over the data's module only when the header fits its eager frames.
-    const bml::BtlRef* path = r->data_path();
-    if (path && path->module->attributes().eager_limit < sizeof h + v.iov_len) path = nullptr;
+    const bml::BtlRef* path = r->data_path(sizeof h + v.iov_len);
     if (outbox_.send_over(r->peer, path ? *path : r->peer->ep->pick_eager(), wire::tag(wire::rndv),
                           &h, sizeof h, &v, 1, Outbox::Refusal::lost) == Status::out_of_resource) {
         r->stage = Req::Stage::rndv_hdr;
@@ -441,8 +439,7 @@ void Sender::finish_puts(Req* r) noexcept {
         return;
     }
     wire::SplitFinHdr f{r->remote_req, static_cast<std::int32_t>(r->st().status), 0};
-    iovec none{nullptr, 0};
-    outbox_.send_ctrlv(r->peer, wire::split_fin, &f, sizeof f, &none, 1, r->data_path());
+    outbox_.send_ctrl(r->peer, wire::split_fin, &f, sizeof f, r->data_path(sizeof f));
     if (!r->put_all) return;
     r->stage = Req::Stage::ended;
     if (!r->issuing) c_.complete(r);  // else the sender completes it when it returns

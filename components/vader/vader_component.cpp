@@ -138,7 +138,6 @@ class VaderComponent final : public btl::Component {
                 std::make_unique<VaderModule>(*this, ctx, config, layout, SharedFile(), out));
             return modules;
         }
-        decide_single_copy(config);
         SharedFile segment;
         try {
             // The fragments get pages as they are first used (VaderModule::supply_frags).
@@ -164,7 +163,7 @@ class VaderComponent final : public btl::Component {
                     "segment {} ({} bytes, {} fragments, FIFO {}, {} bytes for mem_alloc), single "
                     "copy {}",
                     path, layout.total, layout.frag_count, layout.fifo_capacity, layout.heap_size,
-                    config.single_copy == SingleCopy::cma ? "cma" : "none");
+                    (module->attributes().flags & btl::flags::get) ? "cma" : "none");
         modules.push_back(std::move(module));
         return modules;
     }

@@ -58,9 +58,12 @@ VaderModule::VaderModule(btl::Component& component, btl::InitContext& ctx, const
     if (segment_.data() != nullptr) format_segment();
 }
 
-// Lays out the own segment and announces what it allows.
+// Lays out the own segment and announces what it allows.  Single copy is
+// decided here, before anything is published: at init, or when a process
+// alone on its node makes its segment for a peer outside the job.
 void VaderModule::format_segment() {
-    single_copy_ = config_.single_copy;  // decided again for a segment made late
+    decide_single_copy(config_);
+    single_copy_ = config_.single_copy;
     SegmentHeader& h = *new (segment_.data()) SegmentHeader{};
     h.version = segment_version;
     h.pid = static_cast<std::uint32_t>(::getpid());

@@ -97,8 +97,8 @@ class VaderModule final : public btl::Module {
 
     // --- used by VaderOutside -----------------------------------------------------
     // Lays out the own segment (made and zeroed: VaderOutside::ensure_segment
-    // makes the one of a process alone on its node) with single copy as
-    // config says, and announces what it allows.
+    // makes the one of a process alone on its node), deciding single copy,
+    // and announces what it allows.
     void format_segment();
     void probe_single_copy(const VaderEndpoint& ep);
     // The progress pass reads box `index` of our segment (a spare), written

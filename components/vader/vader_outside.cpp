@@ -71,7 +71,6 @@ void VaderOutside::add_watched(std::vector<VaderEndpoint*>& polled) const {
 bool VaderOutside::ensure_segment() noexcept {
     if (header_ != nullptr) return true;
     try {
-        decide_single_copy(config_);
         const SharedFile::Extent now[] = {
             {0, layout_.spare_offset},
             {layout_.region_offset, layout_.total - layout_.region_offset}};

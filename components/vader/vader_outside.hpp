@@ -10,8 +10,8 @@
 // watch of the peers holding orphaned fragments of ours, the endpoints deleted
 // or departed that wait for the next progress pass, and the making of the
 // segment of a process alone on its node (ensure_segment).  Borrows from the
-// module its segment (made here, formatted by VaderModule::format_segment), its
-// configuration (single copy is decided here for a segment made late),
+// module its segment (made here; VaderModule::format_segment decides single
+// copy and lays it out), its configuration (read only),
 // fragments and FIFO (VaderModule::take_frag, ring, receive, return_frag,
 // complete), the polling of fast boxes (VaderModule::read_box, unpoll,
 // poll_box), the setup of an endpoint (VaderPeers::attach_peer,
@@ -58,7 +58,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
   public:
     VaderOutside(VaderModule& module, rt::Runtime& runtime, SharedFile& segment,
                  SegmentHeader* const& header, VaderPass& pass, btl::util::FreeList<Frag>& frags,
-                 Config& config, const Layout& layout, VaderPeers& peers,
+                 const Config& config, const Layout& layout, VaderPeers& peers,
                  VaderPeerWatch& peer_watch, VaderProgressHook& progress_hook,
                  const log::Stream& out) noexcept
         : module_(module),
@@ -146,7 +146,7 @@ class VaderOutside final : public btl::Listener, public btl::DynamicPeerRecords 
     // an endpoint deleted now), chores (the next pass starts with them).
     VaderPass& pass_;
     btl::util::FreeList<Frag>& frags_;
-    Config& config_;  // single copy decided here for a segment made late (ensure_segment)
+    const Config& config_;
     const Layout& layout_;
     VaderPeers& peers_;                 // attach_peer
     VaderPeerWatch& peer_watch_;        // its peers join the exit watch (rebuild, reserve)

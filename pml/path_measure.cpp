@@ -14,8 +14,17 @@ namespace transit::pml {
 
 namespace {
 
-constexpr std::uint32_t small_samples = 8;
-constexpr std::uint32_t bulk_samples = 3;
+// Rounds of samples (one per candidate each): small_samples, or bulk_samples,
+// unless the phase has used its budget once least_samples rounds are in (on
+// a loaded host a round trip takes a scheduler's time slice, and the
+// measurement must end well within a job).  The least of many round trips
+// finds the quiet moments; with 8, Transit's tcp and UCT's (16-19 against
+// 21-24 us) changed places in about one run in ten.
+constexpr std::uint32_t small_samples = 32;
+constexpr std::uint32_t bulk_samples = 6;
+constexpr std::uint32_t least_samples = 3;
+constexpr auto small_budget = std::chrono::milliseconds(20);
+constexpr auto bulk_budget = std::chrono::milliseconds(50);
 constexpr std::size_t small_payload = 8;
 // A burst's frames, and what a bulk probe moves: 512 KiB to one peer (large
 // enough that a round trip is a small part of its time), shared out when
@@ -24,6 +33,13 @@ constexpr std::size_t small_payload = 8;
 constexpr std::size_t bulk_payload = 64 * 1024;
 constexpr std::size_t bulk_total = 512 * 1024;
 constexpr std::size_t max_burst_frames = 64;
+// Large messages stay with the transport chosen for small ones unless
+// another reads this much wider: over one network the best of the bulk
+// samples moves by a fifth from run to run, and a low reading comes at times
+// (tcp between two namespaces of one host, 2026-12-04: 2,760-6,020 MB/s from
+// one run to the next, where UCT read 2,400-2,950), so a narrower lead is
+// noise, and one transport for both keeps one path warm.
+constexpr double bulk_margin = 1.25;
 // A probe not answered by then counts as no sample; a measurement not done by
 // the deadline decides on what it has.
 constexpr auto probe_patience = std::chrono::seconds(1);
@@ -48,6 +64,16 @@ std::size_t PathMeasure::widest(const std::vector<double>& best_mbps) noexcept {
     return best;
 }
 
+std::size_t PathMeasure::bulk_choice(std::size_t small,
+                                     const std::vector<double>& best_mbps) noexcept {
+    const std::size_t wide = widest(best_mbps);
+    if (wide == none) return small;
+    if (small != none && small < best_mbps.size() && best_mbps[small] >= 0 &&
+        best_mbps[wide] < best_mbps[small] * bulk_margin)
+        return small;
+    return wide;
+}
+
 void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
     bml_ = &bml;
     const auto now = Clock::now();
@@ -56,7 +82,7 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
         if (r == c_.rank || !p->ep || p->ep->candidates.size() < 2) continue;
         Run run;
         run.peer = r;
-        run.began = now;
+        run.began = run.phase_began = now;
         run.small_us.assign(p->ep->candidates.size(), -1.0);
         run.bulk_mbps.assign(p->ep->candidates.size(), -1.0);
         runs_.push_back(std::move(run));
@@ -88,8 +114,15 @@ void PathMeasure::release_region() noexcept {
 }
 
 std::size_t PathMeasure::running() const noexcept {
-    return static_cast<std::size_t>(std::count_if(
-        runs_.begin(), runs_.end(), [](const Run& r) { return r.phase != Phase::applied; }));
+    const auto now = Clock::now();
+    return static_cast<std::size_t>(std::count_if(runs_.begin(), runs_.end(), [&](const Run& r) {
+        return r.phase != Phase::applied || serving(r, now);
+    }));
+}
+
+bool PathMeasure::serving(const Run& run, Clock::time_point now) const noexcept {
+    const Peer* p = c_.peers.peer(run.peer);
+    return !run.peer_done && !p->failed && now - run.began <= deadline;
 }
 
 void PathMeasure::send_probe(Run& run) noexcept {
@@ -196,42 +229,56 @@ void PathMeasure::advance(Run& run) noexcept {
     run.token = 0;
     if (++run.candidate < run.small_us.size()) return send_probe(run);
     run.candidate = 0;
-    const std::uint32_t samples = run.phase == Phase::small ? small_samples : bulk_samples;
-    if (++run.sample < samples) return send_probe(run);
+    const bool small = run.phase == Phase::small;
+    const auto spent = Clock::now() - run.phase_began;
+    const bool enough =
+        run.sample + 1 >= least_samples && (small ? spent > small_budget : spent > bulk_budget);
+    if (++run.sample < (small ? small_samples : bulk_samples) && !enough) return send_probe(run);
     run.sample = 0;
     if (run.phase == Phase::small) return after_small(run);
     finish(run);
 }
 
 void PathMeasure::after_small(Run& run) noexcept {
-    if (run.peer > c_.rank) return start_bulk(run, Turn::first);
-    if (run.peer_done) return start_bulk(run, Turn::given);
+    const bool lower = run.peer > c_.rank;
+    if (!lower) tell(run, wire::turn_small_over);
+    if (may_start_bulk(run)) return start_bulk(run, lower ? Turn::first : Turn::given);
     run.phase = Phase::waiting;
     run.waiting_since = Clock::now();
 }
 
+bool PathMeasure::may_start_bulk(const Run& run) const noexcept {
+    return run.peer > c_.rank ? run.peer_small_over || run.peer_done : run.peer_done;
+}
+
 void PathMeasure::start_bulk(Run& run, Turn turn) noexcept {
     run.phase = Phase::bulk;
+    run.phase_began = Clock::now();
     run.turn = turn;
     send_probe(run);
 }
 
-void PathMeasure::on_turn(Rank from) noexcept {
+void PathMeasure::on_turn(Rank from, std::uint32_t what) noexcept {
     for (Run& run : runs_) {
         if (run.peer != from) continue;
-        run.peer_done = true;
-        if (run.phase == Phase::waiting) start_bulk(run, Turn::given);
+        (what == wire::turn_small_over ? run.peer_small_over : run.peer_done) = true;
+        if (run.phase == Phase::waiting && may_start_bulk(run))
+            start_bulk(run, run.peer > c_.rank ? Turn::first : Turn::given);
         return;
     }
+}
+
+void PathMeasure::tell(const Run& run, std::uint32_t what) noexcept {
+    Peer* p = c_.peers.peer(run.peer);
+    if (p->failed || !p->ep) return;
+    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn | what};
+    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
 }
 
 void PathMeasure::finish(Run& run) noexcept {
     run.phase = Phase::done;
     run.token = 0;
-    Peer* p = c_.peers.peer(run.peer);
-    if (p->failed || !p->ep) return;
-    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn};
-    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
+    tell(run, wire::turn_bulk_over);
 }
 
 bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
@@ -251,7 +298,7 @@ void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
     const Rank sender = Core::job_sender(from, h.src);
     if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
-    if (h.pad & wire::probe_turn) return on_turn(sender);
+    if (h.pad & wire::probe_turn) return on_turn(sender, h.pad & wire::probe_number);
     fetches_.serve(sender, arrived, {b, n});
 }
 
@@ -287,15 +334,14 @@ int PathMeasure::tick_cb(void* self) noexcept {
 int PathMeasure::tick() noexcept {
     const auto now = Clock::now();
     std::size_t measuring = 0;
-    std::size_t serving = 0;  // peers whose probes of us may still come
+    std::size_t served = 0;  // peers whose probes of us may still come
     for (Run& run : runs_) {
         if (run.phase != Phase::applied) measure(run, now);
         if (run.phase != Phase::applied) ++measuring;
-        const Peer* p = c_.peers.peer(run.peer);
-        if (!run.peer_done && !p->failed && now - run.began <= deadline) ++serving;
+        if (serving(run, now)) ++served;
     }
     if (measuring == 0) release_region();
-    if (measuring == 0 && serving == 0 && handle_) {
+    if (measuring == 0 && served == 0 && handle_) {
         progress_->remove(handle_);
         handle_ = {};
         fetches_.release();  // the peers measured theirs meanwhile
@@ -320,7 +366,7 @@ std::string PathMeasure::figures(const Run& run) const {
     std::string out = fmt::format("in {:.0f} ms, ", ms);
     switch (run.turn) {
         case Turn::first:
-            out += "bulk probes first; ";
+            out += fmt::format("bulk probes first, after rank {}'s small ones; ", run.peer);
             break;
         case Turn::given:
             out += fmt::format("bulk probes after rank {}'s; ", run.peer);
@@ -348,14 +394,13 @@ void PathMeasure::apply(Run& run) noexcept {
     if (p->failed || !p->ep) return;
     try {
         const std::size_t small = fastest(run.small_us);
-        std::size_t bulk = widest(run.bulk_mbps);
+        const std::size_t bulk = bulk_choice(small, run.bulk_mbps);
         if (small == none) {
             bml_->explain(
                 fmt::format("rank {}: no probe answered ({}); the exclusivity order stays",
                             run.peer, figures(run)));
             return;
         }
-        if (bulk == none) bulk = small;
         bml_->choose(*p->ep, small, bulk, figures(run));
     } catch (const std::exception&) {
         // Out of memory for a log line: the exclusivity order stays.

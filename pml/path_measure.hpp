@@ -19,20 +19,28 @@
 //   (fetch_probes.hpp), and answers when all arrived; over one that does not,
 //   a burst of its largest eager frames (up to 64 KiB each, as a large
 //   message's fragments go) of which only the last is answered.  The widest
-//   in MB/s carries large messages and goes first for put and get.
-//   Bulk probes go one way at a time, as a transfer does: of each pair, the
-//   lower rank probes while the higher only serves, then tells the higher
-//   it is its turn (wire::probe_turn; the higher takes it anyway after
-//   `turn_patience`), which says the same when it is done.  Two transfers at once, each way, share
-//   the link and both hosts' cores, and cut every figure to a third or a half, hiding the
-//   differences between transports.  What they move is a region of real,
-//   touched pages: a never-written one maps the kernel's zero page, and a
-//   transport that copies would read one cached page over and over.
+//   in MB/s carries large messages and goes first for put and get, unless
+//   the small messages' choice reads within a quarter of it (bulk_choice:
+//   the readings move that much from run to run).
+//   Bulk probes go one way at a time, as a transfer does, and never beside
+//   small ones: of each pair, the lower rank starts when the higher says its
+//   small probes are over, and probes while the higher only serves; then it
+//   tells the higher it is its turn, which says the same when it is done
+//   (wire::probe_turn; a rank waiting for a word goes on after
+//   `turn_patience`).  Two transfers at once, each way, share the link and
+//   both hosts' cores, and cut every figure to a third or a half, hiding the
+//   differences between transports; a bulk transfer beside small probes
+//   makes their round trips read the transfer's queue.  What bulk probes
+//   move is a region of real, touched pages: a never-written one maps the
+//   kernel's zero page, and a transport that copies would read one cached
+//   page over and over.
 // The bml's choose() applies both from a progress callback, never from
 // inside a transport's callback.
 //
 // Init waits for it up to `init_wait` (the ranks are all there then, and
-// idle: the quietest moment a job has); a measurement not done by then goes
+// idle: the quietest moment a job has), and for the peers' measurements of
+// this rank (it serves their probes at full speed while it polls there,
+// not from inside the application's first waits); a measurement not done by then goes
 // on in the background, with the exclusivity order until it decides.  A peer
 // that never answers (failed, or busy for good) keeps that order.  The
 // decision and the figures behind it are printed at bml_base_verbose 10.
@@ -87,7 +95,7 @@ class PathMeasure {
     // false when it is not (the caller answers over the usual path).
     static bool answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
                        Outbox& outbox) noexcept;
-    // Measurements still running (for tests and tools).
+    // Measurements still running: ours, or a peer's of us (for init, tests and tools).
     std::size_t running() const noexcept;
 
     // The least round trip of each candidate (microseconds; < 0: none
@@ -100,10 +108,16 @@ class PathMeasure {
     static std::size_t fastest(const std::vector<double>& least_us) noexcept;
     // The same for the best bandwidth of each (MB/s; < 0: none): the largest.
     static std::size_t widest(const std::vector<double>& best_mbps) noexcept;
+    // The candidate for large messages: the widest, unless the one chosen
+    // for small messages (`small`) reads within a quarter of it; `small`
+    // when none read.
+    static std::size_t bulk_choice(std::size_t small,
+                                   const std::vector<double>& best_mbps) noexcept;
 
   private:
     using Clock = std::chrono::steady_clock;
-    // waiting: small probes done, the lower rank of the pair still probing.
+    // waiting: small probes done; the lower rank waits for the higher's
+    // small probes to end, the higher for the lower's bulk probes.
     enum class Phase : std::uint8_t { small, waiting, bulk, done, applied };
     // How this rank's bulk probes to a peer were timed against the peer's.
     enum class Turn : std::uint8_t { first, given, waited_out };
@@ -116,8 +130,10 @@ class PathMeasure {
         std::size_t burst_bytes = 0;  // what the bulk probe in flight carried
         Clock::time_point sent{};
         Clock::time_point began{};
+        Clock::time_point phase_began{};  // of the small or the bulk probes
         Clock::time_point waiting_since{};
-        bool peer_done = false;  // the peer's word that its bulk probes are over
+        bool peer_small_over = false;  // the peer's word that its small probes are over
+        bool peer_done = false;        // the peer's word that its bulk probes are over
         Turn turn = Turn::first;
         std::vector<double> small_us;   // least round trip per candidate
         std::vector<double> bulk_mbps;  // best burst bandwidth per candidate
@@ -142,11 +158,17 @@ class PathMeasure {
     // `ok` false when it cannot be.
     btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;
     void advance(Run& run) noexcept;
-    // Bulk probes begin: at once for the lower rank of the pair, on its
-    // word (or after turn_patience) for the higher.
+    // Bulk probes begin on the peer's word (or after turn_patience): for the
+    // lower rank of the pair when the higher's small probes are over, for the
+    // higher when the lower's bulk probes are.
     void after_small(Run& run) noexcept;
+    bool may_start_bulk(const Run& run) const noexcept;
     void start_bulk(Run& run, Turn turn) noexcept;
-    void on_turn(Rank from) noexcept;
+    void on_turn(Rank from, std::uint32_t what) noexcept;
+    // Tells the peer which of our probes are over (wire::turn_*).
+    void tell(const Run& run, std::uint32_t what) noexcept;
+    // The peer may still be probing us (no word that its bulk probes are over).
+    bool serving(const Run& run, Clock::time_point now) const noexcept;
     // Probing ends (all samples, or the deadline): the peer hears it (the
     // higher rank's turn; the lower's scratch can go).
     void finish(Run& run) noexcept;

@@ -197,17 +197,13 @@ struct KeepAliveHdr {
 };
 // The token's bits beside its number: a burst's frame that is not answered,
 // a probe that asks for gets (fetch_probes.hpp), an answer saying the gets
-// could not be done, and a rank telling its peer that some of its probes are
-// over (not answered), the number then saying which: its small ones (the
-// lower rank of a pair starts its bulk probes on that word) or its bulk ones
-// (the higher rank's turn; the lower may leave init).
+// could not be done, and a rank telling its peer that its probes are over
+// (the higher rank's turn, or the end of the lower's wait; not answered).
 inline constexpr std::uint32_t probe_silent = 1u << 31;
 inline constexpr std::uint32_t probe_fetch = 1u << 30;
 inline constexpr std::uint32_t probe_refused = 1u << 29;
 inline constexpr std::uint32_t probe_turn = 1u << 28;
 inline constexpr std::uint32_t probe_number = probe_turn - 1;
-inline constexpr std::uint32_t turn_small_over = 1;
-inline constexpr std::uint32_t turn_bulk_over = 2;
 // After the KeepAliveHdr of a probe with probe_fetch: the prober's region to
 // read and how much, then `handle_size` bytes of its registration handle.
 struct FetchProbeHdr {

@@ -83,6 +83,8 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
         Run run;
         run.peer = r;
         run.began = run.phase_began = now;
+        // Of each pair the lower rank measures first, the higher on its word.
+        if (r < c_.rank) run.phase = Phase::waiting;
         run.small_us.assign(p->ep->candidates.size(), -1.0);
         run.bulk_mbps.assign(p->ep->candidates.size(), -1.0);
         runs_.push_back(std::move(run));
@@ -95,7 +97,8 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
     std::memset(region_.get(), 0xa5, burst_target_);
     progress_ = &progress;
     handle_ = progress.add(&PathMeasure::tick_cb, this, ProgressPriority::low);
-    for (Run& run : runs_) send_probe(run);
+    for (Run& run : runs_)
+        if (run.phase == Phase::small) send_probe(run);
 }
 
 void PathMeasure::stop() noexcept {
@@ -235,50 +238,35 @@ void PathMeasure::advance(Run& run) noexcept {
         run.sample + 1 >= least_samples && (small ? spent > small_budget : spent > bulk_budget);
     if (++run.sample < (small ? small_samples : bulk_samples) && !enough) return send_probe(run);
     run.sample = 0;
-    if (run.phase == Phase::small) return after_small(run);
-    finish(run);
-}
-
-void PathMeasure::after_small(Run& run) noexcept {
-    const bool lower = run.peer > c_.rank;
-    if (!lower) tell(run, wire::turn_small_over);
-    if (may_start_bulk(run)) return start_bulk(run, lower ? Turn::first : Turn::given);
-    run.phase = Phase::waiting;
-    run.waiting_since = Clock::now();
-}
-
-bool PathMeasure::may_start_bulk(const Run& run) const noexcept {
-    return run.peer > c_.rank ? run.peer_small_over || run.peer_done : run.peer_done;
-}
-
-void PathMeasure::start_bulk(Run& run, Turn turn) noexcept {
+    if (run.phase == Phase::bulk) return finish(run);
     run.phase = Phase::bulk;
+    run.phase_began = Clock::now();
+    send_probe(run);
+}
+
+void PathMeasure::start_probes(Run& run, Turn turn) noexcept {
+    run.phase = Phase::small;
     run.phase_began = Clock::now();
     run.turn = turn;
     send_probe(run);
 }
 
-void PathMeasure::on_turn(Rank from, std::uint32_t what) noexcept {
+void PathMeasure::on_turn(Rank from) noexcept {
     for (Run& run : runs_) {
         if (run.peer != from) continue;
-        (what == wire::turn_small_over ? run.peer_small_over : run.peer_done) = true;
-        if (run.phase == Phase::waiting && may_start_bulk(run))
-            start_bulk(run, run.peer > c_.rank ? Turn::first : Turn::given);
+        run.peer_done = true;
+        if (run.phase == Phase::waiting) start_probes(run, Turn::given);
         return;
     }
-}
-
-void PathMeasure::tell(const Run& run, std::uint32_t what) noexcept {
-    Peer* p = c_.peers.peer(run.peer);
-    if (p->failed || !p->ep) return;
-    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn | what};
-    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
 }
 
 void PathMeasure::finish(Run& run) noexcept {
     run.phase = Phase::done;
     run.token = 0;
-    tell(run, wire::turn_bulk_over);
+    Peer* p = c_.peers.peer(run.peer);
+    if (p->failed || !p->ep) return;
+    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn};
+    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
 }
 
 bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
@@ -298,7 +286,7 @@ void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
     const Rank sender = Core::job_sender(from, h.src);
     if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
-    if (h.pad & wire::probe_turn) return on_turn(sender, h.pad & wire::probe_number);
+    if (h.pad & wire::probe_turn) return on_turn(sender);
     fetches_.serve(sender, arrived, {b, n});
 }
 
@@ -353,7 +341,7 @@ void PathMeasure::measure(Run& run, Clock::time_point now) noexcept {
     if (run.phase != Phase::done && now - run.began > deadline) finish(run);
     if (run.phase == Phase::done) return apply(run);
     if (run.phase == Phase::waiting) {
-        if (now - run.waiting_since > turn_patience) start_bulk(run, Turn::waited_out);
+        if (now - run.began > turn_patience) start_probes(run, Turn::waited_out);
     } else if (run.token == 0)
         send_probe(run);  // the module had no room for the last one
     else if (now - run.sent > probe_patience)
@@ -366,13 +354,13 @@ std::string PathMeasure::figures(const Run& run) const {
     std::string out = fmt::format("in {:.0f} ms, ", ms);
     switch (run.turn) {
         case Turn::first:
-            out += fmt::format("bulk probes first, after rank {}'s small ones; ", run.peer);
+            out += "probes first; ";
             break;
         case Turn::given:
-            out += fmt::format("bulk probes after rank {}'s; ", run.peer);
+            out += fmt::format("probes after rank {}'s; ", run.peer);
             break;
         case Turn::waited_out:
-            out += fmt::format("bulk probes without rank {}'s word; ", run.peer);
+            out += fmt::format("probes without rank {}'s word; ", run.peer);
             break;
     }
     auto figure = [](double v, const char* unit) {

@@ -22,18 +22,17 @@
 //   in MB/s carries large messages and goes first for put and get, unless
 //   the small messages' choice reads within a quarter of it (bulk_choice:
 //   the readings move that much from run to run).
-//   Bulk probes go one way at a time, as a transfer does, and never beside
-//   small ones: of each pair, the lower rank starts when the higher says its
-//   small probes are over, and probes while the higher only serves; then it
-//   tells the higher it is its turn, which says the same when it is done
-//   (wire::probe_turn; a rank waiting for a word goes on after
-//   `turn_patience`).  Two transfers at once, each way, share the link and
-//   both hosts' cores, and cut every figure to a third or a half, hiding the
-//   differences between transports; a bulk transfer beside small probes
-//   makes their round trips read the transfer's queue.  What bulk probes
-//   move is a region of real, touched pages: a never-written one maps the
-//   kernel's zero page, and a transport that copies would read one cached
-//   page over and over.
+//   What bulk probes move is a region of real, touched pages: a
+//   never-written one maps the kernel's zero page, and a transport that
+//   copies would read one cached page over and over.
+// Of each pair of ranks one measures at a time: the lower makes all its
+// probes while the higher only answers, then tells the higher it is its turn
+// (wire::probe_turn), which says the same when it is done; the higher goes
+// on without the word after `turn_patience`.  Both at once, each rank's
+// round trips read the other's probes queued on the link and in the peer's
+// progress passes (UCT's and ofi's tcp then beat Transit's now and then),
+// and two bulk transfers share the link and both hosts' cores, cutting every
+// figure to a third or a half.
 // The bml's choose() applies both from a progress callback, never from
 // inside a transport's callback.
 //
@@ -116,10 +115,9 @@ class PathMeasure {
 
   private:
     using Clock = std::chrono::steady_clock;
-    // waiting: small probes done; the lower rank waits for the higher's
-    // small probes to end, the higher for the lower's bulk probes.
+    // waiting: the higher rank of a pair, until the lower's probes are over.
     enum class Phase : std::uint8_t { small, waiting, bulk, done, applied };
-    // How this rank's bulk probes to a peer were timed against the peer's.
+    // How this rank's probes of a peer were timed against the peer's.
     enum class Turn : std::uint8_t { first, given, waited_out };
     struct Run {
         Rank peer = any_rank;
@@ -131,9 +129,7 @@ class PathMeasure {
         Clock::time_point sent{};
         Clock::time_point began{};
         Clock::time_point phase_began{};  // of the small or the bulk probes
-        Clock::time_point waiting_since{};
-        bool peer_small_over = false;  // the peer's word that its small probes are over
-        bool peer_done = false;        // the peer's word that its bulk probes are over
+        bool peer_done = false;           // the peer's word that its probes are over
         Turn turn = Turn::first;
         std::vector<double> small_us;   // least round trip per candidate
         std::vector<double> bulk_mbps;  // best burst bandwidth per candidate
@@ -158,15 +154,10 @@ class PathMeasure {
     // `ok` false when it cannot be.
     btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;
     void advance(Run& run) noexcept;
-    // Bulk probes begin on the peer's word (or after turn_patience): for the
-    // lower rank of the pair when the higher's small probes are over, for the
-    // higher when the lower's bulk probes are.
-    void after_small(Run& run) noexcept;
-    bool may_start_bulk(const Run& run) const noexcept;
-    void start_bulk(Run& run, Turn turn) noexcept;
-    void on_turn(Rank from, std::uint32_t what) noexcept;
-    // Tells the peer which of our probes are over (wire::turn_*).
-    void tell(const Run& run, std::uint32_t what) noexcept;
+    // The higher rank of a pair begins on the lower's word (on_turn) or
+    // after turn_patience.
+    void start_probes(Run& run, Turn turn) noexcept;
+    void on_turn(Rank from) noexcept;
     // The peer may still be probing us (no word that its bulk probes are over).
     bool serving(const Run& run, Clock::time_point now) const noexcept;
     // Probing ends (all samples, or the deadline): the peer hears it (the

@@ -7,9 +7,8 @@
 # best bulk transfer, by get where the transport offers it), choose the
 # fastest at 8 B for small messages and for large ones the widest, or the
 # small messages' choice when it reads within a quarter of the widest, measure
-# tcp's and uct's bulk by get, take turns at bulk probes (of each pair the
-# lower rank first, once the higher's small probes are over, the higher after
-# the lower's word), deliver every message of the
+# tcp's and uct's bulk by get, take turns (of each pair the lower rank makes
+# all its probes first, the higher after its word), deliver every message of the
 # stress program over the chosen paths, and print no error line.
 # Needs what twonode.sh needs: exits 77 (skipped) without it.
 here=$(cd "$(dirname "$0")" && pwd)
@@ -43,8 +42,7 @@ for l in lines:
     if m:
         figs = {}
         me, peer = int(m.group(1)), int(m.group(2))
-        turn = (f"bulk probes first, after rank {peer}'s small ones" if me < peer
-                else f"bulk probes after rank {peer}'s")
+        turn = "probes first" if me < peer else f"probes after rank {peer}'s"
         if turn not in m.group(3).split("; "):
             print(f"path_measure: FAIL: rank {me} did not take its turn for rank {peer}: {l}")
             bad = 1

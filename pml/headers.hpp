@@ -197,13 +197,17 @@ struct KeepAliveHdr {
 };
 // The token's bits beside its number: a burst's frame that is not answered,
 // a probe that asks for gets (fetch_probes.hpp), an answer saying the gets
-// could not be done, and a rank telling its peer that its probes are over
-// (the higher rank's turn, or the end of the lower's wait; not answered).
+// could not be done, and a rank's word to its peer (not answered; the number
+// says which): the higher rank of a pair is there to answer (the lower's
+// turn), or the sender's probes are over (the higher's turn, or the end of
+// the lower's wait in init).
 inline constexpr std::uint32_t probe_silent = 1u << 31;
 inline constexpr std::uint32_t probe_fetch = 1u << 30;
 inline constexpr std::uint32_t probe_refused = 1u << 29;
 inline constexpr std::uint32_t probe_turn = 1u << 28;
 inline constexpr std::uint32_t probe_number = probe_turn - 1;
+inline constexpr std::uint32_t turn_ready = 1;
+inline constexpr std::uint32_t turn_done = 2;
 // After the KeepAliveHdr of a probe with probe_fetch: the prober's region to
 // read and how much, then `handle_size` bytes of its registration handle.
 struct FetchProbeHdr {

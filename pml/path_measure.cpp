@@ -23,6 +23,9 @@ namespace {
 constexpr std::uint32_t small_samples = 32;
 constexpr std::uint32_t bulk_samples = 6;
 constexpr std::uint32_t least_samples = 3;
+// Rounds before those, not counted: the first probes over a path meet its
+// cold state (connections still being set up, the peer's scratch untouched).
+constexpr std::uint32_t warmup_rounds = 1;
 constexpr auto small_budget = std::chrono::milliseconds(20);
 constexpr auto bulk_budget = std::chrono::milliseconds(50);
 constexpr std::size_t small_payload = 8;
@@ -83,8 +86,9 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
         Run run;
         run.peer = r;
         run.began = run.phase_began = now;
-        // Of each pair the lower rank measures first, the higher on its word.
-        if (r < c_.rank) run.phase = Phase::waiting;
+        // Of each pair the lower rank measures first, once the higher is
+        // there to answer; the higher when the lower is done.
+        run.phase = Phase::waiting;
         run.small_us.assign(p->ep->candidates.size(), -1.0);
         run.bulk_mbps.assign(p->ep->candidates.size(), -1.0);
         runs_.push_back(std::move(run));
@@ -98,7 +102,7 @@ void PathMeasure::start(ProgressEngine& progress, bml::R2& bml) {
     progress_ = &progress;
     handle_ = progress.add(&PathMeasure::tick_cb, this, ProgressPriority::low);
     for (Run& run : runs_)
-        if (run.phase == Phase::small) send_probe(run);
+        if (run.peer < c_.rank) tell(run, wire::turn_ready);
 }
 
 void PathMeasure::stop() noexcept {
@@ -234,9 +238,10 @@ void PathMeasure::advance(Run& run) noexcept {
     run.candidate = 0;
     const bool small = run.phase == Phase::small;
     const auto spent = Clock::now() - run.phase_began;
-    const bool enough =
-        run.sample + 1 >= least_samples && (small ? spent > small_budget : spent > bulk_budget);
-    if (++run.sample < (small ? small_samples : bulk_samples) && !enough) return send_probe(run);
+    const bool enough = run.sample + 1 >= warmup_rounds + least_samples &&
+                        (small ? spent > small_budget : spent > bulk_budget);
+    const std::uint32_t rounds = warmup_rounds + (small ? small_samples : bulk_samples);
+    if (++run.sample < rounds && !enough) return send_probe(run);
     run.sample = 0;
     if (run.phase == Phase::bulk) return finish(run);
     run.phase = Phase::bulk;
@@ -251,22 +256,28 @@ void PathMeasure::start_probes(Run& run, Turn turn) noexcept {
     send_probe(run);
 }
 
-void PathMeasure::on_turn(Rank from) noexcept {
+void PathMeasure::on_turn(Rank from, std::uint32_t what) noexcept {
     for (Run& run : runs_) {
         if (run.peer != from) continue;
-        run.peer_done = true;
-        if (run.phase == Phase::waiting) start_probes(run, Turn::given);
+        const bool lower = run.peer > c_.rank;
+        if (what == wire::turn_done) run.peer_done = true;
+        if (run.phase == Phase::waiting && what == (lower ? wire::turn_ready : wire::turn_done))
+            start_probes(run, lower ? Turn::first : Turn::given);
         return;
     }
+}
+
+void PathMeasure::tell(const Run& run, std::uint32_t what) noexcept {
+    Peer* p = c_.peers.peer(run.peer);
+    if (p->failed || !p->ep) return;
+    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn | what};
+    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
 }
 
 void PathMeasure::finish(Run& run) noexcept {
     run.phase = Phase::done;
     run.token = 0;
-    Peer* p = c_.peers.peer(run.peer);
-    if (p->failed || !p->ep) return;
-    const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn};
-    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
+    tell(run, wire::turn_done);
 }
 
 bool PathMeasure::answer(Peer& p, btl::Module* arrived, const wire::KeepAliveHdr& answer,
@@ -286,7 +297,7 @@ void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
     const Rank sender = Core::job_sender(from, h.src);
     if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
-    if (h.pad & wire::probe_turn) return on_turn(sender);
+    if (h.pad & wire::probe_turn) return on_turn(sender, h.pad & wire::probe_number);
     fetches_.serve(sender, arrived, {b, n});
 }
 
@@ -301,6 +312,8 @@ void PathMeasure::on_pong(const std::byte* b, Rank from) noexcept {
             std::chrono::duration<double, std::micro>(Clock::now() - run.sent).count();
         if (h.pad & wire::probe_refused) {
             // The peer could not read our region over this module: no sample.
+        } else if (run.sample < warmup_rounds) {
+            // A warm-up round: not counted.
         } else if (run.phase == Phase::bulk) {
             // Bytes per microsecond are MB/s.
             const double mbps = static_cast<double>(run.burst_bytes) / std::max(us, 1e-3);

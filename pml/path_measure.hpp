@@ -25,10 +25,12 @@
 //   What bulk probes move is a region of real, touched pages: a
 //   never-written one maps the kernel's zero page, and a transport that
 //   copies would read one cached page over and over.
-// Of each pair of ranks one measures at a time: the lower makes all its
-// probes while the higher only answers, then tells the higher it is its turn
-// (wire::probe_turn), which says the same when it is done; the higher goes
-// on without the word after `turn_patience`.  Both at once, each rank's
+// Of each pair of ranks one measures at a time: the lower, once the higher
+// says it is there (its init is polling), makes all its probes while the
+// higher only answers, then tells the higher it is its turn
+// (wire::probe_turn), which says the same when it is done; a rank goes on
+// without a word after `turn_patience`.  The first round of samples warms
+// the paths and is not counted.  Both at once, each rank's
 // round trips read the other's probes queued on the link and in the peer's
 // progress passes (UCT's and ofi's tcp then beat Transit's now and then),
 // and two bulk transfers share the link and both hosts' cores, cutting every
@@ -115,7 +117,8 @@ class PathMeasure {
 
   private:
     using Clock = std::chrono::steady_clock;
-    // waiting: the higher rank of a pair, until the lower's probes are over.
+    // waiting: for the higher rank's word that it is there (the lower rank of
+    // a pair), or the lower's that its probes are over (the higher).
     enum class Phase : std::uint8_t { small, waiting, bulk, done, applied };
     // How this rank's probes of a peer were timed against the peer's.
     enum class Turn : std::uint8_t { first, given, waited_out };
@@ -154,10 +157,11 @@ class PathMeasure {
     // `ok` false when it cannot be.
     btl::RegistrationHandle* exposed(const bml::BtlRef& b, bool& ok) noexcept;
     void advance(Run& run) noexcept;
-    // The higher rank of a pair begins on the lower's word (on_turn) or
-    // after turn_patience.
+    // Probing begins on the peer's word (on_turn) or after turn_patience.
     void start_probes(Run& run, Turn turn) noexcept;
-    void on_turn(Rank from) noexcept;
+    void on_turn(Rank from, std::uint32_t what) noexcept;
+    // Tells the peer we are there (wire::turn_ready) or done (turn_done).
+    void tell(const Run& run, std::uint32_t what) noexcept;
     // The peer may still be probing us (no word that its bulk probes are over).
     bool serving(const Run& run, Clock::time_point now) const noexcept;
     // Probing ends (all samples, or the deadline): the peer hears it (the

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -78,11 +79,26 @@ constexpr std::size_t error_line_capacity = 1024;
 thread_local std::uint64_t error_count = 0;
 thread_local char error_text[error_line_capacity];
 thread_local std::size_t error_length = 0;
+// Every thread's error lines, numbered, and the number of this thread's
+// last: a call's mark is a plain load of a global, where a thread-local
+// read from a shared library goes through __tls_get_addr on every call.
+std::atomic<std::uint64_t> error_sequence{0};
+thread_local std::uint64_t last_error_sequence = 0;
 
 }  // namespace
 
 std::uint64_t errors_written() noexcept {
     return error_count;
+}
+
+std::uint64_t error_mark() noexcept {
+    return error_sequence.load(std::memory_order_relaxed);
+}
+
+bool wrote_error_since(std::uint64_t mark) noexcept {
+    // A line this thread wrote before taking `mark` has a number <= mark: the
+    // thread's own increment precedes its later load of the same variable.
+    return last_error_sequence > mark;
 }
 
 std::string_view last_error_line() noexcept {
@@ -93,6 +109,7 @@ void note_error(std::string_view text) noexcept {
     error_length = std::min(text.size(), error_line_capacity);
     std::copy_n(text.data(), error_length, error_text);
     ++error_count;
+    last_error_sequence = error_sequence.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void set_sink(Sink sink, void* arg) noexcept {

@@ -33,7 +33,7 @@ void set_last_error(std::string_view reason) noexcept {
 
 Status call_failed(Status s, std::uint64_t mark, std::string_view call, Rank peer,
                    const Context* ctx) noexcept {
-    if (log::errors_written() != mark) {
+    if (log::wrote_error_since(mark)) {
         set_last_error(log::last_error_line());
         return s;
     }

@@ -19,7 +19,7 @@ namespace transit::pml {
 void set_last_error(std::string_view reason) noexcept;
 
 // Publishes why `call` failed with `s`: the last error line this thread wrote
-// since `mark` (log::errors_written() when the call began), else the call,
+// since `mark` (log::error_mark() when the call began), else the call,
 // the peer (any_rank: none), the job's size when `ctx` is given (a peer
 // beyond it is one outside the job, or none) and the status.  Returns s.
 Status call_failed(Status s, std::uint64_t mark, std::string_view call, Rank peer,
@@ -39,7 +39,7 @@ class ApiCall {
 
   private:
     std::string_view name_;
-    std::uint64_t mark_ = log::errors_written();
+    std::uint64_t mark_ = log::error_mark();
 };
 
 }  // namespace transit::pml

@@ -39,6 +39,10 @@ inline void write(std::string_view prefix, std::string_view line) {
 // (cut at 1 KiB), whether printed or handed to a sink.  No allocation.
 std::uint64_t errors_written() noexcept;
 std::string_view last_error_line() noexcept;
+// A mark to take when a call begins (a count of every thread's error lines,
+// cheap to read), and whether this thread wrote an error line since it.
+std::uint64_t error_mark() noexcept;
+bool wrote_error_since(std::uint64_t mark) noexcept;
 // Counts `text` as an error line of this thread without printing it: the
 // reason of a failure whose line was printed once already.
 void note_error(std::string_view text) noexcept;

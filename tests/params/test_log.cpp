@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -16,6 +17,21 @@
 
 namespace transit::log {
 namespace {
+
+// A call's mark (taken when it begins) sees this thread's error lines since,
+// not another thread's: a failed call's reason is its own.
+TEST(Log, ErrorMarkSeesOnlyThisThreadsLinesSinceIt) {
+    note_error("before the mark");
+    const std::uint64_t mark = error_mark();
+    EXPECT_FALSE(wrote_error_since(mark));
+    std::thread([] { note_error("another thread's"); }).join();
+    EXPECT_FALSE(wrote_error_since(mark));
+    EXPECT_EQ(last_error_line(), "before the mark");
+    note_error("this thread's");
+    EXPECT_TRUE(wrote_error_since(mark));
+    EXPECT_EQ(last_error_line(), "this thread's");
+    EXPECT_FALSE(wrote_error_since(error_mark()));
+}
 
 TEST(Log, OneLineWithHostPidAndPrefix) {
     char host[256] = {};

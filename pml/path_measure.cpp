@@ -18,8 +18,9 @@ namespace {
 // unless the phase has used its budget once least_samples rounds are in (on
 // a loaded host a round trip takes a scheduler's time slice, and the
 // measurement must end well within a job).  The least of many round trips
-// finds the quiet moments; with 8, Transit's tcp and UCT's (16-19 against
-// 21-24 us) changed places in about one run in ten.
+// finds the quiet moments: with 8, taken while the peer probed too, Transit's
+// tcp and UCT's (16-19 against 21-24 us) changed places in about one run in
+// ten.
 constexpr std::uint32_t small_samples = 32;
 constexpr std::uint32_t bulk_samples = 6;
 constexpr std::uint32_t least_samples = 3;
@@ -39,8 +40,8 @@ constexpr std::size_t max_burst_frames = 64;
 // Large messages stay with the transport chosen for small ones unless
 // another reads this much wider: over one network the best of the bulk
 // samples moves by a fifth from run to run, and a low reading comes at times
-// (tcp between two namespaces of one host, 2026-12-04: 2,760-6,020 MB/s from
-// one run to the next, where UCT read 2,400-2,950), so a narrower lead is
+// (tcp between two namespaces of one host, 2026-12-04: 1,800-9,300 MB/s from
+// one run to the next, where UCT read 2,000-3,500), so a narrower lead is
 // noise, and one transport for both keeps one path warm.
 constexpr double bulk_margin = 1.25;
 // A probe not answered by then counts as no sample; a measurement not done by
@@ -243,7 +244,7 @@ void PathMeasure::advance(Run& run) noexcept {
     const std::uint32_t rounds = warmup_rounds + (small ? small_samples : bulk_samples);
     if (++run.sample < rounds && !enough) return send_probe(run);
     run.sample = 0;
-    if (run.phase == Phase::bulk) return finish(run);
+    if (!small) return finish(run);
     run.phase = Phase::bulk;
     run.phase_began = Clock::now();
     send_probe(run);

@@ -217,6 +217,17 @@ struct FetchProbeHdr {
     std::uint32_t pad;
 };
 
+// After the KeepAliveHdr of a rank's turn_done: what it measured over each of
+// its candidates (path_readings.hpp), as entries of this header followed by
+// `name_len` bytes of the module's name.  A figure < 0 is none.
+struct PathReadingHdr {
+    double small_us;
+    double bulk_mbps;
+    std::uint8_t name_len;
+    std::uint8_t pad[7];
+};
+static_assert(sizeof(PathReadingHdr) == 24);  // no holes: every byte sent is set
+
 inline constexpr std::uint8_t cswap_op = 0xff;
 
 // The fixed header every message of a kind starts with: anything shorter is

@@ -9,6 +9,8 @@
 #include "bml/r2.hpp"
 #include "pml/headers.hpp"
 #include "pml/outbox.hpp"
+#include "pml/path_readings.hpp"
+#include "transit/btl/component.hpp"
 
 namespace transit::pml {
 
@@ -111,13 +113,15 @@ void PathMeasure::stop() noexcept {
     handle_ = {};
     runs_.clear();
     release_region();
+    exposed_.clear();
     fetches_.stop();
 }
 
 void PathMeasure::release_region() noexcept {
-    for (const Exposed& e : exposed_)
+    for (Exposed& e : exposed_) {
         if (e.handle) e.module->rdma()->deregister_mem(e.handle);
-    exposed_.clear();
+        e.handle = nullptr;
+    }
     region_.reset();
 }
 
@@ -180,6 +184,7 @@ bool PathMeasure::send_burst(Run& run, Peer* p, const bml::BtlRef& b,
 }
 
 bool PathMeasure::probes_by_get(const bml::BtlRef& b, btl::RegistrationHandle*& h) noexcept {
+    if (!region_) return false;  // released: nothing more is probed
     const auto& a = b.module->attributes();
     if (!b.rdma || !(a.flags & btl::flags::get)) return false;
     if (a.registration_handle_size > btl::max_registration_handle_size) return false;
@@ -257,11 +262,15 @@ void PathMeasure::start_probes(Run& run, Turn turn) noexcept {
     send_probe(run);
 }
 
-void PathMeasure::on_turn(Rank from, std::uint32_t what) noexcept {
+void PathMeasure::on_turn(Rank from, std::uint32_t what,
+                          std::span<const std::byte> readings) noexcept {
     for (Run& run : runs_) {
         if (run.peer != from) continue;
         const bool lower = run.peer > c_.rank;
-        if (what == wire::turn_done) run.peer_done = true;
+        if (what == wire::turn_done && !run.peer_done) {
+            run.peer_done = true;
+            take_readings(run, readings);
+        }
         if (run.phase == Phase::waiting && what == (lower ? wire::turn_ready : wire::turn_done))
             start_probes(run, lower ? Turn::first : Turn::given);
         return;
@@ -272,7 +281,51 @@ void PathMeasure::tell(const Run& run, std::uint32_t what) noexcept {
     Peer* p = c_.peers.peer(run.peer);
     if (p->failed || !p->ep) return;
     const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn | what};
-    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn);
+    std::vector<std::byte> readings;
+    if (what == wire::turn_done) try {
+            // As much as the path's frames hold beside the header (a vendor's
+            // small-fragment btl may take a few hundred bytes).
+            const std::size_t limit = p->ep->pick_eager().module->attributes().eager_limit;
+            const std::size_t room = limit > sizeof turn + 64 ? limit - sizeof turn - 64 : 0;
+            const std::vector<std::string> keys = candidate_keys(*p->ep);
+            const std::vector<std::string_view> views(keys.begin(), keys.end());
+            readings = PathReadings::encode(views, run.small_us, run.bulk_mbps, room);
+        } catch (const std::exception&) {
+            readings.clear();  // out of memory: the word alone
+        }
+    (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn, readings.data(), readings.size());
+}
+
+std::vector<std::string> PathMeasure::candidate_keys(const bml::Endpoint& ep) {
+    std::vector<std::string> keys;
+    for (const bml::BtlRef& b : ep.candidates) keys.push_back(b.module->component().name());
+    // Two modules of one component (two rails) cannot be told apart from
+    // the other side: neither is matched.
+    for (std::size_t i = 0; i < keys.size(); ++i)
+        if (std::count(keys.begin(), keys.end(), keys[i]) > 1 && !keys[i].empty())
+            std::replace(keys.begin(), keys.end(), std::string(keys[i]), std::string());
+    return keys;
+}
+
+void PathMeasure::take_readings(Run& run, std::span<const std::byte> readings) noexcept {
+    const Peer* p = c_.peers.peer(run.peer);
+    if (readings.empty() || !p->ep) return;  // a peer that sends none
+    try {
+        const std::vector<std::string> keys = candidate_keys(*p->ep);
+        const std::vector<std::string_view> views(keys.begin(), keys.end());
+        if (!PathReadings::decode(readings, views, run.peer_small_us, run.peer_bulk_mbps)) {
+            run.peer_small_us.clear();
+            run.peer_bulk_mbps.clear();
+            c_.drops.refused(wire::ping, run.peer, "a malformed list of path figures");
+        }
+    } catch (const std::exception&) {
+        run.peer_small_us.clear();  // out of memory: our figures alone
+        run.peer_bulk_mbps.clear();
+    }
+}
+
+bool PathMeasure::awaits_peer(const Run& run, Clock::time_point now) const noexcept {
+    return run.turn == Turn::first && serving(run, now);
 }
 
 void PathMeasure::finish(Run& run) noexcept {
@@ -298,7 +351,8 @@ void PathMeasure::serve(const std::byte* b, std::size_t n, Rank from,
     const Rank sender = Core::job_sender(from, h.src);
     if (!c_.other_job_rank(sender)) [[unlikely]]
         return c_.drops.refused(wire::ping, sender, "a probe from a peer outside the job");
-    if (h.pad & wire::probe_turn) return on_turn(sender, h.pad & wire::probe_number);
+    if (h.pad & wire::probe_turn)
+        return on_turn(sender, h.pad & wire::probe_number, {b + sizeof h, n - sizeof h});
     fetches_.serve(sender, arrived, {b, n});
 }
 
@@ -337,12 +391,14 @@ int PathMeasure::tick() noexcept {
     const auto now = Clock::now();
     std::size_t measuring = 0;
     std::size_t served = 0;  // peers whose probes of us may still come
+    std::size_t probing = 0;
     for (Run& run : runs_) {
         if (run.phase != Phase::applied) measure(run, now);
         if (run.phase != Phase::applied) ++measuring;
+        if (run.phase != Phase::applied && run.phase != Phase::done) ++probing;
         if (serving(run, now)) ++served;
     }
-    if (measuring == 0) release_region();
+    if (probing == 0) release_region();
     if (measuring == 0 && served == 0 && handle_) {
         progress_->remove(handle_);
         handle_ = {};
@@ -353,7 +409,10 @@ int PathMeasure::tick() noexcept {
 
 void PathMeasure::measure(Run& run, Clock::time_point now) noexcept {
     if (run.phase != Phase::done && now - run.began > deadline) finish(run);
-    if (run.phase == Phase::done) return apply(run);
+    if (run.phase == Phase::done) {
+        if (!awaits_peer(run, now)) apply(run);
+        return;
+    }
     if (run.phase == Phase::waiting) {
         if (now - run.began > turn_patience) start_probes(run, Turn::waited_out);
     } else if (run.token == 0)
@@ -362,7 +421,8 @@ void PathMeasure::measure(Run& run, Clock::time_point now) noexcept {
         advance(run);  // lost or held up: no sample
 }
 
-std::string PathMeasure::figures(const Run& run) const {
+std::string PathMeasure::figures(const Run& run, const std::vector<double>& small_us,
+                                 const std::vector<double>& bulk_mbps) const {
     const bml::Endpoint& ep = *c_.peers.peer(run.peer)->ep;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - run.began).count();
     std::string out = fmt::format("in {:.0f} ms, ", ms);
@@ -377,6 +437,9 @@ std::string PathMeasure::figures(const Run& run) const {
             out += fmt::format("probes without rank {}'s word; ", run.peer);
             break;
     }
+    const bool both = !run.peer_small_us.empty();
+    out += both ? std::string("both ranks' figures; ")
+                : fmt::format("no figures from rank {}; ", run.peer);
     auto figure = [](double v, const char* unit) {
         return v < 0 ? std::string("no answer") : fmt::format("{:.1f} {}", v, unit);
     };
@@ -384,8 +447,13 @@ std::string PathMeasure::figures(const Run& run) const {
         const auto& b = ep.candidates[i];
         const bool by_get = probed_by_get(b);
         out += fmt::format("{}{}: {}, {} by {}", i == 0 ? "" : "; ", b.module->name(),
-                           figure(run.small_us[i], "us"), figure(run.bulk_mbps[i], "MB/s"),
+                           figure(small_us[i], "us"), figure(bulk_mbps[i], "MB/s"),
                            by_get ? "get" : "frames");
+        if (both)
+            out += fmt::format(" (here {} {}, rank {} {} {})", figure(run.small_us[i], "us"),
+                               figure(run.bulk_mbps[i], "MB/s"), run.peer,
+                               figure(run.peer_small_us[i], "us"),
+                               figure(run.peer_bulk_mbps[i], "MB/s"));
     }
     return out;
 }
@@ -395,15 +463,19 @@ void PathMeasure::apply(Run& run) noexcept {
     Peer* p = c_.peers.peer(run.peer);
     if (p->failed || !p->ep) return;
     try {
-        const std::size_t small = fastest(run.small_us);
-        const std::size_t bulk = bulk_choice(small, run.bulk_mbps);
+        std::vector<double> small_us = run.small_us;
+        std::vector<double> bulk_mbps = run.bulk_mbps;
+        PathReadings::merge(small_us, run.peer_small_us, true);
+        PathReadings::merge(bulk_mbps, run.peer_bulk_mbps, false);
+        const std::size_t small = fastest(small_us);
+        const std::size_t bulk = bulk_choice(small, bulk_mbps);
         if (small == none) {
             bml_->explain(
                 fmt::format("rank {}: no probe answered ({}); the exclusivity order stays",
-                            run.peer, figures(run)));
+                            run.peer, figures(run, small_us, bulk_mbps)));
             return;
         }
-        bml_->choose(*p->ep, small, bulk, figures(run));
+        bml_->choose(*p->ep, small, bulk, figures(run, small_us, bulk_mbps));
     } catch (const std::exception&) {
         // Out of memory for a log line: the exclusivity order stays.
     }

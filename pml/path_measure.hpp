@@ -35,6 +35,11 @@
 // progress passes (UCT's and ofi's tcp then beat Transit's now and then),
 // and two bulk transfers share the link and both hosts' cores, cutting every
 // figure to a third or a half.
+// Each rank's word that it is done carries its figures, and both ranks
+// decide on the two sets merged (path_readings.hpp): the higher with the
+// lower's, which came before its own probes, the lower once the higher's
+// come.  So both choose alike, and the receiver of a rendezvous chooses its
+// get by what the peer timed of data flowing its way.
 // The bml's choose() applies both from a progress callback, never from
 // inside a transport's callback.
 //
@@ -51,6 +56,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -136,6 +142,10 @@ class PathMeasure {
         Turn turn = Turn::first;
         std::vector<double> small_us;   // least round trip per candidate
         std::vector<double> bulk_mbps;  // best burst bandwidth per candidate
+        // The peer's figures of the same paths (path_readings.hpp), in our
+        // candidates' order; empty until they come with its turn_done.
+        std::vector<double> peer_small_us;
+        std::vector<double> peer_bulk_mbps;
     };
 
     static int tick_cb(void* self) noexcept;
@@ -159,17 +169,33 @@ class PathMeasure {
     void advance(Run& run) noexcept;
     // Probing begins on the peer's word (on_turn) or after turn_patience.
     void start_probes(Run& run, Turn turn) noexcept;
-    void on_turn(Rank from, std::uint32_t what) noexcept;
-    // Tells the peer we are there (wire::turn_ready) or done (turn_done).
+    // `readings`: what came after the word's header (the peer's figures,
+    // with turn_done).
+    void on_turn(Rank from, std::uint32_t what, std::span<const std::byte> readings) noexcept;
+    // Tells the peer we are there (wire::turn_ready) or done (turn_done,
+    // with our figures).
     void tell(const Run& run, std::uint32_t what) noexcept;
+    // The decision waits for the peer's figures: it probes after us and
+    // sends them when it is done (or fails, or the deadline passes).
+    bool awaits_peer(const Run& run, Clock::time_point now) const noexcept;
     // The peer may still be probing us (no word that its bulk probes are over).
     bool serving(const Run& run, Clock::time_point now) const noexcept;
     // Probing ends (all samples, or the deadline): the peer hears it (the
     // higher rank's turn; the lower's scratch can go).
     void finish(Run& run) noexcept;
     void release_region() noexcept;
+    // What names each candidate to the peer (path_readings.hpp): its
+    // component's name, the same on both nodes where the module's own name
+    // holds a local device's; empty for one of two of a component.
+    static std::vector<std::string> candidate_keys(const bml::Endpoint& ep);
+    // The peer's figures from its turn_done; a malformed list is refused
+    // (counted) and the decision made on ours alone.
+    void take_readings(Run& run, std::span<const std::byte> readings) noexcept;
     void apply(Run& run) noexcept;
-    std::string figures(const Run& run) const;
+    // The decision's inputs: per candidate the merged figures, then ours and
+    // the peer's where it sent them.
+    std::string figures(const Run& run, const std::vector<double>& small_us,
+                        const std::vector<double>& bulk_mbps) const;
 
     Core& c_;
     Outbox& outbox_;

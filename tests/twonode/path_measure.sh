@@ -8,8 +8,10 @@
 # fastest at 8 B for small messages and for large ones the widest, or the
 # small messages' choice when it reads within a quarter of the widest, measure
 # tcp's and uct's bulk by get, take turns (of each pair the lower rank makes
-# all its probes first, the higher after its word), deliver every message of the
-# stress program over the chosen paths, and print no error line.
+# all its probes first, the higher after its word), decide on both ranks'
+# figures (each sends its own with its word that it is done) and so choose
+# alike on both ends of every pair, deliver every message of the stress
+# program over the chosen paths, and print no error line.
 # Needs what twonode.sh needs: exits 77 (skipped) without it.
 here=$(cd "$(dirname "$0")" && pwd)
 stress=$1
@@ -36,6 +38,7 @@ if ! python3 - "$out" <<'PY'
 import re, sys
 lines = open(sys.argv[1]).read().splitlines()
 measured = {}
+chosen = {}
 bad = 0
 for l in lines:
     m = re.search(r"r(\d+)\] bml: rank (\d+) measured [^:]*: in \d+ ms, (.*)$", l)
@@ -45,6 +48,9 @@ for l in lines:
         turn = "probes first" if me < peer else f"probes after rank {peer}'s"
         if turn not in m.group(3).split("; "):
             print(f"path_measure: FAIL: rank {me} did not take its turn for rank {peer}: {l}")
+            bad = 1
+        if "both ranks' figures" not in m.group(3).split("; "):
+            print(f"path_measure: FAIL: rank {me} decided without rank {peer}'s figures: {l}")
             bad = 1
         for part in m.group(3).split("; "):
             if ": " not in part:
@@ -61,6 +67,9 @@ for l in lines:
                 print(f"path_measure: FAIL: rank {m.group(1)} measured {name}'s bulk by {how}, not by get")
                 bad = 1
     m = re.search(r"r(\d+)\] bml: rank (\d+): small messages over (\S+), large over (\S+?),? ", l + " ")
+    if m:
+        # By component: a module's name holds its node's device.
+        chosen[(m.group(1), m.group(2))] = (m.group(3).split(":")[0], m.group(4).split(":")[0])
     if m and (m.group(1), m.group(2)) in measured:
         figs = measured[(m.group(1), m.group(2))]
         lat = {n: f[0] for n, f in figs.items() if f[0] is not None}
@@ -78,6 +87,12 @@ for l in lines:
             if m.group(4) != want and bw.get(m.group(4), -1.0) < widest:
                 print(f"path_measure: FAIL: rank {m.group(1)} chose {m.group(4)} for large messages, {bw}")
                 bad = 1
+# Both ends of a pair choose alike.
+for (me, peer), choice in chosen.items():
+    other = chosen.get((peer, me))
+    if other is not None and other != choice:
+        print(f"path_measure: FAIL: rank {me} chose {choice} for rank {peer}, which chose {other}")
+        bad = 1
 sys.exit(bad)
 PY
 then

@@ -465,8 +465,8 @@ void PathMeasure::apply(Run& run) noexcept {
     try {
         std::vector<double> small_us = run.small_us;
         std::vector<double> bulk_mbps = run.bulk_mbps;
-        PathReadings::merge(small_us, run.peer_small_us, true);
-        PathReadings::merge(bulk_mbps, run.peer_bulk_mbps, false);
+        PathReadings::merge(small_us, run.peer_small_us);
+        PathReadings::merge(bulk_mbps, run.peer_bulk_mbps);
         const std::size_t small = fastest(small_us);
         const std::size_t bulk = bulk_choice(small, bulk_mbps);
         if (small == none) {

@@ -38,8 +38,8 @@
 // Each rank's word that it is done carries its figures, and both ranks
 // decide on the two sets merged (path_readings.hpp): the higher with the
 // lower's, which came before its own probes, the lower once the higher's
-// come.  So both choose alike, and the receiver of a rendezvous chooses its
-// get by what the peer timed of data flowing its way.
+// come.  So both choose alike, and a path is as wide as both directions
+// found it.
 // The bml's choose() applies both from a progress callback, never from
 // inside a transport's callback.
 //

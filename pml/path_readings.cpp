@@ -78,12 +78,9 @@ bool PathReadings::decode(std::span<const std::byte> bytes, std::span<const std:
     return true;
 }
 
-void PathReadings::merge(std::span<double> ours, std::span<const double> theirs,
-                         bool least) noexcept {
-    for (std::size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i) {
-        if (theirs[i] < 0) continue;
-        if (ours[i] < 0 || (least ? theirs[i] < ours[i] : theirs[i] > ours[i])) ours[i] = theirs[i];
-    }
+void PathReadings::merge(std::span<double> ours, std::span<const double> theirs) noexcept {
+    for (std::size_t i = 0; i < std::min(ours.size(), theirs.size()); ++i)
+        if (theirs[i] >= 0 && (ours[i] < 0 || theirs[i] < ours[i])) ours[i] = theirs[i];
 }
 
 }  // namespace transit::pml

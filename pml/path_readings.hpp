@@ -7,11 +7,17 @@
 // its own bulk probes timed the peer reading from it: data flowing the other
 // way.  And two ranks deciding alone on noisy figures choose differently
 // now and then (tcp one way, UCT's tcp the other), which keeps two paths
-// warm for one conversation.  A round trip is the same round trip whichever
-// end times it, and the best of both ranks' bulk samples is the best of
-// twice as many: merged per module, the least round trip and the widest
-// bulk of the two, both ranks choose alike.
-//
+// warm for one conversation.  Merged per candidate, both ranks hold the same
+// figures and choose alike.  The merge takes the lesser of the two:
+// - a round trip is the same round trip whichever end times it, and noise
+//   only lengthens it;
+// - each rank's bulk figure is already the best of its samples (a busy
+//   moment only narrows a sample), but a single transfer can also read far
+//   above what a stream of them sustains: over tcp between two namespaces
+//   one rank read 5,700-8,100 MB/s where the other read 2,100-3,300 in the
+//   same run, and 1 MiB messages then moved at 3,000-3,200 MB/s (UCT's tcp:
+//   4,200-4,650 read on both sides, 4,150 moved; Xeon, 2026-12-04).  A
+//   path is as wide as both directions found it.
 // A candidate is matched by a key both sides can compute, its component's
 // name (a module's own name holds a local device's, which differs from node
 // to node), since the peer's list of candidates for us need not be in our
@@ -48,9 +54,9 @@ class PathReadings {
     static bool decode(std::span<const std::byte> bytes, std::span<const std::string_view> names,
                        std::vector<double>& small_us, std::vector<double>& bulk_mbps);
 
-    // Both ranks' figures as one: per candidate the least round trip and the
-    // widest bulk of the two (a side's -1 is no figure).
-    static void merge(std::span<double> ours, std::span<const double> theirs, bool least) noexcept;
+    // Both ranks' figures as one: per candidate the lesser of the two (a
+    // side's -1 is no figure).
+    static void merge(std::span<double> ours, std::span<const double> theirs) noexcept;
 };
 
 }  // namespace transit::pml

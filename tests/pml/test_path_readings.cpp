@@ -106,14 +106,16 @@ TEST(PathReadings, MalformedListsAreRefusedWhole) {
     EXPECT_EQ(us, std::vector<double>{10.0});
 }
 
-TEST(PathReadings, MergeTakesTheLeastRoundTripAndTheWidestBulk) {
-    std::vector<double> us{10, -1, 12, 9}, mbps{100, -1, 300, 50};
-    PathReadings::merge(us, std::vector<double>{11, 8, -1, 7}, true);
-    PathReadings::merge(mbps, std::vector<double>{150, 80, -1, 40}, false);
+TEST(PathReadings, MergeTakesTheLesserOfBothRanksFigures) {
+    // Round trips: noise only lengthens one.  Bulk: one rank's single transfer
+    // can read far above what the path sustains (tcp: 7,900 against 2,400).
+    std::vector<double> us{10, -1, 12, 9}, mbps{2400, -1, 300, 4200};
+    PathReadings::merge(us, std::vector<double>{11, 8, -1, 7});
+    PathReadings::merge(mbps, std::vector<double>{7900, 80, -1, 4500});
     EXPECT_EQ(us, (std::vector<double>{10, 8, 12, 7}));
-    EXPECT_EQ(mbps, (std::vector<double>{150, 80, 300, 50}));
+    EXPECT_EQ(mbps, (std::vector<double>{2400, 80, 300, 4200}));
     // Nothing from the peer: ours stand.
-    PathReadings::merge(us, std::vector<double>{}, true);
+    PathReadings::merge(us, std::vector<double>{});
     EXPECT_EQ(us, (std::vector<double>{10, 8, 12, 7}));
 }
 
@@ -128,14 +130,14 @@ TEST(PathReadings, BothRanksHoldTheSameFiguresAfterTheExchange) {
     std::vector<double> at_a_us, at_a_mbps, at_b_us, at_b_mbps;
     ASSERT_TRUE(PathReadings::decode(from_b, a_names, at_a_us, at_a_mbps));
     ASSERT_TRUE(PathReadings::decode(from_a, b_names, at_b_us, at_b_mbps));
-    PathReadings::merge(a_us, at_a_us, true);
-    PathReadings::merge(a_mbps, at_a_mbps, false);
-    PathReadings::merge(b_us, at_b_us, true);
-    PathReadings::merge(b_mbps, at_b_mbps, false);
+    PathReadings::merge(a_us, at_a_us);
+    PathReadings::merge(a_mbps, at_a_mbps);
+    PathReadings::merge(b_us, at_b_us);
+    PathReadings::merge(b_mbps, at_b_mbps);
     EXPECT_EQ(a_us, (std::vector<double>{b_us[1], b_us[0]}));
     EXPECT_EQ(a_mbps, (std::vector<double>{b_mbps[1], b_mbps[0]}));
     EXPECT_EQ(a_us, (std::vector<double>{10.2, 13.0}));
-    EXPECT_EQ(a_mbps, (std::vector<double>{9000, 3400}));
+    EXPECT_EQ(a_mbps, (std::vector<double>{2000, 3100}));
 }
 
 }  // namespace

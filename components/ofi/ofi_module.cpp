@@ -597,6 +597,9 @@ Status OfiModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
     auto* ep = static_cast<OfiEndpoint*>(endpoint);
     if (ep->failed) [[unlikely]]
         return Status::peer_failed;
+    // An injected send leaves nothing pending, yet its answer is coming: the
+    // transport is polled on every pass again (IdlePacer).
+    pacer_.wake();
     f->seg.len = descriptor->segments[0].len;
     if (f->seg.len > f->capacity) [[unlikely]]
         return Status::bad_param;
@@ -627,6 +630,7 @@ Status OfiModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     auto* ep = static_cast<OfiEndpoint*>(endpoint);
     if (ep->failed) [[unlikely]]
         return Status::peer_failed;
+    pacer_.wake();  // as in send()
     const std::size_t total = header_size_in + payload_size;
     const std::size_t start = convertor ? convertor->position() : 0;
     if (header_size + total <= fabric_.inject_limit) {

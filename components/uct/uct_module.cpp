@@ -355,6 +355,9 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
     // Two tail calls with this signature, so sendi has no frame of its own
     // (with the raw path here, its saved registers cost the pml's messages 31
     // instructions each before the header was even looked at).
+    // A send that completes at once leaves nothing in flight, yet its answer
+    // is coming: the transport is polled on every pass again (IdlePacer).
+    pacer_.wake();
     if (header_size != 0)
         return sender_.sendi_iov(endpoint, convertor, header, header_size, payload_size, order,
                                  flags, tag, descriptor);
@@ -363,6 +366,7 @@ Status UctModule::sendi(btl::Endpoint* endpoint, btl::Convertor* convertor, cons
 
 Status UctModule::send(btl::Endpoint* endpoint, btl::Descriptor* descriptor,
                        btl::Tag tag) noexcept {
+    pacer_.wake();
     return sender_.send(endpoint, descriptor, tag);
 }
 

@@ -3,8 +3,12 @@
 // issued from inside a receive callback.
 #include <fmt/format.h>
 
+#include <chrono>
+#include <thread>
+
 #include "tests/conformance/btl_test.hpp"
 #include "tests/conformance/suite_env.hpp"
+#include "transit/btl/util/idle_pacer.hpp"
 
 namespace transit::conformance {
 namespace {
@@ -213,6 +217,34 @@ TEST_P(Send, SendFromReceiveCallback) {
     EXPECT_TRUE(wait_for([&] { return chains_done() == 1; }, "a 301-hop chain"));
     for (int i = 0; i < 8; ++i) start_chain(31);
     EXPECT_TRUE(wait_for([&] { return chains_done() == 9; }, "8 concurrent chains"));
+}
+
+// A transport that carried nothing for a while is polled less often
+// (btl::util::IdlePacer); a send puts it back on every pass, because the
+// answer is coming.  Sends that complete at once (an inline or injected
+// send) leave nothing in flight to say so themselves.
+TEST_P(Send, AnIdleTransportFindsTheAnswerAtTheFirstPollAfterItsSend) {
+    start_chain(1);
+    ASSERT_TRUE(wait_for([&] { return chains_done() == 1; }, "a first chain"));
+    // Three times: a pacer that lets one poll in 16 through could let the
+    // first one through by chance once.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+        for (std::uint32_t i = 0; i < btl::util::IdlePacer::idle_polls + 100; ++i) progress();
+        const int before = chains_done();
+        start_chain(1);
+        // Long enough for the other side to answer (with two processes),
+        // without a poll of ours meanwhile.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        int polls = 0;
+        while (chains_done() == before && polls < 10000) {
+            progress();
+            ++polls;
+        }
+        // In loopback the request, the answer and their receipt take a
+        // pass or two of the same module.
+        EXPECT_LE(polls, 4) << "attempt " << attempt << ": the answer took " << polls
+                            << " polls after an idle spell";
+    }
 }
 
 TEST_P(Send, DumpThenSend) {

@@ -219,7 +219,8 @@ struct FetchProbeHdr {
 
 // After the KeepAliveHdr of a rank's turn_done: what it measured over each of
 // its candidates (path_readings.hpp), as entries of this header followed by
-// `name_len` bytes of the module's name.  A figure < 0 is none.
+// `name_len` bytes of the candidate's key (its component's name).  A figure
+// < 0 is none.
 struct PathReadingHdr {
     double small_us;
     double bulk_mbps;

@@ -281,19 +281,24 @@ void PathMeasure::tell(const Run& run, std::uint32_t what) noexcept {
     Peer* p = c_.peers.peer(run.peer);
     if (p->failed || !p->ep) return;
     const wire::KeepAliveHdr turn{c_.rank, wire::probe_turn | what};
-    std::vector<std::byte> readings;
-    if (what == wire::turn_done) try {
-            // As much as the path's frames hold beside the header (a vendor's
-            // small-fragment btl may take a few hundred bytes).
-            const std::size_t limit = p->ep->pick_eager().module->attributes().eager_limit;
-            const std::size_t room = limit > sizeof turn + 64 ? limit - sizeof turn - 64 : 0;
-            const std::vector<std::string> keys = candidate_keys(*p->ep);
-            const std::vector<std::string_view> views(keys.begin(), keys.end());
-            readings = PathReadings::encode(views, run.small_us, run.bulk_mbps, room);
-        } catch (const std::exception&) {
-            readings.clear();  // out of memory: the word alone
-        }
+    const std::vector<std::byte> readings =
+        what == wire::turn_done ? our_readings(run, *p->ep, sizeof turn) : std::vector<std::byte>{};
     (void)outbox_.send_ctrl(p, wire::ping, &turn, sizeof turn, readings.data(), readings.size());
+}
+
+std::vector<std::byte> PathMeasure::our_readings(const Run& run, const bml::Endpoint& ep,
+                                                 std::size_t header) noexcept {
+    try {
+        // As much as the eager modules' frames hold beside the header (a
+        // vendor's small-fragment btl may take a few hundred bytes).
+        const std::size_t limit = ep.eager_limit;
+        const std::size_t room = limit > header + 64 ? limit - header - 64 : 0;
+        const std::vector<std::string> keys = candidate_keys(ep);
+        const std::vector<std::string_view> views(keys.begin(), keys.end());
+        return PathReadings::encode(views, run.small_us, run.bulk_mbps, room);
+    } catch (const std::exception&) {
+        return {};  // out of memory: the word alone
+    }
 }
 
 std::vector<std::string> PathMeasure::candidate_keys(const bml::Endpoint& ep) {

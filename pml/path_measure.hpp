@@ -188,6 +188,10 @@ class PathMeasure {
     // component's name, the same on both nodes where the module's own name
     // holds a local device's; empty for one of two of a component.
     static std::vector<std::string> candidate_keys(const bml::Endpoint& ep);
+    // Our figures for the peer, as much of them as its eager path's frames
+    // hold beside a `header`; none when they cannot be written.
+    static std::vector<std::byte> our_readings(const Run& run, const bml::Endpoint& ep,
+                                               std::size_t header) noexcept;
     // The peer's figures from its turn_done; a malformed list is refused
     // (counted) and the decision made on ours alone.
     void take_readings(Run& run, std::span<const std::byte> readings) noexcept;

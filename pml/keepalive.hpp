@@ -5,14 +5,16 @@
 // lost peer (Failure::declare_failed) when it answers nothing in time.
 //
 // Cost: nothing per message but the store of PeerWatch::heard (Dispatch); the
-// look runs from a low-priority progress callback, reads the clock on every
-// 4th call only, and looks at the peers every quarter of the shorter of the
-// period and the timeout.  A waiter asleep in the kernel (wait policy block)
-// sleeps no longer than that while a peer is watched (Engine::rest), and looks
-// as soon as it wakes from a sleep that ran out.  Probes go only to a peer
-// with outstanding work that said nothing for a whole period: none on a busy
-// link, none to idle peers.  Peers outside the job are not watched (their
-// connections are their transports' business, and a bye ends them).
+// look runs from a low-priority progress callback (every 8th pass), reads
+// the clock on every 32nd call only (a busy receiver's pass takes tens of
+// nanoseconds, a look is due every tens of milliseconds), and looks at the
+// peers every quarter of the shorter of the period and the timeout.  A
+// waiter asleep in the kernel (wait policy block) sleeps no longer than that
+// while a peer is watched (Engine::rest), and looks as soon as it wakes from
+// a sleep that ran out.  Probes go only to a peer with outstanding work that
+// said nothing for a whole period: none on a busy link, none to idle peers.
+// Peers outside the job are not watched (their connections are their
+// transports' business, and a bye ends them).
 #pragma once
 
 #include <chrono>
@@ -71,7 +73,7 @@ class KeepAlive {
     // Time spent looking: at most two intervals per look (see look()).
     std::chrono::steady_clock::duration looked_{};
     // The clock is read every this many calls of the (low-priority) callback.
-    static constexpr std::uint32_t clock_every = 4;
+    static constexpr std::uint32_t clock_every = 32;
     std::uint32_t countdown_ = clock_every;
     std::size_t watching_ = 0;
     std::uint64_t probes_sent_ = 0;

@@ -31,8 +31,9 @@ constexpr params::Field<Settings> pml_params[] = {
          4}),
     params::to<&Settings::wait_spin_time>(
         count("wait_spin_time", "50", 0, 10000000,
-              "Microseconds wait polls with nothing happening before it naps between polls (or "
-              "after wait_spin_count polls, whichever comes first)",
+              "Microseconds wait polls with nothing happening, counted from the 64th such poll, "
+              "before it naps between polls (or after wait_spin_count polls, whichever comes "
+              "first)",
               5)),
     params::to<&Settings::wait_nap>(
         count("wait_nap", "20", 0, 100000,

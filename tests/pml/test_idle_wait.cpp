@@ -17,6 +17,15 @@ using namespace std::chrono_literals;
 
 constexpr std::uint64_t stride = IdleWait::clock_stride;
 
+// Settings that end the spin after `count` idle polls or `time`.
+Settings spin(std::uint64_t count, std::chrono::microseconds time) {
+    Settings s;
+    s.wait_spin_count = count;
+    s.wait_spin_time = time;
+    return s;
+}
+constexpr std::uint64_t uncounted = 1'000'000'000;
+
 // Idle polls until napping() says so, at most `limit`; limit + 1 if never.
 std::uint64_t polls_until_nap(IdleWait& w, std::uint64_t limit) {
     for (std::uint64_t n = 1; n <= limit; ++n)
@@ -25,18 +34,14 @@ std::uint64_t polls_until_nap(IdleWait& w, std::uint64_t limit) {
 }
 
 TEST(IdleWait, NapsAfterTheSpinCountWhateverTheClock) {
-    Settings s;
-    s.wait_spin_count = 10;
-    s.wait_spin_time = std::chrono::microseconds(60'000'000);
+    const Settings s = spin(10, 60s);
     IdleWait w(s);
     EXPECT_EQ(polls_until_nap(w, 1000), 11u);
     EXPECT_TRUE(w.napping());  // and stays so until reset
 }
 
 TEST(IdleWait, NapsOnceTheSpinTimeHasPassed) {
-    Settings s;
-    s.wait_spin_count = 1'000'000'000;
-    s.wait_spin_time = 2ms;
+    const Settings s = spin(uncounted, 2ms);
     IdleWait w(s);
     // The spin's time starts at the stride-th idle poll.
     EXPECT_EQ(polls_until_nap(w, stride), stride + 1);
@@ -46,17 +51,13 @@ TEST(IdleWait, NapsOnceTheSpinTimeHasPassed) {
 }
 
 TEST(IdleWait, ASpinTimeOfZeroNapsAtTheFirstClockRead) {
-    Settings s;
-    s.wait_spin_count = 1'000'000'000;
-    s.wait_spin_time = 0us;
+    const Settings s = spin(uncounted, 0us);
     IdleWait w(s);
     EXPECT_EQ(polls_until_nap(w, 4 * stride), stride);
 }
 
 TEST(IdleWait, APollThatDidSomethingStartsTheSpinAgain) {
-    Settings s;
-    s.wait_spin_count = 1'000'000'000;
-    s.wait_spin_time = 5ms;
+    const Settings s = spin(uncounted, 5ms);
     IdleWait w(s);
     // Short idle spells between busy polls, longer together than the spin
     // time: none of them is long enough to nap.

@@ -37,13 +37,17 @@ function(transit_apply_error_line_check)
 endfunction()
 
 # transit_add_gtest(<name> SOURCES ... [LIBRARIES ...] [LABELS ...]
-#                   [LOGS_ERRORS <case regex>...])
+#                   [LOGS_ERRORS <case regex>...] [SERIAL_CASES <case regex>...])
 # One GoogleTest program; each case becomes its own ctest entry.  Each case
 # fails on an error line of Transit's log, except the cases whose ctest name
-# matches a LOGS_ERRORS expression (they get the label logs_errors).
+# matches a LOGS_ERRORS expression (they get the label logs_errors).  Cases
+# matching a SERIAL_CASES expression never run beside another entry (what
+# they check is the whole user's, e.g. what the next launcher of the user
+# removes, which any launcher started beside them would remove first).
 function(transit_add_gtest name)
   # SERIAL: never beside another test (one that sets the machine's next pid).
-  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;LIBRARIES;LABELS;LOGS_ERRORS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;LIBRARIES;LABELS;LOGS_ERRORS;SERIAL_CASES"
+                        ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE transit GTest::gtest GTest::gtest_main ${ARG_LIBRARIES})
@@ -70,8 +74,13 @@ function(transit_add_gtest name)
     "  else()\n"
     "    set_tests_properties(\${case} PROPERTIES LABELS [==[${ARG_LABELS}]==]\n"
     "      FAIL_REGULAR_EXPRESSION [==[${TRANSIT_ERROR_LINE_REGEX}]==])\n"
-    "  endif()\n"
-    "endforeach()\n")
+    "  endif()\n")
+  foreach(pattern IN LISTS ARG_SERIAL_CASES)
+    file(APPEND ${script} "  if(case MATCHES [==[${pattern}]==])\n"
+      "    set_tests_properties(\${case} PROPERTIES RUN_SERIAL TRUE)\n"
+      "  endif()\n")
+  endforeach()
+  file(APPEND ${script} "endforeach()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${script})
 endfunction()
 
